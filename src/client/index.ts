@@ -1,0 +1,32 @@
+/** Starting compactions from the metadata service. */
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { familyGroup, namespaceId } from '../keys';
+import { DEFAULT_TASK_QUEUE } from '../worker/task-queue';
+import type { compactionWorkflow } from '../workflows';
+import { CompactionGroup, CompactionNamespace } from '../workflows/search-attributes';
+
+/** At most one compaction per group runs at a time: its workflow id names the group. */
+export const compactionWorkflowId = (ns: string, group: string): string => `compaction:${namespaceId(ns)}:${familyGroup(group)}`;
+
+export interface StartCompactionOptions {
+  readonly namespaceId: string;
+  readonly group: string;
+  readonly taskQueue?: string;
+}
+
+/** Starts the group's compaction, or returns the one already running (`USE_EXISTING`): repeated starts are idempotent. */
+export async function startCompaction(client: Client, options: StartCompactionOptions): Promise<WorkflowHandle<typeof compactionWorkflow>> {
+  const ns = namespaceId(options.namespaceId);
+  const group = familyGroup(options.group);
+  return client.workflow.start<typeof compactionWorkflow>('compactionWorkflow', {
+    workflowId: compactionWorkflowId(ns, group),
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
+    args: [{ namespaceId: ns, group }],
+    staticSummary: `Compact group ${group} of namespace ${ns} under a lease`,
+    typedSearchAttributes: [
+      { key: CompactionNamespace, value: ns },
+      { key: CompactionGroup, value: group },
+    ],
+  });
+}

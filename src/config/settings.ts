@@ -1,0 +1,66 @@
+/** Everything a worker is configured with: the protocol's timings plus the compactor's own knobs, validated once. */
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import { describeIssues } from '../envelope';
+import { resolveTiming, timingFromEnv, type Timing } from './timing';
+
+/** A worker setting is out of range; the message names it. */
+export class SettingsError extends Error {
+  override readonly name = 'SettingsError';
+}
+
+export interface CompactionSettings {
+  readonly timing: Timing;
+  /** Written into `owner_id` of every lease, for an operator reading the object. */
+  readonly ownerId: string;
+  /** Uncompressed bytes at which the compactor closes an output segment; bounds its memory. */
+  readonly targetSegmentBytes: number;
+  /** Temporal heartbeat timeout of the long activities: how fast a dead worker is noticed, independent of the lease refresh. */
+  readonly heartbeatTimeoutMs: number;
+  /** How many times a fenced job runs again as a new job before the workflow reports `fenced`. */
+  readonly maxFencedRuns: number;
+  /** Lost root races a publication retries before it reports `superseded`. */
+  readonly maxRootRaces: number;
+}
+
+const schema = z.strictObject({
+  ownerId: z.string().min(1).max(256).optional(),
+  targetSegmentBytes: z.number().int().min(1024).optional(),
+  heartbeatTimeoutMs: z.number().int().min(1000).optional(),
+  maxFencedRuns: z.number().int().nonnegative().optional(),
+  maxRootRaces: z.number().int().positive().optional(),
+});
+
+export const SETTINGS_ENV = {
+  ownerId: 'COMPACTION_OWNER_ID',
+  targetSegmentBytes: 'COMPACTION_TARGET_SEGMENT_BYTES',
+  heartbeatTimeoutMs: 'COMPACTION_HEARTBEAT_TIMEOUT_MS',
+} as const;
+
+export function resolveSettings(
+  settings: Partial<Omit<CompactionSettings, 'timing'>> & { timing?: Timing | Partial<Timing> } = {},
+): CompactionSettings {
+  const { timing, ...rest } = settings;
+  const parsed = schema.safeParse(rest);
+  if (!parsed.success) throw new SettingsError(`invalid settings: ${describeIssues(parsed.error)}`);
+  const s = parsed.data;
+  return Object.freeze({
+    timing: resolveTiming(timing),
+    ownerId: s.ownerId ?? `${process.pid}@${hostname()}`,
+    targetSegmentBytes: s.targetSegmentBytes ?? 64 * 1024 * 1024,
+    heartbeatTimeoutMs: s.heartbeatTimeoutMs ?? 30_000,
+    maxFencedRuns: s.maxFencedRuns ?? 3,
+    maxRootRaces: s.maxRootRaces ?? 5,
+  });
+}
+
+/** Settings from `COMPACTION_*` variables (see the README's table). */
+export function settingsFromEnv(env: NodeJS.ProcessEnv = process.env): CompactionSettings {
+  const number = (name: string) => (env[name] ? Number(env[name]) : undefined);
+  return resolveSettings({
+    timing: timingFromEnv(env),
+    ownerId: env[SETTINGS_ENV.ownerId] || undefined,
+    targetSegmentBytes: number(SETTINGS_ENV.targetSegmentBytes),
+    heartbeatTimeoutMs: number(SETTINGS_ENV.heartbeatTimeoutMs),
+  });
+}

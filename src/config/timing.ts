@@ -1,0 +1,115 @@
+/**
+ * The protocol's timings (spec section 4): one validated object. Every invariant is checked
+ * when the object is built, so a worker with unsafe timings fails at start-up, not at 3 a.m.
+ */
+import { z } from 'zod';
+import { describeIssues } from '../envelope';
+
+export interface Timing {
+  /** How often a job refreshes its lease; longer than one S3 operation including retries. */
+  readonly leaseRefreshIntervalMs: number;
+  /** How long after its last heartbeat an active lease expires; at least the collector's minimum grace. */
+  readonly leaseExpiryMs: number;
+  /** From the refresh at the top of a publication attempt until the root CAS is sent. */
+  readonly publicationBudgetMs: number;
+  /** Deadline of one store operation including the SDK's retries. */
+  readonly operationDeadlineMs: number;
+  /** Allowed error between host clocks and the store's `LastModified`. */
+  readonly clockSafetyMarginMs: number;
+  /** T: at least publication budget + operation deadline + clock margin. */
+  readonly gcMinGraceMs: number;
+  /** Minimum store age before an unowned staged object may be deleted; at least expiry + T. */
+  readonly stagingGraceMs: number;
+}
+
+/** Thrown at start-up when timings break an invariant; the message names the settings. */
+export class TimingConfigError extends Error {
+  override readonly name = 'TimingConfigError';
+}
+
+const ms = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+const partialSchema = z.strictObject({
+  leaseRefreshIntervalMs: ms.optional(),
+  leaseExpiryMs: ms.optional(),
+  publicationBudgetMs: ms.optional(),
+  operationDeadlineMs: ms.optional(),
+  clockSafetyMarginMs: ms.optional(),
+  gcMinGraceMs: ms.optional(),
+  stagingGraceMs: ms.optional(),
+});
+
+/** Environment variable for each setting: the spec's name behind the `COMPACTION_` prefix. */
+export const TIMING_ENV: Readonly<Record<keyof Timing, string>> = {
+  leaseRefreshIntervalMs: 'COMPACTION_LEASE_REFRESH_INTERVAL_MS',
+  leaseExpiryMs: 'COMPACTION_LEASE_EXPIRY_MS',
+  publicationBudgetMs: 'COMPACTION_PUBLICATION_BUDGET_MS',
+  operationDeadlineMs: 'COMPACTION_OPERATION_DEADLINE_MS',
+  clockSafetyMarginMs: 'COMPACTION_CLOCK_SAFETY_MARGIN_MS',
+  gcMinGraceMs: 'COMPACTION_GC_MIN_GRACE_MS',
+  stagingGraceMs: 'COMPACTION_STAGING_GRACE_MS',
+};
+
+/**
+ * Builds the timing from partial settings. Unset values take the spec's defaults, derived from
+ * the ones that are set: expiry = 5 × refresh, T = budget + deadline + margin, staging = expiry + T.
+ */
+export function resolveTiming(settings: Partial<Timing> = {}): Timing {
+  const parsed = partialSchema.safeParse(settings);
+  if (!parsed.success) throw new TimingConfigError(`invalid timing: ${describeIssues(parsed.error)}`);
+  const s = parsed.data;
+  const leaseRefreshIntervalMs = s.leaseRefreshIntervalMs ?? 300_000;
+  const publicationBudgetMs = s.publicationBudgetMs ?? 900_000;
+  const operationDeadlineMs = s.operationDeadlineMs ?? 150_000;
+  const clockSafetyMarginMs = s.clockSafetyMarginMs ?? 180_000;
+  const gcMinGraceMs = s.gcMinGraceMs ?? publicationBudgetMs + operationDeadlineMs + clockSafetyMarginMs;
+  const leaseExpiryMs = s.leaseExpiryMs ?? Math.max(5 * leaseRefreshIntervalMs, gcMinGraceMs);
+  const stagingGraceMs = s.stagingGraceMs ?? leaseExpiryMs + gcMinGraceMs;
+  const timing: Timing = Object.freeze({
+    leaseRefreshIntervalMs,
+    leaseExpiryMs,
+    publicationBudgetMs,
+    operationDeadlineMs,
+    clockSafetyMarginMs,
+    gcMinGraceMs,
+    stagingGraceMs,
+  });
+  const broken = timingViolations(timing);
+  if (broken.length) throw new TimingConfigError(`unsafe timing: ${broken.join('; ')}`);
+  return timing;
+}
+
+function timingViolations(t: Timing): string[] {
+  const env = TIMING_ENV;
+  const rules: [boolean, string][] = [
+    [t.leaseRefreshIntervalMs > t.operationDeadlineMs, `${env.leaseRefreshIntervalMs} (${t.leaseRefreshIntervalMs}) must exceed ${env.operationDeadlineMs} (${t.operationDeadlineMs})`],
+    [t.leaseExpiryMs >= t.gcMinGraceMs, `${env.leaseExpiryMs} (${t.leaseExpiryMs}) must be at least ${env.gcMinGraceMs} (${t.gcMinGraceMs})`],
+    [
+      t.gcMinGraceMs >= t.publicationBudgetMs + t.operationDeadlineMs + t.clockSafetyMarginMs,
+      `${env.gcMinGraceMs} (${t.gcMinGraceMs}) must be at least ${env.publicationBudgetMs} + ${env.operationDeadlineMs} + ${env.clockSafetyMarginMs} (${t.publicationBudgetMs + t.operationDeadlineMs + t.clockSafetyMarginMs})`,
+    ],
+    [t.stagingGraceMs >= t.leaseExpiryMs + t.gcMinGraceMs, `${env.stagingGraceMs} (${t.stagingGraceMs}) must be at least ${env.leaseExpiryMs} + ${env.gcMinGraceMs} (${t.leaseExpiryMs + t.gcMinGraceMs})`],
+  ];
+  return rules.filter(([ok]) => !ok).map(([, message]) => message);
+}
+
+/** Reads the `COMPACTION_*_MS` variables; a value that is not a positive integer is a {@link TimingConfigError}. */
+export function timingFromEnv(env: NodeJS.ProcessEnv = process.env): Timing {
+  const settings: Partial<Record<keyof Timing, number>> = {};
+  for (const [field, name] of Object.entries(TIMING_ENV) as [keyof Timing, string][]) {
+    const raw = env[name];
+    if (raw === undefined || raw === '') continue;
+    if (!/^\d+$/.test(raw)) throw new TimingConfigError(`${name}=${JSON.stringify(raw)} is not a whole number of milliseconds`);
+    settings[field] = Number(raw);
+  }
+  return resolveTiming(settings);
+}
+
+/** Timings shrunk for tests and demos, keeping every invariant: refresh `unitMs`, everything else scaled from it. */
+export function shrunkTiming(unitMs: number): Timing {
+  return resolveTiming({
+    leaseRefreshIntervalMs: unitMs,
+    operationDeadlineMs: Math.floor(unitMs / 2),
+    publicationBudgetMs: unitMs,
+    clockSafetyMarginMs: unitMs,
+  });
+}

@@ -1,0 +1,87 @@
+import { existsSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { Connection } from '@temporalio/client';
+import { freePort } from './ports';
+import { startServer } from './process';
+import { PROVISION_HINT, provisionCache } from './provisioned';
+import type { SearchAttributeType } from './search-attributes';
+
+export interface TemporalDevServerOptions {
+  /** Default: env TEMPORAL_CLI, else what scripts/provision.sh installs, else `temporal` on PATH. */
+  cliPath?: string;
+  /** gRPC frontend port; 0/undefined: a free port. */
+  port?: number;
+  /** Web UI port; 0/undefined: a free port; 'none': headless. */
+  uiPort?: number | 'none';
+  /** SQLite file to persist state in; default: in memory, gone when the server stops. */
+  dbFilename?: string;
+  searchAttributes?: Record<string, SearchAttributeType>;
+  /** Created at launch in addition to `default`; readiness waits for it. */
+  namespace?: string;
+  logFile?: string;
+  readyTimeoutMs?: number;
+}
+
+export interface TemporalDevServer {
+  /** host:port of the gRPC frontend. */
+  address: string;
+  uiUrl?: string;
+  stop(): Promise<void>;
+}
+
+function findCli(): string {
+  const fromEnv = process.env.TEMPORAL_CLI;
+  if (fromEnv !== undefined) {
+    if (!existsSync(fromEnv)) throw new Error(`TEMPORAL_CLI=${fromEnv} does not exist; ${PROVISION_HINT}`);
+    return fromEnv;
+  }
+  const cache = provisionCache();
+  const provisioned = [join(cache, 'temporal-venv', 'bin', 'temporal'), join(cache, 'temporal-go', 'temporal')];
+  const onPath = (process.env.PATH ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, 'temporal'));
+  const found = [...provisioned, ...onPath].find((p) => existsSync(p));
+  if (found === undefined) {
+    throw new Error(`Temporal CLI not found (looked at $TEMPORAL_CLI, ${provisioned.join(', ')} and PATH); ${PROVISION_HINT}`);
+  }
+  return found;
+}
+
+/** Ready means: the frontend answers, the namespace exists, and every custom search attribute is registered. */
+async function probe(address: string, namespace: string, searchAttributes: string[]): Promise<boolean> {
+  const connection = await Connection.connect({ address, connectTimeout: '1s' });
+  try {
+    return await connection.withDeadline(Date.now() + 2_000, async () => {
+      await connection.workflowService.getSystemInfo({});
+      const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
+      return searchAttributes.every((name) => customAttributes?.[name] !== undefined);
+    });
+  } finally {
+    await connection.close();
+  }
+}
+
+export async function startTemporalDevServer(opts: TemporalDevServerOptions = {}): Promise<TemporalDevServer> {
+  const cliPath = opts.cliPath ?? findCli();
+  const port = opts.port || (await freePort());
+  const uiPort = opts.uiPort === 'none' ? undefined : opts.uiPort || (await freePort());
+  const namespace = opts.namespace ?? 'default';
+  const searchAttributes = opts.searchAttributes ?? {};
+  const address = `127.0.0.1:${port}`;
+
+  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port)];
+  args.push(...(uiPort === undefined ? ['--headless'] : ['--ui-port', String(uiPort)]));
+  if (opts.dbFilename !== undefined) args.push('--db-filename', opts.dbFilename);
+  if (namespace !== 'default') args.push('--namespace', namespace);
+  for (const [name, type] of Object.entries(searchAttributes)) args.push('--search-attribute', `${name}=${type}`);
+  // The version check phones home, which CI's network does not allow.
+  args.push('--dynamic-config-value', 'frontend.enableServerVersionCheck=false', '--log-level', 'warn');
+
+  const server = await startServer({
+    name: 'temporal',
+    command: cliPath,
+    args,
+    ...(opts.logFile !== undefined && { logFile: opts.logFile }),
+    probe: () => probe(address, namespace, Object.keys(searchAttributes)),
+    readyTimeoutMs: opts.readyTimeoutMs ?? 60_000,
+  });
+  return { address, ...(uiPort !== undefined && { uiUrl: `http://127.0.0.1:${uiPort}` }), stop: () => server.stop() };
+}

@@ -1,0 +1,132 @@
+/**
+ * The key grammar: the one place that turns validated ids into object keys and listed keys
+ * back into ids. Nothing else in the package concatenates key strings, so a key the collector
+ * deletes has always been through {@link parseCompactionKey}.
+ */
+
+declare const brand: unique symbol;
+type Brand<T, B extends string> = T & { readonly [brand]: B };
+
+/** Tenant of the metadata service; 1–63 of `[a-z0-9_-]`, starting with a letter or digit. */
+export type NamespaceId = Brand<string, 'NamespaceId'>;
+/** Job id and the name of its prefix: `cmp_` + 32 lowercase hex. */
+export type MetadataCompactionId = Brand<string, 'MetadataCompactionId'>;
+/** Segment id, input or staged: `seg_` + 32 lowercase hex. */
+export type SegmentId = Brand<string, 'SegmentId'>;
+/** Family group name (one slice of a namespace's metadata); same alphabet as a namespace. */
+export type FamilyGroup = Brand<string, 'FamilyGroup'>;
+
+/** An id or key that is not of the grammar; `subject` names what was being parsed. */
+export class InvalidKeyError extends Error {
+  override readonly name = 'InvalidKeyError';
+  constructor(
+    readonly subject: string,
+    readonly value: string,
+    readonly reason: string,
+  ) {
+    super(`invalid ${subject} ${JSON.stringify(value)}: ${reason}`);
+  }
+}
+
+const NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+const JOB_ID_PATTERN = /^cmp_[0-9a-f]{32}$/;
+const SEGMENT_ID_PATTERN = /^seg_[0-9a-f]{32}$/;
+const EXTENSION_PATTERN = /^[a-z0-9]{1,16}$/;
+
+function validate<T>(subject: string, pattern: RegExp, shape: string, value: unknown): T {
+  if (typeof value !== 'string') throw new InvalidKeyError(subject, String(value), 'not a string');
+  if (!pattern.test(value)) throw new InvalidKeyError(subject, value, `must be ${shape}`);
+  return value as T;
+}
+
+const NAME_SHAPE = '1-63 characters of [a-z0-9_-] starting with a letter or digit';
+
+export const namespaceId = (value: unknown): NamespaceId =>
+  validate('namespace id', NAME_PATTERN, NAME_SHAPE, value);
+export const familyGroup = (value: unknown): FamilyGroup =>
+  validate('family group', NAME_PATTERN, NAME_SHAPE, value);
+export const jobId = (value: unknown): MetadataCompactionId =>
+  validate('job id', JOB_ID_PATTERN, '"cmp_" followed by 32 lowercase hex digits', value);
+export const segmentId = (value: unknown): SegmentId =>
+  validate('segment id', SEGMENT_ID_PATTERN, '"seg_" followed by 32 lowercase hex digits', value);
+const segmentExtension = (value: string): string =>
+  validate('segment extension', EXTENSION_PATTERN, '1-16 characters of [a-z0-9]', value);
+
+/** Fills a buffer with random bytes; workflows pass their deterministic source. */
+export type RandomFill = (bytes: Uint8Array) => void;
+const webCryptoFill: RandomFill = (bytes) => void globalThis.crypto.getRandomValues(bytes);
+
+function randomHex128(fill: RandomFill): string {
+  const bytes = new Uint8Array(16);
+  fill(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/** A fresh job id from 128 random bits. */
+export const newJobId = (fill: RandomFill = webCryptoFill): MetadataCompactionId =>
+  jobId(`cmp_${randomHex128(fill)}`);
+/** A fresh segment id from 128 random bits. */
+export const newSegmentId = (fill: RandomFill = webCryptoFill): SegmentId =>
+  segmentId(`seg_${randomHex128(fill)}`);
+
+export const NAMESPACES_PREFIX = 'namespaces/';
+export const namespacePrefix = (ns: NamespaceId): string => `${NAMESPACES_PREFIX}${ns}/`;
+export const rootKey = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/root.json`;
+export const inputSegmentKey = (ns: NamespaceId, seg: SegmentId, ext: string): string =>
+  `${namespacePrefix(ns)}metadata/segments/${seg}.${segmentExtension(ext)}`;
+export const compactionsPrefix = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/compactions/`;
+/** Always ends in `/`, so `cmp_1…` never matches `cmp_12…`. */
+export const jobPrefix = (ns: NamespaceId, job: MetadataCompactionId): string => `${compactionsPrefix(ns)}${job}/`;
+/** `lease.json` sorts before `segments/`: an ascending listing meets the lease first. */
+export const leaseKey = (ns: NamespaceId, job: MetadataCompactionId): string => `${jobPrefix(ns, job)}lease.json`;
+export const stagedSegmentKey = (ns: NamespaceId, job: MetadataCompactionId, seg: SegmentId, ext: string): string =>
+  `${jobPrefix(ns, job)}segments/${seg}.${segmentExtension(ext)}`;
+
+/** What a key under a compactions prefix is; anything else is retained and reported. */
+export type CompactionKey =
+  | { readonly kind: 'lease'; readonly namespaceId: NamespaceId; readonly jobId: MetadataCompactionId }
+  | {
+      readonly kind: 'staged_segment';
+      readonly namespaceId: NamespaceId;
+      readonly jobId: MetadataCompactionId;
+      readonly segmentId: SegmentId;
+      readonly extension: string;
+    }
+  | { readonly kind: 'unrecognised'; readonly key: string };
+
+const COMPACTION_KEY =
+  /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/metadata\/compactions\/(cmp_[0-9a-f]{32})\/(?:(lease\.json)|segments\/(seg_[0-9a-f]{32})\.([a-z0-9]{1,16}))$/;
+
+/** Classifies a key read back from a listing. The pattern is anchored and has no `.`-segments to escape through. */
+export function parseCompactionKey(key: string): CompactionKey {
+  const m = COMPACTION_KEY.exec(key);
+  if (!m) return { kind: 'unrecognised', key };
+  const [, ns, job, lease, seg, ext] = m as unknown as [string, string, string, string?, string?, string?];
+  const ids = { namespaceId: ns as NamespaceId, jobId: job as MetadataCompactionId };
+  if (lease) return { kind: 'lease', ...ids };
+  return { kind: 'staged_segment', ...ids, segmentId: seg as SegmentId, extension: ext as string };
+}
+
+const INPUT_SEGMENT_KEY = /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/metadata\/segments\/(seg_[0-9a-f]{32})\.([a-z0-9]{1,16})$/;
+
+/** Whether `key` is a segment key (input or staged) of namespace `ns`: the only keys a root may reference. */
+export function isSegmentKeyOf(ns: NamespaceId, key: string): boolean {
+  const input = INPUT_SEGMENT_KEY.exec(key);
+  if (input) return input[1] === ns;
+  const staged = parseCompactionKey(key);
+  return staged.kind === 'staged_segment' && staged.namespaceId === ns;
+}
+
+/** The namespace named by a `namespaces/{ns}/` common prefix, or undefined if it is not one. */
+export function parseNamespacePrefix(prefix: string): NamespaceId | undefined {
+  const m = /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/$/.exec(prefix);
+  return m ? (m[1] as NamespaceId) : undefined;
+}
+
+/** The job named by a `…/compactions/{job_id}/` common prefix of namespace `ns`, or undefined. */
+export function parseJobPrefix(ns: NamespaceId, prefix: string): MetadataCompactionId | undefined {
+  const base = compactionsPrefix(ns);
+  if (!prefix.startsWith(base)) return undefined;
+  const rest = prefix.slice(base.length);
+  return /^cmp_[0-9a-f]{32}\/$/.test(rest) ? (rest.slice(0, -1) as MetadataCompactionId) : undefined;
+}

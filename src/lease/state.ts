@@ -1,0 +1,94 @@
+/**
+ * The lease and its legal transitions, as pure functions: no I/O, no clock of their own.
+ * The lease says who owns one job's prefix and carries nothing else.
+ */
+import type { MetadataCompactionId, NamespaceId } from '../keys';
+
+/** Who owns the prefix: the job that wrote the lease (`active`) or the collector that claimed it (`reaping`, terminal). */
+export type LeaseStatus = 'active' | 'reaping';
+
+/** The seed's `MetadataCompactionLeaseState`, field for field and in the seed's order. */
+export interface LeaseState {
+  /** Job this lease belongs to, which is also the prefix its output sits under. */
+  readonly job_id: MetadataCompactionId;
+  /** Namespace whose family group the job is rebuilding. */
+  readonly namespace_id: NamespaceId;
+  /** Writer identity the job runs under, for an operator reading the object. */
+  readonly owner_id: string;
+  /** Who owns the prefix. */
+  readonly status: LeaseStatus;
+  /** Unix-millisecond stamp of the job's first lease write. */
+  readonly started_at_ms: number;
+  /** Unix-millisecond stamp of the most recent lease write, and the only input to expiry. */
+  readonly heartbeat_at_ms: number;
+}
+
+/** A transition the protocol forbids (e.g. refreshing a `reaping` lease, a heartbeat that does not increase). */
+export class LeaseTransitionError extends Error {
+  override readonly name = 'LeaseTransitionError';
+}
+
+/** The lease a job creates before its first output object: started and heartbeat are the same clock reading. */
+export function createLeaseState(init: {
+  jobId: MetadataCompactionId;
+  namespaceId: NamespaceId;
+  ownerId: string;
+  nowMs: number;
+}): LeaseState {
+  return Object.freeze({
+    job_id: init.jobId,
+    namespace_id: init.namespaceId,
+    owner_id: init.ownerId,
+    status: 'active',
+    started_at_ms: init.nowMs,
+    heartbeat_at_ms: init.nowMs,
+  });
+}
+
+/**
+ * The job's refresh. The heartbeat must strictly increase: S3's ETag is the body's MD5, so a
+ * write of identical bytes would keep the ETag and defeat the compare-and-swap.
+ */
+export function refreshLeaseState(lease: LeaseState, heartbeatAtMs: number): LeaseState {
+  if (lease.status !== 'active') throw new LeaseTransitionError(`cannot refresh a ${lease.status} lease of ${lease.job_id}`);
+  if (!(heartbeatAtMs > lease.heartbeat_at_ms)) {
+    throw new LeaseTransitionError(
+      `heartbeat of ${lease.job_id} must increase: ${heartbeatAtMs} is not after ${lease.heartbeat_at_ms}`,
+    );
+  }
+  return Object.freeze({ ...lease, heartbeat_at_ms: heartbeatAtMs });
+}
+
+/** The heartbeat a job writes next: its monotonic clock reading, but never less than one past the last one. */
+export const nextHeartbeatMs = (lease: LeaseState, clockMs: number): number =>
+  Math.max(Math.floor(clockMs), lease.heartbeat_at_ms + 1);
+
+/** The collector's claim: `active` → `reaping`, heartbeat unchanged (the status change alone changes the bytes). */
+export function claimLeaseState(lease: LeaseState): LeaseState {
+  if (lease.status !== 'active') throw new LeaseTransitionError(`cannot claim a ${lease.status} lease of ${lease.job_id}`);
+  return Object.freeze({ ...lease, status: 'reaping' });
+}
+
+/** An `active` lease is live while `now <= heartbeat_at_ms + expiry`; a `reaping` lease is never live. */
+export const isLeaseLive = (lease: LeaseState, nowMs: number, expiryMs: number): boolean =>
+  lease.status === 'active' && nowMs <= lease.heartbeat_at_ms + expiryMs;
+
+/** What a collector concludes about a job prefix from one read of its lease (spec 6.2). */
+export type OwnerDecision =
+  | { readonly owner: 'none' }
+  | { readonly owner: 'corrupt'; readonly reason: string }
+  | { readonly owner: 'collector' }
+  | { readonly owner: 'job' }
+  | { readonly owner: 'expired'; readonly lease: LeaseState };
+
+/** Decides the owner of a job prefix at the pass's fixed clock; `expired` means: try to claim it. */
+export function decideOwner(
+  read: { readonly lease: LeaseState } | { readonly missing: true } | { readonly corrupt: string },
+  nowMs: number,
+  expiryMs: number,
+): OwnerDecision {
+  if ('missing' in read) return { owner: 'none' };
+  if ('corrupt' in read) return { owner: 'corrupt', reason: read.corrupt };
+  if (read.lease.status === 'reaping') return { owner: 'collector' };
+  return isLeaseLive(read.lease, nowMs, expiryMs) ? { owner: 'job' } : { owner: 'expired', lease: read.lease };
+}

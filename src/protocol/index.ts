@@ -1,0 +1,4 @@
+export * from './lease-read';
+export * from './job-lease';
+export * from './root-io';
+export * from './publication';

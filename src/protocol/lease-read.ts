@@ -1,0 +1,28 @@
+/** Reading a lease: bytes and ETag from one GET, decoded strictly. */
+import { leaseKey, type MetadataCompactionId, type NamespaceId } from '../keys';
+import { decodeLease, LeaseCorruptError, MAX_LEASE_BYTES, type LeaseState } from '../lease';
+import { NotFoundError, ObjectTooLargeError, type ObjectStore } from '../store';
+
+export interface JobRef {
+  readonly namespaceId: NamespaceId;
+  readonly jobId: MetadataCompactionId;
+}
+
+export type LeaseRead =
+  | { readonly lease: LeaseState; readonly etag: string; readonly bytes: Uint8Array }
+  | { readonly missing: true }
+  | { readonly corrupt: string };
+
+/** One GET; a missing lease and a corrupt one are outcomes, transient store failures are thrown. */
+export async function readLease(store: ObjectStore, job: JobRef): Promise<LeaseRead> {
+  const key = leaseKey(job.namespaceId, job.jobId);
+  try {
+    const object = await store.get(key, { maxBytes: MAX_LEASE_BYTES });
+    return { lease: decodeLease(object.body, job), etag: object.etag, bytes: object.body };
+  } catch (err) {
+    if (err instanceof NotFoundError) return { missing: true };
+    if (err instanceof LeaseCorruptError) return { corrupt: err.message };
+    if (err instanceof ObjectTooLargeError) return { corrupt: new LeaseCorruptError(key, err.message).message };
+    throw err;
+  }
+}

@@ -1,0 +1,55 @@
+/** Reading and replacing the namespace root: bytes and ETag from one GET, replaced only by CAS. */
+import { rootKey, type NamespaceId } from '../keys';
+import { decodeRoot, emptyRoot, encodeRoot, MAX_ROOT_BYTES, type RootState } from '../root';
+import { ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
+
+/** The namespace has no root: nothing to compact, and a compaction of it is invalid input. */
+export class RootMissingError extends Error {
+  override readonly name = 'RootMissingError';
+  constructor(readonly key: string) {
+    super(`root ${key} does not exist: the namespace has no metadata to compact`);
+  }
+}
+
+export interface ReadRoot {
+  readonly root: RootState;
+  readonly etag: string;
+}
+
+export async function readRoot(store: ObjectStore, ns: NamespaceId): Promise<ReadRoot> {
+  const key = rootKey(ns);
+  try {
+    const object = await store.get(key, { maxBytes: MAX_ROOT_BYTES });
+    return { root: decodeRoot(object.body, ns), etag: object.etag };
+  } catch (err) {
+    throw err instanceof NotFoundError ? new RootMissingError(key) : err;
+  }
+}
+
+/** The root, or undefined when the namespace has none yet. */
+export async function readRootIfAny(store: ObjectStore, ns: NamespaceId): Promise<ReadRoot | undefined> {
+  try {
+    return await readRoot(store, ns);
+  } catch (err) {
+    if (err instanceof RootMissingError) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * Applies `change` to the current root by CAS, creating the root if absent, retrying lost races.
+ * For the metadata service's own writer (stood in for by the demo and tests), not for publication.
+ */
+export async function updateRoot(store: ObjectStore, ns: NamespaceId, change: (root: RootState) => RootState): Promise<RootState> {
+  for (;;) {
+    const current = await readRootIfAny(store, ns);
+    const next = change(current?.root ?? emptyRoot(ns));
+    try {
+      if (current) await store.putIfMatch(rootKey(ns), encodeRoot(next), current.etag);
+      else await store.putIfAbsent(rootKey(ns), encodeRoot(next));
+      return next;
+    } catch (err) {
+      if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof NotFoundError)) throw err;
+    }
+  }
+}

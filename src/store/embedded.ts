@@ -1,0 +1,186 @@
+/**
+ * Embedded adapter on SQLite, for zero-setup runs. Every conditional write is one immediate
+ * transaction, so compare-and-swap stays correct across processes sharing the file; ETags are
+ * random per write (stricter than S3's MD5: even identical bytes get a new one).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { Readable } from 'node:stream';
+import Database from 'better-sqlite3';
+import {
+  MAX_KEYS_PER_REQUEST,
+  NotFoundError,
+  ObjectTooLargeError,
+  PreconditionFailedError,
+  StoreConfigError,
+  type DeleteResult,
+  type ListPage,
+  type ListRequest,
+  type ObjectInfo,
+  type ObjectStore,
+  type StoredObject,
+  type StreamedObject,
+} from './port';
+
+export interface EmbeddedStoreOptions {
+  /** Database file; created with its folder when missing. `:memory:` for a private in-process store. */
+  readonly path: string;
+}
+
+/** Environment variable naming the embedded store's file. */
+export const EMBEDDED_ENV = 'COMPACTION_EMBEDDED_STORE';
+
+export function createEmbeddedObjectStore(options: EmbeddedStoreOptions): ObjectStore {
+  return new EmbeddedObjectStore(options.path);
+}
+
+interface Row {
+  key: string;
+  body: Buffer;
+  etag: string;
+  size: number;
+  last_modified_ms: number;
+}
+
+/** Sorts after every key that starts with the prefix it is appended to (keys are compared as UTF-8 bytes, like S3). */
+const AFTER_PREFIX = '\u{10FFFF}';
+
+const newEtag = () => `"${randomBytes(16).toString('hex')}"`;
+
+class EmbeddedObjectStore implements ObjectStore {
+  readonly description: string;
+  private readonly db: Database.Database;
+  private readonly statements;
+
+  constructor(path: string) {
+    this.description = `embedded:${path}`;
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    try {
+      this.db = new Database(path);
+    } catch (err) {
+      throw new StoreConfigError(EMBEDDED_ENV, `cannot open the embedded store at ${path}: ${(err as Error).message}`, { cause: err });
+    }
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('busy_timeout = 10000');
+    this.db.exec(`CREATE TABLE IF NOT EXISTS objects (
+      key TEXT PRIMARY KEY COLLATE BINARY,
+      body BLOB NOT NULL,
+      etag TEXT NOT NULL,
+      size INTEGER NOT NULL,
+      last_modified_ms INTEGER NOT NULL
+    ) WITHOUT ROWID`);
+    this.statements = {
+      get: this.db.prepare<[string], Row>('SELECT * FROM objects WHERE key = ?'),
+      head: this.db.prepare<[string], Omit<Row, 'body'>>('SELECT key, etag, size, last_modified_ms FROM objects WHERE key = ?'),
+      etag: this.db.prepare<[string], { etag: string }>('SELECT etag FROM objects WHERE key = ?'),
+      upsert: this.db.prepare(
+        `INSERT INTO objects (key, body, etag, size, last_modified_ms) VALUES (@key, @body, @etag, @size, @now)
+         ON CONFLICT (key) DO UPDATE SET body = @body, etag = @etag, size = @size, last_modified_ms = @now`,
+      ),
+      list: this.db.prepare<[{ after: string; prefix: string; limit: number }], Omit<Row, 'body'>>(
+        `SELECT key, etag, size, last_modified_ms FROM objects
+         WHERE key > @after AND substr(key, 1, length(@prefix)) = @prefix ORDER BY key LIMIT @limit`,
+      ),
+      delete: this.db.prepare('DELETE FROM objects WHERE key = ?'),
+    };
+  }
+
+  async get(key: string, options: { maxBytes?: number } = {}): Promise<StoredObject> {
+    if (options.maxBytes !== undefined) {
+      const info = this.statements.head.get(key);
+      if (info && info.size > options.maxBytes) throw new ObjectTooLargeError(key, info.size, options.maxBytes);
+    }
+    const row = this.statements.get.get(key);
+    if (!row) throw new NotFoundError(key);
+    return { key, body: new Uint8Array(row.body), etag: row.etag, lastModified: new Date(row.last_modified_ms) };
+  }
+
+  async getStream(key: string): Promise<StreamedObject> {
+    const object = await this.get(key);
+    return { ...object, body: Readable.from([object.body]) };
+  }
+
+  async head(key: string): Promise<ObjectInfo> {
+    const row = this.statements.head.get(key);
+    if (!row) throw new NotFoundError(key);
+    return toInfo(row);
+  }
+
+  async putIfAbsent(key: string, body: Uint8Array): Promise<{ etag: string }> {
+    return this.conditionalWrite(key, body, (current) => {
+      if (current !== undefined) throw new PreconditionFailedError(key);
+    });
+  }
+
+  async putIfMatch(key: string, body: Uint8Array, etag: string): Promise<{ etag: string }> {
+    return this.conditionalWrite(key, body, (current) => {
+      if (current === undefined) throw new NotFoundError(key);
+      if (current !== etag) throw new PreconditionFailedError(key);
+    });
+  }
+
+  async put(key: string, body: Uint8Array): Promise<{ etag: string }> {
+    return this.conditionalWrite(key, body, () => undefined);
+  }
+
+  async list(request: ListRequest): Promise<ListPage> {
+    const { prefix, delimiter } = request;
+    const limit = Math.min(request.maxKeys ?? MAX_KEYS_PER_REQUEST, MAX_KEYS_PER_REQUEST);
+    const objects: ObjectInfo[] = [];
+    const commonPrefixes: string[] = [];
+    // The cursor is the last key or common prefix returned; only a common prefix ends in the delimiter.
+    const cursor = request.cursor ?? request.startAfter;
+    let after = cursor === undefined ? '' : delimiter && cursor.endsWith(delimiter) ? cursor + AFTER_PREFIX : cursor;
+    let last: string | undefined;
+    for (;;) {
+      const rows = this.statements.list.all({ after, prefix, limit: limit + 1 });
+      let rolledUp = false;
+      for (const row of rows) {
+        if (objects.length + commonPrefixes.length === limit) return { objects, commonPrefixes, nextCursor: last };
+        const cut = delimiter ? row.key.indexOf(delimiter, prefix.length) : -1;
+        if (cut >= 0) {
+          last = row.key.slice(0, cut + delimiter!.length);
+          commonPrefixes.push(last);
+          after = last + AFTER_PREFIX;
+          rolledUp = true;
+          break;
+        }
+        objects.push(toInfo(row));
+        last = after = row.key;
+      }
+      if (!rolledUp && rows.length <= limit) return { objects, commonPrefixes, nextCursor: undefined };
+    }
+  }
+
+  async deleteMany(keys: readonly string[]): Promise<DeleteResult> {
+    const remove = this.db.transaction((batch: readonly string[]) => {
+      for (const key of batch) this.statements.delete.run(key);
+    });
+    for (let i = 0; i < keys.length; i += MAX_KEYS_PER_REQUEST) remove(keys.slice(i, i + MAX_KEYS_PER_REQUEST));
+    return { deleted: [...keys], failed: [] };
+  }
+
+  async verifyAccess(): Promise<void> {
+    this.db.prepare('SELECT 1').get();
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  /** Check and write in one immediate transaction: no other process can write between the two. */
+  private conditionalWrite(key: string, body: Uint8Array, check: (currentEtag: string | undefined) => void): { etag: string } {
+    const etag = newEtag();
+    const write = this.db.transaction(() => {
+      check(this.statements.etag.get(key)?.etag);
+      this.statements.upsert.run({ key, body: Buffer.from(body), etag, size: body.length, now: Date.now() });
+    });
+    write.immediate();
+    return { etag };
+  }
+}
+
+function toInfo(row: Omit<Row, 'body'>): ObjectInfo {
+  return { key: row.key, size: row.size, etag: row.etag, lastModified: new Date(row.last_modified_ms) };
+}

@@ -1,0 +1,159 @@
+/**
+ * The object-store port: the few operations the protocol needs, with S3's conditional-write
+ * semantics. Activities depend on this interface only; adapters translate their backend's
+ * failures into the typed errors below and nothing else.
+ */
+
+/** Body, ETag and LastModified of one object, all from the same read: a second read could pair new bytes with an old ETag. */
+export interface StoredObject {
+  readonly key: string;
+  readonly body: Uint8Array;
+  readonly etag: string;
+  /** The store's own clock; undefined when the store gave none (treated as young by the collector). */
+  readonly lastModified: Date | undefined;
+}
+
+export interface StreamedObject {
+  readonly key: string;
+  readonly body: AsyncIterable<Uint8Array>;
+  readonly etag: string;
+  readonly lastModified: Date | undefined;
+}
+
+export interface ObjectInfo {
+  readonly key: string;
+  readonly size: number;
+  readonly etag: string | undefined;
+  readonly lastModified: Date | undefined;
+}
+
+export interface ListRequest {
+  readonly prefix: string;
+  /** List keys strictly after this one (a resumed walk). */
+  readonly startAfter?: string;
+  /** Roll keys up to common prefixes at this delimiter (discovery of namespaces and job prefixes). */
+  readonly delimiter?: string;
+  /** Opaque cursor from the previous page. */
+  readonly cursor?: string;
+  /** At most 1000, like S3. */
+  readonly maxKeys?: number;
+}
+
+/** One page of an ascending listing. */
+export interface ListPage {
+  readonly objects: readonly ObjectInfo[];
+  readonly commonPrefixes: readonly string[];
+  /** Present when there is another page. */
+  readonly nextCursor: string | undefined;
+}
+
+export interface DeleteFailure {
+  readonly key: string;
+  readonly code: string;
+  readonly message: string;
+}
+
+/** Outcome of a batched delete: a missing key counts as deleted, every other per-key error is reported. */
+export interface DeleteResult {
+  readonly deleted: readonly string[];
+  readonly failed: readonly DeleteFailure[];
+}
+
+/** S3 caps a DeleteObjects request and a listing page at 1000 keys. */
+export const MAX_KEYS_PER_REQUEST = 1000;
+
+export interface ObjectStore {
+  /** For logs and errors: the backend and its bucket or file, never a credential. */
+  readonly description: string;
+  /** Throws {@link NotFoundError}; {@link ObjectTooLargeError} when larger than `maxBytes` (nothing is read). */
+  get(key: string, options?: { maxBytes?: number }): Promise<StoredObject>;
+  /** Streams the body (segments are read this way, so memory stays bounded); ETag and LastModified from the same response. */
+  getStream(key: string): Promise<StreamedObject>;
+  head(key: string): Promise<ObjectInfo>;
+  /** Create only if absent (`If-None-Match: *`); {@link PreconditionFailedError} when it exists. */
+  putIfAbsent(key: string, body: Uint8Array): Promise<{ etag: string }>;
+  /** Compare-and-swap (`If-Match`): {@link PreconditionFailedError}, {@link NotFoundError} (never creates), {@link ConflictError}. */
+  putIfMatch(key: string, body: Uint8Array, etag: string): Promise<{ etag: string }>;
+  /** Unconditional write, for immutable objects under a fresh key (segments). */
+  put(key: string, body: Uint8Array): Promise<{ etag: string }>;
+  list(request: ListRequest): Promise<ListPage>;
+  /** Deletes in requests of at most {@link MAX_KEYS_PER_REQUEST} keys; per-key errors are returned, not thrown. */
+  deleteMany(keys: readonly string[]): Promise<DeleteResult>;
+  /** Checks that the bucket exists and the credentials work; throws {@link StoreConfigError} naming the setting. */
+  verifyAccess(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Base of every store failure; `key` names the object (or bucket) concerned. */
+export abstract class StoreError extends Error {
+  constructor(
+    readonly key: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export class NotFoundError extends StoreError {
+  override readonly name = 'NotFoundError';
+  constructor(key: string) {
+    super(key, `${key}: not found`);
+  }
+}
+
+/** 412: the object changed (CAS) or exists (create). */
+export class PreconditionFailedError extends StoreError {
+  override readonly name = 'PreconditionFailedError';
+  constructor(key: string) {
+    super(key, `${key}: precondition failed`);
+  }
+}
+
+/** 409 ConditionalRequestConflict: a concurrent conditional write; outcome unknown until re-read. */
+export class ConflictError extends StoreError {
+  override readonly name = 'ConflictError';
+  constructor(key: string) {
+    super(key, `${key}: concurrent conditional write (409)`);
+  }
+}
+
+/** Timeout, 5xx after retries, lost response: the write may or may not have landed. Re-read, never guess. */
+export class AmbiguousError extends StoreError {
+  override readonly name = 'AmbiguousError';
+  constructor(key: string, reason: string, options?: { cause?: unknown }) {
+    super(key, `${key}: outcome unknown (${reason})`, options);
+  }
+}
+
+/** A read failed for a transient reason (timeout, 5xx, connection): retry later. */
+export class StoreUnavailableError extends StoreError {
+  override readonly name = 'StoreUnavailableError';
+  constructor(key: string, reason: string, options?: { cause?: unknown }) {
+    super(key, `${key}: store unavailable (${reason})`, options);
+  }
+}
+
+/** The object is larger than the caller allows (e.g. a 100 MB object at a lease key); nothing was read. */
+export class ObjectTooLargeError extends StoreError {
+  override readonly name = 'ObjectTooLargeError';
+  constructor(
+    key: string,
+    readonly size: number,
+    readonly maxBytes: number,
+  ) {
+    super(key, `${key}: ${size} bytes exceeds the limit of ${maxBytes}`);
+  }
+}
+
+/** A setting is wrong (missing bucket, rejected credentials, unreachable endpoint); `setting` names it. */
+export class StoreConfigError extends StoreError {
+  override readonly name = 'StoreConfigError';
+  constructor(
+    readonly setting: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(setting, message, options);
+  }
+}

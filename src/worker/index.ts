@@ -1,0 +1,33 @@
+/** A worker that runs every workflow and activity of the package on one task queue. */
+import { join } from 'node:path';
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { createActivities } from '../activities';
+import type { CompactionSettings } from '../config';
+import type { ObjectStore } from '../store';
+import { DEFAULT_TASK_QUEUE } from './task-queue';
+
+export { DEFAULT_TASK_QUEUE };
+
+
+export interface CreateWorkerOptions {
+  readonly store: ObjectStore;
+  readonly settings: CompactionSettings;
+  readonly connection: NativeConnection;
+  readonly namespace?: string;
+  readonly taskQueue?: string;
+  /** Passed through to `Worker.create` (slots, identity, bundle, …). */
+  readonly workerOptions?: Partial<WorkerOptions>;
+}
+
+export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
+  await options.store.verifyAccess();
+  return Worker.create({
+    connection: options.connection,
+    namespace: options.namespace ?? 'default',
+    taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
+    // A folder, so the bundler finds index.ts in the sources and index.js in the build.
+    workflowsPath: join(__dirname, '..', 'workflows'),
+    activities: createActivities({ store: options.store, settings: options.settings }),
+    ...options.workerOptions,
+  });
+}

@@ -1,0 +1,183 @@
+/**
+ * One compaction of one family group, orchestrated: read the group, create the lease, hold it
+ * while the work runs, stop holding, publish. Deterministic: the job id comes from the workflow's
+ * seeded randomness, every I/O is an activity.
+ */
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  continueAsNew,
+  defineQuery,
+  proxyActivities,
+  proxyLocalActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
+import type { CompactionActivities, CompactionOutput } from '../activities/compaction';
+import type { NON_RETRYABLE_TYPES } from '../activities/failures';
+import { familyGroup, InvalidKeyError, namespaceId, newJobId, type MetadataCompactionId } from '../keys';
+import { CompactionGroup, CompactionJobId, CompactionNamespace, CompactionOutcome } from './search-attributes';
+
+export interface CompactionInput {
+  readonly namespaceId: string;
+  readonly group: string;
+  /** Set by continue-as-new: the jobs of this workflow that were fenced before this one. */
+  readonly fencedJobIds?: readonly string[];
+}
+
+export type CompactionOutcomeName = 'published' | 'fenced' | 'abandoned' | 'superseded';
+
+export interface CompactionResult {
+  readonly outcome: CompactionOutcomeName;
+  readonly namespaceId: string;
+  readonly group: string;
+  readonly jobId: string;
+  readonly fencedJobIds: readonly string[];
+  readonly inputs: readonly string[];
+  readonly outputs: readonly string[];
+  readonly recordsOut: number;
+  readonly bytesOut: number;
+  readonly detail?: string;
+}
+
+export type CompactionPhase = 'reading group' | 'creating lease' | 'compacting' | 'stopping lease keeper' | 'publishing' | CompactionOutcomeName;
+
+export interface LeaseView {
+  readonly phase: CompactionPhase;
+  readonly namespaceId: string;
+  readonly group: string;
+  readonly jobId?: string;
+  readonly leaseStatus: 'none' | 'held' | 'lost' | 'left in place';
+  readonly fencedJobIds: readonly string[];
+}
+
+export const leaseStateQuery = defineQuery<LeaseView>('leaseState');
+
+const nonRetryableErrorTypes: (typeof NON_RETRYABLE_TYPES)[number][] = [
+  'LeaseLost', 'LeaseCorrupt', 'RootCorrupt', 'RootMissing', 'SegmentCorrupt', 'InvalidInput', 'JobIdCollision', 'StoreConfig', 'TimingConfig', 'InvalidSettings',
+];
+
+const { compactionSettings } = proxyLocalActivities<CompactionActivities>({ startToCloseTimeout: '10 seconds' });
+
+/** Math.random in a workflow is seeded per execution: a deterministic 128-bit source. */
+const workflowRandom = (bytes: Uint8Array) => {
+  for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(Math.random() * 256);
+};
+
+const isLeaseLost = (err: unknown): boolean =>
+  err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'LeaseLost';
+
+export async function compactionWorkflow(input: CompactionInput): Promise<CompactionResult> {
+  let ns, group;
+  try {
+    ns = namespaceId(input.namespaceId);
+    group = familyGroup(input.group);
+  } catch (err) {
+    if (err instanceof InvalidKeyError) throw ApplicationFailure.nonRetryable(err.message, 'InvalidInput');
+    throw err;
+  }
+  const fencedJobIds = [...(input.fencedJobIds ?? [])];
+  const view: { -readonly [K in keyof LeaseView]: LeaseView[K] } = { phase: 'reading group', namespaceId: ns, group, leaseStatus: 'none', fencedJobIds };
+  setHandler(leaseStateQuery, () => ({ ...view }));
+  const show = (phase: CompactionPhase, extra = '') => {
+    view.phase = phase;
+    setCurrentDetails(
+      `**${phase}** · namespace \`${ns}\` · group \`${group}\`${view.jobId ? ` · job \`${view.jobId}\`` : ''} · lease ${view.leaseStatus}` +
+        (fencedJobIds.length ? ` · fenced before: ${fencedJobIds.length}` : '') +
+        (extra ? `\n\n${extra}` : ''),
+    );
+  };
+  upsertSearchAttributes([
+    { key: CompactionNamespace, value: ns },
+    { key: CompactionGroup, value: group },
+  ]);
+  show('reading group');
+
+  const settings = await compactionSettings();
+  const retry = { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', nonRetryableErrorTypes };
+  const shortCall = 4 * settings.operationDeadlineMs + 10_000;
+  const { readGroup, createLease, publish } = proxyActivities<CompactionActivities>({ startToCloseTimeout: shortCall, retry });
+  // Cancelling these waits until the activity has really stopped (the SDK default, TRY_CANCEL, would not).
+  const { holdLease, compactSegments } = proxyActivities<CompactionActivities>({
+    startToCloseTimeout: '7 days',
+    heartbeatTimeout: settings.heartbeatTimeoutMs,
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    retry,
+  });
+
+  const { inputs } = await readGroup.executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, group }]);
+  if (inputs.length === 0) throw ApplicationFailure.nonRetryable(`group ${group} of ${ns} has no segments to compact`, 'InvalidInput');
+
+  const job: MetadataCompactionId = newJobId(workflowRandom);
+  view.jobId = job;
+  upsertSearchAttributes([{ key: CompactionJobId, value: job }]);
+  show('creating lease');
+  const held = await createLease.executeWithOptions({ summary: `create lease ${job}` }, [
+    { namespaceId: ns, jobId: job, ownerId: settings.ownerId, startedAtMs: Date.now() },
+  ]);
+  view.leaseStatus = 'held';
+  show('compacting', `${inputs.length} input segments`);
+
+  const holdScope = new CancellationScope();
+  const workScope = new CancellationScope();
+  const holding = holdScope.run(() =>
+    holdLease.executeWithOptions({ summary: `hold lease ${job}` }, [{ namespaceId: ns, jobId: job, held }]),
+  );
+  const working = workScope.run(() =>
+    compactSegments.executeWithOptions({ summary: `compact ${inputs.length} segments of ${group}` }, [
+      { namespaceId: ns, jobId: job, group, inputs },
+    ]),
+  );
+  let compaction: CompactionOutput | undefined;
+  let lost = false;
+  try {
+    compaction = await Promise.race([working, holding]);
+  } catch (err) {
+    if (!isLeaseLost(err)) throw err;
+    lost = true;
+  } finally {
+    // Both stop before anything else happens: no refresh may run beside the publication's own.
+    show('stopping lease keeper');
+    workScope.cancel();
+    holdScope.cancel();
+    const [, hold] = await Promise.allSettled([working, holding]);
+    if (hold.status === 'rejected' && isLeaseLost(hold.reason)) lost = true;
+  }
+
+  const finish = (outcome: CompactionOutcomeName, detail?: string): CompactionResult => {
+    upsertSearchAttributes([{ key: CompactionOutcome, value: outcome }]);
+    view.leaseStatus = outcome === 'fenced' ? 'lost' : 'left in place';
+    const result: CompactionResult = {
+      outcome, namespaceId: ns, group, jobId: job, fencedJobIds, inputs,
+      outputs: compaction?.outputs ?? [], recordsOut: compaction?.progress.recordsOut ?? 0, bytesOut: compaction?.progress.bytesOut ?? 0, detail,
+    };
+    show(outcome, `${result.outputs.length} output segments, ${result.recordsOut} records, ${result.bytesOut} bytes${detail ? `\n\n${detail}` : ''}`);
+    return result;
+  };
+
+  let result: CompactionResult;
+  if (lost || !compaction) {
+    result = finish('fenced', 'the lease was lost while compacting');
+  } else {
+    show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
+    const published = await publish.executeWithOptions(
+      { summary: `publish ${compaction.outputs.length} segments of ${job}`, startToCloseTimeout: settings.publicationTimeoutMs },
+      [{ namespaceId: ns, jobId: job, group, inputs, outputs: compaction.outputs }],
+    );
+    const detail =
+      published.outcome === 'fenced' ? published.reason
+      : published.outcome === 'abandoned' ? `inputs no longer current: ${published.missingInputs.join(', ')}`
+      : published.outcome === 'superseded' ? `lost ${published.lostRaces} root races`
+      : `root generation ${published.rootGeneration}`;
+    result = finish(published.outcome, detail);
+  }
+
+  if (result.outcome === 'fenced' && fencedJobIds.length < settings.maxFencedRuns) {
+    // A fenced job never runs again under its id: a new run draws a new job id.
+    await continueAsNew<typeof compactionWorkflow>({ namespaceId: ns, group, fencedJobIds: [...fencedJobIds, job] });
+  }
+  return result;
+}

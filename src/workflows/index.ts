@@ -1,0 +1,1 @@
+export { compactionWorkflow, leaseStateQuery } from './compaction';

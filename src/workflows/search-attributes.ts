@@ -1,0 +1,20 @@
+/** The custom search attributes this package's workflows upsert; every Temporal namespace they run in must register them. */
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+
+export const CompactionNamespace = defineSearchAttributeKey('CompactionNamespace', SearchAttributeType.KEYWORD);
+export const CompactionGroup = defineSearchAttributeKey('CompactionGroup', SearchAttributeType.KEYWORD);
+export const CompactionJobId = defineSearchAttributeKey('CompactionJobId', SearchAttributeType.KEYWORD);
+export const CompactionOutcome = defineSearchAttributeKey('CompactionOutcome', SearchAttributeType.KEYWORD);
+export const GcPrefixesSeen = defineSearchAttributeKey('GcPrefixesSeen', SearchAttributeType.INT);
+export const GcObjectsDeleted = defineSearchAttributeKey('GcObjectsDeleted', SearchAttributeType.INT);
+export const GcCorruptLeases = defineSearchAttributeKey('GcCorruptLeases', SearchAttributeType.INT);
+
+export const SEARCH_ATTRIBUTE_KEYS = [
+  CompactionNamespace,
+  CompactionGroup,
+  CompactionJobId,
+  CompactionOutcome,
+  GcPrefixesSeen,
+  GcObjectsDeleted,
+  GcCorruptLeases,
+] as const;

@@ -1,0 +1,49 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCompaction } from '../../src/client';
+import { jobId, leaseKey, namespaceId } from '../../src/keys';
+import { decodeLease } from '../../src/lease';
+import { readRoot } from '../../src/protocol';
+import { openTestStore, type TestStore } from '../support/stores';
+import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
+import { connectClient, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
+import type { Client } from '@temporalio/client';
+
+describe('compaction workflow', () => {
+  let fixture: TestStore;
+  let worker: RunningWorker;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  const settings = testSettings(1000);
+
+  beforeAll(async () => {
+    fixture = await openTestStore('minio');
+    worker = await startTestWorker(fixture.store, settings);
+    ({ client, close: closeClient } = await connectClient());
+  });
+  afterAll(async () => {
+    await worker?.stop();
+    await closeClient?.();
+    await fixture?.store.close();
+  });
+
+  it('publishes the merge of the inputs, references only the outputs, and leaves the lease active and unwritten', async () => {
+    const ns = uniqueId('ns').toLowerCase();
+    const inputs = makeInputs(4, 400);
+    const inputKeys = await writeInputs(fixture.store, ns, 'bindings', inputs);
+    const handle = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: worker.taskQueue });
+    const result = await handle.result();
+
+    expect(result.outcome).toBe('published');
+    expect(result.outputs.length).toBeGreaterThan(1);
+    const { root } = await readRoot(fixture.store, namespaceId(ns));
+    expect(root.groups.bindings).toEqual(result.outputs);
+    expect(result.outputs.some((k) => inputKeys.includes(k))).toBe(false);
+    expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
+
+    const key = leaseKey(namespaceId(ns), jobId(result.jobId));
+    const lease = await fixture.store.get(key);
+    expect(decodeLease(lease.body, { namespaceId: namespaceId(ns), jobId: jobId(result.jobId) }).status).toBe('active');
+    await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
+    expect((await fixture.store.get(key)).etag).toBe(lease.etag);
+  });
+});

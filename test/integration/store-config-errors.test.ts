@@ -1,0 +1,37 @@
+/** Bad settings give a typed error that names the setting, before anything is written. */
+import { S3Client } from '@aws-sdk/client-s3';
+import { describe, expect, inject, it } from 'vitest';
+import { createS3ObjectStore, objectStoreFromEnv, s3OptionsFromEnv, StoreConfigError } from '../../src/store';
+import { freePort } from '../../src/devservers';
+import { createTestBucket, s3ClientConfig } from '../support/stores';
+
+describe('store configuration errors', () => {
+  it('a missing bucket names COMPACTION_S3_BUCKET', async () => {
+    const store = createS3ObjectStore({ bucket: 'no-such-bucket-here', client: new S3Client(s3ClientConfig(inject('minio'))) });
+    await expect(store.verifyAccess()).rejects.toThrow(StoreConfigError);
+    await expect(store.verifyAccess()).rejects.toThrow(/no-such-bucket-here does not exist \(COMPACTION_S3_BUCKET\)/);
+    await expect(store.putIfAbsent('k', new Uint8Array(1))).rejects.toThrow(/COMPACTION_S3_BUCKET/);
+  });
+
+  it('rejected credentials name the credential settings', async () => {
+    const minio = inject('minio');
+    const bucket = await createTestBucket(minio);
+    const client = new S3Client(s3ClientConfig({ ...minio, secretKey: 'wrong-secret' }));
+    const store = createS3ObjectStore({ bucket, client });
+    await expect(store.verifyAccess()).rejects.toThrow(StoreConfigError);
+    await expect(store.get('k')).rejects.toThrow(/AWS_SECRET_ACCESS_KEY/);
+  });
+
+  it('an unreachable endpoint names AWS_ENDPOINT_URL_S3', async () => {
+    const port = await freePort();
+    const client = new S3Client({ ...s3ClientConfig(inject('minio')), endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1 });
+    const store = createS3ObjectStore({ bucket: 'any', client, operationDeadlineMs: 5000 });
+    await expect(store.verifyAccess()).rejects.toThrow(/AWS_ENDPOINT_URL_S3/);
+  });
+
+  it('the environment selects S3 by its bucket, else the embedded store; S3 without a bucket names the setting', () => {
+    expect(() => s3OptionsFromEnv({})).toThrow(/COMPACTION_S3_BUCKET is not set/);
+    expect(objectStoreFromEnv({ COMPACTION_S3_BUCKET: 'b', AWS_REGION: 'us-east-1' }).description).toBe('s3://b');
+    expect(objectStoreFromEnv({ COMPACTION_EMBEDDED_STORE: ':memory:' }).description).toBe('embedded::memory:');
+  });
+});

@@ -1,0 +1,40 @@
+/** Temporal fixtures: a client and a worker on a fresh task queue of the shared dev server. */
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, type Worker } from '@temporalio/worker';
+import { inject } from 'vitest';
+import { resolveSettings, shrunkTiming, type CompactionSettings } from '../../src/config';
+import type { ObjectStore } from '../../src/store';
+import { createWorker } from '../../src/worker';
+
+let counter = 0;
+export const uniqueId = (prefix: string) => `${prefix}-${process.pid}-${Date.now().toString(36)}-${counter++}`;
+
+export async function connectClient(): Promise<{ client: Client; close: () => Promise<void> }> {
+  const connection = await Connection.connect({ address: inject('temporalAddress') });
+  return { client: new Client({ connection }), close: () => connection.close() };
+}
+
+/** Settings at shrunk timings: a lease refresh every `unitMs`, everything else scaled to keep the invariants. */
+export const testSettings = (unitMs = 1000, overrides: Partial<Omit<CompactionSettings, 'timing'>> = {}): CompactionSettings =>
+  resolveSettings({ timing: shrunkTiming(unitMs), targetSegmentBytes: 4096, heartbeatTimeoutMs: 5000, ...overrides });
+
+export interface RunningWorker {
+  readonly worker: Worker;
+  readonly taskQueue: string;
+  stop(): Promise<void>;
+}
+
+export async function startTestWorker(store: ObjectStore, settings: CompactionSettings, taskQueue = uniqueId('tq')): Promise<RunningWorker> {
+  const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+  const worker = await createWorker({ store, settings, connection, taskQueue, workerOptions: { shutdownGraceTime: '2 seconds' } });
+  const running = worker.run();
+  return {
+    worker,
+    taskQueue,
+    async stop() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running;
+      await connection.close();
+    },
+  };
+}

@@ -1,0 +1,119 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { encodeEnvelope } from '../../src/envelope';
+import { jobId, namespaceId } from '../../src/keys';
+import {
+  claimLeaseState,
+  createLeaseState,
+  decideOwner,
+  decodeLease,
+  encodeLease,
+  isLeaseLive,
+  LeaseCorruptError,
+  LeaseTransitionError,
+  nextHeartbeatMs,
+  refreshLeaseState,
+  type LeaseState,
+} from '../../src/lease';
+
+const ns = namespaceId('demo');
+const job = jobId('cmp_0123456789abcdef0123456789abcdef');
+const ids = { namespaceId: ns, jobId: job };
+const active = createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'worker-7@host', nowMs: 1000 });
+const golden = (name: string) => readFileSync(join(__dirname, '..', 'golden', name));
+const text = (lease: LeaseState) => new TextDecoder().decode(encodeLease(lease));
+const bytes = (s: string) => new TextEncoder().encode(s);
+
+describe('lease codec', () => {
+  it.each([
+    ['lease-active.json', refreshLeaseState(active, 3000)],
+    ['lease-reaping.json', claimLeaseState(refreshLeaseState(active, 3000))],
+  ])('golden file %s round-trips byte for byte', (file, lease) => {
+    expect(Buffer.from(encodeLease(lease))).toEqual(golden(file));
+    expect(decodeLease(golden(file), ids)).toEqual(lease);
+  });
+
+  it('encodes the seed fields in the seed order inside the envelope', () => {
+    expect(text(active)).toMatch(
+      /^\{"kind":"compaction_lease","format_version":1,"payload_checksum":"sha256:[0-9a-f]{64}","payload":\{"job_id":"cmp_[0-9a-f]{32}","namespace_id":"demo","owner_id":"worker-7@host","status":"active","started_at_ms":1000,"heartbeat_at_ms":1000\}\}$/,
+    );
+  });
+
+  const corruptions: [string, (s: string) => string, RegExp][] = [
+    ['not JSON', (s) => s.slice(0, -1), /not JSON/],
+    ['empty', () => '', /empty object/],
+    ['a wrong checksum', (s) => s.replace(/sha256:[0-9a-f]{4}/, 'sha256:0000'), /payload_checksum/],
+    ['payload bytes changed but still valid', (s) => s.replace('"heartbeat_at_ms":1000', '"heartbeat_at_ms":1001'), /payload_checksum/],
+    ['an unknown kind', (s) => s.replace('compaction_lease', 'metadata_root'), /kind/],
+    ['an unknown format version', (s) => s.replace('"format_version":1', '"format_version":2'), /format_version/],
+    ['an unknown envelope field', (s) => s.replace('{"kind"', '{"extra":1,"kind"'), /envelope/],
+    ['a missing envelope field', (s) => s.replace(/"payload_checksum":"[^"]*",/, ''), /envelope/],
+  ];
+  it.each(corruptions)('rejects %s as corrupt, naming the key', (_, mutate, reason) => {
+    const decode = () => decodeLease(bytes(mutate(text(active))), ids);
+    expect(decode).toThrow(LeaseCorruptError);
+    expect(decode).toThrow(reason);
+    expect(decode).toThrow(/namespaces\/demo\/metadata\/compactions\/cmp_0123456789abcdef0123456789abcdef\/lease\.json/);
+  });
+
+  it.each([
+    ['an unknown payload field', { ...active, cursor: 5 }, /cursor/],
+    ['a missing payload field', { job_id: job, namespace_id: ns, owner_id: 'w', status: 'active', started_at_ms: 1 }, /heartbeat_at_ms/],
+    ['a wrong type', { ...active, heartbeat_at_ms: '1000' }, /heartbeat_at_ms/],
+    ['an unknown status', { ...active, status: 'done' }, /status/],
+    ['another job than its key', { ...active, job_id: 'cmp_ffffffffffffffffffffffffffffffff' }, /names job/],
+    ['another namespace than its key', { ...active, namespace_id: 'other' }, /names namespace/],
+  ])('rejects a well-framed payload with %s', (_, payload, reason) => {
+    const decode = () => decodeLease(encodeEnvelope('compaction_lease', payload), ids);
+    expect(decode).toThrow(LeaseCorruptError);
+    expect(decode).toThrow(reason);
+  });
+
+  it('rejects an object far larger than a lease without parsing it', () => {
+    expect(() => decodeLease(new Uint8Array(100 * 1024 * 1024), ids)).toThrow(/more than a lease can be/);
+  });
+
+  it('decodes what it encodes, for any valid lease', () => {
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 256 }), fc.nat(), fc.nat(), fc.boolean(), (owner, start, delta, reaping) => {
+        let lease = refreshLeaseState(createLeaseState({ jobId: job, namespaceId: ns, ownerId: owner, nowMs: start }), start + delta + 1);
+        if (reaping) lease = claimLeaseState(lease);
+        expect(decodeLease(encodeLease(lease), ids)).toEqual(lease);
+      }),
+    );
+  });
+});
+
+describe('lease transitions', () => {
+  it('a refresh strictly increases the heartbeat and keeps the rest', () => {
+    const refreshed = refreshLeaseState(active, 1001);
+    expect(refreshed).toEqual({ ...active, heartbeat_at_ms: 1001 });
+    expect(() => refreshLeaseState(active, 1000)).toThrow(LeaseTransitionError);
+    expect(nextHeartbeatMs(refreshed, 900)).toBe(1002);
+    expect(nextHeartbeatMs(refreshed, 5000.7)).toBe(5000);
+  });
+
+  it('a claim turns active into reaping with the heartbeat unchanged, and reaping is terminal', () => {
+    const claimed = claimLeaseState(active);
+    expect(claimed).toEqual({ ...active, status: 'reaping' });
+    expect(encodeLease(claimed)).not.toEqual(encodeLease(active));
+    expect(() => claimLeaseState(claimed)).toThrow(LeaseTransitionError);
+    expect(() => refreshLeaseState(claimed, 2000)).toThrow(LeaseTransitionError);
+  });
+
+  it('a lease is live up to and including heartbeat + expiry, and expired 1 ms after', () => {
+    expect(isLeaseLive(active, 1000 + 500, 500)).toBe(true);
+    expect(isLeaseLive(active, 1000 + 501, 500)).toBe(false);
+    expect(isLeaseLive(claimLeaseState(active), 0, 500)).toBe(false);
+  });
+
+  it('decides the owner of a prefix as spec 6.2 says', () => {
+    expect(decideOwner({ missing: true }, 0, 500)).toEqual({ owner: 'none' });
+    expect(decideOwner({ corrupt: 'bad' }, 0, 500)).toEqual({ owner: 'corrupt', reason: 'bad' });
+    expect(decideOwner({ lease: claimLeaseState(active) }, 0, 500)).toEqual({ owner: 'collector' });
+    expect(decideOwner({ lease: active }, 1500, 500)).toEqual({ owner: 'job' });
+    expect(decideOwner({ lease: active }, 1501, 500)).toEqual({ owner: 'expired', lease: active });
+  });
+});
