@@ -7,7 +7,7 @@ import { builtinModules } from 'node:module';
 const nodeBuiltins = builtinModules.flatMap((m) => [m, `node:${m}`]);
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'lib/**', 'data/**', '.tmp/**'] },
+  { ignores: ['node_modules/**', 'lib/**', 'data/**', '.tmp*'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

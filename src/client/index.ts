@@ -1,5 +1,5 @@
 /** Starting compactions from the metadata service. */
-import type { Client, WorkflowHandle } from '@temporalio/client';
+import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { familyGroup, namespaceId } from '../keys';
 import { DEFAULT_TASK_QUEUE } from '../worker/task-queue';
 import type { compactionWorkflow } from '../workflows';
@@ -15,7 +15,7 @@ export interface StartCompactionOptions {
 }
 
 /** Starts the group's compaction, or returns the one already running (`USE_EXISTING`): repeated starts are idempotent. */
-export async function startCompaction(client: Client, options: StartCompactionOptions): Promise<WorkflowHandle<typeof compactionWorkflow>> {
+export async function startCompaction(client: Client, options: StartCompactionOptions): Promise<WorkflowHandleWithFirstExecutionRunId<typeof compactionWorkflow>> {
   const ns = namespaceId(options.namespaceId);
   const group = familyGroup(options.group);
   return client.workflow.start<typeof compactionWorkflow>('compactionWorkflow', {

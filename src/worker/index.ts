@@ -19,6 +19,9 @@ export interface CreateWorkerOptions {
   readonly workerOptions?: Partial<WorkerOptions>;
 }
 
+/** The workflows' folder, for `bundleWorkflowCode` and replay. */
+export const WORKFLOWS_PATH = join(__dirname, '..', 'workflows');
+
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
   await options.store.verifyAccess();
   return Worker.create({
@@ -26,7 +29,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
     // A folder, so the bundler finds index.ts in the sources and index.js in the build.
-    workflowsPath: join(__dirname, '..', 'workflows'),
+    ...(options.workerOptions?.workflowBundle ? {} : { workflowsPath: WORKFLOWS_PATH }),
     activities: createActivities({ store: options.store, settings: options.settings }),
     ...options.workerOptions,
   });

@@ -1,10 +1,13 @@
 /** Temporal fixtures: a client and a worker on a fresh task queue of the shared dev server. */
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { inject } from 'vitest';
 import { resolveSettings, shrunkTiming, type CompactionSettings } from '../../src/config';
 import type { ObjectStore } from '../../src/store';
-import { createWorker } from '../../src/worker';
+import { createWorker, WORKFLOWS_PATH } from '../../src/worker';
+
+// Worker state changes at INFO drown test output; warnings and errors still show.
+Runtime.install({ logger: new DefaultLogger('WARN') });
 
 let counter = 0;
 export const uniqueId = (prefix: string) => `${prefix}-${process.pid}-${Date.now().toString(36)}-${counter++}`;
@@ -24,9 +27,20 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
+let bundle: Promise<WorkflowBundle> | undefined;
+/** One workflow bundle per test file: bundling takes seconds, workers take it ready-made. */
+export const workflowBundle = (): Promise<WorkflowBundle> => (bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger }));
+const quietLogger = { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} };
+
 export async function startTestWorker(store: ObjectStore, settings: CompactionSettings, taskQueue = uniqueId('tq')): Promise<RunningWorker> {
   const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
-  const worker = await createWorker({ store, settings, connection, taskQueue, workerOptions: { shutdownGraceTime: '2 seconds' } });
+  const worker = await createWorker({
+    store,
+    settings,
+    connection,
+    taskQueue,
+    workerOptions: { shutdownGraceTime: '2 seconds', workflowBundle: await workflowBundle() },
+  });
   const running = worker.run();
   return {
     worker,
@@ -37,4 +51,10 @@ export async function startTestWorker(store: ObjectStore, settings: CompactionSe
       await connection.close();
     },
   };
+}
+
+/** Replays the recorded history of a run with the current workflow code: fails on any non-determinism. */
+export async function expectReplays(client: Client, workflowId: string, runId?: string): Promise<void> {
+  const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+  await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, workflowId);
 }

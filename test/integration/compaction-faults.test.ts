@@ -1,0 +1,169 @@
+/** The compaction workflow under faults: a lost lease, lost responses, a changed group, bad input. */
+import { S3Client } from '@aws-sdk/client-s3';
+import { ApplicationFailure, WorkflowFailedError, type Client } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCompaction } from '../../src/client';
+import { familyGroup, inputSegmentKey, jobId, leaseKey, namespaceId, newSegmentId, parseCompactionKey } from '../../src/keys';
+import { claimLeaseState, decodeLease, encodeLease, isLeaseLive } from '../../src/lease';
+import { readRoot, updateRoot } from '../../src/protocol';
+import { addSegments, referencedKeys } from '../../src/root';
+import { createS3ObjectStore, type ObjectStore } from '../../src/store';
+import { gate, interceptStore, loseResponses } from '../support/faults';
+import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
+import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
+import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId } from '../support/temporal';
+
+const settings = testSettings(1000);
+const until = async (condition: () => Promise<boolean>, timeoutMs = 60_000) => {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+};
+const isLeaseKey = (subject: unknown) => typeof subject === 'string' && parseCompactionKey(subject).kind === 'lease';
+
+describe('compaction workflow under faults', () => {
+  let fixture: TestStore;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  beforeAll(async () => {
+    fixture = await openTestStore('minio');
+    ({ client, close: closeClient } = await connectClient());
+  });
+  afterAll(async () => {
+    await closeClient?.();
+    await fixture?.store.close();
+  });
+
+  /** Runs one compaction of a fresh namespace on a worker over `store`; returns the namespace and the handle. */
+  async function compactWith(store: ObjectStore, ns: string, prepare?: (ns: string) => Promise<unknown>) {
+    const running = await startTestWorker(store, settings);
+    await prepare?.(ns);
+    const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+    return { handle, stop: running.stop };
+  }
+
+  it('a job whose lease expired and was claimed reports fenced, publishes nothing, and runs again as a new job that publishes', async () => {
+    const ns = uniqueId('fenced').toLowerCase();
+    const inputs = makeInputs(3, 300);
+    await writeInputs(fixture.store, ns, 'inodes', inputs);
+    const compactionHeld = gate();
+    let firstJob: string | undefined;
+    let blockRefreshes = true;
+    const store = interceptStore(fixture.store, async (operation, subject) => {
+      if (operation === 'putIfMatch' && isLeaseKey(subject) && blockRefreshes) throw new Error('store unreachable for the job');
+      if (operation === 'getStream' && !compactionHeld.opened) await compactionHeld.wait;
+    });
+    const { handle, stop } = await compactWith(store, ns);
+    const nsId = namespaceId(ns);
+    await until(async () => {
+      firstJob = (await handle.query<{ jobId?: string }>('leaseState')).jobId;
+      return firstJob !== undefined && (await fixture.store.list({ prefix: leaseKey(nsId, jobId(firstJob)) })).objects.length === 1;
+    });
+    const key = leaseKey(nsId, jobId(firstJob!));
+    await until(async () => !isLeaseLive(decodeLease((await fixture.store.get(key)).body, { namespaceId: nsId, jobId: jobId(firstJob!) }), Date.now(), settings.timing.leaseExpiryMs));
+    const expired = await fixture.store.get(key);
+    const lease = decodeLease(expired.body, { namespaceId: nsId, jobId: jobId(firstJob!) });
+    await fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), expired.etag);
+    const rootWhileFenced = await readRoot(fixture.store, nsId);
+    blockRefreshes = false;
+    compactionHeld.open();
+
+    const result = await handle.result();
+    await stop();
+    expect(result.fencedJobIds).toEqual([firstJob]);
+    expect(result.jobId).not.toBe(firstJob);
+    expect(result.outcome).toBe('published');
+    const { root } = await readRoot(fixture.store, nsId);
+    expect(root.generation).toBe(rootWhileFenced.root.generation + 1);
+    expect([...referencedKeys(root)].some((k) => k.includes(firstJob!))).toBe(false);
+    expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
+    await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
+    await expectReplays(client, handle.workflowId);
+  });
+
+  it('a refresh whose response is lost is re-read and adopted: the job is not fenced', async () => {
+    const ns = uniqueId('lost').toLowerCase();
+    const inputs = makeInputs(3, 300);
+    await writeInputs(fixture.store, ns, 'inodes', inputs);
+    const client3 = new S3Client(s3ClientConfig(fixture.endpoint!));
+    let budget = 3;
+    const lost = loseResponses(client3, (command, input) => command === 'PutObjectCommand' && input.IfMatch !== undefined && isLeaseKey(input.Key) && budget-- > 0);
+    const slow = interceptStore(createS3ObjectStore({ bucket: fixture.bucket!, client: client3 }), async (operation) => {
+      // Long enough for several refreshes while the work runs.
+      if (operation === 'getStream') await new Promise((r) => setTimeout(r, 4 * settings.timing.leaseRefreshIntervalMs));
+    });
+    const { handle, stop } = await compactWith(slow, ns);
+    const result = await handle.result();
+    await stop();
+    expect(lost.dropped).toBeGreaterThan(0);
+    expect(result.outcome).toBe('published');
+    expect(result.fencedJobIds).toEqual([]);
+    await expectReplays(client, handle.workflowId);
+  });
+
+  it('inputs replaced by another writer before publication: abandoned, the root keeps the other writer', async () => {
+    const ns = uniqueId('abandoned').toLowerCase();
+    await writeInputs(fixture.store, ns, 'inodes', makeInputs(2, 200));
+    const held = gate();
+    const store = interceptStore(fixture.store, async (operation) => {
+      if (operation === 'getStream') await held.wait;
+    });
+    const { handle, stop } = await compactWith(store, ns);
+    await until(async () => (await handle.query<{ phase: string }>('leaseState')).phase === 'compacting');
+    const replacement = inputSegmentKey(namespaceId(ns), newSegmentId(), 'mseg');
+    await fixture.store.put(replacement, (await fixture.store.get((await readRoot(fixture.store, namespaceId(ns))).root.groups.inodes![0]!)).body);
+    const after = await updateRoot(fixture.store, namespaceId(ns), (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, inodes: [replacement] } }));
+    held.open();
+    const result = await handle.result();
+    await stop();
+    expect(result.outcome).toBe('abandoned');
+    expect((await readRoot(fixture.store, namespaceId(ns))).root).toEqual(after);
+    await expectReplays(client, handle.workflowId);
+  });
+
+  it('a segment added to the group during the compaction is kept beside the outputs', async () => {
+    const ns = uniqueId('kept').toLowerCase();
+    await writeInputs(fixture.store, ns, 'inodes', makeInputs(2, 200));
+    const held = gate();
+    const store = interceptStore(fixture.store, async (operation) => {
+      if (operation === 'getStream') await held.wait;
+    });
+    const { handle, stop } = await compactWith(store, ns);
+    await until(async () => (await handle.query<{ phase: string }>('leaseState')).phase === 'compacting');
+    const [added] = await writeInputs(fixture.store, ns, 'inodes', makeInputs(1, 10));
+    held.open();
+    const result = await handle.result();
+    await stop();
+    expect(result.outcome).toBe('published');
+    expect((await readRoot(fixture.store, namespaceId(ns))).root.groups.inodes).toEqual([...result.outputs, added]);
+  });
+
+  it('bad input fails with a typed failure and writes no lease: invalid namespace, missing root, corrupt input segment', async () => {
+    const running = await startTestWorker(fixture.store, settings);
+    const failureType = async (args: { namespaceId: string; group: string }) => {
+      const handle = await client.workflow.start('compactionWorkflow', { taskQueue: running.taskQueue, workflowId: uniqueId('bad'), args: [args] });
+      const err = await handle.result().then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(WorkflowFailedError);
+      const cause = (err as WorkflowFailedError).cause;
+      return cause instanceof ApplicationFailure ? cause.type : (cause?.cause as ApplicationFailure | undefined)?.type;
+    };
+    expect(await failureType({ namespaceId: 'Bad/..', group: 'inodes' })).toBe('InvalidInput');
+    expect(await failureType({ namespaceId: 'ok', group: 'UPPER' })).toBe('InvalidInput');
+    const missing = uniqueId('noroot').toLowerCase();
+    expect(await failureType({ namespaceId: missing, group: 'inodes' })).toBe('RootMissing');
+    expect((await fixture.store.list({ prefix: `namespaces/${missing}/` })).objects).toEqual([]);
+
+    const corrupt = uniqueId('corrupt').toLowerCase();
+    const [good] = await writeInputs(fixture.store, corrupt, 'inodes', makeInputs(1, 50));
+    const bad = inputSegmentKey(namespaceId(corrupt), newSegmentId(), 'mseg');
+    await fixture.store.put(bad, new TextEncoder().encode('not a segment'));
+    await updateRoot(fixture.store, namespaceId(corrupt), (root) => addSegments(root, familyGroup('inodes'), [bad]));
+    const before = await readRoot(fixture.store, namespaceId(corrupt));
+    expect(await failureType({ namespaceId: corrupt, group: 'inodes' })).toBe('SegmentCorrupt');
+    expect((await readRoot(fixture.store, namespaceId(corrupt))).root).toEqual(before.root);
+    expect(before.root.groups.inodes).toEqual([good, bad]);
+    await running.stop();
+  });
+});
