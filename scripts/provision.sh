@@ -98,6 +98,11 @@ provision_moto() {
 
 mkdir -p "$CACHE"
 provision_temporal
+# `provision.sh temporal`: only what the demo needs (the embedded store needs no S3 server).
+if [[ ${1:-all} == temporal ]]; then
+  printf 'export TEMPORAL_CLI=%q\n' "$TEMPORAL_CLI" >&3
+  exit 0
+fi
 provision_minio
 provision_moto
 

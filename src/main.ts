@@ -1,57 +1,110 @@
 /**
- * The README's run command, for now: the lease protocol on the embedded store (or S3 when
- * `COMPACTION_S3_BUCKET` is set) at shrunk timings: a job creates and refreshes its lease by
- * CAS, stops, the lease expires, a collector claims it, and the job's next refresh is fenced.
+ * The main job: a worker on the configured store (embedded under ./data by default, S3 when
+ * `COMPACTION_S3_BUCKET` is set) against a Temporal server (`TEMPORAL_ADDRESS` / profile, else a dev
+ * server started here with its UI on port 8233). It seeds a demo namespace if it is empty, runs a
+ * compaction, prints its progress and outcome, and keeps serving until interrupted (`--once`: exit).
  */
-import { hostname } from 'node:os';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { shrunkTiming } from './config';
-import { leaseKey, namespaceId, newJobId } from './keys';
-import { claimLeaseState, createLeaseState, decodeLease, encodeLease, isLeaseLive, nextHeartbeatMs, refreshLeaseState } from './lease';
-import { objectStoreFromEnv, PreconditionFailedError } from './store';
+import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { Command } from 'commander';
+import { startCompaction } from './client';
+import type { CompactionProgress } from './compactor';
+import { resolveSettings, settingsFromEnv, shrunkTiming, TIMING_ENV } from './config';
+import { SEARCH_ATTRIBUTES, startTemporalDevServer } from './devservers';
+import { namespaceId } from './keys';
+import { readRootIfAny } from './protocol';
+import type { SegmentRecord } from './segments';
+import { objectStoreFromEnv } from './store';
+import { createWorker, DEFAULT_TASK_QUEUE } from './worker';
+import { temporalTarget } from './worker/connect';
+import { writeInputSegment } from './writer';
+import type { LeaseView } from './workflows/compaction';
+
+const DEMO_NAMESPACE = 'demo';
+const DEMO_GROUP = 'bindings';
+
+/** The demo's timings: the environment's when it sets any, else shrunk so refreshes show within seconds. */
+function demoSettings() {
+  const fromEnv = settingsFromEnv();
+  const timingSet = Object.values(TIMING_ENV).some((name) => process.env[name]);
+  return timingSet ? fromEnv : resolveSettings({ ...fromEnv, timing: shrunkTiming(2000), targetSegmentBytes: 32 * 1024 });
+}
+
+/** A few thousand records over several input segments, overlapping keys, rising seqs, some tombstones. */
+async function seedDemoNamespace(store: ReturnType<typeof objectStoreFromEnv>): Promise<void> {
+  if (await readRootIfAny(store, namespaceId(DEMO_NAMESPACE))) return;
+  let seq = 0;
+  for (let segment = 0; segment < 6; segment++) {
+    const records: SegmentRecord[] = [];
+    for (let i = 0; i < 1000; i++) {
+      const key = `binding/${String((i * 7 + segment * 131) % 4000).padStart(5, '0')}`;
+      if (records.some((r) => r.key === key)) continue;
+      records.push(i % 17 === 0 ? { key, seq: ++seq, tombstone: true } : { key, seq: ++seq, value: `inode-${segment}-${i}` });
+    }
+    await writeInputSegment(store, DEMO_NAMESPACE, DEMO_GROUP, records);
+  }
+  console.log(`seeded namespace ${DEMO_NAMESPACE}: 6 input segments in group ${DEMO_GROUP}`);
+}
 
 async function main(): Promise<void> {
-  const timing = shrunkTiming(200);
-  const store = objectStoreFromEnv(process.env, timing.operationDeadlineMs * 10);
-  await store.verifyAccess();
-  const ns = namespaceId('demo');
-  const job = newJobId();
-  const ids = { namespaceId: ns, jobId: job };
-  const key = leaseKey(ns, job);
-  console.log(`store ${store.description}; lease ${key}`);
+  const options = new Command()
+    .option('--once', 'exit after the demo instead of serving')
+    .parse()
+    .opts<{ once?: boolean }>();
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  const settings = demoSettings();
+  const store = objectStoreFromEnv(process.env, settings.timing.operationDeadlineMs);
+  const target = temporalTarget();
+  const devServer = target.configured
+    ? undefined
+    : await startTemporalDevServer({ port: 7233, uiPort: 8233, dbFilename: join('data', 'temporal.db'), searchAttributes: SEARCH_ATTRIBUTES });
+  const address = devServer?.address ?? target.address;
+  const uiUrl = devServer?.uiUrl ?? 'your Temporal UI';
+  console.log(`store ${store.description}; Temporal ${address}${devServer ? ` (dev server, UI ${devServer.uiUrl})` : ''}`);
 
-  const startedAt = Date.now();
-  const started = performance.now();
-  let lease = createLeaseState({ jobId: job, namespaceId: ns, ownerId: `demo@${hostname()}`, nowMs: startedAt });
-  let { etag } = await store.putIfAbsent(key, encodeLease(lease));
-  console.log(`job created the lease: ${lease.status}, heartbeat ${lease.heartbeat_at_ms}`);
-  for (let i = 0; i < 3; i++) {
-    await sleep(timing.leaseRefreshIntervalMs);
-    lease = refreshLeaseState(lease, nextHeartbeatMs(lease, startedAt + performance.now() - started));
-    ({ etag } = await store.putIfMatch(key, encodeLease(lease), etag));
-    console.log(`job refreshed by CAS: heartbeat ${lease.heartbeat_at_ms}, ETag ${etag}`);
+  const workerConnection = await NativeConnection.connect({ ...target.connectionOptions, address });
+  const worker = await createWorker({ store, settings, connection: workerConnection, namespace: target.namespace });
+  const running = worker.run();
+  const connection = await Connection.connect({ address, tls: target.connectionOptions.tls, metadata: target.connectionOptions.metadata, apiKey: target.connectionOptions.apiKey });
+  const client = new Client({ connection, namespace: target.namespace });
+
+  await seedDemoNamespace(store);
+  const handle = await startCompaction(client, { namespaceId: DEMO_NAMESPACE, group: DEMO_GROUP, taskQueue: DEFAULT_TASK_QUEUE });
+  console.log(`compaction ${handle.workflowId}: ${uiUrl}/namespaces/${target.namespace}/workflows/${encodeURIComponent(handle.workflowId)}`);
+  const done = handle.result();
+  let last = '';
+  let finished = false;
+  const progress = setInterval(() => void printProgress(), 250);
+  async function printProgress() {
+    const view = await handle.query<LeaseView>('leaseState').catch(() => undefined);
+    const pending = (await handle.describe().catch(() => undefined))?.raw.pendingActivities ?? [];
+    const compacting = pending.find((a) => a.activityType?.name === 'compactSegments');
+    const details = compacting?.heartbeatDetails?.payloads?.[0];
+    const p = details ? defaultPayloadConverter.fromPayload<CompactionProgress>(details) : undefined;
+    const line = `  ${view?.phase ?? 'starting'}${view?.jobId ? ` job ${view.jobId}` : ''}${p ? `: ${p.segmentsFinished} segments, ${p.recordsOut} records written` : ''}`;
+    if (line !== last && !finished) console.log((last = line));
   }
+  const result = await done.finally(() => {
+    finished = true;
+    clearInterval(progress);
+  });
+  console.log(
+    `outcome ${result.outcome}: job ${result.jobId}, ${result.inputs.length} inputs → ${result.outputs.length} outputs, ` +
+      `${result.recordsOut} records, ${result.bytesOut} bytes${result.detail ? ` (${result.detail})` : ''}`,
+  );
 
-  console.log(`job stops refreshing; waiting ${timing.leaseExpiryMs} ms for the lease to expire`);
-  await sleep(timing.leaseExpiryMs + 1);
-  const read = await store.get(key);
-  const seen = decodeLease(read.body, ids);
-  const now = Date.now();
-  console.log(`collector reads it: live at now? ${isLeaseLive(seen, now, timing.leaseExpiryMs)}`);
-  await store.putIfMatch(key, encodeLease(claimLeaseState(seen)), read.etag);
-  console.log(`collector claimed it: ${decodeLease((await store.get(key)).body, ids).status}`);
-
-  const late = refreshLeaseState(lease, nextHeartbeatMs(lease, startedAt + performance.now() - started));
-  try {
-    await store.putIfMatch(key, encodeLease(late), etag);
-    throw new Error('a refresh after the claim succeeded: the store is unfit');
-  } catch (err) {
-    if (!(err instanceof PreconditionFailedError)) throw err;
-    console.log('job refresh after the claim: 412 Precondition Failed, the job is fenced and publishes nothing');
+  if (!options.once) {
+    console.log(`serving: worker on task queue ${DEFAULT_TASK_QUEUE}${devServer ? `, UI ${devServer.uiUrl}` : ''}. Ctrl-C to stop.`);
+    await new Promise<void>((resolve) => process.once('SIGINT', resolve).once('SIGTERM', resolve));
   }
-  await store.deleteMany([key]);
-  console.log('collector deleted the lease it claimed');
+  worker.shutdown();
+  await running;
+  await connection.close();
+  await workerConnection.close();
   await store.close();
+  await devServer?.stop();
 }
 
 main().catch((err: unknown) => {
