@@ -30,3 +30,4 @@ export async function startCompaction(client: Client, options: StartCompactionOp
     ],
   });
 }
+export * from './schedule';

@@ -10,4 +10,5 @@ export const SEARCH_ATTRIBUTES = {
   GcPrefixesSeen: 'Int',
   GcObjectsDeleted: 'Int',
   GcCorruptLeases: 'Int',
+  GcDryRun: 'Bool',
 } as const satisfies Record<string, SearchAttributeType>;

@@ -1,1 +1,2 @@
 export { compactionWorkflow, leaseStateQuery } from './compaction';
+export { gcNamespaceWorkflow, gcWorkflow } from './gc';

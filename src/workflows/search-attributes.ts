@@ -8,6 +8,7 @@ export const CompactionOutcome = defineSearchAttributeKey('CompactionOutcome', S
 export const GcPrefixesSeen = defineSearchAttributeKey('GcPrefixesSeen', SearchAttributeType.INT);
 export const GcObjectsDeleted = defineSearchAttributeKey('GcObjectsDeleted', SearchAttributeType.INT);
 export const GcCorruptLeases = defineSearchAttributeKey('GcCorruptLeases', SearchAttributeType.INT);
+export const GcDryRun = defineSearchAttributeKey('GcDryRun', SearchAttributeType.BOOL);
 
 export const SEARCH_ATTRIBUTE_KEYS = [
   CompactionNamespace,
@@ -17,4 +18,5 @@ export const SEARCH_ATTRIBUTE_KEYS = [
   GcPrefixesSeen,
   GcObjectsDeleted,
   GcCorruptLeases,
+  GcDryRun,
 ] as const;

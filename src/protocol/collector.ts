@@ -1,0 +1,270 @@
+/**
+ * The collector's side of the lease (spec section 6), over the store port: discover namespaces
+ * and job prefixes, decide and claim a prefix's owner at the pass's fixed clock, reclaim the
+ * prefix, delete the lease it claimed. Owner decisions come from src/lease; nothing here reads a
+ * clock of its own, so every decision of a pass is made at the same `nowMs`.
+ */
+import {
+  compactionsPrefix,
+  jobPrefix,
+  leaseKey,
+  NAMESPACES_PREFIX,
+  parseCompactionKey,
+  parseJobPrefix,
+  parseNamespacePrefix,
+  type MetadataCompactionId,
+  type NamespaceId,
+} from '../keys';
+import { claimLeaseState, decideOwner, encodeLease, type OwnerDecision } from '../lease';
+import { emptyRoot, referencedKeys } from '../root';
+import {
+  AmbiguousError,
+  ConflictError,
+  NotFoundError,
+  PreconditionFailedError,
+  type DeleteFailure,
+  type ObjectInfo,
+  type ObjectStore,
+} from '../store';
+import { readLease, type JobRef, type LeaseRead } from './lease-read';
+import { readRootIfAny } from './root-io';
+
+/** What one pass knows of time: its fixed clock and the worker's expiry rule. */
+export interface PassClock {
+  /** Taken once when the pass starts; every expiry and age decision of the pass uses it. */
+  readonly nowMs: number;
+  readonly leaseExpiryMs: number;
+}
+
+/** Sorts after every key that starts with the prefix it is appended to (keys compare as UTF-8 bytes). */
+const AFTER_PREFIX = '\u{10FFFF}';
+/** A position ending in `/` is a common prefix: resuming after it must skip everything under it too. */
+const startAfter = (position: string | undefined): string | undefined =>
+  position === undefined || !position.endsWith('/') ? position : position + AFTER_PREFIX;
+
+export interface ChildrenPage<T> {
+  readonly found: T[];
+  /** Keys and common prefixes under the listed prefix that are not of the grammar: retained and reported. */
+  readonly unrecognised: string[];
+  /** Where the next page starts (exclusive); undefined when this was the last page. */
+  readonly next: string | undefined;
+}
+
+/** One page of the immediate children of `prefix` (delimiter `/`), resumable after any key or common prefix. */
+async function listChildren<T>(
+  store: ObjectStore,
+  prefix: string,
+  after: string | undefined,
+  limit: number,
+  parse: (commonPrefix: string) => T | undefined,
+): Promise<ChildrenPage<T>> {
+  const page = await store.list({ prefix, delimiter: '/', startAfter: startAfter(after), maxKeys: limit });
+  const found: T[] = [];
+  const unrecognised = page.objects.map((o) => o.key);
+  for (const p of page.commonPrefixes) {
+    const parsed = parse(p);
+    if (parsed === undefined) unrecognised.push(p);
+    else found.push(parsed);
+  }
+  const last = [...page.commonPrefixes, ...page.objects.map((o) => o.key)].sort().at(-1);
+  return { found, unrecognised, next: page.nextCursor === undefined ? undefined : last };
+}
+
+export const listNamespaces = (store: ObjectStore, after: string | undefined, limit: number): Promise<ChildrenPage<NamespaceId>> =>
+  listChildren(store, NAMESPACES_PREFIX, after, limit, parseNamespacePrefix);
+
+export const listJobPrefixes = (
+  store: ObjectStore,
+  ns: NamespaceId,
+  after: string | undefined,
+  limit: number,
+): Promise<ChildrenPage<MetadataCompactionId>> => listChildren(store, compactionsPrefix(ns), after, limit, (p) => parseJobPrefix(ns, p));
+
+/** Who owns a job prefix for the rest of this pass. */
+export type ClaimOutcome =
+  /** No lease: the prefix holds plain orphans. */
+  | { readonly owner: 'none' }
+  /** `reaping`: claimed by this pass just now (or, in a dry run, would be) or by an earlier pass that did not finish. */
+  | { readonly owner: 'collector' }
+  /** Live, or the job refreshed between our read and our claim (`raced`): retain the whole prefix. */
+  | { readonly owner: 'job'; readonly raced: boolean }
+  /** Undecodable, or names another job or namespace than its key: the namespace's pass fails. */
+  | { readonly owner: 'corrupt'; readonly key: string; readonly reason: string };
+
+function settled(decision: Exclude<OwnerDecision, { owner: 'expired' }>, key: string): ClaimOutcome {
+  if (decision.owner === 'corrupt') return { owner: 'corrupt', key, reason: decision.reason };
+  return decision.owner === 'job' ? { owner: 'job', raced: false } : { owner: decision.owner };
+}
+
+/** Each ambiguous claim is settled by a fresh read; bounded, so a flapping store surfaces as a retryable failure. */
+const MAX_CLAIM_READS = 5;
+
+/**
+ * Decides the owner from one GET and, for an expired `active` lease, claims it by CAS with the
+ * ETag of that same GET. 412/404/409 mean the job refreshed (or the lease went) in between: live
+ * for this pass. An ambiguous CAS is re-read and decided again, never guessed. A dry run makes no
+ * claim and reports the prefix as the claim would leave it.
+ */
+export async function claimLease(store: ObjectStore, job: JobRef, clock: PassClock, dryRun: boolean): Promise<ClaimOutcome> {
+  const key = leaseKey(job.namespaceId, job.jobId);
+  let lastError: unknown;
+  for (let read = 0; read < MAX_CLAIM_READS; read++) {
+    const found = await readLease(store, job);
+    const decision = decideOwner(found, clock.nowMs, clock.leaseExpiryMs);
+    if (decision.owner !== 'expired') return settled(decision, key);
+    if (dryRun) return { owner: 'collector' };
+    // decideOwner answers `expired` only for a lease that was read, so this GET's ETag exists.
+    const { etag } = found as Extract<LeaseRead, { etag: string }>;
+    try {
+      await store.putIfMatch(key, encodeLease(claimLeaseState(decision.lease)), etag);
+      return { owner: 'collector' };
+    } catch (err) {
+      if (err instanceof PreconditionFailedError || err instanceof NotFoundError || err instanceof ConflictError) {
+        return { owner: 'job', raced: true };
+      }
+      if (!(err instanceof AmbiguousError)) throw err;
+      lastError = err;
+    }
+  }
+  throw lastError;
+}
+
+/** A DeleteObjects request reported per-key errors; the keys were not deleted. Retryable: deletes are idempotent. */
+export class DeleteFailedError extends Error {
+  override readonly name = 'DeleteFailedError';
+  constructor(
+    readonly prefix: string,
+    readonly failures: readonly DeleteFailure[],
+  ) {
+    const shown = failures.slice(0, 3).map((f) => `${f.key} (${f.code}: ${f.message})`);
+    super(`${failures.length} deletes under ${prefix} failed: ${shown.join(', ')}${failures.length > 3 ? ', …' : ''}`);
+  }
+}
+
+/** Deletes the lease this collector owns. Called after the prefix was walked, also when the walk failed. */
+export async function deleteLease(store: ObjectStore, job: JobRef): Promise<void> {
+  const key = leaseKey(job.namespaceId, job.jobId);
+  const { failed } = await store.deleteMany([key]);
+  if (failed.length) throw new DeleteFailedError(key, failed);
+}
+
+/** What the walk of one prefix did; counts are exact for a walk that was not interrupted. */
+export interface ReclaimTally {
+  readonly objectsDeleted: number;
+  readonly bytesDeleted: number;
+  readonly retainedReferenced: number;
+  readonly retainedYoung: number;
+  readonly retainedUnrecognised: number;
+  /** The first unrecognised keys, up to the pass's report limit. */
+  readonly unrecognisedKeys: readonly string[];
+}
+
+export const EMPTY_TALLY: ReclaimTally = Object.freeze({
+  objectsDeleted: 0,
+  bytesDeleted: 0,
+  retainedReferenced: 0,
+  retainedYoung: 0,
+  retainedUnrecognised: 0,
+  unrecognisedKeys: [],
+});
+
+/** Where a walk stands: every key up to `after` is accounted for in `tally`. Travels in Temporal heartbeats. */
+export interface ReclaimPosition {
+  readonly after: string | undefined;
+  readonly tally: ReclaimTally;
+}
+
+export interface ReclaimOptions {
+  readonly nowMs: number;
+  readonly stagingGraceMs: number;
+  readonly dryRun: boolean;
+  /** Candidates collected before the root is re-read and they are deleted (in DeleteObjects of ≤ 1000, in parallel). */
+  readonly keysPerFlush: number;
+  readonly reportLimit: number;
+}
+
+/** A missing or future `LastModified` means young: retention wins every unclear age. */
+const isOldEnough = (o: ObjectInfo, options: ReclaimOptions): boolean =>
+  o.lastModified !== undefined && options.nowMs - o.lastModified.getTime() >= options.stagingGraceMs && o.lastModified.getTime() <= options.nowMs;
+
+const deletionTally = (deleted: readonly ObjectInfo[]): ReclaimTally => ({
+  ...EMPTY_TALLY,
+  objectsDeleted: deleted.length,
+  bytesDeleted: deleted.reduce((n, o) => n + o.size, 0),
+});
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+function addTally(a: ReclaimTally, b: ReclaimTally, limit: number): ReclaimTally {
+  return {
+    objectsDeleted: a.objectsDeleted + b.objectsDeleted,
+    bytesDeleted: a.bytesDeleted + b.bytesDeleted,
+    retainedReferenced: a.retainedReferenced + b.retainedReferenced,
+    retainedYoung: a.retainedYoung + b.retainedYoung,
+    retainedUnrecognised: a.retainedUnrecognised + b.retainedUnrecognised,
+    unrecognisedKeys: [...a.unrecognisedKeys, ...b.unrecognisedKeys].slice(0, limit),
+  };
+}
+
+/**
+ * Walks a prefix owned by this collector or by no one, ascending from `resume`, and deletes each
+ * staged segment that is old enough and not referenced by the root, which is re-read before every
+ * delete batch (candidate selection may be stale, deletion may not). The lease and unrecognised keys
+ * are never deleted here. `onProgress` receives the position after every page, so a retried walk
+ * resumes there; a position only passes keys whose fate is settled.
+ */
+export async function reclaimPrefix(
+  store: ObjectStore,
+  job: JobRef,
+  options: ReclaimOptions,
+  resume: ReclaimPosition,
+  onProgress: (position: ReclaimPosition) => void,
+): Promise<ReclaimTally> {
+  const prefix = jobPrefix(job.namespaceId, job.jobId);
+  let committed = resume;
+  let listedUpTo = resume.after;
+  let candidates: ObjectInfo[] = [];
+  let retained: Mutable<ReclaimTally> & { unrecognisedKeys: string[] } = { ...EMPTY_TALLY, unrecognisedKeys: [] };
+
+  const flush = async (): Promise<void> => {
+    let deleted: ObjectInfo[] = [];
+    let referencedCount = 0;
+    if (candidates.length) {
+      const read = await readRootIfAny(store, job.namespaceId);
+      const referenced = referencedKeys(read?.root ?? emptyRoot(job.namespaceId));
+      const doomed = candidates.filter((o) => !referenced.has(o.key));
+      referencedCount = candidates.length - doomed.length;
+      const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;
+      const failedKeys = new Set(failed.map((f) => f.key));
+      deleted = doomed.filter((o) => !failedKeys.has(o.key));
+      if (failed.length) {
+        // Deletions are counted now (those keys will not be listed again); the rest of the batch is walked again on retry.
+        onProgress({ after: committed.after, tally: addTally(committed.tally, deletionTally(deleted), options.reportLimit) });
+        throw new DeleteFailedError(prefix, failed);
+      }
+    }
+    const settled = addTally({ ...retained, retainedReferenced: referencedCount }, deletionTally(deleted), options.reportLimit);
+    committed = { after: listedUpTo, tally: addTally(committed.tally, settled, options.reportLimit) };
+    candidates = [];
+    retained = { ...EMPTY_TALLY, unrecognisedKeys: [] };
+  };
+
+  for (;;) {
+    const page = await store.list({ prefix, startAfter: listedUpTo });
+    for (const o of page.objects) {
+      const parsed = parseCompactionKey(o.key);
+      if (parsed.kind === 'lease' && parsed.jobId === job.jobId) continue;
+      // Only a staged segment of this very job may go; anything else under the prefix is retained and reported.
+      if (parsed.kind !== 'staged_segment' || parsed.jobId !== job.jobId || parsed.namespaceId !== job.namespaceId) {
+        retained.retainedUnrecognised++;
+        if (retained.unrecognisedKeys.length < options.reportLimit) retained.unrecognisedKeys.push(o.key);
+      } else if (isOldEnough(o, options)) candidates.push(o);
+      else retained.retainedYoung++;
+    }
+    listedUpTo = page.objects.at(-1)?.key ?? listedUpTo;
+    const last = page.nextCursor === undefined;
+    if (last || candidates.length >= options.keysPerFlush) await flush();
+    onProgress(committed);
+    if (last) return committed.tally;
+  }
+}

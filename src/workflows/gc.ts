@@ -1,0 +1,328 @@
+/**
+ * One collector pass, orchestrated (spec section 6): a parent walks the namespaces page by page
+ * and runs a child per namespace, a bounded number at a time; each child first scans its job
+ * prefixes for corrupt leases (read-only), then claims, reclaims and releases them one by one.
+ * One fixed clock, the workflow's own time at the start of the pass, decides every expiry and age
+ * and travels through continue-as-new with the running report, so history stays bounded however
+ * many prefixes exist. Deterministic: every I/O is an activity.
+ */
+import {
+  ApplicationFailure,
+  CancellationScope,
+  ChildWorkflowFailure,
+  continueAsNew,
+  executeChild,
+  proxyActivities,
+  proxyLocalActivities,
+  setCurrentDetails,
+  upsertMemo,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { NON_RETRYABLE_TYPES } from '../activities/failures';
+import type { CorruptLease, GcActivities } from '../activities/gc';
+import { InvalidKeyError, jobId, jobPrefix, namespaceId, namespacePrefix } from '../keys';
+import type { ReclaimTally } from '../protocol/collector';
+import { inBatches } from '../store/batches';
+import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
+
+export interface GcOptions {
+  /** Report exactly what a real pass would do, claiming and deleting nothing. */
+  readonly dryRun?: boolean;
+  /** Collect only these namespaces; by default every namespace found under `namespaces/`. */
+  readonly namespaces?: readonly string[];
+  /** Namespaces collected at once, each by its own child workflow. */
+  readonly namespaceConcurrency?: number;
+  /** Namespaces or job prefixes per listing page (≤ 1000); a run continues as new between pages once its history is long. */
+  readonly prefixesPerPage?: number;
+  /** Staged candidates collected before the root is re-read and they are deleted. */
+  readonly keysPerFlush?: number;
+}
+
+type PassOptions = Required<Omit<GcOptions, 'namespaces'>>;
+
+export interface GcInput extends GcOptions {
+  /**
+   * The pass's fixed clock. Unset when a pass starts (it takes the workflow's time); set by
+   * continue-as-new. It may not be later than the workflow's time: an earlier clock only keeps more.
+   */
+  readonly nowMs?: number;
+  /** Set by continue-as-new: where the namespace walk stands and what it has done so far. */
+  readonly carried?: { readonly after: string | undefined; readonly report: GcReport };
+}
+
+export interface GcTotals {
+  readonly namespaces: number;
+  readonly failedNamespaces: number;
+  readonly prefixesSeen: number;
+  readonly live: number;
+  /** Prefixes owned by the collector: claimed by this pass, or by an earlier one that did not finish. */
+  readonly claimed: number;
+  /** Prefixes with no lease at all. */
+  readonly orphaned: number;
+  readonly corrupt: number;
+  readonly failedPrefixes: number;
+  readonly leasesDeleted: number;
+  readonly objectsDeleted: number;
+  readonly bytesDeleted: number;
+  readonly retainedReferenced: number;
+  readonly retainedYoung: number;
+  readonly retainedUnrecognised: number;
+}
+
+/** What a pass (or one namespace of it) did; lists hold the first {@link REPORT_LIMIT} entries, counts are complete. */
+export interface GcReport {
+  readonly nowMs: number;
+  readonly dryRun: boolean;
+  readonly totals: GcTotals;
+  readonly corruptNamespaces: readonly string[];
+  readonly corruptLeases: readonly CorruptLease[];
+  /** Prefixes whose walk failed (their lease was still deleted) and namespaces whose pass failed. */
+  readonly failures: readonly { readonly key: string; readonly message: string }[];
+  readonly unrecognisedKeys: readonly string[];
+}
+
+export interface GcNamespaceInput {
+  readonly namespaceId: string;
+  readonly nowMs: number;
+  readonly options: PassOptions;
+  /** Set by continue-as-new. */
+  readonly carried?: { readonly phase: 'scan' | 'collect'; readonly after: string | undefined; readonly report: GcReport };
+}
+
+/** Bounds every list in a report and in heartbeats, so history stays small however much is found. */
+export const REPORT_LIMIT = 100;
+/** A run continues as new at a page boundary beyond this many events (or when the server suggests it). */
+const HISTORY_EVENTS_PER_RUN = 4000;
+const DEFAULTS: PassOptions = { dryRun: false, namespaceConcurrency: 4, prefixesPerPage: 100, keysPerFlush: 4000 };
+
+const ZERO: GcTotals = {
+  namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, corrupt: 0, failedPrefixes: 0,
+  leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0,
+};
+
+const emptyReport = (nowMs: number, dryRun: boolean): GcReport => ({
+  nowMs, dryRun, totals: ZERO, corruptNamespaces: [], corruptLeases: [], failures: [], unrecognisedKeys: [],
+});
+
+const capped = <T>(a: readonly T[], b: readonly T[]): T[] => [...a, ...b].slice(0, REPORT_LIMIT);
+
+function merge(a: GcReport, b: Partial<Omit<GcReport, 'totals'>> & { totals?: Partial<GcTotals> }): GcReport {
+  const totals = { ...a.totals };
+  for (const [name, n] of Object.entries(b.totals ?? {}) as [keyof GcTotals, number][]) totals[name] += n;
+  return {
+    ...a,
+    totals,
+    corruptNamespaces: capped(a.corruptNamespaces, b.corruptNamespaces ?? []),
+    corruptLeases: capped(a.corruptLeases, b.corruptLeases ?? []),
+    failures: capped(a.failures, b.failures ?? []),
+    unrecognisedKeys: capped(a.unrecognisedKeys, b.unrecognisedKeys ?? []),
+  };
+}
+
+const fromTally = ({ unrecognisedKeys, ...counts }: ReclaimTally): Parameters<typeof merge>[1] => ({ totals: counts, unrecognisedKeys });
+
+const isIncomplete = ({ totals }: GcReport): boolean =>
+  totals.corrupt > 0 || totals.failedPrefixes > 0 || totals.failedNamespaces > 0;
+
+const historyIsLong = (): boolean => {
+  const info = workflowInfo();
+  return info.continueAsNewSuggested || info.historyLength > HISTORY_EVENTS_PER_RUN;
+};
+
+const message = (err: unknown): string => (err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err));
+
+function invalidInput(reason: string): never {
+  throw ApplicationFailure.nonRetryable(reason, 'InvalidInput');
+}
+
+function describe(report: GcReport, phase: string): string {
+  const t = report.totals;
+  return (
+    `**${phase}**${report.dryRun ? ' · dry run' : ''} · clock ${new Date(report.nowMs).toISOString()}\n\n` +
+    `prefixes ${t.prefixesSeen} (live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, corrupt ${t.corrupt}, failed ${t.failedPrefixes}) · ` +
+    `deleted ${t.objectsDeleted} objects, ${t.bytesDeleted} bytes, ${t.leasesDeleted} leases · ` +
+    `retained: referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}` +
+    (report.corruptLeases.length ? `\n\ncorrupt leases: ${report.corruptLeases.map((c) => c.key).join(', ')}` : '')
+  );
+}
+
+/** Publishes progress in the UI: current details, search attributes and memo. */
+function show(report: GcReport, phase: string): void {
+  setCurrentDetails(describe(report, phase));
+  upsertSearchAttributes([
+    { key: GcPrefixesSeen, value: report.totals.prefixesSeen },
+    { key: GcObjectsDeleted, value: report.totals.objectsDeleted },
+    { key: GcCorruptLeases, value: report.totals.corrupt },
+    { key: GcDryRun, value: report.dryRun },
+  ]);
+  upsertMemo({ gcTotals: report.totals });
+}
+
+function resolveOptions(input: GcOptions): PassOptions {
+  const options = { ...DEFAULTS, ...input };
+  const whole = (name: keyof PassOptions, max: number) => {
+    const n = options[name];
+    if (!Number.isInteger(n) || (n as number) < 1 || (n as number) > max) invalidInput(`${name} must be a whole number from 1 to ${max}, not ${String(n)}`);
+  };
+  whole('namespaceConcurrency', 1000);
+  whole('prefixesPerPage', 1000);
+  whole('keysPerFlush', 1_000_000);
+  return { dryRun: options.dryRun === true, namespaceConcurrency: options.namespaceConcurrency, prefixesPerPage: options.prefixesPerPage, keysPerFlush: options.keysPerFlush };
+}
+
+async function gcActivities() {
+  const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });
+  const settings = await gcSettings();
+  const retry = {
+    initialInterval: '1 second',
+    backoffCoefficient: 2,
+    maximumInterval: '1 minute',
+    maximumAttempts: 10,
+    nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES],
+  };
+  const oneCall = 4 * settings.operationDeadlineMs + 10_000;
+  const short = proxyActivities<GcActivities>({ startToCloseTimeout: oneCall, retry });
+  // The scan and the walk make many store calls; their heartbeats tell a dead worker from a long prefix.
+  const long = proxyActivities<GcActivities>({ startToCloseTimeout: '1 day', heartbeatTimeout: settings.heartbeatTimeoutMs, retry });
+  return {
+    listNamespaces: short.listNamespaces,
+    listJobPrefixes: short.listJobPrefixes,
+    claimLease: short.claimLease,
+    deleteLease: short.deleteLease,
+    findCorruptLeases: long.findCorruptLeases,
+    reclaimPrefix: long.reclaimPrefix,
+  };
+}
+
+/**
+ * The pass over one namespace. Phase `scan` reads every lease and claims nothing: a corrupt one
+ * fails the namespace before anything in it is claimed or deleted. Phase `collect` claims,
+ * reclaims and releases each job prefix; a lease that turns corrupt meanwhile stops it there.
+ */
+export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcReport> {
+  const ns = namespaceId(input.namespaceId);
+  const { nowMs, options } = input;
+  const pass = { nowMs, dryRun: options.dryRun };
+  let { phase, after, report } = input.carried ?? { phase: 'scan' as const, after: undefined, report: emptyReport(nowMs, options.dryRun) };
+  upsertSearchAttributes([{ key: CompactionNamespace, value: ns }]);
+  const { listJobPrefixes, findCorruptLeases, claimLease, reclaimPrefix, deleteLease } = await gcActivities();
+
+  const collectPrefix = async (id: string): Promise<void> => {
+    const job = jobId(id);
+    const prefix = jobPrefix(ns, job);
+    const claim = await claimLease.executeWithOptions({ summary: `claim ${prefix}` }, [{ namespaceId: ns, jobId: job, ...pass }]);
+    if (claim.owner === 'corrupt') {
+      report = merge(report, { totals: { corrupt: 1 }, corruptLeases: [{ key: claim.key, reason: claim.reason }] });
+      return;
+    }
+    if (claim.owner === 'job') {
+      report = merge(report, { totals: { live: 1 } });
+      return;
+    }
+    report = merge(report, { totals: claim.owner === 'collector' ? { claimed: 1 } : { orphaned: 1 } });
+    try {
+      const tally = await reclaimPrefix.executeWithOptions({ summary: `reclaim ${prefix}` }, [
+        { namespaceId: ns, jobId: job, ...pass, keysPerFlush: options.keysPerFlush, reportLimit: REPORT_LIMIT },
+      ]);
+      report = merge(report, fromTally(tally));
+    } catch (err) {
+      report = merge(report, { totals: { failedPrefixes: 1 }, failures: [{ key: prefix, message: message(err) }] });
+    } finally {
+      // Lease last, whatever became of the walk, and even when the pass is cancelled: a claimed lease is never stranded.
+      if (claim.owner === 'collector') {
+        if (!options.dryRun) await CancellationScope.nonCancellable(() => deleteLease.executeWithOptions({ summary: `delete lease of ${prefix}` }, [{ namespaceId: ns, jobId: job }]));
+        report = merge(report, { totals: { leasesDeleted: 1 } });
+      }
+    }
+  };
+
+  for (;;) {
+    const page = await listJobPrefixes.executeWithOptions({ summary: `list job prefixes of ${ns}` }, [{ namespaceId: ns, after, limit: options.prefixesPerPage }]);
+    if (phase === 'scan') {
+      const corruptLeases = await findCorruptLeases.executeWithOptions({ summary: `scan ${page.found.length} leases of ${ns}` }, [{ namespaceId: ns, jobIds: page.found }]);
+      // Keys beside the job prefixes are reported once, by the scan; the collect phase walks the same listing again.
+      report = merge(report, {
+        totals: { prefixesSeen: page.found.length, corrupt: corruptLeases.length, retainedUnrecognised: page.unrecognised.length },
+        corruptLeases,
+        unrecognisedKeys: page.unrecognised,
+      });
+    } else {
+      for (const job of page.found) {
+        await collectPrefix(job);
+        if (report.totals.corrupt > 0) break;
+      }
+    }
+    after = page.next;
+    if (report.totals.corrupt > 0) break;
+    if (after === undefined) {
+      if (phase === 'collect') break;
+      // The collect phase counts the prefixes it meets itself: new jobs may have started since the scan.
+      phase = 'collect';
+      report = { ...report, totals: { ...report.totals, prefixesSeen: 0 } };
+    }
+    show(report, `${phase} ${ns}`);
+    if (historyIsLong()) await continueAsNew<typeof gcNamespaceWorkflow>({ ...input, carried: { phase, after, report } });
+  }
+  if (report.totals.corrupt > 0) report = merge(report, { corruptNamespaces: [ns] });
+  show(report, report.totals.corrupt > 0 ? `${ns} has corrupt leases: nothing more deleted` : `${ns} collected`);
+  return report;
+}
+
+/** The page of an explicit namespace list after `after`, in the order a listing would give. */
+function pageOfGiven(namespaces: readonly string[], after: string | undefined, limit: number): { found: string[]; next: string | undefined } {
+  const rest = [...new Set(namespaces)].sort().filter((ns) => after === undefined || ns > after);
+  const found = rest.slice(0, limit);
+  return { found, next: rest.length > limit ? found.at(-1) : undefined };
+}
+
+/** One collector pass over every namespace (or the given ones). Fails at the end, with the report as details, if any namespace was not collected cleanly. */
+export async function gcWorkflow(input: GcInput = {}): Promise<GcReport> {
+  const options = resolveOptions(input);
+  let given: string[] | undefined;
+  try {
+    given = input.namespaces?.map((ns) => namespaceId(ns));
+  } catch (err) {
+    if (err instanceof InvalidKeyError) invalidInput(err.message);
+    throw err;
+  }
+  const nowMs = input.nowMs ?? Date.now();
+  if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
+  let { after, report } = input.carried ?? { after: undefined, report: emptyReport(nowMs, options.dryRun) };
+  const { listNamespaces } = await gcActivities();
+
+  const collectNamespace = async (ns: string): Promise<void> => {
+    try {
+      const done = await executeChild(gcNamespaceWorkflow, {
+        workflowId: `${workflowInfo().workflowId}/${ns}`,
+        args: [{ namespaceId: ns, nowMs, options }],
+        staticSummary: `${options.dryRun ? 'Dry run of the collector' : 'Collector pass'} over namespace ${ns}`,
+      });
+      report = merge(report, { ...done, totals: { ...done.totals, namespaces: 1 } });
+    } catch (err) {
+      if (!(err instanceof ChildWorkflowFailure)) throw err;
+      report = merge(report, { totals: { namespaces: 1, failedNamespaces: 1 }, failures: [{ key: namespacePrefix(namespaceId(ns)), message: message(err) }] });
+    }
+  };
+
+  show(report, 'collecting');
+  for (;;) {
+    const page = given
+      ? pageOfGiven(given, after, options.prefixesPerPage)
+      : await listNamespaces.executeWithOptions({ summary: 'list namespaces' }, [{ after, limit: options.prefixesPerPage }]);
+    await inBatches(page.found, 1, options.namespaceConcurrency, (batch) => Promise.all(batch.map(collectNamespace)));
+    after = page.next;
+    show(report, after === undefined ? (isIncomplete(report) ? 'incomplete' : 'done') : 'collecting');
+    if (after === undefined) break;
+    if (historyIsLong()) await continueAsNew<typeof gcWorkflow>({ ...input, nowMs, carried: { after, report } });
+  }
+  if (isIncomplete(report)) {
+    throw ApplicationFailure.create({
+      type: 'GcPassIncomplete',
+      message: `collector pass incomplete: ${report.totals.corrupt} corrupt leases, ${report.totals.failedPrefixes} failed prefixes, ${report.totals.failedNamespaces} failed namespaces`,
+      nonRetryable: true,
+      details: [report],
+    });
+  }
+  return report;
+}
