@@ -1,0 +1,31 @@
+/**
+ * A standalone worker process, configured only by the environment: the store (`COMPACTION_S3_*` and
+ * the AWS SDK's chain, or the embedded store), Temporal (`TEMPORAL_*` / envconfig profile), timings
+ * (`COMPACTION_*_MS`) and `COMPACTION_TASK_QUEUE`. Runs until SIGINT or SIGTERM.
+ */
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { settingsFromEnv } from '../config';
+import { objectStoreFromEnv } from '../store';
+import { temporalTarget } from './connect';
+import { createWorker, DEFAULT_TASK_QUEUE } from './index';
+
+export const TASK_QUEUE_ENV = 'COMPACTION_TASK_QUEUE';
+
+async function main(): Promise<void> {
+  Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });
+  const settings = settingsFromEnv();
+  const store = objectStoreFromEnv(process.env, settings.timing.operationDeadlineMs);
+  const target = temporalTarget();
+  const connection = await NativeConnection.connect(target.connectionOptions);
+  const taskQueue = process.env[TASK_QUEUE_ENV] || DEFAULT_TASK_QUEUE;
+  const worker = await createWorker({ store, settings, connection, namespace: target.namespace, taskQueue });
+  console.log(`worker ${settings.ownerId} on ${target.address}/${target.namespace}, task queue ${taskQueue}, store ${store.description}`);
+  await worker.run();
+  await connection.close();
+  await store.close();
+}
+
+main().catch((err: unknown) => {
+  console.error(err instanceof Error ? `${err.name}: ${err.message}` : err);
+  process.exit(1);
+});

@@ -1,0 +1,107 @@
+/** A worker process killed mid-compaction: the next worker resumes the same job from its heartbeat details. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startCompaction } from '../../src/client';
+import type { CompactionProgress } from '../../src/compactor';
+import { compactionsPrefix, jobId, leaseKey, namespaceId, parseCompactionKey } from '../../src/keys';
+import { decodeLease } from '../../src/lease';
+import type { ObjectInfo } from '../../src/store';
+import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
+import { openTestStore, type TestStore } from '../support/stores';
+import { connectClient, uniqueId } from '../support/temporal';
+
+const workerMain = join(__dirname, '..', '..', 'src', 'worker', 'main.ts');
+
+function spawnWorker(fixture: TestStore, taskQueue: string): ChildProcess {
+  const endpoint = fixture.endpoint!;
+  return spawn(process.execPath, ['--import', 'tsx', workerMain], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      COMPACTION_TASK_QUEUE: taskQueue,
+      COMPACTION_S3_BUCKET: fixture.bucket,
+      COMPACTION_S3_FORCE_PATH_STYLE: 'true',
+      AWS_ENDPOINT_URL_S3: endpoint.endpoint,
+      AWS_REGION: endpoint.region,
+      AWS_ACCESS_KEY_ID: endpoint.accessKey,
+      AWS_SECRET_ACCESS_KEY: endpoint.secretKey,
+      COMPACTION_LEASE_REFRESH_INTERVAL_MS: '1000',
+      COMPACTION_OPERATION_DEADLINE_MS: '500',
+      COMPACTION_PUBLICATION_BUDGET_MS: '1000',
+      COMPACTION_CLOCK_SAFETY_MARGIN_MS: '1000',
+      COMPACTION_TARGET_SEGMENT_BYTES: '1024',
+      COMPACTION_HEARTBEAT_TIMEOUT_MS: '2000',
+    },
+  });
+}
+
+const killed = (child: ChildProcess) => new Promise((resolve) => child.once('exit', resolve));
+
+describe('compaction across a worker crash', () => {
+  let fixture: TestStore;
+  const children: ChildProcess[] = [];
+  beforeAll(async () => {
+    fixture = await openTestStore('minio');
+  });
+  afterAll(async () => {
+    for (const child of children) child.kill('SIGKILL');
+    await fixture?.store.close();
+  });
+
+  it('after SIGKILL of the worker a new worker resumes the same job from heartbeat details, rewrites no finished segment and keeps the lease', async () => {
+    const { client, close } = await connectClient();
+    const ns = uniqueId('kill').toLowerCase();
+    const nsId = namespaceId(ns);
+    const inputs = makeInputs(8, 4000, 12_000);
+    await writeInputs(fixture.store, ns, 'revisions', inputs);
+    const taskQueue = uniqueId('kill-tq');
+    const first = spawnWorker(fixture, taskQueue);
+    children.push(first);
+    const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue });
+
+    let heartbeated: CompactionProgress | undefined;
+    const deadline = Date.now() + 90_000;
+    while (!heartbeated || heartbeated.segmentsFinished < 40) {
+      if (Date.now() > deadline) throw new Error('the compaction never heartbeated progress');
+      await new Promise((r) => setTimeout(r, 50));
+      const pending = (await handle.describe()).raw.pendingActivities ?? [];
+      const payload = pending.find((a) => a.activityType?.name === 'compactSegments')?.heartbeatDetails?.payloads?.[0];
+      heartbeated = payload ? defaultPayloadConverter.fromPayload<CompactionProgress>(payload) : undefined;
+    }
+    const { jobId: job } = await handle.query<{ jobId: string }>('leaseState');
+    first.kill('SIGKILL');
+    await killed(first);
+    const listStaged = async () => {
+      const staged = new Map<string, ObjectInfo>();
+      let cursor: string | undefined;
+      do {
+        const page = await fixture.store.list({ prefix: compactionsPrefix(nsId), cursor });
+        for (const o of page.objects) if (parseCompactionKey(o.key).kind === 'staged_segment') staged.set(o.key, o);
+        cursor = page.nextCursor;
+      } while (cursor);
+      return staged;
+    };
+    const beforeResume = await listStaged();
+    const lease = decodeLease((await fixture.store.get(leaseKey(nsId, jobId(job)))).body, { namespaceId: nsId, jobId: jobId(job) });
+
+    children.push(spawnWorker(fixture, taskQueue));
+    const result = await handle.result();
+    expect(result.outcome).toBe('published');
+    expect(result.jobId).toBe(job);
+    expect(result.fencedJobIds).toEqual([]);
+    const afterResume = await listStaged();
+    for (const key of result.outputs.slice(0, heartbeated.segmentsFinished)) {
+      expect(afterResume.get(key)?.lastModified, `${key} was rewritten`).toEqual(beforeResume.get(key)?.lastModified);
+      expect(afterResume.get(key)?.etag).toBe(beforeResume.get(key)?.etag);
+    }
+    const leases = (await fixture.store.list({ prefix: compactionsPrefix(nsId) })).objects.filter((o) => parseCompactionKey(o.key).kind === 'lease');
+    expect(leases).toHaveLength(1);
+    const finalLease = decodeLease((await fixture.store.get(leaseKey(nsId, jobId(job)))).body, { namespaceId: nsId, jobId: jobId(job) });
+    expect(finalLease).toMatchObject({ status: 'active', started_at_ms: lease.started_at_ms });
+    expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
+    await close();
+  });
+});
