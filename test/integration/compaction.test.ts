@@ -5,7 +5,7 @@ import { decodeLease } from '../../src/lease';
 import { readRoot } from '../../src/protocol';
 import { openTestStore, type TestStore } from '../support/stores';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
-import { connectClient, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
+import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
 import type { Client } from '@temporalio/client';
 
 describe('compaction workflow', () => {
@@ -45,5 +45,15 @@ describe('compaction workflow', () => {
     expect(decodeLease(lease.body, { namespaceId: namespaceId(ns), jobId: jobId(result.jobId) }).status).toBe('active');
     await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
     expect((await fixture.store.get(key)).etag).toBe(lease.etag);
+    await expectReplays(client, handle.workflowId);
+  });
+
+  it('starting the same group twice while it runs gives one workflow run', async () => {
+    const ns = uniqueId('twice').toLowerCase();
+    await writeInputs(fixture.store, ns, 'bindings', makeInputs(2, 100));
+    const first = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: worker.taskQueue });
+    const second = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: worker.taskQueue });
+    expect(second.firstExecutionRunId).toBe(first.firstExecutionRunId);
+    expect((await first.result()).outcome).toBe('published');
   });
 });

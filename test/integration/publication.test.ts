@@ -1,0 +1,70 @@
+/** Publication at the protocol level, on MinIO: the budget, the fence, and lost root races. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { familyGroup, leaseKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey } from '../../src/keys';
+import { claimLeaseState, encodeLease } from '../../src/lease';
+import { createJobLease, publishCompaction, PublicationBudgetExceededError, readRoot, updateRoot } from '../../src/protocol';
+import type { ObjectStore } from '../../src/store';
+import { interceptStore } from '../support/faults';
+import { makeInputs, writeInputs } from '../support/records';
+import { openTestStore, type TestStore } from '../support/stores';
+import { uniqueId } from '../support/temporal';
+
+const group = familyGroup('attributes');
+const limits = { budgetMs: 1000, maxRootRaces: 3 };
+
+describe('publication', () => {
+  let fixture: TestStore;
+  beforeAll(async () => {
+    fixture = await openTestStore('minio');
+  });
+  afterAll(async () => fixture?.store.close());
+
+  /** A namespace with two input segments and a job holding a fresh lease. */
+  async function prepare() {
+    const ns = namespaceId(uniqueId('pub').toLowerCase());
+    const inputs = await writeInputs(fixture.store, ns, group, makeInputs(2, 20));
+    const job = newJobId();
+    const held = await createJobLease(fixture.store, { namespaceId: ns, jobId: job, ownerId: 'test', startedAtMs: Date.now() });
+    const outputs = [stagedSegmentKey(ns, job, newSegmentId(), 'mseg')];
+    return { ns, job, held, request: { namespaceId: ns, jobId: job, group, inputs, outputs } };
+  }
+  const realClock = () => {
+    const start = performance.now();
+    return { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start };
+  };
+
+  it('an attempt that overruns the publication budget before the root CAS publishes nothing', async () => {
+    const { ns, request } = await prepare();
+    const before = await fixture.store.get(rootKey(ns));
+    let rootWrites = 0;
+    const slow: ObjectStore = interceptStore(fixture.store, async (operation, key) => {
+      if (key !== rootKey(ns)) return;
+      if (operation === 'get') await new Promise((r) => setTimeout(r, limits.budgetMs + 200));
+      if (operation === 'putIfMatch') rootWrites++;
+    });
+    await expect(publishCompaction(slow, request, limits, realClock())).rejects.toBeInstanceOf(PublicationBudgetExceededError);
+    expect(rootWrites).toBe(0);
+    expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
+    // The retried attempt starts again from its refresh and publishes.
+    await expect(publishCompaction(fixture.store, request, limits, realClock())).resolves.toMatchObject({ outcome: 'published' });
+  });
+
+  it('a job whose lease was claimed is fenced at the top of the attempt and publishes nothing', async () => {
+    const { ns, held, request } = await prepare();
+    await fixture.store.putIfMatch(leaseKey(ns, request.jobId), encodeLease(claimLeaseState(held.lease)), held.etag);
+    const before = await fixture.store.get(rootKey(ns));
+    await expect(publishCompaction(fixture.store, request, limits, realClock())).resolves.toMatchObject({ outcome: 'fenced' });
+    expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
+  });
+
+  it('a root that changes under every attempt is a bounded number of lost races, then superseded', async () => {
+    const { ns, request } = await prepare();
+    const racing = interceptStore(fixture.store, async (operation, key) => {
+      // Another writer slips a harmless change in between our read and our CAS, every time.
+      if (operation === 'putIfMatch' && key === rootKey(ns)) await updateRoot(fixture.store, ns, (root) => ({ ...root, generation: root.generation + 1 }));
+    });
+    await expect(publishCompaction(racing, request, limits, realClock())).resolves.toEqual({ outcome: 'superseded', lostRaces: 3 });
+    const { root } = await readRoot(fixture.store, ns);
+    expect(root.groups[group]).toEqual(request.inputs);
+  });
+});
