@@ -4,6 +4,7 @@
  * re-reads the lease, a walk resumes from its heartbeat, a delete of a missing key succeeds.
  */
 import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
 import type { CompactionSettings } from '../config';
 import { jobId, leaseKey, namespaceId, type MetadataCompactionId, type NamespaceId } from '../keys';
 import {
@@ -21,6 +22,7 @@ import {
 import { readLease } from '../protocol/lease-read';
 import { inBatches } from '../store/batches';
 import type { ObjectStore } from '../store';
+import { toFailure } from './failures';
 
 export interface GcDeps {
   readonly store: ObjectStore;
@@ -62,6 +64,13 @@ const prefixOf = (input: PrefixInput): { namespaceId: NamespaceId; jobId: Metada
   jobId: jobId(input.jobId),
 });
 
+/** A failed walk still deleted what it deleted: its tally rides on the failure, so the pass can report it. */
+function withTally(err: unknown, tally: ReclaimTally): unknown {
+  const failure = toFailure(err);
+  if (!(failure instanceof ApplicationFailure) || !(err instanceof Error)) return failure;
+  return ApplicationFailure.create({ type: failure.type ?? err.name, message: failure.message, nonRetryable: failure.nonRetryable === true, cause: err, details: [tally] });
+}
+
 export function createGcActivities({ store, settings }: GcDeps) {
   const { timing } = settings;
   return {
@@ -101,14 +110,16 @@ export function createGcActivities({ store, settings }: GcDeps) {
     /** Walks the prefix; its position travels in Temporal heartbeats, so a retried attempt resumes where the last one stood. */
     async reclaimPrefix(input: ReclaimInput): Promise<ReclaimTally> {
       const ctx = Context.current();
-      const resume = (ctx.info.heartbeatDetails as ReclaimPosition | undefined) ?? { after: undefined, tally: EMPTY_TALLY };
-      return reclaimPrefix(
-        store,
-        prefixOf(input),
-        { ...input, stagingGraceMs: timing.stagingGraceMs },
-        resume,
-        (position) => ctx.heartbeat(position),
-      );
+      let position = (ctx.info.heartbeatDetails as ReclaimPosition | undefined) ?? { after: undefined, tally: EMPTY_TALLY };
+      const onProgress = (p: ReclaimPosition) => {
+        position = p;
+        ctx.heartbeat(p);
+      };
+      try {
+        return await reclaimPrefix(store, prefixOf(input), { ...input, stagingGraceMs: timing.stagingGraceMs }, position, onProgress);
+      } catch (err) {
+        throw withTally(err, position.tally);
+      }
     },
 
     async deleteLease(input: PrefixInput): Promise<void> {

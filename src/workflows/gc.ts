@@ -7,6 +7,7 @@
  * many prefixes exist. Deterministic: every I/O is an activity.
  */
 import {
+  ActivityFailure,
   ApplicationFailure,
   CancellationScope,
   ChildWorkflowFailure,
@@ -211,6 +212,7 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
   const collectPrefix = async (id: string): Promise<void> => {
     const job = jobId(id);
     const prefix = jobPrefix(ns, job);
+    report = merge(report, { totals: { prefixesSeen: 1 } });
     const claim = await claimLease.executeWithOptions({ summary: `claim ${prefix}` }, [{ namespaceId: ns, jobId: job, ...pass }]);
     if (claim.owner === 'corrupt') {
       report = merge(report, { totals: { corrupt: 1 }, corruptLeases: [{ key: claim.key, reason: claim.reason }] });
@@ -227,6 +229,8 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
       ]);
       report = merge(report, fromTally(tally));
     } catch (err) {
+      const tally = err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? (err.cause.details?.[0] as ReclaimTally | undefined) : undefined;
+      if (tally) report = merge(report, fromTally(tally));
       report = merge(report, { totals: { failedPrefixes: 1 }, failures: [{ key: prefix, message: message(err) }] });
     } finally {
       // Lease last, whatever became of the walk, and even when the pass is cancelled: a claimed lease is never stranded.

@@ -1,0 +1,370 @@
+/** The collector pass against the real Temporal dev server and MinIO, at timings shrunk to seconds. */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describeGcSchedule, ensureGcSchedule, startCompaction, triggerGcPass } from '../../src/client';
+import { resolveSettings } from '../../src/config';
+import {
+  compactionsPrefix,
+  familyGroup,
+  jobId,
+  jobPrefix,
+  leaseKey,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  stagedSegmentKey,
+  type MetadataCompactionId,
+  type NamespaceId,
+} from '../../src/keys';
+import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
+import { createJobLease, publishCompaction, readRoot } from '../../src/protocol';
+import { referencedKeys } from '../../src/root';
+import { inBatches } from '../../src/store/batches';
+import { StoreConfigError, StoreUnavailableError, type DeleteResult, type ListPage, type ListRequest, type ObjectStore } from '../../src/store';
+import type { GcInput, GcReport } from '../../src/workflows/gc';
+import { makeInputs, writeInputs } from '../support/records';
+import { openTestStore, type TestStore } from '../support/stores';
+import { connectClient, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+
+// expiry 2 s, T 1 s, staging grace 3 s: every invariant of spec section 4 holds.
+const settings = resolveSettings({
+  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 2000 },
+  targetSegmentBytes: 4096,
+  heartbeatTimeoutMs: 5000,
+});
+const { leaseExpiryMs, stagingGraceMs } = settings.timing;
+
+/** What the worker's store does besides forwarding: faults injected by a test, and the calls it saw. */
+interface Faults {
+  failDeleteCall?: { call: number; error: () => Error };
+  beforeLeaseCas?: (key: string) => Promise<void>;
+}
+
+/** The worker's view of the store: forwards to MinIO, records lists and deletes, and injects the current test's faults. */
+function faultyStore(inner: ObjectStore, faults: () => Faults, seen: { lists: ListRequest[]; deletes: string[][] }): ObjectStore {
+  return Object.assign(Object.create(inner) as ObjectStore, {
+    async list(request: ListRequest): Promise<ListPage> {
+      seen.lists.push(request);
+      return inner.list(request);
+    },
+    async deleteMany(keys: readonly string[]): Promise<DeleteResult> {
+      seen.deletes.push([...keys]);
+      const fail = faults().failDeleteCall;
+      if (fail && seen.deletes.length === fail.call) throw fail.error();
+      return inner.deleteMany(keys);
+    },
+    async putIfMatch(key: string, body: Uint8Array, etag: string) {
+      if (key.endsWith('/lease.json')) await faults().beforeLeaseCas?.(key);
+      return inner.putIfMatch(key, body, etag);
+    },
+  });
+}
+
+describe('collector pass', () => {
+  let fixture: TestStore;
+  let store: ObjectStore;
+  let worker: RunningWorker;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let faults: Faults = {};
+  const seen = { lists: [] as ListRequest[], deletes: [] as string[][] };
+
+  beforeAll(async () => {
+    fixture = await openTestStore('minio');
+    store = fixture.store;
+    worker = await startTestWorker(faultyStore(store, () => faults, seen), settings);
+    ({ client, close: closeClient } = await connectClient());
+  });
+  afterEach(() => {
+    faults = {};
+    seen.lists.length = 0;
+    seen.deletes.length = 0;
+  });
+  afterAll(async () => {
+    await worker?.stop();
+    await closeClient?.();
+    await store?.close();
+  });
+
+  const newNamespace = () => namespaceId(uniqueId('gc').toLowerCase());
+  const pass = (input: GcInput): Promise<GcReport> =>
+    client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId: uniqueId('gc-pass'), args: [input] });
+  /** A pass expected to fail: its report travels in the failure's details. */
+  const failingPass = async (input: GcInput): Promise<GcReport> => {
+    const err: unknown = await pass(input).then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    const cause = (err as WorkflowFailedError).cause;
+    expect(cause).toBeInstanceOf(ApplicationFailure);
+    expect((cause as ApplicationFailure).type).toBe('GcPassIncomplete');
+    return (cause as ApplicationFailure).details?.[0] as GcReport;
+  };
+
+  const writeLease = (ns: NamespaceId, job: MetadataCompactionId, heartbeatAtMs: number) =>
+    store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: heartbeatAtMs })));
+  const stage = async (ns: NamespaceId, job: MetadataCompactionId, count: number): Promise<string[]> => {
+    const keys = Array.from({ length: count }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg'));
+    await inBatches(keys, 1, 32, (batch) => Promise.all(batch.map((k) => store.put(k, new TextEncoder().encode(`staged ${k}`)))));
+    return keys;
+  };
+  const keysUnder = async (prefix: string): Promise<string[]> => {
+    const keys: string[] = [];
+    for (let after: string | undefined; ; ) {
+      const page = await store.list({ prefix, startAfter: after });
+      keys.push(...page.objects.map((o) => o.key));
+      after = page.objects.at(-1)?.key;
+      if (!page.nextCursor) return keys;
+    }
+  };
+  const exists = async (key: string) => (await keysUnder(key)).includes(key);
+  /** Waits until objects written before this call are older than the staging grace by the store's clock. */
+  const ageBeyondStagingGrace = () => sleep(stagingGraceMs + 500);
+
+  it("a live job's staged output survives however old it is", async () => {
+    const ns = newNamespace();
+    const job = newJobId();
+    const staged = await stage(ns, job, 5);
+    await ageBeyondStagingGrace();
+    await writeLease(ns, job, Date.now());
+
+    const report = await pass({ namespaces: [ns] });
+
+    expect(report.totals).toMatchObject({ prefixesSeen: 1, live: 1, claimed: 0, objectsDeleted: 0, leasesDeleted: 0 });
+    expect(await keysUnder(jobPrefix(ns, job))).toEqual([leaseKey(ns, job), ...staged.sort()]);
+    expect(decodeLease((await store.get(leaseKey(ns, job))).body, { namespaceId: ns, jobId: job }).status).toBe('active');
+  });
+
+  it("a dead job's output is kept at expiry + 1 ms and reclaimed once older than the staging grace; its lease is deleted last", async () => {
+    const ns = newNamespace();
+    const job = newJobId();
+    const older = await stage(ns, job, 3);
+    await ageBeyondStagingGrace();
+    const heartbeatAtMs = Date.now();
+    await writeLease(ns, job, heartbeatAtMs);
+    const younger = await stage(ns, job, 4);
+    await sleep(leaseExpiryMs + 100);
+
+    const atExpiry = await pass({ namespaces: [ns], nowMs: heartbeatAtMs + leaseExpiryMs });
+    expect(atExpiry.totals).toMatchObject({ live: 1, claimed: 0, objectsDeleted: 0 });
+
+    const justExpired = await pass({ namespaces: [ns], nowMs: heartbeatAtMs + leaseExpiryMs + 1 });
+    expect(justExpired.totals).toMatchObject({ claimed: 1, objectsDeleted: older.length, retainedYoung: younger.length, leasesDeleted: 1 });
+    expect(seen.deletes.map((d) => d.sort())).toEqual([older.sort(), [leaseKey(ns, job)]]);
+    expect(await keysUnder(jobPrefix(ns, job))).toEqual(younger.sort());
+
+    await ageBeyondStagingGrace();
+    const later = await pass({ namespaces: [ns] });
+    expect(later.totals).toMatchObject({ orphaned: 1, objectsDeleted: younger.length, retainedYoung: 0 });
+    expect(await keysUnder(jobPrefix(ns, job))).toEqual([]);
+  });
+
+  it('staged output with no lease at all is reclaimed after the staging grace', async () => {
+    const ns = newNamespace();
+    const job = newJobId();
+    const staged = await stage(ns, job, 6);
+    const early = await pass({ namespaces: [ns] });
+    expect(early.totals).toMatchObject({ orphaned: 1, objectsDeleted: 0, retainedYoung: staged.length });
+
+    await ageBeyondStagingGrace();
+    const report = await pass({ namespaces: [ns] });
+    expect(report.totals).toMatchObject({ orphaned: 1, objectsDeleted: staged.length, bytesDeleted: expect.any(Number) });
+    expect(report.totals.bytesDeleted).toBeGreaterThan(0);
+    expect(await keysUnder(jobPrefix(ns, job))).toEqual([]);
+  });
+
+  it('a lease that does not decode, or names another job or namespace than its key, fails that namespace and deletes nothing there; other namespaces are still collected', async () => {
+    const [undecodable, otherJob, otherNamespace, healthy] = [newNamespace(), newNamespace(), newNamespace(), newNamespace()];
+    const badJob = (ns: NamespaceId) => ({ ns, job: newJobId() });
+    const a = badJob(undecodable);
+    const b = badJob(otherJob);
+    const c = badJob(otherNamespace);
+    await store.put(leaseKey(a.ns, a.job), new TextEncoder().encode('{"kind":"compaction_lease", truncated'));
+    await store.put(leaseKey(b.ns, b.job), encodeLease(createLeaseState({ jobId: newJobId(), namespaceId: b.ns, ownerId: 'x', nowMs: 1 })));
+    await store.put(leaseKey(c.ns, c.job), encodeLease(createLeaseState({ jobId: c.job, namespaceId: healthy, ownerId: 'x', nowMs: 1 })));
+    // Beside each corrupt lease, an expired job and an orphan that a healthy namespace would lose.
+    const untouchable: string[] = [];
+    const expiredJobs = [a, b, c].map(({ ns }) => ({ ns, job: newJobId() }));
+    for (const { ns, job } of expiredJobs) await writeLease(ns, job, 1);
+    for (const { ns, job } of [a, b, c, ...expiredJobs]) untouchable.push(leaseKey(ns, job), ...(await stage(ns, job, 2)));
+    for (const { ns } of [a, b, c]) untouchable.push(...(await stage(ns, newJobId(), 2)));
+    const orphan = newJobId();
+    await stage(healthy, orphan, 3);
+    await ageBeyondStagingGrace();
+
+    const report = await failingPass({ namespaces: [undecodable, otherJob, otherNamespace, healthy], namespaceConcurrency: 2 });
+
+    expect([...report.corruptNamespaces].sort()).toEqual([undecodable, otherJob, otherNamespace].sort());
+    expect(report.corruptLeases.map((l) => l.key).sort()).toEqual([a, b, c].map(({ ns, job }) => leaseKey(ns, job)).sort());
+    expect(report.corruptLeases.map((l) => l.reason).join('\n')).toMatch(/names job[\s\S]*names namespace|names namespace[\s\S]*names job/);
+    expect(report.totals).toMatchObject({ namespaces: 4, corrupt: 3, claimed: 0, orphaned: 1, objectsDeleted: 3 });
+    for (const key of untouchable) expect(await exists(key), key).toBe(true);
+    for (const { ns, job } of expiredJobs) {
+      expect(decodeLease((await store.get(leaseKey(ns, job))).body, { namespaceId: ns, jobId: job }).status).toBe('active');
+    }
+    expect(await keysUnder(jobPrefix(healthy, orphan))).toEqual([]);
+  });
+
+  it('an error in the middle of a prefix walk still deletes the claimed lease, and a later pass finishes the leftovers', async () => {
+    const ns = newNamespace();
+    const job = newJobId();
+    // Pages of 1000 with the lease first: the first delete batch holds 1999 keys, the second the rest.
+    const staged = await stage(ns, job, 2100);
+    await ageBeyondStagingGrace();
+    await writeLease(ns, job, Date.now() - leaseExpiryMs - 1000);
+    // Delete permission revoked after the first batch: a non-retryable failure, the walk stops there.
+    faults.failDeleteCall = { call: 2, error: () => new StoreConfigError('IAM policy', 'access denied to DeleteObjects (injected)') };
+
+    const report = await failingPass({ namespaces: [ns], keysPerFlush: 1000 });
+
+    expect(report.totals).toMatchObject({ claimed: 1, failedPrefixes: 1, leasesDeleted: 1 });
+    expect(report.failures[0]?.key).toBe(jobPrefix(ns, job));
+    expect(report.failures[0]?.message).toMatch(/access denied/);
+    expect(await exists(leaseKey(ns, job))).toBe(false);
+    const leftovers = await keysUnder(jobPrefix(ns, job));
+    expect(leftovers).toEqual(staged.sort().slice(1999));
+    expect(report.totals.objectsDeleted).toBe(1999);
+
+    faults = {};
+    const later = await pass({ namespaces: [ns] });
+    expect(later.totals).toMatchObject({ orphaned: 1, objectsDeleted: leftovers.length });
+    expect(await keysUnder(jobPrefix(ns, job))).toEqual([]);
+  });
+
+  it('a published job: its lease expires, the pass removes only the lease, its referenced segments stay', async () => {
+    const ns = newNamespace();
+    await writeInputs(store, ns, 'bindings', makeInputs(3, 200));
+    const result = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: worker.taskQueue }).then((h) => h.result());
+    expect(result.outcome).toBe('published');
+    await sleep(Math.max(leaseExpiryMs, stagingGraceMs) + 500);
+
+    const report = await pass({ namespaces: [ns] });
+
+    expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 0, retainedReferenced: result.outputs.length, leasesDeleted: 1 });
+    const job = jobId(result.jobId);
+    expect(await keysUnder(jobPrefix(namespaceId(ns), job))).toEqual([...result.outputs].sort());
+    expect((await readRoot(store, namespaceId(ns))).root.groups.bindings).toEqual(result.outputs);
+  });
+
+  it("a publication that lands during a pass (after the pass read the lease and the root) never costs the job its segments", async () => {
+    const ns = newNamespace();
+    const group = familyGroup('bindings');
+    const inputs = await writeInputs(store, ns, group, makeInputs(2, 50));
+    const job = newJobId();
+    await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'slow-job', startedAtMs: Date.now() - leaseExpiryMs - 1000 });
+    const outputs = await stage(ns, job, 3);
+    await ageBeyondStagingGrace();
+    let published: string | undefined;
+    faults.beforeLeaseCas = async (key) => {
+      if (key !== leaseKey(ns, job) || published) return;
+      const startedAt = performance.now();
+      // The job wakes up and publishes between the collector's read of its (expired) lease and the claim CAS.
+      const outcome = await publishCompaction(
+        store,
+        { namespaceId: ns, jobId: job, group, inputs, outputs },
+        { budgetMs: settings.timing.publicationBudgetMs, maxRootRaces: 3 },
+        { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - startedAt },
+      );
+      published = outcome.outcome;
+    };
+
+    const report = await pass({ namespaces: [ns] });
+
+    expect(published).toBe('published');
+    expect(report.totals).toMatchObject({ live: 1, claimed: 0, objectsDeleted: 0 });
+    expect(await keysUnder(jobPrefix(ns, job))).toEqual([leaseKey(ns, job), ...outputs.sort()]);
+    expect([...referencedKeys((await readRoot(store, ns)).root)].sort()).toEqual([...outputs].sort());
+  });
+
+  it('keys under the compactions prefix that match no grammar are retained and reported', async () => {
+    const ns = newNamespace();
+    const job = newJobId();
+    const base = compactionsPrefix(ns);
+    const strays = [
+      `${base}README.txt`,
+      `${base}tmp/upload-1`,
+      `${base}cmp_NOTHEX/segments/seg_x.seg`,
+      `${jobPrefix(ns, job)}notes.txt`,
+      `${jobPrefix(ns, job)}segments/seg_short.seg`,
+      `${jobPrefix(ns, job)}segments/nested/${newSegmentId()}.seg`,
+    ];
+    for (const key of strays) await store.put(key, new TextEncoder().encode('stray'));
+    const staged = await stage(ns, job, 2);
+    await ageBeyondStagingGrace();
+
+    const report = await pass({ namespaces: [ns] });
+
+    expect(report.totals).toMatchObject({ orphaned: 1, objectsDeleted: staged.length, retainedUnrecognised: strays.length });
+    expect([...report.unrecognisedKeys].sort()).toEqual(
+      [`${base}README.txt`, `${base}tmp/`, `${base}cmp_NOTHEX/`, ...strays.slice(3)].sort(),
+    );
+    for (const key of strays) expect(await exists(key), key).toBe(true);
+  });
+
+  it('a prefix of 2,500+ objects is reclaimed in batches, and a retried walk resumes from its heartbeat', async () => {
+    const ns = newNamespace();
+    const job = newJobId();
+    const staged = (await stage(ns, job, 2600)).sort();
+    await ageBeyondStagingGrace();
+    // The second batch fails as a lost connection would: retryable, so Temporal runs the walk again.
+    faults.failDeleteCall = { call: 2, error: () => new StoreUnavailableError(jobPrefix(ns, job), 'connection reset (injected)') };
+
+    const report = await pass({ namespaces: [ns], keysPerFlush: 1000 });
+
+    expect(report.totals).toMatchObject({ orphaned: 1, objectsDeleted: staged.length, failedPrefixes: 0 });
+    expect(await keysUnder(jobPrefix(ns, job))).toEqual([]);
+    expect(seen.deletes.every((batch) => batch.length <= 1000)).toBe(true);
+    expect(seen.deletes.length).toBeGreaterThanOrEqual(4);
+    // The second attempt starts after the last key of the first batch, which its predecessor heartbeated.
+    const walks = seen.lists.filter((l) => l.prefix === jobPrefix(ns, job)).map((l) => l.startAfter);
+    expect(walks).toEqual([undefined, staged[999], staged[999], staged[1999]]);
+  });
+
+  it('a dry run deletes nothing and reports exactly what the following real pass deletes', async () => {
+    const ns = newNamespace();
+    const [dead, live, orphan] = [newJobId(), newJobId(), newJobId()];
+    await stage(ns, dead, 4);
+    await stage(ns, orphan, 3);
+    await stage(ns, live, 2);
+    await ageBeyondStagingGrace();
+    await writeLease(ns, dead, Date.now() - leaseExpiryMs - 1000);
+    await stage(ns, dead, 2);
+    await writeLease(ns, live, Date.now());
+    const before = await Promise.all((await keysUnder(compactionsPrefix(ns))).map(async (k) => [k, (await store.head(k)).etag]));
+    const nowMs = Date.now();
+
+    const dry = await pass({ namespaces: [ns], nowMs, dryRun: true });
+    const after = await Promise.all((await keysUnder(compactionsPrefix(ns))).map(async (k) => [k, (await store.head(k)).etag]));
+    expect(after).toEqual(before);
+    expect(seen.deletes).toEqual([]);
+    const real = await pass({ namespaces: [ns], nowMs });
+
+    expect(dry.dryRun).toBe(true);
+    expect(dry.totals).toEqual(real.totals);
+    expect(real.totals).toMatchObject({ live: 1, claimed: 1, orphaned: 1, objectsDeleted: 7, retainedYoung: 2, leasesDeleted: 1 });
+    expect(before.length - (await keysUnder(compactionsPrefix(ns))).length).toBe(real.totals.objectsDeleted + real.totals.leasesDeleted);
+  });
+
+  it('ensureGcSchedule twice gives one schedule; a failing pass pauses it', async () => {
+    const scheduleId = uniqueId('gc-schedule');
+    const ns = newNamespace();
+    await store.put(leaseKey(ns, newJobId()), new TextEncoder().encode('not a lease'));
+    // No namespace list: the scheduled pass discovers every namespace of the bucket, two per page, and meets the corrupt one.
+    const options = { scheduleId, taskQueue: worker.taskQueue, pass: { prefixesPerPage: 2 } };
+    await ensureGcSchedule(client, { ...options, cron: '*/15 * * * *' });
+    const handle = await ensureGcSchedule(client, { ...options, every: '1 hour' });
+    try {
+      const ids: string[] = [];
+      for await (const s of client.schedule.list()) if (s.scheduleId === scheduleId) ids.push(s.scheduleId);
+      expect(ids).toEqual([scheduleId]);
+      const described = await describeGcSchedule(client, { scheduleId });
+      expect(described.spec.intervals?.map((i) => i.every)).toEqual([3_600_000]);
+      expect(described.policies).toMatchObject({ overlap: 'SKIP', pauseOnFailure: true });
+
+      await triggerGcPass(client, { scheduleId });
+      await expect.poll(async () => (await describeGcSchedule(client, { scheduleId })).state.paused, { timeout: 30_000, interval: 250 }).toBe(true);
+    } finally {
+      await handle.delete();
+    }
+  });
+});
