@@ -19,7 +19,8 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
-import { createJobLease, publishCompaction, readRoot } from '../../src/protocol';
+import { createJobLease, LeaseLostError, publishCompaction, readRoot, refreshJobLease } from '../../src/protocol';
+import { claimLease } from '../../src/protocol/collector';
 import { referencedKeys } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
 import { StoreConfigError, StoreUnavailableError, type DeleteResult, type ListPage, type ListRequest, type ObjectStore } from '../../src/store';
@@ -274,6 +275,32 @@ describe('collector pass', () => {
     expect(report.totals).toMatchObject({ live: 1, claimed: 0, objectsDeleted: 0 });
     expect(await keysUnder(jobPrefix(ns, job))).toEqual([leaseKey(ns, job), ...outputs.sort()]);
     expect([...referencedKeys((await readRoot(store, ns)).root)].sort()).toEqual([...outputs].sort());
+  });
+
+  it('a job refresh and a collector claim racing on one lease: exactly one wins, 30 rounds', async () => {
+    const ns = newNamespace();
+    const winners = { job: 0, collector: 0 };
+    for (let round = 0; round < 30; round++) {
+      const job = newJobId();
+      const held = await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'racer', startedAtMs: Date.now() - leaseExpiryMs - 1000 });
+      const [refresh, claim] = await Promise.allSettled([
+        refreshJobLease(store, { namespaceId: ns, jobId: job }, held, () => Date.now()),
+        claimLease(store, { namespaceId: ns, jobId: job }, { nowMs: Date.now(), leaseExpiryMs }, false),
+      ]);
+      if (claim.status === 'rejected') throw claim.reason;
+      const final = decodeLease((await store.get(leaseKey(ns, job))).body, { namespaceId: ns, jobId: job });
+      if (claim.value.owner === 'collector') {
+        expect(refresh.status === 'rejected' && refresh.reason).toBeInstanceOf(LeaseLostError);
+        expect(final.status).toBe('reaping');
+        winners.collector++;
+      } else {
+        expect(claim.value.owner).toBe('job');
+        expect(refresh.status).toBe('fulfilled');
+        expect(final).toMatchObject({ status: 'active', heartbeat_at_ms: refresh.status === 'fulfilled' ? refresh.value.lease.heartbeat_at_ms : -1 });
+        winners.job++;
+      }
+    }
+    expect(winners.job + winners.collector).toBe(30);
   });
 
   it('keys under the compactions prefix that match no grammar are retained and reported', async () => {
