@@ -1,0 +1,102 @@
+/** The collector's decisions over the store port, on the embedded store with faults and clocks injected. */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
+import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
+import { claimLease, EMPTY_TALLY, listJobPrefixes, reclaimPrefix, type ReclaimOptions, type ReclaimPosition } from '../../src/protocol/collector';
+import { AmbiguousError, createEmbeddedObjectStore, type ListPage, type ObjectStore } from '../../src/store';
+
+const ns = namespaceId('unit');
+const expiry = 1000;
+const bytes = (s: string) => new TextEncoder().encode(s);
+
+describe('collector', () => {
+  let store: ObjectStore;
+  let job: MetadataCompactionId;
+  const ref = () => ({ namespaceId: ns, jobId: job });
+  const writeLease = (heartbeatAtMs: number) =>
+    store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w', nowMs: heartbeatAtMs })));
+  const status = async () => decodeLease((await store.get(leaseKey(ns, job))).body, ref()).status;
+
+  beforeEach(() => {
+    store = createEmbeddedObjectStore({ path: join(mkdtempSync(join(tmpdir(), 'collector-')), 'store.sqlite') });
+    job = newJobId();
+  });
+  afterEach(() => store.close());
+
+  it('a lease is live at heartbeat + expiry and claimed 1 ms later', async () => {
+    await writeLease(5000);
+    expect(await claimLease(store, ref(), { nowMs: 5000 + expiry, leaseExpiryMs: expiry }, false)).toEqual({ owner: 'job', raced: false });
+    expect(await status()).toBe('active');
+    expect(await claimLease(store, ref(), { nowMs: 5001 + expiry, leaseExpiryMs: expiry }, false)).toEqual({ owner: 'collector' });
+    expect(await status()).toBe('reaping');
+  });
+
+  it('a dry run makes no claim but reports the prefix as the claim would leave it', async () => {
+    await writeLease(1);
+    expect(await claimLease(store, ref(), { nowMs: 10_000, leaseExpiryMs: expiry }, true)).toEqual({ owner: 'collector' });
+    expect(await status()).toBe('active');
+  });
+
+  it('an ambiguous claim is re-read: a claim that landed is this collector’s, never a guess', async () => {
+    await writeLease(1);
+    const flaky = Object.assign(Object.create(store) as ObjectStore, {
+      async putIfMatch(key: string, body: Uint8Array, etag: string) {
+        await store.putIfMatch(key, body, etag);
+        throw new AmbiguousError(key, 'response lost (injected)');
+      },
+    });
+    expect(await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry }, false)).toEqual({ owner: 'collector' });
+  });
+
+  it('a missing lease means no owner, a corrupt one is reported by key', async () => {
+    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry }, false)).toEqual({ owner: 'none' });
+    await store.put(leaseKey(ns, job), bytes('garbage'));
+    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry }, false)).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
+  });
+
+  it('a missing or future LastModified is young: nothing is deleted on an unknown age', async () => {
+    const keys = [stagedSegmentKey(ns, job, newSegmentId(), 'seg'), stagedSegmentKey(ns, job, newSegmentId(), 'seg')];
+    for (const k of keys) await store.put(k, bytes(k));
+    const [undated, future] = keys.sort();
+    const skewed = Object.assign(Object.create(store) as ObjectStore, {
+      async list(request: Parameters<ObjectStore['list']>[0]): Promise<ListPage> {
+        const page = await store.list(request);
+        const objects = page.objects.map((o) => ({ ...o, lastModified: o.key === undated ? undefined : o.key === future ? new Date(Date.now() + 3_600_000) : o.lastModified }));
+        return { ...page, objects };
+      },
+    });
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
+    const tally = await reclaimPrefix(skewed, ref(), options, { after: undefined, tally: EMPTY_TALLY }, () => {});
+    expect(tally).toMatchObject({ objectsDeleted: 0, retainedYoung: 2 });
+    expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
+  });
+
+  it('a resumed walk starts after its position and keeps the tally it carried', async () => {
+    const keys = Array.from({ length: 5 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort();
+    for (const k of keys) await store.put(k, bytes(k));
+    const resume: ReclaimPosition = { after: keys[1], tally: { ...EMPTY_TALLY, objectsDeleted: 2 } };
+    const positions: ReclaimPosition[] = [];
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
+    const tally = await reclaimPrefix(store, ref(), options, resume, (p) => positions.push(p));
+    expect(tally.objectsDeleted).toBe(5);
+    expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key)).toEqual(keys.slice(0, 2));
+    expect(positions.at(-1)?.after).toBe(keys[4]);
+  });
+
+  it('job prefixes are discovered page by page, resuming after a common prefix', async () => {
+    const jobs = Array.from({ length: 5 }, () => newJobId()).sort();
+    for (const j of jobs) await store.put(stagedSegmentKey(ns, j, newSegmentId(), 'seg'), bytes(j));
+    const found: string[] = [];
+    for (let after: string | undefined, pages = 0; ; pages++) {
+      const page = await listJobPrefixes(store, ns, after, 2);
+      found.push(...page.found);
+      after = page.next;
+      if (after === undefined) break;
+      expect(pages).toBeLessThan(5);
+    }
+    expect(found).toEqual(jobs);
+  });
+});
