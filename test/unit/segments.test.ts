@@ -1,0 +1,68 @@
+import { Readable } from 'node:stream';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { encodeSegment, mergeSegments, readSegment, SegmentCorruptError, type SegmentRecord } from '../../src/segments';
+
+const records: SegmentRecord[] = [
+  { key: 'a', seq: 1, value: 'one' },
+  { key: 'b', seq: 2, tombstone: true },
+  { key: 'c', seq: 3, value: '' },
+];
+async function readAll(bytes: Uint8Array): Promise<SegmentRecord[]> {
+  const out: SegmentRecord[] = [];
+  for await (const r of readSegment('seg-key', Readable.from([bytes]))) out.push(r);
+  return out;
+}
+const rewrite = (bytes: Uint8Array, change: (text: string) => string) => gzipSync(change(gunzipSync(bytes).toString('utf8')));
+
+describe('segment format', () => {
+  it('round-trips records, values and tombstones', async () => {
+    expect(await readAll(encodeSegment(records))).toEqual(records);
+    expect(await readAll(encodeSegment([]))).toEqual([]);
+  });
+
+  it.each([
+    ['not gzip', () => new TextEncoder().encode('plain text'), /not gzip/],
+    ['truncated: no footer', (b: Uint8Array) => rewrite(b, (t) => t.split('\n').slice(0, -2).join('\n') + '\n'), /no footer/],
+    ['a changed value', (b: Uint8Array) => rewrite(b, (t) => t.replace('"one"', '"uno"')), /checksum/],
+    ['keys out of order', (b: Uint8Array) => rewrite(b, (t) => t.replace('"key":"c"', '"key":"a"')), /out of order/],
+    ['an unknown header', (b: Uint8Array) => rewrite(b, (t) => t.replace('metadata_segment', 'other')), /header/],
+    ['a record with both a value and a tombstone', (b: Uint8Array) => rewrite(b, (t) => t.replace('"value":"one"', '"value":"one","tombstone":true')), /malformed/],
+    ['data after the footer', (b: Uint8Array) => rewrite(b, (t) => `${t}{"key":"z","seq":9,"value":"v"}\n`), /after the footer/],
+  ])('rejects %s as corrupt, naming the key', async (_, corrupt, reason) => {
+    const read = readAll(corrupt(encodeSegment(records)));
+    await expect(read).rejects.toBeInstanceOf(SegmentCorruptError);
+    await expect(readAll(corrupt(encodeSegment(records)))).rejects.toThrow(/segment seg-key is corrupt/);
+    await expect(readAll(corrupt(encodeSegment(records)))).rejects.toThrow(reason);
+  });
+});
+
+async function* each(rs: SegmentRecord[]): AsyncGenerator<SegmentRecord> {
+  yield* rs;
+}
+
+describe('k-way merge', () => {
+  it('keeps the highest seq of every key, drops tombstones only when asked, and resumes after a key', async () => {
+    const record = fc.record({ key: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f'), tombstone: fc.boolean() });
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.uniqueArray(record, { selector: (r) => r.key, maxLength: 6 }), { maxLength: 5 }), async (raw) => {
+        let seq = 0;
+        const sources = raw.map((rs) =>
+          rs
+            .map((r): SegmentRecord => (r.tombstone ? { key: r.key, seq: ++seq, tombstone: true } : { key: r.key, seq: ++seq, value: `v${seq}` }))
+            .sort((x, y) => (x.key < y.key ? -1 : 1)),
+        );
+        const newest = new Map<string, SegmentRecord>();
+        for (const r of sources.flat()) if ((newest.get(r.key)?.seq ?? -1) < r.seq) newest.set(r.key, r);
+        const expected = [...newest.values()].sort((x, y) => (x.key < y.key ? -1 : 1));
+        const merged: SegmentRecord[] = [];
+        for await (const r of mergeSegments(sources.map(each), { dropTombstones: false })) merged.push(r);
+        expect(merged).toEqual(expected);
+        const live: SegmentRecord[] = [];
+        for await (const r of mergeSegments(sources.map(each), { dropTombstones: true, after: 'b' })) live.push(r);
+        expect(live).toEqual(expected.filter((r) => !('tombstone' in r) && r.key > 'b'));
+      }),
+    );
+  });
+});
