@@ -9,7 +9,7 @@ import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { Command } from 'commander';
-import { startCompaction } from './client';
+import { DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, startCompaction } from './client';
 import type { CompactionProgress } from './compactor';
 import { resolveSettings, settingsFromEnv, shrunkTiming, TIMING_ENV } from './config';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer } from './devservers';
@@ -21,6 +21,11 @@ import { createWorker, DEFAULT_TASK_QUEUE } from './worker';
 import { temporalTarget } from './worker/connect';
 import { writeInputSegment } from './writer';
 import type { LeaseView } from './workflows/compaction';
+import { gcWorkflow } from './workflows';
+
+/** Cron expression of the collector's schedule. */
+const GC_CRON_ENV = 'COMPACTION_GC_CRON';
+const DEFAULT_GC_CRON = '*/15 * * * *';
 
 const DEMO_NAMESPACE = 'demo';
 const DEMO_GROUP = 'bindings';
@@ -93,6 +98,16 @@ async function main(): Promise<void> {
   console.log(
     `outcome ${result.outcome}: job ${result.jobId}, ${result.inputs.length} inputs → ${result.outputs.length} outputs, ` +
       `${result.recordsOut} records, ${result.bytesOut} bytes${result.detail ? ` (${result.detail})` : ''}`,
+  );
+
+  const cron = process.env[GC_CRON_ENV] || DEFAULT_GC_CRON;
+  await ensureGcSchedule(client, { cron });
+  console.log(`collector schedule ${DEFAULT_GC_SCHEDULE_ID}: ${cron} (${GC_CRON_ENV}); running one pass now`);
+  const pass = await client.workflow.execute(gcWorkflow, { workflowId: `${DEFAULT_GC_SCHEDULE_ID}-demo`, taskQueue: DEFAULT_TASK_QUEUE, args: [{}] });
+  const t = pass.totals;
+  console.log(
+    `collector pass: ${t.prefixesSeen} job prefixes (${t.live} live, ${t.claimed} claimed, ${t.orphaned} orphaned, ${t.corrupt} corrupt), ` +
+      `${t.objectsDeleted} objects deleted`,
   );
 
   if (!options.once) {

@@ -4,7 +4,7 @@ import { Connection } from '@temporalio/client';
 import { freePort } from './ports';
 import { startServer } from './process';
 import { PROVISION_HINT, provisionCache } from './provisioned';
-import type { SearchAttributeType } from './search-attributes';
+import { indexedValueType, type SearchAttributeType } from './search-attributes';
 
 export interface TemporalDevServerOptions {
   /** Default: env TEMPORAL_CLI, else what scripts/provision.sh installs, else `temporal` on PATH. */
@@ -45,14 +45,24 @@ function findCli(): string {
   return found;
 }
 
-/** Ready means: the frontend answers, the namespace exists, and every custom search attribute is registered. */
-async function probe(address: string, namespace: string, searchAttributes: string[]): Promise<boolean> {
+/**
+ * Ready means: the frontend answers, the namespace exists, and every custom search attribute is
+ * registered. A server on an existing `--db-filename` ignores `--search-attribute` for attributes
+ * added since, so missing ones are added here through the operator API.
+ */
+async function probe(address: string, namespace: string, searchAttributes: Record<string, SearchAttributeType>): Promise<boolean> {
   const connection = await Connection.connect({ address, connectTimeout: '1s' });
   try {
     return await connection.withDeadline(Date.now() + 2_000, async () => {
       await connection.workflowService.getSystemInfo({});
       const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
-      return searchAttributes.every((name) => customAttributes?.[name] !== undefined);
+      const missing = Object.entries(searchAttributes).filter(([name]) => customAttributes?.[name] === undefined);
+      if (missing.length === 0) return true;
+      await connection.operatorService.addSearchAttributes({
+        namespace,
+        searchAttributes: Object.fromEntries(missing.map(([name, type]) => [name, indexedValueType(type)])),
+      });
+      return false;
     });
   } finally {
     await connection.close();
@@ -80,7 +90,7 @@ export async function startTemporalDevServer(opts: TemporalDevServerOptions = {}
     command: cliPath,
     args,
     ...(opts.logFile !== undefined && { logFile: opts.logFile }),
-    probe: () => probe(address, namespace, Object.keys(searchAttributes)),
+    probe: () => probe(address, namespace, searchAttributes),
     readyTimeoutMs: opts.readyTimeoutMs ?? 60_000,
   });
   return { address, ...(uiPort !== undefined && { uiUrl: `http://127.0.0.1:${uiPort}` }), stop: () => server.stop() };
