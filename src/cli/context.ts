@@ -1,0 +1,72 @@
+/**
+ * What commands need from the environment, each opened on first use and all closed once at exit:
+ * settings (`COMPACTION_*`), the store (`COMPACTION_S3_*` and the AWS SDK's chain, or the embedded
+ * store), and Temporal (`TEMPORAL_*` / envconfig profile). A command that never touches Temporal
+ * never needs a server.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { settingsFromEnv, type CompactionSettings } from '../config';
+import { objectStoreFromEnv, type ObjectStore } from '../store';
+import { DEFAULT_TASK_QUEUE } from '../worker';
+import { temporalTarget, type TemporalTarget } from '../worker/connect';
+import { TemporalUnreachableError } from './exit-codes';
+import { processOutput, type Output } from './output';
+
+/** The task queue workers poll and commands start on; the same variable the standalone worker reads. */
+export const TASK_QUEUE_ENV = 'COMPACTION_TASK_QUEUE';
+
+export interface CliContext {
+  readonly out: Output;
+  settings(): CompactionSettings;
+  /** The configured store, its access verified (a wrong bucket or credential is a configuration error). */
+  store(): Promise<ObjectStore>;
+  temporal(): TemporalTarget;
+  client(): Promise<Client>;
+  taskQueue(): string;
+  nowMs(): number;
+  close(): Promise<void>;
+}
+
+/** Runs `connect`, turning any failure into one that names the address and the setting to change. */
+export async function connectTemporal<T>(target: TemporalTarget, connect: () => Promise<T>): Promise<T> {
+  try {
+    return await connect();
+  } catch (err) {
+    throw new TemporalUnreachableError(target.address, target.configured, err);
+  }
+}
+
+const once = <T>(make: () => T): (() => T) => {
+  let made: { value: T } | undefined;
+  return () => (made ??= { value: make() }).value;
+};
+
+export function contextFromEnv(env: NodeJS.ProcessEnv = process.env, out: Output = processOutput): CliContext {
+  const closers: (() => Promise<void>)[] = [];
+  const settings = once(() => settingsFromEnv(env));
+  const temporal = once(() => temporalTarget(env));
+  const store = once(async () => {
+    const opened = objectStoreFromEnv(env, settings().timing.operationDeadlineMs);
+    closers.push(() => opened.close());
+    await opened.verifyAccess();
+    return opened;
+  });
+  const client = once(async () => {
+    const target = temporal();
+    const connection = await connectTemporal(target, () => Connection.connect(target.connectionOptions));
+    closers.push(() => connection.close());
+    return new Client({ connection, namespace: target.namespace });
+  });
+  return {
+    out,
+    settings,
+    store,
+    temporal,
+    client,
+    taskQueue: () => env[TASK_QUEUE_ENV] || DEFAULT_TASK_QUEUE,
+    nowMs: () => Date.now(),
+    async close() {
+      await Promise.allSettled(closers.splice(0).map((close) => close()));
+    },
+  };
+}

@@ -1,0 +1,89 @@
+/**
+ * Exit codes scripts can rely on, and the one line an error prints: what went wrong and what to
+ * change. Every failure a command can meet is mapped here, in one place.
+ */
+import { ScheduleNotFoundError, WorkflowFailedError, isGrpcServiceError } from '@temporalio/client';
+import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
+import { CommanderError } from 'commander';
+import { SettingsError, TimingConfigError } from '../config';
+import { InvalidKeyError } from '../keys';
+import { StoreConfigError, StoreUnavailableError } from '../store';
+
+export const ExitCode = {
+  ok: 0,
+  /** The operation ran and failed (a fenced compaction, an incomplete collector pass, a store outage). */
+  failed: 1,
+  /** Usage or invalid input: unknown command or option, a namespace or job id not of the grammar. */
+  usage: 2,
+  /** The lease, job or schedule named does not exist. */
+  notFound: 3,
+  /** Configuration: store settings, timings, or no reachable Temporal server. */
+  config: 4,
+} as const;
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+export const EXIT_CODES_HELP = `
+Exit codes:
+  0  ok
+  1  the operation failed (fenced or abandoned compaction, incomplete collector pass, store unavailable)
+  2  usage or invalid input (unknown option, namespace or job id not of the grammar)
+  3  not found (lease, job prefix or schedule missing)
+  4  configuration error (COMPACTION_S3_* / AWS settings, COMPACTION_*_MS timings, Temporal unreachable)`;
+
+/** A failure the CLI itself names, with the exit code it means; the message already says what to do. */
+export class CliError extends Error {
+  override readonly name = 'CliError';
+  constructor(
+    readonly exitCode: ExitCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The Temporal server named by the environment (or the default address) did not answer. */
+export class TemporalUnreachableError extends Error {
+  override readonly name = 'TemporalUnreachableError';
+  constructor(address: string, configured: boolean, cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    const fix = configured ? 'check TEMPORAL_ADDRESS / the TEMPORAL_PROFILE it names' : 'set TEMPORAL_ADDRESS (or a TEMPORAL_PROFILE), or start a server with `temporal server start-dev`';
+    super(`cannot reach Temporal at ${address} (${reason.split('\n')[0]}): ${fix}`, { cause });
+  }
+}
+
+/** ApplicationFailure types a workflow fails with when its input names something absent or malformed. */
+const WORKFLOW_FAILURE_CODES: Readonly<Record<string, ExitCode>> = { InvalidInput: ExitCode.usage, RootMissing: ExitCode.notFound };
+
+/** gRPC status INVALID_ARGUMENT: the server rejected what the user typed (e.g. a cron expression). */
+const GRPC_INVALID_ARGUMENT = 3;
+
+export interface Explained {
+  readonly exitCode: ExitCode;
+  /** Undefined when the message was already printed (commander prints its own usage errors). */
+  readonly line: string | undefined;
+}
+
+export function explainFailure(err: unknown): Explained {
+  if (err instanceof CommanderError) return { exitCode: err.exitCode === 0 ? ExitCode.ok : ExitCode.usage, line: undefined };
+  if (err instanceof CliError) return { exitCode: err.exitCode, line: err.message };
+  if (err instanceof InvalidKeyError) return { exitCode: ExitCode.usage, line: err.message };
+  if (err instanceof StoreConfigError || err instanceof TimingConfigError || err instanceof TemporalUnreachableError) {
+    return { exitCode: ExitCode.config, line: err.message };
+  }
+  if (err instanceof SettingsError) return { exitCode: ExitCode.config, line: `${err.message}: fix the COMPACTION_* variable it names` };
+  if (err instanceof ScheduleNotFoundError) {
+    return { exitCode: ExitCode.notFound, line: `${err.message}: create it with \`compaction-lease gc schedule ensure\`` };
+  }
+  if (err instanceof WorkflowNotFoundError) return { exitCode: ExitCode.notFound, line: err.message };
+  if (err instanceof WorkflowFailedError) {
+    const cause = err.cause instanceof ApplicationFailure ? err.cause : undefined;
+    const exitCode = (cause?.type && WORKFLOW_FAILURE_CODES[cause.type]) || ExitCode.failed;
+    return { exitCode, line: `${err.message}: ${cause ? `${cause.type}: ${cause.message}` : (err.cause?.message ?? 'no cause given')}` };
+  }
+  if (isGrpcServiceError(err) && err.code === GRPC_INVALID_ARGUMENT) return { exitCode: ExitCode.usage, line: `rejected by Temporal: ${err.details}` };
+  if (err instanceof StoreUnavailableError) {
+    return { exitCode: ExitCode.failed, line: `${err.message}: retry; if it persists check AWS_ENDPOINT_URL_S3 and the network` };
+  }
+  const line = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  return { exitCode: ExitCode.failed, line: line.split('\n')[0] };
+}

@@ -1,0 +1,82 @@
+/** `gc run`: one collector pass now, outside the schedule; `gc schedule …` lives in gc-schedule.ts. */
+import { WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Command } from 'commander';
+import { namespaceId } from '../keys';
+import type { GcReport, gcWorkflow } from '../workflows/gc';
+import type { CliContext } from './context';
+import { CliError, ExitCode } from './exit-codes';
+import { addGcScheduleCommands } from './gc-schedule';
+import { repeated } from './options';
+import { isoTime, printFields, printJson } from './output';
+
+interface RunOptions {
+  readonly dryRun?: boolean;
+  readonly namespace?: string[];
+  readonly wait?: boolean;
+  readonly json?: boolean;
+}
+
+/** The report of a pass that failed as incomplete travels as the failure's details. */
+function reportOfFailure(err: unknown): GcReport | undefined {
+  const cause = err instanceof WorkflowFailedError ? err.cause : undefined;
+  return cause instanceof ApplicationFailure && cause.type === 'GcPassIncomplete' ? (cause.details?.[0] as GcReport | undefined) : undefined;
+}
+
+function printReport(ctx: CliContext, report: GcReport): void {
+  const t = report.totals;
+  printFields(ctx.out, [
+    ['clock', `${isoTime(report.nowMs)}${report.dryRun ? ' (dry run: nothing claimed or deleted)' : ''}`],
+    ['namespaces', `${t.namespaces} (${t.failedNamespaces} failed)`],
+    ['prefixes', `${t.prefixesSeen}: live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, corrupt ${t.corrupt}, failed ${t.failedPrefixes}`],
+    [report.dryRun ? 'would delete' : 'deleted', `${t.objectsDeleted} objects, ${t.bytesDeleted} bytes, ${t.leasesDeleted} leases`],
+    ['retained', `referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}`],
+    ...report.corruptLeases.map((c) => ['corrupt lease', `${c.key}: ${c.reason}`] as const),
+    ...report.failures.map((f) => ['failure', `${f.key}: ${f.message}`] as const),
+  ]);
+}
+
+async function run(ctx: CliContext, options: RunOptions): Promise<void> {
+  const namespaces = options.namespace?.map((ns) => namespaceId(ns));
+  const client = await ctx.client();
+  const dryRun = options.dryRun === true;
+  const handle = await client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
+    workflowId: `compaction-gc-run-${new Date(ctx.nowMs()).toISOString()}`,
+    taskQueue: ctx.taskQueue(),
+    args: [{ dryRun, ...(namespaces ? { namespaces } : {}) }],
+    staticSummary: `Collector pass from the CLI${dryRun ? ' (dry run)' : ''}${namespaces ? ` over ${namespaces.join(', ')}` : ''}`,
+  });
+  const started = { workflowId: handle.workflowId, runId: handle.firstExecutionRunId };
+  if (!options.wait) {
+    if (options.json) printJson(ctx.out, started);
+    else printFields(ctx.out, [['workflow', started.workflowId], ['run', started.runId]]);
+    return;
+  }
+  let report: GcReport;
+  let incomplete: unknown;
+  try {
+    report = await handle.result();
+  } catch (err) {
+    const failed = reportOfFailure(err);
+    if (!failed) throw err;
+    [report, incomplete] = [failed, err];
+  }
+  if (options.json) printJson(ctx.out, { ...started, complete: incomplete === undefined, report });
+  else printReport(ctx, report);
+  if (incomplete) {
+    const t = report.totals;
+    throw new CliError(ExitCode.failed, `collector pass ${started.workflowId} incomplete (${t.corrupt} corrupt leases, ${t.failedPrefixes} failed prefixes, ${t.failedNamespaces} failed namespaces): see docs/operations.md, then run it again`);
+  }
+}
+
+export function addGcCommands(program: Command, ctx: CliContext): void {
+  const gc = program.command('gc').description('the collector: claim expired leases and reclaim what no job owns');
+  gc.command('run')
+    .description('start one collector pass now (workflow gcWorkflow), beside any schedule')
+    .option('--dry-run', 'report what a pass would claim and delete, changing nothing')
+    .option('--namespace <namespace>', 'collect only this namespace (repeatable); by default every namespace', repeated)
+    .option('--wait', 'wait for the pass and print its report; exit 1 if it is incomplete')
+    .option('--json', 'machine-readable output')
+    .action((options: RunOptions) => run(ctx, options));
+  addGcScheduleCommands(gc, ctx);
+}

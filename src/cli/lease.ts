@@ -1,0 +1,153 @@
+/** `lease show` and `lease list`: what the store says about job prefixes, judged at now with the configured expiry. */
+import { Option, type Command } from 'commander';
+import { jobId, jobPrefix, leaseKey, namespaceId, type MetadataCompactionId, type NamespaceId } from '../keys';
+import { decideOwner, type LeaseState } from '../lease';
+import { readLease, type LeaseRead } from '../protocol';
+import { listJobPrefixes, listNamespaces } from '../protocol/collector';
+import { inBatches } from '../store/batches';
+import type { ObjectStore } from '../store';
+import type { CliContext } from './context';
+import { CliError, ExitCode } from './exit-codes';
+import { isoTime, jsonArrayWriter, printFields, printJson, printTable } from './output';
+
+/** A prefix's state at one clock: `active` is live, `expired` is an active lease past its expiry, `orphaned` has no lease. */
+export const PREFIX_STATUSES = ['active', 'expired', 'reaping', 'corrupt', 'orphaned'] as const;
+export type PrefixStatus = (typeof PREFIX_STATUSES)[number];
+
+/** The collector's own decision (src/lease), named for an operator: the CLI never judges expiry by a rule of its own. */
+export function prefixStatus(read: LeaseRead, nowMs: number, leaseExpiryMs: number): PrefixStatus {
+  const owner = decideOwner(read, nowMs, leaseExpiryMs).owner;
+  return ({ none: 'orphaned', corrupt: 'corrupt', collector: 'reaping', job: 'active', expired: 'expired' } as const)[owner];
+}
+
+/** Listing pages of namespaces and job prefixes, and lease reads in flight at once. */
+const PAGE_SIZE = 100;
+const READ_CONCURRENCY = 16;
+
+async function objectsUnder(store: ObjectStore, prefix: string): Promise<{ count: number; bytes: number }> {
+  let count = 0;
+  let bytes = 0;
+  let cursor: string | undefined;
+  do {
+    const page = await store.list({ prefix, cursor });
+    count += page.objects.length;
+    bytes += page.objects.reduce((n, o) => n + o.size, 0);
+    cursor = page.nextCursor;
+  } while (cursor);
+  return { count, bytes };
+}
+
+const leaseFields = (lease: LeaseState | undefined) =>
+  lease && { ownerId: lease.owner_id, startedAtMs: lease.started_at_ms, heartbeatAtMs: lease.heartbeat_at_ms };
+
+async function showLease(ctx: CliContext, nsArg: string, jobArg: string, options: { json?: boolean }): Promise<void> {
+  const ns = namespaceId(nsArg);
+  const job = jobId(jobArg);
+  const { leaseExpiryMs } = ctx.settings().timing;
+  const store = await ctx.store();
+  const read = await readLease(store, { namespaceId: ns, jobId: job });
+  const prefix = jobPrefix(ns, job);
+  const objects = await objectsUnder(store, prefix);
+  const key = leaseKey(ns, job);
+  if ('missing' in read) {
+    const left = objects.count ? `${objects.count} objects (${objects.bytes} bytes) remain under ${prefix}: the collector reclaims them as orphans` : 'nothing is stored under its prefix';
+    throw new CliError(ExitCode.notFound, `no lease at ${key}; ${left}. List the namespace's jobs with \`compaction-lease lease list --namespace ${ns}\``);
+  }
+  const nowMs = ctx.nowMs();
+  const status = prefixStatus(read, nowMs, leaseExpiryMs);
+  const lease = 'lease' in read ? read.lease : undefined;
+  const expiresAtMs = lease?.status === 'active' ? lease.heartbeat_at_ms + leaseExpiryMs : undefined;
+  if (options.json) {
+    printJson(ctx.out, {
+      namespaceId: ns, jobId: job, key, status, live: status === 'active', nowMs, leaseExpiryMs, expiresAtMs,
+      lease: lease ?? null, corrupt: 'corrupt' in read ? read.corrupt : undefined, objects,
+    });
+    return;
+  }
+  printFields(ctx.out, [
+    ['lease', key],
+    ['status', `${status}${status === 'active' ? ' (live)' : ''} at ${isoTime(nowMs)}`],
+    ...(lease
+      ? ([
+          ['owner', lease.owner_id],
+          ['started', isoTime(lease.started_at_ms)],
+          ['heartbeat', isoTime(lease.heartbeat_at_ms)],
+          ['expires', expiresAtMs === undefined ? 'never (claimed by the collector)' : `${isoTime(expiresAtMs)} (expiry ${leaseExpiryMs} ms)`],
+        ] as const)
+      : []),
+    ...('corrupt' in read ? ([['corrupt', read.corrupt]] as const) : []),
+    ['objects', `${objects.count} under ${prefix}, ${objects.bytes} bytes`],
+  ]);
+}
+
+interface LeaseRow {
+  readonly namespaceId: NamespaceId;
+  readonly jobId: MetadataCompactionId;
+  readonly status: PrefixStatus;
+  readonly ownerId?: string;
+  readonly startedAtMs?: number;
+  readonly heartbeatAtMs?: number;
+  readonly corrupt?: string;
+}
+
+/** Every job prefix of the namespaces, page by page: at most one page of rows is held at a time. */
+async function* leaseRows(ctx: CliContext, store: ObjectStore, only: NamespaceId | undefined): AsyncGenerator<LeaseRow[]> {
+  const { leaseExpiryMs } = ctx.settings().timing;
+  const nowMs = ctx.nowMs();
+  let afterNs: string | undefined;
+  do {
+    const namespaces = only ? { found: [only], next: undefined } : await listNamespaces(store, afterNs, PAGE_SIZE);
+    for (const ns of namespaces.found) {
+      let after: string | undefined;
+      do {
+        const page = await listJobPrefixes(store, ns, after, PAGE_SIZE);
+        const reads = await inBatches(page.found, 1, READ_CONCURRENCY, ([job]) => readLease(store, { namespaceId: ns, jobId: job as MetadataCompactionId }));
+        yield page.found.map((job, i) => {
+          const read = reads[i] as LeaseRead;
+          return {
+            namespaceId: ns, jobId: job, status: prefixStatus(read, nowMs, leaseExpiryMs),
+            ...leaseFields('lease' in read ? read.lease : undefined), ...('corrupt' in read ? { corrupt: read.corrupt } : {}),
+          };
+        });
+        after = page.next;
+      } while (after !== undefined);
+    }
+    afterNs = namespaces.next;
+  } while (afterNs !== undefined);
+}
+
+async function listLeases(ctx: CliContext, options: { namespace?: string; status?: PrefixStatus; json?: boolean }): Promise<void> {
+  const only = options.namespace === undefined ? undefined : namespaceId(options.namespace);
+  const store = await ctx.store();
+  const json = jsonArrayWriter(ctx.out);
+  let shown = 0;
+  for await (const page of leaseRows(ctx, store, only)) {
+    const rows = page.filter((r) => !options.status || r.status === options.status);
+    if (options.json) rows.forEach((r) => json.item(r));
+    else if (rows.length) {
+      const table = rows.map((r) => ({ namespace: r.namespaceId, job: r.jobId, status: r.status, owner: r.ownerId ?? '-', heartbeat: isoTime(r.heartbeatAtMs) }));
+      printTable(ctx.out, ['namespace', 'job', 'status', 'owner', 'heartbeat'], table, shown === 0);
+    }
+    shown += rows.length;
+  }
+  if (options.json) json.end();
+  else if (shown === 0) ctx.out.line(`no ${options.status ?? ''}${options.status ? ' ' : ''}job prefixes${only ? ` in namespace ${only}` : ''}`);
+}
+
+export function addLeaseCommands(program: Command, ctx: CliContext): void {
+  const lease = program.command('lease').description('read job leases and what lies under their prefixes (never writes)');
+  lease
+    .command('show')
+    .description('the decoded lease of one job, live or expired at now with the configured expiry, and the objects under its prefix')
+    .argument('<namespace>', 'namespace id')
+    .argument('<job>', 'job id (cmp_ + 32 hex digits)')
+    .option('--json', 'machine-readable output')
+    .action((ns: string, job: string, options: { json?: boolean }) => showLease(ctx, ns, job, options));
+  lease
+    .command('list')
+    .description('every job prefix with the status of its lease, read page by page')
+    .option('--namespace <namespace>', 'only this namespace')
+    .addOption(new Option('--status <status>', 'only prefixes in this state').choices(PREFIX_STATUSES))
+    .option('--json', 'machine-readable output: a JSON array, one element per prefix')
+    .action((options: { namespace?: string; status?: PrefixStatus; json?: boolean }) => listLeases(ctx, options));
+}

@@ -1,0 +1,46 @@
+/** How commands print: JSON for scripts (`--json`), aligned text for people; results to stdout, the one-line error to stderr. */
+
+export interface Output {
+  /** One line of results (stdout). */
+  line(text: string): void;
+  /** One line naming a problem and its fix (stderr). */
+  error(text: string): void;
+}
+
+export const processOutput: Output = {
+  line: (text) => void process.stdout.write(`${text}\n`),
+  error: (text) => void process.stderr.write(`${text}\n`),
+};
+
+export const printJson = (out: Output, value: unknown): void => out.line(JSON.stringify(value, null, 2));
+
+/** An ISO timestamp for people; JSON output keeps the protocol's milliseconds. */
+export const isoTime = (ms: number | undefined): string => (ms === undefined ? '-' : new Date(ms).toISOString());
+
+/** `label  value` pairs, labels padded to one width. */
+export function printFields(out: Output, fields: readonly (readonly [string, unknown])[]): void {
+  const width = Math.max(...fields.map(([label]) => label.length));
+  for (const [label, value] of fields) out.line(`${label.padEnd(width)}  ${String(value)}`);
+}
+
+export type Row = Readonly<Record<string, string | number>>;
+
+/** Columns padded to their widest cell; `header` false continues an earlier page of the same table. */
+export function printTable(out: Output, columns: readonly string[], rows: readonly Row[], header = true): void {
+  const cells = [...(header ? [columns.map((c) => c.toUpperCase())] : []), ...rows.map((r) => columns.map((c) => String(r[c] ?? '-')))];
+  const widths = columns.map((_, i) => Math.max(...cells.map((row) => (row[i] as string).length)));
+  for (const row of cells) out.line(row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] as number))).join('  '));
+}
+
+/** A JSON array written an element at a time, so a listing of any length streams out page by page. */
+export function jsonArrayWriter(out: Output): { item(value: unknown): void; end(): void } {
+  let count = 0;
+  return {
+    item(value) {
+      out.line(`${count++ === 0 ? '[' : ','}${JSON.stringify(value)}`);
+    },
+    end() {
+      out.line(count === 0 ? '[]' : ']');
+    },
+  };
+}

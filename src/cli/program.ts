@@ -1,0 +1,46 @@
+/** The `compaction-lease` command tree, and running it to an exit code. */
+import { Command } from 'commander';
+import { addCompactCommands } from './compact';
+import type { CliContext } from './context';
+import { EXIT_CODES_HELP, explainFailure, type ExitCode } from './exit-codes';
+import { addGcCommands } from './gc';
+import { addLeaseCommands } from './lease';
+import { addWorkerCommand } from './worker';
+
+const CONFIGURATION_HELP = `
+Configuration comes from the environment: COMPACTION_S3_BUCKET (else the embedded store at
+COMPACTION_EMBEDDED_STORE), AWS_* for S3, TEMPORAL_ADDRESS / TEMPORAL_PROFILE for Temporal,
+COMPACTION_TASK_QUEUE, and the COMPACTION_*_MS timings (lease expiry decides live/expired).`;
+
+export function buildProgram(ctx: CliContext): Command {
+  // Output and exit settings first: subcommands copy them when they are created.
+  const program = new Command('compaction-lease')
+    .description('Operate compactions under an S3 lease and the collector that reclaims what dead jobs left behind.')
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => text.trimEnd().split('\n').forEach((line) => ctx.out.line(line)),
+      writeErr: (text) => text.trimEnd().split('\n').forEach((line) => ctx.out.error(line)),
+      outputError: (text, write) => write(`${text.trim()} (see --help)\n`),
+    })
+    .showSuggestionAfterError()
+    .addHelpText('afterAll', `${CONFIGURATION_HELP}\n${EXIT_CODES_HELP}`);
+  addCompactCommands(program, ctx);
+  addLeaseCommands(program, ctx);
+  addGcCommands(program, ctx);
+  addWorkerCommand(program, ctx);
+  return program;
+}
+
+/** Parses and runs `argv` (without the node and script paths); resolves to the exit code, having printed any error as one line. */
+export async function runCli(argv: readonly string[], ctx: CliContext): Promise<ExitCode> {
+  try {
+    await buildProgram(ctx).parseAsync([...argv], { from: 'user' });
+    return 0;
+  } catch (err) {
+    const { exitCode, line } = explainFailure(err);
+    if (line) ctx.out.error(line);
+    return exitCode;
+  } finally {
+    await ctx.close();
+  }
+}

@@ -1,0 +1,31 @@
+/**
+ * `worker`: a worker in this process, configured like the standalone one (src/worker/main.ts) by the
+ * environment alone, until SIGINT or SIGTERM.
+ */
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import type { Command } from 'commander';
+import { createWorker } from '../worker';
+import { connectTemporal, TASK_QUEUE_ENV, type CliContext } from './context';
+
+async function runWorker(ctx: CliContext): Promise<void> {
+  Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });
+  const settings = ctx.settings();
+  const store = await ctx.store();
+  const target = ctx.temporal();
+  const connection = await connectTemporal(target, () => NativeConnection.connect(target.connectionOptions));
+  try {
+    const taskQueue = ctx.taskQueue();
+    const worker = await createWorker({ store, settings, connection, namespace: target.namespace, taskQueue });
+    ctx.out.line(`worker ${settings.ownerId} on ${target.address}/${target.namespace}, task queue ${taskQueue}, store ${store.description}`);
+    await worker.run();
+  } finally {
+    await connection.close();
+  }
+}
+
+export function addWorkerCommand(program: Command, ctx: CliContext): void {
+  program
+    .command('worker')
+    .description(`run a worker for every workflow and activity on ${TASK_QUEUE_ENV} (default compaction-lease) until SIGINT or SIGTERM`)
+    .action(() => runWorker(ctx));
+}
