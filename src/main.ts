@@ -17,7 +17,8 @@ import { namespaceId } from './keys';
 import { readRootIfAny } from './protocol';
 import type { SegmentRecord } from './segments';
 import { objectStoreFromEnv } from './store';
-import { createWorker, DEFAULT_TASK_QUEUE } from './worker';
+import { createWorker } from './worker';
+import { taskQueueFromEnv } from './worker/task-queue';
 import { temporalTarget } from './worker/connect';
 import { writeInputSegment } from './writer';
 import type { LeaseView } from './workflows/compaction';
@@ -70,13 +71,14 @@ async function main(): Promise<void> {
   console.log(`store ${store.description}; Temporal ${address}${devServer ? ` (dev server, UI ${devServer.uiUrl})` : ''}`);
 
   const workerConnection = await NativeConnection.connect({ ...target.connectionOptions, address });
-  const worker = await createWorker({ store, settings, connection: workerConnection, namespace: target.namespace });
+  const taskQueue = taskQueueFromEnv();
+  const worker = await createWorker({ store, settings, connection: workerConnection, namespace: target.namespace, taskQueue });
   const running = worker.run();
   const connection = await Connection.connect({ address, tls: target.connectionOptions.tls, metadata: target.connectionOptions.metadata, apiKey: target.connectionOptions.apiKey });
   const client = new Client({ connection, namespace: target.namespace });
 
   await seedDemoNamespace(store);
-  const handle = await startCompaction(client, { namespaceId: DEMO_NAMESPACE, group: DEMO_GROUP, taskQueue: DEFAULT_TASK_QUEUE });
+  const handle = await startCompaction(client, { namespaceId: DEMO_NAMESPACE, group: DEMO_GROUP, taskQueue });
   console.log(`compaction ${handle.workflowId}: ${uiUrl}/namespaces/${target.namespace}/workflows/${encodeURIComponent(handle.workflowId)}`);
   const done = handle.result();
   let last = '';
@@ -101,9 +103,9 @@ async function main(): Promise<void> {
   );
 
   const cron = process.env[GC_CRON_ENV] || DEFAULT_GC_CRON;
-  await ensureGcSchedule(client, { cron });
+  await ensureGcSchedule(client, { cron, taskQueue });
   console.log(`collector schedule ${DEFAULT_GC_SCHEDULE_ID}: ${cron} (${GC_CRON_ENV}); running one pass now`);
-  const pass = await client.workflow.execute(gcWorkflow, { workflowId: `${DEFAULT_GC_SCHEDULE_ID}-demo`, taskQueue: DEFAULT_TASK_QUEUE, args: [{}] });
+  const pass = await client.workflow.execute(gcWorkflow, { workflowId: `${DEFAULT_GC_SCHEDULE_ID}-demo`, taskQueue, args: [{}] });
   const t = pass.totals;
   console.log(
     `collector pass: ${t.prefixesSeen} job prefixes (${t.live} live, ${t.claimed} claimed, ${t.orphaned} orphaned, ${t.corrupt} corrupt), ` +
@@ -111,7 +113,7 @@ async function main(): Promise<void> {
   );
 
   if (!options.once) {
-    console.log(`serving: worker on task queue ${DEFAULT_TASK_QUEUE}${devServer ? `, UI ${devServer.uiUrl}` : ''}. Ctrl-C to stop.`);
+    console.log(`serving: worker on task queue ${taskQueue}${devServer ? `, UI ${devServer.uiUrl}` : ''}. Ctrl-C to stop.`);
     await new Promise<void>((resolve) => process.once('SIGINT', resolve).once('SIGTERM', resolve));
   }
   worker.shutdown();

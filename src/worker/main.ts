@@ -7,9 +7,8 @@ import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { settingsFromEnv } from '../config';
 import { objectStoreFromEnv } from '../store';
 import { temporalTarget } from './connect';
-import { createWorker, DEFAULT_TASK_QUEUE } from './index';
-
-export const TASK_QUEUE_ENV = 'COMPACTION_TASK_QUEUE';
+import { createWorker } from './index';
+import { taskQueueFromEnv } from './task-queue';
 
 async function main(): Promise<void> {
   Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });
@@ -17,7 +16,7 @@ async function main(): Promise<void> {
   const store = objectStoreFromEnv(process.env, settings.timing.operationDeadlineMs);
   const target = temporalTarget();
   const connection = await NativeConnection.connect(target.connectionOptions);
-  const taskQueue = process.env[TASK_QUEUE_ENV] || DEFAULT_TASK_QUEUE;
+  const taskQueue = taskQueueFromEnv();
   const worker = await createWorker({ store, settings, connection, namespace: target.namespace, taskQueue });
   console.log(`worker ${settings.ownerId} on ${target.address}/${target.namespace}, task queue ${taskQueue}, store ${store.description}`);
   await worker.run();
