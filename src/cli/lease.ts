@@ -15,7 +15,7 @@ export const PREFIX_STATUSES = ['active', 'expired', 'reaping', 'corrupt', 'orph
 export type PrefixStatus = (typeof PREFIX_STATUSES)[number];
 
 /** The collector's own decision (src/lease), named for an operator: the CLI never judges expiry by a rule of its own. */
-export function prefixStatus(read: LeaseRead, nowMs: number, leaseExpiryMs: number): PrefixStatus {
+export function prefixStatus(read: Parameters<typeof decideOwner>[0], nowMs: number, leaseExpiryMs: number): PrefixStatus {
   const owner = decideOwner(read, nowMs, leaseExpiryMs).owner;
   return ({ none: 'orphaned', corrupt: 'corrupt', collector: 'reaping', job: 'active', expired: 'expired' } as const)[owner];
 }

@@ -1,0 +1,182 @@
+/** The CLI without servers: argument parsing, exit codes, and lease reads over an embedded store. */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ScheduleNotFoundError, WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure, RetryState } from '@temporalio/common';
+import { afterEach, describe, expect, it } from 'vitest';
+import { CliError, ExitCode, explainFailure, TemporalUnreachableError } from '../../src/cli/exit-codes';
+import type { CliContext } from '../../src/cli/context';
+import { prefixStatus } from '../../src/cli/lease';
+import { runCli } from '../../src/cli/program';
+import { resolveSettings, SettingsError, TimingConfigError } from '../../src/config';
+import { InvalidKeyError, jobId, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
+import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease';
+import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, type ObjectStore } from '../../src/store';
+
+const settings = resolveSettings({ timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 2000 } });
+const expiry = settings.timing.leaseExpiryMs;
+const NOW = 1_000_000;
+
+interface Run {
+  readonly code: number;
+  readonly stdout: string[];
+  readonly stderr: string[];
+}
+
+const stores: ObjectStore[] = [];
+const embeddedStore = (): ObjectStore => {
+  const store = createEmbeddedObjectStore({ path: join(mkdtempSync(join(tmpdir(), 'cli-')), 'store.sqlite') });
+  stores.push(store);
+  return store;
+};
+afterEach(async () => {
+  for (const store of stores.splice(0)) await store.close();
+});
+
+/** Runs the CLI on a context whose store is `store` (none: any use fails the test) and which has no Temporal. */
+async function cli(argv: string[], store?: ObjectStore): Promise<Run> {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  const ctx: CliContext = {
+    out: { line: (t) => stdout.push(t), error: (t) => stderr.push(t) },
+    settings: () => settings,
+    store: async () => store ?? expect.fail('the command opened the store'),
+    temporal: () => expect.fail('the command needed Temporal'),
+    client: async () => expect.fail('the command connected to Temporal'),
+    taskQueue: () => 'unit',
+    nowMs: () => NOW,
+    close: async () => {},
+  };
+  return { code: await runCli(argv, ctx), stdout, stderr };
+}
+
+describe('cli arguments', () => {
+  it('--help exits 0 and its epilogue lists every exit code', async () => {
+    const run = await cli(['--help']);
+    expect(run.code).toBe(0);
+    const help = run.stdout.join('\n');
+    for (const code of Object.values(ExitCode)) expect(help).toMatch(new RegExp(`^  ${code}  `, 'm'));
+  });
+
+  it('every subcommand help carries the exit codes too', async () => {
+    const run = await cli(['gc', 'schedule', 'ensure', '--help']);
+    expect(run.code).toBe(0);
+    expect(run.stdout.join('\n')).toContain('4  configuration error');
+  });
+
+  it.each([
+    [['nope']],
+    [['lease', 'list', '--status', 'bogus']],
+    [['compact', 'start', '--group', 'g']],
+    [['gc', 'schedule', 'ensure', '--cron', '*/5 * * * *', '--every', '1h']],
+    [['gc', 'schedule', 'ensure', '--every', 'soon']],
+    [['gc', 'schedule', 'ensure', '--every', '0s']],
+    [['lease', 'show', 'ns']],
+    [['gc']],
+  ])('%j is a usage error: exit 2', async (argv) => {
+    const run = await cli(argv);
+    expect(run.code).toBe(ExitCode.usage);
+    expect(run.stdout).toEqual([]);
+  });
+
+  it('a usage error prints one line naming the option and pointing at --help', async () => {
+    const run = await cli(['lease', 'list', '--status', 'bogus']);
+    expect(run.stderr).toHaveLength(1);
+    expect(run.stderr[0]).toMatch(/--status.*bogus.*active, expired, reaping.*see --help/);
+  });
+
+  it.each([
+    [['lease', 'show', 'Bad', 'cmp_0123456789abcdef0123456789abcdef'], 'namespace id'],
+    [['lease', 'show', 'ns', 'cmp_1'], 'job id'],
+    [['lease', 'list', '--namespace', 'a/b'], 'namespace id'],
+    [['compact', 'start', '--namespace', 'ns', '--group', 'Bad Group'], 'family group'],
+    [['gc', 'run', '--namespace', 'ok', '--namespace', '../x'], 'namespace id'],
+    [['gc', 'schedule', 'ensure', '--namespace', 'UPPER'], 'namespace id'],
+  ])('%j is rejected before any store or server is touched: exit 2 naming the %s', async (argv, subject) => {
+    const run = await cli(argv);
+    expect(run.code).toBe(ExitCode.usage);
+    expect(run.stderr).toHaveLength(1);
+    expect(run.stderr[0]).toContain(`invalid ${subject}`);
+  });
+});
+
+describe('cli exit codes', () => {
+  const failure = (type: string) => new WorkflowFailedError('Workflow execution failed', ApplicationFailure.nonRetryable('no', type), RetryState.NON_RETRYABLE_FAILURE);
+  it.each([
+    [new InvalidKeyError('namespace id', 'X', 'bad'), ExitCode.usage],
+    [new StoreConfigError('COMPACTION_S3_BUCKET', 'COMPACTION_S3_BUCKET is not set'), ExitCode.config],
+    [new TimingConfigError('unsafe timing'), ExitCode.config],
+    [new SettingsError('invalid settings'), ExitCode.config],
+    [new TemporalUnreachableError('127.0.0.1:7233', false, new Error('refused')), ExitCode.config],
+    [new ScheduleNotFoundError('missing', 'compaction-gc'), ExitCode.notFound],
+    [new CliError(ExitCode.notFound, 'no lease'), ExitCode.notFound],
+    [failure('InvalidInput'), ExitCode.usage],
+    [failure('RootMissing'), ExitCode.notFound],
+    [failure('GcPassIncomplete'), ExitCode.failed],
+    [new StoreUnavailableError('k', 'timeout'), ExitCode.failed],
+    [new Error('anything else'), ExitCode.failed],
+  ])('%s exits %i', (err, code) => {
+    const explained = explainFailure(err);
+    expect(explained.exitCode).toBe(code);
+    expect(explained.line).not.toContain('\n');
+  });
+
+  it('an unreachable Temporal names the setting to change', () => {
+    expect(explainFailure(new TemporalUnreachableError('127.0.0.1:7233', false, new Error('refused'))).line).toContain('set TEMPORAL_ADDRESS');
+  });
+});
+
+describe('cli lease reads', () => {
+  const ns = namespaceId('unit');
+  const writeLease = (store: ObjectStore, job = newJobId(), heartbeatAtMs = NOW, claimed = false) => {
+    const lease = createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w1', nowMs: heartbeatAtMs });
+    return store.put(leaseKey(ns, job), encodeLease(claimed ? claimLeaseState(lease) : lease)).then(() => job);
+  };
+
+  it('a lease is active at heartbeat + expiry and expired 1 ms later, the collector\'s own rule', () => {
+    const lease = createLeaseState({ jobId: newJobId(), namespaceId: ns, ownerId: 'w', nowMs: 5000 });
+    expect(prefixStatus({ lease }, 5000 + expiry, expiry)).toBe('active');
+    expect(prefixStatus({ lease }, 5001 + expiry, expiry)).toBe('expired');
+    expect(prefixStatus({ lease: claimLeaseState(lease) }, 0, expiry)).toBe('reaping');
+    expect(prefixStatus({ missing: true }, 0, expiry)).toBe('orphaned');
+    expect(prefixStatus({ corrupt: 'x' }, 0, expiry)).toBe('corrupt');
+  });
+
+  it('lease show of a missing lease exits 3 and says what remains under the prefix', async () => {
+    const store = embeddedStore();
+    const job = newJobId();
+    await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), new Uint8Array(10));
+    const run = await cli(['lease', 'show', ns, job], store);
+    expect(run.code).toBe(ExitCode.notFound);
+    expect(run.stderr).toHaveLength(1);
+    expect(run.stderr[0]).toContain('1 objects (10 bytes) remain');
+  });
+
+  it('lease show --json gives the decoded lease, live at now, and the objects under the prefix', async () => {
+    const store = embeddedStore();
+    const job = await writeLease(store);
+    await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), new Uint8Array(100));
+    const run = await cli(['lease', 'show', ns, job, '--json'], store);
+    expect(run.code).toBe(0);
+    const shown = JSON.parse(run.stdout.join('\n'));
+    expect(shown).toMatchObject({ status: 'active', live: true, nowMs: NOW, expiresAtMs: NOW + expiry, lease: { job_id: job, owner_id: 'w1' } });
+    expect(shown.objects.count).toBe(2);
+    expect(shown.objects.bytes).toBeGreaterThan(100);
+  });
+
+  it('lease list --status keeps only prefixes in that state, as one JSON array', async () => {
+    const store = embeddedStore();
+    const live = await writeLease(store);
+    const expired = await writeLease(store, newJobId(), NOW - expiry - 1);
+    await writeLease(store, newJobId(), NOW, true);
+    const all = await cli(['lease', 'list', '--json'], store);
+    expect(JSON.parse(all.stdout.join('\n'))).toHaveLength(3);
+    const run = await cli(['lease', 'list', '--namespace', ns, '--status', 'expired', '--json'], store);
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout.join('\n'))).toEqual([expect.objectContaining({ jobId: jobId(expired), status: 'expired', ownerId: 'w1' })]);
+    const table = await cli(['lease', 'list'], store);
+    expect(table.stdout[0]).toMatch(/^NAMESPACE\s+JOB\s+STATUS\s+OWNER\s+HEARTBEAT$/);
+    expect(table.stdout.find((l) => l.includes(live))).toMatch(/\bactive\b/);
+  });
+});
