@@ -1,5 +1,13 @@
 /** compaction-lease: streaming metadata compactions under an S3 lease, and the collector that reclaims what dead jobs left. */
 export * from './keys';
 export * from './lease';
+export * from './root';
+export * from './segments';
 export * from './config';
 export * from './store';
+export * from './protocol';
+export * from './client';
+export * from './worker';
+export { writeInputSegment } from './writer';
+export type { CompactionInput, CompactionResult, CompactionOutcomeName, LeaseView } from './workflows/compaction';
+export type { GcInput, GcOptions, GcReport, GcTotals } from './workflows/gc';

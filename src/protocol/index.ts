@@ -2,3 +2,4 @@ export * from './lease-read';
 export * from './job-lease';
 export * from './root-io';
 export * from './publication';
+export * from './collector';
