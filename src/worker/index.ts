@@ -31,6 +31,9 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     // A folder, so the bundler finds index.ts in the sources and index.js in the build.
     ...(options.workerOptions?.workflowBundle ? {} : { workflowsPath: WORKFLOWS_PATH }),
     activities: createActivities({ store: options.store, settings: options.settings }),
+    // Cancellation reaches an activity only with a heartbeat that is actually sent: without this cap a
+    // lease keeper would stop up to 0.8 × heartbeat timeout after publication asked it to.
+    maxHeartbeatThrottleInterval: '5 seconds',
     ...options.workerOptions,
   });
 }
