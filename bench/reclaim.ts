@@ -8,7 +8,8 @@
  *     one namespace: the pass's duration and the longest history (events) of any of its runs,
  *     following every continue-as-new chain of the parent and of each namespace child.
  * Run: `eval "$(scripts/provision.sh)" && eval "$(scripts/provision-s5cmd.sh)" && npx tsx bench/reclaim.ts`
- * Options: --objects N (default 100000), --prefixes M[,M2…] (default 100000), --tune,
+ * Options: --objects N (default 100000), --prefixes M[,M2…] (default 100000), --prefixes-per-page P
+ *          (gcWorkflow's prefixesPerPage, default its own 100), --tune,
  *          --skip-reclaim, --skip-gc, --disk (MinIO data on disk rather than in /dev/shm).
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -223,7 +224,7 @@ async function followChain(client: Client, workflowId: string, firstRunId: strin
   return { runs, children };
 }
 
-async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: number[]): Promise<void> {
+async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: number[], prefixesPerPage: number | undefined): Promise<void> {
   const temporalServer = await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES });
   const writerClient = s3Client(minio, WRITES_IN_FLIGHT * 2);
   const writer = createS3ObjectStore({ bucket: BUCKET, client: writerClient });
@@ -241,7 +242,7 @@ async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: nu
   const worker = await createWorker({ store: workerStore, settings, connection, taskQueue: 'bench-gc' });
   const clientConnection = await Connection.connect({ address: temporalServer.address });
   const client = new Client({ connection: clientConnection });
-  console.log(`gc pass: shrunk timing (staging grace ${settings.timing.stagingGraceMs} ms), gcWorkflow defaults (prefixesPerPage 100, namespaceConcurrency 4), one namespace`);
+  console.log(`gc pass: shrunk timing (staging grace ${settings.timing.stagingGraceMs} ms), gcWorkflow defaults but prefixesPerPage ${prefixesPerPage ?? '100 (default)'}, one namespace`);
   try {
     await worker.runUntil(async () => {
       for (const count of counts) {
@@ -254,7 +255,7 @@ async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: nu
         await sleep(settings.timing.stagingGraceMs + 500);
         const workflowId = `bench-gc-pass-${ns}`;
         const started = performance.now();
-        const handle = await client.workflow.start('gcWorkflow', { taskQueue: 'bench-gc', workflowId, args: [{ namespaces: [ns] }] });
+        const handle = await client.workflow.start('gcWorkflow', { taskQueue: 'bench-gc', workflowId, args: [{ namespaces: [ns], ...(prefixesPerPage !== undefined && { prefixesPerPage }) }] });
         const report = (await handle.result()) as GcReport;
         const passMs = performance.now() - started;
 
@@ -303,7 +304,8 @@ async function main(): Promise<void> {
     await admin.send(new CreateBucketCommand({ Bucket: BUCKET }));
     admin.destroy();
     if (!flag('skip-reclaim')) await reclaimBench(minio, objects, flag('tune'));
-    if (!flag('skip-gc')) await gcBench(minio, prefixes);
+    const perPage = option('prefixes-per-page', '');
+    if (!flag('skip-gc')) await gcBench(minio, prefixes, perPage === '' ? undefined : wholeNumbers(perPage, 'prefixes-per-page')[0]);
   } finally {
     await minio.stop();
     if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true });
