@@ -7,13 +7,10 @@
 import { Client, Connection } from '@temporalio/client';
 import { settingsFromEnv, type CompactionSettings } from '../config';
 import { objectStoreFromEnv, type ObjectStore } from '../store';
-import { DEFAULT_TASK_QUEUE } from '../worker';
 import { temporalTarget, type TemporalTarget } from '../worker/connect';
+import { taskQueueFromEnv } from '../worker/task-queue';
 import { TemporalUnreachableError } from './exit-codes';
 import { processOutput, type Output } from './output';
-
-/** The task queue workers poll and commands start on; the same variable the standalone worker reads. */
-export const TASK_QUEUE_ENV = 'COMPACTION_TASK_QUEUE';
 
 export interface CliContext {
   readonly out: Output;
@@ -63,7 +60,7 @@ export function contextFromEnv(env: NodeJS.ProcessEnv = process.env, out: Output
     store,
     temporal,
     client,
-    taskQueue: () => env[TASK_QUEUE_ENV] || DEFAULT_TASK_QUEUE,
+    taskQueue: () => taskQueueFromEnv(env),
     nowMs: () => Date.now(),
     async close() {
       await Promise.allSettled(closers.splice(0).map((close) => close()));

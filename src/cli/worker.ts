@@ -5,7 +5,8 @@
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import type { Command } from 'commander';
 import { createWorker } from '../worker';
-import { connectTemporal, TASK_QUEUE_ENV, type CliContext } from './context';
+import { TASK_QUEUE_ENV } from '../worker/task-queue';
+import { connectTemporal, type CliContext } from './context';
 
 async function runWorker(ctx: CliContext): Promise<void> {
   Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });
