@@ -44,6 +44,18 @@ describe('compaction workflow under faults', () => {
     return { handle, stop: running.stop };
   }
 
+  /** A compaction of two fresh input segments, held after its lease exists and before it reads: another writer acts meanwhile. */
+  async function compactionHeldBeforeReading(ns: string) {
+    await writeInputs(fixture.store, ns, 'inodes', makeInputs(2, 200));
+    const held = gate();
+    const store = interceptStore(fixture.store, async (operation) => {
+      if (operation === 'getStream') await held.wait;
+    });
+    const { handle, stop } = await compactWith(store, ns);
+    await until(async () => (await handle.query<{ phase: string }>('leaseState')).phase === 'compacting');
+    return { handle, stop, release: held.open };
+  }
+
   it('a job whose lease expired and was claimed reports fenced, publishes nothing, and runs again as a new job that publishes', async () => {
     const ns = uniqueId('fenced').toLowerCase();
     const inputs = makeInputs(3, 300);
@@ -105,17 +117,11 @@ describe('compaction workflow under faults', () => {
 
   it('inputs replaced by another writer before publication: abandoned, the root keeps the other writer', async () => {
     const ns = uniqueId('abandoned').toLowerCase();
-    await writeInputs(fixture.store, ns, 'inodes', makeInputs(2, 200));
-    const held = gate();
-    const store = interceptStore(fixture.store, async (operation) => {
-      if (operation === 'getStream') await held.wait;
-    });
-    const { handle, stop } = await compactWith(store, ns);
-    await until(async () => (await handle.query<{ phase: string }>('leaseState')).phase === 'compacting');
+    const { handle, stop, release } = await compactionHeldBeforeReading(ns);
     const replacement = inputSegmentKey(namespaceId(ns), newSegmentId(), 'mseg');
     await fixture.store.put(replacement, (await fixture.store.get((await readRoot(fixture.store, namespaceId(ns))).root.groups.inodes![0]!)).body);
     const after = await updateRoot(fixture.store, namespaceId(ns), (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, inodes: [replacement] } }));
-    held.open();
+    release();
     const result = await handle.result();
     await stop();
     expect(result.outcome).toBe('abandoned');
@@ -125,15 +131,9 @@ describe('compaction workflow under faults', () => {
 
   it('a segment added to the group during the compaction is kept beside the outputs', async () => {
     const ns = uniqueId('kept').toLowerCase();
-    await writeInputs(fixture.store, ns, 'inodes', makeInputs(2, 200));
-    const held = gate();
-    const store = interceptStore(fixture.store, async (operation) => {
-      if (operation === 'getStream') await held.wait;
-    });
-    const { handle, stop } = await compactWith(store, ns);
-    await until(async () => (await handle.query<{ phase: string }>('leaseState')).phase === 'compacting');
+    const { handle, stop, release } = await compactionHeldBeforeReading(ns);
     const [added] = await writeInputs(fixture.store, ns, 'inodes', makeInputs(1, 10));
-    held.open();
+    release();
     const result = await handle.result();
     await stop();
     expect(result.outcome).toBe('published');

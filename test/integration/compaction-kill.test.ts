@@ -47,7 +47,9 @@ describe('compaction across a worker crash', () => {
     fixture = await openTestStore('minio');
   });
   afterAll(async () => {
-    for (const child of children) child.kill('SIGKILL');
+    await Promise.all(
+      children.filter((c) => c.exitCode === null && c.signalCode === null).map((c) => (c.kill('SIGKILL'), killed(c))),
+    );
     await fixture?.store.close();
   });
 
