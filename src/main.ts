@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { Command } from 'commander';
 import { DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, startCompaction } from './client';
 import type { CompactionProgress } from './compactor';
@@ -18,6 +18,7 @@ import { readRootIfAny } from './protocol';
 import type { SegmentRecord } from './segments';
 import { objectStoreFromEnv } from './store';
 import { createWorker } from './worker';
+import { installRuntime } from './worker/runtime';
 import { taskQueueFromEnv } from './worker/task-queue';
 import { temporalTarget } from './worker/connect';
 import { writeInputSegment } from './writer';
@@ -59,7 +60,7 @@ async function main(): Promise<void> {
     .option('--once', 'exit after the demo instead of serving')
     .parse()
     .opts<{ once?: boolean }>();
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+  installRuntime();
   const settings = demoSettings();
   const store = objectStoreFromEnv(process.env, settings.timing.operationDeadlineMs);
   const target = temporalTarget();
@@ -116,7 +117,8 @@ async function main(): Promise<void> {
     console.log(`serving: worker on task queue ${taskQueue}${devServer ? `, UI ${devServer.uiUrl}` : ''}. Ctrl-C to stop.`);
     await new Promise<void>((resolve) => process.once('SIGINT', resolve).once('SIGTERM', resolve));
   }
-  worker.shutdown();
+  // Ctrl-C already shuts the worker down through the Runtime's shutdown signals.
+  if (worker.getState() === 'RUNNING') worker.shutdown();
   await running;
   await connection.close();
   await workerConnection.close();

@@ -3,6 +3,7 @@
  * typed failures) and the protocol and compactor modules.
  */
 import { Context } from '@temporalio/activity';
+import { recordFence, recordRefresh } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
 import { compactGroup, NO_PROGRESS, outputSegmentKeys, type CompactionProgress } from '../compactor';
 import type { CompactionSettings } from '../config';
@@ -98,12 +99,15 @@ export function createCompactionActivities({ store, settings }: CompactionDeps) 
           await ctx.sleep(Math.min(beatEveryMs, refreshAt - performance.now()));
           ctx.heartbeat(held);
         }
+        const started = performance.now();
         try {
           held = await refreshJobLease(store, ref, held, clock);
         } catch (err) {
-          if (err instanceof LeaseLostError) throw ApplicationFailure.nonRetryable(err.message, 'LeaseLost');
-          throw err;
+          if (!(err instanceof LeaseLostError)) throw err;
+          recordFence();
+          throw ApplicationFailure.nonRetryable(err.message, 'LeaseLost');
         }
+        recordRefresh(performance.now() - started);
         ctx.heartbeat(held);
       }
     },
@@ -129,12 +133,14 @@ export function createCompactionActivities({ store, settings }: CompactionDeps) 
 
     async publish(input: JobInput & { group: string; inputs: string[]; outputs: string[] }): Promise<PublicationOutcome> {
       const start = performance.now();
-      return publishCompaction(
+      const outcome = await publishCompaction(
         store,
         { ...job(input), group: familyGroup(input.group) as FamilyGroup, inputs: input.inputs, outputs: input.outputs },
         { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
         { leaseClockMs: attemptClock(), elapsedMs: () => performance.now() - start },
       );
+      if (outcome.outcome === 'fenced') recordFence();
+      return outcome;
     },
   };
 }

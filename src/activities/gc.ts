@@ -4,6 +4,7 @@
  * re-reads the lease, a walk resumes from its heartbeat, a delete of a missing key succeeds.
  */
 import { Context } from '@temporalio/activity';
+import { recordClaim, recordReclaim } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
 import type { CompactionSettings } from '../config';
 import { jobId, leaseKey, namespaceId, type MetadataCompactionId, type NamespaceId } from '../keys';
@@ -104,7 +105,9 @@ export function createGcActivities({ store, settings }: GcDeps) {
     },
 
     async claimLease(input: PrefixInput & PassInput): Promise<ClaimOutcome> {
-      return claimLease(store, prefixOf(input), { nowMs: input.nowMs, leaseExpiryMs: timing.leaseExpiryMs }, input.dryRun);
+      const outcome = await claimLease(store, prefixOf(input), { nowMs: input.nowMs, leaseExpiryMs: timing.leaseExpiryMs }, input.dryRun);
+      recordClaim(outcome, input.dryRun);
+      return outcome;
     },
 
     /** Walks the prefix; its position travels in Temporal heartbeats, so a retried attempt resumes where the last one stood. */
@@ -116,7 +119,9 @@ export function createGcActivities({ store, settings }: GcDeps) {
         ctx.heartbeat(p);
       };
       try {
-        return await reclaimPrefix(store, prefixOf(input), { ...input, stagingGraceMs: timing.stagingGraceMs }, position, onProgress);
+        const tally = await reclaimPrefix(store, prefixOf(input), { ...input, stagingGraceMs: timing.stagingGraceMs }, position, onProgress);
+        recordReclaim(tally, input.dryRun);
+        return tally;
       } catch (err) {
         throw withTally(err, position.tally);
       }

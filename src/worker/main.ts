@@ -3,15 +3,16 @@
  * the AWS SDK's chain, or the embedded store), Temporal (`TEMPORAL_*` / envconfig profile), timings
  * (`COMPACTION_*_MS`) and `COMPACTION_TASK_QUEUE`. Runs until SIGINT or SIGTERM.
  */
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { settingsFromEnv } from '../config';
 import { objectStoreFromEnv } from '../store';
 import { temporalTarget } from './connect';
 import { createWorker } from './index';
+import { installRuntime } from './runtime';
 import { taskQueueFromEnv } from './task-queue';
 
 async function main(): Promise<void> {
-  Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });
+  installRuntime();
   const settings = settingsFromEnv();
   const store = objectStoreFromEnv(process.env, settings.timing.operationDeadlineMs);
   const target = temporalTarget();

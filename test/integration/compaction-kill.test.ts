@@ -1,8 +1,7 @@
 /** A worker process killed mid-compaction: the next worker resumes the same job from its heartbeat details. */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import type { CompactionProgress } from '../../src/compactor';
 import { compactionsPrefix, jobId, leaseKey, namespaceId, parseCompactionKey } from '../../src/keys';
@@ -11,32 +10,7 @@ import type { ObjectInfo } from '../../src/store';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, uniqueId } from '../support/temporal';
-
-const workerMain = join(__dirname, '..', '..', 'src', 'worker', 'main.ts');
-
-function spawnWorker(fixture: TestStore, taskQueue: string): ChildProcess {
-  const endpoint = fixture.endpoint!;
-  return spawn(process.execPath, ['--import', 'tsx', workerMain], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-    env: {
-      ...process.env,
-      TEMPORAL_ADDRESS: inject('temporalAddress'),
-      COMPACTION_TASK_QUEUE: taskQueue,
-      COMPACTION_S3_BUCKET: fixture.bucket,
-      COMPACTION_S3_FORCE_PATH_STYLE: 'true',
-      AWS_ENDPOINT_URL_S3: endpoint.endpoint,
-      AWS_REGION: endpoint.region,
-      AWS_ACCESS_KEY_ID: endpoint.accessKey,
-      AWS_SECRET_ACCESS_KEY: endpoint.secretKey,
-      COMPACTION_LEASE_REFRESH_INTERVAL_MS: '1000',
-      COMPACTION_OPERATION_DEADLINE_MS: '500',
-      COMPACTION_PUBLICATION_BUDGET_MS: '1000',
-      COMPACTION_CLOCK_SAFETY_MARGIN_MS: '1000',
-      COMPACTION_TARGET_SEGMENT_BYTES: '1024',
-      COMPACTION_HEARTBEAT_TIMEOUT_MS: '2000',
-    },
-  });
-}
+import { spawnWorker } from '../support/worker-process';
 
 const killed = (child: ChildProcess) => new Promise((resolve) => child.once('exit', resolve));
 

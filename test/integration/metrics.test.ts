@@ -1,0 +1,60 @@
+/** The worker's Prometheus endpoint: the SDK's metrics and the package's own, after a compaction and a collector pass. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ChildProcess } from 'node:child_process';
+import { startCompaction } from '../../src/client';
+import { freePort } from '../../src/devservers';
+import { namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
+import { makeInputs, writeInputs } from '../support/records';
+import { openTestStore, type TestStore } from '../support/stores';
+import { connectClient, uniqueId } from '../support/temporal';
+import { spawnWorker } from '../support/worker-process';
+
+describe('metrics', () => {
+  let fixture: TestStore;
+  let worker: ChildProcess | undefined;
+  beforeAll(async () => {
+    fixture = await openTestStore('minio');
+  });
+  afterAll(async () => {
+    if (worker && worker.exitCode === null) {
+      worker.kill('SIGKILL');
+      await new Promise((r) => worker!.once('exit', r));
+    }
+    await fixture?.store.close();
+  });
+
+  it('the Prometheus endpoint serves lease refreshes, refresh latency, claims and reclaimed objects', async () => {
+    const port = await freePort();
+    const taskQueue = uniqueId('metrics');
+    worker = spawnWorker(fixture, taskQueue, {
+      COMPACTION_METRICS_PROMETHEUS: `127.0.0.1:${port}`,
+      COMPACTION_TARGET_SEGMENT_BYTES: '65536',
+    });
+    const { client, close } = await connectClient();
+    const ns = uniqueId('metrics').toLowerCase();
+    // A lease-less staged segment, for the pass to reclaim once it is older than the staging grace (7.5 s here).
+    const orphan = stagedSegmentKey(namespaceId(ns), newJobId(), newSegmentId(), 'mseg');
+    await fixture.store.put(orphan, new Uint8Array(10));
+    const orphanWritten = Date.now();
+    // Large enough that the lease is refreshed at least once while the work runs.
+    await writeInputs(fixture.store, ns, 'tombstones', makeInputs(6, 6000, 40_000));
+    const result = await (await startCompaction(client, { namespaceId: ns, group: 'tombstones', taskQueue })).result();
+    expect(result.outcome).toBe('published');
+    await new Promise((r) => setTimeout(r, Math.max(0, orphanWritten + 9000 - Date.now())));
+    const pass = await client.workflow.execute('gcWorkflow', { taskQueue, workflowId: uniqueId('metrics-gc'), args: [{ namespaces: [ns] }] });
+    expect(pass).toMatchObject({ totals: { orphaned: 1, objectsDeleted: 1 } });
+    await close();
+
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    for (const name of [
+      'compaction_lease_refreshes',
+      'compaction_lease_refresh_latency',
+      'compaction_lease_claims',
+      'compaction_lease_objects_reclaimed',
+      'compaction_lease_objects_retained',
+      'temporal_activity_execution_latency',
+    ]) {
+      expect(text, `${name} missing from /metrics`).toContain(name);
+    }
+  });
+});
