@@ -2,13 +2,14 @@
  * `worker`: a worker in this process, configured like the standalone one (src/worker/main.ts) by the
  * environment alone, until SIGINT or SIGTERM.
  */
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import type { Command } from 'commander';
-import { createWorker } from '../worker';
 import { TASK_QUEUE_ENV } from '../worker/task-queue';
 import { connectTemporal, type CliContext } from './context';
 
 async function runWorker(ctx: CliContext): Promise<void> {
+  // Loaded here: the native worker runtime is the heaviest import, and no other command needs it.
+  const { DefaultLogger, NativeConnection, Runtime } = await import('@temporalio/worker');
+  const { createWorker } = await import('../worker/index.js');
   Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });
   const settings = ctx.settings();
   const store = await ctx.store();
