@@ -30,6 +30,7 @@ import {
   type StoredObject,
   type StreamedObject,
 } from './port';
+import { NAMESPACES_PREFIX } from '../keys';
 import { inBatches } from './batches';
 
 export interface S3StoreOptions {
@@ -171,6 +172,8 @@ class S3ObjectStore implements ObjectStore {
       if (err instanceof NotFoundError) {
         throw new StoreConfigError(S3_ENV.bucket, `bucket ${this.bucket} does not exist (${S3_ENV.bucket})`);
       }
+      // A HEAD response has no body, so its 403 cannot tell rejected credentials from a denying policy; a listing's error names which.
+      if (err instanceof StoreConfigError && err.setting === 'IAM policy') await this.list({ prefix: NAMESPACES_PREFIX, maxKeys: 1 });
       throw err;
     }
   }

@@ -1,0 +1,255 @@
+/**
+ * The bad-input catalogue (issue 5, item 4): each bad input gives a typed error naming the key or
+ * setting, and deletes nothing. Only cases no other test takes end to end are here; the decoder's
+ * own catalogue is test/unit/lease.test.ts, the id grammar test/unit/keys.test.ts, an undecodable or
+ * mis-identified lease and keys outside the grammar in a real pass test/integration/gc.test.ts, and
+ * the settings' error messages test/integration/store-config-errors.test.ts (docs/reliability.md
+ * lists every case and where it is tested).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { S3Client } from '@aws-sdk/client-s3';
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { NativeConnection } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startCompaction } from '../../src/client';
+import { resolveSettings } from '../../src/config';
+import { freePort } from '../../src/devservers';
+import { encodeEnvelope } from '../../src/envelope';
+import {
+  InvalidKeyError,
+  jobPrefix,
+  leaseKey,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  rootKey,
+  stagedSegmentKey,
+  type MetadataCompactionId,
+  type NamespaceId,
+} from '../../src/keys';
+import { createLeaseState, encodeLease, MAX_LEASE_BYTES } from '../../src/lease';
+import { encodeRoot } from '../../src/root';
+import { createS3ObjectStore, ObjectTooLargeError, StoreConfigError, type ObjectStore } from '../../src/store';
+import { createWorker } from '../../src/worker';
+import type { GcInput, GcReport } from '../../src/workflows/gc';
+import { interceptStore } from '../support/faults';
+import { createTestBucket, openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
+import { connectClient, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+
+// expiry 2 s, T 1 s, staging grace 3 s, as in gc.test.ts.
+const settings = resolveSettings({
+  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 2000 },
+  targetSegmentBytes: 4096,
+  heartbeatTimeoutMs: 5000,
+});
+
+const bytes = (s: string) => new TextEncoder().encode(s);
+const payloadOf = (ns: NamespaceId, job: MetadataCompactionId) => ({
+  job_id: job,
+  namespace_id: ns,
+  owner_id: 'catalogue',
+  status: 'active',
+  started_at_ms: 1000,
+  heartbeat_at_ms: 2000,
+});
+const leaseText = (ns: NamespaceId, job: MetadataCompactionId) =>
+  new TextDecoder().decode(encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'catalogue', nowMs: 1000 })));
+
+/** Lease contents no other test stores and collects; each must fail its namespace's pass, naming the lease key and the defect. */
+const LEASE_CASES: [string, (ns: NamespaceId, job: MetadataCompactionId) => Uint8Array, RegExp][] = [
+  ['valid JSON with a wrong checksum', (ns, job) => bytes(leaseText(ns, job).replace(/sha256:[0-9a-f]{64}/, `sha256:${'0'.repeat(64)}`)), /payload_checksum does not match/],
+  ['an unknown payload field', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), cursor: 5 }), /cursor/],
+  ['a missing payload field', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), heartbeat_at_ms: undefined }), /heartbeat_at_ms/],
+  ['a wrong kind', (ns, job) => encodeEnvelope('metadata_root', payloadOf(ns, job)), /kind is "metadata_root"/],
+  ['a wrong format_version', (ns, job) => bytes(leaseText(ns, job).replace('"format_version":1', '"format_version":2')), /unknown format_version 2/],
+  ['an unknown status', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), status: 'done' }), /status/],
+  ['a heartbeat before its start', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), heartbeat_at_ms: 999 }), /heartbeat_at_ms is before started_at_ms/],
+  ['a fractional timestamp', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), heartbeat_at_ms: 2000.5 }), /heartbeat_at_ms/],
+  ['bytes that are not UTF-8', () => new Uint8Array([0xff, 0xfe, 0x7b]), /not UTF-8/],
+  ['a zero-byte object', () => new Uint8Array(), /empty object/],
+  ['a 100 MB object', () => new Uint8Array(100 * 1024 * 1024), new RegExp(`exceeds the limit of ${MAX_LEASE_BYTES}`)],
+];
+
+/** Roots the collector must not trust: the walk of an unowned prefix stops at the root read before its first delete. */
+const ROOT_CASES: [string, (ns: NamespaceId) => Uint8Array, RegExp][] = [
+  ['a zero-byte root', () => new Uint8Array(), /empty object/],
+  ['a root with a wrong checksum', (ns) => bytes(new TextDecoder().decode(encodeRoot({ namespace_id: ns, generation: 1, groups: {} })).replace(/sha256:[0-9a-f]{64}/, `sha256:${'f'.repeat(64)}`)), /payload_checksum/],
+  ['a root that names another namespace', () => encodeRoot({ namespace_id: namespaceId('someone-else'), generation: 1, groups: {} }), /names namespace someone-else/],
+  [
+    'a root that references a key outside its namespace',
+    (ns) => encodeRoot({ namespace_id: ns, generation: 1, groups: { bindings: [stagedSegmentKey(namespaceId('other'), newJobId(), newSegmentId(), 'mseg')] } }),
+    /not a segment key of/,
+  ],
+];
+
+const BAD_IDS = ['', '..', 'a/b', '../namespaces/x', 'Upper', '\u00fcn\u00efcode', 'a'.repeat(64), 'a b', '-lead'];
+
+describe('bad-input catalogue', () => {
+  let fixture: TestStore;
+  let store: ObjectStore;
+  let worker: RunningWorker;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  const deleteRequests: string[] = [];
+
+  beforeAll(async () => {
+    fixture = await openTestStore('minio');
+    store = fixture.store;
+    const recorded = interceptStore(store, (operation, subject) => {
+      if (operation === 'deleteMany') deleteRequests.push(...(subject as readonly string[]));
+    });
+    worker = await startTestWorker(recorded, settings);
+    ({ client, close: closeClient } = await connectClient());
+  });
+  afterAll(async () => {
+    await worker?.stop();
+    await closeClient?.();
+    await store?.close();
+  });
+
+  const pass = (input: GcInput): Promise<GcReport> =>
+    client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId: uniqueId('bad-input'), args: [input] });
+  /** The typed failure a pass ends with: its type, message and (for an incomplete pass) its report. */
+  const failureOf = async (run: Promise<unknown>): Promise<ApplicationFailure> => {
+    const err: unknown = await run.then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    const cause = (err as WorkflowFailedError).cause;
+    expect(cause).toBeInstanceOf(ApplicationFailure);
+    return cause as ApplicationFailure;
+  };
+  const keysUnder = async (prefix: string): Promise<string[]> => (await store.list({ prefix })).objects.map((o) => o.key);
+  const newNamespace = () => namespaceId(uniqueId('bad').toLowerCase());
+  const stage = async (ns: NamespaceId, job: MetadataCompactionId, count: number) => {
+    for (let i = 0; i < count; i++) await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'mseg'), bytes('staged'));
+  };
+
+  describe('a bad object at a lease or root key fails its namespace, names the key, and deletes nothing there', () => {
+    const leaseCases = LEASE_CASES.map(([name, body, reason]) => ({ name, body, reason, ns: newNamespace(), job: newJobId() }));
+    const rootCases = ROOT_CASES.map(([name, body, reason]) => ({ name, body, reason, ns: newNamespace(), orphan: newJobId() }));
+    let report: GcReport;
+    let failureType: string | undefined;
+
+    beforeAll(async () => {
+      for (const c of leaseCases) {
+        await store.put(leaseKey(c.ns, c.job), c.body(c.ns, c.job));
+        await stage(c.ns, c.job, 2);
+        // Beside the bad lease, an expired job and an orphan: a healthy namespace would lose both.
+        const expired = newJobId();
+        await store.put(leaseKey(c.ns, expired), encodeLease(createLeaseState({ jobId: expired, namespaceId: c.ns, ownerId: 'dead', nowMs: 1 })));
+        await stage(c.ns, expired, 2);
+        await stage(c.ns, newJobId(), 2);
+      }
+      for (const c of rootCases) {
+        await store.put(rootKey(c.ns), c.body(c.ns));
+        await stage(c.ns, c.orphan, 3);
+      }
+      await sleep(settings.timing.stagingGraceMs + 500);
+      const failure = await failureOf(pass({ namespaces: [...leaseCases, ...rootCases].map((c) => c.ns) }));
+      failureType = failure.type ?? undefined;
+      report = failure.details?.[0] as GcReport;
+    }, 300_000);
+
+    it('the pass fails as incomplete, with nothing deleted anywhere', () => {
+      expect(failureType).toBe('GcPassIncomplete');
+      expect(report.totals).toMatchObject({ corrupt: leaseCases.length, failedPrefixes: rootCases.length, claimed: 0, objectsDeleted: 0, leasesDeleted: 0 });
+      expect(deleteRequests).toEqual([]);
+    });
+
+    it.each(leaseCases.map((c) => [c.name, c] as const))('a lease with %s is reported by key and reason; its namespace keeps every object', async (_, c) => {
+      const reported = report.corruptLeases.find((l) => l.key === leaseKey(c.ns, c.job));
+      expect(reported?.reason).toMatch(c.reason);
+      expect(reported?.reason).toContain(leaseKey(c.ns, c.job));
+      expect(report.corruptNamespaces).toContain(c.ns);
+      expect(await keysUnder(`namespaces/${c.ns}/`)).toHaveLength(1 + 2 + 1 + 2 + 2);
+    });
+
+    it.each(rootCases.map((c) => [c.name, c] as const))('%s stops the walk of an unowned prefix before its first delete, naming the root key', async (_, c) => {
+      const failure = report.failures.find((f) => f.key === jobPrefix(c.ns, c.orphan));
+      expect(failure?.message).toContain(`root ${rootKey(c.ns)} is corrupt`);
+      expect(failure?.message).toMatch(c.reason);
+      expect(await keysUnder(jobPrefix(c.ns, c.orphan))).toHaveLength(3);
+    });
+
+    it('a 100 MB object at a lease key is refused from its size alone, before its body is read', async () => {
+      const c = leaseCases.find((l) => l.name === 'a 100 MB object')!;
+      const started = performance.now();
+      await expect(store.get(leaseKey(c.ns, c.job), { maxBytes: MAX_LEASE_BYTES })).rejects.toThrow(ObjectTooLargeError);
+      expect(performance.now() - started).toBeLessThan(2000);
+    });
+  });
+
+  describe('bad ids at the entry points are invalid input, named, before any object is touched', () => {
+    it.each(BAD_IDS)('a pass over namespace %j fails as InvalidInput naming it', async (bad) => {
+      const before = deleteRequests.length;
+      const failure = await failureOf(pass({ namespaces: [bad] }));
+      expect(failure.type).toBe('InvalidInput');
+      expect(failure.nonRetryable).toBe(true);
+      expect(failure.message).toContain(`invalid namespace id ${JSON.stringify(bad)}`);
+      expect(deleteRequests.length).toBe(before);
+    });
+
+    it.each(BAD_IDS)('starting a compaction of namespace %j throws InvalidKeyError and starts nothing', async (bad) => {
+      await expect(startCompaction(client, { namespaceId: bad, group: 'bindings', taskQueue: worker.taskQueue })).rejects.toThrow(InvalidKeyError);
+      await expect(startCompaction(client, { namespaceId: 'fine', group: bad, taskQueue: worker.taskQueue })).rejects.toThrow(/invalid family group/);
+    });
+
+    it.each(BAD_IDS)('a compaction workflow started directly with namespace %j fails as InvalidInput', async (bad) => {
+      const run = client.workflow.execute('compactionWorkflow', {
+        taskQueue: worker.taskQueue,
+        workflowId: uniqueId('bad-compaction'),
+        args: [{ namespaceId: bad, group: 'bindings' }],
+      });
+      const failure = await failureOf(run);
+      expect(failure.type).toBe('InvalidInput');
+      expect(failure.message).toContain(JSON.stringify(bad));
+    });
+
+    it.each([
+      ['a pass clock in the future', { nowMs: Date.now() + 3_600_000 }, /pass clock/],
+      ['zero prefixes per page', { prefixesPerPage: 0 }, /prefixesPerPage must be a whole number/],
+      ['a fractional flush size', { keysPerFlush: 2.5 }, /keysPerFlush must be a whole number/],
+    ] as const)('a pass with %s fails as InvalidInput naming the option', async (_, input, reason) => {
+      const failure = await failureOf(pass(input));
+      expect(failure.type).toBe('InvalidInput');
+      expect(failure.message).toMatch(reason);
+    });
+  });
+
+  describe('a worker with a bad store setting refuses to start, naming the setting, and deletes nothing', () => {
+    let connection: NativeConnection;
+    beforeAll(async () => {
+      connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+    });
+    afterAll(() => connection?.close());
+
+    const startWith = (bad: ObjectStore) => createWorker({ store: bad, settings, connection, taskQueue: uniqueId('never') });
+
+    it('wrong credentials: StoreConfigError naming the credential settings; the bucket is unchanged', async () => {
+      const minio = inject('minio');
+      const bucket = await createTestBucket(minio);
+      const good = createS3ObjectStore({ bucket, client: new S3Client(s3ClientConfig(minio)) });
+      const ns = newNamespace();
+      await good.put(stagedSegmentKey(ns, newJobId(), newSegmentId(), 'mseg'), bytes('orphan'));
+      const before = (await good.list({ prefix: '' })).objects.map((o) => o.key);
+      const bad = createS3ObjectStore({ bucket, client: new S3Client(s3ClientConfig({ ...minio, secretKey: 'not-the-secret' })) });
+
+      const err: unknown = await startWith(bad).then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(StoreConfigError);
+      expect((err as StoreConfigError).setting).toBe('AWS credentials');
+      expect((await good.list({ prefix: '' })).objects.map((o) => o.key)).toEqual(before);
+      await good.close();
+    });
+
+    it('a missing bucket: StoreConfigError naming COMPACTION_S3_BUCKET', async () => {
+      const bad = createS3ObjectStore({ bucket: uniqueId('absent').toLowerCase(), client: new S3Client(s3ClientConfig(inject('minio'))) });
+      await expect(startWith(bad)).rejects.toMatchObject({ name: 'StoreConfigError', setting: 'COMPACTION_S3_BUCKET' });
+    });
+
+    it('an unreachable endpoint: StoreConfigError naming AWS_ENDPOINT_URL_S3', async () => {
+      const client = new S3Client({ ...s3ClientConfig(inject('minio')), endpoint: `http://127.0.0.1:${await freePort()}`, maxAttempts: 1 });
+      const bad = createS3ObjectStore({ bucket: 'any', client, operationDeadlineMs: 5000 });
+      await expect(startWith(bad)).rejects.toMatchObject({ name: 'StoreConfigError', setting: 'AWS_ENDPOINT_URL_S3' });
+    });
+  });
+});
