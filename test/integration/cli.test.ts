@@ -1,0 +1,184 @@
+/** The CLI as an operator runs it: a child process configured only by the environment, against Temporal and MinIO. */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { join } from 'node:path';
+import type { Client } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { leaseKey, namespaceId, newJobId } from '../../src/keys';
+import { createLeaseState, encodeLease } from '../../src/lease';
+import { resolveSettings } from '../../src/config';
+import { makeInputs, writeInputs } from '../support/records';
+import { openTestStore, type TestStore } from '../support/stores';
+import { connectClient, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+
+const cliMain = join(__dirname, '..', '..', 'src', 'cli', 'index.ts');
+
+// expiry 2 s: the same timings for the worker in this process and the CLI's environment.
+const timing = { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 2000 };
+const settings = resolveSettings({ timing, targetSegmentBytes: 4096, heartbeatTimeoutMs: 5000 });
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+describe('compaction-lease CLI', () => {
+  let fixture: TestStore;
+  let worker: RunningWorker;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  const scheduleId = uniqueId('cli-gc');
+  const ns = namespaceId(uniqueId('cli').toLowerCase());
+
+  const spawnCli = (args: string[], taskQueue = worker.taskQueue) => {
+    const endpoint = fixture.endpoint!;
+    return spawn(process.execPath, ['--import', 'tsx', cliMain, ...args], {
+      env: {
+        ...process.env,
+        NODE_NO_WARNINGS: '1',
+        TEMPORAL_ADDRESS: inject('temporalAddress'),
+        COMPACTION_TASK_QUEUE: taskQueue,
+        COMPACTION_S3_BUCKET: fixture.bucket,
+        COMPACTION_S3_FORCE_PATH_STYLE: 'true',
+        AWS_ENDPOINT_URL_S3: endpoint.endpoint,
+        AWS_REGION: endpoint.region,
+        AWS_ACCESS_KEY_ID: endpoint.accessKey,
+        AWS_SECRET_ACCESS_KEY: endpoint.secretKey,
+        COMPACTION_LEASE_REFRESH_INTERVAL_MS: String(timing.leaseRefreshIntervalMs),
+        COMPACTION_OPERATION_DEADLINE_MS: String(timing.operationDeadlineMs),
+        COMPACTION_PUBLICATION_BUDGET_MS: String(timing.publicationBudgetMs),
+        COMPACTION_CLOCK_SAFETY_MARGIN_MS: String(timing.clockSafetyMarginMs),
+        COMPACTION_LEASE_EXPIRY_MS: String(timing.leaseExpiryMs),
+        COMPACTION_TARGET_SEGMENT_BYTES: String(settings.targetSegmentBytes),
+        COMPACTION_HEARTBEAT_TIMEOUT_MS: String(settings.heartbeatTimeoutMs),
+      },
+    });
+  };
+  const finished = (child: ChildProcessWithoutNullStreams): Promise<Run> => {
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    return new Promise((resolve, reject) => {
+      child.once('error', reject);
+      child.once('close', (code) => resolve({ code, stdout, stderr }));
+    });
+  };
+  const cli = (...args: string[]): Promise<Run> => finished(spawnCli(args));
+  const json = (run: Run): unknown => {
+    expect(run.code, run.stderr).toBe(0);
+    return JSON.parse(run.stdout);
+  };
+
+  const writeLease = async (heartbeatAtMs: number) => {
+    const job = newJobId();
+    await fixture.store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'cli-test', nowMs: heartbeatAtMs })));
+    return job;
+  };
+
+  beforeAll(async () => {
+    fixture = await openTestStore('minio');
+    worker = await startTestWorker(fixture.store, settings);
+    ({ client, close: closeClient } = await connectClient());
+  });
+  afterAll(async () => {
+    await client?.schedule.getHandle(scheduleId).delete().catch(() => undefined);
+    await closeClient?.();
+    await worker?.stop();
+    await fixture?.store.close();
+  });
+
+  it('lease show prints a live lease with the objects under its prefix, and exits 3 for a missing one', async () => {
+    const job = await writeLease(Date.now() + 60_000);
+    const shown = json(await cli('lease', 'show', ns, job, '--json'));
+    expect(shown).toMatchObject({ jobId: job, status: 'active', live: true, lease: { owner_id: 'cli-test' }, objects: { count: 1 } });
+    const text = await cli('lease', 'show', ns, job);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/status\s+active \(live\)/);
+
+    const missing = await cli('lease', 'show', ns, newJobId());
+    expect(missing.code).toBe(3);
+    expect(missing.stderr.trim().split('\n')).toHaveLength(1);
+    expect(missing.stderr).toContain('no lease at');
+  });
+
+  it('lease list --json lists every job prefix of the namespace with its status at now', async () => {
+    const expired = await writeLease(Date.now() - 10 * timing.leaseExpiryMs);
+    const rows = json(await cli('lease', 'list', '--namespace', ns, '--json')) as { jobId: string; status: string }[];
+    expect(rows).toContainEqual(expect.objectContaining({ jobId: expired, status: 'expired' }));
+    // Across every namespace of the bucket: other tests' compactions leave leases that expire too.
+    const onlyExpired = json(await cli('lease', 'list', '--status', 'expired', '--json')) as { namespaceId: string; jobId: string; status: string }[];
+    expect(onlyExpired.every((r) => r.status === 'expired')).toBe(true);
+    expect(onlyExpired.filter((r) => r.namespaceId === ns).map((r) => r.jobId)).toEqual([expired]);
+  });
+
+  it('compact start --wait runs the compaction on the worker and prints it published; a start beside it joins the same run', async () => {
+    const compacted = uniqueId('cli-compact').toLowerCase();
+    await writeInputs(fixture.store, compacted, 'revisions', makeInputs(3, 200));
+    const [waited, joined] = await Promise.all([
+      cli('compact', 'start', '--namespace', compacted, '--group', 'revisions', '--wait', '--json'),
+      cli('compact', 'start', '--namespace', compacted, '--group', 'revisions', '--json'),
+    ]);
+    const done = json(waited) as { workflowId: string; runId: string; result: { outcome: string; outputs: string[] } };
+    expect(done.workflowId).toBe(`compaction:${compacted}:revisions`);
+    expect(done.result.outcome).toBe('published');
+    expect(done.result.outputs.length).toBeGreaterThan(0);
+    expect(json(joined)).toMatchObject({ workflowId: done.workflowId, runId: done.runId });
+  });
+
+  it('worker serves compactions in the CLI process until SIGTERM, then exits 0', async () => {
+    const taskQueue = uniqueId('cli-worker-tq');
+    const child = spawnCli(['worker'], taskQueue);
+    const exited = finished(child);
+    try {
+      const compacted = uniqueId('cli-worker').toLowerCase();
+      await writeInputs(fixture.store, compacted, 'revisions', makeInputs(2, 100));
+      const done = json(await finished(spawnCli(['compact', 'start', '--namespace', compacted, '--group', 'revisions', '--wait', '--json'], taskQueue)));
+      expect(done).toMatchObject({ result: { outcome: 'published' } });
+    } finally {
+      child.kill('SIGTERM');
+    }
+    const run = await exited;
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain(`task queue ${taskQueue}`);
+  });
+
+  it('gc run --dry-run --wait --json reports the pass and deletes nothing', async () => {
+    const expired = await writeLease(Date.now() - 10 * timing.leaseExpiryMs);
+    const run = json(await cli('gc', 'run', '--dry-run', '--namespace', ns, '--wait', '--json')) as {
+      complete: boolean;
+      report: { dryRun: boolean; totals: { namespaces: number; prefixesSeen: number; claimed: number; leasesDeleted: number } };
+    };
+    expect(run.complete).toBe(true);
+    expect(run.report.dryRun).toBe(true);
+    expect(run.report.totals.namespaces).toBe(1);
+    expect(run.report.totals.claimed).toBeGreaterThanOrEqual(1);
+    const after = json(await cli('lease', 'show', ns, expired, '--json'));
+    expect(after).toMatchObject({ status: 'expired', lease: { status: 'active' } });
+  });
+
+  it('gc schedule ensure twice leaves one schedule, updated in place, which describe --json shows', async () => {
+    expect((await cli('gc', 'schedule', 'ensure', '--schedule-id', scheduleId, '--cron', '0 3 * * *')).code).toBe(0);
+    const ensured = json(await cli('gc', 'schedule', 'ensure', '--schedule-id', scheduleId, '--every', '2h', '--dry-run', '--json'));
+    expect(ensured).toMatchObject({ scheduleId, every: '2h', pass: { dryRun: true } });
+    const described = json(await cli('gc', 'schedule', 'describe', '--schedule-id', scheduleId, '--json'));
+    expect(described).toMatchObject({
+      scheduleId,
+      paused: false,
+      taskQueue: worker.taskQueue,
+      pass: { dryRun: true },
+      cadence: { calendars: [], intervals: [{ everyMs: 2 * 3600_000 }] },
+    });
+    expect((await cli('gc', 'schedule', 'pause', '--schedule-id', scheduleId, '--note', 'cli test')).code).toBe(0);
+    expect(json(await cli('gc', 'schedule', 'describe', '--schedule-id', scheduleId, '--json'))).toMatchObject({ paused: true, note: 'cli test' });
+    const missing = await cli('gc', 'schedule', 'describe', '--schedule-id', uniqueId('absent'));
+    expect(missing.code).toBe(3);
+  });
+
+  it('an invalid namespace is a usage error: exit 2 and one line naming the grammar', async () => {
+    const run = await cli('lease', 'list', '--namespace', 'Not/A/Namespace');
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe('');
+    expect(run.stderr.trim().split('\n')).toEqual([expect.stringContaining('invalid namespace id "Not/A/Namespace"')]);
+  });
+});
