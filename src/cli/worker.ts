@@ -8,18 +8,17 @@ import { connectTemporal, type CliContext } from './context';
 
 async function runWorker(ctx: CliContext): Promise<void> {
   // Loaded here: the native worker runtime is the heaviest import, and no other command needs it.
-  const { DefaultLogger, NativeConnection, Runtime } = await import('@temporalio/worker');
-  const { createWorker } = await import('../worker/index.js');
-  Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });
+  const { NativeConnection } = await import('@temporalio/worker');
+  const { serveWorker } = await import('../worker/index.js');
+  const { installRuntime } = await import('../worker/runtime.js');
+  installRuntime();
   const settings = ctx.settings();
   const store = await ctx.store();
   const target = ctx.temporal();
   const connection = await connectTemporal(target, () => NativeConnection.connect(target.connectionOptions));
   try {
-    const taskQueue = ctx.taskQueue();
-    const worker = await createWorker({ store, settings, connection, namespace: target.namespace, taskQueue });
-    ctx.out.line(`worker ${settings.ownerId} on ${target.address}/${target.namespace}, task queue ${taskQueue}, store ${store.description}`);
-    await worker.run();
+    const serverLabel = `${target.address}/${target.namespace}`;
+    await serveWorker({ store, settings, connection, namespace: target.namespace, taskQueue: ctx.taskQueue(), serverLabel, log: (l) => ctx.out.line(l) });
   } finally {
     await connection.close();
   }

@@ -37,3 +37,11 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...options.workerOptions,
   });
 }
+
+/** Creates a worker and runs it until the Runtime's shutdown signals (SIGINT, SIGTERM): the entry points of worker processes share this. */
+export async function serveWorker(options: CreateWorkerOptions & { serverLabel: string; log: (line: string) => void }): Promise<void> {
+  const taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
+  const worker = await createWorker({ ...options, taskQueue });
+  options.log(`worker ${options.settings.ownerId} on ${options.serverLabel}, task queue ${taskQueue}, store ${options.store.description}`);
+  await worker.run();
+}

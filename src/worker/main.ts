@@ -7,7 +7,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { settingsFromEnv } from '../config';
 import { objectStoreFromEnv } from '../store';
 import { temporalTarget } from './connect';
-import { createWorker } from './index';
+import { serveWorker } from './index';
 import { installRuntime } from './runtime';
 import { taskQueueFromEnv } from './task-queue';
 
@@ -17,10 +17,8 @@ async function main(): Promise<void> {
   const store = objectStoreFromEnv(process.env, settings.timing.operationDeadlineMs);
   const target = temporalTarget();
   const connection = await NativeConnection.connect(target.connectionOptions);
-  const taskQueue = taskQueueFromEnv();
-  const worker = await createWorker({ store, settings, connection, namespace: target.namespace, taskQueue });
-  console.log(`worker ${settings.ownerId} on ${target.address}/${target.namespace}, task queue ${taskQueue}, store ${store.description}`);
-  await worker.run();
+  const serverLabel = `${target.address}/${target.namespace}`;
+  await serveWorker({ store, settings, connection, namespace: target.namespace, taskQueue: taskQueueFromEnv(), serverLabel, log: console.log });
   await connection.close();
   await store.close();
 }
