@@ -38,9 +38,13 @@ export interface PassClock {
 
 /** Sorts after every key that starts with the prefix it is appended to (keys compare as UTF-8 bytes). */
 const AFTER_PREFIX = '\u{10FFFF}';
-/** A position ending in `/` is a common prefix: resuming after it must skip everything under it too. */
-const startAfter = (position: string | undefined): string | undefined =>
-  position === undefined || !position.endsWith('/') ? position : position + AFTER_PREFIX;
+/**
+ * A position ending in `/` is a common prefix: resuming after it must skip everything under it too.
+ * The one exception is an object whose key is the listed prefix itself (a folder marker): skipping
+ * "under" it would skip every child of the prefix.
+ */
+const startAfter = (prefix: string, position: string | undefined): string | undefined =>
+  position === undefined || position === prefix || !position.endsWith('/') ? position : position + AFTER_PREFIX;
 
 export interface ChildrenPage<T> {
   readonly found: T[];
@@ -58,7 +62,7 @@ async function listChildren<T>(
   limit: number,
   parse: (commonPrefix: string) => T | undefined,
 ): Promise<ChildrenPage<T>> {
-  const page = await store.list({ prefix, delimiter: '/', startAfter: startAfter(after), maxKeys: limit });
+  const page = await store.list({ prefix, delimiter: '/', startAfter: startAfter(prefix, after), maxKeys: limit });
   const found: T[] = [];
   const unrecognised = page.objects.map((o) => o.key);
   for (const p of page.commonPrefixes) {

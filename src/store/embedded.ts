@@ -129,9 +129,10 @@ class EmbeddedObjectStore implements ObjectStore {
     const limit = Math.min(request.maxKeys ?? MAX_KEYS_PER_REQUEST, MAX_KEYS_PER_REQUEST);
     const objects: ObjectInfo[] = [];
     const commonPrefixes: string[] = [];
-    // The cursor is the last key or common prefix returned; only a common prefix ends in the delimiter.
+    // The cursor is the last key or common prefix returned; only a common prefix ends in the delimiter,
+    // except an object whose key is the prefix itself (a folder marker), after which every child still follows.
     const cursor = request.cursor ?? request.startAfter;
-    let after = cursor === undefined ? '' : delimiter && cursor.endsWith(delimiter) ? cursor + AFTER_PREFIX : cursor;
+    let after = cursor === undefined ? '' : delimiter && cursor.endsWith(delimiter) && cursor !== prefix ? cursor + AFTER_PREFIX : cursor;
     let last: string | undefined;
     for (;;) {
       const rows = this.statements.list.all({ after, prefix, limit: limit + 1 });

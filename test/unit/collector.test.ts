@@ -3,7 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
+import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import { claimLease, EMPTY_TALLY, listJobPrefixes, reclaimPrefix, type ReclaimOptions, type ReclaimPosition } from '../../src/protocol/collector';
 import { AmbiguousError, createEmbeddedObjectStore, type ListPage, type ObjectStore } from '../../src/store';
@@ -96,6 +96,20 @@ describe('collector', () => {
       after = page.next;
       if (after === undefined) break;
       expect(pages).toBeLessThan(5);
+    }
+    expect(found).toEqual(jobs);
+  });
+
+  it('a folder marker at the compactions prefix, last on a page, hides none of the job prefixes after it', async () => {
+    const jobs = Array.from({ length: 3 }, () => newJobId()).sort();
+    for (const j of jobs) await store.put(stagedSegmentKey(ns, j, newSegmentId(), 'seg'), bytes(j));
+    await store.put(compactionsPrefix(ns), bytes(''));
+    const found: string[] = [];
+    for (let after: string | undefined, pages = 0; pages < 10; pages++) {
+      const page = await listJobPrefixes(store, ns, after, 1);
+      found.push(...page.found);
+      after = page.next;
+      if (after === undefined) break;
     }
     expect(found).toEqual(jobs);
   });
