@@ -13,7 +13,6 @@ import {
   inputSegmentKey,
   jobPrefix,
   leaseKey,
-  namespaceId,
   rootKey,
   stagedSegmentKey,
   type MetadataCompactionId,
