@@ -13,7 +13,6 @@ import { ApplicationFailure } from '@temporalio/common';
 import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startCompaction } from '../../src/client';
-import { resolveSettings } from '../../src/config';
 import { freePort } from '../../src/devservers';
 import { encodeEnvelope } from '../../src/envelope';
 import {
@@ -35,14 +34,9 @@ import { createWorker } from '../../src/worker';
 import type { GcInput, GcReport } from '../../src/workflows/gc';
 import { interceptStore } from '../support/faults';
 import { createTestBucket, openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
-import { connectClient, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
 
-// expiry 2 s, T 1 s, staging grace 3 s, as in gc.test.ts.
-const settings = resolveSettings({
-  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 2000 },
-  targetSegmentBytes: 4096,
-  heartbeatTimeoutMs: 5000,
-});
+const settings = quickExpirySettings;
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const payloadOf = (ns: NamespaceId, job: MetadataCompactionId) => ({

@@ -2,19 +2,18 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { leaseKey, namespaceId, newJobId } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
-import { resolveSettings } from '../../src/config';
 import { makeInputs, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+import { environmentFor } from '../support/worker-process';
 
 const cliMain = join(__dirname, '..', '..', 'src', 'cli', 'index.ts');
 
-// expiry 2 s: the same timings for the worker in this process and the CLI's environment.
-const timing = { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 2000 };
-const settings = resolveSettings({ timing, targetSegmentBytes: 4096, heartbeatTimeoutMs: 5000 });
+// The same timings (expiry 2 s) for the worker in this process and the CLI's environment.
+const settings = quickExpirySettings;
 
 interface Run {
   readonly code: number | null;
@@ -31,27 +30,8 @@ describe('compaction-lease CLI', () => {
   const ns = namespaceId(uniqueId('cli').toLowerCase());
 
   const spawnCli = (args: string[], taskQueue = worker.taskQueue) => {
-    const endpoint = fixture.endpoint!;
     return spawn(process.execPath, ['--import', 'tsx', cliMain, ...args], {
-      env: {
-        ...process.env,
-        NODE_NO_WARNINGS: '1',
-        TEMPORAL_ADDRESS: inject('temporalAddress'),
-        COMPACTION_TASK_QUEUE: taskQueue,
-        COMPACTION_S3_BUCKET: fixture.bucket,
-        COMPACTION_S3_FORCE_PATH_STYLE: 'true',
-        AWS_ENDPOINT_URL_S3: endpoint.endpoint,
-        AWS_REGION: endpoint.region,
-        AWS_ACCESS_KEY_ID: endpoint.accessKey,
-        AWS_SECRET_ACCESS_KEY: endpoint.secretKey,
-        COMPACTION_LEASE_REFRESH_INTERVAL_MS: String(timing.leaseRefreshIntervalMs),
-        COMPACTION_OPERATION_DEADLINE_MS: String(timing.operationDeadlineMs),
-        COMPACTION_PUBLICATION_BUDGET_MS: String(timing.publicationBudgetMs),
-        COMPACTION_CLOCK_SAFETY_MARGIN_MS: String(timing.clockSafetyMarginMs),
-        COMPACTION_LEASE_EXPIRY_MS: String(timing.leaseExpiryMs),
-        COMPACTION_TARGET_SEGMENT_BYTES: String(settings.targetSegmentBytes),
-        COMPACTION_HEARTBEAT_TIMEOUT_MS: String(settings.heartbeatTimeoutMs),
-      },
+      env: { ...environmentFor(fixture, taskQueue, settings), NODE_NO_WARNINGS: '1' },
     });
   };
   const finished = (child: ChildProcessWithoutNullStreams): Promise<Run> => {
@@ -103,7 +83,7 @@ describe('compaction-lease CLI', () => {
   });
 
   it('lease list --json lists every job prefix of the namespace with its status at now', async () => {
-    const expired = await writeLease(Date.now() - 10 * timing.leaseExpiryMs);
+    const expired = await writeLease(Date.now() - 10 * settings.timing.leaseExpiryMs);
     const rows = json(await cli('lease', 'list', '--namespace', ns, '--json')) as { jobId: string; status: string }[];
     expect(rows).toContainEqual(expect.objectContaining({ jobId: expired, status: 'expired' }));
     // Across every namespace of the bucket: other tests' compactions leave leases that expire too.
@@ -144,7 +124,7 @@ describe('compaction-lease CLI', () => {
   });
 
   it('gc run --dry-run --wait --json reports the pass and deletes nothing', async () => {
-    const expired = await writeLease(Date.now() - 10 * timing.leaseExpiryMs);
+    const expired = await writeLease(Date.now() - 10 * settings.timing.leaseExpiryMs);
     const run = json(await cli('gc', 'run', '--dry-run', '--namespace', ns, '--wait', '--json')) as {
       complete: boolean;
       report: { dryRun: boolean; totals: { namespaces: number; prefixesSeen: number; claimed: number; leasesDeleted: number } };

@@ -4,7 +4,6 @@ import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { describeGcSchedule, ensureGcSchedule, startCompaction, triggerGcPass } from '../../src/client';
-import { resolveSettings } from '../../src/config';
 import {
   compactionsPrefix,
   familyGroup,
@@ -27,14 +26,9 @@ import { StoreConfigError, StoreUnavailableError, type DeleteResult, type ListPa
 import type { GcInput, GcReport } from '../../src/workflows/gc';
 import { makeInputs, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
 
-// expiry 2 s, T 1 s, staging grace 3 s: every invariant of spec section 4 holds.
-const settings = resolveSettings({
-  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 2000 },
-  targetSegmentBytes: 4096,
-  heartbeatTimeoutMs: 5000,
-});
+const settings = quickExpirySettings;
 const { leaseExpiryMs, stagingGraceMs } = settings.timing;
 
 /** What the worker's store does besides forwarding: faults injected by a test, and the calls it saw. */

@@ -21,6 +21,13 @@ export async function connectClient(): Promise<{ client: Client; close: () => Pr
 export const testSettings = (unitMs = 1000, overrides: Partial<Omit<CompactionSettings, 'timing'>> = {}): CompactionSettings =>
   resolveSettings({ timing: shrunkTiming(unitMs), targetSegmentBytes: 4096, heartbeatTimeoutMs: 5000, ...overrides });
 
+/** Expiry 2 s, T 1 s, staging grace 3 s: short enough for collector tests to wait out, every invariant of spec section 4 kept. */
+export const quickExpirySettings: CompactionSettings = resolveSettings({
+  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 2000 },
+  targetSegmentBytes: 4096,
+  heartbeatTimeoutMs: 5000,
+});
+
 export interface RunningWorker {
   readonly worker: Worker;
   readonly taskQueue: string;
