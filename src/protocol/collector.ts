@@ -18,6 +18,7 @@ import {
 import { claimLeaseState, decideOwner, encodeLease, type OwnerDecision } from '../lease';
 import { emptyRoot, referencedKeys } from '../root';
 import {
+  AFTER_ALL_UNDER,
   AmbiguousError,
   ConflictError,
   NotFoundError,
@@ -36,15 +37,13 @@ export interface PassClock {
   readonly leaseExpiryMs: number;
 }
 
-/** Sorts after every key that starts with the prefix it is appended to (keys compare as UTF-8 bytes). */
-const AFTER_PREFIX = '\u{10FFFF}';
 /**
  * A position ending in `/` is a common prefix: resuming after it must skip everything under it too.
  * The one exception is an object whose key is the listed prefix itself (a folder marker): skipping
  * "under" it would skip every child of the prefix.
  */
 const startAfter = (prefix: string, position: string | undefined): string | undefined =>
-  position === undefined || position === prefix || !position.endsWith('/') ? position : position + AFTER_PREFIX;
+  position === undefined || position === prefix || !position.endsWith('/') ? position : position + AFTER_ALL_UNDER;
 
 export interface ChildrenPage<T> {
   readonly found: T[];

@@ -9,6 +9,7 @@ import { dirname } from 'node:path';
 import { Readable } from 'node:stream';
 import Database from 'better-sqlite3';
 import {
+  AFTER_ALL_UNDER,
   MAX_KEYS_PER_REQUEST,
   NotFoundError,
   ObjectTooLargeError,
@@ -43,8 +44,6 @@ interface Row {
   last_modified_ms: number;
 }
 
-/** Sorts after every key that starts with the prefix it is appended to (keys are compared as UTF-8 bytes, like S3). */
-const AFTER_PREFIX = '\u{10FFFF}';
 
 const newEtag = () => `"${randomBytes(16).toString('hex')}"`;
 
@@ -132,7 +131,7 @@ class EmbeddedObjectStore implements ObjectStore {
     // The cursor is the last key or common prefix returned; only a common prefix ends in the delimiter,
     // except an object whose key is the prefix itself (a folder marker), after which every child still follows.
     const cursor = request.cursor ?? request.startAfter;
-    let after = cursor === undefined ? '' : delimiter && cursor.endsWith(delimiter) && cursor !== prefix ? cursor + AFTER_PREFIX : cursor;
+    let after = cursor === undefined ? '' : delimiter && cursor.endsWith(delimiter) && cursor !== prefix ? cursor + AFTER_ALL_UNDER : cursor;
     let last: string | undefined;
     for (;;) {
       const rows = this.statements.list.all({ after, prefix, limit: limit + 1 });
@@ -143,7 +142,7 @@ class EmbeddedObjectStore implements ObjectStore {
         if (cut >= 0) {
           last = row.key.slice(0, cut + delimiter!.length);
           commonPrefixes.push(last);
-          after = last + AFTER_PREFIX;
+          after = last + AFTER_ALL_UNDER;
           rolledUp = true;
           break;
         }

@@ -59,6 +59,9 @@ export interface DeleteResult {
   readonly failed: readonly DeleteFailure[];
 }
 
+/** Appended to a prefix, sorts after every key under it (listings order keys as UTF-8 bytes, like S3): resuming after a common prefix skips it whole. */
+export const AFTER_ALL_UNDER = '\u{10FFFF}';
+
 /** S3 caps a DeleteObjects request and a listing page at 1000 keys. */
 export const MAX_KEYS_PER_REQUEST = 1000;
 
