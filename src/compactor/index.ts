@@ -40,17 +40,23 @@ export interface CompactionHooks {
 }
 
 /**
- * Merges all of the group's segments (so tombstones are dropped) from `resume` on.
- * Memory: one output segment being built plus one stream buffer per input.
+ * How a worker turns a group's inputs into staged output: {@link compactGroup} in production; a
+ * test compactor (see `waiting.ts`) for benchmarks that only need the job to hold its lease.
  */
-export async function compactGroup(
+export type Compactor = (
   store: ObjectStore,
   job: JobRef,
   inputs: readonly string[],
   targetSegmentBytes: number,
   resume: CompactionProgress,
   hooks: CompactionHooks,
-): Promise<CompactionProgress> {
+) => Promise<CompactionProgress>;
+
+/**
+ * Merges all of the group's segments (so tombstones are dropped) from `resume` on.
+ * Memory: one output segment being built plus one stream buffer per input.
+ */
+export const compactGroup: Compactor = async (store, job, inputs, targetSegmentBytes, resume, hooks) => {
   const streams = await Promise.all(inputs.map(async (key) => readSegment(key, (await store.getStream(key)).body)));
   let progress = resume;
   let builder = new SegmentBuilder();
@@ -73,4 +79,6 @@ export async function compactGroup(
   }
   if (builder.count > 0) await flush();
   return progress;
-}
+};
+
+export { waitingCompactor } from './waiting';

@@ -2,6 +2,7 @@
 import { join } from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
+import type { Compactor } from '../compactor';
 import type { CompactionSettings } from '../config';
 import type { ObjectStore } from '../store';
 import { DEFAULT_TASK_QUEUE } from './task-queue';
@@ -15,6 +16,8 @@ export interface CreateWorkerOptions {
   readonly connection: NativeConnection;
   readonly namespace?: string;
   readonly taskQueue?: string;
+  /** Test-only: what the compaction activity runs instead of the reference compactor (e.g. `waitingCompactor` in bench/scale.ts). */
+  readonly compactor?: Compactor;
   /** Passed through to `Worker.create` (slots, identity, bundle, …). */
   readonly workerOptions?: Partial<WorkerOptions>;
 }
@@ -30,7 +33,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
     // A folder, so the bundler finds index.ts in the sources and index.js in the build.
     ...(options.workerOptions?.workflowBundle ? {} : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities({ store: options.store, settings: options.settings }),
+    activities: createActivities({ store: options.store, settings: options.settings, compactor: options.compactor }),
     // Cancellation reaches an activity only with a heartbeat that is actually sent: without this cap a
     // lease keeper would stop up to 0.8 × heartbeat timeout after publication asked it to.
     maxHeartbeatThrottleInterval: '5 seconds',
