@@ -12,8 +12,9 @@ Runtime.install({ logger: new DefaultLogger('WARN') });
 let counter = 0;
 export const uniqueId = (prefix: string) => `${prefix}-${process.pid}-${Date.now().toString(36)}-${counter++}`;
 
-export async function connectClient(): Promise<{ client: Client; close: () => Promise<void> }> {
-  const connection = await Connection.connect({ address: inject('temporalAddress') });
+/** `address`: another Temporal server than the shared one (a test that starts its own). */
+export async function connectClient(address = inject('temporalAddress')): Promise<{ client: Client; close: () => Promise<void> }> {
+  const connection = await Connection.connect({ address });
   return { client: new Client({ connection }), close: () => connection.close() };
 }
 
@@ -39,8 +40,13 @@ let bundle: Promise<WorkflowBundle> | undefined;
 export const workflowBundle = (): Promise<WorkflowBundle> => (bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger }));
 const quietLogger = { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} };
 
-export async function startTestWorker(store: ObjectStore, settings: CompactionSettings, taskQueue = uniqueId('tq')): Promise<RunningWorker> {
-  const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+export async function startTestWorker(
+  store: ObjectStore,
+  settings: CompactionSettings,
+  taskQueue = uniqueId('tq'),
+  address = inject('temporalAddress'),
+): Promise<RunningWorker> {
+  const connection = await NativeConnection.connect({ address });
   const worker = await createWorker({
     store,
     settings,
