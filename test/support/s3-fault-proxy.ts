@@ -1,0 +1,234 @@
+/**
+ * S3 fault injection: a loopback HTTP proxy in front of a real S3 server (MinIO) that forwards
+ * requests byte for byte and, by a probabilistic plan or a one-shot script, delays them, answers
+ * 500 / 503 / 409 with S3's XML error body, loses the response of a request the server applied, or
+ * times out. Test-only: it lives under test/ (not shipped), and no production setting routes through
+ * it — a client reaches it only when a test or the soak points its endpoint at `proxy.endpoint`.
+ *
+ * The Host header is forwarded unchanged, so SigV4 signatures (which cover the proxy's host:port the
+ * client signed) stay valid. Requests are path-style (`/{bucket}/{key}?{query}`), as our clients send them.
+ */
+import { Agent, createServer, request as forwardRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+
+export type FaultKind = 'delay' | 'error500' | 'error503' | 'conflict409' | 'lostResponse' | 'timeout';
+export const FAULT_KINDS: readonly FaultKind[] = ['delay', 'error500', 'error503', 'conflict409', 'lostResponse', 'timeout'];
+
+export interface S3Request {
+  method: string;
+  bucket: string;
+  /** Decoded object key; empty for bucket-level requests (listings, DeleteObjects). */
+  key: string;
+  /** The raw query string without `?` (e.g. `x-id=PutObject`, `delete`, `list-type=2&prefix=…`). */
+  query: string;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export interface FaultPlan {
+  /** Probability per matching request, 0..1, of each fault; at most one fault per request. */
+  probabilities?: Partial<Record<FaultKind, number>>;
+  /** For 'delay': how long the request is held before it is forwarded. */
+  delayMs?: number;
+  /** For 'timeout': hold the request this long (it is never forwarded), then drop the socket without answering. */
+  timeoutMs?: number;
+  /** Seeds the choice of faults: the same seed and the same order of requests give the same faults. */
+  seed?: number;
+  /** Default: every request. */
+  matches?: (request: S3Request) => boolean;
+}
+
+export interface S3FaultProxy {
+  /** http://127.0.0.1:PORT — point the S3 client here (path-style). */
+  readonly endpoint: string;
+  /** Replace the probabilistic plan (off = {}). */
+  setPlan(plan: FaultPlan): void;
+  /** One-shot scripted faults, checked before the plan: the next `times` (default 1) matching requests get `fault`. */
+  script(fault: FaultKind, matches: (r: S3Request) => boolean, times?: number): void;
+  /** Faults injected so far, by kind. */
+  readonly injected: Readonly<Record<FaultKind, number>>;
+  /** Requests seen so far, faulted or not. */
+  readonly requests: number;
+  stop(): Promise<void>;
+}
+
+const DEFAULT_DELAY_MS = 200;
+const DEFAULT_TIMEOUT_MS = 2_000;
+
+/** The error bodies S3 sends; the SDK reads the code from them (a 503 SlowDown is throttling and retried with backoff). */
+const ERROR_ANSWERS = {
+  error500: { status: 500, code: 'InternalError', message: 'We encountered an internal error. Please try again.' },
+  error503: { status: 503, code: 'SlowDown', message: 'Please reduce your request rate.' },
+  conflict409: { status: 409, code: 'ConditionalRequestConflict', message: 'A conflicting conditional operation is currently in progress against this resource. Please try again.' },
+} as const;
+
+/** mulberry32: a small seeded generator, so a plan's faults can be replayed. */
+function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function describeRequest(req: IncomingMessage): S3Request {
+  const url = req.url ?? '/';
+  const queryAt = url.indexOf('?');
+  const path = queryAt < 0 ? url : url.slice(0, queryAt);
+  const [, bucket = '', ...keyParts] = path.split('/');
+  return {
+    method: req.method ?? 'GET',
+    bucket: decodeURIComponent(bucket),
+    key: decodeURIComponent(keyParts.join('/')),
+    query: queryAt < 0 ? '' : url.slice(queryAt + 1),
+    headers: req.headers,
+  };
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Reads a request body to its end without forwarding it: the server never sees the request. */
+const drain = (req: IncomingMessage) =>
+  new Promise<void>((resolve) => {
+    req.on('end', resolve).on('error', () => resolve()).resume();
+  });
+
+const escapeXml = (s: string) => s.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
+
+export async function startS3FaultProxy(target: string, initialPlan: FaultPlan = {}): Promise<S3FaultProxy> {
+  const upstream = new URL(target);
+  const agent = new Agent({ keepAlive: true });
+  const injected = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
+  const scripted: { fault: FaultKind; matches: (r: S3Request) => boolean; remaining: number }[] = [];
+  const sockets = new Set<Socket>();
+  let plan = initialPlan;
+  let random = seededRandom(initialPlan.seed ?? 0);
+  let requests = 0;
+
+  const chooseFault = (request: S3Request): FaultKind | undefined => {
+    const script = scripted.find((s) => s.remaining > 0 && s.matches(request));
+    if (script) {
+      script.remaining--;
+      return script.fault;
+    }
+    if (!plan.probabilities || !(plan.matches?.(request) ?? true)) return undefined;
+    // One draw per matching request, in a fixed order of kinds: the seed alone decides the faults.
+    const draw = random();
+    let cumulative = 0;
+    for (const kind of FAULT_KINDS) {
+      cumulative += plan.probabilities[kind] ?? 0;
+      if (draw < cumulative) return kind;
+    }
+    return undefined;
+  };
+
+  /** Forwards the request unchanged; with `loseResponse`, reads the whole answer (the server has applied the request) and drops the client's connection instead of relaying it. */
+  const forward = (req: IncomingMessage, res: ServerResponse, loseResponse: boolean) => {
+    const outgoing = forwardRequest({
+      host: upstream.hostname,
+      port: upstream.port,
+      method: req.method,
+      path: req.url,
+      headers: req.headers,
+      agent,
+    });
+    outgoing.on('response', (answer) => {
+      if (loseResponse) {
+        answer.on('end', () => req.socket.destroy()).resume();
+        return;
+      }
+      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, answer.rawHeaders);
+      answer.pipe(res);
+    });
+    outgoing.on('error', () => req.socket.destroy());
+    // The client gave up (its deadline): stop the forwarded request too.
+    res.on('close', () => {
+      if (!res.writableFinished) outgoing.destroy();
+    });
+    req.pipe(outgoing);
+  };
+
+  const answerError = async (req: IncomingMessage, res: ServerResponse, request: S3Request, fault: keyof typeof ERROR_ANSWERS) => {
+    await drain(req);
+    const { status, code, message } = ERROR_ANSWERS[fault];
+    const resource = `/${request.bucket}/${request.key}`;
+    const body = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${escapeXml(message)}</Message><Resource>${escapeXml(resource)}</Resource><RequestId>fault-proxy</RequestId></Error>`;
+    res.writeHead(status, { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(body), 'x-amz-request-id': 'fault-proxy' });
+    res.end(body);
+  };
+
+  const timeOut = async (req: IncomingMessage) => {
+    await drain(req);
+    await Promise.race([sleep(plan.timeoutMs ?? DEFAULT_TIMEOUT_MS), new Promise((resolve) => req.socket.once('close', resolve))]);
+    req.socket.destroy();
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    requests++;
+    const request = describeRequest(req);
+    const fault = chooseFault(request);
+    if (fault) injected[fault]++;
+    switch (fault) {
+      case undefined:
+        return forward(req, res, false);
+      case 'delay':
+        await sleep(plan.delayMs ?? DEFAULT_DELAY_MS);
+        return forward(req, res, false);
+      case 'lostResponse':
+        return forward(req, res, true);
+      case 'timeout':
+        return timeOut(req);
+      default:
+        return answerError(req, res, request, fault);
+    }
+  };
+
+  const server = createServer((req, res) => void handle(req, res));
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const { port } = server.address() as { port: number };
+
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    setPlan(next) {
+      plan = next;
+      random = seededRandom(next.seed ?? 0);
+    },
+    script(fault, matches, times = 1) {
+      scripted.push({ fault, matches, remaining: times });
+    },
+    get injected() {
+      return { ...injected };
+    },
+    get requests() {
+      return requests;
+    },
+    async stop() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      agent.destroy();
+      await closed;
+    },
+  };
+}
+
+/** Matchers for plans and scripts, by what the S3 adapter sends. */
+export const s3Requests = {
+  /** A conditional or plain PutObject. */
+  put: (r: S3Request) => r.method === 'PUT' && r.key !== '',
+  /** A compare-and-swap PutObject (`If-Match`). */
+  compareAndSwap: (r: S3Request) => r.method === 'PUT' && r.headers['if-match'] !== undefined,
+  /** A put-if-absent PutObject (`If-None-Match: *`). */
+  createIfAbsent: (r: S3Request) => r.method === 'PUT' && r.headers['if-none-match'] === '*',
+  getObject: (r: S3Request) => r.method === 'GET' && r.key !== '',
+  list: (r: S3Request) => r.method === 'GET' && r.key === '' && /(^|&)list-type=2(&|$)/.test(r.query),
+  deleteObjects: (r: S3Request) => r.method === 'POST' && /(^|&)delete(=|&|$)/.test(r.query),
+} as const;
