@@ -15,7 +15,7 @@ import {
   StoreUnavailableError,
   type ObjectStore,
 } from '../../src/store';
-import { s3Requests, startS3FaultProxy, type FaultKind, type S3FaultProxy, type S3Request } from '../support/s3-fault-proxy';
+import { s3Requests, startS3FaultProxy, type FaultKind, type S3Exchange, type S3FaultProxy, type S3Request } from '../support/s3-fault-proxy';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 
 const SDK_ATTEMPTS = 3;
@@ -185,6 +185,30 @@ describe('S3 fault proxy on MinIO', () => {
     expect(Date.now() - started).toBeLessThan(9_000);
     expect(text((await direct.store.get(key)).body)).toBe('v1');
     await hasty.close();
+  });
+
+  it('observers see every forwarded request with the body sent and the full answer, also an answer the client never got', async () => {
+    const key = freshKey('observed');
+    const seen: S3Exchange[] = [];
+    const unsubscribe = proxy.observe((e) => seen.push(e));
+    const { etag } = await faulty.putIfAbsent(key, bytes('v1'));
+    proxy.script('lostResponse', both(s3Requests.compareAndSwap, forKey(key)));
+    proxy.script('error500', s3Requests.deleteObjects);
+    await expect(faulty.putIfMatch(key, bytes('v2'), etag)).rejects.toBeInstanceOf(PreconditionFailedError);
+    const landed = await direct.store.get(key);
+    await faulty.deleteMany([key]);
+    unsubscribe();
+    const summary = seen.map((e) => ({ method: e.request.method, status: e.status, lost: e.lost, body: e.requestBody?.toString() }));
+    expect(summary.slice(0, 3)).toEqual([
+      { method: 'PUT', status: 200, lost: false, body: 'v1' },
+      { method: 'PUT', status: 200, lost: true, body: 'v2' },
+      { method: 'PUT', status: 412, lost: false, body: 'v2' },
+    ]);
+    expect(seen[1]!.responseHeaders.etag).toBe(landed.etag);
+    // The injected 500 was never forwarded: only the retried DeleteObjects reached MinIO, and its request names the key.
+    expect(seen.slice(3).map((e) => [e.request.method, e.status])).toEqual([['POST', 200]]);
+    expect(seen[3]!.requestBody?.toString()).toContain(`<Key>${key}</Key>`);
+    expect(seen[3]!.responseBody?.toString()).toContain('DeleteResult');
   });
 
   it('a delay holds the request and then forwards it', async () => {

@@ -8,7 +8,7 @@
  * The Host header is forwarded unchanged, so SigV4 signatures (which cover the proxy's host:port the
  * client signed) stay valid. Requests are path-style (`/{bucket}/{key}?{query}`), as our clients send them.
  */
-import { Agent, createServer, request as forwardRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Agent, createServer, request as forwardRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
 export type FaultKind = 'delay' | 'error500' | 'error503' | 'conflict409' | 'lostResponse' | 'timeout';
@@ -37,6 +37,22 @@ export interface FaultPlan {
   matches?: (request: S3Request) => boolean;
 }
 
+/** One request the proxy forwarded and the server's full answer, also when the client never received it. */
+export interface S3Exchange {
+  readonly request: S3Request;
+  /** The request body as sent (undefined beyond {@link MAX_OBSERVED_BODY_BYTES}). */
+  readonly requestBody: Buffer | undefined;
+  readonly status: number;
+  readonly responseHeaders: IncomingHttpHeaders;
+  /** The response body (undefined beyond {@link MAX_OBSERVED_BODY_BYTES}). */
+  readonly responseBody: Buffer | undefined;
+  /** The answer was dropped instead of relayed (a lost response): the server applied the request, the client cannot know. */
+  readonly lost: boolean;
+}
+
+/** Bodies larger than this are not kept for observers. */
+export const MAX_OBSERVED_BODY_BYTES = 1024 * 1024;
+
 export interface S3FaultProxy {
   /** http://127.0.0.1:PORT — point the S3 client here (path-style). */
   readonly endpoint: string;
@@ -48,6 +64,11 @@ export interface S3FaultProxy {
   readonly injected: Readonly<Record<FaultKind, number>>;
   /** Requests seen so far, faulted or not. */
   readonly requests: number;
+  /**
+   * Calls `listener` with every forwarded request once the server's answer is complete and before
+   * the client receives any of it: the ground truth of what the server applied. Returns an unsubscribe.
+   */
+  observe(listener: (exchange: S3Exchange) => void): () => void;
   stop(): Promise<void>;
 }
 
@@ -95,6 +116,17 @@ const drain = (req: IncomingMessage) =>
     req.on('end', resolve).on('error', () => resolve()).resume();
   });
 
+/** Keeps a copy of a stream's chunks as they flow; the body is offered to observers only while small. */
+function collectBody(stream: IncomingMessage): (() => Buffer | undefined) & { chunks: Buffer[] } {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  stream.on('data', (chunk: Buffer) => {
+    chunks.push(chunk);
+    bytes += chunk.length;
+  });
+  return Object.assign(() => (bytes <= MAX_OBSERVED_BODY_BYTES ? Buffer.concat(chunks) : undefined), { chunks });
+}
+
 const escapeXml = (s: string) => s.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
 export async function startS3FaultProxy(target: string, initialPlan: FaultPlan = {}): Promise<S3FaultProxy> {
@@ -103,6 +135,7 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
   const injected = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
   const scripted: { fault: FaultKind; matches: (r: S3Request) => boolean; remaining: number }[] = [];
   const sockets = new Set<Socket>();
+  const observers = new Set<(exchange: S3Exchange) => void>();
   let plan = initialPlan;
   let random = seededRandom(initialPlan.seed ?? 0);
   let requests = 0;
@@ -125,7 +158,8 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
   };
 
   /** Forwards the request unchanged; with `loseResponse`, reads the whole answer (the server has applied the request) and drops the client's connection instead of relaying it. */
-  const forward = (req: IncomingMessage, res: ServerResponse, loseResponse: boolean) => {
+  const forward = (req: IncomingMessage, res: ServerResponse, request: S3Request, loseResponse: boolean) => {
+    const requestBody = collectBody(req);
     const outgoing = forwardRequest({
       host: upstream.hostname,
       port: upstream.port,
@@ -135,12 +169,18 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
       agent,
     });
     outgoing.on('response', (answer) => {
-      if (loseResponse) {
-        answer.on('end', () => req.socket.destroy()).resume();
-        return;
-      }
-      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, answer.rawHeaders);
-      answer.pipe(res);
+      const responseBody = collectBody(answer);
+      answer.on('end', () => {
+        const status = answer.statusCode ?? 502;
+        for (const listener of observers) {
+          listener({ request, requestBody: requestBody(), status, responseHeaders: answer.headers, responseBody: responseBody(), lost: loseResponse });
+        }
+        if (loseResponse) req.socket.destroy();
+        else {
+          res.writeHead(status, answer.statusMessage, answer.rawHeaders);
+          res.end(Buffer.concat(responseBody.chunks));
+        }
+      });
     });
     outgoing.on('error', () => req.socket.destroy());
     // The client gave up (its deadline): stop the forwarded request too.
@@ -172,12 +212,12 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
     if (fault) injected[fault]++;
     switch (fault) {
       case undefined:
-        return forward(req, res, false);
+        return forward(req, res, request, false);
       case 'delay':
         await sleep(plan.delayMs ?? DEFAULT_DELAY_MS);
-        return forward(req, res, false);
+        return forward(req, res, request, false);
       case 'lostResponse':
-        return forward(req, res, true);
+        return forward(req, res, request, true);
       case 'timeout':
         return timeOut(req);
       default:
@@ -210,6 +250,10 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
     },
     get requests() {
       return requests;
+    },
+    observe(listener) {
+      observers.add(listener);
+      return () => observers.delete(listener);
     },
     async stop() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
