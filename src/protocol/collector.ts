@@ -209,12 +209,20 @@ function addTally(a: ReclaimTally, b: ReclaimTally, limit: number): ReclaimTally
   };
 }
 
+/** A delete batch's fate: what it settled up to `upTo`, or the failure and what it deleted before it. */
+type FlushOutcome =
+  | { readonly upTo: string | undefined; readonly settled: ReclaimTally }
+  | { readonly error: unknown; readonly deleted: ReclaimTally };
+
 /**
  * Walks a prefix owned by this collector or by no one, ascending from `resume`, and deletes each
  * staged segment that is old enough and not referenced by the root, which is re-read before every
  * delete batch (candidate selection may be stale, deletion may not). The lease and unrecognised keys
  * are never deleted here. `onProgress` receives the position after every page, so a retried walk
  * resumes there; a position only passes keys whose fate is settled.
+ *
+ * One batch is deleted while the next is listed (S3 listings are sequential, deletes are not):
+ * batches are deleted one after another, in key order, so a position still passes only settled keys.
  */
 export async function reclaimPrefix(
   store: ObjectStore,
@@ -228,46 +236,72 @@ export async function reclaimPrefix(
   let listedUpTo = resume.after;
   let candidates: ObjectInfo[] = [];
   let retained: Mutable<ReclaimTally> & { unrecognisedKeys: string[] } = { ...EMPTY_TALLY, unrecognisedKeys: [] };
+  let inFlight: Promise<FlushOutcome> | undefined;
 
-  const flush = async (): Promise<void> => {
+  const deleteBatch = async (batch: readonly ObjectInfo[], batchRetained: ReclaimTally, upTo: string | undefined): Promise<FlushOutcome> => {
     let deleted: ObjectInfo[] = [];
-    let referencedCount = 0;
-    if (candidates.length) {
-      const read = await readRootIfAny(store, job.namespaceId);
-      const referenced = referencedKeys(read?.root ?? emptyRoot(job.namespaceId));
-      const doomed = candidates.filter((o) => !referenced.has(o.key));
-      referencedCount = candidates.length - doomed.length;
-      const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;
-      const failedKeys = new Set(failed.map((f) => f.key));
-      deleted = doomed.filter((o) => !failedKeys.has(o.key));
-      if (failed.length) {
-        // Deletions are counted now (those keys will not be listed again); the rest of the batch is walked again on retry.
-        onProgress({ after: committed.after, tally: addTally(committed.tally, deletionTally(deleted), options.reportLimit) });
-        throw new DeleteFailedError(prefix, failed);
+    try {
+      let referencedCount = 0;
+      if (batch.length) {
+        const read = await readRootIfAny(store, job.namespaceId);
+        const referenced = referencedKeys(read?.root ?? emptyRoot(job.namespaceId));
+        const doomed = batch.filter((o) => !referenced.has(o.key));
+        referencedCount = batch.length - doomed.length;
+        const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;
+        const failedKeys = new Set(failed.map((f) => f.key));
+        deleted = doomed.filter((o) => !failedKeys.has(o.key));
+        if (failed.length) throw new DeleteFailedError(prefix, failed);
       }
+      return { upTo, settled: addTally({ ...batchRetained, retainedReferenced: referencedCount }, deletionTally(deleted), options.reportLimit) };
+    } catch (error) {
+      return { error, deleted: deletionTally(deleted) };
     }
-    const settled = addTally({ ...retained, retainedReferenced: referencedCount }, deletionTally(deleted), options.reportLimit);
-    committed = { after: listedUpTo, tally: addTally(committed.tally, settled, options.reportLimit) };
-    candidates = [];
-    retained = { ...EMPTY_TALLY, unrecognisedKeys: [] };
   };
 
-  for (;;) {
-    const page = await store.list({ prefix, startAfter: listedUpTo });
-    for (const o of page.objects) {
-      const parsed = parseCompactionKey(o.key);
-      if (parsed.kind === 'lease' && parsed.jobId === job.jobId) continue;
-      // Only a staged segment of this very job may go; anything else under the prefix is retained and reported.
-      if (parsed.kind !== 'staged_segment' || parsed.jobId !== job.jobId || parsed.namespaceId !== job.namespaceId) {
-        retained.retainedUnrecognised++;
-        if (retained.unrecognisedKeys.length < options.reportLimit) retained.unrecognisedKeys.push(o.key);
-      } else if (isOldEnough(o, options)) candidates.push(o);
-      else retained.retainedYoung++;
+  /** Waits for the batch in flight and moves the position past it; a failed batch fails the walk. */
+  const settle = async (): Promise<void> => {
+    const outcome = await inFlight;
+    inFlight = undefined;
+    if (outcome === undefined) return;
+    if ('error' in outcome) {
+      // Deletions are counted now (those keys will not be listed again); the rest of the batch is walked again on retry.
+      onProgress({ after: committed.after, tally: addTally(committed.tally, outcome.deleted, options.reportLimit) });
+      throw outcome.error;
     }
-    listedUpTo = page.objects.at(-1)?.key ?? listedUpTo;
-    const last = page.nextCursor === undefined;
-    if (last || candidates.length >= options.keysPerFlush) await flush();
-    onProgress(committed);
-    if (last) return committed.tally;
+    committed = { after: outcome.upTo, tally: addTally(committed.tally, outcome.settled, options.reportLimit) };
+  };
+
+  try {
+    for (;;) {
+      const page = await store.list({ prefix, startAfter: listedUpTo });
+      for (const o of page.objects) {
+        const parsed = parseCompactionKey(o.key);
+        if (parsed.kind === 'lease' && parsed.jobId === job.jobId) continue;
+        // Only a staged segment of this very job may go; anything else under the prefix is retained and reported.
+        if (parsed.kind !== 'staged_segment' || parsed.jobId !== job.jobId || parsed.namespaceId !== job.namespaceId) {
+          retained.retainedUnrecognised++;
+          if (retained.unrecognisedKeys.length < options.reportLimit) retained.unrecognisedKeys.push(o.key);
+        } else if (isOldEnough(o, options)) candidates.push(o);
+        else retained.retainedYoung++;
+      }
+      listedUpTo = page.objects.at(-1)?.key ?? listedUpTo;
+      const last = page.nextCursor === undefined;
+      if (last || candidates.length >= options.keysPerFlush) {
+        await settle();
+        inFlight = deleteBatch(candidates, retained, listedUpTo);
+        candidates = [];
+        retained = { ...EMPTY_TALLY, unrecognisedKeys: [] };
+      }
+      if (last) await settle();
+      onProgress(committed);
+      if (last) return committed.tally;
+    }
+  } catch (err) {
+    // A failed listing still settles the batch in flight: no delete outlives its walk, and its deletions are counted.
+    if (inFlight) {
+      await settle();
+      onProgress(committed);
+    }
+    throw err;
   }
 }

@@ -1,7 +1,8 @@
 /**
  * One collector pass, orchestrated (spec section 6): a parent walks the namespaces page by page
  * and runs a child per namespace, a bounded number at a time; each child first scans its job
- * prefixes for corrupt leases (read-only), then claims, reclaims and releases them one by one.
+ * prefixes for corrupt leases (read-only), then claims, reclaims and releases them, a bounded
+ * number at a time.
  * One fixed clock, the workflow's own time at the start of the pass, decides every expiry and age
  * and travels through continue-as-new with the running report, so history stays bounded however
  * many prefixes exist. Deterministic: every I/O is an activity.
@@ -13,6 +14,7 @@ import {
   ChildWorkflowFailure,
   continueAsNew,
   executeChild,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -36,6 +38,8 @@ export interface GcOptions {
   readonly namespaceConcurrency?: number;
   /** Namespaces or job prefixes per listing page (≤ 400); a run continues as new between pages once its history is long. */
   readonly prefixesPerPage?: number;
+  /** Job prefixes of one namespace claimed and reclaimed at once (≤ 100), each still claim → reclaim → delete lease. */
+  readonly prefixConcurrency?: number;
   /** Staged candidates collected before the root is re-read and they are deleted. */
   readonly keysPerFlush?: number;
 }
@@ -101,7 +105,14 @@ const HISTORY_EVENTS_PER_RUN = 4000;
  * under Temporal's 10,000-event comfort limit.
  */
 const MAX_PREFIXES_PER_PAGE = 400;
-const DEFAULTS: PassOptions = { dryRun: false, namespaceConcurrency: 4, prefixesPerPage: 100, keysPerFlush: 4000 };
+/** Each prefix in flight holds up to two activities open: far below Temporal's 2,000 pending activities per run. */
+const MAX_PREFIX_CONCURRENCY = 100;
+const DEFAULTS: PassOptions = { dryRun: false, namespaceConcurrency: 4, prefixesPerPage: 100, prefixConcurrency: 8, keysPerFlush: 4000 };
+/**
+ * Runs recorded before prefixes were collected concurrently replay one at a time: their
+ * histories schedule one claim after another. Remove once no such run can still be open.
+ */
+const CONCURRENT_PREFIXES_PATCH = 'gc-concurrent-prefixes';
 
 const ZERO: GcTotals = {
   namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, corrupt: 0, failedPrefixes: 0,
@@ -174,8 +185,10 @@ function resolveOptions(input: GcOptions): PassOptions {
   };
   whole('namespaceConcurrency', 1000);
   whole('prefixesPerPage', MAX_PREFIXES_PER_PAGE);
+  whole('prefixConcurrency', MAX_PREFIX_CONCURRENCY);
   whole('keysPerFlush', 1_000_000);
-  return { dryRun: options.dryRun === true, namespaceConcurrency: options.namespaceConcurrency, prefixesPerPage: options.prefixesPerPage, keysPerFlush: options.keysPerFlush };
+  const { dryRun, namespaceConcurrency, prefixesPerPage, prefixConcurrency, keysPerFlush } = options;
+  return { dryRun: dryRun === true, namespaceConcurrency, prefixesPerPage, prefixConcurrency, keysPerFlush };
 }
 
 async function gcActivities() {
@@ -205,7 +218,9 @@ async function gcActivities() {
 /**
  * The pass over one namespace. Phase `scan` reads every lease and claims nothing: a corrupt one
  * fails the namespace before anything in it is claimed or deleted. Phase `collect` claims,
- * reclaims and releases each job prefix; a lease that turns corrupt meanwhile stops it there.
+ * reclaims and releases the job prefixes of a page, `prefixConcurrency` at a time; a lease that
+ * turns corrupt meanwhile stops it there: no prefix is claimed after that, those already in
+ * flight (claimed before the corruption was seen) finish and release their leases.
  */
 export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcReport> {
   const ns = namespaceId(input.namespaceId);
@@ -214,8 +229,11 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
   let { phase, after, report } = input.carried ?? { phase: 'scan' as const, after: undefined, report: emptyReport(nowMs, options.dryRun) };
   upsertSearchAttributes([{ key: CompactionNamespace, value: ns }]);
   const { listJobPrefixes, findCorruptLeases, claimLease, reclaimPrefix, deleteLease } = await gcActivities();
+  // Options carried from a parent run that predates the option leave it unset.
+  const prefixConcurrency = patched(CONCURRENT_PREFIXES_PATCH) ? (options.prefixConcurrency ?? DEFAULTS.prefixConcurrency) : 1;
 
   const collectPrefix = async (id: string): Promise<void> => {
+    if (report.totals.corrupt > 0) return;
     const job = jobId(id);
     const prefix = jobPrefix(ns, job);
     report = merge(report, { totals: { prefixesSeen: 1 } });
@@ -258,10 +276,7 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
         unrecognisedKeys: page.unrecognised,
       });
     } else {
-      for (const job of page.found) {
-        await collectPrefix(job);
-        if (report.totals.corrupt > 0) break;
-      }
+      await inBatches(page.found, 1, prefixConcurrency, ([job]) => collectPrefix(job as string));
     }
     after = page.next;
     if (report.totals.corrupt > 0) break;

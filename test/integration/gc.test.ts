@@ -1,7 +1,10 @@
 /** The collector pass against the real Temporal dev server and MinIO, at timings shrunk to seconds. */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
+import { Worker } from '@temporalio/worker';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { describeGcSchedule, ensureGcSchedule, startCompaction, triggerGcPass } from '../../src/client';
 import {
@@ -24,9 +27,10 @@ import { referencedKeys } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
 import { StoreConfigError, StoreUnavailableError, type DeleteResult, type ListPage, type ListRequest, type ObjectStore } from '../../src/store';
 import type { GcInput, GcReport } from '../../src/workflows/gc';
+import { gate } from '../support/faults';
 import { makeInputs, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, workflowBundle, type RunningWorker } from '../support/temporal';
 
 const settings = quickExpirySettings;
 const { leaseExpiryMs, stagingGraceMs } = settings.timing;
@@ -84,8 +88,8 @@ describe('collector pass', () => {
   });
 
   const newNamespace = () => namespaceId(uniqueId('gc').toLowerCase());
-  const pass = (input: GcInput): Promise<GcReport> =>
-    client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId: uniqueId('gc-pass'), args: [input] });
+  const pass = (input: GcInput, workflowId = uniqueId('gc-pass')): Promise<GcReport> =>
+    client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId, args: [input] });
   /** A pass expected to fail: its report travels in the failure's details. */
   const failingPass = async (input: GcInput): Promise<GcReport> => {
     const err: unknown = await pass(input).then(() => undefined, (e: unknown) => e);
@@ -336,9 +340,80 @@ describe('collector pass', () => {
     expect(await keysUnder(jobPrefix(ns, job))).toEqual([]);
     expect(seen.deletes.every((batch) => batch.length <= 1000)).toBe(true);
     expect(seen.deletes.length).toBeGreaterThanOrEqual(4);
-    // The second attempt starts after the last key of the first batch, which its predecessor heartbeated.
+    // The first attempt lists one page ahead while a batch is deleted, and stops at the failed second batch; the second
+    // attempt starts after the last key of the first batch, which its predecessor heartbeated.
     const walks = seen.lists.filter((l) => l.prefix === jobPrefix(ns, job)).map((l) => l.startAfter);
-    expect(walks).toEqual([undefined, staged[999], staged[999], staged[1999]]);
+    expect(walks).toEqual([undefined, staged[999], staged[1999], staged[999], staged[1999]]);
+  });
+
+  it('a page of job prefixes is collected concurrently, at most prefixConcurrency at a time, each claimed, reclaimed, then released', async () => {
+    const ns = newNamespace();
+    const jobs = Array.from({ length: 10 }, () => newJobId());
+    const staged = new Map<string, string[]>();
+    for (const job of jobs) staged.set(job, await stage(ns, job, 2));
+    await ageBeyondStagingGrace();
+    for (const job of jobs) await writeLease(ns, job, Date.now() - leaseExpiryMs - 1000);
+    const held = gate();
+    let claims = 0;
+    faults.beforeLeaseCas = async () => {
+      claims++;
+      await held.wait;
+    };
+    const workflowId = uniqueId('gc-pass');
+    const run = pass({ namespaces: [ns], prefixConcurrency: 4 }, workflowId);
+
+    // Four claims are held at once; a fifth, while they are held, would break the bound.
+    await expect.poll(() => claims, { timeout: 30_000, interval: 100 }).toBe(4);
+    await sleep(1000);
+    expect(claims).toBe(4);
+    held.open();
+    const report = await run;
+
+    expect(report.totals).toMatchObject({ prefixesSeen: 10, claimed: 10, objectsDeleted: 20, leasesDeleted: 10, failedPrefixes: 0 });
+    for (const job of jobs) {
+      const segmentsDeleted = seen.deletes.findIndex((keys) => keys.includes(staged.get(job)?.[0] ?? ''));
+      expect(segmentsDeleted, job).toBeGreaterThanOrEqual(0);
+      expect(seen.deletes.findIndex((keys) => keys.includes(leaseKey(ns, job))), job).toBeGreaterThan(segmentsDeleted);
+    }
+    expect(await keysUnder(compactionsPrefix(ns))).toEqual([]);
+    await expectReplays(client, `${workflowId}/${ns}`);
+  });
+
+  it('a corrupt lease in a page collected concurrently fails its namespace, which loses nothing; another namespace is collected', async () => {
+    const [ns, healthy] = [newNamespace(), newNamespace()];
+    const jobs = Array.from({ length: 12 }, () => newJobId()).sort();
+    const corrupt = jobs[5] as MetadataCompactionId;
+    for (const job of jobs) await stage(ns, job, 2);
+    const orphan = newJobId();
+    await stage(healthy, orphan, 2);
+    await ageBeyondStagingGrace();
+    // Around the corrupt lease, in the same page: expired leases and orphans that a healthy namespace would lose.
+    for (const [i, job] of jobs.entries()) if (job !== corrupt && i % 2 === 0) await writeLease(ns, job, Date.now() - leaseExpiryMs - 1000);
+    await store.put(leaseKey(ns, corrupt), new TextEncoder().encode('{"kind":"compaction_lease", truncated'));
+    const before = await keysUnder(compactionsPrefix(ns));
+
+    const report = await failingPass({ namespaces: [ns, healthy], prefixConcurrency: 8, prefixesPerPage: jobs.length });
+
+    expect(report.corruptNamespaces).toEqual([ns]);
+    expect(report.totals).toMatchObject({ corrupt: 1, claimed: 0, orphaned: 1, objectsDeleted: 2 });
+    expect(seen.deletes.flat().filter((key) => key.startsWith(compactionsPrefix(ns)))).toEqual([]);
+    expect(await keysUnder(compactionsPrefix(ns))).toEqual(before);
+    expect(await keysUnder(jobPrefix(healthy, orphan))).toEqual([]);
+  });
+
+  it('a namespace pass recorded before prefixes were collected concurrently still replays', async () => {
+    // Recorded from the sequential code (commit 397fd34): one expired lease, one orphan, one more expired lease.
+    const history: unknown = JSON.parse(readFileSync(join(__dirname, '..', 'golden', 'gc-namespace-sequential-history.json'), 'utf8'));
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, 'gc-golden-sequential/golden-sequential');
+  });
+
+  it.each([0, 101, 2.5])('a prefixConcurrency of %s fails the pass as InvalidInput naming the option', async (prefixConcurrency) => {
+    const err: unknown = await pass({ namespaces: [newNamespace()], prefixConcurrency }).then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    const cause = (err as WorkflowFailedError).cause;
+    expect(cause).toBeInstanceOf(ApplicationFailure);
+    expect((cause as ApplicationFailure).type).toBe('InvalidInput');
+    expect((cause as ApplicationFailure).message).toMatch(/prefixConcurrency must be a whole number from 1 to 100/);
   });
 
   it('a dry run deletes nothing and reports exactly what the following real pass deletes', async () => {
