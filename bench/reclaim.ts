@@ -4,12 +4,14 @@
  *     delete batch, age and key checks) each on one of two identical prefixes of N small staged
  *     segments under dead, lease-less jobs; objects/s and the ratio. `--tune` then tries the knobs
  *     that exist without code changes (ReclaimOptions.keysPerFlush, the S3 store's deleteConcurrency);
- *  2. a GC pass (gcWorkflow on a worker) over M lease-less job prefixes of one tiny object each in
- *     one namespace: the pass's duration and the longest history (events) of any of its runs,
+ *  2. a GC pass (gcWorkflow on a worker) over M job prefixes in one namespace: every 10th with a live
+ *     lease and one object, two in 10 with an expired lease and two objects, the rest lease-less
+ *     orphans of one object: the pass's duration and the longest history (events) of any of its runs,
  *     following every continue-as-new chain of the parent and of each namespace child.
  * Run: `eval "$(scripts/provision.sh)" && eval "$(scripts/provision-s5cmd.sh)" && npx tsx bench/reclaim.ts`
- * Options: --objects N (default 100000), --prefixes M[,M2…] (default 100000), --prefixes-per-page P
- *          (gcWorkflow's prefixesPerPage, default its own 100), --tune,
+ * Options: --objects N (default 100000), --repeat R (pairs of prefixes, default 2: s5cmd first in odd
+ *          runs, reclaimPrefix first in even ones), --prefixes M[,M2…] (default 100000),
+ *          --prefixes-per-page P, --prefix-concurrency C (gcWorkflow's options, default its own), --tune,
  *          --skip-reclaim, --skip-gc, --disk (MinIO data on disk rather than in /dev/shm).
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -24,8 +26,9 @@ import { Client, Connection } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { resolveSettings, shrunkTiming } from '../src/config';
+import { createLeaseState, encodeLease } from '../src/lease';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
-import { compactionsPrefix, jobPrefix, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
+import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
 import { EMPTY_TALLY, reclaimPrefix, type ReclaimTally } from '../src/protocol/collector';
 import { createS3ObjectStore, type ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
@@ -147,7 +150,7 @@ function s3Client(minio: { endpoint: string; region: string; accessKey: string; 
   });
 }
 
-async function reclaimBench(minio: Awaited<ReturnType<typeof startMinio>>, objects: number, tune: boolean): Promise<void> {
+async function reclaimBench(minio: Awaited<ReturnType<typeof startMinio>>, objects: number, repeat: number, tune: boolean): Promise<void> {
   // Writes get their own client with room for every write in flight; the collector's store uses the SDK's default sockets.
   const writerClient = s3Client(minio, WRITES_IN_FLIGHT * 2);
   const writer = createS3ObjectStore({ bucket: BUCKET, client: writerClient });
@@ -161,30 +164,42 @@ async function reclaimBench(minio: Awaited<ReturnType<typeof startMinio>>, objec
   // A real root, so every flush re-reads and parses one (it references only input segments, none of the staged ones).
   await writeInputs(writer, ns, 'bindings', makeInputs(4, 50, 150));
 
-  console.log(`reclaim: 2 prefixes × ${objects} objects of ${OBJECT_BYTES} bytes, no lease, staging grace ${STAGING_GRACE_MS} ms`);
-  const writeStart = performance.now();
-  const [forS5cmd, forPackage] = [await stageDeadJob(writer, ns, objects), await stageDeadJob(writer, ns, objects)];
-  const writeMs = performance.now() - writeStart;
-  console.log(`  written in ${(writeMs / 1000).toFixed(1)} s (${rate(2 * objects, writeMs)}, ${WRITES_IN_FLIGHT} PUTs in flight)`);
-  await sleep(STAGING_GRACE_MS + 500);
-
-  const s5Start = performance.now();
-  await runS5cmd(minio.endpoint, minio.accessKey, minio.secretKey, forS5cmd.prefix);
-  const s5Ms = performance.now() - s5Start;
-  const s5Load = load();
-
+  console.log(`reclaim: ${repeat} runs, each on 2 prefixes × ${objects} objects of ${OBJECT_BYTES} bytes, no lease, staging grace ${STAGING_GRACE_MS} ms`);
   const store = createS3ObjectStore({ bucket: BUCKET, client: collectorClient });
-  const own = await timeReclaim(store, forPackage, DEFAULT_KEYS_PER_FLUSH);
-
-  const left = [await countUnder(writer, forS5cmd.prefix), await countUnder(writer, forPackage.prefix)];
-  console.log(`  s5cmd rm            ${(s5Ms / 1000).toFixed(2)} s: ${rate(objects, s5Ms)} (${s5Load})`);
-  console.log(
-    `  reclaimPrefix       ${(own.ms / 1000).toFixed(2)} s: ${rate(own.tally.objectsDeleted, own.ms)} ` +
-      `(keysPerFlush ${DEFAULT_KEYS_PER_FLUSH}, deleteConcurrency ${DEFAULT_DELETE_CONCURRENCY}; deleted ${own.tally.objectsDeleted}, retained young ${own.tally.retainedYoung}, unrecognised ${own.tally.retainedUnrecognised}; ${load()})`,
-  );
-  console.log(`  ratio reclaimPrefix/s5cmd throughput: ${(s5Ms / own.ms).toFixed(2)}`);
-  console.log(`  left afterwards: s5cmd prefix ${left[0]}, reclaimPrefix prefix ${left[1]} objects`);
-  if (left[0] !== 0 || left[1] !== 0 || own.tally.objectsDeleted !== objects) throw new Error('a prefix was not emptied');
+  const ratios: number[] = [];
+  let s5Ms = 0;
+  for (let run = 1; run <= repeat; run++) {
+    const writeStart = performance.now();
+    const [forS5cmd, forPackage] = [await stageDeadJob(writer, ns, objects), await stageDeadJob(writer, ns, objects)];
+    const writeMs = performance.now() - writeStart;
+    console.log(`  run ${run}: written in ${(writeMs / 1000).toFixed(1)} s (${rate(2 * objects, writeMs)}, ${WRITES_IN_FLIGHT} PUTs in flight)`);
+    await sleep(STAGING_GRACE_MS + 500);
+    const timeS5cmd = async () => {
+      const started = performance.now();
+      await runS5cmd(minio.endpoint, minio.accessKey, minio.secretKey, forS5cmd.prefix);
+      return { ms: performance.now() - started, load: load() };
+    };
+    const s5cmdFirst = run % 2 === 1;
+    const s5 = s5cmdFirst ? await timeS5cmd() : undefined;
+    const own = await timeReclaim(store, forPackage, DEFAULT_KEYS_PER_FLUSH);
+    const ownLoad = load();
+    const s5run = s5 ?? (await timeS5cmd());
+    s5Ms = s5run.ms;
+    const left = [await countUnder(writer, forS5cmd.prefix), await countUnder(writer, forPackage.prefix)];
+    console.log(`    order: ${s5cmdFirst ? 's5cmd first' : 'reclaimPrefix first'}`);
+    console.log(`    s5cmd rm            ${(s5run.ms / 1000).toFixed(2)} s: ${rate(objects, s5run.ms)} (${s5run.load})`);
+    console.log(
+      `    reclaimPrefix       ${(own.ms / 1000).toFixed(2)} s: ${rate(own.tally.objectsDeleted, own.ms)} ` +
+        `(keysPerFlush ${DEFAULT_KEYS_PER_FLUSH}, deleteConcurrency ${DEFAULT_DELETE_CONCURRENCY}; deleted ${own.tally.objectsDeleted}, retained young ${own.tally.retainedYoung}, unrecognised ${own.tally.retainedUnrecognised}; ${ownLoad})`,
+    );
+    ratios.push(s5run.ms / own.ms);
+    console.log(`    ratio reclaimPrefix/s5cmd throughput: ${(s5run.ms / own.ms).toFixed(2)}`);
+    console.log(`    left afterwards: s5cmd prefix ${left[0]}, reclaimPrefix prefix ${left[1]} objects`);
+    if (left[0] !== 0 || left[1] !== 0 || own.tally.objectsDeleted !== objects) throw new Error('a prefix was not emptied');
+  }
+  const sorted = [...ratios].sort((a, b) => a - b);
+  const median = sorted.length % 2 ? (sorted[(sorted.length - 1) / 2] as number) : ((sorted[sorted.length / 2 - 1] as number) + (sorted[sorted.length / 2] as number)) / 2;
+  console.log(`  ratios: ${ratios.map((r) => r.toFixed(2)).join(', ')}; median ${median.toFixed(2)}`);
 
   if (tune) {
     console.log(`tuning reclaimPrefix (one fresh prefix of ${objects} objects per setting):`);
@@ -224,7 +239,10 @@ async function followChain(client: Client, workflowId: string, firstRunId: strin
   return { runs, children };
 }
 
-async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: number[], prefixesPerPage: number | undefined): Promise<void> {
+/** Every 10th prefix is a live job, the next two dead jobs whose leases expired, the rest orphans. */
+const kindOf = (i: number): 'live' | 'expired' | 'orphan' => (i % 10 === 0 ? 'live' : i % 10 <= 2 ? 'expired' : 'orphan');
+
+async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: number[], options: { prefixesPerPage?: number; prefixConcurrency?: number }): Promise<void> {
   const temporalServer = await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES });
   const writerClient = s3Client(minio, WRITES_IN_FLIGHT * 2);
   const writer = createS3ObjectStore({ bucket: BUCKET, client: writerClient });
@@ -242,20 +260,32 @@ async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: nu
   const worker = await createWorker({ store: workerStore, settings, connection, taskQueue: 'bench-gc' });
   const clientConnection = await Connection.connect({ address: temporalServer.address });
   const client = new Client({ connection: clientConnection });
-  console.log(`gc pass: shrunk timing (staging grace ${settings.timing.stagingGraceMs} ms), gcWorkflow defaults but prefixesPerPage ${prefixesPerPage ?? '100 (default)'}, one namespace`);
+  console.log(
+    `gc pass: shrunk timing (staging grace ${settings.timing.stagingGraceMs} ms), one namespace, gcWorkflow defaults but ` +
+      `prefixesPerPage ${options.prefixesPerPage ?? '100 (default)'}, prefixConcurrency ${options.prefixConcurrency ?? '8 (default)'}`,
+  );
   try {
     await worker.runUntil(async () => {
       for (const count of counts) {
         const ns = namespaceId(`bench-gc-${count}-${Date.now().toString(36)}`);
         const writeStart = performance.now();
         const body = new Uint8Array(OBJECT_BYTES).fill(0x62);
-        const jobs = Array.from({ length: count }, () => newJobId());
-        await inBatches(jobs, 1, WRITES_IN_FLIGHT, (batch) => Promise.all(batch.map((job) => writer.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), body))));
+        const jobs = Array.from({ length: count }, (_, i) => ({ job: newJobId(), kind: kindOf(i) }));
+        const objectsOf = (kind: string) => (kind === 'expired' ? 2 : 1);
+        const stagedKeys = jobs.flatMap(({ job, kind }) => Array.from({ length: objectsOf(kind) }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')));
+        await inBatches(stagedKeys, 1, WRITES_IN_FLIGHT, (batch) => Promise.all(batch.map((key) => writer.put(key, body))));
+        // A live job refreshes throughout the pass: its heartbeat is set an hour ahead. An expired one last refreshed an hour ago.
+        const leaseAt = { live: Date.now() + 3_600_000, expired: Date.now() - 3_600_000 };
+        const leased = jobs.filter((j): j is { job: (typeof jobs)[number]['job']; kind: 'live' | 'expired' } => j.kind !== 'orphan');
+        await inBatches(leased, 1, WRITES_IN_FLIGHT, (batch) =>
+          Promise.all(batch.map(({ job, kind }) => writer.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'bench', nowMs: leaseAt[kind] }))))),
+        );
+        const expected = { live: jobs.filter((j) => j.kind === 'live').length, expired: jobs.filter((j) => j.kind === 'expired').length };
         const writeMs = performance.now() - writeStart;
         await sleep(settings.timing.stagingGraceMs + 500);
         const workflowId = `bench-gc-pass-${ns}`;
         const started = performance.now();
-        const handle = await client.workflow.start('gcWorkflow', { taskQueue: 'bench-gc', workflowId, args: [{ namespaces: [ns], ...(prefixesPerPage !== undefined && { prefixesPerPage }) }] });
+        const handle = await client.workflow.start('gcWorkflow', { taskQueue: 'bench-gc', workflowId, args: [{ namespaces: [ns], ...options }] });
         const report = (await handle.result()) as GcReport;
         const passMs = performance.now() - started;
 
@@ -276,7 +306,10 @@ async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: nu
             `events per run: ${all.map((r) => r.events).join(', ')}`,
         );
         console.log(`    every history < 10,000 events: ${all.every((r) => r.events < 10_000) ? 'yes' : 'NO'}`);
-        if (t.objectsDeleted !== count || left !== 0) throw new Error('the pass did not reclaim every prefix');
+        const expectedDeleted = count - expected.live + expected.expired;
+        if (t.live !== expected.live || t.claimed !== expected.expired || t.objectsDeleted !== expectedDeleted || left !== 2 * expected.live) {
+          throw new Error(`the pass did not do what the seed implies: ${expected.live} live, ${expected.expired} claimed, ${expectedDeleted} objects deleted, ${2 * expected.live} objects left`);
+        }
       }
     });
   } finally {
@@ -303,9 +336,10 @@ async function main(): Promise<void> {
     const admin = s3Client(minio, 8);
     await admin.send(new CreateBucketCommand({ Bucket: BUCKET }));
     admin.destroy();
-    if (!flag('skip-reclaim')) await reclaimBench(minio, objects, flag('tune'));
-    const perPage = option('prefixes-per-page', '');
-    if (!flag('skip-gc')) await gcBench(minio, prefixes, perPage === '' ? undefined : wholeNumbers(perPage, 'prefixes-per-page')[0]);
+    if (!flag('skip-reclaim')) await reclaimBench(minio, objects, wholeNumbers(option('repeat', '2'), 'repeat')[0] as number, flag('tune'));
+    const optional = (name: string) => (option(name, '') === '' ? undefined : wholeNumbers(option(name, ''), name)[0]);
+    const gcOptions = { prefixesPerPage: optional('prefixes-per-page'), prefixConcurrency: optional('prefix-concurrency') };
+    if (!flag('skip-gc')) await gcBench(minio, prefixes, Object.fromEntries(Object.entries(gcOptions).filter(([, v]) => v !== undefined)));
   } finally {
     await minio.stop();
     if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true });
