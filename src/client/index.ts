@@ -24,6 +24,9 @@ export async function startCompaction(client: Client, options: StartCompactionOp
     taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
     args: [{ namespaceId: ns, group }],
     staticSummary: `Compact group ${group} of namespace ${ns} under a lease`,
+    staticDetails:
+      'Merges the group\'s segments into new ones while refreshing its lease, then swaps them into the namespace root. ' +
+      'Current details: phase, job, lease, progress. Outcome in search attribute `CompactionOutcome`; a fenced job runs again as a new job.',
     typedSearchAttributes: [
       { key: CompactionNamespace, value: ns },
       { key: CompactionGroup, value: group },

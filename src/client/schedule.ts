@@ -38,6 +38,9 @@ export async function ensureGcSchedule(client: Client, options: GcScheduleOption
     taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
     args: [options.pass ?? {}] as Parameters<typeof gcWorkflow>,
     staticSummary: `Collector pass${options.pass?.dryRun ? ' (dry run)' : ''}: claim expired compaction leases and reclaim what no one owns`,
+    staticDetails:
+      'One child workflow per namespace. Current details and memo `gcTotals`: prefixes seen, claimed, deleted objects and bytes, retained; ' +
+      'search attributes `GcPrefixesSeen`, `GcObjectsDeleted`, `GcCorruptLeases`. A failed pass pauses the schedule.',
   };
   const policies = { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: options.catchupWindow ?? '5 minutes', pauseOnFailure: true };
   try {

@@ -60,7 +60,7 @@ const nonRetryableErrorTypes: (typeof NON_RETRYABLE_TYPES)[number][] = [
   'LeaseLost', 'LeaseCorrupt', 'RootCorrupt', 'RootMissing', 'SegmentCorrupt', 'InvalidInput', 'JobIdCollision', 'StoreConfig', 'TimingConfig', 'InvalidSettings',
 ];
 
-const { compactionSettings } = proxyLocalActivities<CompactionActivities>({ startToCloseTimeout: '10 seconds' });
+const { compactionSettings } = proxyLocalActivities<CompactionActivities>({ startToCloseTimeout: '10 seconds', summary: "read the worker's timings" });
 
 /** Math.random in a workflow is seeded per execution: a deterministic 128-bit source. */
 const workflowRandom = (bytes: Uint8Array) => {
