@@ -1,0 +1,42 @@
+/**
+ * The worker process (src/worker/main.ts) as an operator runs it, configured only by its
+ * environment. Free of vitest, so the soak script (scripts/soak.ts) starts workers the same way
+ * the integration tests do.
+ */
+import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { join } from 'node:path';
+import { TIMING_ENV, type CompactionSettings, type Timing } from '../../src/config';
+import type { S3Endpoint } from '../../src/devservers';
+
+const workerMain = join(__dirname, '..', '..', 'src', 'worker', 'main.ts');
+
+/** Where a worker process finds Temporal, the bucket and its task queue. */
+export interface WorkerTarget {
+  readonly temporalAddress: string;
+  readonly s3: S3Endpoint;
+  readonly bucket: string;
+  readonly taskQueue: string;
+}
+
+/** The environment that points a process at `target` with these settings. */
+export function workerEnvironment(target: WorkerTarget, settings: CompactionSettings): NodeJS.ProcessEnv {
+  const timing = Object.fromEntries(Object.entries(TIMING_ENV).map(([field, name]) => [name, String(settings.timing[field as keyof Timing])]));
+  return {
+    ...process.env,
+    TEMPORAL_ADDRESS: target.temporalAddress,
+    COMPACTION_TASK_QUEUE: target.taskQueue,
+    COMPACTION_S3_BUCKET: target.bucket,
+    COMPACTION_S3_FORCE_PATH_STYLE: 'true',
+    AWS_ENDPOINT_URL_S3: target.s3.endpoint,
+    AWS_REGION: target.s3.region,
+    AWS_ACCESS_KEY_ID: target.s3.accessKey,
+    AWS_SECRET_ACCESS_KEY: target.s3.secretKey,
+    ...timing,
+    COMPACTION_TARGET_SEGMENT_BYTES: String(settings.targetSegmentBytes),
+    COMPACTION_HEARTBEAT_TIMEOUT_MS: String(settings.heartbeatTimeoutMs),
+  };
+}
+
+/** Starts `src/worker/main.ts` under tsx with this environment. */
+export const spawnWorkerProcess = (env: NodeJS.ProcessEnv, stdio: StdioOptions = ['ignore', 'inherit', 'inherit']): ChildProcess =>
+  spawn(process.execPath, ['--import', 'tsx', workerMain], { stdio, env });
