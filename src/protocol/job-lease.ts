@@ -44,7 +44,8 @@ export async function createJobLease(store: ObjectStore, job: JobRef & { ownerId
     if ('lease' in read && read.lease.owner_id === lease.owner_id && read.lease.started_at_ms === lease.started_at_ms) {
       return { lease: read.lease, etag: read.etag };
     }
-    if ('missing' in read && err instanceof AmbiguousError) throw err;
+    // No lease after a 409 or an unknown outcome: the create did not land (or not yet); retrying it is safe.
+    if ('missing' in read && (err instanceof AmbiguousError || err instanceof ConflictError)) throw err;
     throw new JobIdCollisionError(`${key} already exists and is not this job's lease: job id collision`);
   }
 }
