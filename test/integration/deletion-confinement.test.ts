@@ -207,6 +207,35 @@ function oracle(bucket: BucketModel): { allowed: Set<string>; expected: Set<stri
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 
+/** Every key the model writes, strays included. */
+function modelKeys(bucket: BucketModel): string[] {
+  return [
+    ...bucket.strays,
+    ...bucket.namespaces.flatMap((ns) => [
+      ...(ns.hasRoot ? [rootKey(ns.namespaceId)] : []),
+      ...ns.jobs.flatMap((job) => [...(job.lease === 'missing' ? [] : [leaseKey(ns.namespaceId, job.jobId)]), ...stagedKeys(ns, job).map((s) => s.key)]),
+      ...inputKeys(ns).map((s) => s.key),
+      ...ns.strays,
+    ]),
+  ];
+}
+
+/**
+ * MinIO keeps objects as files: an object `x` and objects under `x/` clash, and whichever comes
+ * second is refused or hides the other from some listings but not from GET (S3 has no such clash).
+ * The MinIO runs leave out strays that would clash with another key, so the oracle judges the bucket
+ * MinIO really holds.
+ */
+function withoutFileFolderClashes(bucket: BucketModel): BucketModel {
+  const keys = modelKeys(bucket);
+  const clashes = (key: string) => keys.some((other) => other.startsWith(`${key}/`) || key.startsWith(`${other}/`));
+  return {
+    ...bucket,
+    strays: bucket.strays.filter((k) => !clashes(k)),
+    namespaces: bucket.namespaces.map((ns) => ({ ...ns, strays: ns.strays.filter((k) => !clashes(k)) })),
+  };
+}
+
 /** Writes the model; returns the pass clock, the store dates of every key, and the keys the store refused to hold. */
 async function populate(store: ObjectStore, bucket: BucketModel): Promise<{ nowMs: number; dates: Map<string, Date | undefined>; refused: string[] }> {
   const nowMs = Date.now();
@@ -343,7 +372,7 @@ describe('deletion confinement', () => {
     expect([...requested].filter((k) => referenced.has(k)), 'referenced keys deleted').toEqual([]);
     expect([...before].filter((k) => !after.has(k)).sort(), 'keys gone from the store').toEqual([...requested].filter((k) => before.has(k)).sort());
     const failures = JSON.stringify(passReport.failures);
-    // Compared with what the store holds: MinIO hides the objects under `x/` once an object `x` is written.
+    // Compared with what the store holds, which the store may not have taken whole.
     const reclaimable = [...expected].filter((k) => before.has(k)).sort();
     if (checkReclaimed) expect([...requested].sort(), `every old unreferenced key of an unowned prefix is reclaimed; pass failures: ${failures}`).toEqual(reclaimable);
 
@@ -380,7 +409,7 @@ describe('deletion confinement', () => {
   it('on MinIO, the same property holds, for keys MinIO accepts', async () => {
     const tally = zero();
     await fc.assert(
-      fc.asyncProperty(arbBucket, async (bucket) => {
+      fc.asyncProperty(arbBucket.map(withoutFileFolderClashes), async (bucket) => {
         const { store } = await openTestStore('minio');
         try {
           // MinIO ends a listing at a folder marker (an object keyed by the listed prefix) and reports
