@@ -4,19 +4,27 @@ import type { ObjectStore } from '../../src/store';
 
 export type StoreOperation = Exclude<keyof ObjectStore, 'description'>;
 
-/** Runs `before(operation, firstArgument)` ahead of every store call; it may wait (a gate) or throw (a fault). */
-export function interceptStore(store: ObjectStore, before: (operation: StoreOperation, subject: unknown) => Promise<void> | void): ObjectStore {
+/** Runs every store call through `around`, which decides when (and whether) `call` runs and sees it settle. */
+export function wrapStore(
+  store: ObjectStore,
+  around: (operation: StoreOperation, args: readonly unknown[], call: () => Promise<unknown>) => Promise<unknown>,
+): ObjectStore {
   return new Proxy(store, {
     get(target, property, receiver) {
       const value = Reflect.get(target, property, receiver);
       if (typeof value !== 'function') return value;
-      return async (...args: unknown[]) => {
-        await before(property as StoreOperation, args[0]);
-        return (value as (...a: unknown[]) => unknown).apply(target, args);
-      };
+      return (...args: unknown[]) =>
+        around(property as StoreOperation, args, async () => (value as (...a: unknown[]) => unknown).apply(target, args));
     },
   });
 }
+
+/** Runs `before(operation, firstArgument)` ahead of every store call; it may wait (a gate) or throw (a fault). */
+export const interceptStore = (store: ObjectStore, before: (operation: StoreOperation, subject: unknown) => Promise<void> | void): ObjectStore =>
+  wrapStore(store, async (operation, args, call) => {
+    await before(operation, args[0]);
+    return call();
+  });
 
 /** A promise to hold calls at, opened once by the test. */
 export function gate(): { wait: Promise<void>; open: () => void; readonly opened: boolean } {
