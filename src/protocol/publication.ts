@@ -44,17 +44,19 @@ export async function publishCompaction(
     if ('missing' in read) return { outcome: 'fenced', reason: 'the lease is gone' };
     if ('corrupt' in read) return { outcome: 'fenced', reason: read.corrupt };
     if (read.lease.status === 'reaping') return { outcome: 'fenced', reason: 'a collector claimed the lease' };
+    // The budget runs from before the refresh is sent: the heartbeat it writes is read off the clock
+    // then, so a slow refresh leaves less of the lease, and the budget must count it.
+    const refreshSentAt = clock.elapsedMs();
     try {
       await refreshJobLease(store, request, read, clock.leaseClockMs);
     } catch (err) {
       if (err instanceof LeaseLostError) return { outcome: 'fenced', reason: err.reason };
       throw err;
     }
-    const refreshedAt = clock.elapsedMs();
     const current = await readRoot(store, request.namespaceId);
     const plan = planPublication(current.root, request.group, request.inputs, request.outputs);
     if (plan.kind === 'abandoned') return { outcome: 'abandoned', missingInputs: plan.missingInputs };
-    const spent = clock.elapsedMs() - refreshedAt;
+    const spent = clock.elapsedMs() - refreshSentAt;
     if (spent > limits.budgetMs) {
       throw new PublicationBudgetExceededError(`${spent.toFixed(0)} ms since the refresh exceeds the publication budget of ${limits.budgetMs} ms`);
     }

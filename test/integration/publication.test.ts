@@ -49,6 +49,17 @@ describe('publication', () => {
     await expect(publishCompaction(fixture.store, request, limits, realClock())).resolves.toMatchObject({ outcome: 'published' });
   });
 
+  it('a slow refresh at the top of an attempt counts against the publication budget: that attempt publishes nothing', async () => {
+    const { ns, request } = await prepare();
+    const before = await fixture.store.get(rootKey(ns));
+    // The heartbeat is read off the clock before the refresh is sent; the refresh then takes longer than the whole budget.
+    const slowRefresh: ObjectStore = interceptStore(fixture.store, async (operation, key) => {
+      if (operation === 'putIfMatch' && key === leaseKey(ns, request.jobId)) await new Promise((r) => setTimeout(r, limits.budgetMs + 200));
+    });
+    await expect(publishCompaction(slowRefresh, request, limits, realClock())).rejects.toBeInstanceOf(PublicationBudgetExceededError);
+    expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
+  });
+
   it('a job whose lease was claimed is fenced at the top of the attempt and publishes nothing', async () => {
     const { ns, held, request } = await prepare();
     await fixture.store.putIfMatch(leaseKey(ns, request.jobId), encodeLease(claimLeaseState(held.lease)), held.etag);
