@@ -31,7 +31,8 @@ export class JobIdCollisionError extends Error {
 
 /**
  * Creates the lease with put-if-absent. `startedAtMs` is fixed by the caller, so a retried create
- * writes the same bytes and recognises its own earlier write after a lost response.
+ * writes the same bytes and recognises its own earlier write after a lost response; if a collector
+ * has claimed that write since, the job has lost its lease ({@link LeaseLostError}).
  */
 export async function createJobLease(store: ObjectStore, job: JobRef & { ownerId: string; startedAtMs: number }): Promise<HeldLease> {
   const lease = createLeaseState({ jobId: job.jobId, namespaceId: job.namespaceId, ownerId: job.ownerId, nowMs: job.startedAtMs });
@@ -42,6 +43,8 @@ export async function createJobLease(store: ObjectStore, job: JobRef & { ownerId
     if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof AmbiguousError)) throw err;
     const read = await readLease(store, job);
     if ('lease' in read && read.lease.owner_id === lease.owner_id && read.lease.started_at_ms === lease.started_at_ms) {
+      // Our own create landed; a collector may have claimed it since (the retry came after expiry).
+      if (read.lease.status === 'reaping') throw new LeaseLostError(key, 'a collector claimed it before its create was confirmed');
       return { lease: read.lease, etag: read.etag };
     }
     // No lease after a 409 or an unknown outcome: the create did not land (or not yet); retrying it is safe.

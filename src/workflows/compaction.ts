@@ -17,6 +17,7 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { CompactionActivities, CompactionOutput } from '../activities/compaction';
+import type { HeldLease } from '../protocol';
 import type { NON_RETRYABLE_TYPES } from '../activities/failures';
 import { familyGroup, InvalidKeyError, namespaceId, newJobId, type MetadataCompactionId } from '../keys';
 import { CompactionGroup, CompactionJobId, CompactionNamespace, CompactionOutcome } from './search-attributes';
@@ -115,36 +116,45 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   view.jobId = job;
   upsertSearchAttributes([{ key: CompactionJobId, value: job }]);
   show('creating lease');
-  const held = await createLease.executeWithOptions({ summary: `create lease ${job}` }, [
-    { namespaceId: ns, jobId: job, ownerId: settings.ownerId, startedAtMs: Date.now() },
-  ]);
-  view.leaseStatus = 'held';
-  show('compacting', `${inputs.length} input segments`);
-
-  const holdScope = new CancellationScope();
-  const workScope = new CancellationScope();
-  const holding = holdScope.run(() =>
-    holdLease.executeWithOptions({ summary: `hold lease ${job}` }, [{ namespaceId: ns, jobId: job, held }]),
-  );
-  const working = workScope.run(() =>
-    compactSegments.executeWithOptions({ summary: `compact ${inputs.length} segments of ${group}` }, [
-      { namespaceId: ns, jobId: job, group, inputs },
-    ]),
-  );
-  let compaction: CompactionOutput | undefined;
-  let lost = false;
+  let held: HeldLease | undefined;
   try {
-    compaction = await Promise.race([working, holding]);
+    held = await createLease.executeWithOptions({ summary: `create lease ${job}` }, [
+      { namespaceId: ns, jobId: job, ownerId: settings.ownerId, startedAtMs: Date.now() },
+    ]);
   } catch (err) {
+    // A retried create can find its own lease already claimed: the job is fenced before its first output.
     if (!isLeaseLost(err)) throw err;
-    lost = true;
-  } finally {
-    // Both stop before anything else happens: no refresh may run beside the publication's own.
-    show('stopping lease keeper');
-    workScope.cancel();
-    holdScope.cancel();
-    const [, hold] = await Promise.allSettled([working, holding]);
-    if (hold.status === 'rejected' && isLeaseLost(hold.reason)) lost = true;
+  }
+  let compaction: CompactionOutput | undefined;
+  let lost = held === undefined;
+  if (held !== undefined) {
+    const lease = held;
+    view.leaseStatus = 'held';
+    show('compacting', `${inputs.length} input segments`);
+
+    const holdScope = new CancellationScope();
+    const workScope = new CancellationScope();
+    const holding = holdScope.run(() =>
+      holdLease.executeWithOptions({ summary: `hold lease ${job}` }, [{ namespaceId: ns, jobId: job, held: lease }]),
+    );
+    const working = workScope.run(() =>
+      compactSegments.executeWithOptions({ summary: `compact ${inputs.length} segments of ${group}` }, [
+        { namespaceId: ns, jobId: job, group, inputs },
+      ]),
+    );
+    try {
+      compaction = await Promise.race([working, holding]);
+    } catch (err) {
+      if (!isLeaseLost(err)) throw err;
+      lost = true;
+    } finally {
+      // Both stop before anything else happens: no refresh may run beside the publication's own.
+      show('stopping lease keeper');
+      workScope.cancel();
+      holdScope.cancel();
+      const [, hold] = await Promise.allSettled([working, holding]);
+      if (hold.status === 'rejected' && isLeaseLost(hold.reason)) lost = true;
+    }
   }
 
   const finish = (outcome: CompactionOutcomeName, detail?: string): CompactionResult => {
@@ -160,7 +170,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
 
   let result: CompactionResult;
   if (lost || !compaction) {
-    result = finish('fenced', 'the lease was lost while compacting');
+    result = finish('fenced', held === undefined ? 'the lease was claimed before its create was confirmed' : 'the lease was lost while compacting');
   } else {
     show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
     const published = await publish.executeWithOptions(

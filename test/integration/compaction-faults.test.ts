@@ -3,12 +3,23 @@ import { S3Client } from '@aws-sdk/client-s3';
 import { ApplicationFailure, WorkflowFailedError, type Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
-import { familyGroup, inputSegmentKey, jobId, leaseKey, namespaceId, newSegmentId, parseCompactionKey } from '../../src/keys';
+import {
+  familyGroup,
+  inputSegmentKey,
+  jobId,
+  jobPrefix,
+  leaseKey,
+  namespaceId,
+  newSegmentId,
+  parseCompactionKey,
+  type MetadataCompactionId,
+  type NamespaceId,
+} from '../../src/keys';
 import { claimLeaseState, decodeLease, encodeLease, isLeaseLive } from '../../src/lease';
 import { readRoot, updateRoot } from '../../src/protocol';
 import { addSegments, referencedKeys } from '../../src/root';
-import { createS3ObjectStore, type ObjectStore } from '../../src/store';
-import { gate, interceptStore, loseResponses } from '../support/faults';
+import { AmbiguousError, createS3ObjectStore, type ObjectStore } from '../../src/store';
+import { gate, interceptStore, loseResponses, wrapStore } from '../support/faults';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId } from '../support/temporal';
@@ -93,6 +104,34 @@ describe('compaction workflow under faults', () => {
     expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
     await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
     await expectReplays(client, handle.workflowId);
+  });
+
+  it('a job whose lease create landed unseen and was claimed before the retry reports fenced and runs again as a new job that publishes', async () => {
+    const ns = uniqueId('claimedcreate').toLowerCase();
+    const inputs = makeInputs(2, 200);
+    await writeInputs(fixture.store, ns, 'inodes', inputs);
+    let firstJob: string | undefined;
+    // The first create lands, a collector claims it (as after expiry), and the job is told nothing certain.
+    const store = wrapStore(fixture.store, async (operation, args, call) => {
+      const result = await call();
+      if (operation === 'putIfAbsent' && isLeaseKey(args[0]) && firstJob === undefined) {
+        const key = args[0] as string;
+        const landed = await fixture.store.get(key);
+        const lease = decodeLease(landed.body, parseCompactionKey(key) as { namespaceId: NamespaceId; jobId: MetadataCompactionId });
+        firstJob = lease.job_id;
+        await fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), landed.etag);
+        throw new AmbiguousError(key, 'response lost');
+      }
+      return result;
+    });
+    const { handle, stop } = await compactWith(store, ns);
+    const result = await handle.result();
+    await stop();
+    expect(result.fencedJobIds).toEqual([firstJob]);
+    expect(result.outcome).toBe('published');
+    expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
+    expect((await fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map((o) => o.key)).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!))]);
+    await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
   });
 
   it('a refresh whose response is lost is re-read and adopted: the job is not fenced', async () => {

@@ -1,17 +1,20 @@
 /**
- * Found by the chaos soak: a 409 ConditionalRequestConflict on the put-if-absent that creates a lease
- * was reported as a job-id collision (non-retryable), so the compaction workflow failed. A 409 with no
- * lease behind it means the create did not land: the failure must be retryable, and a retry creates it.
+ * Creating a lease when the create's outcome is unclear. Found by the chaos soak: a 409
+ * ConditionalRequestConflict on the put-if-absent was reported as a job-id collision (non-retryable),
+ * so the compaction workflow failed. A 409 with no lease behind it means the create did not land: the
+ * failure must be retryable, and a retry creates it. And a retried create that finds its own lease
+ * already claimed has lost it: it must not adopt a `reaping` lease.
  */
 import { S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { leaseKey, namespaceId, newJobId } from '../../src/keys';
-import { createJobLease, JobIdCollisionError } from '../../src/protocol';
+import { claimLeaseState, encodeLease } from '../../src/lease';
+import { createJobLease, JobIdCollisionError, LeaseLostError } from '../../src/protocol';
 import { ConflictError, createS3ObjectStore, NotFoundError, type ObjectStore } from '../../src/store';
 import { s3Requests, startS3FaultProxy, type S3FaultProxy } from '../support/s3-fault-proxy';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 
-describe('lease creation answered 409', () => {
+describe('lease creation with an unclear outcome', () => {
   let direct: TestStore;
   let proxy: S3FaultProxy;
   let faulty: ObjectStore;
@@ -36,5 +39,16 @@ describe('lease creation answered 409', () => {
     const held = await createJobLease(faulty, job);
     expect(held.lease).toMatchObject({ status: 'active', owner_id: 'job', started_at_ms: job.startedAtMs });
     expect((await direct.store.get(leaseKey(job.namespaceId, job.jobId))).etag).toBe(held.etag);
+  });
+
+  it('a retried create that finds its own lease claimed by a collector has lost it, and adopts nothing', async () => {
+    const job = { namespaceId: namespaceId('conflict'), jobId: newJobId(), ownerId: 'job', startedAtMs: Date.now() };
+    // The first attempt landed but its answer was lost; a collector claimed the lease before the retry.
+    const landed = await createJobLease(direct.store, job);
+    const key = leaseKey(job.namespaceId, job.jobId);
+    await direct.store.putIfMatch(key, encodeLease(claimLeaseState(landed.lease)), landed.etag);
+    const retried = createJobLease(faulty, job);
+    await expect(retried).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(retried).rejects.toThrow(/claimed/);
   });
 });
