@@ -96,6 +96,19 @@ describe('soak auditor', () => {
     expect(report.violations).toContainEqual(expect.objectContaining({ rule: 'referenced object deleted', key: out }));
   });
 
+  it('accepts a claimed lease deleted twice: a retried delete adds a second delete marker (found by the full soak)', async () => {
+    const h = await history();
+    const j = h.job(Date.now() - 60_000);
+    await j.create();
+    await pause(5);
+    await j.claim();
+    await pause(5);
+    await j.deleteLease();
+    await pause(5);
+    await j.deleteLease();
+    expect((await h.audit()).violations).toEqual([]);
+  });
+
   it('reports a delete outside a job prefix (an input segment) and a lease deleted without a claim', async () => {
     const h = await history();
     const j = h.job(Date.now());

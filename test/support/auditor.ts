@@ -152,7 +152,8 @@ function checkLeaseChain(key: string, events: readonly LeaseEvent[], timing: Tim
     const at = new Date(event.time).toISOString();
     if (!event.deleted && 'corrupt' in event) report(`a corrupt version was written at ${at}: ${event.corrupt}`);
     else if (event.deleted) {
-      if (previous === undefined || previous.deleted || !('lease' in previous) || previous.lease.status !== 'reaping') {
+      // A retried delete (a lost response, a killed worker) adds another delete marker: deletes are idempotent, so a repeat is no finding.
+      if (previous?.deleted !== true && (previous === undefined || !('lease' in previous) || previous.lease.status !== 'reaping')) {
         report(`deleted at ${at} without being claimed first`);
       }
     } else if (previous === undefined || previous.deleted) {
