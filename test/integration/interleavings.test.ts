@@ -160,10 +160,11 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
   await run.idle(actor);
   const inputs = groupSegments((await retrying(run, actor, () => readRoot(store, run.ns))).root, plan.group);
   const startedAtMs = run.clock.now();
-  let held = await retrying(run, actor, () => createJobLease(store, { ...job, ownerId: actor, startedAtMs }));
   const outputs: string[] = [];
   const steps = plan.publishes && !plan.steps.includes('write') ? ['write' as const, ...plan.steps] : plan.steps;
   try {
+    // A retried create can find its own lease already claimed: fenced before its first output.
+    let held = await retrying(run, actor, () => createJobLease(store, { ...job, ownerId: actor, startedAtMs }));
     for (const step of steps) {
       await run.idle(actor);
       if (step === 'refresh') held = await retrying(run, actor, () => refreshJobLease(store, job, held, run.clock.now));
