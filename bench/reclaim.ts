@@ -29,7 +29,7 @@ import { resolveSettings, shrunkTiming } from '../src/config';
 import { createLeaseState, encodeLease } from '../src/lease';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
 import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
-import { EMPTY_TALLY, reclaimPrefix, type ReclaimTally } from '../src/protocol/collector';
+import { reclaimPrefix, START_OF_WALK, type ReclaimTally } from '../src/protocol/collector';
 import { createS3ObjectStore, type ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
 import { createWorker } from '../src/worker';
@@ -134,7 +134,7 @@ async function timeReclaim(store: ObjectStore, target: { ns: NamespaceId; job: R
     store,
     { namespaceId: target.ns, jobId: target.job },
     { nowMs: Date.now(), stagingGraceMs: STAGING_GRACE_MS, dryRun: false, keysPerFlush, reportLimit: 100 },
-    { after: undefined, tally: EMPTY_TALLY },
+    START_OF_WALK,
     () => {},
   );
   return { ms: performance.now() - started, tally };

@@ -11,9 +11,9 @@ import { jobId, leaseKey, namespaceId, type MetadataCompactionId, type Namespace
 import {
   claimLease,
   deleteLease,
-  EMPTY_TALLY,
   listJobPrefixes,
   listNamespaces,
+  reclaimPositionFrom,
   reclaimPrefix,
   type ChildrenPage,
   type ClaimOutcome,
@@ -113,7 +113,7 @@ export function createGcActivities({ store, settings }: GcDeps) {
     /** Walks the prefix; its position travels in Temporal heartbeats, so a retried attempt resumes where the last one stood. */
     async reclaimPrefix(input: ReclaimInput): Promise<ReclaimTally> {
       const ctx = Context.current();
-      let position = (ctx.info.heartbeatDetails as ReclaimPosition | undefined) ?? { after: undefined, tally: EMPTY_TALLY };
+      let position = reclaimPositionFrom(ctx.info.heartbeatDetails);
       const onProgress = (p: ReclaimPosition) => {
         position = p;
         ctx.heartbeat(p);

@@ -207,7 +207,7 @@ describe('collector pass', () => {
   it('an error in the middle of a prefix walk still deletes the claimed lease, and a later pass finishes the leftovers', async () => {
     const ns = newNamespace();
     const job = newJobId();
-    // Pages of 1000 with the lease first: the first delete batch holds 1999 keys, the second the rest.
+    // Pages of 1000 with the lease first: the first delete batch holds the first page's 999 keys, the rest is split into ranges.
     const staged = await stage(ns, job, 2100);
     await ageBeyondStagingGrace();
     await writeLease(ns, job, Date.now() - leaseExpiryMs - 1000);
@@ -221,8 +221,11 @@ describe('collector pass', () => {
     expect(report.failures[0]?.message).toMatch(/access denied/);
     expect(await exists(leaseKey(ns, job))).toBe(false);
     const leftovers = await keysUnder(jobPrefix(ns, job));
-    expect(leftovers).toEqual(staged.sort().slice(1999));
-    expect(report.totals.objectsDeleted).toBe(1999);
+    // The first page's batch settled before the failure; the failed batch and the ranges not yet walked are left, and
+    // the report counts exactly what went.
+    expect(staged.sort().slice(0, 999).some((k) => leftovers.includes(k))).toBe(false);
+    expect(leftovers.length).toBeGreaterThan(0);
+    expect(report.totals.objectsDeleted).toBe(staged.length - leftovers.length);
 
     faults = {};
     const later = await pass({ namespaces: [ns] });
@@ -340,10 +343,12 @@ describe('collector pass', () => {
     expect(await keysUnder(jobPrefix(ns, job))).toEqual([]);
     expect(seen.deletes.every((batch) => batch.length <= 1000)).toBe(true);
     expect(seen.deletes.length).toBeGreaterThanOrEqual(4);
-    // The first attempt lists one page ahead while a batch is deleted, and stops at the failed second batch; the second
-    // attempt starts after the last key of the first batch, which its predecessor heartbeated.
+    // The first attempt lists the first page, then its key ranges from after that page, and fails at the second batch;
+    // the retried attempt resumes the ranges its predecessor heartbeated instead of listing the prefix from its start,
+    // and the deletions before the failure are counted once (the tally travels in the heartbeat too).
     const walks = seen.lists.filter((l) => l.prefix === jobPrefix(ns, job)).map((l) => l.startAfter);
-    expect(walks).toEqual([undefined, staged[999], staged[1999], staged[999], staged[1999]]);
+    expect(walks.filter((after) => after === undefined)).toHaveLength(1);
+    expect(walks.filter((after) => after === staged[999]).length).toBeGreaterThanOrEqual(1);
   });
 
   it('a page of job prefixes is collected concurrently, at most prefixConcurrency at a time, each claimed, reclaimed, then released', async () => {

@@ -32,7 +32,6 @@ import {
   createJobLease,
   deleteLease,
   DeleteFailedError,
-  EMPTY_TALLY,
   LeaseLostError,
   listJobPrefixes,
   publishCompaction,
@@ -40,6 +39,7 @@ import {
   readRoot,
   reclaimPrefix,
   refreshJobLease,
+  START_OF_WALK,
   type ClaimOutcome,
   type PublicationOutcome,
   type ReclaimPosition,
@@ -198,7 +198,7 @@ async function collectPass(run: Run, actor: string, store: ObjectStore): Promise
       if (actor !== SETTLE) run.outcomes.claims[claim.owner === 'job' && claim.raced ? 'raced' : claim.owner]++;
       if (claim.owner === 'corrupt') throw new Error(`no corrupt lease was written, yet ${claim.key}: ${claim.reason}`);
       if (claim.owner === 'job') continue;
-      let position: ReclaimPosition = { after: undefined, tally: EMPTY_TALLY };
+      let position: ReclaimPosition = START_OF_WALK;
       const options = { nowMs, stagingGraceMs: timing.stagingGraceMs, dryRun: false, keysPerFlush: 2, reportLimit: 10 };
       try {
         await retrying(run, actor, () => reclaimPrefix(store, job, options, position, (p) => (position = p)));

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
-import { claimLease, EMPTY_TALLY, listJobPrefixes, reclaimPrefix, type ReclaimOptions, type ReclaimPosition } from '../../src/protocol/collector';
+import { claimLease, EMPTY_TALLY, listJobPrefixes, reclaimPositionFrom, reclaimPrefix, START_OF_WALK, type ReclaimOptions, type ReclaimPosition } from '../../src/protocol/collector';
 import { AmbiguousError, createEmbeddedObjectStore, type ListPage, type ObjectStore } from '../../src/store';
 
 const ns = namespaceId('unit');
@@ -69,7 +69,7 @@ describe('collector', () => {
       },
     });
     const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
-    const tally = await reclaimPrefix(skewed, ref(), options, { after: undefined, tally: EMPTY_TALLY }, () => {});
+    const tally = await reclaimPrefix(skewed, ref(), options, START_OF_WALK, () => {});
     expect(tally).toMatchObject({ objectsDeleted: 0, retainedYoung: 2 });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
   });
@@ -77,13 +77,19 @@ describe('collector', () => {
   it('a resumed walk starts after its position and keeps the tally it carried', async () => {
     const keys = Array.from({ length: 5 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort();
     for (const k of keys) await store.put(k, bytes(k));
-    const resume: ReclaimPosition = { after: keys[1], tally: { ...EMPTY_TALLY, objectsDeleted: 2 } };
+    const resume: ReclaimPosition = { ranges: [{ after: keys[1], upTo: undefined }], tally: { ...EMPTY_TALLY, objectsDeleted: 2 } };
     const positions: ReclaimPosition[] = [];
     const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
     const tally = await reclaimPrefix(store, ref(), options, resume, (p) => positions.push(p));
     expect(tally.objectsDeleted).toBe(5);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key)).toEqual(keys.slice(0, 2));
-    expect(positions.at(-1)?.after).toBe(keys[4]);
+    expect(positions.at(-1)?.ranges).toEqual([]);
+  });
+
+  it('a heartbeat recorded before ranges existed (a single `after`) resumes after it', () => {
+    const tally = { ...EMPTY_TALLY, objectsDeleted: 2 };
+    expect(reclaimPositionFrom({ after: 'k', tally })).toEqual({ ranges: [{ after: 'k', upTo: undefined }], tally });
+    expect(reclaimPositionFrom(undefined)).toEqual(START_OF_WALK);
   });
 
   it('job prefixes are discovered page by page, resuming after a common prefix', async () => {

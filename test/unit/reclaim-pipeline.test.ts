@@ -1,15 +1,16 @@
 /** The walk deletes one batch while it lists the next: overlap, and what a failure in the middle settles. */
 import { setTimeout as sleep } from 'node:timers/promises';
+import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { jobPrefix, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
-import { EMPTY_TALLY, reclaimPrefix, type ReclaimOptions, type ReclaimPosition } from '../../src/protocol/collector';
+import { jobPrefix, namespaceId, newJobId, newSegmentId, segmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
+import { reclaimPrefix, START_OF_WALK, type ReclaimOptions, type ReclaimPosition } from '../../src/protocol/collector';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import { gate } from '../support/faults';
 
 const ns = namespaceId('pipeline');
 const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, dryRun: false, keysPerFlush: 2, reportLimit: 10 };
 
-describe('reclaim walk', () => {
+describe('reclaim walk: one range', () => {
   let store: ObjectStore;
   let job: MetadataCompactionId;
   let keys: string[];
@@ -17,7 +18,8 @@ describe('reclaim walk', () => {
   beforeEach(async () => {
     store = createEmbeddedObjectStore({ path: ':memory:' });
     job = newJobId();
-    keys = Array.from({ length: 6 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort();
+    // One range holds every key after the first page (ids `seg_0…`): these tests follow one range's pipeline.
+    keys = Array.from({ length: 6 }, () => stagedSegmentKey(ns, job, segmentId(`seg_0${newSegmentId().slice(5)}`), 'seg')).sort();
     for (const k of keys) await store.put(k, new TextEncoder().encode(k));
   });
   afterEach(() => store.close());
@@ -46,7 +48,7 @@ describe('reclaim walk', () => {
         return store.deleteMany(batch);
       },
     });
-    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, { after: undefined, tally: EMPTY_TALLY }, () => {});
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, () => {});
     expect(tally.objectsDeleted).toBe(keys.length);
     expect(await remaining()).toEqual([]);
   });
@@ -69,10 +71,11 @@ describe('reclaim walk', () => {
         return result;
       },
     });
-    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, { after: undefined, tally: EMPTY_TALLY }, (p) => positions.push(p));
+    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, (p) => positions.push(p));
     await expect(walk).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(deleting).toBe(false);
-    expect(positions.at(-1)).toMatchObject({ after: keys[1], tally: { objectsDeleted: 2 } });
+    expect(positions.at(-1)?.ranges[0]?.after).toBe(keys[1]);
+    expect(positions.at(-1)?.tally.objectsDeleted).toBe(2);
     expect(await remaining()).toEqual(keys.slice(2));
   });
 
@@ -87,9 +90,93 @@ describe('reclaim walk', () => {
         return { deleted: result.deleted, failed: [{ key: refused ?? '', code: 'AccessDenied', message: 'injected' }] };
       },
     });
-    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, { after: undefined, tally: EMPTY_TALLY }, (p) => positions.push(p));
+    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, (p) => positions.push(p));
     await expect(walk).rejects.toThrow(/1 deletes under .* failed/);
-    expect(positions.at(-1)).toMatchObject({ after: keys[1], tally: { objectsDeleted: 3 } });
+    expect(positions.at(-1)?.ranges[0]?.after).toBe(keys[1]);
+    expect(positions.at(-1)?.tally.objectsDeleted).toBe(3);
     expect(await remaining()).toEqual([keys[2], ...keys.slice(4)]);
+  });
+});
+
+describe('reclaim walk: ranges', () => {
+  const walkOptions: ReclaimOptions = { ...options, keysPerFlush: 3 };
+  let store: ObjectStore;
+  afterEach(() => store.close());
+
+  /** A prefix of `segments` staged segments (random ids) and `junk` unrecognised keys, in pages of `pageSize`. */
+  async function seeded(segments: number, junk: number) {
+    store = createEmbeddedObjectStore({ path: ':memory:' });
+    const job = newJobId();
+    const segmentKeys = Array.from({ length: segments }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg'));
+    const junkKeys = Array.from({ length: junk }, (_, i) => `${jobPrefix(ns, job)}segments/seg_${i.toString(16)}`);
+    for (const k of [...segmentKeys, ...junkKeys]) await store.put(k, new TextEncoder().encode(k));
+    return { job, segmentKeys, junkKeys };
+  }
+  const counting = (pageSize: number, fail?: { atCall: number }) => {
+    const stats = { lists: 0, listsInFlight: 0, maxListsInFlight: 0, calls: 0 };
+    const maybeFail = () => {
+      if (++stats.calls === fail?.atCall) throw new StoreUnavailableError('bucket', 'connection reset (injected)');
+    };
+    const walked = Object.assign(Object.create(store) as ObjectStore, {
+      async list(request: ListRequest) {
+        maybeFail();
+        stats.lists++;
+        stats.maxListsInFlight = Math.max(stats.maxListsInFlight, ++stats.listsInFlight);
+        try {
+          await sleep(1);
+          return await store.list({ ...request, maxKeys: pageSize });
+        } finally {
+          stats.listsInFlight--;
+        }
+      },
+      async deleteMany(batch: readonly string[]) {
+        maybeFail();
+        return store.deleteMany(batch);
+      },
+    });
+    return { walked, stats };
+  };
+
+  it('a prefix whose first page is its whole listing costs one LIST', async () => {
+    const { job, segmentKeys } = await seeded(5, 0);
+    const { walked, stats } = counting(1000);
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, START_OF_WALK, () => {});
+    expect(tally.objectsDeleted).toBe(segmentKeys.length);
+    expect(stats.lists).toBe(1);
+  });
+
+  it('a longer prefix is split after its first page and its ranges are listed at the same time', async () => {
+    const { job, segmentKeys, junkKeys } = await seeded(60, 3);
+    const { walked, stats } = counting(4);
+    const positions: ReclaimPosition[] = [];
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, START_OF_WALK, (p) => positions.push(p));
+    expect(tally).toMatchObject({ objectsDeleted: segmentKeys.length, retainedUnrecognised: junkKeys.length });
+    expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key).sort()).toEqual([...junkKeys].sort());
+    expect(stats.maxListsInFlight).toBeGreaterThan(1);
+    expect(Math.max(...positions.map((p) => p.ranges.length))).toBe(16);
+    expect(positions.at(-1)?.ranges).toEqual([]);
+  });
+
+  it('a walk failing at any store call and resumed from its last position deletes every old segment once, retains the rest, and counts each key once', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: 80 }), fc.integer({ min: 0, max: 4 }), fc.integer({ min: 1, max: 60 }), fc.integer({ min: 1, max: 5 }), async (segments, junk, atCall, pageSize) => {
+        const { job, segmentKeys, junkKeys } = await seeded(segments, junk);
+        let position = START_OF_WALK;
+        const { walked } = counting(pageSize, { atCall });
+        const first = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, position, (p) => (position = p));
+        const failed = await first.then(() => false, (err: unknown) => (expect(err).toBeInstanceOf(StoreUnavailableError), true));
+        if (failed) {
+          // The retried attempt resumes from the last heartbeat, as the activity does.
+          const retried = counting(pageSize);
+          await reclaimPrefix(retried.walked, { namespaceId: ns, jobId: job }, walkOptions, position, (p) => (position = p));
+        }
+        expect(position.ranges).toEqual([]);
+        expect(position.tally).toMatchObject({ objectsDeleted: segmentKeys.length, retainedUnrecognised: junkKeys.length, retainedYoung: 0 });
+        expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key).sort()).toEqual([...junkKeys].sort());
+        await store.close();
+      }),
+      { numRuns: 150 },
+    );
+    store = createEmbeddedObjectStore({ path: ':memory:' });
   });
 });
