@@ -109,11 +109,18 @@ async function withTemporal<T>(minio: S3Server, work: (servers: Servers) => Prom
   }
 }
 
-/** MinIO's own count of S3 requests by API (public metrics): no worker's claim. */
+/**
+ * MinIO's own count of S3 requests by API (public metrics): no worker's claim. The v3 endpoint, because
+ * v2 serves a cached snapshot (seen here: counts a window behind).
+ */
 async function minioRequests(minio: S3Server): Promise<Map<string, number>> {
-  const samples = await scrape(`${minio.endpoint}/minio/v2/metrics/cluster`);
+  const samples = await scrape(`${minio.endpoint}/minio/metrics/v3/api/requests`);
   const byApi = new Map<string, number>();
-  for (const s of samples) if (s.name === 'minio_s3_requests_total') byApi.set(s.labels.api!, (byApi.get(s.labels.api!) ?? 0) + s.value);
+  for (const s of samples) {
+    if (s.name !== 'minio_api_requests_total' || s.labels.type !== 's3') continue;
+    const api = s.labels.name!.toLowerCase();
+    byApi.set(api, (byApi.get(api) ?? 0) + s.value);
+  }
   return byApi;
 }
 
