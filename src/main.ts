@@ -17,7 +17,7 @@ import { namespaceId } from './keys';
 import { readRootIfAny } from './protocol';
 import type { SegmentRecord } from './segments';
 import { objectStoreFromEnv } from './store';
-import { createWorker } from './worker';
+import { createWorker, workerOptionsFromEnv } from './worker';
 import { installRuntime } from './worker/runtime';
 import { taskQueueFromEnv } from './worker/task-queue';
 import { temporalTarget } from './worker/connect';
@@ -73,7 +73,7 @@ async function main(): Promise<void> {
 
   const workerConnection = await NativeConnection.connect({ ...target.connectionOptions, address });
   const taskQueue = taskQueueFromEnv();
-  const worker = await createWorker({ store, settings, connection: workerConnection, namespace: target.namespace, taskQueue });
+  const worker = await createWorker({ store, settings, connection: workerConnection, namespace: target.namespace, taskQueue, workerOptions: workerOptionsFromEnv() });
   const running = worker.run();
   const connection = await Connection.connect({ address, tls: target.connectionOptions.tls, metadata: target.connectionOptions.metadata, apiKey: target.connectionOptions.apiKey });
   const client = new Client({ connection, namespace: target.namespace });
