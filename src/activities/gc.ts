@@ -15,12 +15,13 @@ import {
   listNamespaces,
   reclaimPositionFrom,
   reclaimPrefix,
+  surveyLease,
   type ChildrenPage,
   type ClaimOutcome,
   type ReclaimPosition,
   type ReclaimTally,
 } from '../protocol/collector';
-import { readLease } from '../protocol/lease-read';
+import { leaseReadOf, readLease, type JobRef } from '../protocol/lease-read';
 import { inBatches } from '../store/batches';
 import type { ObjectStore } from '../store';
 import { toFailure } from './failures';
@@ -57,8 +58,46 @@ export interface CorruptLease {
   readonly reason: string;
 }
 
+/**
+ * A job prefix a survey left for the pass to collect. `expired`: to be claimed by CAS with the
+ * ETag of the survey's read; `lease` is the text read, so the claim writes exactly what a fresh
+ * GET would have led to.
+ */
+export type SurveyedPrefix =
+  | { readonly jobId: string; readonly owner: 'none' | 'collector' }
+  | { readonly jobId: string; readonly owner: 'expired'; readonly etag: string; readonly lease: string };
+
+/** One read of every lease of a page of job prefixes, decided at the pass's clock. */
+export interface LeaseSurvey {
+  readonly corrupt: CorruptLease[];
+  /** Live leases: retained, and nothing more to do for them in this pass. */
+  readonly live: number;
+  readonly toCollect: SurveyedPrefix[];
+}
+
+/** An expired lease as a survey read it, handed to the claim so it needs no second GET. */
+export interface SeenLease {
+  readonly etag: string;
+  readonly lease: string;
+}
+
 /** Leases read in parallel by one scan: the DeleteObjects parallelism of the S3 adapter, for the same reason. */
 const SCAN_CONCURRENCY = 8;
+
+/** Reads the lease of every job of a page, {@link SCAN_CONCURRENCY} at a time, heartbeating after each read. */
+async function eachLease<T>(ns: NamespaceId, jobIds: readonly string[], read: (job: JobRef) => Promise<T>): Promise<T[]> {
+  const ctx = Context.current();
+  const pages = await inBatches(jobIds, 1, SCAN_CONCURRENCY, (batch) =>
+    Promise.all(
+      batch.map(async (id) => {
+        const result = await read({ namespaceId: ns, jobId: jobId(id) });
+        ctx.heartbeat();
+        return result;
+      }),
+    ),
+  );
+  return pages.flat();
+}
 
 const prefixOf = (input: PrefixInput): { namespaceId: NamespaceId; jobId: MetadataCompactionId } => ({
   namespaceId: namespaceId(input.namespaceId),
@@ -92,20 +131,36 @@ export function createGcActivities({ store, settings }: GcDeps) {
      * namespace with a corrupt lease is found out before its pass claims or deletes anything.
      */
     async findCorruptLeases(input: { namespaceId: string; jobIds: string[] }): Promise<CorruptLease[]> {
-      const ctx = Context.current();
-      const ns = namespaceId(input.namespaceId);
-      const scan = async (id: string): Promise<CorruptLease[]> => {
-        const job = jobId(id);
-        const read = await readLease(store, { namespaceId: ns, jobId: job });
-        ctx.heartbeat();
-        return 'corrupt' in read ? [{ key: leaseKey(ns, job), reason: read.corrupt }] : [];
-      };
-      const found = await inBatches(input.jobIds, 1, SCAN_CONCURRENCY, (batch) => Promise.all(batch.map(scan)));
-      return found.flat(2);
+      const reads = await eachLease(namespaceId(input.namespaceId), input.jobIds, async (job) => ({ job, read: await readLease(store, job) }));
+      return reads.flatMap(({ job, read }) => ('corrupt' in read ? [{ key: leaseKey(job.namespaceId, job.jobId), reason: read.corrupt }] : []));
     },
 
-    async claimLease(input: PrefixInput & PassInput): Promise<ClaimOutcome> {
-      const outcome = await claimLease(store, prefixOf(input), { nowMs: input.nowMs, leaseExpiryMs: timing.leaseExpiryMs }, input.dryRun);
+    /**
+     * Reads the leases of one page of job prefixes once and decides each owner at the pass's clock,
+     * claiming nothing: live ones are only counted, the rest are handed back to be collected.
+     */
+    async surveyLeases(input: { namespaceId: string; jobIds: string[] } & PassInput): Promise<LeaseSurvey> {
+      const clock = { nowMs: input.nowMs, leaseExpiryMs: timing.leaseExpiryMs };
+      const outcomes = await eachLease(namespaceId(input.namespaceId), input.jobIds, async (job) => ({ job, outcome: await surveyLease(store, job, clock) }));
+      const survey: { corrupt: CorruptLease[]; live: number; toCollect: SurveyedPrefix[] } = { corrupt: [], live: 0, toCollect: [] };
+      for (const { job, outcome } of outcomes) {
+        if (outcome.owner === 'expired') {
+          survey.toCollect.push({ jobId: job.jobId, owner: 'expired', etag: outcome.read.etag, lease: new TextDecoder().decode(outcome.read.bytes) });
+          continue;
+        }
+        recordClaim(outcome, input.dryRun);
+        if (outcome.owner === 'corrupt') survey.corrupt.push({ key: outcome.key, reason: outcome.reason });
+        else if (outcome.owner === 'job') survey.live++;
+        else survey.toCollect.push({ jobId: job.jobId, owner: outcome.owner });
+      }
+      return survey;
+    },
+
+    /** Claims the prefix; with `seen` (a survey's read of an expired lease) the claim is one CAS, no GET. */
+    async claimLease(input: PrefixInput & PassInput & { seen?: SeenLease }): Promise<ClaimOutcome> {
+      const job = prefixOf(input);
+      const seen = input.seen && leaseReadOf({ body: new TextEncoder().encode(input.seen.lease), etag: input.seen.etag }, job);
+      const outcome = await claimLease(store, job, { nowMs: input.nowMs, leaseExpiryMs: timing.leaseExpiryMs }, input.dryRun, seen);
       recordClaim(outcome, input.dryRun);
       return outcome;
     },

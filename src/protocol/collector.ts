@@ -102,17 +102,34 @@ function settled(decision: Exclude<OwnerDecision, { owner: 'expired' }>, key: st
 /** Each ambiguous claim is settled by a fresh read; bounded, so a flapping store surfaces as a retryable failure. */
 const MAX_CLAIM_READS = 5;
 
+/** A survey's view of one job prefix: its owner settled, or an expired lease still to be claimed with the read that found it. */
+export type SurveyOutcome = ClaimOutcome | { readonly owner: 'expired'; readonly read: Extract<LeaseRead, { etag: string }> };
+
 /**
- * Decides the owner from one GET and, for an expired `active` lease, claims it by CAS with the
- * ETag of that same GET. 412/404/409 mean the job refreshed (or the lease went) in between: live
- * for this pass. An ambiguous CAS is re-read and decided again, never guessed. A dry run makes no
- * claim and reports the prefix as the claim would leave it.
+ * Decides the owner from one GET, claiming nothing. At the pass's fixed clock a live lease stays
+ * live for the whole pass (a refresh only moves its heartbeat forward), so the decision holds
+ * however late the pass acts on it; an expired one is claimed later with this read's ETag.
  */
-export async function claimLease(store: ObjectStore, job: JobRef, clock: PassClock, dryRun: boolean): Promise<ClaimOutcome> {
+export async function surveyLease(store: ObjectStore, job: JobRef, clock: PassClock): Promise<SurveyOutcome> {
+  const found = await readLease(store, job);
+  const decision = decideOwner(found, clock.nowMs, clock.leaseExpiryMs);
+  if (decision.owner !== 'expired') return settled(decision, leaseKey(job.namespaceId, job.jobId));
+  // decideOwner answers `expired` only for a lease that was read, so this GET's ETag exists.
+  return { owner: 'expired', read: found as Extract<LeaseRead, { etag: string }> };
+}
+
+/**
+ * Decides the owner from one GET (or from `seen`, a survey's earlier read of the same lease) and,
+ * for an expired `active` lease, claims it by CAS with the ETag of that same read. 412/404/409 mean
+ * the job refreshed (or the lease went) in between: live for this pass. An ambiguous CAS is re-read
+ * and decided again, never guessed. A dry run makes no claim and reports the prefix as the claim
+ * would leave it.
+ */
+export async function claimLease(store: ObjectStore, job: JobRef, clock: PassClock, dryRun: boolean, seen?: LeaseRead): Promise<ClaimOutcome> {
   const key = leaseKey(job.namespaceId, job.jobId);
   let lastError: unknown;
   for (let read = 0; read < MAX_CLAIM_READS; read++) {
-    const found = await readLease(store, job);
+    const found = read === 0 && seen ? seen : await readLease(store, job);
     const decision = decideOwner(found, clock.nowMs, clock.leaseExpiryMs);
     if (decision.owner !== 'expired') return settled(decision, key);
     if (dryRun) return { owner: 'collector' };

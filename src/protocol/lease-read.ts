@@ -17,12 +17,20 @@ export type LeaseRead =
 export async function readLease(store: ObjectStore, job: JobRef): Promise<LeaseRead> {
   const key = leaseKey(job.namespaceId, job.jobId);
   try {
-    const object = await store.get(key, { maxBytes: MAX_LEASE_BYTES });
-    return { lease: decodeLease(object.body, job), etag: object.etag, bytes: object.body };
+    return leaseReadOf(await store.get(key, { maxBytes: MAX_LEASE_BYTES }), job);
   } catch (err) {
     if (err instanceof NotFoundError) return { missing: true };
-    if (err instanceof LeaseCorruptError) return { corrupt: err.message };
     if (err instanceof ObjectTooLargeError) return { corrupt: new LeaseCorruptError(key, err.message).message };
+    throw err;
+  }
+}
+
+/** Decodes bytes read earlier (and handed on, e.g. through workflow history) exactly as {@link readLease} decodes a GET. */
+export function leaseReadOf(object: { readonly body: Uint8Array; readonly etag: string }, job: JobRef): LeaseRead {
+  try {
+    return { lease: decodeLease(object.body, job), etag: object.etag, bytes: object.body };
+  } catch (err) {
+    if (err instanceof LeaseCorruptError) return { corrupt: err.message };
     throw err;
   }
 }

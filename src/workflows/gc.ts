@@ -23,9 +23,9 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { NON_RETRYABLE_TYPES } from '../activities/failures';
-import type { CorruptLease, GcActivities } from '../activities/gc';
-import { InvalidKeyError, jobId, jobPrefix, namespaceId, namespacePrefix } from '../keys';
-import type { ReclaimTally } from '../protocol/collector';
+import type { CorruptLease, GcActivities, LeaseSurvey, SurveyedPrefix } from '../activities/gc';
+import { InvalidKeyError, jobId, jobPrefix, namespaceId, namespacePrefix, type MetadataCompactionId } from '../keys';
+import type { ClaimOutcome, ReclaimTally } from '../protocol/collector';
 import { inBatches } from '../store/batches';
 import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
 
@@ -113,6 +113,11 @@ const DEFAULTS: PassOptions = { dryRun: false, namespaceConcurrency: 4, prefixes
  * histories schedule one claim after another. Remove once no such run can still be open.
  */
 const CONCURRENT_PREFIXES_PATCH = 'gc-concurrent-prefixes';
+/**
+ * Runs recorded before leases were surveyed claim every prefix with a GET of its own (a
+ * `claimLease` per prefix). Remove once no such run can still be open.
+ */
+const SURVEYED_LEASES_PATCH = 'gc-surveyed-leases';
 
 const ZERO: GcTotals = {
   namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, corrupt: 0, failedPrefixes: 0,
@@ -211,16 +216,19 @@ async function gcActivities() {
     claimLease: short.claimLease,
     deleteLease: short.deleteLease,
     findCorruptLeases: long.findCorruptLeases,
+    surveyLeases: long.surveyLeases,
     reclaimPrefix: long.reclaimPrefix,
   };
 }
 
 /**
  * The pass over one namespace. Phase `scan` reads every lease and claims nothing: a corrupt one
- * fails the namespace before anything in it is claimed or deleted. Phase `collect` claims,
- * reclaims and releases the job prefixes of a page, `prefixConcurrency` at a time; a lease that
- * turns corrupt meanwhile stops it there: no prefix is claimed after that, those already in
- * flight (claimed before the corruption was seen) finish and release their leases.
+ * fails the namespace before anything in it is claimed or deleted. Phase `collect` surveys the
+ * leases of a page again (one GET each, owners decided at the pass's clock), then claims,
+ * reclaims and releases the prefixes that are not live, `prefixConcurrency` at a time; a lease
+ * that turns corrupt meanwhile stops it there: no prefix is claimed after that, those already in
+ * flight (claimed before the corruption was seen) finish and release their leases. A namespace
+ * that fits in one page is surveyed once, which is both its scan and its collect phase's read.
  */
 export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcReport> {
   const ns = namespaceId(input.namespaceId);
@@ -228,16 +236,14 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
   const pass = { nowMs, dryRun: options.dryRun };
   let { phase, after, report } = input.carried ?? { phase: 'scan' as const, after: undefined, report: emptyReport(nowMs, options.dryRun) };
   upsertSearchAttributes([{ key: CompactionNamespace, value: ns }]);
-  const { listJobPrefixes, findCorruptLeases, claimLease, reclaimPrefix, deleteLease } = await gcActivities();
+  const { listJobPrefixes, findCorruptLeases, surveyLeases, claimLease, reclaimPrefix, deleteLease } = await gcActivities();
   // Options carried from a parent run that predates the option leave it unset.
   const prefixConcurrency = patched(CONCURRENT_PREFIXES_PATCH) ? (options.prefixConcurrency ?? DEFAULTS.prefixConcurrency) : 1;
+  const surveyed = patched(SURVEYED_LEASES_PATCH);
 
-  const collectPrefix = async (id: string): Promise<void> => {
-    if (report.totals.corrupt > 0) return;
-    const job = jobId(id);
+  /** Acts on a prefix's owner: reclaims what the collector or no one owns, then releases a claimed lease. */
+  const collectPrefix = async (job: MetadataCompactionId, claim: ClaimOutcome): Promise<void> => {
     const prefix = jobPrefix(ns, job);
-    report = merge(report, { totals: { prefixesSeen: 1 } });
-    const claim = await claimLease.executeWithOptions({ summary: `claim ${prefix}` }, [{ namespaceId: ns, jobId: job, ...pass }]);
     if (claim.owner === 'corrupt') {
       report = merge(report, { totals: { corrupt: 1 }, corruptLeases: [{ key: claim.key, reason: claim.reason }] });
       return;
@@ -265,8 +271,42 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
     }
   };
 
+  /** Runs recorded before surveys: one claim, with its own GET, per prefix. */
+  const claimAndCollect = async (id: string): Promise<void> => {
+    if (report.totals.corrupt > 0) return;
+    const job = jobId(id);
+    report = merge(report, { totals: { prefixesSeen: 1 } });
+    await collectPrefix(job, await claimLease.executeWithOptions({ summary: `claim ${jobPrefix(ns, job)}` }, [{ namespaceId: ns, jobId: job, ...pass }]));
+  };
+
+  /**
+   * Collects a surveyed page: live prefixes are only counted, expired leases are claimed (one CAS
+   * each, with the survey's ETag). A corrupt lease in the survey collects nothing of the page.
+   */
+  const collectSurveyed = async (survey: LeaseSurvey, seenOnPage: number): Promise<void> => {
+    report = merge(report, { totals: { prefixesSeen: seenOnPage, live: survey.live, corrupt: survey.corrupt.length }, corruptLeases: survey.corrupt });
+    await inBatches(survey.toCollect, 1, prefixConcurrency, async ([seen]) => {
+      const found = seen as SurveyedPrefix;
+      if (report.totals.corrupt > 0) return;
+      const job = jobId(found.jobId);
+      if (found.owner !== 'expired') return collectPrefix(job, { owner: found.owner });
+      const { etag, lease } = found;
+      const claim = await claimLease.executeWithOptions({ summary: `claim ${jobPrefix(ns, job)}` }, [{ namespaceId: ns, jobId: job, ...pass, seen: { etag, lease } }]);
+      await collectPrefix(job, claim);
+    });
+  };
+
+  const survey = (jobIds: string[]): Promise<LeaseSurvey> =>
+    surveyLeases.executeWithOptions({ summary: `survey ${jobIds.length} leases of ${ns}` }, [{ namespaceId: ns, jobIds, ...pass }]);
+
   for (;;) {
     const page = await listJobPrefixes.executeWithOptions({ summary: `list job prefixes of ${ns}` }, [{ namespaceId: ns, after, limit: options.prefixesPerPage }]);
+    if (phase === 'scan' && surveyed && after === undefined && page.next === undefined) {
+      // The whole namespace is this page: one survey is both the corruption scan and the owners' read.
+      report = merge(report, { totals: { retainedUnrecognised: page.unrecognised.length }, unrecognisedKeys: page.unrecognised });
+      await collectSurveyed(await survey(page.found), page.found.length);
+      break;
+    }
     if (phase === 'scan') {
       const corruptLeases = await findCorruptLeases.executeWithOptions({ summary: `scan ${page.found.length} leases of ${ns}` }, [{ namespaceId: ns, jobIds: page.found }]);
       // Keys beside the job prefixes are reported once, by the scan; the collect phase walks the same listing again.
@@ -275,8 +315,10 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
         corruptLeases,
         unrecognisedKeys: page.unrecognised,
       });
+    } else if (surveyed) {
+      await collectSurveyed(await survey(page.found), page.found.length);
     } else {
-      await inBatches(page.found, 1, prefixConcurrency, ([job]) => collectPrefix(job as string));
+      await inBatches(page.found, 1, prefixConcurrency, ([job]) => claimAndCollect(job as string));
     }
     after = page.next;
     if (report.totals.corrupt > 0) break;

@@ -5,7 +5,18 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
-import { claimLease, EMPTY_TALLY, listJobPrefixes, reclaimPositionFrom, reclaimPrefix, START_OF_WALK, type ReclaimOptions, type ReclaimPosition } from '../../src/protocol/collector';
+import {
+  claimLease,
+  EMPTY_TALLY,
+  listJobPrefixes,
+  reclaimPositionFrom,
+  reclaimPrefix,
+  START_OF_WALK,
+  surveyLease,
+  type ReclaimOptions,
+  type ReclaimPosition,
+  type SurveyOutcome,
+} from '../../src/protocol/collector';
 import { AmbiguousError, createEmbeddedObjectStore, type ListPage, type ObjectStore } from '../../src/store';
 
 const ns = namespaceId('unit');
@@ -49,6 +60,43 @@ describe('collector', () => {
       },
     });
     expect(await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry }, false)).toEqual({ owner: 'collector' });
+  });
+
+  it('a survey claims nothing; a claim handed its read makes one CAS and no GET, and loses to a refresh made since', async () => {
+    await writeLease(1);
+    const clock = { nowMs: 10_000, leaseExpiryMs: expiry };
+    const surveyed = await surveyLease(store, ref(), clock);
+    expect(surveyed.owner).toBe('expired');
+    expect(await status()).toBe('active');
+    const seen = (surveyed as Extract<SurveyOutcome, { owner: 'expired' }>).read;
+    const calls: string[] = [];
+    const counting = Object.assign(Object.create(store) as ObjectStore, {
+      get: (key: string) => (calls.push(`get ${key}`), store.get(key)),
+      putIfMatch: (key: string, body: Uint8Array, etag: string) => (calls.push(`cas ${key}`), store.putIfMatch(key, body, etag)),
+    });
+
+    await writeLease(2); // the job refreshed after the survey: the survey's ETag no longer matches
+    expect(await claimLease(counting, ref(), clock, false, seen)).toEqual({ owner: 'job', raced: true });
+    expect(await status()).toBe('active');
+    expect(calls).toEqual([`cas ${leaseKey(ns, job)}`]);
+
+    calls.length = 0;
+    const again = (await surveyLease(store, ref(), clock)) as Extract<SurveyOutcome, { owner: 'expired' }>;
+    expect(await claimLease(counting, ref(), clock, false, again.read)).toEqual({ owner: 'collector' });
+    expect(await status()).toBe('reaping');
+    expect(calls).toEqual([`cas ${leaseKey(ns, job)}`]);
+  });
+
+  it('a survey settles live, missing, claimed and corrupt leases without a claim', async () => {
+    const clock = { nowMs: 10_000, leaseExpiryMs: expiry };
+    expect(await surveyLease(store, ref(), clock)).toEqual({ owner: 'none' });
+    await writeLease(clock.nowMs);
+    expect(await surveyLease(store, ref(), clock)).toEqual({ owner: 'job', raced: false });
+    await writeLease(1);
+    await claimLease(store, ref(), clock, false);
+    expect(await surveyLease(store, ref(), clock)).toEqual({ owner: 'collector' });
+    await store.put(leaseKey(ns, job), bytes('garbage'));
+    expect(await surveyLease(store, ref(), clock)).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
   });
 
   it('a missing lease means no owner, a corrupt one is reported by key', async () => {
