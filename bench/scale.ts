@@ -39,12 +39,13 @@ const whole = (raw: string): number => list(raw)[0]!;
 
 const program = new Command('scale')
   .option('--leases <n,…>', 'concurrent jobs on one worker', list, [100, 1000, 10000])
-  .option('--workers <k,…>', 'worker processes sharing the largest N (horizontal scale)', list, [2, 3])
+  .option('--workers <k,…>', 'worker processes sharing the largest N (horizontal scale); none: skip', (raw) => (raw === 'none' ? [] : list(raw)), [2, 3])
   .option('--horizontal-leases <n>', 'N for the horizontal points (default: the largest --leases)', whole)
   .option('--refresh-ms <ms>', 'shrunk lease refresh interval of the concurrency points', whole, 60_000)
   .option('--heartbeat-timeout-ms <ms>', 'Temporal heartbeat timeout of the long activities', whole, 30_000)
   .option('--window-intervals <k>', 'measurement window in refresh intervals', whole, 2)
   .option('--sdk-defaults', 'run the workers with the SDK default slots instead of createWorker’s (evidence for them)')
+  .option('--max-cached-workflows <n>', 'the workers\' sticky workflow cache (default: the SDK\'s, from the heap size)', whole)
   .option('--no-gc-check', 'skip the collector pass over every job after a window')
   .option('--phases <p,…>', 'scale, cost, gc-cost, reclaim', (raw) => raw.split(','), ['scale', 'cost', 'gc-cost', 'reclaim'])
   .option('--cost-leases <n>', 'jobs of the default-timing cost window', whole, 100)
@@ -53,7 +54,7 @@ const program = new Command('scale')
   .option('--gc-every-s <s>', 'collector schedule period of the reclaim phase', whole, 5);
 type Options = {
   leases: number[]; workers: number[]; horizontalLeases?: number; refreshMs: number; heartbeatTimeoutMs: number; windowIntervals: number;
-  sdkDefaults?: boolean; gcCheck: boolean; phases: string[]; costLeases: number; costWindowS: number; reclaimTrials: number; gcEveryS: number;
+  sdkDefaults?: boolean; maxCachedWorkflows?: number; gcCheck: boolean; phases: string[]; costLeases: number; costWindowS: number; reclaimTrials: number; gcEveryS: number;
 };
 
 /** Other work on this shared machine skews every figure: the load average is printed at the start and end of each. */
@@ -140,6 +141,10 @@ const refreshes = (s: Sample[]) => total(s, 'compaction_lease_refreshes');
 const fences = (s: Sample[]) => total(s, 'compaction_lease_fences');
 const heartbeatRpcs = (s: Sample[]) => total(s, 'temporal_request', { operation: 'RecordActivityTaskHeartbeat' });
 const activitySlotsUsed = (s: Sample[]) => total(s, 'temporal_worker_task_slots_used', { worker_type: 'ActivityWorker' });
+/** The sticky workflow cache: a workflow task for a workflow not in it replays the whole history, fetched from the server. */
+const describeCache = (s: Sample[]) =>
+  `workflow cache ${total(s, 'temporal_sticky_cache_size')} (misses ${total(s, 'temporal_sticky_cache_miss')}, ` +
+  `forced evictions ${total(s, 'temporal_sticky_cache_total_forced_eviction')})`;
 
 interface PointResult {
   readonly n: number;
@@ -163,7 +168,10 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
     const settings = resolveSettings({ timing: shrunkTiming(opts.refreshMs), heartbeatTimeoutMs: opts.heartbeatTimeoutMs });
     const taskQueue = `scale-${index}`;
     const jobs = await seedJobs(bucket.store, `p${index}`, n);
-    const workerOptions = opts.sdkDefaults ? { maxConcurrentActivityTaskExecutions: 100 } : undefined;
+    const workerOptions = {
+      ...(opts.sdkDefaults ? { maxConcurrentActivityTaskExecutions: 100 } : {}),
+      ...(opts.maxCachedWorkflows ? { maxCachedWorkflows: opts.maxCachedWorkflows } : {}),
+    };
     const workers = await Promise.all(
       Array.from({ length: workerCount }, (_, k) =>
         spawnScaleWorker({ temporalAddress: address, bucket, taskQueue, settings, name: `w${k + 1}`, workerOptions }),
@@ -178,7 +186,15 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
       // as jobs have landed (a keeper's first refresh is jittered into the interval's second half).
       const rampTimeout = 3 * opts.refreshMs + n * 50 + 30_000;
       const sumOf = async (read: (s: Sample[]) => number) => (await sumOver(workers, read)).reduce((a, b) => a + b, 0);
-      const allHeld = await waitFor(async () => (await sumOf(activitySlotsUsed)) >= 2 * n, rampTimeout);
+      let nextReport = performance.now() + 60_000;
+      const allHeld = await waitFor(async () => {
+        const samples = (await Promise.all(workers.map((w) => w.scrape()))).flat();
+        if (performance.now() >= nextReport) {
+          nextReport += 60_000;
+          log(`  ramp: ~${activitySlotsUsed(samples) / 2} jobs in their compacting phase; ${describeCache(samples)}; ${load()}`);
+        }
+        return activitySlotsUsed(samples) >= 2 * n;
+      }, rampTimeout);
       const refreshesAtHeld = await sumOf(refreshes);
       const steady = allHeld && (await waitFor(async () => (await sumOf(refreshes)) - refreshesAtHeld >= n, 2 * opts.refreshMs));
       const rampMs = performance.now() - rampStart;
@@ -238,6 +254,7 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
         `  workers: CPU ${pct(sum(cpu.workers))} (of one core), RSS ${(sum(rssPeak) / 2 ** 20).toFixed(0)} MiB peak; leases held ~${sum(held)}`,
         `  Temporal heartbeat RPCs ${perSecond(sum(delta(heartbeatRpcs)), elapsed)}/s; refreshes ${perSecond(sum(refreshesPerWorker), elapsed)}/s (expected N/interval = ${(n / (opts.refreshMs / 1000)).toFixed(1)}/s)`,
         `  S3 (MinIO's count): PUT ${perSecond(minioDelta.get('putobject') ?? 0, elapsed)}/s, GET ${perSecond(minioDelta.get('getobject') ?? 0, elapsed)}/s; all: ${describeRequests(minioDelta)}`,
+        `  ${describeCache(after.flat())} at the end of the window`,
         `  refresh latency p50 ${quantile(latency, 0.5).toFixed(0)} ms, p99 ${quantile(latency, 0.99).toFixed(0)} ms (histogram buckets ${latency.map(([b]) => b).filter(Number.isFinite).join(',')})`,
         `  false fences: ${fenceCount} fence(s) counted, ${fencedRuns} compaction run(s) closed; ${gcLine}`,
         ...(workerCount > 1 ? [`  per worker: ${perWorker}`] : [`  ${perWorker}`]),
