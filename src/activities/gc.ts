@@ -58,14 +58,10 @@ export interface CorruptLease {
   readonly reason: string;
 }
 
-/**
- * A job prefix a survey left for the pass to collect. `expired`: to be claimed by CAS with the
- * ETag of the survey's read; `lease` is the text read, so the claim writes exactly what a fresh
- * GET would have led to.
- */
+/** A job prefix a survey left for the pass to collect; an `expired` one is claimed with what the survey read. */
 export type SurveyedPrefix =
   | { readonly jobId: string; readonly owner: 'none' | 'collector' }
-  | { readonly jobId: string; readonly owner: 'expired'; readonly etag: string; readonly lease: string };
+  | ({ readonly jobId: string; readonly owner: 'expired' } & SeenLease);
 
 /** One read of every lease of a page of job prefixes, decided at the pass's clock. */
 export interface LeaseSurvey {
@@ -75,7 +71,11 @@ export interface LeaseSurvey {
   readonly toCollect: SurveyedPrefix[];
 }
 
-/** An expired lease as a survey read it, handed to the claim so it needs no second GET. */
+/**
+ * An expired lease as a survey read it, handed to the claim so it needs no second GET: the claim's
+ * CAS uses this ETag, and `lease` is the text read, so the claim writes exactly what a fresh GET
+ * would have led to.
+ */
 export interface SeenLease {
   readonly etag: string;
   readonly lease: string;
