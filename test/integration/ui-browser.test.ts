@@ -175,7 +175,7 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     await expectVisible(...attributes({ GcPrefixesSeen: t.prefixesSeen, GcObjectsDeleted: t.objectsDeleted, GcCorruptLeases: 0, GcDryRun: false }));
     const child = { workflowId: `${pass.workflowId}/${ns}`, runId: (await client.workflow.getHandle(`${pass.workflowId}/${ns}`).describe()).runId };
     await openRun(child, 'history');
-    await expectVisible(`Collector pass over namespace ${ns}`, `list job prefixes of ${ns}`, `scan ${t.prefixesSeen} leases of ${ns}`);
+    await expectVisible(`Collector pass over namespace ${ns}`, `list job prefixes of ${ns}`, `survey ${t.prefixesSeen} leases of ${ns}`);
   });
 
   it('the workflow list filtered by CompactionNamespace shows the namespace\'s compactions and collector pass, and nothing else', async () => {
