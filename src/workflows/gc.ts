@@ -23,7 +23,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { NON_RETRYABLE_TYPES } from '../activities/failures';
-import type { CorruptLease, GcActivities, LeaseSurvey, SurveyedPrefix } from '../activities/gc';
+import type { CorruptLease, GcActivities, SurveyedPrefix } from '../activities/gc';
 import { InvalidKeyError, jobId, jobPrefix, namespaceId, namespacePrefix, type MetadataCompactionId } from '../keys';
 import type { ClaimOutcome, ReclaimTally } from '../protocol/collector';
 import { inBatches } from '../store/batches';
@@ -280,11 +280,12 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
   };
 
   /**
-   * Collects a surveyed page: live prefixes are only counted, expired leases are claimed (one CAS
-   * each, with the survey's ETag). A corrupt lease in the survey collects nothing of the page.
+   * Surveys a page's leases, then collects it: live prefixes are only counted, expired leases are
+   * claimed (one CAS each, with the survey's ETag). A corrupt lease in the survey collects nothing of the page.
    */
-  const collectSurveyed = async (survey: LeaseSurvey, seenOnPage: number): Promise<void> => {
-    report = merge(report, { totals: { prefixesSeen: seenOnPage, live: survey.live, corrupt: survey.corrupt.length }, corruptLeases: survey.corrupt });
+  const surveyAndCollect = async (jobIds: string[]): Promise<void> => {
+    const survey = await surveyLeases.executeWithOptions({ summary: `survey ${jobIds.length} leases of ${ns}` }, [{ namespaceId: ns, jobIds, ...pass }]);
+    report = merge(report, { totals: { prefixesSeen: jobIds.length, live: survey.live, corrupt: survey.corrupt.length }, corruptLeases: survey.corrupt });
     await inBatches(survey.toCollect, 1, prefixConcurrency, async ([seen]) => {
       const found = seen as SurveyedPrefix;
       if (report.totals.corrupt > 0) return;
@@ -296,15 +297,12 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
     });
   };
 
-  const survey = (jobIds: string[]): Promise<LeaseSurvey> =>
-    surveyLeases.executeWithOptions({ summary: `survey ${jobIds.length} leases of ${ns}` }, [{ namespaceId: ns, jobIds, ...pass }]);
-
   for (;;) {
     const page = await listJobPrefixes.executeWithOptions({ summary: `list job prefixes of ${ns}` }, [{ namespaceId: ns, after, limit: options.prefixesPerPage }]);
     if (phase === 'scan' && surveyed && after === undefined && page.next === undefined) {
       // The whole namespace is this page: one survey is both the corruption scan and the owners' read.
       report = merge(report, { totals: { retainedUnrecognised: page.unrecognised.length }, unrecognisedKeys: page.unrecognised });
-      await collectSurveyed(await survey(page.found), page.found.length);
+      await surveyAndCollect(page.found);
       break;
     }
     if (phase === 'scan') {
@@ -316,7 +314,7 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
         unrecognisedKeys: page.unrecognised,
       });
     } else if (surveyed) {
-      await collectSurveyed(await survey(page.found), page.found.length);
+      await surveyAndCollect(page.found);
     } else {
       await inBatches(page.found, 1, prefixConcurrency, ([job]) => claimAndCollect(job as string));
     }
