@@ -2,7 +2,8 @@
  * Collector benchmark, on a real MinIO and Temporal dev server started here:
  *  1. reclaim throughput: `s5cmd rm` and the package's `reclaimPrefix` (root re-read before every
  *     delete batch, age and key checks) each on one of two identical prefixes of N small staged
- *     segments under dead, lease-less jobs; objects/s and the ratio. `--tune` then tries the knobs
+ *     segments under dead, lease-less jobs; objects/s, the ratio, and the CPU seconds MinIO and each
+ *     tool spent per 10,000 objects (read from /proc, not claimed). `--tune` then tries the knobs
  *     that exist without code changes (ReclaimOptions.keysPerFlush, the S3 store's deleteConcurrency);
  *  2. a GC pass (gcWorkflow on a worker) over M job prefixes in one namespace: every 10th with a live
  *     lease and one object, two in 10 with an expired lease and two objects, the rest lease-less
@@ -35,6 +36,7 @@ import { inBatches } from '../src/store/batches';
 import { createWorker } from '../src/worker';
 import type { GcReport } from '../src/workflows/gc';
 import { makeInputs, writeInputs } from '../test/support/records';
+import { cpuSeconds, exitedChildrenCpuSeconds, pidsWithArgs } from './support/proc';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
@@ -128,16 +130,43 @@ function runS5cmd(endpoint: string, accessKey: string, secretKey: string, prefix
   });
 }
 
-async function timeReclaim(store: ObjectStore, target: { ns: NamespaceId; job: ReturnType<typeof newJobId> }, keysPerFlush: number): Promise<{ ms: number; tally: ReclaimTally }> {
-  const started = performance.now();
-  const tally = await reclaimPrefix(
-    store,
-    { namespaceId: target.ns, jobId: target.job },
-    { nowMs: Date.now(), stagingGraceMs: STAGING_GRACE_MS, dryRun: false, keysPerFlush, reportLimit: 100 },
-    START_OF_WALK,
-    () => {},
-  );
-  return { ms: performance.now() - started, tally };
+/** What one tool's run cost: wall time, and CPU seconds of MinIO and of the tool itself (read from /proc, not claimed). */
+interface RunCost {
+  readonly ms: number;
+  readonly minioCpu: number;
+  readonly toolCpu: number;
+  readonly load: string;
+}
+
+async function measure(minioPids: readonly number[], toolCpu: () => number, run: () => Promise<void>): Promise<RunCost> {
+  const minioCpu = (): number => minioPids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+  const before = { minio: minioCpu(), tool: toolCpu(), at: performance.now() };
+  await run();
+  return { ms: performance.now() - before.at, minioCpu: minioCpu() - before.minio, toolCpu: toolCpu() - before.tool, load: load() };
+}
+
+/** This process's own CPU seconds: the benchmark does nothing else while `reclaimPrefix` runs. */
+const ownCpuSeconds = (): number => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+};
+
+const describeCost = (cost: RunCost, objects: number): string =>
+  `${(cost.ms / 1000).toFixed(2)} s: ${rate(objects, cost.ms)}; CPU s per 10,000 objects: MinIO ${((cost.minioCpu / objects) * 1e4).toFixed(2)}, ` +
+  `the tool ${((cost.toolCpu / objects) * 1e4).toFixed(2)} (${cost.load})`;
+
+async function timeReclaim(store: ObjectStore, target: { ns: NamespaceId; job: ReturnType<typeof newJobId> }, keysPerFlush: number, minioPids: readonly number[]): Promise<RunCost & { tally: ReclaimTally }> {
+  let tally: ReclaimTally | undefined;
+  const cost = await measure(minioPids, ownCpuSeconds, async () => {
+    tally = await reclaimPrefix(
+      store,
+      { namespaceId: target.ns, jobId: target.job },
+      { nowMs: Date.now(), stagingGraceMs: STAGING_GRACE_MS, dryRun: false, keysPerFlush, reportLimit: 100 },
+      START_OF_WALK,
+      () => {},
+    );
+  });
+  return { ...cost, tally: tally as ReclaimTally };
 }
 
 function s3Client(minio: { endpoint: string; region: string; accessKey: string; secretKey: string }, maxSockets: number): S3Client {
@@ -166,6 +195,7 @@ async function reclaimBench(minio: Awaited<ReturnType<typeof startMinio>>, objec
 
   console.log(`reclaim: ${repeat} runs, each on 2 prefixes × ${objects} objects of ${OBJECT_BYTES} bytes, no lease, staging grace ${STAGING_GRACE_MS} ms`);
   const store = createS3ObjectStore({ bucket: BUCKET, client: collectorClient });
+  const minioPids = pidsWithArgs('--address', new URL(minio.endpoint).host);
   const ratios: number[] = [];
   let s5Ms = 0;
   for (let run = 1; run <= repeat; run++) {
@@ -174,23 +204,18 @@ async function reclaimBench(minio: Awaited<ReturnType<typeof startMinio>>, objec
     const writeMs = performance.now() - writeStart;
     console.log(`  run ${run}: written in ${(writeMs / 1000).toFixed(1)} s (${rate(2 * objects, writeMs)}, ${WRITES_IN_FLIGHT} PUTs in flight)`);
     await sleep(STAGING_GRACE_MS + 500);
-    const timeS5cmd = async () => {
-      const started = performance.now();
-      await runS5cmd(minio.endpoint, minio.accessKey, minio.secretKey, forS5cmd.prefix);
-      return { ms: performance.now() - started, load: load() };
-    };
+    const timeS5cmd = () => measure(minioPids, exitedChildrenCpuSeconds, () => runS5cmd(minio.endpoint, minio.accessKey, minio.secretKey, forS5cmd.prefix));
     const s5cmdFirst = run % 2 === 1;
     const s5 = s5cmdFirst ? await timeS5cmd() : undefined;
-    const own = await timeReclaim(store, forPackage, DEFAULT_KEYS_PER_FLUSH);
-    const ownLoad = load();
+    const own = await timeReclaim(store, forPackage, DEFAULT_KEYS_PER_FLUSH, minioPids);
     const s5run = s5 ?? (await timeS5cmd());
     s5Ms = s5run.ms;
     const left = [await countUnder(writer, forS5cmd.prefix), await countUnder(writer, forPackage.prefix)];
     console.log(`    order: ${s5cmdFirst ? 's5cmd first' : 'reclaimPrefix first'}`);
-    console.log(`    s5cmd rm            ${(s5run.ms / 1000).toFixed(2)} s: ${rate(objects, s5run.ms)} (${s5run.load})`);
+    console.log(`    s5cmd rm            ${describeCost(s5run, objects)}`);
     console.log(
-      `    reclaimPrefix       ${(own.ms / 1000).toFixed(2)} s: ${rate(own.tally.objectsDeleted, own.ms)} ` +
-        `(keysPerFlush ${DEFAULT_KEYS_PER_FLUSH}, deleteConcurrency ${DEFAULT_DELETE_CONCURRENCY}; deleted ${own.tally.objectsDeleted}, retained young ${own.tally.retainedYoung}, unrecognised ${own.tally.retainedUnrecognised}; ${ownLoad})`,
+      `    reclaimPrefix       ${describeCost(own, own.tally.objectsDeleted)} ` +
+        `(keysPerFlush ${DEFAULT_KEYS_PER_FLUSH}, deleteConcurrency ${DEFAULT_DELETE_CONCURRENCY}; deleted ${own.tally.objectsDeleted}, retained young ${own.tally.retainedYoung}, unrecognised ${own.tally.retainedUnrecognised})`,
     );
     ratios.push(s5run.ms / own.ms);
     console.log(`    ratio reclaimPrefix/s5cmd throughput: ${(s5run.ms / own.ms).toFixed(2)}`);
@@ -210,7 +235,7 @@ async function reclaimBench(minio: Awaited<ReturnType<typeof startMinio>>, objec
       await sleep(STAGING_GRACE_MS + 500);
       const client = s3Client(minio, Math.max(50, dc * 2));
       const tuned = createS3ObjectStore({ bucket: BUCKET, client, deleteConcurrency: dc });
-      const { ms, tally } = await timeReclaim(tuned, target, kpf);
+      const { ms, tally } = await timeReclaim(tuned, target, kpf, minioPids);
       client.destroy();
       const remaining = await countUnder(writer, target.prefix);
       console.log(`  keysPerFlush ${String(kpf).padStart(5)}, deleteConcurrency ${String(dc).padStart(2)}: ${(ms / 1000).toFixed(2)} s, ${rate(tally.objectsDeleted, ms)}, left ${remaining} (${load()})`);

@@ -16,6 +16,14 @@ export function cpuSeconds(pid: number): number {
   }
 }
 
+/** User + system CPU seconds of this process's children that have exited and been waited for (a finished `s5cmd`, say). */
+export function exitedChildrenCpuSeconds(): number {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // cutime and cstime: the 16th and 17th fields of the line.
+  return (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS;
+}
+
 /** Resident set size in bytes, 0 once the process is gone. */
 export function rssBytes(pid: number): number {
   try {
