@@ -188,39 +188,32 @@ export const EMPTY_TALLY: ReclaimTally = Object.freeze({
   unrecognisedKeys: [],
 });
 
-/** Keys of a prefix after `after` (exclusive) up to `upTo` (inclusive; `undefined`: to the end of the prefix). */
-export interface KeyRange {
-  readonly after: string | undefined;
-  readonly upTo: string | undefined;
-}
-
-/**
- * Where a walk stands: the ranges still to walk, each moved past its settled keys; every key outside
- * them is accounted for in `tally`. Travels in Temporal heartbeats.
- */
+/** Where a walk stands: every key up to `after` is settled and counted in `tally`. Travels in Temporal heartbeats. */
 export interface ReclaimPosition {
-  readonly ranges: readonly KeyRange[];
+  readonly after: string | undefined;
   readonly tally: ReclaimTally;
 }
 
-export const START_OF_WALK: ReclaimPosition = Object.freeze({ ranges: [{ after: undefined, upTo: undefined }], tally: EMPTY_TALLY });
+export const START_OF_WALK: ReclaimPosition = Object.freeze({ after: undefined, tally: EMPTY_TALLY });
 
-/** A position from heartbeat details, including the single `after` of walks recorded before ranges existed. */
-export function reclaimPositionFrom(details: unknown): ReclaimPosition {
-  if (details === undefined || details === null) return START_OF_WALK;
-  const d = details as Partial<ReclaimPosition> & { after?: string };
-  if (d.ranges) return d as ReclaimPosition;
-  return { ranges: [{ after: d.after, upTo: undefined }], tally: d.tally ?? EMPTY_TALLY };
+/** The heartbeat of a walk by an earlier version, which listed key ranges in parallel: keys outside `ranges` were settled. */
+interface RangesPosition {
+  readonly ranges: readonly { readonly after: string | undefined }[];
+  readonly tally: ReclaimTally;
 }
 
 /**
- * Where a walk that has listed one full page splits the rest: staged segment ids are random hex, so
- * ranges cut at `segments/seg_1` … `segments/seg_f` hold about equal shares. Each cut is an
- * inclusive upper bound, so the ranges cover every key after `after`, including unrecognised ones.
+ * A position from heartbeat details, also one written by a walk that listed key ranges in parallel:
+ * that walk resumes after the first key any of its open ranges had not settled. Keys settled past it
+ * are listed again; deleted ones are gone and retained ones are counted a second time.
  */
-function splitAfter(prefix: string, after: string): KeyRange[] {
-  const cuts = [...'123456789abcdef'].map((digit) => `${prefix}segments/seg_${digit}`).filter((cut) => cut > after);
-  return [...cuts, undefined].map((upTo, i) => ({ after: i === 0 ? after : cuts[i - 1], upTo }));
+export function reclaimPositionFrom(details: unknown): ReclaimPosition {
+  if (details === undefined || details === null) return START_OF_WALK;
+  const d = details as ReclaimPosition | RangesPosition;
+  if (!('ranges' in d)) return { after: d.after, tally: d.tally ?? EMPTY_TALLY };
+  const afters = d.ranges.map((range) => range.after);
+  const after = afters.length === 0 || afters.includes(undefined) ? undefined : (afters as string[]).reduce((a, b) => (b < a ? b : a));
+  return { after, tally: d.tally };
 }
 
 export interface ReclaimOptions {
@@ -260,21 +253,18 @@ type FlushOutcome =
   | { readonly upTo: string | undefined; readonly settled: ReclaimTally }
   | { readonly error: unknown; readonly deleted: ReclaimTally };
 
-/** Ranges of one prefix walked at once, each with one delete batch in flight while it lists its next page. */
-export const RANGES_IN_FLIGHT = 4;
-
 /**
  * Walks a prefix owned by this collector or by no one and deletes each staged segment that is old
  * enough and not referenced by the root, which is re-read before every delete batch (candidate
  * selection may be stale, deletion may not). The lease and unrecognised keys are never deleted here.
- * `onProgress` receives the position after every page, so a retried walk resumes there; a range
- * only moves past keys whose fate is settled.
+ * `onProgress` receives the position after every page, so a retried walk resumes there; the
+ * position only moves past keys whose fate is settled.
  *
- * A prefix whose first page is its whole listing costs one LIST. A longer one is split after that
- * page into key ranges walked `RANGES_IN_FLIGHT` at a time (S3 listings are sequential, ranges are
- * not); within a range one batch is deleted while the next page is listed, and batches settle in key
- * order. The first failure stops every range at its next page; the walk then reports where each
- * stands and rethrows it.
+ * The prefix is one listing in key order: resumed with `StartAfter`, continued with the listing's
+ * own cursor. One batch is deleted while the next pages are listed, and batches settle in key order.
+ * (Continuing by cursor lets MinIO stream one listing; a fresh `StartAfter` per page, or parallel
+ * listings of key ranges, made it read the prefix's whole directory again for every page.) A
+ * failure stops the walk at its next page; it then reports where it stands and rethrows.
  */
 export async function reclaimPrefix(
   store: ObjectStore,
@@ -284,10 +274,8 @@ export async function reclaimPrefix(
   onProgress: (position: ReclaimPosition) => void,
 ): Promise<ReclaimTally> {
   const prefix = jobPrefix(job.namespaceId, job.jobId);
-  const open = new Map<number, KeyRange>(resume.ranges.map((range, i) => [i, range]));
-  let tally = resume.tally;
+  let position = resume;
   let failure: { readonly error: unknown } | undefined;
-  const position = (): ReclaimPosition => ({ ranges: [...open.values()], tally });
 
   const deleteBatch = async (batch: readonly ObjectInfo[], batchRetained: ReclaimTally, upTo: string | undefined): Promise<FlushOutcome> => {
     let deleted: ObjectInfo[] = [];
@@ -309,98 +297,57 @@ export async function reclaimPrefix(
     }
   };
 
-  const queue = [...open.keys()];
-  let nextId = open.size;
-  let running = 0;
-  const walks: Promise<void>[] = [];
-  const startWalks = (splitFirstPage: boolean): void => {
-    while (running < RANGES_IN_FLIGHT && queue.length && !failure) {
-      running++;
-      walks.push(walkRange(queue.shift()!, splitFirstPage).finally(() => (running--, startWalks(false))));
+  let inFlight: Promise<FlushOutcome> | undefined;
+  /** Waits for the batch in flight and moves the position past it; a failed batch fails the walk. */
+  const settle = async (): Promise<void> => {
+    const outcome = await inFlight;
+    inFlight = undefined;
+    if (outcome === undefined) return;
+    if ('error' in outcome) {
+      // Deletions are counted now (those keys will not be listed again); the rest of the batch is walked again on retry.
+      position = { ...position, tally: addTally(position.tally, outcome.deleted, options.reportLimit) };
+      failure ??= { error: outcome.error };
+    } else {
+      position = { after: outcome.upTo, tally: addTally(position.tally, outcome.settled, options.reportLimit) };
     }
   };
 
-  /**
-   * Walks range `id` until it ends or any range fails. With `splitFirstPage` the range ends at its
-   * first page unless that was the whole listing; the rest is split into new ranges, listed while
-   * this page's batch is deleted.
-   */
-  async function walkRange(id: number, splitFirstPage: boolean): Promise<void> {
-    let { after: listedUpTo, upTo } = open.get(id)!;
-    let candidates: ObjectInfo[] = [];
-    let retained: Mutable<ReclaimTally> & { unrecognisedKeys: string[] } = { ...EMPTY_TALLY, unrecognisedKeys: [] };
-    let inFlight: Promise<FlushOutcome> | undefined;
-
-    /** Waits for the batch in flight and moves the range past it; a failed batch fails the walk. */
-    const settle = async (): Promise<boolean> => {
-      const outcome = await inFlight;
-      inFlight = undefined;
-      if (outcome === undefined) return true;
-      if ('error' in outcome) {
-        // Deletions are counted now (those keys will not be listed again); the rest of the batch is walked again on retry.
-        tally = addTally(tally, outcome.deleted, options.reportLimit);
-        failure ??= { error: outcome.error };
-        return false;
+  let listedUpTo = resume.after;
+  let cursor: string | undefined;
+  let candidates: ObjectInfo[] = [];
+  let retained: Mutable<ReclaimTally> & { unrecognisedKeys: string[] } = { ...EMPTY_TALLY, unrecognisedKeys: [] };
+  try {
+    while (!failure) {
+      const page = await store.list(cursor === undefined ? { prefix, startAfter: listedUpTo } : { prefix, cursor });
+      for (const o of page.objects) {
+        const parsed = parseCompactionKey(o.key);
+        if (parsed.kind === 'lease' && parsed.jobId === job.jobId) continue;
+        // Only a staged segment of this very job may go; anything else under the prefix is retained and reported.
+        if (parsed.kind !== 'staged_segment' || parsed.jobId !== job.jobId || parsed.namespaceId !== job.namespaceId) {
+          retained.retainedUnrecognised++;
+          if (retained.unrecognisedKeys.length < options.reportLimit) retained.unrecognisedKeys.push(o.key);
+        } else if (isOldEnough(o, options)) candidates.push(o);
+        else retained.retainedYoung++;
       }
-      tally = addTally(tally, outcome.settled, options.reportLimit);
-      open.set(id, { after: outcome.upTo, upTo });
-      return true;
-    };
-
-    try {
-      while (!failure) {
-        const page = await store.list({ prefix, startAfter: listedUpTo });
-        const inRange = upTo === undefined ? page.objects : page.objects.filter((o) => o.key <= upTo!);
-        for (const o of inRange) {
-          const parsed = parseCompactionKey(o.key);
-          if (parsed.kind === 'lease' && parsed.jobId === job.jobId) continue;
-          // Only a staged segment of this very job may go; anything else under the prefix is retained and reported.
-          if (parsed.kind !== 'staged_segment' || parsed.jobId !== job.jobId || parsed.namespaceId !== job.namespaceId) {
-            retained.retainedUnrecognised++;
-            if (retained.unrecognisedKeys.length < options.reportLimit) retained.unrecognisedKeys.push(o.key);
-          } else if (isOldEnough(o, options)) candidates.push(o);
-          else retained.retainedYoung++;
-        }
-        listedUpTo = inRange.at(-1)?.key ?? listedUpTo;
-        let last = page.nextCursor === undefined || inRange.length < page.objects.length || (upTo !== undefined && listedUpTo === upTo);
-        if (splitFirstPage && !last && listedUpTo !== undefined) {
-          upTo = listedUpTo;
-          open.set(id, { after: open.get(id)!.after, upTo });
-          for (const range of splitAfter(prefix, listedUpTo)) {
-            open.set(nextId, range);
-            queue.push(nextId++);
-          }
-          last = true;
-        }
-        if (last || candidates.length >= options.keysPerFlush) {
-          await settle();
-          if (failure) break;
-          inFlight = deleteBatch(candidates, retained, listedUpTo);
-          candidates = [];
-          retained = { ...EMPTY_TALLY, unrecognisedKeys: [] };
-        }
-        // The new ranges start once this page's batch is in flight: they are listed while it is deleted.
-        if (splitFirstPage) startWalks(false);
-        splitFirstPage = false;
-        if (last) {
-          if (await settle()) open.delete(id);
-          onProgress(position());
-          return;
-        }
-        onProgress(position());
+      listedUpTo = page.objects.at(-1)?.key ?? listedUpTo;
+      cursor = page.nextCursor;
+      const last = cursor === undefined;
+      if (last || candidates.length >= options.keysPerFlush) {
+        await settle();
+        if (failure) break;
+        inFlight = deleteBatch(candidates, retained, listedUpTo);
+        candidates = [];
+        retained = { ...EMPTY_TALLY, unrecognisedKeys: [] };
       }
-    } catch (error) {
-      failure ??= { error };
+      if (last) break;
+      onProgress(position);
     }
-    // A failed listing (here or in another range) still settles the batch in flight: no delete outlives its walk.
-    if (inFlight) await settle();
-    onProgress(position());
+  } catch (error) {
+    failure ??= { error };
   }
-
-  const [first] = open.values();
-  startWalks(open.size === 1 && first!.upTo === undefined);
-  // Walks started later are pushed before the one that started them settles.
-  for (let i = 0; i < walks.length; i++) await walks[i];
+  // A failed listing still settles the batch in flight: no delete outlives its walk.
+  await settle();
+  onProgress(position);
   if (failure) throw failure.error;
-  return tally;
+  return position.tally;
 }

@@ -214,21 +214,21 @@ describe('collector pass', () => {
   it('an error in the middle of a prefix walk still deletes the claimed lease, and a later pass finishes the leftovers', async () => {
     const ns = newNamespace();
     const job = newJobId();
-    // Pages of 1000 with the lease first: the first delete batch holds the first page's 999 keys, the rest is split into ranges.
+    // Pages of 1000 with the lease first, and batches of at least 999 keys: the first delete batch is the first page's 999 keys.
     const staged = await stage(ns, job, 2100);
     await ageBeyondStagingGrace();
     await writeLease(ns, job, Date.now() - leaseExpiryMs - 1000);
     // Delete permission revoked after the first batch: a non-retryable failure, the walk stops there.
     faults.failDeleteCall = { call: 2, error: () => new StoreConfigError('IAM policy', 'access denied to DeleteObjects (injected)') };
 
-    const report = await failingPass({ namespaces: [ns], keysPerFlush: 1000 });
+    const report = await failingPass({ namespaces: [ns], keysPerFlush: 999 });
 
     expect(report.totals).toMatchObject({ claimed: 1, failedPrefixes: 1, leasesDeleted: 1 });
     expect(report.failures[0]?.key).toBe(jobPrefix(ns, job));
     expect(report.failures[0]?.message).toMatch(/access denied/);
     expect(await exists(leaseKey(ns, job))).toBe(false);
     const leftovers = await keysUnder(jobPrefix(ns, job));
-    // The first page's batch settled before the failure; the failed batch and the ranges not yet walked are left, and
+    // The first page's batch settled before the failure; the failed batch and the pages after it are left, and
     // the report counts exactly what went.
     expect(staged.sort().slice(0, 999).some((k) => leftovers.includes(k))).toBe(false);
     expect(leftovers.length).toBeGreaterThan(0);
@@ -350,12 +350,13 @@ describe('collector pass', () => {
     expect(await keysUnder(jobPrefix(ns, job))).toEqual([]);
     expect(seen.deletes.every((batch) => batch.length <= 1000)).toBe(true);
     expect(seen.deletes.length).toBeGreaterThanOrEqual(4);
-    // The first attempt lists the first page, then its key ranges from after that page, and fails at the second batch;
-    // the retried attempt resumes the ranges its predecessor heartbeated instead of listing the prefix from its start,
-    // and the deletions before the failure are counted once (the tally travels in the heartbeat too).
-    const walks = seen.lists.filter((l) => l.prefix === jobPrefix(ns, job)).map((l) => l.startAfter);
-    expect(walks.filter((after) => after === undefined)).toHaveLength(1);
-    expect(walks.filter((after) => after === staged[999]).length).toBeGreaterThanOrEqual(1);
+    // The first attempt deletes the first page's batch and fails at the second; the retried attempt resumes after the
+    // position its predecessor heartbeated instead of listing the prefix from its start, and the deletions before the
+    // failure are counted once (the tally travels in the heartbeat too). Every other page continues a listing by cursor.
+    const walks = seen.lists.filter((l) => l.prefix === jobPrefix(ns, job));
+    expect(walks.filter((l) => l.startAfter === undefined && l.cursor === undefined)).toHaveLength(1);
+    expect(walks.filter((l) => l.startAfter === staged[999]).length).toBeGreaterThanOrEqual(1);
+    expect(walks.every((l) => l.startAfter === undefined || l.cursor === undefined)).toBe(true);
   });
 
   it('a page of job prefixes is collected concurrently, at most prefixConcurrency at a time, each claimed, reclaimed, then released', async () => {

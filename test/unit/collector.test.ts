@@ -125,19 +125,28 @@ describe('collector', () => {
   it('a resumed walk starts after its position and keeps the tally it carried', async () => {
     const keys = Array.from({ length: 5 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort();
     for (const k of keys) await store.put(k, bytes(k));
-    const resume: ReclaimPosition = { ranges: [{ after: keys[1], upTo: undefined }], tally: { ...EMPTY_TALLY, objectsDeleted: 2 } };
+    const resume: ReclaimPosition = { after: keys[1], tally: { ...EMPTY_TALLY, objectsDeleted: 2 } };
     const positions: ReclaimPosition[] = [];
     const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
     const tally = await reclaimPrefix(store, ref(), options, resume, (p) => positions.push(p));
     expect(tally.objectsDeleted).toBe(5);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key)).toEqual(keys.slice(0, 2));
-    expect(positions.at(-1)?.ranges).toEqual([]);
+    expect(positions.at(-1)?.after).toBe(keys.at(-1));
   });
 
-  it('a heartbeat recorded before ranges existed (a single `after`) resumes after it', () => {
+  it('a heartbeat is read back as the position it carried; none means the start of the walk', () => {
     const tally = { ...EMPTY_TALLY, objectsDeleted: 2 };
-    expect(reclaimPositionFrom({ after: 'k', tally })).toEqual({ ranges: [{ after: 'k', upTo: undefined }], tally });
+    expect(reclaimPositionFrom({ after: 'k', tally })).toEqual({ after: 'k', tally });
     expect(reclaimPositionFrom(undefined)).toEqual(START_OF_WALK);
+  });
+
+  it('a heartbeat of a walk that listed key ranges in parallel resumes after the first key any open range had not settled', () => {
+    const tally = { ...EMPTY_TALLY, objectsDeleted: 2 };
+    const ranges = [{ after: 'k5', upTo: 'k7' }, { after: 'k2', upTo: 'k4' }, { after: 'k8', upTo: undefined }];
+    expect(reclaimPositionFrom({ ranges, tally })).toEqual({ after: 'k2', tally });
+    // A range not yet started, or a finished walk (no open range), is walked again from the start.
+    expect(reclaimPositionFrom({ ranges: [...ranges, { after: undefined, upTo: 'k1' }], tally })).toEqual({ after: undefined, tally });
+    expect(reclaimPositionFrom({ ranges: [], tally })).toEqual({ after: undefined, tally });
   });
 
   it('job prefixes are discovered page by page, resuming after a common prefix', async () => {

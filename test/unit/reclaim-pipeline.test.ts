@@ -2,15 +2,15 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { jobPrefix, namespaceId, newJobId, newSegmentId, segmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
-import { reclaimPrefix, START_OF_WALK, type ReclaimOptions, type ReclaimPosition } from '../../src/protocol/collector';
+import { jobPrefix, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
+import { EMPTY_TALLY, reclaimPrefix, START_OF_WALK, type ReclaimOptions, type ReclaimPosition } from '../../src/protocol/collector';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import { gate } from '../support/faults';
 
 const ns = namespaceId('pipeline');
 const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, dryRun: false, keysPerFlush: 2, reportLimit: 10 };
 
-describe('reclaim walk: one range', () => {
+describe('reclaim walk: pipeline', () => {
   let store: ObjectStore;
   let job: MetadataCompactionId;
   let keys: string[];
@@ -18,8 +18,7 @@ describe('reclaim walk: one range', () => {
   beforeEach(async () => {
     store = createEmbeddedObjectStore({ path: ':memory:' });
     job = newJobId();
-    // One range holds every key after the first page (ids `seg_0…`): these tests follow one range's pipeline.
-    keys = Array.from({ length: 6 }, () => stagedSegmentKey(ns, job, segmentId(`seg_0${newSegmentId().slice(5)}`), 'seg')).sort();
+    keys = Array.from({ length: 6 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort();
     for (const k of keys) await store.put(k, new TextEncoder().encode(k));
   });
   afterEach(() => store.close());
@@ -74,7 +73,7 @@ describe('reclaim walk: one range', () => {
     const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, (p) => positions.push(p));
     await expect(walk).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(deleting).toBe(false);
-    expect(positions.at(-1)?.ranges[0]?.after).toBe(keys[1]);
+    expect(positions.at(-1)?.after).toBe(keys[1]);
     expect(positions.at(-1)?.tally.objectsDeleted).toBe(2);
     expect(await remaining()).toEqual(keys.slice(2));
   });
@@ -92,13 +91,13 @@ describe('reclaim walk: one range', () => {
     });
     const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, (p) => positions.push(p));
     await expect(walk).rejects.toThrow(/1 deletes under .* failed/);
-    expect(positions.at(-1)?.ranges[0]?.after).toBe(keys[1]);
+    expect(positions.at(-1)?.after).toBe(keys[1]);
     expect(positions.at(-1)?.tally.objectsDeleted).toBe(3);
     expect(await remaining()).toEqual([keys[2], ...keys.slice(4)]);
   });
 });
 
-describe('reclaim walk: ranges', () => {
+describe('reclaim walk: listing', () => {
   const walkOptions: ReclaimOptions = { ...options, keysPerFlush: 3 };
   let store: ObjectStore;
   afterEach(() => store.close());
@@ -113,7 +112,7 @@ describe('reclaim walk: ranges', () => {
     return { job, segmentKeys, junkKeys };
   }
   const counting = (pageSize: number, fail?: { atCall: number }) => {
-    const stats = { lists: 0, listsInFlight: 0, maxListsInFlight: 0, calls: 0 };
+    const stats = { lists: 0, listsInFlight: 0, maxListsInFlight: 0, calls: 0, requests: [] as ListRequest[] };
     const maybeFail = () => {
       if (++stats.calls === fail?.atCall) throw new StoreUnavailableError('bucket', 'connection reset (injected)');
     };
@@ -121,6 +120,7 @@ describe('reclaim walk: ranges', () => {
       async list(request: ListRequest) {
         maybeFail();
         stats.lists++;
+        stats.requests.push(request);
         stats.maxListsInFlight = Math.max(stats.maxListsInFlight, ++stats.listsInFlight);
         try {
           await sleep(1);
@@ -145,16 +145,26 @@ describe('reclaim walk: ranges', () => {
     expect(stats.lists).toBe(1);
   });
 
-  it('a longer prefix is split after its first page and its ranges are listed at the same time', async () => {
+  it('a longer prefix is one listing: each page after the first continues the one before by its cursor, one at a time', async () => {
     const { job, segmentKeys, junkKeys } = await seeded(60, 3);
     const { walked, stats } = counting(4);
-    const positions: ReclaimPosition[] = [];
-    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, START_OF_WALK, (p) => positions.push(p));
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, START_OF_WALK, () => {});
     expect(tally).toMatchObject({ objectsDeleted: segmentKeys.length, retainedUnrecognised: junkKeys.length });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key).sort()).toEqual([...junkKeys].sort());
-    expect(stats.maxListsInFlight).toBeGreaterThan(1);
-    expect(Math.max(...positions.map((p) => p.ranges.length))).toBe(16);
-    expect(positions.at(-1)?.ranges).toEqual([]);
+    expect(stats.lists).toBe(Math.ceil((segmentKeys.length + junkKeys.length) / 4));
+    expect(stats.maxListsInFlight).toBe(1);
+    expect([stats.requests[0]?.startAfter, stats.requests[0]?.cursor]).toEqual([undefined, undefined]);
+    expect(stats.requests.slice(1).every((r) => r.cursor !== undefined && r.startAfter === undefined)).toBe(true);
+  });
+
+  it('a resumed walk lists from its position with StartAfter, then by cursor', async () => {
+    const { job, segmentKeys } = await seeded(12, 0);
+    const sorted = [...segmentKeys].sort();
+    const { walked, stats } = counting(4);
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, { after: sorted[3], tally: EMPTY_TALLY }, () => {});
+    expect(tally.objectsDeleted).toBe(8);
+    expect([stats.requests[0]?.startAfter, stats.requests[0]?.cursor]).toEqual([sorted[3], undefined]);
+    expect(stats.requests.slice(1).every((r) => r.cursor !== undefined)).toBe(true);
   });
 
   it('a walk failing at any store call and resumed from its last position deletes every old segment once, retains the rest, and counts each key once', async () => {
@@ -170,7 +180,6 @@ describe('reclaim walk: ranges', () => {
           const retried = counting(pageSize);
           await reclaimPrefix(retried.walked, { namespaceId: ns, jobId: job }, walkOptions, position, (p) => (position = p));
         }
-        expect(position.ranges).toEqual([]);
         expect(position.tally).toMatchObject({ objectsDeleted: segmentKeys.length, retainedUnrecognised: junkKeys.length, retainedYoung: 0 });
         expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key).sort()).toEqual([...junkKeys].sort());
         await store.close();
@@ -178,5 +187,6 @@ describe('reclaim walk: ranges', () => {
       { numRuns: 150 },
     );
     store = createEmbeddedObjectStore({ path: ':memory:' });
-  });
+    // The timeout: pages as small as one key, each listing 1 ms and one after another, up to 150 × 85 listings.
+  }, 60_000);
 });
