@@ -149,19 +149,29 @@ class S3ObjectStore implements ObjectStore {
   }
 
   async deleteMany(keys: readonly string[]): Promise<DeleteResult> {
-    const results = await inBatches(keys, MAX_KEYS_PER_REQUEST, this.deleteConcurrency, async (batch) => {
-      const out = await this.send(
-        batch[0] ?? '',
-        'write',
-        (o) => this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true } }), o),
-      );
-      // A missing key is already deleted: deletes are idempotent.
-      const failed: DeleteFailure[] = (out.Errors ?? [])
-        .filter((e) => e.Code !== 'NoSuchKey')
-        .map((e) => ({ key: e.Key ?? '', code: e.Code ?? 'Unknown', message: e.Message ?? '' }));
-      const failedKeys = new Set(failed.map((f) => f.key));
-      return { deleted: batch.filter((k) => !failedKeys.has(k)), failed };
+    // A request that throws ends the call only once its siblings have settled, and no request starts after it:
+    // a caller that deletes a lease after its prefix (the collector) must know no delete of this call can still land.
+    let thrown: { readonly error: unknown } | undefined;
+    const results = await inBatches(keys, MAX_KEYS_PER_REQUEST, this.deleteConcurrency, async (batch): Promise<DeleteResult> => {
+      if (thrown) return { deleted: [], failed: [] };
+      try {
+        const out = await this.send(
+          batch[0] ?? '',
+          'write',
+          (o) => this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true } }), o),
+        );
+        // A missing key is already deleted: deletes are idempotent.
+        const failed: DeleteFailure[] = (out.Errors ?? [])
+          .filter((e) => e.Code !== 'NoSuchKey')
+          .map((e) => ({ key: e.Key ?? '', code: e.Code ?? 'Unknown', message: e.Message ?? '' }));
+        const failedKeys = new Set(failed.map((f) => f.key));
+        return { deleted: batch.filter((k) => !failedKeys.has(k)), failed };
+      } catch (error) {
+        thrown ??= { error };
+        return { deleted: [], failed: [] };
+      }
     });
+    if (thrown) throw thrown.error;
     return { deleted: results.flatMap((r) => r.deleted), failed: results.flatMap((r) => r.failed) };
   }
 
