@@ -36,7 +36,7 @@ import { inBatches } from '../src/store/batches';
 import { createWorker } from '../src/worker';
 import type { GcReport } from '../src/workflows/gc';
 import { makeInputs, writeInputs } from '../test/support/records';
-import { cpuSeconds, exitedChildrenCpuSeconds, pidsWithArgs } from './support/proc';
+import { exitedChildrenCpuSeconds, pidsWithArgs, totalCpuSeconds } from './support/proc';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
@@ -139,7 +139,7 @@ interface RunCost {
 }
 
 async function measure(minioPids: readonly number[], toolCpu: () => number, run: () => Promise<void>): Promise<RunCost> {
-  const minioCpu = (): number => minioPids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+  const minioCpu = (): number => totalCpuSeconds(minioPids);
   const before = { minio: minioCpu(), tool: toolCpu(), at: performance.now() };
   await run();
   return { ms: performance.now() - before.at, minioCpu: minioCpu() - before.minio, toolCpu: toolCpu() - before.tool, load: load() };

@@ -26,7 +26,7 @@ import type { ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
 import type { GcReport } from '../src/workflows/gc';
 import { createBucket, GROUPS_PER_NAMESPACE, seedJobs, spawnScaleWorker, type Bucket, type JobSpec, type WorkerProcess } from './support/fleet';
-import { cpuSeconds, machineCpuSeconds, pidsWithArgs } from './support/proc';
+import { machineCpuSeconds, pidsWithArgs, totalCpuSeconds } from './support/proc';
 import { histogramBuckets, quantile, scrape, total, type Sample } from './support/prometheus';
 
 const list = (raw: string): number[] =>
@@ -204,7 +204,7 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
       const loadBefore = load();
       const before = await Promise.all(workers.map((w) => w.scrape()));
       const minioBefore = await minioRequests(minio);
-      const cpuBefore = { workers: workers.map((w) => w.cpuSeconds()), temporal: sumCpu(temporalPids), minio: sumCpu(minioPids), machine: machineCpuSeconds() };
+      const cpuBefore = { workers: workers.map((w) => w.cpuSeconds()), temporal: totalCpuSeconds(temporalPids), minio: totalCpuSeconds(minioPids), machine: machineCpuSeconds() };
       const windowStart = performance.now();
       const rssPeak = workers.map(() => 0);
       const slotsSeen: number[][] = workers.map(() => []);
@@ -219,8 +219,8 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
       const machine = machineCpuSeconds();
       const cpu = {
         workers: workers.map((w, k) => w.cpuSeconds() - cpuBefore.workers[k]!),
-        temporal: sumCpu(temporalPids) - cpuBefore.temporal,
-        minio: sumCpu(minioPids) - cpuBefore.minio,
+        temporal: totalCpuSeconds(temporalPids) - cpuBefore.temporal,
+        minio: totalCpuSeconds(minioPids) - cpuBefore.minio,
         machine: (machine.busy - cpuBefore.machine.busy) / (machine.total - cpuBefore.machine.total),
       };
       const delta = (read: (s: Sample[]) => number) => workers.map((_, k) => read(after[k]!) - read(before[k]!));
@@ -266,8 +266,6 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
     }
   });
 }
-
-const sumCpu = (pids: readonly number[]): number => pids.reduce((a, p) => a + cpuSeconds(p), 0);
 
 /** S3 requests per lease-hour at the default timings: N jobs in steady state over a window of whole refresh intervals. */
 async function requestCost(opts: Options, minio: S3Server, bucket: Bucket): Promise<void> {

@@ -16,6 +16,9 @@ export function cpuSeconds(pid: number): number {
   }
 }
 
+/** User + system CPU seconds of several processes (a server's pids, say). */
+export const totalCpuSeconds = (pids: readonly number[]): number => pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+
 /** User + system CPU seconds of this process's children that have exited and been waited for (a finished `s5cmd`, say). */
 export function exitedChildrenCpuSeconds(): number {
   const stat = readFileSync('/proc/self/stat', 'utf8');
