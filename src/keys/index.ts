@@ -70,17 +70,20 @@ export const newSegmentId = (fill: RandomFill = webCryptoFill): SegmentId =>
   segmentId(`seg_${randomHex128(fill)}`);
 
 export const NAMESPACES_PREFIX = 'namespaces/';
-export const namespacePrefix = (ns: NamespaceId): string => `${NAMESPACES_PREFIX}${ns}/`;
+// Every builder re-validates its ids: a brand type is erased at run time, so a caller holding a raw
+// string cast to an id (`'../demo' as NamespaceId`) would otherwise build a key outside its prefix.
+// Nothing builds a key without passing here, so no request can name an unvalidated id.
+export const namespacePrefix = (ns: NamespaceId): string => `${NAMESPACES_PREFIX}${namespaceId(ns)}/`;
 export const rootKey = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/root.json`;
 export const inputSegmentKey = (ns: NamespaceId, seg: SegmentId, ext: string): string =>
-  `${namespacePrefix(ns)}metadata/segments/${seg}.${segmentExtension(ext)}`;
+  `${namespacePrefix(ns)}metadata/segments/${segmentId(seg)}.${segmentExtension(ext)}`;
 export const compactionsPrefix = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/compactions/`;
 /** Always ends in `/`, so `cmp_1…` never matches `cmp_12…`. */
-export const jobPrefix = (ns: NamespaceId, job: MetadataCompactionId): string => `${compactionsPrefix(ns)}${job}/`;
+export const jobPrefix = (ns: NamespaceId, job: MetadataCompactionId): string => `${compactionsPrefix(ns)}${jobId(job)}/`;
 /** `lease.json` sorts before `segments/`: an ascending listing meets the lease first. */
 export const leaseKey = (ns: NamespaceId, job: MetadataCompactionId): string => `${jobPrefix(ns, job)}lease.json`;
 export const stagedSegmentKey = (ns: NamespaceId, job: MetadataCompactionId, seg: SegmentId, ext: string): string =>
-  `${jobPrefix(ns, job)}segments/${seg}.${segmentExtension(ext)}`;
+  `${jobPrefix(ns, job)}segments/${segmentId(seg)}.${segmentExtension(ext)}`;
 
 /** What a key under a compactions prefix is; anything else is retained and reported. */
 export type CompactionKey =

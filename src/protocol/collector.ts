@@ -76,7 +76,8 @@ async function listChildren<T>(
 export const listNamespaces = (store: ObjectStore, after: string | undefined, limit: number): Promise<ChildrenPage<NamespaceId>> =>
   listChildren(store, NAMESPACES_PREFIX, after, limit, parseNamespacePrefix);
 
-export const listJobPrefixes = (
+/** Async, so a raw namespace id rejects like any other failure instead of throwing before a promise exists. */
+export const listJobPrefixes = async (
   store: ObjectStore,
   ns: NamespaceId,
   after: string | undefined,

@@ -1,11 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  compactionsPrefix,
+  inputSegmentKey,
   InvalidKeyError,
   jobId,
   jobPrefix,
   leaseKey,
   namespaceId,
+  namespacePrefix,
   newJobId,
   newSegmentId,
   parseCompactionKey,
@@ -14,6 +17,9 @@ import {
   rootKey,
   segmentId,
   stagedSegmentKey,
+  type MetadataCompactionId,
+  type NamespaceId,
+  type SegmentId,
 } from '../../src/keys';
 
 const ns = namespaceId('demo');
@@ -50,6 +56,28 @@ describe('key grammar', () => {
     'rejects job id %j',
     (bad) => expect(() => jobId(bad)).toThrow(InvalidKeyError),
   );
+
+  it('every key builder validates its ids at run time: a raw string cast to an id type builds no key', () => {
+    const badNs = '../demo' as NamespaceId;
+    const badJob = `cmp_${'ab'.repeat(16)}/../x` as MetadataCompactionId;
+    const badSeg = '../../root.json' as SegmentId;
+    const builders: [string, () => string][] = [
+      ['namespacePrefix', () => namespacePrefix(badNs)],
+      ['rootKey', () => rootKey(badNs)],
+      ['compactionsPrefix', () => compactionsPrefix(badNs)],
+      ['inputSegmentKey (namespace)', () => inputSegmentKey(badNs, seg, 'mseg')],
+      ['inputSegmentKey (segment)', () => inputSegmentKey(ns, badSeg, 'mseg')],
+      ['jobPrefix (namespace)', () => jobPrefix(badNs, job)],
+      ['jobPrefix (job)', () => jobPrefix(ns, badJob)],
+      ['leaseKey (namespace)', () => leaseKey(badNs, job)],
+      ['leaseKey (job)', () => leaseKey(ns, badJob)],
+      ['stagedSegmentKey (namespace)', () => stagedSegmentKey(badNs, job, seg, 'mseg')],
+      ['stagedSegmentKey (job)', () => stagedSegmentKey(ns, badJob, seg, 'mseg')],
+      ['stagedSegmentKey (segment)', () => stagedSegmentKey(ns, job, badSeg, 'mseg')],
+      ['parseJobPrefix (namespace)', () => String(parseJobPrefix(badNs, 'namespaces/../demo/metadata/compactions/'))],
+    ];
+    for (const [name, build] of builders) expect(build, name).toThrow(InvalidKeyError);
+  });
 
   it('generates ids of the grammar from 128 random bits, deterministically from a given source', () => {
     expect(newJobId()).toMatch(/^cmp_[0-9a-f]{32}$/);
