@@ -33,6 +33,8 @@ export function encodeEnvelope(kind: string, payload: object): Uint8Array {
 export function decodeEnvelope(kind: string, bytes: Uint8Array, corrupt: (reason: string) => Error): unknown {
   let text: string;
   let parsed: unknown;
+  // TextDecoder would drop a byte-order mark silently; this package never writes one, so it is a foreign writer's.
+  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) throw corrupt('starts with a byte-order mark');
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
@@ -43,6 +45,8 @@ export function decodeEnvelope(kind: string, bytes: Uint8Array, corrupt: (reason
   } catch {
     throw corrupt(bytes.length === 0 ? 'empty object' : 'not JSON');
   }
+  const repeated = repeatedMember(text);
+  if (repeated !== undefined) throw corrupt(`member ${JSON.stringify(repeated)} appears twice in one object`);
   const envelope = envelopeSchema.safeParse(parsed);
   if (!envelope.success) throw corrupt(`envelope: ${describeIssues(envelope.error)}`);
   const { data } = envelope;
@@ -84,6 +88,44 @@ function topLevelMemberText(text: string, name: string): string | undefined {
     }
     if (c === '{' || c === '[') depth++;
     else if (c === '}' || c === ']') depth--;
+    i++;
+  }
+  return undefined;
+}
+
+/**
+ * The first member name repeated within one object, at any depth. JSON.parse keeps the last of
+ * repeated members while the checksum covers the first `payload` text, so a repeated member could
+ * carry unchecksummed content past the check; serde, which defines the original type, rejects
+ * duplicate fields too. The text is already known to be valid JSON, so tracking strings and
+ * nesting finds every member name.
+ */
+function repeatedMember(text: string): string | undefined {
+  // One entry per open object (its member names so far) or array (undefined).
+  const open: (Set<string> | undefined)[] = [];
+  let expectName = false;
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i];
+    if (c === '"') {
+      const end = stringEnd(text, i);
+      const names = open.at(-1);
+      if (names && expectName) {
+        // Compared decoded, so `"a"` and `"\u0061"` are the same name.
+        const name = JSON.parse(text.slice(i, end)) as string;
+        if (names.has(name)) return name;
+        names.add(name);
+        expectName = false;
+      }
+      i = end;
+      continue;
+    }
+    if (c === '{') {
+      open.push(new Set());
+      expectName = true;
+    } else if (c === '[') open.push(undefined);
+    else if (c === '}' || c === ']') open.pop();
+    else if (c === ',') expectName = open.at(-1) !== undefined;
     i++;
   }
   return undefined;

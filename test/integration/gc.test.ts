@@ -211,6 +211,26 @@ describe('collector pass', () => {
     expect(await keysUnder(jobPrefix(healthy, orphan))).toEqual([]);
   });
 
+  it('a live lease with a second, unchecksummed payload saying reaping is corrupt: nothing is claimed and the live job keeps its output', async () => {
+    const ns = newNamespace();
+    const job = newJobId();
+    const staged = await stage(ns, job, 3);
+    await ageBeyondStagingGrace();
+    const live = new TextDecoder().decode(encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: Date.now() })));
+    // JSON.parse keeps the last `payload`; the checksum covers the first.
+    const reaping = { ...(JSON.parse(live) as { payload: object }).payload, status: 'reaping' };
+    await store.put(leaseKey(ns, job), new TextEncoder().encode(`${live.slice(0, -1)},"payload":${JSON.stringify(reaping)}}`));
+
+    const report = await failingPass({ namespaces: [ns] });
+
+    expect(report.totals).toMatchObject({ corrupt: 1, claimed: 0, live: 0, objectsDeleted: 0, leasesDeleted: 0 });
+    expect(report.corruptLeases).toEqual([{ key: leaseKey(ns, job), reason: expect.stringMatching(/member "payload" appears twice/) }]);
+    expect(report.corruptNamespaces).toEqual([ns]);
+    expect(seen.deletes).toEqual([]);
+    expect(seen.cas).toEqual([]);
+    expect(await keysUnder(jobPrefix(ns, job))).toEqual([leaseKey(ns, job), ...staged.sort()]);
+  });
+
   it('an error in the middle of a prefix walk still deletes the claimed lease, and a later pass finishes the leftovers', async () => {
     const ns = newNamespace();
     const job = newJobId();

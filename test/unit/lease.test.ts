@@ -17,6 +17,7 @@ import {
   refreshLeaseState,
   type LeaseState,
 } from '../../src/lease';
+import { decodeRoot, encodeRoot, RootCorruptError } from '../../src/root';
 
 const ns = namespaceId('demo');
 const job = jobId('cmp_0123456789abcdef0123456789abcdef');
@@ -69,6 +70,51 @@ describe('lease codec', () => {
     const decode = () => decodeLease(encodeEnvelope('compaction_lease', payload), ids);
     expect(decode).toThrow(LeaseCorruptError);
     expect(decode).toThrow(reason);
+  });
+
+  describe('repeated members and a byte-order mark are corruption', () => {
+    // The golden active lease (heartbeat 3000, checksum over its payload) with a second, unchecksummed
+    // payload appended: JSON.parse keeps the last one, so the old decoder read a `reaping` lease.
+    const DOUBLED_PAYLOAD =
+      '{"kind":"compaction_lease","format_version":1,' +
+      '"payload_checksum":"sha256:245f758c663bb6f422c0933748139305a37cd5044eb037f166b997bf949710c4",' +
+      '"payload":{"job_id":"cmp_0123456789abcdef0123456789abcdef","namespace_id":"demo","owner_id":"worker-7@host","status":"active","started_at_ms":1000,"heartbeat_at_ms":3000},' +
+      '"payload":{"job_id":"cmp_0123456789abcdef0123456789abcdef","namespace_id":"demo","owner_id":"worker-7@host","status":"reaping","started_at_ms":1000,"heartbeat_at_ms":3000}}';
+    const goldenText = golden('lease-active.json').toString('utf8');
+
+    it('the doubled-payload attack starts with the golden lease byte for byte', () => {
+      expect(DOUBLED_PAYLOAD.startsWith(goldenText.slice(0, -1))).toBe(true);
+    });
+
+    it.each([
+      ['a second payload appended to a live lease', DOUBLED_PAYLOAD, /member "payload" appears twice/],
+      ['a second payload placed first', goldenText.replace('{"kind"', `{${DOUBLED_PAYLOAD.slice(DOUBLED_PAYLOAD.lastIndexOf('"payload"'), -1)},"kind"`), /member "payload" appears twice/],
+      ['a repeated kind', goldenText.replace('{"kind":"compaction_lease",', '{"kind":"metadata_root","kind":"compaction_lease",'), /member "kind" appears twice/],
+      ['a repeated field inside the payload', goldenText.replace('"status":"active"', '"status":"active","status":"reaping"'), /member "status" appears twice/],
+      ['a repeated name spelt with an escape', goldenText.replace('"status":"active"', '"status":"active","st\\u0061tus":"reaping"'), /member "status" appears twice/],
+      ['a repeated name deep inside an array', goldenText.replace('"format_version":1', '"format_version":1,"x":[{"a":1,"a":2}]'), /member "a" appears twice/],
+    ])('%s', (_, wire, reason) => {
+      const decode = () => decodeLease(bytes(wire), ids);
+      expect(decode).toThrow(LeaseCorruptError);
+      expect(decode).toThrow(reason);
+    });
+
+    it('the root shares the envelope: a repeated group is corrupt, equal names in different objects are not', () => {
+      const seg = (n: number) => `namespaces/demo/metadata/segments/seg_${String(n).repeat(32)}.mseg`;
+      const wire = new TextDecoder().decode(encodeRoot({ namespace_id: ns, generation: 1, groups: { bindings: [seg(1)], inodes: [seg(2)] } }));
+      expect(decodeRoot(bytes(wire), ns).groups).toEqual({ bindings: [seg(1)], inodes: [seg(2)] });
+      // Nested objects each have their own names: the lease's payload and its envelope both name no member twice.
+      expect(decodeLease(golden('lease-active.json'), ids).status).toBe('active');
+      const repeated = () => decodeRoot(bytes(wire.replace(`"inodes":`, `"bindings":[],"inodes":`)), ns);
+      expect(repeated).toThrow(RootCorruptError);
+      expect(repeated).toThrow(/root namespaces\/demo\/metadata\/root\.json is corrupt: member "bindings" appears twice/);
+    });
+
+    it('a byte-order mark before the golden lease', () => {
+      const decode = () => decodeLease(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), golden('lease-active.json')]), ids);
+      expect(decode).toThrow(LeaseCorruptError);
+      expect(decode).toThrow(/byte-order mark/);
+    });
   });
 
   it('rejects an object far larger than a lease without parsing it', () => {
