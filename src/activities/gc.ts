@@ -11,6 +11,7 @@ import { jobId, leaseKey, namespaceId, type MetadataCompactionId, type Namespace
 import {
   claimLease,
   deleteLease,
+  findRootProblem,
   listJobPrefixes,
   listNamespaces,
   reclaimPositionFrom,
@@ -20,6 +21,7 @@ import {
   type ClaimOutcome,
   type ReclaimPosition,
   type ReclaimTally,
+  type RootProblem,
 } from '../protocol/collector';
 import { leaseReadOf, readLease, type JobRef } from '../protocol/lease-read';
 import { inBatches } from '../store/batches';
@@ -124,6 +126,11 @@ export function createGcActivities({ store, settings }: GcDeps) {
 
     async listJobPrefixes(input: { namespaceId: string; after?: string; limit: number }): Promise<ChildrenPage<string>> {
       return listJobPrefixes(store, namespaceId(input.namespaceId), input.after, input.limit);
+    },
+
+    /** Reads the namespace's root once; a problem (missing, corrupt, unreadable) skips the namespace for the pass. */
+    async findRootProblem(input: { namespaceId: string }): Promise<RootProblem | null> {
+      return (await findRootProblem(store, namespaceId(input.namespaceId))) ?? null;
     },
 
     /**

@@ -33,6 +33,8 @@ function printReport(ctx: CliContext, report: GcReport): void {
     ['retained', `referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}`],
     ...report.corruptLeases.map((c) => ['corrupt lease', `${c.key}: ${c.reason}`] as const),
     ...report.failures.map((f) => ['failure', `${f.key}: ${f.message}`] as const),
+    // Reports of passes that predate the root check have no such list.
+    ...(report.rootProblems ?? []).map((r) => ['skipped namespace', `${r.namespaceId}: root ${r.problem}: ${r.reason}`] as const),
   ]);
 }
 
@@ -65,7 +67,11 @@ async function run(ctx: CliContext, options: RunOptions): Promise<void> {
   else printReport(ctx, report);
   if (incomplete) {
     const t = report.totals;
-    throw new CliError(ExitCode.failed, `collector pass ${started.workflowId} incomplete (${t.corrupt} corrupt leases, ${t.failedPrefixes} failed prefixes, ${t.failedNamespaces} failed namespaces): see docs/operations.md, then run it again`);
+    throw new CliError(
+      ExitCode.failed,
+      `collector pass ${started.workflowId} incomplete (${t.corrupt} corrupt leases, ${t.failedPrefixes} failed prefixes, ${t.failedNamespaces} failed namespaces, ` +
+        `${t.skippedNamespaces ?? 0} namespaces skipped for their root): see docs/operations.md, then run it again`,
+    );
   }
 }
 

@@ -8,6 +8,7 @@ import {
   compactionsPrefix,
   jobPrefix,
   leaseKey,
+  rootKey,
   NAMESPACES_PREFIX,
   parseCompactionKey,
   parseJobPrefix,
@@ -16,19 +17,21 @@ import {
   type NamespaceId,
 } from '../keys';
 import { claimLeaseState, decideOwner, encodeLease, type OwnerDecision } from '../lease';
-import { emptyRoot, referencedKeys } from '../root';
+import { referencedKeys, RootCorruptError } from '../root';
 import {
   AFTER_ALL_UNDER,
   AmbiguousError,
   ConflictError,
   NotFoundError,
   PreconditionFailedError,
+  StoreError,
   type DeleteFailure,
   type ObjectInfo,
   type ObjectStore,
+  ObjectTooLargeError,
 } from '../store';
 import { readLease, type JobRef, type LeaseRead } from './lease-read';
-import { readRootIfAny } from './root-io';
+import { readRoot, RootMissingError } from './root-io';
 
 /** What one pass knows of time: its fixed clock and the worker's expiry rule. */
 export interface PassClock {
@@ -148,6 +151,31 @@ export async function claimLease(store: ObjectStore, job: JobRef, clock: PassClo
     }
   }
   throw lastError;
+}
+
+/** Why a namespace's root cannot be trusted; the namespace's pass then claims and deletes nothing. */
+export interface RootProblem {
+  readonly key: string;
+  readonly problem: 'missing' | 'corrupt' | 'unreadable';
+  readonly reason: string;
+}
+
+/**
+ * Reads the root once and says what is wrong with it, if anything. Retention wins: without a root
+ * to read there is no telling referenced segments from unreferenced ones, so a namespace whose root
+ * is missing, corrupt or unreadable (after the store's own retries) is skipped for the pass.
+ */
+export async function findRootProblem(store: ObjectStore, ns: NamespaceId): Promise<RootProblem | undefined> {
+  const key = rootKey(ns);
+  try {
+    await readRoot(store, ns);
+    return undefined;
+  } catch (err) {
+    if (err instanceof RootMissingError) return { key, problem: 'missing', reason: err.message };
+    if (err instanceof RootCorruptError || err instanceof ObjectTooLargeError) return { key, problem: 'corrupt', reason: err.message };
+    if (err instanceof StoreError) return { key, problem: 'unreadable', reason: err.message };
+    throw err;
+  }
 }
 
 /** A DeleteObjects request reported per-key errors; the keys were not deleted. Retryable: deletes are idempotent. */
@@ -283,8 +311,8 @@ export async function reclaimPrefix(
     try {
       let referencedCount = 0;
       if (batch.length) {
-        const read = await readRootIfAny(store, job.namespaceId);
-        const referenced = referencedKeys(read?.root ?? emptyRoot(job.namespaceId));
+        // A missing root is no evidence that nothing is referenced: readRoot throws, and nothing is deleted.
+        const referenced = referencedKeys((await readRoot(store, job.namespaceId)).root);
         const doomed = batch.filter((o) => !referenced.has(o.key));
         referencedCount = batch.length - doomed.length;
         const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;

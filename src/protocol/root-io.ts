@@ -3,11 +3,14 @@ import { rootKey, type NamespaceId } from '../keys';
 import { decodeRoot, emptyRoot, encodeRoot, MAX_ROOT_BYTES, type RootState } from '../root';
 import { ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
 
-/** The namespace has no root: nothing to compact, and a compaction of it is invalid input. */
+/**
+ * The namespace has no root: nothing to compact (a compaction of it is invalid input), and nothing
+ * to tell referenced segments from unreferenced ones (the collector deletes nothing there).
+ */
 export class RootMissingError extends Error {
   override readonly name = 'RootMissingError';
   constructor(readonly key: string) {
-    super(`root ${key} does not exist: the namespace has no metadata to compact`);
+    super(`root ${key} does not exist: the namespace has no metadata to compact, and the collector deletes nothing in it`);
   }
 }
 

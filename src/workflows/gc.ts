@@ -25,7 +25,7 @@ import {
 import { NON_RETRYABLE_TYPES } from '../activities/failures';
 import type { CorruptLease, GcActivities, SurveyedPrefix } from '../activities/gc';
 import { InvalidKeyError, jobId, jobPrefix, namespaceId, namespacePrefix, type MetadataCompactionId } from '../keys';
-import type { ClaimOutcome, ReclaimTally } from '../protocol/collector';
+import type { ClaimOutcome, ReclaimTally, RootProblem } from '../protocol/collector';
 import { inBatches } from '../store/batches';
 import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
 
@@ -73,6 +73,8 @@ export interface GcTotals {
   readonly retainedReferenced: number;
   readonly retainedYoung: number;
   readonly retainedUnrecognised: number;
+  /** Namespaces that claimed and deleted nothing because their root was missing, corrupt or unreadable. */
+  readonly skippedNamespaces: number;
 }
 
 /** What a pass (or one namespace of it) did; lists hold the first {@link REPORT_LIMIT} entries, counts are complete. */
@@ -85,6 +87,12 @@ export interface GcReport {
   /** Prefixes whose walk failed (their lease was still deleted) and namespaces whose pass failed. */
   readonly failures: readonly { readonly key: string; readonly message: string }[];
   readonly unrecognisedKeys: readonly string[];
+  /** Why each skipped namespace was skipped. Absent from reports of runs that predate the root check. */
+  readonly rootProblems: readonly NamespaceRootProblem[];
+}
+
+export interface NamespaceRootProblem extends RootProblem {
+  readonly namespaceId: string;
 }
 
 export interface GcNamespaceInput {
@@ -118,21 +126,27 @@ const CONCURRENT_PREFIXES_PATCH = 'gc-concurrent-prefixes';
  * `claimLease` per prefix). Remove once no such run can still be open.
  */
 const SURVEYED_LEASES_PATCH = 'gc-surveyed-leases';
+/**
+ * Runs recorded before the root was read ahead of a namespace's claims schedule no such read.
+ * Remove once no such run can still be open.
+ */
+const ROOT_CHECK_PATCH = 'gc-root-check';
 
 const ZERO: GcTotals = {
   namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, corrupt: 0, failedPrefixes: 0,
-  leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0,
+  leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0, skippedNamespaces: 0,
 };
 
 const emptyReport = (nowMs: number, dryRun: boolean): GcReport => ({
-  nowMs, dryRun, totals: ZERO, corruptNamespaces: [], corruptLeases: [], failures: [], unrecognisedKeys: [],
+  nowMs, dryRun, totals: ZERO, corruptNamespaces: [], corruptLeases: [], failures: [], unrecognisedKeys: [], rootProblems: [],
 });
 
 const capped = <T>(a: readonly T[], b: readonly T[]): T[] => [...a, ...b].slice(0, REPORT_LIMIT);
 
 function merge(a: GcReport, b: Partial<Omit<GcReport, 'totals'>> & { totals?: Partial<GcTotals> }): GcReport {
   const totals = { ...a.totals };
-  for (const [name, n] of Object.entries(b.totals ?? {}) as [keyof GcTotals, number][]) totals[name] += n;
+  // A report carried through continue-as-new from an older version may lack a newer count.
+  for (const [name, n] of Object.entries(b.totals ?? {}) as [keyof GcTotals, number][]) totals[name] = (totals[name] ?? 0) + n;
   return {
     ...a,
     totals,
@@ -140,13 +154,14 @@ function merge(a: GcReport, b: Partial<Omit<GcReport, 'totals'>> & { totals?: Pa
     corruptLeases: capped(a.corruptLeases, b.corruptLeases ?? []),
     failures: capped(a.failures, b.failures ?? []),
     unrecognisedKeys: capped(a.unrecognisedKeys, b.unrecognisedKeys ?? []),
+    rootProblems: capped(a.rootProblems ?? [], b.rootProblems ?? []),
   };
 }
 
 const fromTally = ({ unrecognisedKeys, ...counts }: ReclaimTally): Parameters<typeof merge>[1] => ({ totals: counts, unrecognisedKeys });
 
 const isIncomplete = ({ totals }: GcReport): boolean =>
-  totals.corrupt > 0 || totals.failedPrefixes > 0 || totals.failedNamespaces > 0;
+  totals.corrupt > 0 || totals.failedPrefixes > 0 || totals.failedNamespaces > 0 || totals.skippedNamespaces > 0;
 
 const historyIsLong = (): boolean => {
   const info = workflowInfo();
@@ -166,7 +181,8 @@ function describe(report: GcReport, phase: string): string {
     `prefixes ${t.prefixesSeen} (live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, corrupt ${t.corrupt}, failed ${t.failedPrefixes}) · ` +
     `deleted ${t.objectsDeleted} objects, ${t.bytesDeleted} bytes, ${t.leasesDeleted} leases · ` +
     `retained: referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}` +
-    (report.corruptLeases.length ? `\n\ncorrupt leases: ${report.corruptLeases.map((c) => c.key).join(', ')}` : '')
+    (report.corruptLeases.length ? `\n\ncorrupt leases: ${report.corruptLeases.map((c) => c.key).join(', ')}` : '') +
+    (report.rootProblems?.length ? `\n\nskipped, root ${report.rootProblems.map((r) => `${r.problem}: ${r.key}`).join(', ')}` : '')
   );
 }
 
@@ -213,6 +229,7 @@ async function gcActivities() {
   return {
     listNamespaces: short.listNamespaces,
     listJobPrefixes: short.listJobPrefixes,
+    findRootProblem: short.findRootProblem,
     claimLease: short.claimLease,
     deleteLease: short.deleteLease,
     findCorruptLeases: long.findCorruptLeases,
@@ -236,10 +253,12 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
   const pass = { nowMs, dryRun: options.dryRun };
   let { phase, after, report } = input.carried ?? { phase: 'scan' as const, after: undefined, report: emptyReport(nowMs, options.dryRun) };
   upsertSearchAttributes([{ key: CompactionNamespace, value: ns }]);
-  const { listJobPrefixes, findCorruptLeases, surveyLeases, claimLease, reclaimPrefix, deleteLease } = await gcActivities();
+  const { listJobPrefixes, findRootProblem, findCorruptLeases, surveyLeases, claimLease, reclaimPrefix, deleteLease } = await gcActivities();
   // Options carried from a parent run that predates the option leave it unset.
   const prefixConcurrency = patched(CONCURRENT_PREFIXES_PATCH) ? (options.prefixConcurrency ?? DEFAULTS.prefixConcurrency) : 1;
   const surveyed = patched(SURVEYED_LEASES_PATCH);
+  // Each run reads the root before it acts on its first job prefix; a namespace with none needs no root.
+  let rootChecked = !patched(ROOT_CHECK_PATCH);
 
   /** Acts on a prefix's owner: reclaims what the collector or no one owns, then releases a claimed lease. */
   const collectPrefix = async (job: MetadataCompactionId, claim: ClaimOutcome): Promise<void> => {
@@ -299,6 +318,15 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
 
   for (;;) {
     const page = await listJobPrefixes.executeWithOptions({ summary: `list job prefixes of ${ns}` }, [{ namespaceId: ns, after, limit: options.prefixesPerPage }]);
+    if (!rootChecked && page.found.length > 0) {
+      rootChecked = true;
+      const problem = await findRootProblem.executeWithOptions({ summary: `read the root of ${ns}` }, [{ namespaceId: ns }]);
+      if (problem) {
+        // Retention wins: without a trusted root nothing is claimed or deleted in this namespace this pass.
+        report = merge(report, { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: ns, ...problem }] });
+        break;
+      }
+    }
     if (phase === 'scan' && surveyed && after === undefined && page.next === undefined) {
       // The whole namespace is this page: one survey is both the corruption scan and the owners' read.
       report = merge(report, { totals: { retainedUnrecognised: page.unrecognised.length }, unrecognisedKeys: page.unrecognised });
@@ -330,7 +358,14 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
     if (historyIsLong()) await continueAsNew<typeof gcNamespaceWorkflow>({ ...input, carried: { phase, after, report } });
   }
   if (report.totals.corrupt > 0) report = merge(report, { corruptNamespaces: [ns] });
-  show(report, report.totals.corrupt > 0 ? `${ns} has corrupt leases: nothing more deleted` : `${ns} collected`);
+  show(
+    report,
+    report.totals.skippedNamespaces > 0
+      ? `${ns} skipped: root ${report.rootProblems[0]?.problem}, nothing claimed or deleted`
+      : report.totals.corrupt > 0
+        ? `${ns} has corrupt leases: nothing more deleted`
+        : `${ns} collected`,
+  );
   return report;
 }
 
@@ -384,7 +419,9 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcReport> {
   if (isIncomplete(report)) {
     throw ApplicationFailure.create({
       type: 'GcPassIncomplete',
-      message: `collector pass incomplete: ${report.totals.corrupt} corrupt leases, ${report.totals.failedPrefixes} failed prefixes, ${report.totals.failedNamespaces} failed namespaces`,
+      message:
+        `collector pass incomplete: ${report.totals.corrupt} corrupt leases, ${report.totals.failedPrefixes} failed prefixes, ` +
+        `${report.totals.failedNamespaces} failed namespaces, ${report.totals.skippedNamespaces ?? 0} namespaces skipped for their root`,
       nonRetryable: true,
       details: [report],
     });

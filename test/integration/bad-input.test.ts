@@ -60,15 +60,18 @@ const LEASE_CASES: [string, (ns: NamespaceId, job: MetadataCompactionId) => Uint
   ['an unknown status', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), status: 'done' }), /status/],
   ['a heartbeat before its start', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), heartbeat_at_ms: 999 }), /heartbeat_at_ms is before started_at_ms/],
   ['a fractional timestamp', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), heartbeat_at_ms: 2000.5 }), /heartbeat_at_ms/],
+  ['a second, unchecksummed payload', (ns, job) => bytes(`${leaseText(ns, job).slice(0, -1)},"payload":${JSON.stringify({ ...payloadOf(ns, job), status: 'reaping' })}}`), /member "payload" appears twice/],
+  ['a byte-order mark', (ns, job) => bytes(`\ufeff${leaseText(ns, job)}`), /byte-order mark/],
   ['bytes that are not UTF-8', () => new Uint8Array([0xff, 0xfe, 0x7b]), /not UTF-8/],
   ['a zero-byte object', () => new Uint8Array(), /empty object/],
   ['a 100 MB object', () => new Uint8Array(100 * 1024 * 1024), new RegExp(`exceeds the limit of ${MAX_LEASE_BYTES}`)],
 ];
 
-/** Roots the collector must not trust: the walk of an unowned prefix stops at the root read before its first delete. */
+/** Roots the collector must not trust: the namespace is skipped, claiming and deleting nothing (spec 6a.5). */
 const ROOT_CASES: [string, (ns: NamespaceId) => Uint8Array, RegExp][] = [
   ['a zero-byte root', () => new Uint8Array(), /empty object/],
   ['a root with a wrong checksum', (ns) => bytes(new TextDecoder().decode(encodeRoot({ namespace_id: ns, generation: 1, groups: {} })).replace(/sha256:[0-9a-f]{64}/, `sha256:${'f'.repeat(64)}`)), /payload_checksum/],
+  ['a root with a repeated member', (ns) => bytes(new TextDecoder().decode(encodeRoot({ namespace_id: ns, generation: 1, groups: {} })).replace('"generation":1', '"generation":1,"generation":2')), /member "generation" appears twice/],
   ['a root that names another namespace', () => encodeRoot({ namespace_id: namespaceId('someone-else'), generation: 1, groups: {} }), /names namespace someone-else/],
   [
     'a root that references a key outside its namespace',
@@ -126,6 +129,8 @@ describe('bad-input catalogue', () => {
 
     beforeAll(async () => {
       for (const c of leaseCases) {
+        // A namespace is collected only against a root it can read: an empty one references nothing.
+        await store.put(rootKey(c.ns), encodeRoot({ namespace_id: c.ns, generation: 1, groups: {} }));
         await store.put(leaseKey(c.ns, c.job), c.body(c.ns, c.job));
         await stage(c.ns, c.job, 2);
         // Beside the bad lease, an expired job and an orphan: a healthy namespace would lose both.
@@ -146,7 +151,7 @@ describe('bad-input catalogue', () => {
 
     it('the pass fails as incomplete, with nothing deleted anywhere', () => {
       expect(failureType).toBe('GcPassIncomplete');
-      expect(report.totals).toMatchObject({ corrupt: leaseCases.length, failedPrefixes: rootCases.length, claimed: 0, objectsDeleted: 0, leasesDeleted: 0 });
+      expect(report.totals).toMatchObject({ corrupt: leaseCases.length, skippedNamespaces: rootCases.length, claimed: 0, objectsDeleted: 0, leasesDeleted: 0 });
       expect(deleteRequests).toEqual([]);
     });
 
@@ -155,13 +160,14 @@ describe('bad-input catalogue', () => {
       expect(reported?.reason).toMatch(c.reason);
       expect(reported?.reason).toContain(leaseKey(c.ns, c.job));
       expect(report.corruptNamespaces).toContain(c.ns);
-      expect(await keysUnder(`namespaces/${c.ns}/`)).toHaveLength(1 + 2 + 1 + 2 + 2);
+      expect(await keysUnder(`namespaces/${c.ns}/`)).toHaveLength(1 + 1 + 2 + 1 + 2 + 2);
     });
 
-    it.each(rootCases.map((c) => [c.name, c] as const))('%s stops the walk of an unowned prefix before its first delete, naming the root key', async (_, c) => {
-      const failure = report.failures.find((f) => f.key === jobPrefix(c.ns, c.orphan));
-      expect(failure?.message).toContain(`root ${rootKey(c.ns)} is corrupt`);
-      expect(failure?.message).toMatch(c.reason);
+    it.each(rootCases.map((c) => [c.name, c] as const))('%s skips its namespace before any claim or walk, naming the root key', async (_, c) => {
+      const problem = report.rootProblems.find((r) => r.namespaceId === c.ns);
+      expect(problem).toMatchObject({ key: rootKey(c.ns), problem: 'corrupt' });
+      expect(problem?.reason).toContain(`root ${rootKey(c.ns)} is corrupt`);
+      expect(problem?.reason).toMatch(c.reason);
       expect(await keysUnder(jobPrefix(c.ns, c.orphan))).toHaveLength(3);
     });
 

@@ -188,7 +188,8 @@ function oracle(bucket: BucketModel): { allowed: Set<string>; expected: Set<stri
   for (const ns of bucket.namespaces) {
     const nsReferenced = [...ns.jobs.flatMap((j) => stagedKeys(ns, j)), ...inputKeys(ns)].filter((s) => ns.hasRoot && s.segment.referenced);
     for (const { key } of nsReferenced) referenced.add(key);
-    if (ns.jobs.some((j) => isCorrupt(j.lease))) continue;
+    // A namespace without a root (or with a corrupt lease) claims and deletes nothing (spec 6a.5 and 6.2).
+    if (!ns.hasRoot || ns.jobs.some((j) => isCorrupt(j.lease))) continue;
     for (const job of ns.jobs) {
       if (!ownedByCollectorOrNoOne(job)) continue;
       if (job.lease !== 'missing') {

@@ -21,7 +21,7 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
-import { createJobLease, LeaseLostError, publishCompaction, readRoot, refreshJobLease } from '../../src/protocol';
+import { createJobLease, LeaseLostError, publishCompaction, readRoot, refreshJobLease, updateRoot } from '../../src/protocol';
 import { claimLease } from '../../src/protocol/collector';
 import { referencedKeys } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
@@ -107,9 +107,19 @@ describe('collector pass', () => {
     return (cause as ApplicationFailure).details?.[0] as GcReport;
   };
 
-  const writeLease = (ns: NamespaceId, job: MetadataCompactionId, heartbeatAtMs: number) =>
-    store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: heartbeatAtMs })));
+  /** A namespace with job prefixes needs a root to be collected at all (spec 6a.5); the helpers below give it an empty one. */
+  const rooted = new Set<NamespaceId>();
+  const ensureRoot = async (ns: NamespaceId) => {
+    if (rooted.has(ns)) return;
+    rooted.add(ns);
+    await updateRoot(store, ns, (root) => root);
+  };
+  const writeLease = async (ns: NamespaceId, job: MetadataCompactionId, heartbeatAtMs: number) => {
+    await ensureRoot(ns);
+    return store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: heartbeatAtMs })));
+  };
   const stage = async (ns: NamespaceId, job: MetadataCompactionId, count: number): Promise<string[]> => {
+    await ensureRoot(ns);
     const keys = Array.from({ length: count }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg'));
     await inBatches(keys, 1, 32, (batch) => Promise.all(batch.map((k) => store.put(k, new TextEncoder().encode(`staged ${k}`)))));
     return keys;
@@ -517,6 +527,7 @@ describe('collector pass', () => {
   it('ensureGcSchedule twice gives one schedule; a failing pass pauses it', async () => {
     const scheduleId = uniqueId('gc-schedule');
     const ns = newNamespace();
+    await ensureRoot(ns);
     await store.put(leaseKey(ns, newJobId()), new TextEncoder().encode('not a lease'));
     // No namespace list: the scheduled pass discovers every namespace of the bucket, two per page, and meets the corrupt one.
     const options = { scheduleId, taskQueue: worker.taskQueue, pass: { prefixesPerPage: 2 } };

@@ -13,6 +13,7 @@ import { startCompaction } from '../../src/client';
 import { resolveSettings, shrunkTiming } from '../../src/config';
 import { startMinio, type S3Server } from '../../src/devservers';
 import { leaseKey, namespaceId, newJobId } from '../../src/keys';
+import { updateRoot } from '../../src/protocol';
 import { createS3ObjectStore, objectStoreFromEnv, type ObjectStore } from '../../src/store';
 import { createWorker } from '../../src/worker';
 import { makeInputs, writeInputs } from '../support/records';
@@ -85,6 +86,8 @@ describe('credentials in logs and histories', () => {
     await client.workflow.execute('gcWorkflow', { taskQueue, workflowId: cleanPass, args: [{ namespaces: [ns] }] });
     workflowIds.push(cleanPass, `${cleanPass}/${ns}`);
     const corrupt = namespaceId(`corrupt-${secret(4)}`);
+    // With a root, so the pass reads the corrupt lease (a namespace without one is skipped before its leases).
+    await updateRoot(store, corrupt, (root) => root);
     await store.put(leaseKey(corrupt, newJobId()), new TextEncoder().encode('not a lease'));
     const failingPass = `gc-${secret(4)}`;
     await client.workflow.execute('gcWorkflow', { taskQueue, workflowId: failingPass, args: [{ namespaces: [corrupt] }] }).catch(() => undefined);

@@ -3,11 +3,12 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
+import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import {
   claimLease,
   EMPTY_TALLY,
+  findRootProblem,
   listJobPrefixes,
   reclaimPositionFrom,
   reclaimPrefix,
@@ -17,6 +18,7 @@ import {
   type ReclaimPosition,
   type SurveyOutcome,
 } from '../../src/protocol/collector';
+import { RootMissingError, updateRoot } from '../../src/protocol/root-io';
 import { AmbiguousError, createEmbeddedObjectStore, type ListPage, type ObjectStore } from '../../src/store';
 
 const ns = namespaceId('unit');
@@ -31,8 +33,10 @@ describe('collector', () => {
     store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w', nowMs: heartbeatAtMs })));
   const status = async () => decodeLease((await store.get(leaseKey(ns, job))).body, ref()).status;
 
-  beforeEach(() => {
+  beforeEach(async () => {
     store = createEmbeddedObjectStore({ path: join(mkdtempSync(join(tmpdir(), 'collector-')), 'store.sqlite') });
+    // The walk deletes only against a root it has read (spec 6a.5): an empty one references nothing.
+    await updateRoot(store, ns, (root) => root);
     job = newJobId();
   });
   afterEach(() => store.close());
@@ -120,6 +124,18 @@ describe('collector', () => {
     const tally = await reclaimPrefix(skewed, ref(), options, START_OF_WALK, () => {});
     expect(tally).toMatchObject({ objectsDeleted: 0, retainedYoung: 2 });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
+  });
+
+  it('a walk whose namespace root is gone deletes nothing: a missing root is no evidence that nothing is referenced', async () => {
+    const keys = [stagedSegmentKey(ns, job, newSegmentId(), 'seg'), stagedSegmentKey(ns, job, newSegmentId(), 'seg')];
+    for (const k of keys) await store.put(k, bytes(k));
+    await store.deleteMany([rootKey(ns)]);
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
+    await expect(reclaimPrefix(store, ref(), options, START_OF_WALK, () => {})).rejects.toThrow(RootMissingError);
+    expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
+    expect(await findRootProblem(store, ns)).toEqual({ key: rootKey(ns), problem: 'missing', reason: expect.stringContaining('does not exist') });
+    await store.put(rootKey(ns), bytes('{"kind":"metadata_root"'));
+    expect(await findRootProblem(store, ns)).toMatchObject({ problem: 'corrupt', reason: expect.stringContaining('not JSON') });
   });
 
   it('a resumed walk starts after its position and keeps the tally it carried', async () => {

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { jobPrefix, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
+import { updateRoot } from '../../src/protocol';
 import { EMPTY_TALLY, reclaimPrefix, START_OF_WALK, type ReclaimOptions, type ReclaimPosition } from '../../src/protocol/collector';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import { gate } from '../support/faults';
@@ -17,6 +18,8 @@ describe('reclaim walk: pipeline', () => {
 
   beforeEach(async () => {
     store = createEmbeddedObjectStore({ path: ':memory:' });
+    // The walk deletes only against a root it has read (spec 6a.5): an empty one references nothing.
+    await updateRoot(store, ns, (root) => root);
     job = newJobId();
     keys = Array.from({ length: 6 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort();
     for (const k of keys) await store.put(k, new TextEncoder().encode(k));
@@ -105,6 +108,7 @@ describe('reclaim walk: listing', () => {
   /** A prefix of `segments` staged segments (random ids) and `junk` unrecognised keys, in pages of `pageSize`. */
   async function seeded(segments: number, junk: number) {
     store = createEmbeddedObjectStore({ path: ':memory:' });
+    await updateRoot(store, ns, (root) => root);
     const job = newJobId();
     const segmentKeys = Array.from({ length: segments }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg'));
     const junkKeys = Array.from({ length: junk }, (_, i) => `${jobPrefix(ns, job)}segments/seg_${i.toString(16)}`);

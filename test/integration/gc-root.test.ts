@@ -1,0 +1,115 @@
+/**
+ * Retention wins over a root the collector cannot trust (issue 15, item 5; spec 6a.5): a namespace
+ * whose root is missing, corrupt or unreadable claims and deletes nothing in that pass, and the
+ * pass reports it per namespace. The real gcWorkflow on the Temporal dev server, the worker's store
+ * on MinIO through the S3 fault proxy (which fails every GET of one root with a 500).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { S3Client } from '@aws-sdk/client-s3';
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { leaseKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type MetadataCompactionId, type NamespaceId } from '../../src/keys';
+import { createLeaseState, encodeLease } from '../../src/lease';
+import { updateRoot } from '../../src/protocol';
+import { createS3ObjectStore, type ObjectStore } from '../../src/store';
+import type { GcReport } from '../../src/workflows/gc';
+import { s3Requests, startS3FaultProxy, type S3Exchange, type S3FaultProxy } from '../support/s3-fault-proxy';
+import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
+import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+
+const settings = quickExpirySettings;
+const bytes = (s: string) => new TextEncoder().encode(s);
+
+describe('a namespace whose root cannot be trusted', () => {
+  let direct: TestStore;
+  let store: ObjectStore;
+  let proxy: S3FaultProxy;
+  let worker: RunningWorker;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  /** Every request the server answered, as the proxy saw it: the ground truth of what the pass did. */
+  const exchanges: S3Exchange[] = [];
+
+  const newNamespace = () => namespaceId(uniqueId('root').toLowerCase());
+  const keysUnder = async (ns: NamespaceId) => (await store.list({ prefix: `namespaces/${ns}/` })).objects.map((o) => o.key).sort();
+  /** An expired job and an orphan prefix, each with old staged output: a healthy namespace loses all of it. */
+  const populate = async (ns: NamespaceId) => {
+    const expired: MetadataCompactionId = newJobId();
+    await store.put(leaseKey(ns, expired), encodeLease(createLeaseState({ jobId: expired, namespaceId: ns, ownerId: 'dead', nowMs: 1 })));
+    for (const job of [expired, newJobId()]) {
+      for (let i = 0; i < 2; i++) await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'mseg'), bytes('staged'));
+    }
+  };
+
+  const missing = newNamespace();
+  const corrupt = newNamespace();
+  const unreadable = newNamespace();
+  const healthy = newNamespace();
+  /** Writes the server applied to a namespace: PUTs of its keys, and DeleteObjects whose body names one of them. */
+  const writesTo = (ns: NamespaceId) =>
+    exchanges.filter(
+      ({ request, requestBody }) =>
+        (request.method !== 'GET' && request.key.startsWith(`namespaces/${ns}/`)) ||
+        (s3Requests.deleteObjects(request) && (requestBody === undefined || requestBody.toString('utf8').includes(`namespaces/${ns}/`))),
+    );
+  let before: Map<NamespaceId, string[]>;
+  let report: GcReport;
+  let workflowId: string;
+
+  beforeAll(async () => {
+    direct = await openTestStore('minio');
+    store = direct.store;
+    proxy = await startS3FaultProxy(direct.endpoint!.endpoint);
+    proxy.observe((exchange) => exchanges.push(exchange));
+    const viaProxy = createS3ObjectStore({ bucket: direct.bucket!, client: new S3Client({ ...s3ClientConfig(direct.endpoint!), endpoint: proxy.endpoint }), operationDeadlineMs: 10_000 });
+    worker = await startTestWorker(viaProxy, settings);
+    ({ client, close: closeClient } = await connectClient());
+
+    for (const ns of [missing, corrupt, unreadable, healthy]) await populate(ns);
+    for (const ns of [corrupt, unreadable, healthy]) await updateRoot(store, ns, (root) => root);
+    // A root that names a group twice decodes as corrupt.
+    const rootText = new TextDecoder().decode((await store.get(rootKey(corrupt))).body);
+    await store.put(rootKey(corrupt), bytes(rootText.replace('"groups":{}', '"groups":{"bindings":[],"bindings":[]}')));
+    proxy.script('error500', (r) => s3Requests.getObject(r) && r.key === rootKey(unreadable), 1000);
+    before = new Map(await Promise.all([missing, corrupt, unreadable].map(async (ns) => [ns, await keysUnder(ns)] as const)));
+    await sleep(settings.timing.stagingGraceMs + 500);
+
+    exchanges.length = 0;
+    workflowId = uniqueId('gc-root');
+    const err: unknown = await client.workflow
+      .execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId, args: [{ namespaces: [missing, corrupt, unreadable, healthy] }] })
+      .then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
+    expect(cause.type).toBe('GcPassIncomplete');
+    expect(cause.message).toContain('3 namespaces skipped for their root');
+    report = cause.details?.[0] as GcReport;
+  }, 300_000);
+  afterAll(async () => {
+    await worker?.stop();
+    await closeClient?.();
+    await proxy?.stop();
+    await store?.close();
+  });
+
+  it.each([
+    ['missing', () => missing, /does not exist/],
+    ['corrupt', () => corrupt, /member "bindings" appears twice/],
+    ['unreadable', () => unreadable, /store unavailable/],
+  ] as const)('a %s root: the namespace is reported, nothing in it is claimed or deleted', async (problem, ns, reason) => {
+    expect(report.rootProblems).toContainEqual({ namespaceId: ns(), key: rootKey(ns()), problem, reason: expect.stringMatching(reason) });
+    expect(writesTo(ns()).map((e) => `${e.request.method} ${e.request.key}`), 'claims or deletes in the namespace').toEqual([]);
+    expect(await keysUnder(ns())).toEqual(before.get(ns()));
+  });
+
+  it('the pass counts the skipped namespaces and still collects the healthy one', async () => {
+    expect(report.totals).toMatchObject({ namespaces: 4, skippedNamespaces: 3, claimed: 1, orphaned: 1, objectsDeleted: 4, leasesDeleted: 1 });
+    expect(await keysUnder(healthy)).toEqual([rootKey(healthy)]);
+    expect(writesTo(healthy).filter((e) => s3Requests.deleteObjects(e.request)).length).toBeGreaterThan(0);
+  });
+
+  it('the pass replays', async () => {
+    await expectReplays(client, `${workflowId}/${missing}`);
+  });
+});
