@@ -5,6 +5,7 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { leaseKey, namespaceId, newJobId } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
+import { updateRoot } from '../../src/protocol';
 import { makeInputs, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
@@ -60,6 +61,8 @@ describe('compaction-lease CLI', () => {
     fixture = await openTestStore('minio');
     worker = await startTestWorker(fixture.store, settings);
     ({ client, close: closeClient } = await connectClient());
+    // The collector acts on a namespace only against a root it can read (spec 6a.5).
+    await updateRoot(fixture.store, ns, (root) => root);
   });
   afterAll(async () => {
     await client?.schedule.getHandle(scheduleId).delete().catch(() => undefined);
