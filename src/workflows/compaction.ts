@@ -145,7 +145,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     ]);
   } catch (err) {
     // A retried create can find its own lease already claimed: the job is fenced before its first output.
-    if (!isLeaseLost(err)) throw err;
+    if (!isLeaseLost(err)) throw jobFailure(err);
   }
   let compaction: CompactionOutput | undefined;
   let lost = held === undefined;
@@ -198,7 +198,9 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     const published = await publish.executeWithOptions(
       { summary: `publish ${compaction.outputs.length} segments of ${job}`, startToCloseTimeout: settings.publicationTimeoutMs },
       [{ namespaceId: ns, jobId: job, group, inputs, outputs: compaction.outputs }],
-    );
+    ).catch((err: unknown) => {
+      throw jobFailure(err);
+    });
     const detail =
       published.outcome === 'fenced' ? published.reason
       : published.outcome === 'abandoned' ? `inputs no longer current: ${published.missingInputs.join(', ')}`

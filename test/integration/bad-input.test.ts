@@ -6,11 +6,13 @@
  * the settings' error messages test/integration/store-config-errors.test.ts (docs/reliability.md
  * lists every case and where it is tested).
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { S3Client } from '@aws-sdk/client-s3';
 import { WorkflowFailedError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import type { CompactionSettings } from '../../src/config';
@@ -44,7 +46,7 @@ import { interceptStore } from '../support/faults';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { startS3FaultProxy } from '../support/s3-fault-proxy';
 import { createTestBucket, openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
-import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, workflowBundle, type RunningWorker } from '../support/temporal';
 
 /** An input segment larger than this is oversized for the compactions here. */
 const MAX_INPUT_BYTES = 256 * 1024;
@@ -259,6 +261,14 @@ describe('bad-input catalogue', () => {
       expect(await Promise.all(leaseKeys.map(async (k) => (await store.head(k)).etag))).toEqual(etags);
       return { failure, handle };
     }
+
+    it.each([
+      ['that published', 'compaction-published-history.json'],
+      ['that failed on a corrupt input', 'compaction-corrupt-input-history.json'],
+    ])('a compaction %s, recorded before bad input failed the workflow with the cause on top (commit f4bc94b), still replays', async (_, file) => {
+      const history: unknown = JSON.parse(readFileSync(join(__dirname, '..', 'golden', file), 'utf8'));
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, `compaction-golden/${file}`);
+    });
 
     it('a missing input: InputMissing naming the key, before the job takes a lease', async () => {
       const ns = newNamespace();
