@@ -6,6 +6,7 @@ import { Context } from '@temporalio/activity';
 import { recordFence, recordRefresh } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
 import { compactGroup, NO_PROGRESS, outputSegmentKeys, type CompactionProgress, type Compactor } from '../compactor';
+import { asInputError, checkInputs } from '../compactor/inputs';
 import type { CompactionSettings } from '../config';
 import { familyGroup, jobId, namespaceId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { groupSegments } from '../root';
@@ -18,7 +19,7 @@ import {
   type HeldLease,
   type PublicationOutcome,
 } from '../protocol';
-import type { ObjectStore } from '../store';
+import type { ObjectStore, StreamedObject } from '../store';
 
 export interface CompactionDeps {
   readonly store: ObjectStore;
@@ -37,6 +38,8 @@ export interface WorkflowSettings {
   readonly ownerId: string;
   readonly heartbeatTimeoutMs: number;
   readonly leaseRefreshIntervalMs: number;
+  /** Absent in the recorded settings of runs that started before it was added. */
+  readonly leaseExpiryMs?: number;
   readonly publicationTimeoutMs: number;
   readonly operationDeadlineMs: number;
   readonly maxFencedRuns: number;
@@ -59,6 +62,40 @@ function attemptClock(): () => number {
   return () => wallAtStart + (performance.now() - monotonicAtStart);
 }
 
+/**
+ * The store as one compaction attempt sees it: every body it opened is closed when the attempt
+ * ends. A merge that stops early (bad input, cancellation) leaves the other inputs' bodies unread,
+ * and an unread S3 body fails later, at its request's deadline, with nobody listening: an uncaught
+ * exception that would take down the worker and every lease keeper on it.
+ */
+function attemptStore(store: ObjectStore): { store: ObjectStore; closeBodies: () => Promise<void> } {
+  const opened: Promise<StreamedObject>[] = [];
+  const getStream = (key: string): Promise<StreamedObject> => {
+    const object = store.getStream(key);
+    opened.push(object);
+    return object;
+  };
+  return {
+    store: new Proxy(store, {
+      get: (target, property) => {
+        if (property === 'getStream') return getStream;
+        const value: unknown = Reflect.get(target, property);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    }),
+    // Opens still under way when the attempt failed are waited for, so their bodies are closed too.
+    // A stream is destroyed: returning a fresh iterator of a stream never read would not touch it.
+    closeBodies: async () => {
+      for (const object of await Promise.allSettled(opened)) {
+        if (object.status !== 'fulfilled') continue;
+        const body = object.value.body as AsyncIterable<Uint8Array> & { destroy?: () => void };
+        if (body.destroy) body.destroy();
+        else await body[Symbol.asyncIterator]().return?.();
+      }
+    },
+  };
+}
+
 export function createCompactionActivities({ store, settings, compactor = compactGroup }: CompactionDeps) {
   const { timing } = settings;
   return {
@@ -67,16 +104,19 @@ export function createCompactionActivities({ store, settings, compactor = compac
         ownerId: settings.ownerId,
         heartbeatTimeoutMs: settings.heartbeatTimeoutMs,
         leaseRefreshIntervalMs: timing.leaseRefreshIntervalMs,
+        leaseExpiryMs: timing.leaseExpiryMs,
         publicationTimeoutMs: timing.publicationBudgetMs + 4 * timing.operationDeadlineMs,
         operationDeadlineMs: timing.operationDeadlineMs,
         maxFencedRuns: settings.maxFencedRuns,
       };
     },
 
-    /** The group's current segments: the job's inputs, fixed before its lease exists. */
+    /** The group's current segments: the job's inputs, fixed and checked (listed once, present, not too large) before its lease exists. */
     async readGroup(input: { namespaceId: string; group: string }): Promise<{ inputs: string[] }> {
       const { root } = await readRoot(store, namespaceId(input.namespaceId));
-      return { inputs: [...groupSegments(root, familyGroup(input.group))] };
+      const inputs = [...groupSegments(root, familyGroup(input.group))];
+      await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
+      return { inputs };
     },
 
     async createLease(input: JobInput & { ownerId: string; startedAtMs: number }): Promise<HeldLease> {
@@ -120,7 +160,8 @@ export function createCompactionActivities({ store, settings, compactor = compac
       const resume = (ctx.info.heartbeatDetails as CompactionProgress | undefined) ?? NO_PROGRESS;
       ctx.heartbeat(resume);
       let latest = resume;
-      const progress = await compactor(store, ref, input.inputs, settings.targetSegmentBytes, resume, {
+      const attempt = attemptStore(store);
+      const progress = await compactor(attempt.store, ref, input.inputs, settings.targetSegmentBytes, resume, {
         onSegmentFinished: (p) => {
           latest = p;
           ctx.heartbeat(p);
@@ -129,7 +170,12 @@ export function createCompactionActivities({ store, settings, compactor = compac
           ctx.heartbeat(latest);
           if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
         },
-      });
+      })
+        .catch((err: unknown) => {
+          // An input deleted after readGroup checked it: the same clear end as one missing from the start.
+          throw asInputError(err, input.group, input.inputs);
+        })
+        .finally(attempt.closeBodies);
       return { outputs: outputSegmentKeys(ref, progress), progress };
     },
 

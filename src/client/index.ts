@@ -14,13 +14,18 @@ export interface StartCompactionOptions {
   readonly taskQueue?: string;
 }
 
-/** Starts the group's compaction, or returns the one already running (`USE_EXISTING`): repeated starts are idempotent. */
+/**
+ * Starts the group's compaction, or returns the one already running (`USE_EXISTING`): repeated
+ * starts are idempotent. Once a run has closed, however it ended (published, fenced, or failed on
+ * bad input), the next start begins a new run under the same id (`ALLOW_DUPLICATE`).
+ */
 export async function startCompaction(client: Client, options: StartCompactionOptions): Promise<WorkflowHandleWithFirstExecutionRunId<typeof compactionWorkflow>> {
   const ns = namespaceId(options.namespaceId);
   const group = familyGroup(options.group);
   return client.workflow.start<typeof compactionWorkflow>('compactionWorkflow', {
     workflowId: compactionWorkflowId(ns, group),
     workflowIdConflictPolicy: 'USE_EXISTING',
+    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
     args: [{ namespaceId: ns, group }],
     staticSummary: `Compact group ${group} of namespace ${ns} under a lease`,

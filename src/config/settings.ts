@@ -15,6 +15,8 @@ export interface CompactionSettings {
   readonly ownerId: string;
   /** Uncompressed bytes at which the compactor closes an output segment; bounds its memory. */
   readonly targetSegmentBytes: number;
+  /** Bytes above which an input segment is refused from its size (a HEAD) before it is read: far beyond any segment the metadata service writes. */
+  readonly maxInputSegmentBytes: number;
   /** Temporal heartbeat timeout of the long activities: how fast a dead worker is noticed, independent of the lease refresh. */
   readonly heartbeatTimeoutMs: number;
   /** How many times a fenced job runs again as a new job before the workflow reports `fenced`. */
@@ -26,6 +28,7 @@ export interface CompactionSettings {
 const schema = z.strictObject({
   ownerId: z.string().min(1).max(256).optional(),
   targetSegmentBytes: z.number().int().min(1024).optional(),
+  maxInputSegmentBytes: z.number().int().positive().optional(),
   heartbeatTimeoutMs: z.number().int().min(1000).optional(),
   maxFencedRuns: z.number().int().nonnegative().optional(),
   maxRootRaces: z.number().int().positive().optional(),
@@ -34,6 +37,7 @@ const schema = z.strictObject({
 export const SETTINGS_ENV = {
   ownerId: 'COMPACTION_OWNER_ID',
   targetSegmentBytes: 'COMPACTION_TARGET_SEGMENT_BYTES',
+  maxInputSegmentBytes: 'COMPACTION_MAX_INPUT_SEGMENT_BYTES',
   heartbeatTimeoutMs: 'COMPACTION_HEARTBEAT_TIMEOUT_MS',
 } as const;
 
@@ -48,6 +52,7 @@ export function resolveSettings(
     timing: resolveTiming(timing),
     ownerId: s.ownerId ?? `${process.pid}@${hostname()}`,
     targetSegmentBytes: s.targetSegmentBytes ?? 64 * 1024 * 1024,
+    maxInputSegmentBytes: s.maxInputSegmentBytes ?? 4 * 1024 * 1024 * 1024,
     heartbeatTimeoutMs: s.heartbeatTimeoutMs ?? 30_000,
     maxFencedRuns: s.maxFencedRuns ?? 3,
     maxRootRaces: s.maxRootRaces ?? 5,
@@ -61,6 +66,7 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv = process.env): Compactio
     timing: timingFromEnv(env),
     ownerId: env[SETTINGS_ENV.ownerId] || undefined,
     targetSegmentBytes: number(SETTINGS_ENV.targetSegmentBytes),
+    maxInputSegmentBytes: number(SETTINGS_ENV.maxInputSegmentBytes),
     heartbeatTimeoutMs: number(SETTINGS_ENV.heartbeatTimeoutMs),
   });
 }

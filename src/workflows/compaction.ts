@@ -19,7 +19,8 @@ import {
 import type { CompactionActivities, CompactionOutput } from '../activities/compaction';
 import type { HeldLease } from '../protocol';
 import type { NON_RETRYABLE_TYPES } from '../activities/failures';
-import { familyGroup, InvalidKeyError, namespaceId, newJobId, type MetadataCompactionId } from '../keys';
+import { familyGroup, InvalidKeyError, namespaceId, newJobId, rootKey, type MetadataCompactionId } from '../keys';
+import { ACTIVITY_BACKOFF, attemptsSpanning } from './retry';
 import { CompactionGroup, CompactionJobId, CompactionNamespace, CompactionOutcome } from './search-attributes';
 
 export interface CompactionInput {
@@ -58,7 +59,7 @@ export interface LeaseView {
 export const leaseStateQuery = defineQuery<LeaseView>('leaseState');
 
 const nonRetryableErrorTypes: (typeof NON_RETRYABLE_TYPES)[number][] = [
-  'LeaseLost', 'LeaseCorrupt', 'RootCorrupt', 'RootMissing', 'SegmentCorrupt', 'InvalidInput', 'JobIdCollision', 'StoreConfig', 'TimingConfig', 'InvalidSettings',
+  'LeaseLost', 'LeaseCorrupt', 'RootCorrupt', 'RootMissing', 'SegmentCorrupt', 'InputMissing', 'InputTooLarge', 'InvalidInput', 'JobIdCollision', 'StoreConfig', 'TimingConfig', 'InvalidSettings',
 ];
 
 const { compactionSettings } = proxyLocalActivities<CompactionActivities>({ startToCloseTimeout: '10 seconds', summary: "read the worker's timings" });
@@ -70,6 +71,16 @@ const workflowRandom = (bytes: Uint8Array) => {
 
 const isLeaseLost = (err: unknown): boolean =>
   err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'LeaseLost';
+
+/**
+ * An activity's failure that ends the job (a missing or corrupt input, retries spent) fails the
+ * workflow with the cause's own type and message on top, where a caller, the CLI and the UI read
+ * first, rather than under a generic "activity task failed".
+ */
+const jobFailure = (err: unknown): unknown =>
+  err instanceof ActivityFailure && err.cause instanceof ApplicationFailure
+    ? ApplicationFailure.create({ type: err.cause.type ?? undefined, message: err.cause.message, nonRetryable: true, cause: err })
+    : err;
 
 export async function compactionWorkflow(input: CompactionInput): Promise<CompactionResult> {
   let ns, group;
@@ -98,10 +109,19 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   show('reading group');
 
   const settings = await compactionSettings();
-  const retry = { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', nonRetryableErrorTypes };
+  const { initialIntervalMs, backoffCoefficient, maximumIntervalMs } = ACTIVITY_BACKOFF;
+  const retry = { initialInterval: initialIntervalMs, backoffCoefficient, maximumInterval: maximumIntervalMs, nonRetryableErrorTypes };
   const shortCall = 4 * settings.operationDeadlineMs + 10_000;
-  const { readGroup, createLease, publish } = proxyActivities<CompactionActivities>({ startToCloseTimeout: shortCall, retry });
+  // The short calls retry for at least a lease expiry: no store outage the lease would outlive ends
+  // the job, and past it a collector may have claimed the lease anyway. Runs whose settings were
+  // recorded before the expiry was among them keep the unlimited retries they started with.
+  const maximumAttempts = settings.leaseExpiryMs === undefined ? undefined : attemptsSpanning(settings.leaseExpiryMs);
+  const { readGroup, createLease, publish } = proxyActivities<CompactionActivities>({ startToCloseTimeout: shortCall, retry: { ...retry, maximumAttempts } });
   // Cancelling these waits until the activity has really stopped (the SDK default, TRY_CANCEL, would not).
+  // No attempt limit: their attempts include every worker restart of a job that may run for hours,
+  // so a count would end healthy jobs. The keeper ends only when cancelled or on LeaseLost, and is
+  // cancelled as soon as the work ends; the work ends on success, on a non-retryable type (missing,
+  // oversized or corrupt input, a lost lease) or when the keeper's end cancels it.
   const { holdLease, compactSegments } = proxyActivities<CompactionActivities>({
     startToCloseTimeout: '7 days',
     heartbeatTimeout: settings.heartbeatTimeoutMs,
@@ -109,8 +129,10 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     retry,
   });
 
-  const { inputs } = await readGroup.executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, group }]);
-  if (inputs.length === 0) throw ApplicationFailure.nonRetryable(`group ${group} of ${ns} has no segments to compact`, 'InvalidInput');
+  const { inputs } = await readGroup.executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, group }]).catch((err: unknown) => {
+    throw jobFailure(err);
+  });
+  if (inputs.length === 0) throw ApplicationFailure.nonRetryable(`group ${group} of ${ns} has no segments in ${rootKey(ns)}: nothing to compact`, 'InvalidInput');
 
   const job: MetadataCompactionId = newJobId(workflowRandom);
   view.jobId = job;
@@ -123,7 +145,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     ]);
   } catch (err) {
     // A retried create can find its own lease already claimed: the job is fenced before its first output.
-    if (!isLeaseLost(err)) throw err;
+    if (!isLeaseLost(err)) throw jobFailure(err);
   }
   let compaction: CompactionOutput | undefined;
   let lost = held === undefined;
@@ -145,7 +167,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     try {
       compaction = await Promise.race([working, holding]);
     } catch (err) {
-      if (!isLeaseLost(err)) throw err;
+      if (!isLeaseLost(err)) throw jobFailure(err);
       lost = true;
     } finally {
       // Both stop before anything else happens: no refresh may run beside the publication's own.
@@ -176,7 +198,9 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     const published = await publish.executeWithOptions(
       { summary: `publish ${compaction.outputs.length} segments of ${job}`, startToCloseTimeout: settings.publicationTimeoutMs },
       [{ namespaceId: ns, jobId: job, group, inputs, outputs: compaction.outputs }],
-    );
+    ).catch((err: unknown) => {
+      throw jobFailure(err);
+    });
     const detail =
       published.outcome === 'fenced' ? published.reason
       : published.outcome === 'abandoned' ? `inputs no longer current: ${published.missingInputs.join(', ')}`

@@ -1,42 +1,56 @@
 /**
- * The bad-input catalogue (issue 5, item 4): each bad input gives a typed error naming the key or
- * setting, and deletes nothing. Only cases no other test takes end to end are here; the decoder's
+ * The bad-input catalogue (issue 5, item 4; compaction inputs: issue 14): each bad input gives a
+ * typed error naming the key or setting, deletes nothing, and publishes nothing. Only cases no other test takes end to end are here; the decoder's
  * own catalogue is test/unit/lease.test.ts, the id grammar test/unit/keys.test.ts, an undecodable or
  * mis-identified lease and keys outside the grammar in a real pass test/integration/gc.test.ts, and
  * the settings' error messages test/integration/store-config-errors.test.ts (docs/reliability.md
  * lists every case and where it is tested).
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { S3Client } from '@aws-sdk/client-s3';
-import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { WorkflowFailedError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startCompaction } from '../../src/client';
+import type { CompactionSettings } from '../../src/config';
 import { freePort } from '../../src/devservers';
 import { encodeEnvelope } from '../../src/envelope';
 import {
+  compactionsPrefix,
+  familyGroup,
+  inputSegmentKey,
   InvalidKeyError,
+  jobId,
   jobPrefix,
   leaseKey,
   namespaceId,
   newJobId,
   newSegmentId,
+  parseCompactionKey,
   rootKey,
   stagedSegmentKey,
   type MetadataCompactionId,
   type NamespaceId,
 } from '../../src/keys';
 import { createLeaseState, encodeLease, MAX_LEASE_BYTES } from '../../src/lease';
-import { encodeRoot } from '../../src/root';
+import { readRoot, updateRoot } from '../../src/protocol';
+import { encodeRoot, type RootState } from '../../src/root';
 import { createS3ObjectStore, ObjectTooLargeError, StoreConfigError, type ObjectStore } from '../../src/store';
 import { createWorker } from '../../src/worker';
+import type { compactionWorkflow } from '../../src/workflows';
 import type { GcInput, GcReport } from '../../src/workflows/gc';
 import { interceptStore } from '../support/faults';
+import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
+import { startS3FaultProxy } from '../support/s3-fault-proxy';
 import { createTestBucket, openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
-import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, workflowBundle, type RunningWorker } from '../support/temporal';
 
-const settings = quickExpirySettings;
+/** An input segment larger than this is oversized for the compactions here. */
+const MAX_INPUT_BYTES = 256 * 1024;
+const settings: CompactionSettings = { ...quickExpirySettings, maxInputSegmentBytes: MAX_INPUT_BYTES };
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const payloadOf = (ns: NamespaceId, job: MetadataCompactionId) => ({
@@ -89,12 +103,18 @@ describe('bad-input catalogue', () => {
   let client: Client;
   let closeClient: () => Promise<void>;
   const deleteRequests: string[] = [];
+  /** Every key the worker wrote (put, create, CAS). */
+  const writes: string[] = [];
+  /** Input keys deleted just before the worker's first read of them: gone after its job checked its inputs. */
+  const deleteOnRead = new Set<string>();
 
   beforeAll(async () => {
     fixture = await openTestStore('minio');
     store = fixture.store;
-    const recorded = interceptStore(store, (operation, subject) => {
+    const recorded = interceptStore(store, async (operation, subject) => {
       if (operation === 'deleteMany') deleteRequests.push(...(subject as readonly string[]));
+      if (operation === 'put' || operation === 'putIfAbsent' || operation === 'putIfMatch') writes.push(subject as string);
+      if (operation === 'getStream' && deleteOnRead.delete(subject as string)) await store.deleteMany([subject as string]);
     });
     worker = await startTestWorker(recorded, settings);
     ({ client, close: closeClient } = await connectClient());
@@ -214,6 +234,204 @@ describe('bad-input catalogue', () => {
       expect(failure.type).toBe('InvalidInput');
       expect(failure.message).toMatch(reason);
     });
+  });
+
+  describe('bad input of a compaction ends the job with a typed failure naming the key; nothing is published, nothing outside the job prefix written', () => {
+    const group = familyGroup('inodes');
+    type Compaction = WorkflowHandleWithFirstExecutionRunId<typeof compactionWorkflow>;
+
+    const compact = (ns: NamespaceId): Promise<Compaction> => startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue });
+    /** Sets the group's segment list as a metadata service would, whatever the keys hold. */
+    const setGroup = (ns: NamespaceId, keys: readonly string[]): Promise<RootState> =>
+      updateRoot(store, ns, (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, [group]: keys } }));
+    const newInput = (ns: NamespaceId) => inputSegmentKey(ns, newSegmentId(), 'mseg');
+    const leasesOf = async (ns: NamespaceId) => (await keysUnder(compactionsPrefix(ns))).filter((k) => parseCompactionKey(k).kind === 'lease');
+
+    /**
+     * Runs the group's compaction to its end, which must be a failure; checks what every bad input
+     * must leave: the root as it was, writes only under a job prefix, `leases` leases (0 when the
+     * job ended before taking one) that nothing refreshes any more.
+     */
+    async function failedCompaction(ns: NamespaceId, leases: number): Promise<{ failure: ApplicationFailure; handle: Compaction }> {
+      const rootBefore = (await readRoot(store, ns)).root;
+      const handle = await compact(ns);
+      const failure = await failureOf(handle.result());
+      expect(failure.nonRetryable).toBe(true);
+      expect((await readRoot(store, ns)).root).toEqual(rootBefore);
+      const written = writes.filter((k) => k.startsWith(`namespaces/${ns}/`));
+      expect(written.filter((k) => parseCompactionKey(k).kind === 'unrecognised')).toEqual([]);
+      const leaseKeys = await leasesOf(ns);
+      expect(leaseKeys).toHaveLength(leases);
+      const etags = await Promise.all(leaseKeys.map(async (k) => (await store.head(k)).etag));
+      await sleep(3 * settings.timing.leaseRefreshIntervalMs);
+      expect(await Promise.all(leaseKeys.map(async (k) => (await store.head(k)).etag))).toEqual(etags);
+      return { failure, handle };
+    }
+
+    it.each([
+      ['that published', 'compaction-published-history.json'],
+      ['that failed on a corrupt input', 'compaction-corrupt-input-history.json'],
+    ])('a compaction %s, recorded before bad input failed the workflow with the cause on top (commit f4bc94b), still replays', async (_, file) => {
+      const history: unknown = JSON.parse(readFileSync(join(__dirname, '..', 'golden', file), 'utf8'));
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, `compaction-golden/${file}`);
+    });
+
+    it('a missing input: InputMissing naming the key, before the job takes a lease', async () => {
+      const ns = newNamespace();
+      const [present] = await writeInputs(store, ns, group, makeInputs(1, 50));
+      const missing = newInput(ns);
+      await setGroup(ns, [present!, missing]);
+      const { failure } = await failedCompaction(ns, 0);
+      expect(failure.type).toBe('InputMissing');
+      expect(failure.message).toContain(missing);
+    });
+
+    it('an input deleted while the job compacts: InputMissing, the keeper stops, and the next start compacts the group again', async () => {
+      const ns = newNamespace();
+      const inputs = makeInputs(3, 200);
+      const keys = await writeInputs(store, ns, group, inputs);
+      deleteOnRead.add(keys[1]!);
+      const { failure, handle } = await failedCompaction(ns, 1);
+      expect(failure.type).toBe('InputMissing');
+      expect(failure.message).toContain(keys[1]);
+      await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
+
+      await setGroup(ns, [keys[0]!, keys[2]!]);
+      const again = await compact(ns);
+      expect(again.firstExecutionRunId).not.toBe(handle.firstExecutionRunId);
+      const result = await again.result();
+      expect(result.outcome).toBe('published');
+      expect(await readRecords(store, result.outputs)).toEqual(referenceMerge([inputs[0]!, inputs[2]!]));
+    }, 60_000);
+
+    it('an input missing at the first read leaves no other input\'s read behind to fail the worker at its deadline', async () => {
+      const deadlineMs = 5000;
+      const uncaught: unknown[] = [];
+      const record = (err: unknown) => uncaught.push(err);
+      process.on('uncaughtException', record);
+      const shortDeadline = createS3ObjectStore({ bucket: fixture.bucket!, client: new S3Client(s3ClientConfig(inject('minio'))), operationDeadlineMs: deadlineMs });
+      const vanishing = new Set<string>();
+      const own = await startTestWorker(
+        interceptStore(shortDeadline, async (operation, subject) => {
+          if (operation === 'getStream' && vanishing.delete(subject as string)) await store.deleteMany([subject as string]);
+        }),
+        settings,
+      );
+      try {
+        const ns = newNamespace();
+        const keys = await writeInputs(store, ns, group, makeInputs(4, 500));
+        vanishing.add(keys[2]!);
+        const failure = await failureOf(startCompaction(client, { namespaceId: ns, group, taskQueue: own.taskQueue }).then((h) => h.result()));
+        expect(failure.type).toBe('InputMissing');
+        await sleep(deadlineMs + 1000);
+        expect(uncaught).toEqual([]);
+      } finally {
+        process.off('uncaughtException', record);
+        await own.stop();
+        await shortDeadline.close();
+      }
+    }, 60_000);
+
+    it.each([
+      ['truncated', (valid: Uint8Array) => valid.subarray(0, Math.floor(valid.length / 2))],
+      ['not a segment', () => bytes('{"format":"something else"}\n')],
+      ['empty', () => new Uint8Array()],
+    ])('an input that is %s: SegmentCorrupt naming the key; the keeper stops', async (_, damage) => {
+      const ns = newNamespace();
+      const [good, bad] = await writeInputs(store, ns, group, makeInputs(2, 200));
+      await store.put(bad!, damage((await store.get(bad!)).body));
+      const { failure } = await failedCompaction(ns, 1);
+      expect(failure.type).toBe('SegmentCorrupt');
+      expect(failure.message).toContain(`segment ${bad} is corrupt`);
+      expect(failure.message).not.toContain(good);
+    });
+
+    it('an oversized input: InputTooLarge naming the key and its size, from a HEAD, before the job takes a lease', async () => {
+      const ns = newNamespace();
+      const [good] = await writeInputs(store, ns, group, makeInputs(1, 50));
+      const huge = newInput(ns);
+      await store.put(huge, new Uint8Array(MAX_INPUT_BYTES + 1));
+      await setGroup(ns, [good!, huge]);
+      const { failure } = await failedCompaction(ns, 0);
+      expect(failure.type).toBe('InputTooLarge');
+      expect(failure.message).toContain(`input segment ${huge} is ${MAX_INPUT_BYTES + 1} bytes`);
+    });
+
+    it('an input listed twice in the group: InvalidInput naming the key, before the job takes a lease', async () => {
+      const ns = newNamespace();
+      const [twice, other] = await writeInputs(store, ns, group, makeInputs(2, 50));
+      await setGroup(ns, [twice!, other!, twice!]);
+      const { failure } = await failedCompaction(ns, 0);
+      expect(failure.type).toBe('InvalidInput');
+      expect(failure.message).toContain(`lists input segment ${twice} more than once`);
+    });
+
+    it('a group of zero segments: InvalidInput naming the root key, "nothing to compact"', async () => {
+      const ns = newNamespace();
+      await writeInputs(store, ns, 'bindings', makeInputs(1, 10));
+      await setGroup(ns, []);
+      const { failure } = await failedCompaction(ns, 0);
+      expect(failure.type).toBe('InvalidInput');
+      expect(failure.message).toContain(`has no segments in ${rootKey(ns)}: nothing to compact`);
+    });
+
+    it('a group of one segment is compacted: its tombstones are dropped and its output replaces it', async () => {
+      const ns = newNamespace();
+      const inputs = makeInputs(1, 300);
+      expect(inputs[0]!.some((r) => 'tombstone' in r)).toBe(true);
+      const [only] = await writeInputs(store, ns, group, inputs);
+      const result = await (await compact(ns)).result();
+      expect(result.outcome).toBe('published');
+      expect((await readRoot(store, ns)).root.groups[group]).toEqual(result.outputs);
+      expect(result.outputs).not.toContain(only);
+      expect(await readRecords(store, result.outputs)).toEqual(referenceMerge(inputs));
+    });
+
+    it('an output write that fails half-way (every attempt of the second output PUT answered 500): the attempt fails naming the key, the retry rewrites it, one publication of exactly the merge', async () => {
+      const minio = inject('minio');
+      const proxy = await startS3FaultProxy(minio.endpoint);
+      const viaProxy = createS3ObjectStore({ bucket: fixture.bucket!, client: new S3Client(s3ClientConfig({ ...minio, endpoint: proxy.endpoint })), operationDeadlineMs: 30_000 });
+      const faulted = await startTestWorker(viaProxy, settings);
+      try {
+        const ns = newNamespace();
+        const inputs = makeInputs(3, 300);
+        await writeInputs(store, ns, group, inputs);
+        const rootBefore = (await readRoot(store, ns)).root;
+        const outputs: string[] = [];
+        const isOutputPut = (r: { method: string; key: string }) => r.method === 'PUT' && parseCompactionKey(r.key).kind === 'staged_segment' && r.key.startsWith(`namespaces/${ns}/`);
+        // Every SDK attempt (3) of the second output segment's PUT: the first output is written, the second is not.
+        proxy.script('error500', (r) => {
+          if (isOutputPut(r) && !outputs.includes(r.key)) outputs.push(r.key);
+          return isOutputPut(r) && r.key === outputs[1];
+        }, 3);
+        const written: string[] = [];
+        proxy.observe(({ request, status }) => {
+          if (request.method === 'PUT' && status === 200) written.push(request.key);
+        });
+
+        const handle = await startCompaction(client, { namespaceId: ns, group, taskQueue: faulted.taskQueue });
+        const result = await handle.result();
+        expect(proxy.injected.error500).toBe(3);
+        expect(result.outcome).toBe('published');
+        expect(result.outputs[1]).toBe(outputs[1]);
+        expect(await readRecords(store, result.outputs)).toEqual(referenceMerge(inputs));
+
+        const history = await handle.fetchHistory();
+        const retried = history.events!.map((e) => e.activityTaskStartedEventAttributes).find((a) => (a?.attempt ?? 1) > 1);
+        expect(retried?.lastFailure?.message).toContain(outputs[1]);
+        expect(retried?.lastFailure?.applicationFailureInfo?.type).toBe('AmbiguousError');
+
+        const root = (await readRoot(store, ns)).root;
+        expect(root.generation).toBe(rootBefore.generation + 1);
+        const job = jobPrefix(ns, jobId(result.jobId));
+        expect(written.filter((k) => !k.startsWith(job))).toEqual([rootKey(ns)]);
+        expect((await keysUnder(job)).filter((k) => parseCompactionKey(k).kind === 'staged_segment').sort()).toEqual([...result.outputs].sort());
+      } finally {
+        await faulted.stop();
+        await viaProxy.close();
+        await proxy.stop();
+      }
+    }, 60_000);
   });
 
   describe('a worker with a bad store setting refuses to start, naming the setting, and deletes nothing', () => {

@@ -3,9 +3,10 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { leaseKey, namespaceId, newJobId } from '../../src/keys';
+import { familyGroup, inputSegmentKey, leaseKey, namespaceId, newJobId, newSegmentId } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
 import { updateRoot } from '../../src/protocol';
+import { addSegments } from '../../src/root';
 import { makeInputs, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
@@ -107,6 +108,19 @@ describe('compaction-lease CLI', () => {
     expect(done.result.outcome).toBe('published');
     expect(done.result.outputs.length).toBeGreaterThan(0);
     expect(json(joined)).toMatchObject({ workflowId: done.workflowId, runId: done.runId });
+  });
+
+  it('compact start --wait on a group whose input is missing exits 1 with one line naming InputMissing and the key', async () => {
+    const broken = namespaceId(uniqueId('cli-missing').toLowerCase());
+    await writeInputs(fixture.store, broken, 'revisions', makeInputs(1, 20));
+    const missing = inputSegmentKey(broken, newSegmentId(), 'mseg');
+    await updateRoot(fixture.store, broken, (root) => addSegments(root, familyGroup('revisions'), [missing]));
+    const run = await cli('compact', 'start', '--namespace', broken, '--group', 'revisions', '--wait');
+    expect(run.code, run.stderr).toBe(1);
+    const lines = run.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^Workflow execution failed: InputMissing: input segment /);
+    expect(lines[0]).toContain(missing);
   });
 
   it('worker serves compactions in the CLI process until SIGTERM, then exits 0', async () => {
