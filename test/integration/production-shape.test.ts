@@ -209,7 +209,7 @@ describe('production-shape compaction on MinIO', () => {
       // again, and the new attempt wrote the rest.
       const stagedAfter = await listStaged();
       const writtenAfterKill = writes.filter((w) => w.atMs > killedAt).map((w) => w.key);
-      expect(writtenAfterKill.filter((key) => finished.includes(key))).toEqual([]);
+      expect(writtenAfterKill.filter((key) => finished.includes(key)), 'finished outputs written again after the kill').toEqual([]);
       expect(finished.length).toBeLessThan(result.outputs.length);
       expect(writtenAfterKill).toContain(result.outputs.at(-1));
       for (const key of finished) expect(stagedAfter.get(key)?.etag, `${key} was rewritten`).toBe(stagedAtKill.get(key)?.etag);
