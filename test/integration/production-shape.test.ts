@@ -29,7 +29,7 @@ const MB = 1_000_000;
 const OPERATION_DEADLINE_MS = 3000;
 /** Bytes per second for all segment bodies together: 100 MB take ≥ 10 s to read, an output segment (~6 MB) ≥ 4 s to write. */
 const LINK = { download: 10 * MB, upload: 1.5 * MB };
-/** ~207 segments of ~1,600 records (~104 MB stored, ~145 MB raw), each key in about two of them. */
+/** ~206 segments of ~1,600 records (~100 MB stored, ~144 MB raw), each key in about two of them. */
 const SHAPE = { minSegments: 200, minStoredBytes: 100 * MB, keySpace: 160_000, recordsPerSegment: 1600, concurrency: 8 };
 /** An eighth of the default: the group's ~60 MB of raw output becomes ~8 segments to resume between. */
 const TARGET_SEGMENT_BYTES = 8 * 1024 * 1024;
