@@ -161,6 +161,9 @@ export function createCompactionActivities({ store, settings, compactor = compac
       ctx.heartbeat(resume);
       let latest = resume;
       const attempt = attemptStore(store);
+      // Reading the first bytes of every input and skipping to the resume key emit no records, and
+      // can outlast the heartbeat timeout on a wide group: beat on a timer too, not only per record batch.
+      const beat = setInterval(() => ctx.heartbeat(latest), settings.heartbeatTimeoutMs / 3);
       const progress = await compactor(attempt.store, ref, input.inputs, settings.targetSegmentBytes, resume, {
         onSegmentFinished: (p) => {
           latest = p;
@@ -175,7 +178,10 @@ export function createCompactionActivities({ store, settings, compactor = compac
           // An input deleted after readGroup checked it: the same clear end as one missing from the start.
           throw asInputError(err, input.group, input.inputs);
         })
-        .finally(attempt.closeBodies);
+        .finally(() => {
+          clearInterval(beat);
+          return attempt.closeBodies();
+        });
       return { outputs: outputSegmentKeys(ref, progress), progress };
     },
 
