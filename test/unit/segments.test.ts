@@ -66,3 +66,38 @@ describe('k-way merge', () => {
     );
   });
 });
+
+describe('k-way merge against a sort-based reference', () => {
+  /** Per key the record with the highest seq, a tie going to the later source: the last of each key after a stable sort by (key, seq). */
+  function sortMerge(sources: SegmentRecord[][], options: { dropTombstones: boolean; after?: string }): SegmentRecord[] {
+    const all = sources.flat().sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : x.seq - y.seq));
+    const out: SegmentRecord[] = [];
+    all.forEach((r, i) => {
+      if (all[i + 1]?.key === r.key) return;
+      if (options.after !== undefined && r.key <= options.after) return;
+      if (options.dropTombstones && 'tombstone' in r) return;
+      out.push(r);
+    });
+    return out;
+  }
+
+  it('equals it for many sources with shared keys, tied seqs, tombstones and a resume key', async () => {
+    const key = fc.stringMatching(/^[a-e]{1,3}$/);
+    const entry = fc.record({ key, seq: fc.nat(4), tombstone: fc.boolean() });
+    const source = fc.uniqueArray(entry, { selector: (r) => r.key, maxLength: 30 });
+    await fc.assert(
+      fc.asyncProperty(fc.array(source, { maxLength: 60 }), fc.boolean(), fc.option(key, { nil: undefined }), async (raw, dropTombstones, after) => {
+        // The value names the source, so which of two tied records won is visible.
+        const sources = raw.map((rs, s) =>
+          rs
+            .map((r): SegmentRecord => (r.tombstone ? { key: r.key, seq: r.seq, tombstone: true } : { key: r.key, seq: r.seq, value: `from ${s}` }))
+            .sort((x, y) => (x.key < y.key ? -1 : 1)),
+        );
+        const merged: SegmentRecord[] = [];
+        for await (const r of mergeSegments(sources.map(each), { dropTombstones, after })) merged.push(r);
+        expect(merged).toEqual(sortMerge(sources, { dropTombstones, after }));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
