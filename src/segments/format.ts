@@ -106,7 +106,7 @@ export function encodeSegment(records: Iterable<SegmentRecord>): Uint8Array {
  */
 export async function* readSegment(key: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<SegmentRecord> {
   const parser = new SegmentParser(key);
-  const gunzip = createGunzip({ chunkSize: 64 * 1024 });
+  const gunzip = createGunzip();
   const source = Readable.from(chunks);
   source.on('error', (err) => gunzip.destroy(err));
   try {
