@@ -27,15 +27,23 @@ export async function* mergeSegments(
     const top = heap.peek();
     if (top === undefined) return;
     const key = top.record.key;
-    let winner: Head | undefined;
-    // Every head of this key is taken, and its source advanced, before the next key is looked at.
-    while (heap.peek()?.record.key === key) {
-      const head = heap.pop();
-      if (winner === undefined || head.record.seq > winner.record.seq || (head.record.seq === winner.record.seq && head.source > winner.source)) winner = head;
+    let record = top.record;
+    let from = top.source;
+    // Every head of this key (the top first) is taken, and its source advanced, before the next key is looked at.
+    for (let head: Head | undefined = top; head?.record.key === key; head = heap.peek()) {
+      if (head.record.seq > record.seq || (head.record.seq === record.seq && head.source > from)) {
+        record = head.record;
+        from = head.source;
+      }
       const next = await sources[head.source]!.next();
-      if (!next.done) heap.push({ record: next.value, source: head.source });
+      if (next.done) {
+        heap.pop();
+      } else {
+        // The head stays on top with its source's next record and sinks to its place: no allocation, one sift per record.
+        head.record = next.value;
+        heap.sinkTop();
+      }
     }
-    const record = winner!.record;
     if (options.after !== undefined && key <= options.after) continue;
     if (options.dropTombstones && 'tombstone' in record) continue;
     yield record;
@@ -63,23 +71,28 @@ class HeadHeap {
     items[i] = head;
   }
 
-  /** Removes and returns the head with the smallest key; only called when the heap is not empty. */
-  pop(): Head {
+  /** Removes the head with the smallest key. */
+  pop(): void {
+    const last = this.items.pop();
+    if (last === undefined || this.items.length === 0) return;
+    this.items[0] = last;
+    this.sinkTop();
+  }
+
+  /** Restores the order after the top head's key grew. */
+  sinkTop(): void {
     const items = this.items;
     const top = items[0]!;
-    const last = items.pop()!;
-    if (items.length === 0) return top;
     let i = 0;
     for (;;) {
       const left = 2 * i + 1;
       if (left >= items.length) break;
       const right = left + 1;
       const child = right < items.length && items[right]!.record.key < items[left]!.record.key ? right : left;
-      if (!(items[child]!.record.key < last.record.key)) break;
+      if (!(items[child]!.record.key < top.record.key)) break;
       items[i] = items[child]!;
       i = child;
     }
-    items[i] = last;
-    return top;
+    items[i] = top;
   }
 }
