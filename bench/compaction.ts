@@ -25,12 +25,12 @@ import { resolveSettings, shrunkTiming } from '../src/config';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
 import { inputSegmentKey, namespaceId, newJobId, newSegmentId, parseCompactionKey } from '../src/keys';
 import { readRoot } from '../src/protocol';
-import { encodeSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../src/segments';
+import { encodeSegment, readSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../src/segments';
 import { createEmbeddedObjectStore, createS3ObjectStore, type ObjectStore } from '../src/store';
 import { createWorker } from '../src/worker';
 import { interceptStore } from '../test/support/faults';
 import { makeInputs, writeInputs } from '../test/support/records';
-import { rssBytes } from './support/proc';
+import { pidsWithArgs, rssBytes, totalCpuSeconds } from './support/proc';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
@@ -94,24 +94,43 @@ function agentSockets(agent: Agent): { inUse: number; open: number } {
   return { inUse, open: inUse + count(agent.freeSockets) };
 }
 
-/** Runs `work` measuring this process's peak RSS (the kernel's high-water mark, reset first) and the most sockets of `agent`, sampled every 50 ms. */
-async function measured<T>(agent: Agent | undefined, work: () => Promise<T>): Promise<{ result: T; ms: number; peakRss: number; sockets: string }> {
+/** One phase's wall time, this process's CPU time (threads included), the store server's CPU time, peak RSS and sockets. */
+interface Measured {
+  readonly ms: number;
+  readonly cpuMs: number;
+  readonly serverCpuMs: number;
+  readonly peakRss: number;
+  readonly sockets: string;
+}
+
+/** The S3 server a phase runs against: its client's agent (sockets) and its processes (CPU). */
+interface Server {
+  readonly agent: Agent;
+  readonly pids: readonly number[];
+}
+
+/** Runs `work` measuring CPU time, peak RSS (the kernel's high-water mark, reset first) and the most sockets of the server's agent, sampled every 50 ms. */
+async function measured<T>(server: Server | undefined, work: () => Promise<T>): Promise<Measured & { result: T }> {
   writeFileSync('/proc/self/clear_refs', '5');
   const most = { inUse: 0, open: 0 };
   const sample = () => {
-    if (agent === undefined) return;
-    const now = agentSockets(agent);
+    if (server === undefined) return;
+    const now = agentSockets(server.agent);
     most.inUse = Math.max(most.inUse, now.inUse);
     most.open = Math.max(most.open, now.open);
   };
   const timer = setInterval(sample, 50);
   const started = performance.now();
+  const cpu = process.cpuUsage();
+  const serverCpu = totalCpuSeconds(server?.pids ?? []);
   try {
     const result = await work();
     const ms = performance.now() - started;
+    const { user, system } = process.cpuUsage(cpu);
     const peakKb = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
-    const sockets = agent === undefined ? 'none (embedded store)' : `≤ ${most.inUse} in use, ≤ ${most.open} open`;
-    return { result, ms, peakRss: Math.max(Number(peakKb ?? 0) * 1024, rssBytes(process.pid)), sockets };
+    const serverCpuMs = (totalCpuSeconds(server?.pids ?? []) - serverCpu) * 1000;
+    const sockets = server === undefined ? 'none (embedded store)' : `≤ ${most.inUse} in use, ≤ ${most.open} open`;
+    return { result, ms, cpuMs: (user + system) / 1000, serverCpuMs, peakRss: Math.max(Number(peakKb ?? 0) * 1024, rssBytes(process.pid)), sockets };
   } finally {
     clearInterval(timer);
   }
@@ -161,10 +180,10 @@ async function writeGroup(store: ObjectStore, opts: Options): Promise<{ keys: re
   return { keys, records: records * opts.inputs };
 }
 
-async function throughput(store: ObjectStore, opts: Options, agent: Agent | undefined): Promise<void> {
+async function throughput(store: ObjectStore, opts: Options, server: Server | undefined): Promise<void> {
   const { keys, records: recordsIn } = await writeGroup(store, opts);
   const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
-  const copy = await measured(agent, async () => {
+  const copy = await measured(server, async () => {
     let bytes = 0;
     await runLimited(keys.length, opts.copyConcurrency, async (i) => {
       const { body } = await store.get(keys[i]!);
@@ -173,8 +192,14 @@ async function throughput(store: ObjectStore, opts: Options, agent: Agent | unde
     });
     return bytes;
   });
+  // Reading and checking every input, without merging or writing: what any reader of this format pays.
+  const read = await measured(server, () =>
+    runLimited(keys.length, opts.copyConcurrency, async (i) => {
+      for await (const record of readSegment(keys[i]!, (await store.getStream(keys[i]!)).body)) void record;
+    }),
+  );
   const job = { namespaceId: namespaceId('bench-throughput'), jobId: newJobId() };
-  const compaction = await measured(agent, () =>
+  const compaction = await measured(server, () =>
     profiled(opts.cpuProfile, () => compactGroup(store, job, keys, opts.targetSegmentBytes, NO_PROGRESS, { onSegmentFinished: () => {}, onRecords: () => {} })),
   );
   const mb = copy.result / 1e6;
@@ -185,11 +210,12 @@ async function throughput(store: ObjectStore, opts: Options, agent: Agent | unde
     `compactor: ${keys.length} inputs (${opts.shape} records), ${mb.toFixed(1)} MB compressed in, ${recordsIn} records in, ${progress.recordsOut} out ` +
       `(${(progress.bytesOut / 1e6).toFixed(1)} MB uncompressed) in ${progress.segmentsFinished} segments, on ${opts.store}, ${loadavg().map((l) => l.toFixed(2)).join(' ')} loadavg`,
   );
-  console.log(
-    `  reference compactor ${compaction.ms.toFixed(0)} ms: ${((recordsIn / compaction.ms) * 1000).toFixed(0)} records/s in ` +
-      `(${((progress.recordsOut / compaction.ms) * 1000).toFixed(0)} out), ${compactMbs.toFixed(1)} MB/s of input; peak RSS ${mib(compaction.peakRss)}, sockets ${compaction.sockets}`,
-  );
-  console.log(`  raw GET+PUT copy    ${copy.ms.toFixed(0)} ms: ${copyMbs.toFixed(1)} MB/s (${opts.copyConcurrency} in flight); peak RSS ${mib(copy.peakRss)}, sockets ${copy.sockets}`);
+  const phase = (label: string, run: Measured, what: string) =>
+    console.log(`  ${label.padEnd(26)} ${run.ms.toFixed(0).padStart(6)} ms, CPU ${(run.cpuMs / 1000).toFixed(1)} s${server ? ` + MinIO ${(run.serverCpuMs / 1000).toFixed(2)} s` : ''}: ${what}; peak RSS ${mib(run.peakRss)}, sockets ${run.sockets}`);
+  const perSecond = (n: number, run: Measured) => ((n / run.ms) * 1000).toFixed(0);
+  phase('reference compactor', compaction, `${perSecond(recordsIn, compaction)} records/s in (${perSecond(progress.recordsOut, compaction)} out), ${compactMbs.toFixed(1)} MB/s of input`);
+  phase('raw GET+PUT copy', copy, `${copyMbs.toFixed(1)} MB/s (${opts.copyConcurrency} in flight)`);
+  phase('read and check inputs only', read, `${perSecond(recordsIn, read)} records/s, ${((mb / read.ms) * 1000).toFixed(1)} MB/s (${opts.copyConcurrency} in flight)`);
   console.log(`  ratio of throughput compactor/copy: ${(compactMbs / copyMbs).toFixed(2)} (target ≥ 0.5)`);
 }
 
@@ -225,7 +251,7 @@ async function main(): Promise<void> {
   try {
     if (opts.phases.includes('throughput')) {
       if (opts.store === 'embedded') await throughput(createEmbeddedObjectStore({ path: join(scratch, 'store.sqlite') }), opts, undefined);
-      else await throughput(store, opts, agent);
+      else await throughput(store, opts, { agent, pids: pidsWithArgs('--address', new URL(minio.endpoint).host) });
     }
     if (temporal) await jobs(store, temporal.address, requests);
   } finally {
