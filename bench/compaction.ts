@@ -14,6 +14,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem, platform, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { Client, Connection } from '@temporalio/client';
@@ -56,7 +57,7 @@ const SHAPES = {
 } as const;
 const hex = (): string => Math.floor(Math.random() * 2 ** 52).toString(16).padStart(13, '0');
 const program = new Command('compaction')
-  .option('--phases <p,…>', 'throughput, jobs', (raw) => raw.split(','), ['throughput', 'jobs'])
+  .option('--phases <p,…>', 'throughput, jobs, gzip-levels', (raw) => raw.split(','), ['throughput', 'jobs'])
   .option('--inputs <n>', 'input segments of the throughput phase', whole, 8)
   .option('--records <n>', 'records per input (ignored with --bytes)', whole, 25_000)
   .option('--bytes <size>', 'compressed input bytes in all, e.g. 1GB: sets the records per input')
@@ -149,6 +150,27 @@ async function profiled<T>(file: string | undefined, work: () => Promise<T>): Pr
   } finally {
     writeFileSync(file, JSON.stringify((await post('Profiler.stop')).profile));
     session.disconnect();
+  }
+}
+
+/** Compression ratio and speed of gzip levels on one segment of each shape (the writer's level is chosen from this). */
+function gzipLevels(): void {
+  for (const shape of Object.keys(SHAPES) as (keyof typeof SHAPES)[]) {
+    const raw = gunzipSync(encodeSegment(scaleInput(0, 50_000, 100_000, shape, 0)));
+    for (const level of [1, 3, 6]) {
+      const rounds = 5;
+      let compressed = Buffer.alloc(0);
+      const started = performance.now();
+      for (let i = 0; i < rounds; i++) compressed = gzipSync(raw, { level });
+      const compressMs = (performance.now() - started) / rounds;
+      const unzipStarted = performance.now();
+      for (let i = 0; i < rounds; i++) gunzipSync(compressed);
+      const decompressMs = (performance.now() - unzipStarted) / rounds;
+      console.log(
+        `gzip level ${level}, ${shape} records: ${(raw.length / 1e6).toFixed(1)} MB → ${(compressed.length / 1e6).toFixed(2)} MB (${(raw.length / compressed.length).toFixed(1)}×), ` +
+          `compress ${(raw.length / 1e3 / compressMs).toFixed(0)} MB/s, decompress ${(raw.length / 1e3 / decompressMs).toFixed(0)} MB/s`,
+      );
+    }
   }
 }
 
@@ -254,6 +276,7 @@ async function main(): Promise<void> {
       else await throughput(store, opts, { agent, pids: pidsWithArgs('--address', new URL(minio.endpoint).host) });
     }
     if (temporal) await jobs(store, temporal.address, requests);
+    if (opts.phases.includes('gzip-levels')) gzipLevels();
   } finally {
     s3.destroy();
     rmSync(scratch, { recursive: true, force: true });
