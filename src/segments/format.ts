@@ -78,7 +78,8 @@ export class SegmentBuilder {
     if (this.last !== null && !(record.key > this.last)) throw new Error(`records must be added in strictly ascending key order: ${record.key} after ${this.last}`);
     const line = recordLine(record);
     const bytes = Buffer.byteLength(line);
-    if (bytes > MAX_SEGMENT_LINE_BYTES) throw new RangeError(`record ${JSON.stringify(record.key.slice(0, 100))} is ${bytes} bytes as a line, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`);
+    // The bound is on a line without its newline, as the reader counts it.
+    if (bytes - 1 > MAX_SEGMENT_LINE_BYTES) throw new RangeError(`record ${JSON.stringify(record.key.slice(0, 100))} is ${bytes - 1} bytes as a line, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`);
     this.records += line;
     this.bytes += bytes;
     this.lines++;
@@ -89,8 +90,10 @@ export class SegmentBuilder {
   encode(): Uint8Array {
     const records = Buffer.from(this.records);
     const sha256 = createHash('sha256').update(records).digest('hex');
-    const footer = { footer: { count: this.lines, first_key: this.first, last_key: this.last, sha256 } };
-    return gzipSync(Buffer.concat([Buffer.from(HEADER_LINE), records, Buffer.from(`${JSON.stringify(footer)}\n`)]), { level: GZIP_LEVEL });
+    const footer = Buffer.from(`${JSON.stringify({ footer: { count: this.lines, first_key: this.first, last_key: this.last, sha256 } })}\n`);
+    // The footer holds two keys, so it can outgrow the bound when each record line is within it.
+    if (footer.length - 1 > MAX_SEGMENT_LINE_BYTES) throw new RangeError(`the footer of a segment from ${JSON.stringify(this.first?.slice(0, 100))} is ${footer.length - 1} bytes, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`);
+    return gzipSync(Buffer.concat([Buffer.from(HEADER_LINE), records, footer]), { level: GZIP_LEVEL });
   }
 }
 

@@ -106,8 +106,10 @@ describe('segment reader', () => {
     expect(produced).toBeLessThan(16 * MAX_SEGMENT_LINE_BYTES);
   });
 
-  it('refuses to write a record whose line would be longer than a reader accepts', () => {
+  it('refuses to write a record or a footer whose line would be longer than a reader accepts', () => {
     expect(() => new SegmentBuilder().add({ key: 'big', seq: 1, value: 'x'.repeat(MAX_SEGMENT_LINE_BYTES) })).toThrow(/record "big" is \d+ bytes as a line/);
+    const longKeys = () => encodeSegment(['a', 'b'].map((c, seq): SegmentRecord => ({ key: c.repeat(MAX_SEGMENT_LINE_BYTES / 2), seq, tombstone: true })));
+    expect(longKeys).toThrow(/the footer of a segment from "a+" is \d+ bytes/);
   });
 });
 
