@@ -1,12 +1,14 @@
 /**
  * Compaction benchmark, on a real MinIO and Temporal dev server started here:
  *  1. the reference compactor's throughput next to a raw GET+PUT copy of the same bytes on the
- *     same store, side by side in one run: records/s, MB/s of input, their ratio, peak RSS of this
- *     process and the most sockets open to the store during each;
+ *     same store, side by side in one run, and next to reading and checking the inputs alone:
+ *     records/s, MB/s of input, their ratio, CPU time, peak RSS of this process and the most
+ *     sockets open to the store during each;
  *  2. Temporal history events of a short and a long job (they should be equal);
- *  3. S3 requests per lease refresh in steady state (target: one PUT, no GET).
+ *  3. S3 requests per lease refresh in steady state (target: one PUT, no GET);
+ *  4. on request (`gzip-levels`), size and speed of the gzip levels the writer could use.
  * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/compaction.ts` (see --help); the scale
- * point: `npx tsx bench/compaction.ts --phases throughput --inputs 1000 --bytes 1GB`.
+ * point: `npx tsx bench/compaction.ts --phases throughput --shape metadata --inputs 1000 --bytes 1GB`.
  */
 import { Agent } from 'node:http';
 import { Session } from 'node:inspector';
@@ -48,7 +50,7 @@ const size = (raw: string): number => {
 /**
  * Record shapes: `small` is the tests' (`makeInputs`: short values, about 10 compressed bytes a
  * record); `metadata` is an object store's listing (key of a file, value its size, time and a
- * random ETag: about 60 compressed bytes a record), so the copy moves more bytes per record.
+ * random ETag: about 30 compressed bytes a record), so the copy moves more bytes per record.
  */
 const SHAPES = {
   small: (k: number, s: number): string => `v${s}-${k}-${'x'.repeat(k % 40)}`,
@@ -70,11 +72,10 @@ type Options = {
   phases: string[]; inputs: number; records: number; bytes?: string; shape: string; store: string; targetSegmentBytes: number; copyConcurrency: number; cpuProfile?: string;
 };
 
-
 /**
  * Input `s` of a group: `records` keys drawn in ascending order from a key space shared by all
  * inputs (geometric gaps, so no set of keys is held), seqs rising from input to input, about one
- * record in seven a tombstone. Inputs are generated and stored one at a time, so a 1 GB group
+ * record in seven a tombstone. Inputs are generated and stored a few at a time, so a 1 GB group
  * never sits in memory.
  */
 function scaleInput(s: number, records: number, keySpace: number, shape: keyof typeof SHAPES, firstSeq: number): SegmentRecord[] {
