@@ -207,7 +207,7 @@ class SegmentParser {
       this.footer = footer.data.footer;
       return false;
     }
-    const record = asRecord(value);
+    const record = asSegmentRecord(value);
     if (!record) throw this.corrupt(`record ${this.count + 1} is malformed`);
     if (this.last !== null && !(record.key > this.last)) throw this.corrupt(`keys out of order at ${JSON.stringify(record.key)}`);
     this.count++;
@@ -239,7 +239,7 @@ class SegmentParser {
  * non-negative integer seq, and either a string value or `tombstone: true`. Checked by hand: a
  * schema per record was the compactor's largest cost, and this is the whole of what it checked.
  */
-function asRecord(value: unknown): SegmentRecord | undefined {
+export function asSegmentRecord(value: unknown): SegmentRecord | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const r = value as { key?: unknown; seq?: unknown; value?: unknown; tombstone?: unknown };
   if (typeof r.key !== 'string' || r.key === '' || !Number.isSafeInteger(r.seq) || (r.seq as number) < 0) return undefined;

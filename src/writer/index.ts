@@ -2,11 +2,10 @@
  * A stand-in for the metadata service's own writer: writes sorted input segments and registers
  * them in the namespace root. The demo and the tests use it to give compactions something to do.
  */
-import { Readable } from 'node:stream';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, type FamilyGroup, type NamespaceId } from '../keys';
 import { updateRoot } from '../protocol/root-io';
 import { addSegments } from '../root';
-import { encodeSegment, readSegment, SegmentCorruptError, SEGMENT_EXTENSION, type SegmentRecord } from '../segments';
+import { asSegmentRecord, encodeSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../segments';
 import type { ObjectStore } from '../store';
 
 /** The records handed to {@link writeInputSegment} cannot form a segment; nothing was written. */
@@ -23,18 +22,26 @@ export class InvalidSegmentInputError extends Error {
   }
 }
 
-const keyOf = (record: unknown): unknown => (typeof record === 'object' && record !== null ? (record as { key?: unknown }).key : undefined);
-
 /**
- * Encodes the records sorted by key, or refuses them. The encoded segment is read back with the
- * segment format's own reader, so the writer never stores what the next compaction would refuse
- * (a group stuck on a malformed record).
+ * Encodes the records sorted by key, or refuses them: every record is checked with the segment
+ * format's own rule first, so the writer never stores what the next compaction would refuse (a
+ * group stuck on a malformed record).
  */
-async function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readonly SegmentRecord[]): Promise<Uint8Array> {
+function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readonly SegmentRecord[]): Uint8Array {
   const refuse = (reason: string, recordIndex?: number) => new InvalidSegmentInputError(ns, group, reason, recordIndex);
   if (!Array.isArray(records) || records.length === 0) throw refuse('no records: an input segment holds at least one');
+  const keyOf = (record: unknown): unknown => (typeof record === 'object' && record !== null ? (record as { key?: unknown }).key : undefined);
   const keyless = records.findIndex((r) => typeof keyOf(r) !== 'string');
   if (keyless >= 0) throw refuse(`record ${keyless} has no string key`, keyless);
+  const malformed = records.findIndex((r) => asSegmentRecord(r) === undefined);
+  if (malformed >= 0) {
+    const record = records[malformed];
+    throw refuse(
+      `record ${malformed} (key ${JSON.stringify(keyOf(record))}) is not a segment record: ${JSON.stringify(record)}; ` +
+        'it needs a non-empty key, a whole seq of 0 or more, and either a string value or tombstone: true, nothing else',
+      malformed,
+    );
+  }
   const order = records.map((_, i) => i).sort((a, b) => (records[a]!.key < records[b]!.key ? -1 : records[a]!.key > records[b]!.key ? 1 : a - b));
   for (let i = 1; i < order.length; i++) {
     const [first, second] = [order[i - 1]!, order[i]!];
@@ -42,23 +49,13 @@ async function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: 
       throw refuse(`records ${first} and ${second} both have key ${JSON.stringify(records[first]!.key)}: keys must be unique`, second);
     }
   }
-  const bytes = encodeSegment(order.map((i) => records[i]!));
-  let read = 0;
   try {
-    const reader = readSegment('(input segment being written)', Readable.from([bytes]));
-    while (!(await reader.next()).done) read++;
+    return encodeSegment(order.map((i) => records[i]!));
   } catch (err) {
-    if (!(err instanceof SegmentCorruptError)) throw err;
-    // The reader stops at the first record it refuses: the one after the `read` it accepted, in key order.
-    const at = order[read];
-    if (at === undefined) throw refuse(`the segment format refuses the encoded records: ${err.reason}`);
-    throw refuse(
-      `record ${at} (key ${JSON.stringify(records[at]!.key)}) is not a segment record: ${JSON.stringify(records[at])}; ` +
-        'it needs a non-empty key, a whole seq of 0 or more, and either a string value or tombstone: true, nothing else',
-      at,
-    );
+    // The builder refuses a record whose line a reader would refuse (MAX_SEGMENT_LINE_BYTES).
+    if (err instanceof RangeError) throw refuse(err.message);
+    throw err;
   }
-  return bytes;
 }
 
 /**
@@ -68,7 +65,7 @@ async function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: 
 export async function writeInputSegment(store: ObjectStore, ns: string, group: string, records: readonly SegmentRecord[]): Promise<string> {
   const namespace = namespaceId(ns);
   const validGroup = familyGroup(group);
-  const bytes = await encodeInputSegment(namespace, validGroup, records);
+  const bytes = encodeInputSegment(namespace, validGroup, records);
   const key = inputSegmentKey(namespace, newSegmentId(), SEGMENT_EXTENSION);
   await store.put(key, bytes);
   await updateRoot(store, namespace, (root) => addSegments(root, validGroup, [key]));
