@@ -76,7 +76,7 @@ async function main(): Promise<void> {
     await throughput(store);
 
     const refreshMs = 500;
-    const settings = resolveSettings({ timing: shrunkTiming(refreshMs), targetSegmentBytes: 64 * 1024, heartbeatTimeoutMs: 30_000 });
+    const settings = resolveSettings({ timing: shrunkTiming(refreshMs, 30_000), targetSegmentBytes: 64 * 1024, heartbeatTimeoutMs: 30_000 });
     const holdForMs = 20 * refreshMs;
     // The work waits before reading (inside the heartbeat timeout), so the lease is held in steady state for a known time.
     const slowWork = interceptStore(store, async (operation) => {

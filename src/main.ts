@@ -36,7 +36,7 @@ const DEMO_GROUP = 'bindings';
 function demoSettings() {
   const fromEnv = settingsFromEnv();
   const timingSet = Object.values(TIMING_ENV).some((name) => process.env[name]);
-  return timingSet ? fromEnv : resolveSettings({ ...fromEnv, timing: shrunkTiming(2000), targetSegmentBytes: 32 * 1024 });
+  return timingSet ? fromEnv : resolveSettings({ ...fromEnv, timing: shrunkTiming(2000, fromEnv.heartbeatTimeoutMs), targetSegmentBytes: 32 * 1024 });
 }
 
 /** A few thousand records over several input segments, overlapping keys, rising seqs, some tombstones. */
