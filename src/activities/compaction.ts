@@ -84,8 +84,11 @@ export function createCompactionActivities({ store, settings, compactor = compac
     },
 
     /**
-     * Keeps the lease alive by CAS every refresh interval until cancelled. The ETag and heartbeat
-     * it holds travel in Temporal heartbeat details, so a retried attempt adopts the lease it left.
+     * Keeps the lease alive by CAS until cancelled, each refresh due one interval after the heartbeat
+     * last written. The ETag and heartbeat it holds travel in Temporal heartbeat details, so a
+     * retried attempt adopts the lease it left, and refreshes at once when that heartbeat is already
+     * an interval old (its predecessor died before refreshing): waiting a full interval from its own
+     * start would leave the lease unrefreshed for up to two intervals plus the heartbeat timeout.
      */
     async holdLease(input: JobInput & { held: HeldLease }): Promise<never> {
       const ctx = Context.current();
@@ -93,15 +96,19 @@ export function createCompactionActivities({ store, settings, compactor = compac
       let held = (ctx.info.heartbeatDetails as HeldLease | undefined) ?? input.held;
       const clock = attemptClock();
       const beatEveryMs = Math.max(200, Math.min(timing.leaseRefreshIntervalMs, settings.heartbeatTimeoutMs) / 3);
+      // When the held heartbeat was written, on this attempt's clock: never later than now, since an
+      // earlier attempt's host clock may run ahead of ours (that would only postpone the refresh).
+      let beatAtMs = Math.min(held.lease.heartbeat_at_ms, clock());
       ctx.heartbeat(held);
       for (;;) {
         // Temporal heartbeats more often than the lease is refreshed: that is how cancellation and a dead worker are noticed.
-        const refreshAt = performance.now() + timing.leaseRefreshIntervalMs;
-        while (performance.now() < refreshAt) {
-          await ctx.sleep(Math.min(beatEveryMs, refreshAt - performance.now()));
+        const refreshAt = beatAtMs + timing.leaseRefreshIntervalMs;
+        while (clock() < refreshAt) {
+          await ctx.sleep(Math.min(beatEveryMs, refreshAt - clock()));
           ctx.heartbeat(held);
         }
         const started = performance.now();
+        const sentAtMs = clock();
         try {
           held = await refreshJobLease(store, ref, held, clock);
         } catch (err) {
@@ -110,6 +117,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
           throw ApplicationFailure.nonRetryable(err.message, 'LeaseLost');
         }
         recordRefresh(performance.now() - started);
+        beatAtMs = Math.min(held.lease.heartbeat_at_ms, sentAtMs);
         ctx.heartbeat(held);
       }
     },
