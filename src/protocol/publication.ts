@@ -44,9 +44,11 @@ export async function publishCompaction(
 ): Promise<PublicationOutcome> {
   // Every root this activity sent by CAS: with no outputs, the only evidence that one landed.
   const sent: RootState[] = [];
-  for (let race = 0; race < limits.maxRootRaces; race++) {
+  for (let race = 0; ; race++) {
     const before = await readRoot(store, request.namespaceId);
     if (holdsPublication(before.root, request, sent)) return { outcome: 'published', rootGeneration: before.root.generation };
+    // Checked after the read: the last race's CAS may have landed too.
+    if (race === limits.maxRootRaces) return { outcome: 'superseded', lostRaces: race };
     const read = await readLease(store, request);
     if ('missing' in read) return { outcome: 'fenced', reason: 'the lease is gone' };
     if ('corrupt' in read) return { outcome: 'fenced', reason: read.corrupt };
@@ -79,7 +81,6 @@ export async function publishCompaction(
       if (!(err instanceof AmbiguousError || err instanceof PreconditionFailedError || err instanceof ConflictError)) throw err;
     }
   }
-  return { outcome: 'superseded', lostRaces: limits.maxRootRaces };
 }
 
 /**

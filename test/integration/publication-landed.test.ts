@@ -43,13 +43,13 @@ describe('a publication that landed unseen', () => {
   const leaseWrite = (r: S3Request) => s3Requests.put(r) && parseCompactionKey(r.key).kind === 'lease';
 
   /** Compacts the group of a fresh namespace on a worker whose store goes through the proxy; `arm` scripts the faults once the inputs exist. */
-  async function compact(inputs: SegmentRecord[][], arm: (ns: string) => void) {
+  async function compact(inputs: SegmentRecord[][], arm: (ns: string) => void, workerSettings = settings) {
     const ns = uniqueId('landed').toLowerCase();
     const written = await writeInputs(fixture.store, ns, GROUP, inputs);
     const exchanges: S3Exchange[] = [];
     const stopObserving = proxy.observe((exchange) => exchanges.push(exchange));
     arm(ns);
-    const running = await startTestWorker(faulty, settings);
+    const running = await startTestWorker(faulty, workerSettings);
     try {
       const handle = await startCompaction(client, { namespaceId: ns, group: GROUP, taskQueue: running.taskQueue });
       const result = await handle.result();
@@ -79,6 +79,14 @@ describe('a publication that landed unseen', () => {
     expect(root.groups[GROUP]).toEqual(result.outputs);
     expect(result.detail).toBe(`root generation ${root.generation}`);
     expect(later.filter((e) => leaseWrite(e.request))).toEqual([]);
+  });
+
+  it('the last allowed root race whose CAS landed unseen is published, not superseded', async () => {
+    const oneRace = testSettings(1000, { maxRootRaces: 1 });
+    const { ns, result, root, exchanges } = await compact(makeInputs(2, 100), (ns) => proxy.script('lostResponse', rootCas(ns)), oneRace);
+    expect(afterLanding(exchanges, ns).find((e) => rootCas(ns)(e.request))?.status).toBe(412);
+    expect(result.outcome).toBe('published');
+    expect(root.groups[GROUP]).toEqual(result.outputs);
   });
 
   it('a root CAS with an unknown outcome whose re-read fails is published by the retried activity', async () => {
