@@ -317,9 +317,9 @@ async function countKeys(store: ObjectStore, prefix: string, keep: (key: string)
   return n;
 }
 
-/** Short timings for collector passes: expiry 3.6 s, T 1 s, staging grace 4.6 s (every invariant kept with a 2 s heartbeat timeout). */
-const collectorTiming: Partial<Timing> = { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 3600 };
-const collectorHeartbeatTimeoutMs = 2000;
+/** Short timings for collector passes: expiry 6.6 s, T 1 s, staging grace 7.6 s (every invariant kept with a 5 s heartbeat timeout). */
+const collectorTiming: Partial<Timing> = { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 6600 };
+const collectorHeartbeatTimeoutMs = 5000;
 
 type PrefixKind = 'live' | 'claimed' | 'reclaimed' | 'orphaned';
 

@@ -25,13 +25,15 @@ export function testSettings(unitMs = 1000, overrides: Partial<Omit<CompactionSe
 }
 
 /**
- * Expiry 3.6 s, T 1 s, staging grace 4.6 s: short enough for collector tests to wait out, every
- * invariant of spec section 4 kept (the expiry is the least that covers a 2 s heartbeat timeout).
+ * Expiry 6.6 s, T 1 s, staging grace 7.6 s: short enough for collector tests to wait out, every
+ * invariant of spec section 4 kept. The expiry is the least that covers the 5 s heartbeat timeout
+ * (refresh + heartbeat timeout + 1 s keeper retry delay + deadline); a shorter heartbeat timeout
+ * times out the collector's activities on a loaded machine.
  */
 export const quickExpirySettings: CompactionSettings = resolveSettings({
-  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 3600 },
+  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 6600 },
   targetSegmentBytes: 4096,
-  heartbeatTimeoutMs: 2000,
+  heartbeatTimeoutMs: 5000,
 });
 
 export interface RunningWorker {
