@@ -148,6 +148,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
         { ...job(input), group: familyGroup(input.group) as FamilyGroup, inputs: input.inputs, outputs: input.outputs },
         { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
         { leaseClockMs: attemptClock(), elapsedMs: () => performance.now() - start },
+        Context.current().info.attempt > 1,
       );
       if (outcome.outcome === 'fenced') recordFence();
       return outcome;

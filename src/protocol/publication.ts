@@ -1,9 +1,9 @@
 /**
  * Publication (spec 5.4): refresh the lease at the top of every attempt, re-read the root, check
  * the inputs are still current, build the new root, check the budget, CAS the root. A CAS whose
- * answer was lost or refused may have landed, so before an attempt is judged (at the start of the
- * activity and after every failed CAS) the root is read to see whether it already holds this job's
- * publication; that read comes before the refresh, so nothing writes the lease after publication.
+ * answer was lost or refused may have landed, so before an attempt is judged (at the start of a
+ * retried activity and after every failed CAS) the root is read to see whether it already holds this
+ * job's publication; that read comes before the refresh, so nothing writes the lease after publication.
  */
 import { rootKey, type FamilyGroup } from '../keys';
 import { encodeRoot, groupSegments, planPublication, type RootState } from '../root';
@@ -36,17 +36,21 @@ export interface PublicationClock {
   readonly elapsedMs: () => number;
 }
 
+/** `resumed`: an earlier attempt of this publication (a retried activity) may have sent a root CAS. */
 export async function publishCompaction(
   store: ObjectStore,
   request: PublicationRequest,
   limits: { budgetMs: number; maxRootRaces: number },
   clock: PublicationClock,
+  resumed = false,
 ): Promise<PublicationOutcome> {
   // Every root this activity sent by CAS: with no outputs, the only evidence that one landed.
   const sent: RootState[] = [];
   for (let race = 0; ; race++) {
-    const before = await readRoot(store, request.namespaceId);
-    if (holdsPublication(before.root, request, sent)) return { outcome: 'published', rootGeneration: before.root.generation };
+    if (resumed || race > 0) {
+      const before = await readRoot(store, request.namespaceId);
+      if (holdsPublication(before.root, request, sent)) return { outcome: 'published', rootGeneration: before.root.generation };
+    }
     // Checked after the read: the last race's CAS may have landed too.
     if (race === limits.maxRootRaces) return { outcome: 'superseded', lostRaces: race };
     const read = await readLease(store, request);
