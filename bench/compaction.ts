@@ -289,7 +289,7 @@ async function main(): Promise<void> {
 /** Phases 2 and 3: a short and a long job through the workflow, their history length and the lease requests each made. */
 async function jobs(store: ObjectStore, address: string, requests: { leasePut: number; leaseGet: number }): Promise<void> {
   const refreshMs = 500;
-  const settings = resolveSettings({ timing: shrunkTiming(refreshMs), targetSegmentBytes: 64 * 1024, heartbeatTimeoutMs: 30_000 });
+  const settings = resolveSettings({ timing: shrunkTiming(refreshMs, 30_000), targetSegmentBytes: 64 * 1024, heartbeatTimeoutMs: 30_000 });
   const holdForMs = 20 * refreshMs;
   // The work waits before reading (inside the heartbeat timeout), so the lease is held in steady state for a known time.
   const slowWork = interceptStore(store, async (operation) => {

@@ -280,7 +280,7 @@ async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: nu
       credentials: { accessKeyId: minio.accessKey, secretAccessKey: minio.secretKey },
     },
   });
-  const settings = resolveSettings({ timing: shrunkTiming(500), heartbeatTimeoutMs: 5000 });
+  const settings = resolveSettings({ timing: shrunkTiming(500, 5000), heartbeatTimeoutMs: 5000 });
   const connection = await NativeConnection.connect({ address: temporalServer.address });
   const worker = await createWorker({ store: workerStore, settings, connection, taskQueue: 'bench-gc' });
   const clientConnection = await Connection.connect({ address: temporalServer.address });

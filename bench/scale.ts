@@ -165,7 +165,7 @@ async function waitFor(done: () => Promise<boolean>, timeoutMs: number): Promise
 /** One concurrency point: N jobs over `workerCount` worker processes; everything measured over one window in steady state. */
 async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: number, workerCount: number, index: number): Promise<PointResult> {
   return withTemporal(minio, async ({ client, address, minioPids, temporalPids }) => {
-    const settings = resolveSettings({ timing: shrunkTiming(opts.refreshMs), heartbeatTimeoutMs: opts.heartbeatTimeoutMs });
+    const settings = resolveSettings({ timing: shrunkTiming(opts.refreshMs, opts.heartbeatTimeoutMs), heartbeatTimeoutMs: opts.heartbeatTimeoutMs });
     const taskQueue = `scale-${index}`;
     const jobs = await seedJobs(bucket.store, `p${index}`, n);
     const workerOptions = {
@@ -317,8 +317,9 @@ async function countKeys(store: ObjectStore, prefix: string, keep: (key: string)
   return n;
 }
 
-/** Short timings for collector passes: expiry 2 s, T 1 s, staging grace 3 s (every invariant kept). */
-const collectorTiming: Partial<Timing> = { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 2000 };
+/** Short timings for collector passes: expiry 6.6 s, T 1 s, staging grace 7.6 s (every invariant kept with a 5 s heartbeat timeout). */
+const collectorTiming: Partial<Timing> = { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 6600 };
+const collectorHeartbeatTimeoutMs = 5000;
 
 type PrefixKind = 'live' | 'claimed' | 'reclaimed' | 'orphaned';
 
@@ -339,7 +340,7 @@ async function stagePrefixes(store: ObjectStore, ns: NamespaceId, kind: PrefixKi
 /** S3 requests of one collector pass per job prefix of each kind: the difference of passes over two prefix counts, so per-pass overhead cancels. */
 async function gcPassCost(minio: S3Server, bucket: Bucket): Promise<void> {
   await withTemporal(minio, async ({ client, address }) => {
-    const settings = resolveSettings({ timing: collectorTiming });
+    const settings = resolveSettings({ timing: collectorTiming, heartbeatTimeoutMs: collectorHeartbeatTimeoutMs });
     const worker = await spawnScaleWorker({ temporalAddress: address, bucket, taskQueue: 'gc-cost', settings, name: 'gc' });
     try {
       console.log(`collector pass cost (expiry ${settings.timing.leaseExpiryMs} ms, staging grace ${settings.timing.stagingGraceMs} ms), ${load()}`);
@@ -372,7 +373,7 @@ async function gcPassCost(minio: S3Server, bucket: Bucket): Promise<void> {
 /** A job whose worker is SIGKILLed mid-job; the collector on a Schedule; the time from the kill until its prefix is empty. */
 async function timeToReclaim(opts: Options, minio: S3Server, bucket: Bucket): Promise<void> {
   await withTemporal(minio, async ({ client, address }) => {
-    const settings = resolveSettings({ timing: collectorTiming, heartbeatTimeoutMs: 5000 });
+    const settings = resolveSettings({ timing: collectorTiming, heartbeatTimeoutMs: collectorHeartbeatTimeoutMs });
     const { timing } = settings;
     const collector = await spawnScaleWorker({ temporalAddress: address, bucket, taskQueue: 'reclaim-gc', settings, name: 'collector' });
     const bound = timing.leaseExpiryMs + timing.stagingGraceMs + opts.gcEveryS * 1000;

@@ -11,7 +11,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { Command } from 'commander';
 import { DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, startCompaction } from './client';
 import type { CompactionProgress } from './compactor';
-import { resolveSettings, settingsFromEnv, shrunkTiming, TIMING_ENV } from './config';
+import { resolveSettings, SETTINGS_ENV, settingsFromEnv, shrunkTiming, TIMING_ENV } from './config';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer } from './devservers';
 import { namespaceId } from './keys';
 import { readRootIfAny } from './protocol';
@@ -32,11 +32,16 @@ const DEFAULT_GC_CRON = '*/15 * * * *';
 const DEMO_NAMESPACE = 'demo';
 const DEMO_GROUP = 'bindings';
 
-/** The demo's timings: the environment's when it sets any, else shrunk so refreshes show within seconds. */
+/**
+ * The demo's timings: the environment's when it sets any, else shrunk so refreshes show within
+ * seconds, with a 5 s heartbeat timeout unless one is set (the expiry must cover it).
+ */
 function demoSettings() {
   const fromEnv = settingsFromEnv();
   const timingSet = Object.values(TIMING_ENV).some((name) => process.env[name]);
-  return timingSet ? fromEnv : resolveSettings({ ...fromEnv, timing: shrunkTiming(2000), targetSegmentBytes: 32 * 1024 });
+  if (timingSet) return fromEnv;
+  const heartbeatTimeoutMs = process.env[SETTINGS_ENV.heartbeatTimeoutMs] ? fromEnv.heartbeatTimeoutMs : 5000;
+  return resolveSettings({ ...fromEnv, timing: shrunkTiming(2000, heartbeatTimeoutMs), heartbeatTimeoutMs, targetSegmentBytes: 32 * 1024 });
 }
 
 /** A few thousand records over several input segments, overlapping keys, rising seqs, some tombstones. */

@@ -124,8 +124,11 @@ export function createCompactionActivities({ store, settings, compactor = compac
     },
 
     /**
-     * Keeps the lease alive by CAS every refresh interval until cancelled. The ETag and heartbeat
-     * it holds travel in Temporal heartbeat details, so a retried attempt adopts the lease it left.
+     * Keeps the lease alive by CAS until cancelled, each refresh due one interval after the heartbeat
+     * last written. The ETag and heartbeat it holds travel in Temporal heartbeat details, so a
+     * retried attempt adopts the lease it left, and refreshes at once when that heartbeat is already
+     * an interval old (its predecessor died before refreshing): waiting a full interval from its own
+     * start would leave the lease unrefreshed for up to two intervals plus the heartbeat timeout.
      */
     async holdLease(input: JobInput & { held: HeldLease }): Promise<never> {
       const ctx = Context.current();
@@ -133,15 +136,19 @@ export function createCompactionActivities({ store, settings, compactor = compac
       let held = (ctx.info.heartbeatDetails as HeldLease | undefined) ?? input.held;
       const clock = attemptClock();
       const beatEveryMs = Math.max(200, Math.min(timing.leaseRefreshIntervalMs, settings.heartbeatTimeoutMs) / 3);
+      // When the held heartbeat was written, on this attempt's clock: never later than now, since an
+      // earlier attempt's host clock may run ahead of ours (that would only postpone the refresh).
+      let beatAtMs = Math.min(held.lease.heartbeat_at_ms, clock());
       ctx.heartbeat(held);
       for (;;) {
         // Temporal heartbeats more often than the lease is refreshed: that is how cancellation and a dead worker are noticed.
-        const refreshAt = performance.now() + timing.leaseRefreshIntervalMs;
-        while (performance.now() < refreshAt) {
-          await ctx.sleep(Math.min(beatEveryMs, refreshAt - performance.now()));
+        const refreshAt = beatAtMs + timing.leaseRefreshIntervalMs;
+        while (clock() < refreshAt) {
+          await ctx.sleep(Math.min(beatEveryMs, refreshAt - clock()));
           ctx.heartbeat(held);
         }
         const started = performance.now();
+        const sentAtMs = clock();
         try {
           held = await refreshJobLease(store, ref, held, clock);
         } catch (err) {
@@ -150,6 +157,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
           throw ApplicationFailure.nonRetryable(err.message, 'LeaseLost');
         }
         recordRefresh(performance.now() - started);
+        beatAtMs = Math.min(held.lease.heartbeat_at_ms, sentAtMs);
         ctx.heartbeat(held);
       }
     },
@@ -192,6 +200,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
         { ...job(input), group: familyGroup(input.group) as FamilyGroup, inputs: input.inputs, outputs: input.outputs },
         { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
         { leaseClockMs: attemptClock(), elapsedMs: () => performance.now() - start },
+        Context.current().info.attempt > 1,
       );
       if (outcome.outcome === 'fenced') recordFence();
       return outcome;

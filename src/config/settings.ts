@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { describeIssues } from '../envelope';
-import { resolveTiming, timingFromEnv, type Timing } from './timing';
+import { KEEPER_RETRY_DELAY_MS, minimumLeaseExpiryMs, resolveTiming, TIMING_ENV, timingFromEnv, type Timing } from './timing';
 
 /** A worker setting is out of range; the message names it. */
 export class SettingsError extends Error {
@@ -17,7 +17,7 @@ export interface CompactionSettings {
   readonly targetSegmentBytes: number;
   /** Bytes above which an input segment is refused from its size (a HEAD) before it is read: far beyond any segment the metadata service writes. */
   readonly maxInputSegmentBytes: number;
-  /** Temporal heartbeat timeout of the long activities: how fast a dead worker is noticed, independent of the lease refresh. */
+  /** Temporal heartbeat timeout of the long activities: how fast a dead worker is noticed; the lease expiry must cover it (see `minimumLeaseExpiryMs`). */
   readonly heartbeatTimeoutMs: number;
   /** How many times a fenced job runs again as a new job before the workflow reports `fenced`. */
   readonly maxFencedRuns: number;
@@ -48,12 +48,22 @@ export function resolveSettings(
   const parsed = schema.safeParse(rest);
   if (!parsed.success) throw new SettingsError(`invalid settings: ${describeIssues(parsed.error)}`);
   const s = parsed.data;
+  const resolved = resolveTiming(timing);
+  const heartbeatTimeoutMs = s.heartbeatTimeoutMs ?? 30_000;
+  const minimumExpiryMs = minimumLeaseExpiryMs(resolved, heartbeatTimeoutMs);
+  if (resolved.leaseExpiryMs < minimumExpiryMs) {
+    throw new SettingsError(
+      `unsafe timing: ${TIMING_ENV.leaseExpiryMs} (${resolved.leaseExpiryMs}) must be at least ${TIMING_ENV.leaseRefreshIntervalMs} + ` +
+        `${SETTINGS_ENV.heartbeatTimeoutMs} + ${KEEPER_RETRY_DELAY_MS} ms keeper retry delay + ${TIMING_ENV.operationDeadlineMs} (${minimumExpiryMs}): ` +
+        'a job whose lease keeper died before a refresh would expire before its retried keeper refreshes',
+    );
+  }
   return Object.freeze({
-    timing: resolveTiming(timing),
+    timing: resolved,
     ownerId: s.ownerId ?? `${process.pid}@${hostname()}`,
     targetSegmentBytes: s.targetSegmentBytes ?? 64 * 1024 * 1024,
     maxInputSegmentBytes: s.maxInputSegmentBytes ?? 4 * 1024 * 1024 * 1024,
-    heartbeatTimeoutMs: s.heartbeatTimeoutMs ?? 30_000,
+    heartbeatTimeoutMs,
     maxFencedRuns: s.maxFencedRuns ?? 3,
     maxRootRaces: s.maxRootRaces ?? 5,
   });

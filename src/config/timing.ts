@@ -8,7 +8,7 @@ import { describeIssues } from '../envelope';
 export interface Timing {
   /** How often a job refreshes its lease; longer than one S3 operation including retries. */
   readonly leaseRefreshIntervalMs: number;
-  /** How long after its last heartbeat an active lease expires; at least the collector's minimum grace. */
+  /** How long after its last heartbeat an active lease expires; at least the collector's minimum grace, and long enough for the next refresh to land (see {@link minimumLeaseExpiryMs}). */
   readonly leaseExpiryMs: number;
   /** From the refresh at the top of a publication attempt until the root CAS is sent. */
   readonly publicationBudgetMs: number;
@@ -84,6 +84,11 @@ function timingViolations(t: Timing): string[] {
     [t.leaseRefreshIntervalMs > t.operationDeadlineMs, `${env.leaseRefreshIntervalMs} (${t.leaseRefreshIntervalMs}) must exceed ${env.operationDeadlineMs} (${t.operationDeadlineMs})`],
     [t.leaseExpiryMs >= t.gcMinGraceMs, `${env.leaseExpiryMs} (${t.leaseExpiryMs}) must be at least ${env.gcMinGraceMs} (${t.gcMinGraceMs})`],
     [
+      // A refresh is sent one interval after the heartbeat it follows and lands within one deadline.
+      t.leaseExpiryMs >= t.leaseRefreshIntervalMs + t.operationDeadlineMs,
+      `${env.leaseExpiryMs} (${t.leaseExpiryMs}) must be at least ${env.leaseRefreshIntervalMs} + ${env.operationDeadlineMs} (${t.leaseRefreshIntervalMs + t.operationDeadlineMs}): a healthy job would expire between two refreshes`,
+    ],
+    [
       t.gcMinGraceMs >= t.publicationBudgetMs + t.operationDeadlineMs + t.clockSafetyMarginMs,
       `${env.gcMinGraceMs} (${t.gcMinGraceMs}) must be at least ${env.publicationBudgetMs} + ${env.operationDeadlineMs} + ${env.clockSafetyMarginMs} (${t.publicationBudgetMs + t.operationDeadlineMs + t.clockSafetyMarginMs})`,
     ],
@@ -91,6 +96,24 @@ function timingViolations(t: Timing): string[] {
   ];
   return rules.filter(([ok]) => !ok).map(([, message]) => message);
 }
+
+/**
+ * How long the compaction workflow waits before it retries a lease keeper that Temporal timed out:
+ * the first interval of its activity retry policy (`src/workflows/compaction.ts`).
+ */
+export const KEEPER_RETRY_DELAY_MS = 1_000;
+
+/**
+ * The shortest lease expiry under which no healthy job expires between two refreshes, with the
+ * Temporal heartbeat timeout of its lease keeper. The keeper sends each refresh one interval after
+ * the heartbeat it last wrote (also as a retried attempt, from its heartbeat details). If its worker
+ * dies before sending it, Temporal notices one heartbeat timeout after the keeper's last Temporal
+ * heartbeat (no later than that refresh was due), retries it after {@link KEEPER_RETRY_DELAY_MS},
+ * and the retried keeper refreshes at once, landing within one operation deadline:
+ * expiry ≥ refresh interval + heartbeat timeout + retry delay + operation deadline.
+ */
+export const minimumLeaseExpiryMs = (t: Pick<Timing, 'leaseRefreshIntervalMs' | 'operationDeadlineMs'>, heartbeatTimeoutMs: number): number =>
+  t.leaseRefreshIntervalMs + heartbeatTimeoutMs + KEEPER_RETRY_DELAY_MS + t.operationDeadlineMs;
 
 /** Reads the `COMPACTION_*_MS` variables; a value that is not a positive integer is a {@link TimingConfigError}. */
 export function timingFromEnv(env: NodeJS.ProcessEnv = process.env): Timing {
@@ -104,12 +127,11 @@ export function timingFromEnv(env: NodeJS.ProcessEnv = process.env): Timing {
   return resolveTiming(settings);
 }
 
-/** Timings shrunk for tests and demos, keeping every invariant: refresh `unitMs`, everything else scaled from it. */
-export function shrunkTiming(unitMs: number): Timing {
-  return resolveTiming({
-    leaseRefreshIntervalMs: unitMs,
-    operationDeadlineMs: Math.floor(unitMs / 2),
-    publicationBudgetMs: unitMs,
-    clockSafetyMarginMs: unitMs,
-  });
+/**
+ * Timings shrunk for tests and demos, keeping every invariant: refresh `unitMs`, everything else
+ * scaled from it, and the expiry at least {@link minimumLeaseExpiryMs} for the keepers' heartbeat timeout.
+ */
+export function shrunkTiming(unitMs: number, heartbeatTimeoutMs: number): Timing {
+  const scaled = { leaseRefreshIntervalMs: unitMs, operationDeadlineMs: Math.floor(unitMs / 2), publicationBudgetMs: unitMs, clockSafetyMarginMs: unitMs };
+  return resolveTiming({ ...scaled, leaseExpiryMs: Math.max(5 * unitMs, minimumLeaseExpiryMs(scaled, heartbeatTimeoutMs)) });
 }

@@ -1,9 +1,12 @@
 /**
  * Publication (spec 5.4): refresh the lease at the top of every attempt, re-read the root, check
- * the inputs are still current, build the new root, check the budget, CAS the root.
+ * the inputs are still current, build the new root, check the budget, CAS the root. A CAS whose
+ * answer was lost or refused may have landed, so before an attempt is judged (at the start of a
+ * retried activity and after every failed CAS) the root is read to see whether it already holds this
+ * job's publication; that read comes before the refresh, so nothing writes the lease after publication.
  */
 import { rootKey, type FamilyGroup } from '../keys';
-import { encodeRoot, planPublication, referencedKeys } from '../root';
+import { encodeRoot, groupSegments, planPublication, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectStore } from '../store';
 import { LeaseLostError, refreshJobLease } from './job-lease';
 import { readLease, type JobRef } from './lease-read';
@@ -33,13 +36,23 @@ export interface PublicationClock {
   readonly elapsedMs: () => number;
 }
 
+/** `resumed`: an earlier attempt of this publication (a retried activity) may have sent a root CAS. */
 export async function publishCompaction(
   store: ObjectStore,
   request: PublicationRequest,
   limits: { budgetMs: number; maxRootRaces: number },
   clock: PublicationClock,
+  resumed = false,
 ): Promise<PublicationOutcome> {
-  for (let race = 0; race < limits.maxRootRaces; race++) {
+  // Every root this activity sent by CAS: with no outputs, the only evidence that one landed.
+  const sent: RootState[] = [];
+  for (let race = 0; ; race++) {
+    if (resumed || race > 0) {
+      const before = await readRoot(store, request.namespaceId);
+      if (holdsPublication(before.root, request, sent)) return { outcome: 'published', rootGeneration: before.root.generation };
+    }
+    // Checked after the read: the last race's CAS may have landed too.
+    if (race === limits.maxRootRaces) return { outcome: 'superseded', lostRaces: race };
     const read = await readLease(store, request);
     if ('missing' in read) return { outcome: 'fenced', reason: 'the lease is gone' };
     if ('corrupt' in read) return { outcome: 'fenced', reason: read.corrupt };
@@ -54,25 +67,38 @@ export async function publishCompaction(
       throw err;
     }
     const current = await readRoot(store, request.namespaceId);
+    // A CAS of an earlier activity attempt still in flight may have landed since the first read.
+    if (holdsPublication(current.root, request, sent)) return { outcome: 'published', rootGeneration: current.root.generation };
     const plan = planPublication(current.root, request.group, request.inputs, request.outputs);
     if (plan.kind === 'abandoned') return { outcome: 'abandoned', missingInputs: plan.missingInputs };
     const spent = clock.elapsedMs() - refreshSentAt;
     if (spent > limits.budgetMs) {
       throw new PublicationBudgetExceededError(`${spent.toFixed(0)} ms since the refresh exceeds the publication budget of ${limits.budgetMs} ms`);
     }
+    sent.push(plan.root);
     try {
       await store.putIfMatch(rootKey(request.namespaceId), encodeRoot(plan.root), current.etag);
       return { outcome: 'published', rootGeneration: plan.root.generation };
     } catch (err) {
-      if (err instanceof AmbiguousError) {
-        // Our CAS may have landed: the root says so if it references every output.
-        const after = await readRoot(store, request.namespaceId);
-        const referenced = referencedKeys(after.root);
-        if (request.outputs.every((k) => referenced.has(k))) return { outcome: 'published', rootGeneration: after.root.generation };
-        continue;
-      }
-      if (!(err instanceof PreconditionFailedError || err instanceof ConflictError)) throw err;
+      // A lost race, or our own write answered late: 412 is what the SDK's retry meets after a lost
+      // response, and an unknown outcome may have landed. The next round reads the root first.
+      if (!(err instanceof AmbiguousError || err instanceof PreconditionFailedError || err instanceof ConflictError)) throw err;
     }
   }
-  return { outcome: 'superseded', lostRaces: limits.maxRootRaces };
+}
+
+/**
+ * Whether `root` holds this job's publication. Output keys live under the job's prefix and only
+ * this job publishes them, so a group naming every output was written by this job's CAS. With no
+ * outputs (every record was a tombstone) nothing in the root names the job: only a root equal, byte
+ * for byte and generation included, to one this activity sent shows the CAS landed (or a writer made
+ * exactly the same change). Anything else is not proof, and a publication is never assumed.
+ */
+function holdsPublication(root: RootState, request: PublicationRequest, sent: readonly RootState[]): boolean {
+  if (request.outputs.length > 0) {
+    const current = new Set(groupSegments(root, request.group));
+    return request.outputs.every((k) => current.has(k));
+  }
+  const bytes = Buffer.from(encodeRoot(root));
+  return sent.some((candidate) => bytes.equals(encodeRoot(candidate)));
 }

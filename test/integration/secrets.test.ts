@@ -62,7 +62,7 @@ describe('credentials in logs and histories', () => {
       AWS_ACCESS_KEY_ID: credentials.accessKey,
       AWS_SECRET_ACCESS_KEY: credentials.secretKey,
     });
-    const settings = resolveSettings({ timing: shrunkTiming(1000), targetSegmentBytes: 4096, heartbeatTimeoutMs: 5000, ownerId: 'secrets-test' });
+    const settings = resolveSettings({ timing: shrunkTiming(1000, 5000), targetSegmentBytes: 4096, heartbeatTimeoutMs: 5000, ownerId: 'secrets-test' });
     store = objectStoreFromEnv(process.env, settings.timing.operationDeadlineMs);
     workerConnection = await NativeConnection.connect({ address: inject('temporalAddress') });
     const worker = await createWorker({ store, settings, connection: workerConnection, taskQueue });

@@ -243,7 +243,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const loadavgStart = loadavg();
   const startedAt = Date.now();
   mkdirSync(options.workDir, { recursive: true });
-  const settings: CompactionSettings = resolveSettings({ timing: shrunkTiming(options.unitMs), targetSegmentBytes: 8192, heartbeatTimeoutMs: options.heartbeatTimeoutMs });
+  const settings: CompactionSettings = resolveSettings({ timing: shrunkTiming(options.unitMs, options.heartbeatTimeoutMs), targetSegmentBytes: 8192, heartbeatTimeoutMs: options.heartbeatTimeoutMs });
   const { timing } = settings;
   const taskQueue = 'soak';
   const scheduleId = 'soak-gc';

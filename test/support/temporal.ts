@@ -19,12 +19,19 @@ export async function connectClient(address = inject('temporalAddress')): Promis
 }
 
 /** Settings at shrunk timings: a lease refresh every `unitMs`, everything else scaled to keep the invariants. */
-export const testSettings = (unitMs = 1000, overrides: Partial<Omit<CompactionSettings, 'timing'>> = {}): CompactionSettings =>
-  resolveSettings({ timing: shrunkTiming(unitMs), targetSegmentBytes: 4096, heartbeatTimeoutMs: 5000, ...overrides });
+export function testSettings(unitMs = 1000, overrides: Partial<Omit<CompactionSettings, 'timing'>> = {}): CompactionSettings {
+  const heartbeatTimeoutMs = overrides.heartbeatTimeoutMs ?? 5000;
+  return resolveSettings({ timing: shrunkTiming(unitMs, heartbeatTimeoutMs), targetSegmentBytes: 4096, ...overrides, heartbeatTimeoutMs });
+}
 
-/** Expiry 2 s, T 1 s, staging grace 3 s: short enough for collector tests to wait out, every invariant of spec section 4 kept. */
+/**
+ * Expiry 6.6 s, T 1 s, staging grace 7.6 s: short enough for collector tests to wait out, every
+ * invariant of spec section 4 kept. The expiry is the least that covers the 5 s heartbeat timeout
+ * (refresh + heartbeat timeout + 1 s keeper retry delay + deadline); a shorter heartbeat timeout
+ * times out the collector's activities on a loaded machine.
+ */
 export const quickExpirySettings: CompactionSettings = resolveSettings({
-  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 2000 },
+  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 6600 },
   targetSegmentBytes: 4096,
   heartbeatTimeoutMs: 5000,
 });

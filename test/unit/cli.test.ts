@@ -14,7 +14,7 @@ import { InvalidKeyError, jobId, leaseKey, namespaceId, newJobId, newSegmentId, 
 import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease';
 import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, type ObjectStore } from '../../src/store';
 
-const settings = resolveSettings({ timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 2000 } });
+const settings = resolveSettings({ timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 3600 }, heartbeatTimeoutMs: 2000 });
 const expiry = settings.timing.leaseExpiryMs;
 const NOW = 1_000_000;
 

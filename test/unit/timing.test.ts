@@ -1,5 +1,16 @@
+import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { resolveTiming, shrunkTiming, TimingConfigError, timingFromEnv } from '../../src/config';
+import {
+  minimumLeaseExpiryMs,
+  resolveSettings,
+  resolveTiming,
+  SettingsError,
+  settingsFromEnv,
+  shrunkTiming,
+  TimingConfigError,
+  timingFromEnv,
+} from '../../src/config';
+import { spawnWorkerProcess } from '../support/worker-env';
 
 describe('timing configuration', () => {
   it('has the defaults of spec section 4', () => {
@@ -39,7 +50,67 @@ describe('timing configuration', () => {
     expect(t.stagingGraceMs).toBe(3_000_000 + 1_230_000);
   });
 
-  it('shrunk timings for tests keep every invariant', () => {
-    for (const unit of [200, 1000, 5000]) expect(() => shrunkTiming(unit)).not.toThrow();
+  it('rejects an expiry shorter than one refresh interval plus one operation deadline, naming the settings', () => {
+    const unsafe = { leaseRefreshIntervalMs: 2_000_000, leaseExpiryMs: 1_230_000 };
+    expect(() => resolveTiming(unsafe)).toThrow(TimingConfigError);
+    expect(() => resolveTiming(unsafe)).toThrow(
+      /COMPACTION_LEASE_EXPIRY_MS \(1230000\) must be at least COMPACTION_LEASE_REFRESH_INTERVAL_MS \+ COMPACTION_OPERATION_DEADLINE_MS \(2150000\)/,
+    );
+    expect(() => resolveTiming({ ...unsafe, leaseExpiryMs: 2_149_999, stagingGraceMs: 5_000_000 })).toThrow(TimingConfigError);
+    expect(() => resolveTiming({ ...unsafe, leaseExpiryMs: 2_150_000 })).not.toThrow();
+  });
+
+  it('rejects an expiry that does not cover refresh interval + heartbeat timeout + keeper retry delay + operation deadline, naming the settings', () => {
+    const timing = { leaseRefreshIntervalMs: 300_000, operationDeadlineMs: 150_000 };
+    const least = minimumLeaseExpiryMs(timing, 1_000_000);
+    expect(least).toBe(300_000 + 1_000_000 + 1_000 + 150_000);
+    // The expiry alone is valid (≥ T, ≥ refresh + deadline); the heartbeat timeout makes it unsafe.
+    const settings = (leaseExpiryMs: number) => ({ timing: { ...timing, leaseExpiryMs }, heartbeatTimeoutMs: 1_000_000 });
+    expect(() => resolveSettings(settings(least - 1))).toThrow(SettingsError);
+    expect(() => resolveSettings(settings(least - 1))).toThrow(
+      /COMPACTION_LEASE_EXPIRY_MS \(1450999\) must be at least COMPACTION_LEASE_REFRESH_INTERVAL_MS \+ COMPACTION_HEARTBEAT_TIMEOUT_MS \+ 1000 ms keeper retry delay \+ COMPACTION_OPERATION_DEADLINE_MS \(1451000\)/,
+    );
+    expect(resolveSettings(settings(least)).timing.leaseExpiryMs).toBe(least);
+  });
+
+  it('the defaults keep the heartbeat rule with room to spare', () => {
+    const { timing, heartbeatTimeoutMs } = resolveSettings();
+    expect(timing.leaseExpiryMs).toBeGreaterThanOrEqual(2 * minimumLeaseExpiryMs(timing, heartbeatTimeoutMs));
+  });
+
+  it('settings from the environment with unsafe timings are refused, naming the variables', () => {
+    expect(() => settingsFromEnv({ COMPACTION_LEASE_REFRESH_INTERVAL_MS: '2000000', COMPACTION_LEASE_EXPIRY_MS: '1230000' })).toThrow(
+      /COMPACTION_LEASE_EXPIRY_MS.*COMPACTION_LEASE_REFRESH_INTERVAL_MS/,
+    );
+    expect(() => settingsFromEnv({ COMPACTION_HEARTBEAT_TIMEOUT_MS: '1500000' })).toThrow(/COMPACTION_HEARTBEAT_TIMEOUT_MS/);
+  });
+
+  /** Runs the worker process (src/worker/main.ts) with these variables; it must exit before connecting to anything. */
+  async function startWorkerWith(variables: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+    const worker = spawnWorkerProcess({ ...process.env, COMPACTION_EMBEDDED_STORE: ':memory:', ...variables }, ['ignore', 'ignore', 'pipe']);
+    let stderr = '';
+    worker.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const [code] = (await once(worker, 'exit')) as [number | null];
+    return { code, stderr };
+  }
+
+  it('a worker started from the environment with an expiry shorter than refresh + deadline refuses to start, naming the variables', async () => {
+    const { code, stderr } = await startWorkerWith({ COMPACTION_LEASE_REFRESH_INTERVAL_MS: '2000000', COMPACTION_LEASE_EXPIRY_MS: '1230000' });
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/TimingConfigError: unsafe timing: COMPACTION_LEASE_EXPIRY_MS \(1230000\) must be at least COMPACTION_LEASE_REFRESH_INTERVAL_MS/);
+  }, 60_000);
+
+  it('a worker started from the environment with a heartbeat timeout the expiry does not cover refuses to start, naming the variables', async () => {
+    const { code, stderr } = await startWorkerWith({ COMPACTION_HEARTBEAT_TIMEOUT_MS: '1500000' });
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/SettingsError: unsafe timing: COMPACTION_LEASE_EXPIRY_MS \(1500000\) must be at least .*COMPACTION_HEARTBEAT_TIMEOUT_MS/);
+  }, 60_000);
+
+  it('shrunk timings for tests keep every invariant, with the heartbeat timeout they are run with', () => {
+    for (const unit of [200, 1000, 5000]) {
+      for (const heartbeatTimeoutMs of [1000, 5000, 30_000]) {
+        expect(() => resolveSettings({ timing: shrunkTiming(unit, heartbeatTimeoutMs), heartbeatTimeoutMs })).not.toThrow();
+      }
+    }
   });
 });
