@@ -229,12 +229,14 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       for (const key of [newInput, newStaged]) expect(await exists(key), key).toBe(false);
     });
 
-    it('the read-only statements write and delete nothing', async () => {
+    it('the read-only statements write and delete nothing, and reach nothing outside namespaces/', async () => {
       const reader = stores.reader;
       const before = await snapshot();
       await expectRefused(reader.putIfMatch(keys.lease, bytes('{}'), before.get(keys.lease) ?? ''), keys.lease);
       await expectRefused(reader.put(keys.staged, bytes('x')), keys.staged);
-      for (const key of Object.values(keys)) await expectRefused(reader.deleteMany([key]), key);
+      for (const key of [...Object.values(keys), outside]) await expectRefused(reader.deleteMany([key]), key);
+      await expectRefused(reader.get(outside), outside);
+      await expectRefused(reader.list({ prefix: 'outside-namespaces/' }), 'outside-namespaces/');
       await expectAllKept(before);
     });
 
