@@ -157,6 +157,15 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     expect((await readRoot(root.store, ns)).root.groups[group]).toEqual(inputs);
   });
 
+  it("a collector pass sent to the compaction workers' queue fails at its first listing, refused by the worker's policy", async () => {
+    const failure: unknown = await client.workflow
+      .execute('gcWorkflow', { taskQueue: compactionWorker.taskQueue, workflowId: uniqueId('iam-gc-wrong-queue'), args: [{}] })
+      .then(() => undefined, (e: unknown) => e);
+    const messages: string[] = [];
+    for (let cause = failure; cause instanceof Error; cause = cause.cause) messages.push(cause.message);
+    expect(messages.join('\n')).toMatch(/access denied to namespaces\/ in .*docs\/security\.md/);
+  });
+
   it("the CLI's read commands run under the collector's listing and reading statements alone", async () => {
     const ns = newNamespace();
     const job = newJobId();
