@@ -36,7 +36,7 @@ import type { GcReport } from '../../src/workflows/gc';
 import { createRoleUser, type Role } from '../support/iam';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
-import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+import { connectClient, quickExpirySettings, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
 import { workerEnvironment } from '../support/worker-env';
 
 const settings = quickExpirySettings;
@@ -183,7 +183,9 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const job = newJobId();
     await writeLease(ns, job, Date.now() + 60_000);
     await stage(ns, job, 2);
-    const env = workerEnvironment({ temporalAddress: inject('temporalAddress'), s3: endpoints.reader, bucket: root.bucket!, taskQueue: 'unused' }, settings);
+    // Timings of a minute: the CLI's requests get a 30 s deadline, which a loaded machine cannot overrun (quickExpirySettings gives 200 ms).
+    const target = { temporalAddress: inject('temporalAddress'), s3: endpoints.reader, bucket: root.bucket!, taskQueue: 'unused' };
+    const env = workerEnvironment(target, testSettings(60_000));
     const cli = async (...args: string[]): Promise<unknown> =>
       JSON.parse((await promisify(execFile)(process.execPath, ['--import', 'tsx', cliMain, ...args], { env: { ...env, NODE_NO_WARNINGS: '1' } })).stdout);
 
