@@ -80,7 +80,7 @@ export interface ObjectStore {
   /** Unconditional write, for immutable objects under a fresh key (segments). */
   put(key: string, body: Uint8Array): Promise<{ etag: string }>;
   list(request: ListRequest): Promise<ListPage>;
-  /** Deletes in requests of at most {@link MAX_KEYS_PER_REQUEST} keys; per-key errors are returned, not thrown. */
+  /** Deletes in requests of at most {@link MAX_KEYS_PER_REQUEST} keys; per-key errors are returned, not thrown, except a denied key ({@link StoreConfigError}). */
   deleteMany(keys: readonly string[]): Promise<DeleteResult>;
   /** Checks that the bucket exists and the credentials work; throws {@link StoreConfigError} naming the setting. */
   verifyAccess(): Promise<void>;

@@ -160,6 +160,9 @@ class S3ObjectStore implements ObjectStore {
           'write',
           (o) => this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true } }), o),
         );
+        // A denied key is a policy to fix, not a delete to retry: S3 reports it per key, the port as a configuration error.
+        const denied = out.Errors?.find((e) => e.Code === 'AccessDenied');
+        if (denied) throw this.accessDenied(denied.Key ?? batch[0] ?? '', denied);
         // A missing key is already deleted: deletes are idempotent.
         const failed: DeleteFailure[] = (out.Errors ?? [])
           .filter((e) => e.Code !== 'NoSuchKey')
@@ -201,6 +204,10 @@ class S3ObjectStore implements ObjectStore {
     }
   }
 
+  private accessDenied(key: string, cause: unknown): StoreConfigError {
+    return new StoreConfigError('IAM policy', `access denied to ${key} in ${this.bucket}: see docs/security.md for the policy`, { cause });
+  }
+
   private translate(err: SdkError, key: string, mode: 'read' | 'write' | 'probe'): Error {
     const status = err.$metadata?.httpStatusCode;
     const name = err.name ?? '';
@@ -215,9 +222,7 @@ class S3ObjectStore implements ObjectStore {
         { cause: err },
       );
     }
-    if (name === 'AccessDenied' || status === 403) {
-      return new StoreConfigError('IAM policy', `access denied to ${key} in ${this.bucket}: see docs/security.md for the policy`, { cause: err });
-    }
+    if (name === 'AccessDenied' || status === 403) return this.accessDenied(key, err);
     if (name === 'PermanentRedirect' || name === 'AuthorizationHeaderMalformed' || status === 301) {
       return new StoreConfigError('AWS_REGION', `bucket ${this.bucket} is in another region than configured (AWS_REGION)`, { cause: err });
     }

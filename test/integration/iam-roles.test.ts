@@ -1,0 +1,276 @@
+/**
+ * The least-privilege policies of docs/security.md on MinIO's IAM engine: each role does its whole job
+ * with credentials bound to nothing but its policy from the document, and is refused, request by
+ * request, what that policy must not allow; a refusal names the policy and deletes nothing.
+ */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import type { Client } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startCompaction } from '../../src/client';
+import type { S3Endpoint } from '../../src/devservers';
+import {
+  compactionsPrefix,
+  familyGroup,
+  inputSegmentKey,
+  jobId,
+  jobPrefix,
+  leaseKey,
+  namespaceId,
+  namespacePrefix,
+  NAMESPACES_PREFIX,
+  newJobId,
+  newSegmentId,
+  rootKey,
+  stagedSegmentKey,
+  type MetadataCompactionId,
+  type NamespaceId,
+} from '../../src/keys';
+import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
+import { claimLease, createJobLease, deleteLease, LeaseLostError, publishCompaction, readRoot, refreshJobLease } from '../../src/protocol';
+import { createS3ObjectStore, StoreConfigError, type ObjectStore } from '../../src/store';
+import type { GcReport } from '../../src/workflows/gc';
+import { createRoleUser, type Role } from '../support/iam';
+import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
+import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
+import { connectClient, quickExpirySettings, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
+import { workerEnvironment } from '../support/worker-env';
+
+const settings = quickExpirySettings;
+const { leaseExpiryMs, stagingGraceMs, publicationBudgetMs } = settings.timing;
+const cliMain = join(__dirname, '..', '..', 'src', 'cli', 'index.ts');
+const bytes = (text: string) => new TextEncoder().encode(text);
+
+/** The store's refusal: the typed configuration error naming the policy and the key, and nothing else. */
+async function expectRefused(attempt: Promise<unknown>, key: string): Promise<void> {
+  const err: unknown = await attempt.then(() => undefined, (e: unknown) => e);
+  expect(err, key).toBeInstanceOf(StoreConfigError);
+  expect((err as StoreConfigError).setting, key).toBe('IAM policy');
+  expect((err as Error).message).toContain(`access denied to ${key} in `);
+  expect((err as Error).message).toContain('docs/security.md');
+}
+
+describe('the IAM policies of docs/security.md on MinIO', () => {
+  let root: TestStore;
+  const endpoints = {} as Record<Role, S3Endpoint>;
+  const stores = {} as Record<Role, ObjectStore>;
+  let compactionWorker: RunningWorker;
+  let collectorWorker: RunningWorker;
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  /** The key lists of the collector worker's DeleteObjects calls, in order. */
+  const collectorDeletes: string[][] = [];
+
+  beforeAll(async () => {
+    root = await openTestStore('minio');
+    for (const role of ['worker', 'collector', 'reader'] as const) {
+      endpoints[role] = await createRoleUser(root.endpoint!, root.bucket!, role);
+      stores[role] = createS3ObjectStore({ bucket: root.bucket!, client: new S3Client(s3ClientConfig(endpoints[role])), operationDeadlineMs: 30_000 });
+    }
+    // Each worker verifies its access (HeadBucket) at start-up, under its own policy.
+    compactionWorker = await startTestWorker(stores.worker, settings);
+    const collector = stores.collector;
+    const recorded = Object.assign(Object.create(collector) as ObjectStore, {
+      deleteMany: (keys: readonly string[]) => (collectorDeletes.push([...keys]), collector.deleteMany(keys)),
+    });
+    collectorWorker = await startTestWorker(recorded, settings);
+    ({ client, close: closeClient } = await connectClient());
+  });
+  afterAll(async () => {
+    await compactionWorker?.stop();
+    await collectorWorker?.stop();
+    await closeClient?.();
+    await Promise.all(Object.values(stores).map((s) => s.close()));
+    await root?.store.close();
+  });
+
+  const newNamespace = () => namespaceId(uniqueId('iam').toLowerCase());
+  /** Written with the root credentials: what the metadata service or a job left behind. */
+  const stage = async (ns: NamespaceId, job: MetadataCompactionId, count: number): Promise<string[]> => {
+    const keys = Array.from({ length: count }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg'));
+    for (const key of keys) await root.store.put(key, bytes(`staged ${key}`));
+    return keys;
+  };
+  const writeLease = (ns: NamespaceId, job: MetadataCompactionId, heartbeatAtMs: number) =>
+    root.store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'iam-test', nowMs: heartbeatAtMs })));
+  const keysUnder = async (prefix: string): Promise<string[]> => (await root.store.list({ prefix })).objects.map((o) => o.key);
+  const exists = (key: string): Promise<boolean> => root.store.head(key).then(() => true, () => false);
+
+  // First in the file: the bucket then holds this namespace only, so the pass that discovers namespaces reports just it.
+  it("the collector's policy runs a pass: it finds the namespace, claims the expired lease, reclaims what no one owns, deletes the lease last", async () => {
+    const ns = newNamespace();
+    const inputs = await writeInputs(root.store, ns, 'bindings', makeInputs(2, 20));
+    const [expired, orphan, live] = [newJobId(), newJobId(), newJobId()];
+    const expiredStaged = await stage(ns, expired, 3);
+    const doomed = [...expiredStaged, ...(await stage(ns, orphan, 2))];
+    const kept = await stage(ns, live, 2);
+    await sleep(stagingGraceMs + 500);
+    await writeLease(ns, expired, Date.now() - leaseExpiryMs - 1000);
+    await writeLease(ns, live, Date.now() + 60_000);
+    const rootBefore = await root.store.get(rootKey(ns));
+
+    const report: GcReport = await client.workflow.execute('gcWorkflow', { taskQueue: collectorWorker.taskQueue, workflowId: uniqueId('iam-gc'), args: [{}] });
+
+    expect(report.totals).toMatchObject({ namespaces: 1, failedNamespaces: 0, prefixesSeen: 3, live: 1, claimed: 1, orphaned: 1, failedPrefixes: 0 });
+    expect(report.totals).toMatchObject({ objectsDeleted: doomed.length, leasesDeleted: 1 });
+    // A set: a walk that Temporal retried may ask again for keys it already deleted.
+    expect([...new Set(collectorDeletes.flat())].sort()).toEqual([...doomed, leaseKey(ns, expired)].sort());
+    const leaseDeleted = collectorDeletes.findIndex((keys) => keys.includes(leaseKey(ns, expired)));
+    const stagedDeleted = collectorDeletes.flatMap((keys, i) => (keys.some((k) => expiredStaged.includes(k)) ? [i] : []));
+    expect(Math.max(...stagedDeleted)).toBeLessThan(leaseDeleted);
+    expect(await keysUnder(compactionsPrefix(ns))).toEqual([leaseKey(ns, live), ...kept].sort());
+    for (const key of inputs) expect(await exists(key), key).toBe(true);
+    expect((await root.store.get(rootKey(ns))).etag).toBe(rootBefore.etag);
+  });
+
+  it("the worker's policy runs a compaction: its lease created and refreshed, its output staged, the root replaced by CAS", async () => {
+    const ns = newNamespace();
+    const inputs = makeInputs(3, 300);
+    await writeInputs(root.store, ns, 'bindings', inputs);
+
+    const result = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: compactionWorker.taskQueue }).then((h) => h.result());
+
+    expect(result.outcome).toBe('published');
+    expect((await readRoot(root.store, namespaceId(ns))).root.groups.bindings).toEqual(result.outputs);
+    expect(await readRecords(root.store, result.outputs)).toEqual(referenceMerge(inputs));
+    const job = { namespaceId: namespaceId(ns), jobId: jobId(result.jobId) };
+    const lease = decodeLease((await root.store.get(leaseKey(job.namespaceId, job.jobId))).body, job);
+    // The publication refreshes the lease first: a later heartbeat than the create's.
+    expect(lease).toMatchObject({ status: 'active' });
+    expect(lease.heartbeat_at_ms).toBeGreaterThan(lease.started_at_ms);
+  });
+
+  it("under the worker's policy a job whose lease the collector claimed is fenced, at a refresh and at publication, and so is one whose lease is gone", async () => {
+    const ns = newNamespace();
+    const group = familyGroup('bindings');
+    const inputs = await writeInputs(root.store, ns, group, makeInputs(1, 10));
+    const job = { namespaceId: ns, jobId: newJobId() };
+    const held = await createJobLease(stores.worker, { ...job, ownerId: 'iam-worker', startedAtMs: Date.now() - leaseExpiryMs - 1000 });
+    const outputs = [stagedSegmentKey(ns, job.jobId, newSegmentId(), 'seg')];
+    await stores.worker.put(outputs[0] as string, bytes('staged output'));
+
+    expect(await claimLease(stores.collector, job, { nowMs: Date.now(), leaseExpiryMs }, false)).toEqual({ owner: 'collector' });
+
+    await expect(refreshJobLease(stores.worker, job, held, Date.now)).rejects.toThrow(LeaseLostError);
+    const startedAt = performance.now();
+    const publication = await publishCompaction(
+      stores.worker,
+      { ...job, group, inputs, outputs },
+      { budgetMs: publicationBudgetMs, maxRootRaces: 3 },
+      { leaseClockMs: Date.now, elapsedMs: () => performance.now() - startedAt },
+    );
+    expect(publication).toEqual({ outcome: 'fenced', reason: 'a collector claimed the lease' });
+    await deleteLease(stores.collector, job);
+    // The CAS of a missing lease is a 404, and so is the re-read that decides it: the job is fenced, not failed.
+    await expect(refreshJobLease(stores.worker, job, held, Date.now)).rejects.toThrow(/the lease is gone/);
+    expect((await readRoot(root.store, ns)).root.groups[group]).toEqual(inputs);
+  });
+
+  it("a collector pass sent to the compaction workers' queue fails at its first listing, refused by the worker's policy", async () => {
+    const failure: unknown = await client.workflow
+      .execute('gcWorkflow', { taskQueue: compactionWorker.taskQueue, workflowId: uniqueId('iam-gc-wrong-queue'), args: [{}] })
+      .then(() => undefined, (e: unknown) => e);
+    const messages: string[] = [];
+    for (let cause = failure; cause instanceof Error; cause = cause.cause) messages.push(cause.message);
+    expect(messages.join('\n')).toMatch(/access denied to namespaces\/ in .*docs\/security\.md/);
+  });
+
+  it("the CLI's read commands run under the collector's listing and reading statements alone", async () => {
+    const ns = newNamespace();
+    const job = newJobId();
+    await writeLease(ns, job, Date.now() + 60_000);
+    await stage(ns, job, 2);
+    // Timings of a minute: the CLI's requests get a 30 s deadline, which a loaded machine cannot overrun (quickExpirySettings gives 200 ms).
+    const target = { temporalAddress: inject('temporalAddress'), s3: endpoints.reader, bucket: root.bucket!, taskQueue: 'unused' };
+    const env = workerEnvironment(target, testSettings(60_000));
+    const cli = async (...args: string[]): Promise<unknown> =>
+      JSON.parse((await promisify(execFile)(process.execPath, ['--import', 'tsx', cliMain, ...args], { env: { ...env, NODE_NO_WARNINGS: '1' } })).stdout);
+
+    const listed = (await cli('lease', 'list', '--json')) as { namespaceId: string; jobId: string; status: string }[];
+    expect(listed.filter((row) => row.namespaceId === ns)).toMatchObject([{ jobId: job, status: 'active', ownerId: 'iam-test' }]);
+    expect(await cli('lease', 'show', ns, job, '--json')).toMatchObject({ status: 'active', live: true, objects: { count: 3 } });
+  });
+
+  describe('refusals', () => {
+    const ns = newNamespace();
+    const job = newJobId();
+    const outside = 'outside-namespaces/object';
+    let keys: { root: string; input: string; lease: string; staged: string };
+
+    beforeAll(async () => {
+      const [input] = await writeInputs(root.store, ns, 'bindings', makeInputs(1, 10));
+      await writeLease(ns, job, Date.now());
+      const [staged] = await stage(ns, job, 1);
+      keys = { root: rootKey(ns), input: input as string, lease: leaseKey(ns, job), staged: staged as string };
+      await root.store.put(outside, bytes('not the package’s'));
+    });
+
+    /** Every object the refusals aimed at is still there, unchanged. */
+    const expectAllKept = async (before: Map<string, string>) => {
+      for (const [key, etag] of before) expect((await root.store.head(key)).etag, key).toBe(etag);
+    };
+    const snapshot = async () => new Map(await Promise.all([...Object.values(keys), outside].map(async (k) => [k, (await root.store.head(k)).etag ?? ''] as const)));
+
+    it('the worker cannot list, delete anything, or touch a key outside namespaces/', async () => {
+      const worker = stores.worker;
+      const before = await snapshot();
+      for (const prefix of ['', NAMESPACES_PREFIX, namespacePrefix(ns), compactionsPrefix(ns), jobPrefix(ns, job), 'outside-namespaces/']) {
+        await expectRefused(worker.list({ prefix }), prefix);
+        await expectRefused(worker.list({ prefix, delimiter: '/' }), prefix);
+      }
+      for (const key of [...Object.values(keys), outside]) await expectRefused(worker.deleteMany([key]), key);
+      await expectRefused(worker.get(outside), outside);
+      await expectRefused(worker.put(outside, bytes('x')), outside);
+      await expectRefused(worker.put('outside-namespaces/new', bytes('x')), 'outside-namespaces/new');
+      await expectAllKept(before);
+      expect(await exists('outside-namespaces/new')).toBe(false);
+    });
+
+    it('the collector cannot write a root, an input segment or staged output, nor delete a root or an input segment, nor touch a key outside namespaces/', async () => {
+      const collector = stores.collector;
+      const before = await snapshot();
+      const rootEtag = before.get(keys.root) ?? '';
+      await expectRefused(collector.putIfMatch(keys.root, bytes('{}'), rootEtag), keys.root);
+      await expectRefused(collector.put(keys.root, bytes('{}')), keys.root);
+      const newInput = inputSegmentKey(ns, newSegmentId(), 'seg');
+      await expectRefused(collector.put(newInput, bytes('x')), newInput);
+      await expectRefused(collector.put(keys.input, bytes('x')), keys.input);
+      const newStaged = stagedSegmentKey(ns, job, newSegmentId(), 'seg');
+      await expectRefused(collector.put(newStaged, bytes('x')), newStaged);
+      await expectRefused(collector.put(keys.staged, bytes('x')), keys.staged);
+      await expectRefused(collector.deleteMany([keys.root]), keys.root);
+      await expectRefused(collector.deleteMany([keys.input]), keys.input);
+      await expectRefused(collector.get(outside), outside);
+      await expectRefused(collector.put(outside, bytes('x')), outside);
+      await expectRefused(collector.list({ prefix: 'outside-namespaces/' }), 'outside-namespaces/');
+      await expectRefused(collector.list({ prefix: '' }), '');
+      await expectRefused(collector.deleteMany([outside]), outside);
+      await expectAllKept(before);
+      for (const key of [newInput, newStaged]) expect(await exists(key), key).toBe(false);
+    });
+
+    it('the read-only statements write and delete nothing, and reach nothing outside namespaces/', async () => {
+      const reader = stores.reader;
+      const before = await snapshot();
+      await expectRefused(reader.putIfMatch(keys.lease, bytes('{}'), before.get(keys.lease) ?? ''), keys.lease);
+      await expectRefused(reader.put(keys.staged, bytes('x')), keys.staged);
+      for (const key of [...Object.values(keys), outside]) await expectRefused(reader.deleteMany([key]), key);
+      await expectRefused(reader.get(outside), outside);
+      await expectRefused(reader.list({ prefix: 'outside-namespaces/' }), 'outside-namespaces/');
+      await expectAllKept(before);
+    });
+
+    it('a listing with no prefix parameter at all is authorised as HeadBucket is (the adapter never sends one)', async () => {
+      // docs/security.md: the grant that lets HeadBucket through cannot tell this request from it, on S3 as on MinIO.
+      for (const role of ['worker', 'collector'] as const) {
+        const s3 = new S3Client(s3ClientConfig(endpoints[role]));
+        const listed = await s3.send(new ListObjectsV2Command({ Bucket: root.bucket! }));
+        expect(listed.KeyCount, role).toBeGreaterThan(0);
+        s3.destroy();
+      }
+    });
+  });
+});
