@@ -4,8 +4,9 @@
  * after the AWS SDK's own retries (3 attempts by default). What each fault did to the stored object is
  * checked on a direct connection to MinIO.
  */
-import { S3Client } from '@aws-sdk/client-s3';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Readable } from 'node:stream';
+import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   AmbiguousError,
   ConflictError,
@@ -42,7 +43,10 @@ describe('S3 fault proxy on MinIO', () => {
     proxy = await startS3FaultProxy(direct.endpoint!.endpoint);
     faulty = throughProxy();
   });
-  afterEach(() => proxy.setPlan({}));
+  afterEach(() => {
+    proxy.setPlan({});
+    proxy.setThrottle({});
+  });
   afterAll(async () => {
     await faulty?.close();
     await direct?.store.close();
@@ -248,5 +252,65 @@ describe('S3 fault proxy on MinIO', () => {
     expect(injected.timeout - before.timeout).toBe(0);
     expect(injected.delay - before.delay).toBe(0);
     expect(injected.error500 + injected.conflict409 + injected.lostResponse - before.error500 - before.conflict409 - before.lostResponse).toBe(2 * (60 - counts('ok')));
+  });
+
+  describe('throttle', () => {
+    const readAll = async (store: ObjectStore, key: string) => {
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of (await store.getStream(key)).body) chunks.push(chunk);
+      return Buffer.concat(chunks);
+    };
+    const timed = async <T>(action: () => Promise<T>) => {
+      const started = performance.now();
+      const value = await action();
+      return { value, ms: performance.now() - started };
+    };
+    const pattern = (size: number) => Uint8Array.from({ length: size }, (_, i) => i % 251);
+
+    it('limits matching response bodies to their rate, and the bytes arrive intact', async () => {
+      const key = freshKey('slow-read');
+      const body = pattern(200_000);
+      await direct.store.put(key, body);
+      proxy.setThrottle({ responseBytesPerSecond: 400_000, matches: both(s3Requests.getObject, forKey(key)) });
+      const read = await timed(() => readAll(faulty, key));
+      expect(read.ms).toBeGreaterThanOrEqual(400);
+      expect(read.value.equals(body)).toBe(true);
+      // Other requests are not throttled.
+      expect((await timed(() => faulty.head(key))).ms).toBeLessThan(400);
+    });
+
+    it('limits request bodies to their rate, and the write lands intact', async () => {
+      const key = freshKey('slow-write');
+      const body = pattern(100_000);
+      proxy.setThrottle({ requestBytesPerSecond: 200_000, matches: s3Requests.put });
+      expect((await timed(() => faulty.put(key, body))).ms).toBeGreaterThanOrEqual(400);
+      expect(Buffer.from((await direct.store.get(key)).body).equals(body)).toBe(true);
+    });
+
+    it('a shared rate is for all matching bodies together', async () => {
+      const keys = [freshKey('shared'), freshKey('shared')];
+      for (const key of keys) await direct.store.put(key, pattern(100_000));
+      proxy.setThrottle({ responseBytesPerSecond: 400_000, shared: true, matches: s3Requests.getObject });
+      const both = await timed(() => Promise.all(keys.map((key) => readAll(faulty, key))));
+      expect(both.ms).toBeGreaterThanOrEqual(400);
+    });
+
+    it('a stalled response sends its first bytes and then nothing, until the client gives up', async () => {
+      const key = freshKey('stall');
+      await direct.store.put(key, pattern(50_000));
+      proxy.setThrottle({ stallResponseAfterBytes: 1000, matches: forKey(key) });
+      const client = new S3Client({ ...s3ClientConfig(direct.endpoint!), endpoint: proxy.endpoint });
+      const out = await client.send(new GetObjectCommand({ Bucket: direct.bucket!, Key: key }));
+      const body = out.Body as Readable;
+      let received = 0;
+      body.on('data', (chunk: Buffer) => (received += chunk.length));
+      const ended = new Promise((resolve) => body.on('close', resolve).on('error', resolve));
+      await vi.waitFor(() => expect(received).toBe(1000));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(received).toBe(1000);
+      body.destroy();
+      await ended;
+      client.destroy();
+    });
   });
 });

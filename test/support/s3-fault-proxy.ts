@@ -2,7 +2,7 @@
  * S3 fault injection: a loopback HTTP proxy in front of a real S3 server (MinIO) that forwards
  * requests byte for byte and, by a probabilistic plan or a one-shot script, delays them, answers
  * 500 / 503 / 409 with S3's XML error body, loses the response of a request the server applied, or
- * times out. Test-only: it lives under test/ (not shipped), and no production setting routes through
+ * times out; and, by a throttle, limits the bandwidth of bodies or stalls them part-way. Test-only: it lives under test/ (not shipped), and no production setting routes through
  * it — a client reaches it only when a test or the soak points its endpoint at `proxy.endpoint`.
  *
  * The Host header is forwarded unchanged, so SigV4 signatures (which cover the proxy's host:port the
@@ -10,6 +10,7 @@
  */
 import { Agent, createServer, request as forwardRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { Readable, Transform } from 'node:stream';
 
 export type FaultKind = 'delay' | 'error500' | 'error503' | 'conflict409' | 'lostResponse' | 'timeout';
 export const FAULT_KINDS: readonly FaultKind[] = ['delay', 'error500', 'error503', 'conflict409', 'lostResponse', 'timeout'];
@@ -37,6 +38,23 @@ export interface FaultPlan {
   matches?: (request: S3Request) => boolean;
 }
 
+/**
+ * Bandwidth limits on bodies (a slow link or a busy store), applied to matching requests only. A
+ * body is relayed in slices of about 50 ms of its rate, so the client sees steady progress.
+ */
+export interface Throttle {
+  /** Response bodies (a GET's object) reach the client at most this many bytes per second. */
+  responseBytesPerSecond?: number;
+  /** Request bodies (a PUT's object) reach the server at most this many bytes per second. */
+  requestBytesPerSecond?: number;
+  /** After this many bytes of a response body the proxy sends nothing more, until the client gives up: a stalled body. */
+  stallResponseAfterBytes?: number;
+  /** The rates are for all matching requests together (one shared link); default: for each request on its own. */
+  shared?: boolean;
+  /** Default: every request. */
+  matches?: (request: S3Request) => boolean;
+}
+
 /** One request the proxy forwarded and the server's full answer, also when the client never received it. */
 export interface S3Exchange {
   readonly request: S3Request;
@@ -60,6 +78,8 @@ export interface S3FaultProxy {
   setPlan(plan: FaultPlan): void;
   /** One-shot scripted faults, checked before the plan: the next `times` (default 1) matching requests get `fault`. */
   script(fault: FaultKind, matches: (r: S3Request) => boolean, times?: number): void;
+  /** Replace the throttle (off = {}); requests already flowing keep the one they started with. */
+  setThrottle(throttle: Throttle): void;
   /** Faults injected so far, by kind. */
   readonly injected: Readonly<Record<FaultKind, number>>;
   /** Requests seen so far, faulted or not. */
@@ -127,6 +147,51 @@ function collectBody(stream: IncomingMessage): (() => Buffer | undefined) & { ch
   return Object.assign(() => (bytes <= MAX_OBSERVED_BODY_BYTES ? Buffer.concat(chunks) : undefined), { chunks });
 }
 
+/** Spaces out sends so that they average at most `bytesPerSecond`; one pacer may serve several bodies (a shared link). */
+class Pacer {
+  private nextAt = 0;
+  constructor(readonly bytesPerSecond: number) {}
+
+  /** The slice size for about 50 ms of the rate. */
+  get slice(): number {
+    return Math.max(1, Math.min(64 * 1024, Math.floor(this.bytesPerSecond / 20)));
+  }
+
+  /** Resolves when `bytes` more may be sent. */
+  async take(bytes: number): Promise<void> {
+    const now = performance.now();
+    const at = Math.max(now, this.nextAt);
+    this.nextAt = at + (bytes * 1000) / this.bytesPerSecond;
+    if (at > now) await sleep(at - now);
+  }
+}
+
+/** How one body is relayed: paced, and for a response possibly stalled after some bytes. */
+interface BodyPace {
+  readonly pacer: Pacer | undefined;
+  readonly stallAfterBytes?: number;
+}
+
+/** A pass-through that paces what flows through it and, past `stallAfterBytes`, holds the rest until destroyed. */
+function pacedStream({ pacer, stallAfterBytes = Infinity }: BodyPace): Transform {
+  let passed = 0;
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      void (async () => {
+        for (let at = 0; at < chunk.length && !this.destroyed; ) {
+          if (passed >= stallAfterBytes) return; // never calls `done`: the body stalls until the client gives up
+          const size = Math.min(pacer?.slice ?? chunk.length, chunk.length - at, stallAfterBytes - passed);
+          await pacer?.take(size);
+          this.push(chunk.subarray(at, at + size));
+          at += size;
+          passed += size;
+        }
+        if (passed < stallAfterBytes) done();
+      })();
+    },
+  });
+}
+
 const escapeXml = (s: string) => s.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
 export async function startS3FaultProxy(target: string, initialPlan: FaultPlan = {}): Promise<S3FaultProxy> {
@@ -137,6 +202,8 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
   const sockets = new Set<Socket>();
   const observers = new Set<(exchange: S3Exchange) => void>();
   let plan = initialPlan;
+  let throttle: Throttle = {};
+  let sharedPacers: { request?: Pacer; response?: Pacer } = {};
   let random = seededRandom(initialPlan.seed ?? 0);
   let requests = 0;
 
@@ -157,8 +224,23 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
     return undefined;
   };
 
+  /** How the bodies of `request` are relayed under the current throttle; undefined when it does not apply. */
+  const paceFor = (request: S3Request): { request?: BodyPace; response?: BodyPace } => {
+    if (!(throttle.matches?.(request) ?? true)) return {};
+    const pacer = (rate: number | undefined, direction: 'request' | 'response') =>
+      rate === undefined ? undefined : throttle.shared ? (sharedPacers[direction] ??= new Pacer(rate)) : new Pacer(rate);
+    const requestPacer = pacer(throttle.requestBytesPerSecond, 'request');
+    const responsePacer = pacer(throttle.responseBytesPerSecond, 'response');
+    const stallAfterBytes = throttle.stallResponseAfterBytes;
+    return {
+      request: requestPacer && { pacer: requestPacer },
+      response: responsePacer || stallAfterBytes !== undefined ? { pacer: responsePacer, stallAfterBytes } : undefined,
+    };
+  };
+
   /** Forwards the request unchanged; with `loseResponse`, reads the whole answer (the server has applied the request) and drops the client's connection instead of relaying it. */
   const forward = (req: IncomingMessage, res: ServerResponse, request: S3Request, loseResponse: boolean) => {
+    const pace = paceFor(request);
     const requestBody = collectBody(req);
     const outgoing = forwardRequest({
       host: upstream.hostname,
@@ -178,7 +260,13 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
         if (loseResponse) req.socket.destroy();
         else {
           res.writeHead(status, answer.statusMessage, answer.rawHeaders);
-          res.end(Buffer.concat(responseBody.chunks));
+          const body = Buffer.concat(responseBody.chunks);
+          if (!pace.response || body.length === 0) res.end(body);
+          else {
+            const paced = pacedStream(pace.response);
+            res.on('close', () => paced.destroy());
+            Readable.from([body], { objectMode: false }).pipe(paced).pipe(res);
+          }
         }
       });
     });
@@ -187,7 +275,8 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
     res.on('close', () => {
       if (!res.writableFinished) outgoing.destroy();
     });
-    req.pipe(outgoing);
+    if (pace.request) req.pipe(pacedStream(pace.request)).pipe(outgoing);
+    else req.pipe(outgoing);
   };
 
   const answerError = async (req: IncomingMessage, res: ServerResponse, request: S3Request, fault: keyof typeof ERROR_ANSWERS) => {
@@ -241,6 +330,10 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
     setPlan(next) {
       plan = next;
       random = seededRandom(next.seed ?? 0);
+    },
+    setThrottle(next) {
+      throttle = next;
+      sharedPacers = {};
     },
     script(fault, matches, times = 1) {
       scripted.push({ fault, matches, remaining: times });
