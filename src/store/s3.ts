@@ -43,6 +43,7 @@ import { NAMESPACES_PREFIX } from '../keys';
 import { inBatches } from './batches';
 import { readBounded } from './idle';
 import { createLimiter, type Limiter } from './limiter';
+import { inSixteenths } from './slices';
 
 export interface S3StoreOptions {
   readonly bucket: string;
@@ -132,12 +133,6 @@ interface Window {
   readonly lastModified: Date | undefined;
 }
 
-/**
- * Windows are handed on in sixteenths: a consumer that reads ahead by chunk count (`Readable.from`,
- * which `readSegment` uses, buffers 16) then holds about one window more, not sixteen.
- */
-const sliceBytes = (windowBytes: number) => Math.max(4096, Math.ceil(windowBytes / 16));
-
 class S3ObjectStore implements ObjectStore {
   readonly description: string;
   private readonly client: S3Client;
@@ -179,10 +174,9 @@ class S3ObjectStore implements ObjectStore {
 
   /** The object from `first` on, window by window; every later window must carry the first one's ETag (`If-Match`). */
   private async *windows(key: string, first: Window): AsyncGenerator<Uint8Array> {
-    const slice = sliceBytes(this.windowBytes);
     let window = first;
     for (let offset = 0; ; ) {
-      for (let at = 0; at < window.bytes.length; at += slice) yield window.bytes.subarray(at, at + slice);
+      yield* inSixteenths(window.bytes);
       offset += window.bytes.length;
       if (offset >= first.size) return;
       window = await this.readWindow(key, offset, first.etag);
