@@ -136,4 +136,15 @@ describe('S3 reads: deadlines bound requests, progress bounds bodies', () => {
     received.forEach((parts, i) => expect(Buffer.concat(parts).equals(Buffer.from(pattern(300, i)))).toBe(true));
     expect(proxy.connections.peak - peakBefore).toBeLessThanOrEqual(8);
   });
+
+  it('a client the store builds keeps at most maxSockets connections, however many requests wait', async () => {
+    const own = await startS3FaultProxy(direct.endpoint!.endpoint, { probabilities: { delay: 1 }, delayMs: 100 });
+    const key = freshKey('pool');
+    await direct.store.put(key, pattern(10));
+    const store = createS3ObjectStore({ bucket: direct.bucket!, clientConfig: { ...s3ClientConfig(direct.endpoint!), endpoint: own.endpoint }, maxSockets: 4 });
+    await Promise.all(Array.from({ length: 40 }, () => store.head(key)));
+    expect(own.connections.peak).toBe(4);
+    await store.close();
+    await own.stop();
+  });
 });
