@@ -64,7 +64,7 @@ export interface S3StoreOptions {
   readonly deleteConcurrency?: number;
 }
 
-export const S3_DEFAULTS = {
+const S3_DEFAULTS = {
   readWindowBytes: 256 * 1024,
   maxConcurrentReads: 32,
   // Window reads take at most 32; the rest serve lease keepers' refreshes, output segment writes and the collector.
