@@ -16,6 +16,7 @@ export default defineConfig({
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
           globalSetup: ['test/global-setup.ts'],
+          setupFiles: ['test/setup/no-uncaught.ts'],
           testTimeout: 120_000,
           hookTimeout: 120_000,
         },

@@ -54,7 +54,8 @@ export type Compactor = (
 
 /**
  * Merges all of the group's segments (so tombstones are dropped) from `resume` on.
- * Memory: one output segment being built plus one stream buffer per input.
+ * Memory: one output segment being built plus, per input, about two of the store's read windows
+ * (an open input holds no connection: the store reads it in bounded requests, see `getStream`).
  */
 export const compactGroup: Compactor = async (store, job, inputs, targetSegmentBytes, resume, hooks) => {
   const streams = await Promise.all(inputs.map(async (key) => readSegment(key, (await store.getStream(key)).body)));

@@ -2,16 +2,21 @@
  * Embedded adapter on SQLite, for zero-setup runs. Every conditional write is one immediate
  * transaction, so compare-and-swap stays correct across processes sharing the file; ETags are
  * random per write (stricter than S3's MD5: even identical bytes get a new one).
+ *
+ * An object is stored in chunks of {@link CHUNK_BYTES}: the first in `objects.body`, the rest in
+ * `object_chunks`, each row carrying the object's ETag. A stream reads one chunk at a time, so
+ * memory stays bounded however large the object (rows written before chunking hold the whole body
+ * in `objects.body` and still read back).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { Readable } from 'node:stream';
 import Database from 'better-sqlite3';
 import {
   AFTER_ALL_UNDER,
   MAX_KEYS_PER_REQUEST,
   NotFoundError,
+  ObjectChangedError,
   ObjectTooLargeError,
   PreconditionFailedError,
   StoreConfigError,
@@ -23,6 +28,7 @@ import {
   type StoredObject,
   type StreamedObject,
 } from './port';
+import { inSixteenths } from './slices';
 
 export interface EmbeddedStoreOptions {
   /** Database file; created with its folder when missing. `:memory:` for a private in-process store. */
@@ -44,6 +50,9 @@ interface Row {
   last_modified_ms: number;
 }
 
+
+/** Bytes per stored chunk: what a stream holds in memory at once. */
+export const CHUNK_BYTES = 1024 * 1024;
 
 const newEtag = () => `"${randomBytes(16).toString('hex')}"`;
 
@@ -69,6 +78,13 @@ class EmbeddedObjectStore implements ObjectStore {
       size INTEGER NOT NULL,
       last_modified_ms INTEGER NOT NULL
     ) WITHOUT ROWID`);
+    this.db.exec(`CREATE TABLE IF NOT EXISTS object_chunks (
+      key TEXT NOT NULL COLLATE BINARY,
+      idx INTEGER NOT NULL,
+      etag TEXT NOT NULL,
+      bytes BLOB NOT NULL,
+      PRIMARY KEY (key, idx)
+    )`);
     this.statements = {
       get: this.db.prepare<[string], Row>('SELECT * FROM objects WHERE key = ?'),
       head: this.db.prepare<[string], Omit<Row, 'body'>>('SELECT key, etag, size, last_modified_ms FROM objects WHERE key = ?'),
@@ -82,6 +98,12 @@ class EmbeddedObjectStore implements ObjectStore {
          WHERE key > @after AND substr(key, 1, length(@prefix)) = @prefix ORDER BY key LIMIT @limit`,
       ),
       delete: this.db.prepare('DELETE FROM objects WHERE key = ?'),
+      chunk: this.db.prepare<[{ key: string; idx: number; etag: string }], { bytes: Buffer }>(
+        'SELECT bytes FROM object_chunks WHERE key = @key AND idx = @idx AND etag = @etag',
+      ),
+      chunks: this.db.prepare<[string], { bytes: Buffer }>('SELECT bytes FROM object_chunks WHERE key = ? ORDER BY idx'),
+      insertChunk: this.db.prepare('INSERT INTO object_chunks (key, idx, etag, bytes) VALUES (@key, @idx, @etag, @bytes)'),
+      deleteChunks: this.db.prepare('DELETE FROM object_chunks WHERE key = ?'),
     };
   }
 
@@ -90,14 +112,32 @@ class EmbeddedObjectStore implements ObjectStore {
       const info = this.statements.head.get(key);
       if (info && info.size > options.maxBytes) throw new ObjectTooLargeError(key, info.size, options.maxBytes);
     }
-    const row = this.statements.get.get(key);
-    if (!row) throw new NotFoundError(key);
-    return { key, body: new Uint8Array(row.body), etag: row.etag, lastModified: new Date(row.last_modified_ms) };
+    // One read transaction: the first chunk and the rest from the same version.
+    const read = this.db.transaction(() => {
+      const row = this.statements.get.get(key);
+      return row && { row, rest: this.statements.chunks.all(key).map((c) => c.bytes) };
+    });
+    const found = read();
+    if (!found) throw new NotFoundError(key);
+    const { row, rest } = found;
+    return { key, body: new Uint8Array(Buffer.concat([row.body, ...rest])), etag: row.etag, lastModified: new Date(row.last_modified_ms) };
   }
 
   async getStream(key: string): Promise<StreamedObject> {
-    const object = await this.get(key);
-    return { ...object, body: Readable.from([object.body]) };
+    const row = this.statements.get.get(key);
+    if (!row) throw new NotFoundError(key);
+    return { key, body: this.chunksOf(row), etag: row.etag, lastModified: new Date(row.last_modified_ms) };
+  }
+
+  /** The first chunk, then each later one read only when wanted; a chunk of another ETag means the object was rewritten meanwhile. */
+  private async *chunksOf(first: Row): AsyncGenerator<Uint8Array> {
+    yield* inSixteenths(first.body);
+    for (let offset = first.body.length, idx = 1; offset < first.size; idx++) {
+      const chunk = this.statements.chunk.get({ key: first.key, idx, etag: first.etag });
+      if (!chunk) throw new ObjectChangedError(first.key, first.etag);
+      offset += chunk.bytes.length;
+      yield* inSixteenths(chunk.bytes);
+    }
   }
 
   async head(key: string): Promise<ObjectInfo> {
@@ -155,7 +195,10 @@ class EmbeddedObjectStore implements ObjectStore {
 
   async deleteMany(keys: readonly string[]): Promise<DeleteResult> {
     const remove = this.db.transaction((batch: readonly string[]) => {
-      for (const key of batch) this.statements.delete.run(key);
+      for (const key of batch) {
+        this.statements.delete.run(key);
+        this.statements.deleteChunks.run(key);
+      }
     });
     for (let i = 0; i < keys.length; i += MAX_KEYS_PER_REQUEST) remove(keys.slice(i, i + MAX_KEYS_PER_REQUEST));
     return { deleted: [...keys], failed: [] };
@@ -172,9 +215,14 @@ class EmbeddedObjectStore implements ObjectStore {
   /** Check and write in one immediate transaction: no other process can write between the two. */
   private conditionalWrite(key: string, body: Uint8Array, check: (currentEtag: string | undefined) => void): { etag: string } {
     const etag = newEtag();
+    const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
     const write = this.db.transaction(() => {
       check(this.statements.etag.get(key)?.etag);
-      this.statements.upsert.run({ key, body: Buffer.from(body), etag, size: body.length, now: Date.now() });
+      this.statements.upsert.run({ key, body: bytes.subarray(0, CHUNK_BYTES), etag, size: body.length, now: Date.now() });
+      this.statements.deleteChunks.run(key);
+      for (let idx = 1; idx * CHUNK_BYTES < bytes.length; idx++) {
+        this.statements.insertChunk.run({ key, idx, etag, bytes: bytes.subarray(idx * CHUNK_BYTES, (idx + 1) * CHUNK_BYTES) });
+      }
     });
     write.immediate();
     return { etag };

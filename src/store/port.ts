@@ -70,7 +70,11 @@ export interface ObjectStore {
   readonly description: string;
   /** Throws {@link NotFoundError}; {@link ObjectTooLargeError} when larger than `maxBytes` (nothing is read). */
   get(key: string, options?: { maxBytes?: number }): Promise<StoredObject>;
-  /** Streams the body (segments are read this way, so memory stays bounded); ETag and LastModified from the same response. */
+  /**
+   * Streams the body (segments are read this way, so memory stays bounded); ETag and LastModified
+   * from the same version, every byte too ({@link ObjectChangedError} otherwise). An open stream holds
+   * no connection while it is not being read, so any number may be open at once.
+   */
   getStream(key: string): Promise<StreamedObject>;
   head(key: string): Promise<ObjectInfo>;
   /** Create only if absent (`If-None-Match: *`); {@link PreconditionFailedError} when it exists. */
@@ -134,6 +138,21 @@ export class StoreUnavailableError extends StoreError {
   override readonly name = 'StoreUnavailableError';
   constructor(key: string, reason: string, options?: { cause?: unknown }) {
     super(key, `${key}: store unavailable (${reason})`, options);
+  }
+}
+
+/**
+ * An object read in several requests changed between them (its ETag or size is no longer the first
+ * request's): the bytes read so far belong to another version. Inputs are immutable, so this is a
+ * writer breaking the protocol; retrying reads the new version from the start.
+ */
+export class ObjectChangedError extends StoreError {
+  override readonly name = 'ObjectChangedError';
+  constructor(
+    key: string,
+    readonly etag: string,
+  ) {
+    super(key, `${key}: changed while being read (no longer ETag ${etag}); an immutable object was rewritten`);
   }
 }
 

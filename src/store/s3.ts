@@ -1,7 +1,14 @@
 /**
  * S3 adapter. Conditional writes map to `If-None-Match: *` and `If-Match`; every SDK failure is
  * translated into the port's typed errors, with writes whose outcome is unknown as Ambiguous.
+ *
+ * Time bounds: the operation deadline covers a request until its response arrives (the SDK's
+ * retries included); a response body is then bounded by progress (the idle timeout), not by total
+ * time. Streams are read as ranged GETs of one window each, with the windows of the whole store in
+ * flight capped: however many objects are open, no socket is held between windows, and the
+ * sockets they use are bounded.
  */
+import type { Readable } from 'node:stream';
 import {
   DeleteObjectsCommand,
   GetObjectCommand,
@@ -17,8 +24,10 @@ import {
   ConflictError,
   MAX_KEYS_PER_REQUEST,
   NotFoundError,
+  ObjectChangedError,
   ObjectTooLargeError,
   PreconditionFailedError,
+  StoreError,
   StoreConfigError,
   StoreUnavailableError,
   type DeleteFailure,
@@ -32,29 +41,65 @@ import {
 } from './port';
 import { NAMESPACES_PREFIX } from '../keys';
 import { inBatches } from './batches';
+import { readBounded } from './idle';
+import { createLimiter, type Limiter } from './limiter';
+import { inSixteenths } from './slices';
 
 export interface S3StoreOptions {
   readonly bucket: string;
   /** A ready client (tests add middleware to it); otherwise one is built from `clientConfig` and the SDK's environment. */
   readonly client?: S3Client;
   readonly clientConfig?: S3ClientConfig;
-  /** Deadline of one operation including the SDK's own retries. */
+  /** Deadline of one request until its response arrives, including the SDK's own retries. */
   readonly operationDeadlineMs?: number;
+  /** A response body that moves no byte for this long fails as {@link StoreUnavailableError}; default the deadline, at most 30 s. */
+  readonly idleTimeoutMs?: number;
+  /** `getStream` reads an object in ranged GETs of this many bytes; an open stream holds about two windows in memory. */
+  readonly readWindowBytes?: number;
+  /** Window requests in flight at once across every stream of this store. */
+  readonly maxConcurrentReads?: number;
+  /** Sockets in the pool of a client the store builds (not of a given `client`); see docs/operations.md for the sizing. */
+  readonly maxSockets?: number;
   /** DeleteObjects requests in flight at once. */
   readonly deleteConcurrency?: number;
 }
+
+const S3_DEFAULTS = {
+  readWindowBytes: 256 * 1024,
+  maxConcurrentReads: 32,
+  // Window reads take at most 32; the rest serve lease keepers' refreshes, output segment writes and the collector.
+  maxSockets: 128,
+  maxIdleTimeoutMs: 30_000,
+} as const;
 
 /** S3 environment settings this package reads besides the AWS SDK's own chain (region, credentials, `AWS_ENDPOINT_URL_S3`). */
 export const S3_ENV = {
   bucket: 'COMPACTION_S3_BUCKET',
   forcePathStyle: 'COMPACTION_S3_FORCE_PATH_STYLE',
+  idleTimeoutMs: 'COMPACTION_S3_IDLE_TIMEOUT_MS',
+  readWindowBytes: 'COMPACTION_S3_READ_WINDOW_BYTES',
+  maxConcurrentReads: 'COMPACTION_S3_MAX_CONCURRENT_READS',
+  maxSockets: 'COMPACTION_S3_MAX_SOCKETS',
 } as const;
 
-/** Options from the environment: bucket and path style from `COMPACTION_S3_*`, everything else from the SDK's chain. */
+/** Options from the environment: bucket, path style and the bounds from `COMPACTION_S3_*`, everything else from the SDK's chain. */
 export function s3OptionsFromEnv(env: NodeJS.ProcessEnv = process.env): S3StoreOptions {
   const bucket = env[S3_ENV.bucket];
   if (!bucket) throw new StoreConfigError(S3_ENV.bucket, `${S3_ENV.bucket} is not set: name the bucket that holds the namespaces`);
-  return { bucket, clientConfig: { forcePathStyle: env[S3_ENV.forcePathStyle] === 'true' } };
+  const positive = (name: string): number | undefined => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return undefined;
+    if (!/^[1-9]\d*$/.test(raw)) throw new StoreConfigError(name, `${name}=${JSON.stringify(raw)} is not a positive whole number`);
+    return Number(raw);
+  };
+  return {
+    bucket,
+    clientConfig: { forcePathStyle: env[S3_ENV.forcePathStyle] === 'true' },
+    idleTimeoutMs: positive(S3_ENV.idleTimeoutMs),
+    readWindowBytes: positive(S3_ENV.readWindowBytes),
+    maxConcurrentReads: positive(S3_ENV.maxConcurrentReads),
+    maxSockets: positive(S3_ENV.maxSockets),
+  };
 }
 
 export function createS3ObjectStore(options: S3StoreOptions): ObjectStore {
@@ -71,17 +116,42 @@ interface SdkError {
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 
+/** 416: a range starting at 0 of an empty object; only `readWindow` meets it. */
+class RangeNotSatisfiableError extends StoreError {
+  override readonly name = 'RangeNotSatisfiableError';
+  constructor(key: string) {
+    super(key, `${key}: range not satisfiable`);
+  }
+}
+
+/** One ranged GET, read whole. */
+interface Window {
+  readonly bytes: Uint8Array;
+  readonly etag: string;
+  /** The whole object's size, from `Content-Range`. */
+  readonly size: number;
+  readonly lastModified: Date | undefined;
+}
+
 class S3ObjectStore implements ObjectStore {
   readonly description: string;
   private readonly client: S3Client;
   private readonly bucket: string;
   private readonly deadlineMs: number;
+  private readonly idleTimeoutMs: number;
+  private readonly windowBytes: number;
+  private readonly windowRequests: Limiter;
   private readonly deleteConcurrency: number;
 
   constructor(options: S3StoreOptions) {
     this.bucket = options.bucket;
-    this.client = options.client ?? new S3Client(options.clientConfig ?? {});
+    const maxSockets = options.maxSockets ?? S3_DEFAULTS.maxSockets;
+    const pool = { keepAlive: true, maxSockets };
+    this.client = options.client ?? new S3Client({ requestHandler: { httpAgent: pool, httpsAgent: pool }, ...options.clientConfig });
     this.deadlineMs = options.operationDeadlineMs ?? 150_000;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? Math.min(this.deadlineMs, S3_DEFAULTS.maxIdleTimeoutMs);
+    this.windowBytes = options.readWindowBytes ?? S3_DEFAULTS.readWindowBytes;
+    this.windowRequests = createLimiter(options.maxConcurrentReads ?? S3_DEFAULTS.maxConcurrentReads);
     this.deleteConcurrency = options.deleteConcurrency ?? 4;
     this.description = `s3://${this.bucket}`;
   }
@@ -90,17 +160,54 @@ class S3ObjectStore implements ObjectStore {
     const out = await this.send(key, 'read', (o) => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }), o));
     const size = out.ContentLength ?? 0;
     if (options.maxBytes !== undefined && size > options.maxBytes) {
-      (out.Body as { destroy?: () => void } | undefined)?.destroy?.();
+      (out.Body as Readable | undefined)?.destroy();
       throw new ObjectTooLargeError(key, size, options.maxBytes);
     }
-    const body = out.Body ? await out.Body.transformToByteArray() : new Uint8Array();
-    return { key, body, etag: requireEtag(key, out.ETag), lastModified: out.LastModified };
+    return { key, body: await this.readBody(key, out.Body), etag: requireEtag(key, out.ETag), lastModified: out.LastModified };
   }
 
+  /** The first window is read here, so a missing object fails now and ETag and LastModified come from it. */
   async getStream(key: string): Promise<StreamedObject> {
-    const out = await this.send(key, 'read', (o) => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }), o));
-    const body = (out.Body as AsyncIterable<Uint8Array> | undefined) ?? (async function* () {})();
-    return { key, body, etag: requireEtag(key, out.ETag), lastModified: out.LastModified };
+    const first = await this.readWindow(key, 0, undefined);
+    return { key, body: this.windows(key, first), etag: first.etag, lastModified: first.lastModified };
+  }
+
+  /** The object from `first` on, window by window; every later window must carry the first one's ETag (`If-Match`). */
+  private async *windows(key: string, first: Window): AsyncGenerator<Uint8Array> {
+    let window = first;
+    for (let offset = 0; ; ) {
+      yield* inSixteenths(window.bytes);
+      offset += window.bytes.length;
+      if (offset >= first.size) return;
+      window = await this.readWindow(key, offset, first.etag);
+      if (window.size !== first.size || window.bytes.length === 0) throw new ObjectChangedError(key, first.etag);
+    }
+  }
+
+  /** One ranged GET read whole, under the store-wide cap on window requests; the socket is free again when it returns. */
+  private async readWindow(key: string, offset: number, etag: string | undefined): Promise<Window> {
+    return this.windowRequests(async () => {
+      const range = `bytes=${offset}-${offset + this.windowBytes - 1}`;
+      try {
+        const out = await this.send(key, 'read', (o) => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range, IfMatch: etag }), o));
+        const bytes = await this.readBody(key, out.Body);
+        // No Content-Range: the server sent the whole object.
+        const size = Number(/\/(\d+)$/.exec(out.ContentRange ?? '')?.[1] ?? bytes.length);
+        return { bytes, etag: requireEtag(key, out.ETag), size, lastModified: out.LastModified };
+      } catch (err) {
+        if (err instanceof PreconditionFailedError && etag !== undefined) throw new ObjectChangedError(key, etag);
+        if (!(err instanceof RangeNotSatisfiableError) || offset > 0) throw err;
+        // Only an empty object has no byte at offset 0.
+        const info = await this.head(key);
+        return { bytes: new Uint8Array(), etag: requireEtag(key, info.etag), size: info.size, lastModified: info.lastModified };
+      }
+    });
+  }
+
+  /** A response body, read under the idle timeout: a silent server fails the read (retryable), a slow one does not. */
+  private async readBody(key: string, body: unknown): Promise<Uint8Array> {
+    if (!body) return new Uint8Array();
+    return readBounded(body as Readable, this.idleTimeoutMs, () => new StoreUnavailableError(key, `no byte of the body for ${this.idleTimeoutMs} ms (idle timeout)`));
   }
 
   async head(key: string): Promise<ObjectInfo> {
@@ -195,12 +302,23 @@ class S3ObjectStore implements ObjectStore {
     this.client.destroy();
   }
 
-  /** Sends one command under the operation deadline and translates its failure; `mode` says what a transient failure means. */
+  /**
+   * Sends one command under the operation deadline and translates its failure; `mode` says what a
+   * transient failure means. The deadline ends with the response: a timer still running would abort
+   * the body being read (the caller bounds that by progress).
+   */
   private async send<O>(key: string, mode: 'read' | 'write' | 'probe', request: (options: { abortSignal: AbortSignal }) => Promise<O>): Promise<O> {
+    const deadline = new AbortController();
+    const timer = setTimeout(
+      () => deadline.abort(Object.assign(new Error(`no response within the operation deadline of ${this.deadlineMs} ms`), { name: 'TimeoutError' })),
+      this.deadlineMs,
+    );
     try {
-      return await request({ abortSignal: AbortSignal.timeout(this.deadlineMs) });
+      return await request({ abortSignal: deadline.signal });
     } catch (err) {
       throw this.translate(err as SdkError, key, mode);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -232,6 +350,7 @@ class S3ObjectStore implements ObjectStore {
     if (status === 404 || name === 'NoSuchKey' || name === 'NotFound') return new NotFoundError(key);
     if (status === 412 || name === 'PreconditionFailed') return new PreconditionFailedError(key);
     if (status === 409) return new ConflictError(key);
+    if (status === 416 || name === 'InvalidRange') return new RangeNotSatisfiableError(key);
     if (CONNECTION_CODES.has(err.code ?? '') || CONNECTION_CODES.has(name)) {
       const endpoint = 'AWS_ENDPOINT_URL_S3';
       if (mode === 'probe') return new StoreConfigError(endpoint, `cannot reach the S3 endpoint (${reason}); check ${endpoint}`, { cause: err });

@@ -34,4 +34,13 @@ describe('store configuration errors', () => {
     expect(objectStoreFromEnv({ COMPACTION_S3_BUCKET: 'b', AWS_REGION: 'us-east-1' }).description).toBe('s3://b');
     expect(objectStoreFromEnv({ COMPACTION_EMBEDDED_STORE: ':memory:' }).description).toBe('embedded::memory:');
   });
+
+  it('the S3 bounds come from COMPACTION_S3_*; a value that is not a positive whole number names its variable', () => {
+    const env = { COMPACTION_S3_BUCKET: 'b', COMPACTION_S3_MAX_SOCKETS: '64', COMPACTION_S3_READ_WINDOW_BYTES: '65536', COMPACTION_S3_MAX_CONCURRENT_READS: '8', COMPACTION_S3_IDLE_TIMEOUT_MS: '5000' };
+    expect(s3OptionsFromEnv(env)).toMatchObject({ maxSockets: 64, readWindowBytes: 65536, maxConcurrentReads: 8, idleTimeoutMs: 5000 });
+    for (const bad of ['0', '-1', '1.5', 'many']) {
+      expect(() => s3OptionsFromEnv({ ...env, COMPACTION_S3_MAX_SOCKETS: bad })).toThrow(StoreConfigError);
+      expect(() => s3OptionsFromEnv({ ...env, COMPACTION_S3_MAX_SOCKETS: bad })).toThrow(/COMPACTION_S3_MAX_SOCKETS/);
+    }
+  });
 });

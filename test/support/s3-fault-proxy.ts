@@ -84,6 +84,8 @@ export interface S3FaultProxy {
   readonly injected: Readonly<Record<FaultKind, number>>;
   /** Requests seen so far, faulted or not. */
   readonly requests: number;
+  /** Client connections open now, and the most open at once since the proxy started: the sockets a client pool holds. */
+  readonly connections: { readonly open: number; readonly peak: number };
   /**
    * Calls `listener` with every forwarded request once the server's answer is complete and before
    * the client receives any of it: the ground truth of what the server applied. Returns an unsubscribe.
@@ -206,6 +208,7 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
   let sharedPacers: { request?: Pacer; response?: Pacer } = {};
   let random = seededRandom(initialPlan.seed ?? 0);
   let requests = 0;
+  let peakConnections = 0;
 
   const chooseFault = (request: S3Request): FaultKind | undefined => {
     const script = scripted.find((s) => s.remaining > 0 && s.matches(request));
@@ -317,6 +320,7 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
   const server = createServer((req, res) => void handle(req, res));
   server.on('connection', (socket) => {
     sockets.add(socket);
+    peakConnections = Math.max(peakConnections, sockets.size);
     socket.on('close', () => sockets.delete(socket));
   });
   await new Promise<void>((resolve, reject) => {
@@ -343,6 +347,9 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
     },
     get requests() {
       return requests;
+    },
+    get connections() {
+      return { open: sockets.size, peak: peakConnections };
     },
     observe(listener) {
       observers.add(listener);

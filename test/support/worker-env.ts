@@ -9,6 +9,17 @@ import { TIMING_ENV, type CompactionSettings, type Timing } from '../../src/conf
 import type { S3Endpoint } from '../../src/devservers';
 
 const workerMain = join(__dirname, '..', '..', 'src', 'worker', 'main.ts');
+const crashGuard = join(__dirname, 'crash-guard.mjs');
+
+/** Exit code of a worker process that met an uncaught exception or unhandled rejection (set by crash-guard.mjs). */
+export const UNCAUGHT_EXIT_CODE = 70;
+
+const crashes: string[] = [];
+
+/** The worker processes that crashed on an uncaught exception or unhandled rejection since the last call; the test setup fails on any. */
+export function takeWorkerCrashes(): string[] {
+  return crashes.splice(0);
+}
 
 /** Where a worker process finds Temporal, the bucket and its task queue. */
 export interface WorkerTarget {
@@ -37,6 +48,14 @@ export function workerEnvironment(target: WorkerTarget, settings: CompactionSett
   };
 }
 
-/** Starts `src/worker/main.ts` under tsx with this environment. */
-export const spawnWorkerProcess = (env: NodeJS.ProcessEnv, stdio: StdioOptions = ['ignore', 'inherit', 'inherit']): ChildProcess =>
-  spawn(process.execPath, ['--import', 'tsx', workerMain], { stdio, env });
+/** Starts `src/worker/main.ts` under tsx with this environment and the crash guard. */
+export function spawnWorkerProcess(env: NodeJS.ProcessEnv, stdio: StdioOptions = ['ignore', 'inherit', 'inherit']): ChildProcess {
+  const child = spawn(process.execPath, ['--import', crashGuard, '--import', 'tsx', workerMain], {
+    stdio,
+    env: { ...env, CRASH_GUARD_EXIT_CODE: String(UNCAUGHT_EXIT_CODE) },
+  });
+  child.on('exit', (code) => {
+    if (code === UNCAUGHT_EXIT_CODE) crashes.push(`worker process ${child.pid} (${env.COMPACTION_TASK_QUEUE ?? 'default task queue'}) died of an uncaught exception or unhandled rejection; its stderr says which`);
+  });
+  return child;
+}
