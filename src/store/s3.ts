@@ -58,6 +58,11 @@ export interface S3StoreOptions {
   readonly readWindowBytes?: number;
   /** Window requests in flight at once across every stream of this store. */
   readonly maxConcurrentReads?: number;
+  /**
+   * The slowest upload a segment write (`put`) must survive: its deadline is the operation deadline
+   * plus its size at this rate. Conditional writes (lease, root) keep the plain deadline.
+   */
+  readonly minUploadBytesPerSecond?: number;
   /** Sockets in the pool of a client the store builds (not of a given `client`); see docs/operations.md for the sizing. */
   readonly maxSockets?: number;
   /** DeleteObjects requests in flight at once. */
@@ -70,6 +75,7 @@ const S3_DEFAULTS = {
   // Window reads take at most 32; the rest serve lease keepers' refreshes, output segment writes and the collector.
   maxSockets: 128,
   maxIdleTimeoutMs: 30_000,
+  minUploadBytesPerSecond: 1024 * 1024,
 } as const;
 
 /** S3 environment settings this package reads besides the AWS SDK's own chain (region, credentials, `AWS_ENDPOINT_URL_S3`). */
@@ -80,6 +86,7 @@ export const S3_ENV = {
   readWindowBytes: 'COMPACTION_S3_READ_WINDOW_BYTES',
   maxConcurrentReads: 'COMPACTION_S3_MAX_CONCURRENT_READS',
   maxSockets: 'COMPACTION_S3_MAX_SOCKETS',
+  minUploadBytesPerSecond: 'COMPACTION_S3_MIN_UPLOAD_BYTES_PER_S',
 } as const;
 
 /** Options from the environment: bucket, path style and the bounds from `COMPACTION_S3_*`, everything else from the SDK's chain. */
@@ -99,6 +106,7 @@ export function s3OptionsFromEnv(env: NodeJS.ProcessEnv = process.env): S3StoreO
     readWindowBytes: positive(S3_ENV.readWindowBytes),
     maxConcurrentReads: positive(S3_ENV.maxConcurrentReads),
     maxSockets: positive(S3_ENV.maxSockets),
+    minUploadBytesPerSecond: positive(S3_ENV.minUploadBytesPerSecond),
   };
 }
 
@@ -139,6 +147,7 @@ class S3ObjectStore implements ObjectStore {
   private readonly bucket: string;
   private readonly deadlineMs: number;
   private readonly idleTimeoutMs: number;
+  private readonly minUploadBytesPerSecond: number;
   private readonly windowBytes: number;
   private readonly windowRequests: Limiter;
   private readonly deleteConcurrency: number;
@@ -150,6 +159,7 @@ class S3ObjectStore implements ObjectStore {
     this.client = options.client ?? new S3Client({ requestHandler: { httpAgent: pool, httpsAgent: pool }, ...options.clientConfig });
     this.deadlineMs = options.operationDeadlineMs ?? 150_000;
     this.idleTimeoutMs = options.idleTimeoutMs ?? Math.min(this.deadlineMs, S3_DEFAULTS.maxIdleTimeoutMs);
+    this.minUploadBytesPerSecond = options.minUploadBytesPerSecond ?? S3_DEFAULTS.minUploadBytesPerSecond;
     this.windowBytes = options.readWindowBytes ?? S3_DEFAULTS.readWindowBytes;
     this.windowRequests = createLimiter(options.maxConcurrentReads ?? S3_DEFAULTS.maxConcurrentReads);
     this.deleteConcurrency = options.deleteConcurrency ?? 4;
@@ -226,7 +236,11 @@ class S3ObjectStore implements ObjectStore {
   }
 
   async put(key: string, body: Uint8Array): Promise<{ etag: string }> {
-    const out = await this.send(key, 'write', (o) => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body }), o));
+    // A client cannot see an upload's progress (the kernel's socket buffers take megabytes at once), so
+    // a segment write is bounded by a minimum rate: the deadline plus its size at that rate. Nothing in
+    // the protocol's timing rests on when a segment lands; it does on the lease and root CAS, which keep the plain deadline.
+    const deadlineMs = this.deadlineMs + Math.ceil((body.length / this.minUploadBytesPerSecond) * 1000);
+    const out = await this.send(key, 'write', (o) => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body }), o), deadlineMs);
     return { etag: requireEtag(key, out.ETag) };
   }
 
@@ -307,11 +321,16 @@ class S3ObjectStore implements ObjectStore {
    * transient failure means. The deadline ends with the response: a timer still running would abort
    * the body being read (the caller bounds that by progress).
    */
-  private async send<O>(key: string, mode: 'read' | 'write' | 'probe', request: (options: { abortSignal: AbortSignal }) => Promise<O>): Promise<O> {
+  private async send<O>(
+    key: string,
+    mode: 'read' | 'write' | 'probe',
+    request: (options: { abortSignal: AbortSignal }) => Promise<O>,
+    deadlineMs = this.deadlineMs,
+  ): Promise<O> {
     const deadline = new AbortController();
     const timer = setTimeout(
-      () => deadline.abort(Object.assign(new Error(`no response within the operation deadline of ${this.deadlineMs} ms`), { name: 'TimeoutError' })),
-      this.deadlineMs,
+      () => deadline.abort(Object.assign(new Error(`no response within the deadline of ${deadlineMs} ms`), { name: 'TimeoutError' })),
+      deadlineMs,
     );
     try {
       return await request({ abortSignal: deadline.signal });

@@ -67,6 +67,17 @@ describe('S3 reads: deadlines bound requests, progress bounds bodies', () => {
     expect(performance.now() - started).toBeGreaterThan(3000);
   });
 
+  it('a segment write uploading for longer than the operation deadline lands: its deadline grows with its size at the minimum upload rate', async () => {
+    const key = freshKey('slow-upload');
+    const body = pattern(1_500_000);
+    const store = throughProxy({ operationDeadlineMs: 1000, minUploadBytesPerSecond: 300_000 });
+    proxy.setThrottle({ requestBytesPerSecond: 500_000, matches: (r) => r.key === key });
+    const started = performance.now();
+    await store.put(key, body);
+    expect(performance.now() - started).toBeGreaterThan(2000);
+    expect(Buffer.from((await direct.store.get(key)).body).equals(Buffer.from(body))).toBe(true);
+  });
+
   it('a body that stalls fails after the idle timeout as StoreUnavailable (retryable) naming the key', async () => {
     const key = freshKey('stalled');
     await direct.store.put(key, pattern(50_000));
