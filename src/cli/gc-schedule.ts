@@ -31,6 +31,16 @@ export function parseEvery(value: string): string {
   return value;
 }
 
+/** Cron's shape as Temporal reads it (5 to 7 fields, or a `@daily`-style macro), else a usage error before any server is asked. */
+export function parseCron(value: string): string {
+  const fields = value.trim().split(/\s+/);
+  const macro = /^@[a-z]+( .+)?$/.test(value.trim());
+  if (!macro && !(fields.length >= 5 && fields.length <= 7 && fields.every((f) => /^[0-9A-Za-z*?/,#-]+$/.test(f)))) {
+    throw new InvalidArgumentError(`"${value}" is not a cron expression (5 fields: minute hour day-of-month month day-of-week, e.g. "*/15 * * * *")`);
+  }
+  return value;
+}
+
 type CalendarDescription = NonNullable<ScheduleDescription['spec']['calendars']>[number];
 const CALENDAR_FIELDS = ['second', 'minute', 'hour', 'dayOfMonth', 'month', 'dayOfWeek'] as const;
 
@@ -106,7 +116,7 @@ export function addGcScheduleCommands(gc: Command, ctx: CliContext): void {
   schedule
     .command('ensure')
     .description(`create the schedule, or update it in place to these options (default: every ${DEFAULT_EVERY})`)
-    .addOption(new Option('--cron <expr>', 'cron expression, e.g. "*/15 * * * *"').conflicts('every'))
+    .addOption(new Option('--cron <expr>', 'cron expression, e.g. "*/15 * * * *"').conflicts('every').argParser(parseCron))
     .addOption(new Option('--every <duration>', 'interval, e.g. 15m or 2h').argParser(parseEvery))
     .option('--dry-run', 'every pass reports only, changing nothing')
     .option('--namespace <namespace>', 'collect only this namespace (repeatable)', repeated)

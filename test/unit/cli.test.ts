@@ -1,5 +1,5 @@
 /** The CLI without servers: argument parsing, exit codes, and lease reads over an embedded store. */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ScheduleNotFoundError, WorkflowFailedError } from '@temporalio/client';
@@ -7,6 +7,7 @@ import { ApplicationFailure, RetryState } from '@temporalio/common';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CliError, ExitCode, explainFailure, TemporalUnreachableError } from '../../src/cli/exit-codes';
 import type { CliContext } from '../../src/cli/context';
+import { parseCron } from '../../src/cli/gc-schedule';
 import { prefixStatus } from '../../src/cli/lease';
 import { runCli } from '../../src/cli/program';
 import { resolveSettings, SettingsError, TimingConfigError } from '../../src/config';
@@ -178,5 +179,23 @@ describe('cli lease reads', () => {
     const table = await cli(['lease', 'list'], store);
     expect(table.stdout[0]).toMatch(/^NAMESPACE\s+JOB\s+STATUS\s+OWNER\s+HEARTBEAT$/);
     expect(table.stdout.find((l) => l.includes(live))).toMatch(/\bactive\b/);
+  });
+});
+
+describe('cli small frictions', () => {
+  it('--version prints the package version and exits 0', async () => {
+    const run = await cli(['--version']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toEqual([(JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version]);
+  });
+
+  it('gc schedule ensure --cron with a malformed expression is a usage error before Temporal is asked', async () => {
+    const run = await cli(['gc', 'schedule', 'ensure', '--cron', 'not a cron']);
+    expect(run.code).toBe(ExitCode.usage);
+    expect(run.stderr.join('\n')).toMatch(/"not a cron" is not a cron expression/);
+  });
+
+  it.each(['*/15 * * * *', '0 0 * * 1-5', '@daily', '0 */2 * * * *'])('gc schedule accepts the cron expression %s', (expr) => {
+    expect(parseCron(expr)).toBe(expr);
   });
 });
