@@ -215,6 +215,14 @@ class S3ObjectStore implements ObjectStore {
         { cause: err },
       );
     }
+    // The SDK's default chain found no credentials at all: no request was sent, so this is configuration, not an outage.
+    if (name === 'CredentialsProviderError') {
+      return new StoreConfigError(
+        'AWS credentials',
+        'no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run with a role (web identity, container or instance credentials)',
+        { cause: err },
+      );
+    }
     if (name === 'AccessDenied' || status === 403) {
       return new StoreConfigError('IAM policy', `access denied to ${key} in ${this.bucket}: see docs/security.md for the policy`, { cause: err });
     }
