@@ -1,6 +1,5 @@
 /** `gc schedule ensure|describe|pause|unpause|trigger`: the collector's one Temporal Schedule. */
 import type { ScheduleDescription } from '@temporalio/client';
-import { msToNumber } from '@temporalio/common/lib/time';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import {
   DEFAULT_GC_SCHEDULE_ID,
@@ -14,19 +13,14 @@ import {
 import { namespaceId } from '../keys';
 import type { GcOptions } from '../workflows/gc';
 import type { CliContext } from './context';
-import { repeated } from './options';
+import { durationMs, repeated } from './options';
 import { isoTime, printFields, printJson } from './output';
 
 export const DEFAULT_EVERY = '15m';
 
 /** A positive duration as Temporal reads it (`90s`, `15m`, `2h`, `1 day`), else a usage error. */
 export function parseEvery(value: string): string {
-  let ms: number | undefined;
-  try {
-    ms = msToNumber(value as Parameters<typeof msToNumber>[0]);
-  } catch {
-    ms = undefined;
-  }
+  const ms = durationMs(value);
   if (ms === undefined || !(ms >= 1000)) throw new InvalidArgumentError(`"${value}" is not a duration of at least 1s (e.g. 90s, 15m, 2h)`);
   return value;
 }
