@@ -3,7 +3,7 @@
  * that upserts an attribute it does not know, so every namespace the workflows run in needs them
  * once (`temporal operator search-attribute create`, or {@link registerSearchAttributes}).
  */
-import type { Connection } from '@temporalio/client';
+import type { ConnectionLike } from '@temporalio/client';
 import type { SearchAttributeType as SdkType } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { SEARCH_ATTRIBUTE_KEYS } from '../workflows/search-attributes';
@@ -38,7 +38,7 @@ const indexedValueType = (type: SearchAttributeType): temporal.api.enums.v1.Inde
  * returns their names: an empty list means every one was already there.
  */
 export async function registerSearchAttributes(
-  connection: Connection,
+  connection: ConnectionLike,
   namespace = 'default',
   attributes: Readonly<Record<string, SearchAttributeType>> = SEARCH_ATTRIBUTES,
 ): Promise<string[]> {
