@@ -38,26 +38,28 @@ export async function startWorkerFromEnv(options: StartWorkerFromEnvOptions = {}
   const env = options.env ?? process.env;
   if (options.installRuntime !== false) installRuntime(env);
   const settings = options.settings ?? settingsFromEnv(env);
-  const store = objectStoreFromEnv(env, settings.timing.operationDeadlineMs);
   const temporal = temporalTarget(env);
   const taskQueue = taskQueueFromEnv(env);
   const connection = await NativeConnection.connect(temporal.connectionOptions);
   const serverLabel = `${temporal.address}/${temporal.namespace}`;
+  let store: ObjectStore | undefined;
   let worker: Worker;
   try {
+    store = objectStoreFromEnv(env, settings.timing.operationDeadlineMs);
     worker = await createWorker({ ...options, store, settings, connection, namespace: temporal.namespace, taskQueue, serverLabel });
   } catch (err) {
-    await Promise.allSettled([connection.close(), store.close()]);
+    await Promise.allSettled([connection.close(), store?.close()]);
     throw err;
   }
+  const opened = store;
   const running = worker.run();
   return {
-    worker, store, settings, temporal, taskQueue, running,
+    worker, store: opened, settings, temporal, taskQueue, running,
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.finally(async () => {
         await connection.close();
-        await store.close();
+        await opened.close();
       });
     },
   };
