@@ -1,4 +1,4 @@
-/** `lease show` and `lease list`: what the store says about job prefixes, judged at now with the configured expiry. */
+/** `lease show`, `lease list` and `lease delete`: what the store says about job prefixes, judged at now with the configured expiry; removing a corrupt lease. */
 import { Option, type Command } from 'commander';
 import { jobId, jobPrefix, leaseKey, namespaceId, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { decideOwner, MAX_LEASE_BYTES, type LeaseState } from '../lease';
