@@ -8,6 +8,10 @@ export * from './store';
 export * from './protocol';
 export * from './client';
 export * from './worker';
+export { startWorkerFromEnv, type StartWorkerFromEnvOptions, type WorkerFromEnv } from './worker/from-env';
 export { writeInputSegment } from './writer';
 export type { CompactionInput, CompactionResult, CompactionOutcomeName, LeaseView } from './workflows/compaction';
 export type { GcInput, GcOptions, GcReport, GcTotals } from './workflows/gc';
+export type { CorruptLease } from './activities/gc';
+/** The workflow functions, as types: `client.workflow.start<typeof gcWorkflow>('gcWorkflow', …)`; workers load them from `WORKFLOWS_PATH`. */
+export type { compactionWorkflow, gcWorkflow } from './workflows';

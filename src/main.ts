@@ -9,7 +9,7 @@ import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { NativeConnection } from '@temporalio/worker';
 import { Command } from 'commander';
-import { DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, startCompaction } from './client';
+import { DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, runGcPass, startCompaction } from './client';
 import type { CompactionProgress } from './compactor';
 import { resolveSettings, SETTINGS_ENV, settingsFromEnv, shrunkTiming, TIMING_ENV } from './config';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer } from './devservers';
@@ -17,13 +17,12 @@ import { namespaceId } from './keys';
 import { readRootIfAny } from './protocol';
 import type { SegmentRecord } from './segments';
 import { objectStoreFromEnv } from './store';
-import { createWorker, workerOptionsFromEnv } from './worker';
+import { createWorker } from './worker';
 import { installRuntime } from './worker/runtime';
 import { taskQueueFromEnv } from './worker/task-queue';
 import { temporalTarget } from './worker/connect';
 import { writeInputSegment } from './writer';
 import type { LeaseView } from './workflows/compaction';
-import { gcWorkflow } from './workflows';
 
 /** Cron expression of the collector's schedule. */
 const GC_CRON_ENV = 'COMPACTION_GC_CRON';
@@ -78,7 +77,7 @@ async function main(): Promise<void> {
 
   const workerConnection = await NativeConnection.connect({ ...target.connectionOptions, address });
   const taskQueue = taskQueueFromEnv();
-  const worker = await createWorker({ store, settings, connection: workerConnection, namespace: target.namespace, taskQueue, workerOptions: workerOptionsFromEnv() });
+  const worker = await createWorker({ store, settings, connection: workerConnection, namespace: target.namespace, taskQueue, serverLabel: `${address}/${target.namespace}` });
   const running = worker.run();
   const connection = await Connection.connect({ address, tls: target.connectionOptions.tls, metadata: target.connectionOptions.metadata, apiKey: target.connectionOptions.apiKey });
   const client = new Client({ connection, namespace: target.namespace });
@@ -111,11 +110,11 @@ async function main(): Promise<void> {
   const cron = process.env[GC_CRON_ENV] || DEFAULT_GC_CRON;
   await ensureGcSchedule(client, { cron, taskQueue });
   console.log(`collector schedule ${DEFAULT_GC_SCHEDULE_ID}: ${cron} (${GC_CRON_ENV}); running one pass now`);
-  const pass = await client.workflow.execute(gcWorkflow, { workflowId: `${DEFAULT_GC_SCHEDULE_ID}-demo`, taskQueue, args: [{}] });
-  const t = pass.totals;
+  const pass = await runGcPass(client, { workflowId: `${DEFAULT_GC_SCHEDULE_ID}-demo`, taskQueue });
+  const t = pass.report.totals;
   console.log(
     `collector pass: ${t.prefixesSeen} job prefixes (${t.live} live, ${t.claimed} claimed, ${t.orphaned} orphaned, ${t.corrupt} corrupt), ` +
-      `${t.objectsDeleted} objects deleted`,
+      `${t.objectsDeleted} objects deleted${pass.complete ? '' : ' (incomplete: see docs/operations.md)'}`,
   );
 
   if (!options.once) {

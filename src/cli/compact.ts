@@ -5,9 +5,10 @@ import { familyGroup, namespaceId } from '../keys';
 import type { CompactionResult } from '../workflows/compaction';
 import type { CliContext } from './context';
 import { CliError, ExitCode } from './exit-codes';
+import { waitForWorkerOption, workerPolls, type WorkerTimeout } from './options';
 import { printFields, printJson } from './output';
 
-interface StartOptions {
+interface StartOptions extends WorkerTimeout {
   readonly namespace: string;
   readonly group: string;
   readonly wait?: boolean;
@@ -25,6 +26,7 @@ async function start(ctx: CliContext, options: StartOptions): Promise<void> {
     else printFields(ctx.out, [['workflow', started.workflowId], ['run', started.runId], ['wait', `compaction-lease compact start --namespace ${ns} --group ${group} --wait`]]);
     return;
   }
+  await workerPolls(ctx, client, handle.workflowId, options);
   const result: CompactionResult = await handle.result();
   if (options.json) printJson(ctx.out, { ...started, result });
   else {
@@ -51,6 +53,7 @@ export function addCompactCommands(program: Command, ctx: CliContext): void {
     .requiredOption('--namespace <namespace>', 'namespace id')
     .requiredOption('--group <group>', 'family group')
     .option('--wait', 'wait for the outcome; exit 1 unless it is published')
+    .addOption(waitForWorkerOption())
     .option('--json', 'machine-readable output')
     .action((options: StartOptions) => start(ctx, options));
 }

@@ -15,8 +15,11 @@ import { processOutput, type Output } from './output';
 export interface CliContext {
   readonly out: Output;
   settings(): CompactionSettings;
-  /** The configured store, its access verified (a wrong bucket or credential is a configuration error). */
-  store(): Promise<ObjectStore>;
+  /**
+   * The configured store, its access verified (a wrong bucket or credential is a configuration error).
+   * Commands that only read or repair need one that exists; `create` is for the worker alone.
+   */
+  store(options?: { create?: boolean }): Promise<ObjectStore>;
   temporal(): TemporalTarget;
   client(): Promise<Client>;
   taskQueue(): string;
@@ -42,12 +45,15 @@ export function contextFromEnv(env: NodeJS.ProcessEnv = process.env, out: Output
   const closers: (() => Promise<void>)[] = [];
   const settings = once(() => settingsFromEnv(env));
   const temporal = once(() => temporalTarget(env));
-  const store = once(async () => {
-    const opened = objectStoreFromEnv(env, settings().timing.operationDeadlineMs);
-    closers.push(() => opened.close());
-    await opened.verifyAccess();
-    return opened;
-  });
+  // One store per process: the first command to ask decides whether a missing embedded store may be created.
+  let opened: Promise<ObjectStore> | undefined;
+  const store = ({ create = false } = {}) =>
+    (opened ??= (async () => {
+      const made = objectStoreFromEnv(env, settings().timing.operationDeadlineMs, { existing: !create });
+      closers.push(() => made.close());
+      await made.verifyAccess();
+      return made;
+    })());
   const client = once(async () => {
     const target = temporal();
     const connection = await connectTemporal(target, () => Connection.connect(target.connectionOptions));

@@ -5,6 +5,7 @@
 import { ScheduleNotFoundError, WorkflowFailedError, isGrpcServiceError } from '@temporalio/client';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import { CommanderError } from 'commander';
+import { DEFAULT_GC_SCHEDULE_ID } from '../client/schedule';
 import { SettingsError, TimingConfigError } from '../config';
 import { InvalidKeyError } from '../keys';
 import { StoreConfigError, StoreUnavailableError } from '../store';
@@ -72,7 +73,9 @@ export function explainFailure(err: unknown): Explained {
   }
   if (err instanceof SettingsError) return { exitCode: ExitCode.config, line: `${err.message}: fix the COMPACTION_* variable it names` };
   if (err instanceof ScheduleNotFoundError) {
-    return { exitCode: ExitCode.notFound, line: `${err.message}: create it with \`compaction-lease gc schedule ensure\`` };
+    // The server's message names the scheduler's internal workflow id, not the schedule.
+    const option = err.scheduleId === DEFAULT_GC_SCHEDULE_ID ? '' : ` --schedule-id ${err.scheduleId}`;
+    return { exitCode: ExitCode.notFound, line: `no schedule ${err.scheduleId}: create it with \`compaction-lease gc schedule ensure${option}\`` };
   }
   if (err instanceof WorkflowNotFoundError) return { exitCode: ExitCode.notFound, line: err.message };
   if (err instanceof WorkflowFailedError) {

@@ -1,6 +1,5 @@
 /** `gc schedule ensure|describe|pause|unpause|trigger`: the collector's one Temporal Schedule. */
 import type { ScheduleDescription } from '@temporalio/client';
-import { msToNumber } from '@temporalio/common/lib/time';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import {
   DEFAULT_GC_SCHEDULE_ID,
@@ -14,20 +13,25 @@ import {
 import { namespaceId } from '../keys';
 import type { GcOptions } from '../workflows/gc';
 import type { CliContext } from './context';
-import { repeated } from './options';
+import { durationMs, repeated } from './options';
 import { isoTime, printFields, printJson } from './output';
 
 export const DEFAULT_EVERY = '15m';
 
 /** A positive duration as Temporal reads it (`90s`, `15m`, `2h`, `1 day`), else a usage error. */
 export function parseEvery(value: string): string {
-  let ms: number | undefined;
-  try {
-    ms = msToNumber(value as Parameters<typeof msToNumber>[0]);
-  } catch {
-    ms = undefined;
-  }
+  const ms = durationMs(value);
   if (ms === undefined || !(ms >= 1000)) throw new InvalidArgumentError(`"${value}" is not a duration of at least 1s (e.g. 90s, 15m, 2h)`);
+  return value;
+}
+
+/** Cron's shape as Temporal reads it (5 to 7 fields, or a `@daily`-style macro), else a usage error before any server is asked. */
+export function parseCron(value: string): string {
+  const fields = value.trim().split(/\s+/);
+  const macro = /^@[a-z]+( .+)?$/.test(value.trim());
+  if (!macro && !(fields.length >= 5 && fields.length <= 7 && fields.every((f) => /^[0-9A-Za-z*?/,#-]+$/.test(f)))) {
+    throw new InvalidArgumentError(`"${value}" is not a cron expression (5 fields: minute hour day-of-month month day-of-week, e.g. "*/15 * * * *")`);
+  }
   return value;
 }
 
@@ -106,7 +110,7 @@ export function addGcScheduleCommands(gc: Command, ctx: CliContext): void {
   schedule
     .command('ensure')
     .description(`create the schedule, or update it in place to these options (default: every ${DEFAULT_EVERY})`)
-    .addOption(new Option('--cron <expr>', 'cron expression, e.g. "*/15 * * * *"').conflicts('every'))
+    .addOption(new Option('--cron <expr>', 'cron expression, e.g. "*/15 * * * *"').conflicts('every').argParser(parseCron))
     .addOption(new Option('--every <duration>', 'interval, e.g. 15m or 2h').argParser(parseEvery))
     .option('--dry-run', 'every pass reports only, changing nothing')
     .option('--namespace <namespace>', 'collect only this namespace (repeatable)', repeated)

@@ -1,26 +1,19 @@
 /** `gc run`: one collector pass now, outside the schedule; `gc schedule …` lives in gc-schedule.ts. */
-import { WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
 import type { Command } from 'commander';
+import { gcPassResult, startGcPass } from '../client';
 import { namespaceId } from '../keys';
-import type { GcReport, gcWorkflow } from '../workflows/gc';
+import type { GcReport } from '../workflows/gc';
 import type { CliContext } from './context';
 import { CliError, ExitCode } from './exit-codes';
 import { addGcScheduleCommands } from './gc-schedule';
-import { repeated } from './options';
+import { repeated, waitForWorkerOption, workerPolls, type WorkerTimeout } from './options';
 import { isoTime, printFields, printJson } from './output';
 
-interface RunOptions {
+interface RunOptions extends WorkerTimeout {
   readonly dryRun?: boolean;
   readonly namespace?: string[];
   readonly wait?: boolean;
   readonly json?: boolean;
-}
-
-/** The report of a pass that failed as incomplete travels as the failure's details. */
-function reportOfFailure(err: unknown): GcReport | undefined {
-  const cause = err instanceof WorkflowFailedError ? err.cause : undefined;
-  return cause instanceof ApplicationFailure && cause.type === 'GcPassIncomplete' ? (cause.details?.[0] as GcReport | undefined) : undefined;
 }
 
 function printReport(ctx: CliContext, report: GcReport): void {
@@ -31,7 +24,8 @@ function printReport(ctx: CliContext, report: GcReport): void {
     ['prefixes', `${t.prefixesSeen}: live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, corrupt ${t.corrupt}, failed ${t.failedPrefixes}`],
     [report.dryRun ? 'would delete' : 'deleted', `${t.objectsDeleted} objects, ${t.bytesDeleted} bytes, ${t.leasesDeleted} leases`],
     ['retained', `referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}`],
-    ...report.corruptLeases.map((c) => ['corrupt lease', `${c.key}: ${c.reason}`] as const),
+    // The reason already names the key (`lease <key> is corrupt: …`).
+    ...report.corruptLeases.map((c) => ['corrupt lease', c.reason.includes(c.key) ? c.reason : `${c.key}: ${c.reason}`] as const),
     ...report.failures.map((f) => ['failure', `${f.key}: ${f.message}`] as const),
     // Reports of passes that predate the root check have no such list.
     ...(report.rootProblems ?? []).map((r) => ['skipped namespace', `${r.namespaceId}: root ${r.problem}: ${r.reason}`] as const),
@@ -42,11 +36,12 @@ async function run(ctx: CliContext, options: RunOptions): Promise<void> {
   const namespaces = options.namespace?.map((ns) => namespaceId(ns));
   const client = await ctx.client();
   const dryRun = options.dryRun === true;
-  const handle = await client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
+  const handle = await startGcPass(client, {
     workflowId: `compaction-gc-run-${new Date(ctx.nowMs()).toISOString()}`,
     taskQueue: ctx.taskQueue(),
-    args: [{ dryRun, ...(namespaces ? { namespaces } : {}) }],
-    staticSummary: `Collector pass from the CLI${dryRun ? ' (dry run)' : ''}${namespaces ? ` over ${namespaces.join(', ')}` : ''}`,
+    dryRun,
+    ...(namespaces ? { namespaces } : {}),
+    summary: `Collector pass from the CLI${dryRun ? ' (dry run)' : ''}${namespaces ? ` over ${namespaces.join(', ')}` : ''}`,
   });
   const started = { workflowId: handle.workflowId, runId: handle.firstExecutionRunId };
   if (!options.wait) {
@@ -54,18 +49,11 @@ async function run(ctx: CliContext, options: RunOptions): Promise<void> {
     else printFields(ctx.out, [['workflow', started.workflowId], ['run', started.runId]]);
     return;
   }
-  let report: GcReport;
-  let incomplete: unknown;
-  try {
-    report = await handle.result();
-  } catch (err) {
-    const failed = reportOfFailure(err);
-    if (!failed) throw err;
-    [report, incomplete] = [failed, err];
-  }
-  if (options.json) printJson(ctx.out, { ...started, complete: incomplete === undefined, report });
+  await workerPolls(ctx, client, handle.workflowId, options);
+  const { complete, report } = await gcPassResult(handle);
+  if (options.json) printJson(ctx.out, { ...started, complete, report });
   else printReport(ctx, report);
-  if (incomplete) {
+  if (!complete) {
     const t = report.totals;
     throw new CliError(
       ExitCode.failed,
@@ -82,6 +70,7 @@ export function addGcCommands(program: Command, ctx: CliContext): void {
     .option('--dry-run', 'report what a pass would claim and delete, changing nothing')
     .option('--namespace <namespace>', 'collect only this namespace (repeatable); by default every namespace', repeated)
     .option('--wait', 'wait for the pass and print its report; exit 1 if it is incomplete')
+    .addOption(waitForWorkerOption())
     .option('--json', 'machine-readable output')
     .action((options: RunOptions) => run(ctx, options));
   addGcScheduleCommands(gc, ctx);

@@ -1,11 +1,11 @@
-/** `lease show` and `lease list`: what the store says about job prefixes, judged at now with the configured expiry. */
+/** `lease show`, `lease list` and `lease delete`: what the store says about job prefixes, judged at now with the configured expiry; removing a corrupt lease. */
 import { Option, type Command } from 'commander';
 import { jobId, jobPrefix, leaseKey, namespaceId, type MetadataCompactionId, type NamespaceId } from '../keys';
-import { decideOwner, type LeaseState } from '../lease';
-import { readLease, type LeaseRead } from '../protocol';
+import { decideOwner, MAX_LEASE_BYTES, type LeaseState } from '../lease';
+import { leaseReadOf, readLease, type LeaseRead } from '../protocol';
 import { listJobPrefixes, listNamespaces } from '../protocol/collector';
 import { inBatches } from '../store/batches';
-import type { ObjectStore } from '../store';
+import { NotFoundError, ObjectTooLargeError, type ObjectStore } from '../store';
 import type { CliContext } from './context';
 import { CliError, ExitCode } from './exit-codes';
 import { isoTime, jsonArrayWriter, printFields, printJson, printTable } from './output';
@@ -40,9 +40,10 @@ async function objectsUnder(store: ObjectStore, prefix: string): Promise<{ count
 const leaseFields = (lease: LeaseState | undefined) =>
   lease && { ownerId: lease.owner_id, startedAtMs: lease.started_at_ms, heartbeatAtMs: lease.heartbeat_at_ms };
 
-async function showLease(ctx: CliContext, nsArg: string, jobArg: string, options: { json?: boolean }): Promise<void> {
+async function showLease(ctx: CliContext, nsArg: string, jobArg: string, options: { json?: boolean; raw?: boolean }): Promise<void> {
   const ns = namespaceId(nsArg);
   const job = jobId(jobArg);
+  if (options.raw) return showRawLease(ctx, ns, job, options);
   const { leaseExpiryMs } = ctx.settings().timing;
   const store = await ctx.store();
   const read = await readLease(store, { namespaceId: ns, jobId: job });
@@ -78,6 +79,55 @@ async function showLease(ctx: CliContext, nsArg: string, jobArg: string, options
     ...('corrupt' in read ? ([['corrupt', read.corrupt]] as const) : []),
     ['objects', `${objects.count} under ${prefix}, ${objects.bytes} bytes`],
   ]);
+}
+
+/** The lease object as stored, for a lease too damaged to decode: its bytes verbatim, with the ETag `lease delete` asks for. */
+async function showRawLease(ctx: CliContext, ns: NamespaceId, job: MetadataCompactionId, options: { json?: boolean }): Promise<void> {
+  const key = leaseKey(ns, job);
+  const object = await rawLease(await ctx.store(), key, ns);
+  const body = new TextDecoder().decode(object.body);
+  const fields = { key, etag: object.etag, lastModified: object.lastModified?.toISOString(), size: object.body.byteLength };
+  if (options.json) printJson(ctx.out, { ...fields, body });
+  else {
+    printFields(ctx.out, [['lease', key], ['etag', object.etag], ['modified', fields.lastModified ?? '-'], ['size', `${fields.size} bytes`]]);
+    ctx.out.line(body);
+  }
+}
+
+/** One GET of the lease object, bytes and ETag together; a missing one is exit 3. */
+async function rawLease(store: ObjectStore, key: string, ns: NamespaceId) {
+  try {
+    return await store.get(key, { maxBytes: MAX_LEASE_BYTES });
+  } catch (err) {
+    if (err instanceof NotFoundError) throw new CliError(ExitCode.notFound, `no lease at ${key}. List the namespace's jobs with \`compaction-lease lease list --namespace ${ns}\``);
+    if (err instanceof ObjectTooLargeError) throw new CliError(ExitCode.failed, `${err.message}: read it with the store's own tools`);
+    throw err;
+  }
+}
+
+/**
+ * Deletes a corrupt lease, and nothing else: a valid lease is the collector's to claim and a live
+ * one is never removed by hand. `etag` must be the one `lease show --raw` printed, so only the bytes
+ * the operator read are deleted. No job or collector ever writes over a corrupt lease (their CAS
+ * needs a lease they could decode), so between that check and the delete only a person could change it.
+ */
+async function deleteCorruptLease(ctx: CliContext, nsArg: string, jobArg: string, options: { etag: string }): Promise<void> {
+  const ns = namespaceId(nsArg);
+  const job = jobId(jobArg);
+  const key = leaseKey(ns, job);
+  const store = await ctx.store();
+  const object = await rawLease(store, key, ns);
+  if (object.etag !== options.etag) {
+    throw new CliError(ExitCode.failed, `lease ${key} has ETag ${object.etag}, not ${options.etag}: it changed since it was read; read it again with \`compaction-lease lease show ${ns} ${job} --raw\``);
+  }
+  const status = prefixStatus(leaseReadOf(object, { namespaceId: ns, jobId: job }), ctx.nowMs(), ctx.settings().timing.leaseExpiryMs);
+  if (status !== 'corrupt') {
+    throw new CliError(ExitCode.usage, `lease ${key} is ${status}, not corrupt: \`lease delete\` removes only corrupt leases; the collector claims expired ones and a live one belongs to its job`);
+  }
+  const { failed } = await store.deleteMany([key]);
+  if (failed.length) throw new CliError(ExitCode.failed, `deleting ${key} failed (${failed.map((f) => `${f.code}: ${f.message}`).join('; ')}): retry`);
+  ctx.out.line(`deleted corrupt lease ${key}; what is under ${jobPrefix(ns, job)} is now orphaned and the collector reclaims it after the staging grace`);
+  ctx.out.line(`then: compaction-lease gc schedule unpause --note "deleted corrupt lease ${key}"`);
 }
 
 interface LeaseRow {
@@ -135,14 +185,22 @@ async function listLeases(ctx: CliContext, options: { namespace?: string; status
 }
 
 export function addLeaseCommands(program: Command, ctx: CliContext): void {
-  const lease = program.command('lease').description('read job leases and what lies under their prefixes (never writes)');
+  const lease = program.command('lease').description('read job leases and what lies under their prefixes; delete a corrupt one');
   lease
     .command('show')
     .description('the decoded lease of one job, live or expired at now with the configured expiry, and the objects under its prefix')
     .argument('<namespace>', 'namespace id')
     .argument('<job>', 'job id (cmp_ + 32 hex digits)')
+    .option('--raw', 'the stored bytes as they are, with their ETag (for a corrupt lease)')
     .option('--json', 'machine-readable output')
-    .action((ns: string, job: string, options: { json?: boolean }) => showLease(ctx, ns, job, options));
+    .action((ns: string, job: string, options: { json?: boolean; raw?: boolean }) => showLease(ctx, ns, job, options));
+  lease
+    .command('delete')
+    .description('delete a corrupt lease (only a corrupt one, and only the bytes you read): its prefix becomes orphans the collector reclaims')
+    .argument('<namespace>', 'namespace id')
+    .argument('<job>', 'job id (cmp_ + 32 hex digits)')
+    .requiredOption('--etag <etag>', 'the ETag `lease show --raw` printed')
+    .action((ns: string, job: string, options: { etag: string }) => deleteCorruptLease(ctx, ns, job, options));
   lease
     .command('list')
     .description('every job prefix with the status of its lease, read page by page')

@@ -1,5 +1,7 @@
 /** The `compaction-lease` command tree, and running it to an exit code. */
 import { Command } from 'commander';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { addCompactCommands } from './compact';
 import type { CliContext } from './context';
 import { EXIT_CODES_HELP, explainFailure, type ExitCode } from './exit-codes';
@@ -12,6 +14,9 @@ Configuration comes from the environment: COMPACTION_S3_BUCKET (else the embedde
 COMPACTION_EMBEDDED_STORE), AWS_* for S3, TEMPORAL_ADDRESS / TEMPORAL_PROFILE for Temporal,
 COMPACTION_TASK_QUEUE, and the COMPACTION_*_MS timings (lease expiry decides live/expired).`;
 
+/** Read at run time: package.json sits two folders up from both src/cli and lib/cli, and outside tsc's rootDir. */
+const PACKAGE_VERSION = (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+
 export function buildProgram(ctx: CliContext): Command {
   // Output and exit settings first: subcommands copy them when they are created.
   const program = new Command('compaction-lease')
@@ -22,6 +27,7 @@ export function buildProgram(ctx: CliContext): Command {
       writeErr: (text) => text.trimEnd().split('\n').forEach((line) => ctx.out.error(line)),
       outputError: (text, write) => write(`${text.trim()} (see --help)\n`),
     })
+    .version(PACKAGE_VERSION, '-V, --version', 'the package version')
     .showSuggestionAfterError()
     .addHelpText('afterAll', `${CONFIGURATION_HELP}\n${EXIT_CODES_HELP}`);
   addCompactCommands(program, ctx);

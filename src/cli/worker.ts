@@ -13,7 +13,7 @@ async function runWorker(ctx: CliContext): Promise<void> {
   const { installRuntime } = await import('../worker/runtime.js');
   installRuntime();
   const settings = ctx.settings();
-  const store = await ctx.store();
+  const store = await ctx.store({ create: true });
   const target = ctx.temporal();
   const connection = await connectTemporal(target, () => NativeConnection.connect(target.connectionOptions));
   try {

@@ -1,7 +1,7 @@
 /** Starting compactions from the metadata service. */
 import type { Client, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { familyGroup, namespaceId } from '../keys';
-import { DEFAULT_TASK_QUEUE } from '../worker/task-queue';
+import { taskQueueFromEnv } from '../worker/task-queue';
 import type { compactionWorkflow } from '../workflows';
 import { CompactionGroup, CompactionNamespace } from '../workflows/search-attributes';
 
@@ -11,6 +11,7 @@ export const compactionWorkflowId = (ns: string, group: string): string => `comp
 export interface StartCompactionOptions {
   readonly namespaceId: string;
   readonly group: string;
+  /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`, the queue {@link createWorker} polls by default. */
   readonly taskQueue?: string;
 }
 
@@ -26,7 +27,7 @@ export async function startCompaction(client: Client, options: StartCompactionOp
     workflowId: compactionWorkflowId(ns, group),
     workflowIdConflictPolicy: 'USE_EXISTING',
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-    taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
+    taskQueue: options.taskQueue ?? taskQueueFromEnv(),
     args: [{ namespaceId: ns, group }],
     staticSummary: `Compact group ${group} of namespace ${ns} under a lease`,
     staticDetails:
@@ -39,3 +40,7 @@ export async function startCompaction(client: Client, options: StartCompactionOp
   });
 }
 export * from './schedule';
+export * from './gc-pass';
+export * from './search-attributes';
+export * from './workers';
+export { connectClientFromEnv } from './connect';

@@ -6,7 +6,7 @@
  */
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleDescription, type ScheduleHandle } from '@temporalio/client';
 import type { Duration } from '@temporalio/common';
-import { DEFAULT_TASK_QUEUE } from '../worker/task-queue';
+import { taskQueueFromEnv } from '../worker/task-queue';
 import type { GcOptions, gcWorkflow } from '../workflows/gc';
 
 export const DEFAULT_GC_SCHEDULE_ID = 'compaction-gc';
@@ -18,6 +18,7 @@ export type GcCadence =
 
 export type GcScheduleOptions = GcCadence & {
   readonly scheduleId?: string;
+  /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`. */
   readonly taskQueue?: string;
   /** How late a missed pass may still start (after a server outage); later ones are skipped. */
   readonly catchupWindow?: Duration;
@@ -35,7 +36,7 @@ export async function ensureGcSchedule(client: Client, options: GcScheduleOption
     type: 'startWorkflow' as const,
     workflowType: 'gcWorkflow',
     workflowId: `${id}-pass`,
-    taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
+    taskQueue: options.taskQueue ?? taskQueueFromEnv(),
     args: [options.pass ?? {}] as Parameters<typeof gcWorkflow>,
     staticSummary: `Collector pass${options.pass?.dryRun ? ' (dry run)' : ''}: claim expired compaction leases and reclaim what no one owns`,
     staticDetails:

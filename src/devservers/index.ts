@@ -2,5 +2,5 @@ export { startMinio, type MinioOptions } from './minio';
 export { startMoto, type MotoOptions } from './moto';
 export { freePort } from './ports';
 export type { S3Endpoint, S3Server } from './s3';
-export { SEARCH_ATTRIBUTES, type SearchAttributeType } from './search-attributes';
+export { SEARCH_ATTRIBUTES, type SearchAttributeType } from '../client/search-attributes';
 export { startTemporalDevServer, type TemporalDevServer, type TemporalDevServerOptions } from './temporal';

@@ -4,7 +4,7 @@ import { Connection } from '@temporalio/client';
 import { freePort } from './ports';
 import { startServer } from './process';
 import { PROVISION_HINT, provisionCache } from './provisioned';
-import { indexedValueType, type SearchAttributeType } from './search-attributes';
+import { registerSearchAttributes, type SearchAttributeType } from '../client/search-attributes';
 
 export interface TemporalDevServerOptions {
   /** Default: env TEMPORAL_CLI, else what scripts/provision.sh installs, else `temporal` on PATH. */
@@ -55,14 +55,7 @@ async function probe(address: string, namespace: string, searchAttributes: Recor
   try {
     return await connection.withDeadline(Date.now() + 2_000, async () => {
       await connection.workflowService.getSystemInfo({});
-      const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
-      const missing = Object.entries(searchAttributes).filter(([name]) => customAttributes?.[name] === undefined);
-      if (missing.length === 0) return true;
-      await connection.operatorService.addSearchAttributes({
-        namespace,
-        searchAttributes: Object.fromEntries(missing.map(([name, type]) => [name, indexedValueType(type)])),
-      });
-      return false;
+      return (await registerSearchAttributes(connection, namespace, searchAttributes)).length === 0;
     });
   } finally {
     await connection.close();

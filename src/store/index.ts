@@ -1,5 +1,6 @@
+import { existsSync } from 'node:fs';
 import { createEmbeddedObjectStore, EMBEDDED_ENV } from './embedded';
-import type { ObjectStore } from './port';
+import { StoreConfigError, type ObjectStore } from './port';
 import { createS3ObjectStore, S3_ENV, s3OptionsFromEnv } from './s3';
 
 export * from './port';
@@ -9,8 +10,20 @@ export { createEmbeddedObjectStore, EMBEDDED_ENV, type EmbeddedStoreOptions } fr
 /** The default embedded store file, relative to the working directory. */
 export const DEFAULT_EMBEDDED_PATH = 'data/store.sqlite';
 
-/** S3 when `COMPACTION_S3_BUCKET` is set, else the embedded store at `COMPACTION_EMBEDDED_STORE` (default `./data/store.sqlite`). */
-export function objectStoreFromEnv(env: NodeJS.ProcessEnv = process.env, operationDeadlineMs?: number): ObjectStore {
+/**
+ * S3 when `COMPACTION_S3_BUCKET` is set, else the embedded store at `COMPACTION_EMBEDDED_STORE`
+ * (default `./data/store.sqlite`). `existing`: the store is only read (or is one a worker made),
+ * so an embedded store file that is not there is a {@link StoreConfigError}, never a new empty store.
+ */
+export function objectStoreFromEnv(env: NodeJS.ProcessEnv = process.env, operationDeadlineMs?: number, options: { existing?: boolean } = {}): ObjectStore {
   if (env[S3_ENV.bucket]) return createS3ObjectStore({ ...s3OptionsFromEnv(env), operationDeadlineMs });
-  return createEmbeddedObjectStore({ path: env[EMBEDDED_ENV] || DEFAULT_EMBEDDED_PATH });
+  const path = env[EMBEDDED_ENV] || DEFAULT_EMBEDDED_PATH;
+  if (options.existing && !existsSync(path)) {
+    throw new StoreConfigError(
+      EMBEDDED_ENV,
+      `no embedded store at ${path} (${S3_ENV.bucket} is unset, so the store is the SQLite file ${EMBEDDED_ENV}): ` +
+        `point ${EMBEDDED_ENV} at the file your workers use, or set ${S3_ENV.bucket}`,
+    );
+  }
+  return createEmbeddedObjectStore({ path });
 }

@@ -359,6 +359,14 @@ class S3ObjectStore implements ObjectStore {
         { cause: err },
       );
     }
+    // The SDK's default chain found no credentials at all: no request was sent, so this is configuration, not an outage.
+    if (name === 'CredentialsProviderError') {
+      return new StoreConfigError(
+        'AWS credentials',
+        'no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run with a role (web identity, container or instance credentials)',
+        { cause: err },
+      );
+    }
     if (name === 'AccessDenied' || status === 403) return this.accessDenied(key, err);
     if (name === 'PermanentRedirect' || name === 'AuthorizationHeaderMalformed' || status === 301) {
       return new StoreConfigError('AWS_REGION', `bucket ${this.bucket} is in another region than configured (AWS_REGION)`, { cause: err });

@@ -5,21 +5,29 @@ import { createActivities } from '../activities';
 import type { Compactor } from '../compactor';
 import { SettingsError, type CompactionSettings } from '../config';
 import type { ObjectStore } from '../store';
-import { DEFAULT_TASK_QUEUE } from './task-queue';
+import { temporalTarget } from './connect';
+import { taskQueueFromEnv } from './task-queue';
 
-export { DEFAULT_TASK_QUEUE };
-
+export { DEFAULT_TASK_QUEUE, TASK_QUEUE_ENV, taskQueueFromEnv } from './task-queue';
+export { installRuntime, LOG_LEVEL_ENV, METRICS_ENV } from './runtime';
+export { temporalTarget, type TemporalTarget } from './connect';
 
 export interface CreateWorkerOptions {
   readonly store: ObjectStore;
   readonly settings: CompactionSettings;
   readonly connection: NativeConnection;
+  /** Default: the Temporal namespace the environment names (`TEMPORAL_NAMESPACE`, profile), else `default`. */
   readonly namespace?: string;
+  /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`: the queue `startCompaction` and the CLI start on. */
   readonly taskQueue?: string;
   /** Test-only: what the compaction activity runs instead of the reference compactor (e.g. `waitingCompactor` in bench/scale.ts). */
   readonly compactor?: Compactor;
-  /** Passed through to `Worker.create` (slots, identity, bundle, …). */
+  /** Passed through to `Worker.create` (slots, identity, bundle, …) over `COMPACTION_WORKER_ACTIVITY_SLOTS`. */
   readonly workerOptions?: Partial<WorkerOptions>;
+  /** Where the one line naming the worker's task queue and store goes; default `console.log`. */
+  readonly log?: (line: string) => void;
+  /** Names the Temporal server in that line (e.g. `127.0.0.1:7233/default`). */
+  readonly serverLabel?: string;
 }
 
 /**
@@ -33,12 +41,19 @@ export const DEFAULT_ACTIVITY_SLOTS = 21_000;
 /** The workflows' folder, for `bundleWorkflowCode` and replay. */
 export const WORKFLOWS_PATH = join(__dirname, '..', 'workflows');
 
+/**
+ * A worker of every workflow and activity, its store's access verified first. Unset options mean
+ * what they mean to the CLI and the worker process (task queue, namespace, activity slots from the
+ * environment), and the store it writes to is logged once: an unset `COMPACTION_S3_BUCKET` means a local file.
+ */
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
   await options.store.verifyAccess();
-  return Worker.create({
+  const namespace = options.namespace ?? temporalTarget().namespace;
+  const taskQueue = options.taskQueue ?? taskQueueFromEnv();
+  const worker = await Worker.create({
     connection: options.connection,
-    namespace: options.namespace ?? 'default',
-    taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
+    namespace,
+    taskQueue,
     // A folder, so the bundler finds index.ts in the sources and index.js in the build.
     ...(options.workerOptions?.workflowBundle ? {} : { workflowsPath: WORKFLOWS_PATH }),
     activities: createActivities({ store: options.store, settings: options.settings, compactor: options.compactor }),
@@ -46,8 +61,12 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     // lease keeper would stop up to 0.8 × heartbeat timeout after publication asked it to.
     maxHeartbeatThrottleInterval: '5 seconds',
     maxConcurrentActivityTaskExecutions: DEFAULT_ACTIVITY_SLOTS,
+    ...workerOptionsFromEnv(),
     ...options.workerOptions,
   });
+  const log = options.log ?? console.log;
+  log(`worker ${options.settings.ownerId} on ${options.serverLabel ?? `Temporal namespace ${namespace}`}, task queue ${taskQueue}, store ${options.store.description}`);
+  return worker;
 }
 
 export const ACTIVITY_SLOTS_ENV = 'COMPACTION_WORKER_ACTIVITY_SLOTS';
@@ -62,10 +81,7 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Part
 }
 
 /** Creates a worker and runs it until the Runtime's shutdown signals (SIGINT, SIGTERM): the entry points of worker processes share this. */
-export async function serveWorker(options: CreateWorkerOptions & { serverLabel: string; log: (line: string) => void }): Promise<void> {
-  const taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
-  const workerOptions = { ...workerOptionsFromEnv(), ...options.workerOptions };
-  const worker = await createWorker({ ...options, taskQueue, workerOptions });
-  options.log(`worker ${options.settings.ownerId} on ${options.serverLabel}, task queue ${taskQueue}, store ${options.store.description}`);
+export async function serveWorker(options: CreateWorkerOptions): Promise<void> {
+  const worker = await createWorker(options);
   await worker.run();
 }

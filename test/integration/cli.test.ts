@@ -168,8 +168,20 @@ describe('compaction-lease CLI', () => {
     });
     expect((await cli('gc', 'schedule', 'pause', '--schedule-id', scheduleId, '--note', 'cli test')).code).toBe(0);
     expect(json(await cli('gc', 'schedule', 'describe', '--schedule-id', scheduleId, '--json'))).toMatchObject({ paused: true, note: 'cli test' });
-    const missing = await cli('gc', 'schedule', 'describe', '--schedule-id', uniqueId('absent'));
+    const absent = uniqueId('absent');
+    const missing = await cli('gc', 'schedule', 'describe', '--schedule-id', absent);
     expect(missing.code).toBe(3);
+    expect(missing.stderr).toBe(`no schedule ${absent}: create it with \`compaction-lease gc schedule ensure --schedule-id ${absent}\`\n`);
+  });
+
+  it('gc run --wait with no worker on the task queue says so within --worker-timeout: exit 1, one line', async () => {
+    const unpolled = uniqueId('cli-unpolled');
+    const run = await finished(spawnCli(['gc', 'run', '--dry-run', '--namespace', ns, '--wait', '--worker-timeout', '1s'], unpolled));
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(
+      new RegExp(`^no worker polls task queue ${unpolled} in Temporal namespace default \\(waited 1s\\): start one on it .*; compaction-gc-run-\\S+ is started and runs when a worker polls\n$`),
+    );
+    await client.workflow.getHandle(run.stderr.match(/(compaction-gc-run-\S+) is started/)?.[1] as string).terminate('no worker: test done');
   });
 
   it('an invalid namespace is a usage error: exit 2 and one line naming the grammar', async () => {

@@ -1,5 +1,6 @@
 /** Bad settings give a typed error that names the setting, before anything is written. */
 import { S3Client } from '@aws-sdk/client-s3';
+import { CredentialsProviderError } from '@smithy/core/config';
 import { describe, expect, inject, it } from 'vitest';
 import { createS3ObjectStore, objectStoreFromEnv, s3OptionsFromEnv, StoreConfigError } from '../../src/store';
 import { freePort } from '../../src/devservers';
@@ -20,6 +21,16 @@ describe('store configuration errors', () => {
     const store = createS3ObjectStore({ bucket, client });
     await expect(store.verifyAccess()).rejects.toThrow(StoreConfigError);
     await expect(store.get('k')).rejects.toThrow(/AWS_SECRET_ACCESS_KEY/);
+  });
+
+  it('no credentials anywhere in the chain is a configuration error naming the credential settings, not an outage', async () => {
+    const minio = inject('minio');
+    const bucket = await createTestBucket(minio);
+    // What the SDK's default chain throws when every provider came up empty.
+    const credentials = () => Promise.reject(new CredentialsProviderError('Could not load credentials from any providers', false));
+    const store = createS3ObjectStore({ bucket, client: new S3Client({ ...s3ClientConfig(minio), credentials }) });
+    await expect(store.verifyAccess()).rejects.toThrow(StoreConfigError);
+    await expect(store.get('k')).rejects.toThrow(/no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE/);
   });
 
   it('an unreachable endpoint names AWS_ENDPOINT_URL_S3', async () => {

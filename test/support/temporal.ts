@@ -60,6 +60,7 @@ export async function startTestWorker(
     connection,
     taskQueue,
     workerOptions: { shutdownGraceTime: '2 seconds', workflowBundle: await workflowBundle() },
+    log: () => {},
   });
   const running = worker.run();
   return {

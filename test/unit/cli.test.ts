@@ -1,16 +1,17 @@
 /** The CLI without servers: argument parsing, exit codes, and lease reads over an embedded store. */
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { ScheduleNotFoundError, WorkflowFailedError } from '@temporalio/client';
+import { dirname, join } from 'node:path';
+import { ScheduleNotFoundError, WorkflowFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, RetryState } from '@temporalio/common';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CliError, ExitCode, explainFailure, TemporalUnreachableError } from '../../src/cli/exit-codes';
-import type { CliContext } from '../../src/cli/context';
+import { contextFromEnv, type CliContext } from '../../src/cli/context';
+import { parseCron } from '../../src/cli/gc-schedule';
 import { prefixStatus } from '../../src/cli/lease';
 import { runCli } from '../../src/cli/program';
 import { resolveSettings, SettingsError, TimingConfigError } from '../../src/config';
-import { InvalidKeyError, jobId, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
+import { InvalidKeyError, jobId, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
 import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease';
 import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, type ObjectStore } from '../../src/store';
 
@@ -34,8 +35,8 @@ afterEach(async () => {
   for (const store of stores.splice(0)) await store.close();
 });
 
-/** Runs the CLI on a context whose store is `store` (none: any use fails the test) and which has no Temporal. */
-async function cli(argv: string[], store?: ObjectStore): Promise<Run> {
+/** Runs the CLI on a context whose store is `store` (none: any use fails the test) and whose Temporal is `client` (none: any use fails). */
+async function cli(argv: string[], store?: ObjectStore, client?: Client): Promise<Run> {
   const stdout: string[] = [];
   const stderr: string[] = [];
   const ctx: CliContext = {
@@ -43,7 +44,7 @@ async function cli(argv: string[], store?: ObjectStore): Promise<Run> {
     settings: () => settings,
     store: async () => store ?? expect.fail('the command opened the store'),
     temporal: () => expect.fail('the command needed Temporal'),
-    client: async () => expect.fail('the command connected to Temporal'),
+    client: async () => client ?? expect.fail('the command connected to Temporal'),
     taskQueue: () => 'unit',
     nowMs: () => NOW,
     close: async () => {},
@@ -178,5 +179,138 @@ describe('cli lease reads', () => {
     const table = await cli(['lease', 'list'], store);
     expect(table.stdout[0]).toMatch(/^NAMESPACE\s+JOB\s+STATUS\s+OWNER\s+HEARTBEAT$/);
     expect(table.stdout.find((l) => l.includes(live))).toMatch(/\bactive\b/);
+  });
+});
+
+describe('cli small frictions', () => {
+  it('--version prints the package version and exits 0', async () => {
+    const run = await cli(['--version']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toEqual([(JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version]);
+  });
+
+  it('gc schedule ensure --cron with a malformed expression is a usage error before Temporal is asked', async () => {
+    const run = await cli(['gc', 'schedule', 'ensure', '--cron', 'not a cron']);
+    expect(run.code).toBe(ExitCode.usage);
+    expect(run.stderr.join('\n')).toMatch(/"not a cron" is not a cron expression/);
+  });
+
+  it.each(['*/15 * * * *', '0 0 * * 1-5', '@daily', '0 */2 * * * *'])('gc schedule accepts the cron expression %s', (expr) => {
+    expect(parseCron(expr)).toBe(expr);
+  });
+});
+
+describe('cli operator paths', () => {
+  const ns = namespaceId('unit');
+  const corruptLease = async (store: ObjectStore) => {
+    const job = newJobId();
+    const { etag } = await store.put(leaseKey(ns, job), new TextEncoder().encode('{"half a lease'));
+    return { job, etag, key: leaseKey(ns, job) };
+  };
+
+  it('lease show --raw prints a corrupt lease\'s bytes as stored, with its ETag', async () => {
+    const store = embeddedStore();
+    const { job, etag, key } = await corruptLease(store);
+    const run = await cli(['lease', 'show', ns, job, '--raw', '--json'], store);
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout.join('\n'))).toMatchObject({ key, etag, size: 14, body: '{"half a lease' });
+    const text = await cli(['lease', 'show', ns, job, '--raw'], store);
+    expect(text.stdout).toContain('{"half a lease');
+    expect(text.stdout).toContainEqual(expect.stringMatching(new RegExp(`^etag\\s+${etag.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`)));
+  });
+
+  it('lease delete removes a corrupt lease read at that ETag, and says how to unpause the schedule', async () => {
+    const store = embeddedStore();
+    const { job, etag, key } = await corruptLease(store);
+    const run = await cli(['lease', 'delete', ns, job, '--etag', etag], store);
+    expect(run.code, run.stderr.join('\n')).toBe(0);
+    expect(run.stdout).toEqual([
+      `deleted corrupt lease ${key}; what is under ${jobPrefix(ns, job)} is now orphaned and the collector reclaims it after the staging grace`,
+      `then: compaction-lease gc schedule unpause --note "deleted corrupt lease ${key}"`,
+    ]);
+    await expect(store.head(key)).rejects.toThrow('not found');
+  });
+
+  it('lease delete of a corrupt lease whose ETag changed exits 1 and deletes nothing', async () => {
+    const store = embeddedStore();
+    const { job, etag, key } = await corruptLease(store);
+    const run = await cli(['lease', 'delete', ns, job, '--etag', 'stale'], store);
+    expect(run.code).toBe(ExitCode.failed);
+    expect(run.stderr).toEqual([`lease ${key} has ETag ${etag}, not stale: it changed since it was read; read it again with \`compaction-lease lease show ${ns} ${job} --raw\``]);
+    expect((await store.head(key)).etag).toBe(etag);
+  });
+
+  it('lease delete of a valid lease exits 2: only corrupt leases are deleted by hand', async () => {
+    const store = embeddedStore();
+    const job = newJobId();
+    const { etag } = await store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w1', nowMs: NOW })));
+    const run = await cli(['lease', 'delete', ns, job, '--etag', etag], store);
+    expect(run.code).toBe(ExitCode.usage);
+    expect(run.stderr).toEqual([
+      `lease ${leaseKey(ns, job)} is active, not corrupt: \`lease delete\` removes only corrupt leases; the collector claims expired ones and a live one belongs to its job`,
+    ]);
+  });
+
+  it('lease delete of a missing lease exits 3', async () => {
+    const job = newJobId();
+    const run = await cli(['lease', 'delete', ns, job, '--etag', 'x'], embeddedStore());
+    expect(run.code).toBe(ExitCode.notFound);
+    expect(run.stderr).toEqual([`no lease at ${leaseKey(ns, job)}. List the namespace's jobs with \`compaction-lease lease list --namespace ${ns}\``]);
+  });
+
+  it.each([[['lease', 'list']], [['lease', 'show', 'unit', 'cmp_0123456789abcdef0123456789abcdef']], [['lease', 'delete', 'unit', 'cmp_0123456789abcdef0123456789abcdef', '--etag', 'x']]])(
+    '%j on an embedded store that does not exist exits 4 and creates nothing',
+    async (argv) => {
+      const path = join(mkdtempSync(join(tmpdir(), 'cli-missing-')), 'no', 'such', 'store.sqlite');
+      const stderr: string[] = [];
+      const code = await runCli(argv, contextFromEnv({ COMPACTION_EMBEDDED_STORE: path }, { line: () => {}, error: (t) => stderr.push(t) }));
+      expect(code).toBe(ExitCode.config);
+      expect(stderr).toEqual([
+        `no embedded store at ${path} (COMPACTION_S3_BUCKET is unset, so the store is the SQLite file COMPACTION_EMBEDDED_STORE): point COMPACTION_EMBEDDED_STORE at the file your workers use, or set COMPACTION_S3_BUCKET`,
+      ]);
+      expect(existsSync(dirname(dirname(path)))).toBe(false);
+    },
+  );
+
+  it('a missing schedule is named by its id, not the scheduler\'s internal workflow id', () => {
+    const err = new ScheduleNotFoundError('workflow not found for ID: temporal-sys-scheduler:nightly', 'nightly');
+    expect(explainFailure(err)).toEqual({ exitCode: ExitCode.notFound, line: 'no schedule nightly: create it with `compaction-lease gc schedule ensure --schedule-id nightly`' });
+    expect(explainFailure(new ScheduleNotFoundError('…', 'compaction-gc')).line).toBe('no schedule compaction-gc: create it with `compaction-lease gc schedule ensure`');
+  });
+
+  /** A client on which workflows start, `pollers` poll the task queue, and every result is `result`. */
+  const fakeClient = (pollers: string[], result: () => Promise<unknown>) =>
+    ({
+      options: { namespace: 'default' },
+      workflow: { start: async (_type: string, options: { workflowId: string }) => ({ workflowId: options.workflowId, firstExecutionRunId: 'run-1', result }) },
+      workflowService: { describeTaskQueue: async () => ({ pollers: pollers.map((identity) => ({ identity })) }) },
+    }) as unknown as Client;
+
+  it.each([
+    [['gc', 'run', '--dry-run', '--wait', '--worker-timeout', '0s'], `compaction-gc-run-${new Date(NOW).toISOString()}`],
+    [['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--wait', '--worker-timeout', '0s'], 'compaction:unit:inodes'],
+  ])('%j with no worker polling the task queue exits 1 naming the queue, instead of waiting forever', async (argv, workflowId) => {
+    const run = await cli(argv, undefined, fakeClient([], () => new Promise(() => {})));
+    expect(run.code).toBe(ExitCode.failed);
+    expect(run.stderr).toEqual([
+      'no worker polls task queue unit in Temporal namespace default (waited 0s): start one on it (`compaction-lease worker` with COMPACTION_TASK_QUEUE=unit), ' +
+        `or point COMPACTION_TASK_QUEUE at the queue your workers poll; ${workflowId} is started and runs when a worker polls`,
+    ]);
+  });
+
+  it('gc run --wait prints each corrupt lease once, key and reason, and exits 1 for the incomplete pass', async () => {
+    const key = leaseKey(ns, newJobId());
+    const reason = `lease ${key} is corrupt: not JSON`;
+    const report = {
+      nowMs: NOW, dryRun: false, corruptNamespaces: [ns], corruptLeases: [{ key, reason }], failures: [], unrecognisedKeys: [],
+      totals: { namespaces: 1, failedNamespaces: 0, prefixesSeen: 1, live: 0, claimed: 0, orphaned: 0, corrupt: 1, failedPrefixes: 0, leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0 },
+    };
+    const failed = new WorkflowFailedError('failed', ApplicationFailure.create({ type: 'GcPassIncomplete', message: 'incomplete', details: [report] }), RetryState.NON_RETRYABLE_FAILURE);
+    const run = await cli(['gc', 'run', '--wait'], undefined, fakeClient(['w1'], () => Promise.reject(failed)));
+    expect(run.code).toBe(ExitCode.failed);
+    expect(run.stdout.filter((l) => l.includes(key))).toEqual([`corrupt lease  ${reason}`]);
+    expect(run.stderr).toEqual([
+      `collector pass compaction-gc-run-${new Date(NOW).toISOString()} incomplete (1 corrupt leases, 0 failed prefixes, 0 failed namespaces): see docs/operations.md, then run it again`,
+    ]);
   });
 });

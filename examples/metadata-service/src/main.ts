@@ -1,0 +1,37 @@
+import {
+  connectClientFromEnv,
+  ensureGcSchedule,
+  registerSearchAttributes,
+  runGcPass,
+  startCompaction,
+  startWorkerFromEnv,
+  writeInputSegment,
+} from 'compaction-lease';
+
+// A worker configured by the environment, like `compaction-lease worker`: the store (COMPACTION_S3_BUCKET,
+// else the SQLite file COMPACTION_EMBEDDED_STORE), Temporal (TEMPORAL_ADDRESS), COMPACTION_TASK_QUEUE.
+const worker = await startWorkerFromEnv();
+const client = await connectClientFromEnv();
+// Once per Temporal namespace; a dev server accepts it (Temporal Cloud: `tcld` or its console).
+await registerSearchAttributes(client.connection, client.options.namespace);
+
+// The service writes input segments; each lists itself in the namespace root.
+await writeInputSegment(worker.store, 'tenant-7', 'inodes', [
+  { key: 'inode/1', seq: 1, value: 'a' },
+  { key: 'inode/2', seq: 2, value: 'b' },
+]);
+await writeInputSegment(worker.store, 'tenant-7', 'inodes', [
+  { key: 'inode/1', seq: 3, value: 'a2' },
+  { key: 'inode/2', seq: 4, tombstone: true },
+]);
+
+const handle = await startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes' }); // idempotent per group
+const compaction = await handle.result();
+console.log(`compaction ${compaction.outcome}: ${compaction.inputs.length} inputs, ${compaction.recordsOut} records out`);
+
+await ensureGcSchedule(client, { cron: '*/15 * * * *' }); // create or update the collector's schedule
+const pass = await runGcPass(client); // one pass now; an incomplete one still returns its report
+console.log(`collector pass ${pass.complete ? 'complete' : 'incomplete'}: ${pass.report.totals.namespaces} namespaces, ${pass.report.totals.objectsDeleted} objects deleted`);
+
+await client.connection.close();
+await worker.stop();

@@ -1,0 +1,65 @@
+/**
+ * One collector pass on demand, outside the schedule, and its report as a value: a pass that ends
+ * incomplete (a corrupt lease, a failed prefix or namespace) still did work, and its report says
+ * what, so it is returned beside `complete: false` rather than left in a failure's details.
+ */
+import { WorkflowFailedError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { taskQueueFromEnv } from '../worker/task-queue';
+import type { GcOptions, GcReport, gcWorkflow } from '../workflows/gc';
+
+/** The failure type of a pass that ran to its end but did not collect every namespace cleanly; its report is the failure's first detail. */
+export const GC_PASS_INCOMPLETE = 'GcPassIncomplete';
+
+export interface GcPassOptions extends GcOptions {
+  /** Default: `compaction-gc-run-<ISO time>`. */
+  readonly workflowId?: string;
+  /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`. */
+  readonly taskQueue?: string;
+  /** Shown in the UI; default names the pass as run on demand. */
+  readonly summary?: string;
+}
+
+export type GcPassHandle = WorkflowHandleWithFirstExecutionRunId<typeof gcWorkflow>;
+
+export interface GcPassResult {
+  readonly workflowId: string;
+  readonly runId: string;
+  /** False when the pass met corrupt leases or failures: the schedule would pause on such a pass, and the report names them. */
+  readonly complete: boolean;
+  readonly report: GcReport;
+}
+
+/** Starts one pass now (workflow `gcWorkflow`), beside any schedule. */
+export function startGcPass(client: Client, options: GcPassOptions = {}): Promise<GcPassHandle> {
+  const { workflowId, taskQueue, summary, ...pass } = options;
+  return client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
+    workflowId: workflowId ?? `compaction-gc-run-${new Date().toISOString()}`,
+    taskQueue: taskQueue ?? taskQueueFromEnv(),
+    args: [pass],
+    staticSummary: summary ?? `Collector pass on demand${pass.dryRun ? ' (dry run)' : ''}${pass.namespaces ? ` over ${pass.namespaces.join(', ')}` : ''}`,
+  });
+}
+
+/** The report an incomplete pass failed with, or undefined for any other error. */
+export function gcReportOfFailure(err: unknown): GcReport | undefined {
+  const cause = err instanceof WorkflowFailedError ? err.cause : undefined;
+  return cause instanceof ApplicationFailure && cause.type === GC_PASS_INCOMPLETE ? (cause.details?.[0] as GcReport | undefined) : undefined;
+}
+
+/** Waits for a pass and returns its report, complete or not; any other failure (bad input, termination) is thrown. */
+export async function gcPassResult(handle: GcPassHandle): Promise<GcPassResult> {
+  const runId = handle.firstExecutionRunId;
+  try {
+    return { workflowId: handle.workflowId, runId, complete: true, report: await handle.result() };
+  } catch (err) {
+    const report = gcReportOfFailure(err);
+    if (!report) throw err;
+    return { workflowId: handle.workflowId, runId, complete: false, report };
+  }
+}
+
+/** Runs one pass and returns its typed report: {@link startGcPass} then {@link gcPassResult}. */
+export async function runGcPass(client: Client, options: GcPassOptions = {}): Promise<GcPassResult> {
+  return gcPassResult(await startGcPass(client, options));
+}

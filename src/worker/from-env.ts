@@ -1,0 +1,66 @@
+/**
+ * The worker configured by the environment alone, the same reading everywhere: the library's
+ * {@link startWorkerFromEnv}, the worker process (src/worker/main.ts), `compaction-lease worker` and
+ * the demo. Store: `COMPACTION_S3_*` and the AWS SDK's chain, else the embedded store; Temporal:
+ * `TEMPORAL_*` / envconfig profile; `COMPACTION_TASK_QUEUE`; timings `COMPACTION_*_MS`; the Runtime:
+ * `COMPACTION_LOG_LEVEL`, `COMPACTION_METRICS_PROMETHEUS`.
+ */
+import { NativeConnection, type Worker } from '@temporalio/worker';
+import { settingsFromEnv, type CompactionSettings } from '../config';
+import { objectStoreFromEnv, type ObjectStore } from '../store';
+import { temporalTarget, type TemporalTarget } from './connect';
+import { createWorker, type CreateWorkerOptions } from './index';
+import { installRuntime } from './runtime';
+import { taskQueueFromEnv } from './task-queue';
+
+export interface StartWorkerFromEnvOptions extends Pick<CreateWorkerOptions, 'compactor' | 'workerOptions' | 'log'> {
+  readonly env?: NodeJS.ProcessEnv;
+  /** False when the process installed its own Temporal Runtime already; `COMPACTION_LOG_LEVEL` and metrics then do not apply. */
+  readonly installRuntime?: boolean;
+  /** Settings instead of the environment's `COMPACTION_*` ones (the demo's shrunk timings). */
+  readonly settings?: CompactionSettings;
+}
+
+export interface WorkerFromEnv {
+  readonly worker: Worker;
+  readonly store: ObjectStore;
+  readonly settings: CompactionSettings;
+  readonly temporal: TemporalTarget;
+  readonly taskQueue: string;
+  /** Settles when the worker has stopped: after {@link stop}, or SIGINT / SIGTERM. */
+  readonly running: Promise<void>;
+  /** Stops polling, lets running activities finish within the grace time, then closes the connection and the store. */
+  stop(): Promise<void>;
+}
+
+/** Starts a worker configured by the environment and runs it in the background until {@link WorkerFromEnv.stop}. */
+export async function startWorkerFromEnv(options: StartWorkerFromEnvOptions = {}): Promise<WorkerFromEnv> {
+  const env = options.env ?? process.env;
+  if (options.installRuntime !== false) installRuntime(env);
+  const settings = options.settings ?? settingsFromEnv(env);
+  const temporal = temporalTarget(env);
+  const taskQueue = taskQueueFromEnv(env);
+  const connection = await NativeConnection.connect(temporal.connectionOptions);
+  const serverLabel = `${temporal.address}/${temporal.namespace}`;
+  let store: ObjectStore | undefined;
+  let worker: Worker;
+  try {
+    store = objectStoreFromEnv(env, settings.timing.operationDeadlineMs);
+    worker = await createWorker({ ...options, store, settings, connection, namespace: temporal.namespace, taskQueue, serverLabel });
+  } catch (err) {
+    await Promise.allSettled([connection.close(), store?.close()]);
+    throw err;
+  }
+  const opened = store;
+  const running = worker.run();
+  return {
+    worker, store: opened, settings, temporal, taskQueue, running,
+    async stop() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running.finally(async () => {
+        await connection.close();
+        await opened.close();
+      });
+    },
+  };
+}

@@ -1,0 +1,75 @@
+/** The library's public surface as a metadata service imports it: one reading of the environment, and a collector pass's report as a value. */
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { ApplicationFailure, RetryState } from '@temporalio/common';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import * as library from '../../src';
+import { SettingsError } from '../../src/config';
+import type { GcReport } from '../../src/workflows/gc';
+
+/** A client whose `workflow.start` and `schedule.create` record their options and do nothing else. */
+function recordingClient() {
+  const started: { taskQueue?: string; args?: unknown[] }[] = [];
+  const handle = (workflowId: string) => ({ workflowId, firstExecutionRunId: 'run-1' });
+  const client = {
+    workflow: { start: async (_type: string, options: { workflowId: string; taskQueue: string; args: unknown[] }) => (started.push(options), handle(options.workflowId)) },
+    schedule: { create: async (options: { action: { taskQueue: string } }) => (started.push({ taskQueue: options.action.taskQueue }), { scheduleId: 's' }) },
+  } as unknown as Client;
+  return { client, started };
+}
+
+afterEach(() => {
+  vi.unstubAllEnvs();
+});
+
+describe('the public API', () => {
+  it.each([
+    'SEARCH_ATTRIBUTES', 'registerSearchAttributes', 'taskQueueFromEnv', 'installRuntime', 'temporalTarget', 'connectClientFromEnv',
+    'startWorkerFromEnv', 'createWorker', 'startCompaction', 'ensureGcSchedule', 'runGcPass', 'startGcPass', 'gcPassResult',
+    'waitForWorker', 'writeInputSegment', 'objectStoreFromEnv', 'settingsFromEnv',
+  ])('exports %s', (name) => {
+    expect(library).toHaveProperty(name);
+  });
+
+  it('registers every search attribute the workflows upsert, by the type the Temporal CLI names', () => {
+    expect(library.SEARCH_ATTRIBUTES).toMatchObject({ CompactionNamespace: 'Keyword', GcObjectsDeleted: 'Int', GcDryRun: 'Bool' });
+  });
+});
+
+describe('one task queue setting for the library, the CLI and the worker', () => {
+  it('startCompaction, ensureGcSchedule and startGcPass start on COMPACTION_TASK_QUEUE when no task queue is given', async () => {
+    vi.stubEnv('COMPACTION_TASK_QUEUE', 'tq2');
+    const { client, started } = recordingClient();
+    await library.startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes' });
+    await library.ensureGcSchedule(client, { cron: '*/15 * * * *' });
+    await library.startGcPass(client, { dryRun: true });
+    expect(started.map((s) => s.taskQueue)).toEqual(['tq2', 'tq2', 'tq2']);
+    expect(library.taskQueueFromEnv()).toBe('tq2');
+  });
+
+  it('without it they all use the default queue, the one a worker polls by default', async () => {
+    vi.stubEnv('COMPACTION_TASK_QUEUE', '');
+    const { client, started } = recordingClient();
+    await library.startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes' });
+    expect(started[0]?.taskQueue).toBe(library.DEFAULT_TASK_QUEUE);
+  });
+
+  it('a COMPACTION_LOG_LEVEL that is not a level stops the worker before the Runtime is installed', () => {
+    expect(() => library.installRuntime({ COMPACTION_LOG_LEVEL: 'loud' })).toThrow(SettingsError);
+    expect(() => library.installRuntime({ COMPACTION_LOG_LEVEL: 'loud' })).toThrow('COMPACTION_LOG_LEVEL must be one of TRACE, DEBUG, INFO, WARN, ERROR, not "loud"');
+  });
+});
+
+describe('a collector pass as a value', () => {
+  const report = { nowMs: 1, dryRun: false, totals: { corrupt: 1 }, corruptNamespaces: ['tenant-8'], corruptLeases: [], failures: [], unrecognisedKeys: [] } as unknown as GcReport;
+  const handleFailingWith = (err: unknown) => ({ workflowId: 'gc-1', firstExecutionRunId: 'run-1', result: () => Promise.reject(err) }) as unknown as library.GcPassHandle;
+
+  it('an incomplete pass resolves with complete: false and the report it failed with', async () => {
+    const failed = new WorkflowFailedError('failed', ApplicationFailure.create({ type: 'GcPassIncomplete', message: 'incomplete', details: [report] }), RetryState.NON_RETRYABLE_FAILURE);
+    await expect(library.gcPassResult(handleFailingWith(failed))).resolves.toEqual({ workflowId: 'gc-1', runId: 'run-1', complete: false, report });
+  });
+
+  it('any other failure is thrown', async () => {
+    const failed = new WorkflowFailedError('failed', ApplicationFailure.nonRetryable('bad', 'InvalidInput'), RetryState.NON_RETRYABLE_FAILURE);
+    await expect(library.gcPassResult(handleFailingWith(failed))).rejects.toBe(failed);
+  });
+});

@@ -1,0 +1,41 @@
+/** The README's TypeScript is code that compiles, and its library section is the example CI runs (test/integration/example.test.ts). */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
+
+const root = join(__dirname, '..', '..');
+const readme = readFileSync(join(root, 'README.md'), 'utf8');
+const tsBlocks = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1] as string);
+
+describe('README', () => {
+  it('shows examples/metadata-service/src/main.ts as its library snippet, unchanged', () => {
+    const section = readme.slice(readme.indexOf('## Using it from a metadata service'));
+    const [snippet] = [...section.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+    expect(snippet).toBe(readFileSync(join(root, 'examples', 'metadata-service', 'src', 'main.ts'), 'utf8'));
+  });
+
+  it('has TypeScript blocks, and each type-checks as an ES module importing the package', { timeout: 120_000 }, () => {
+    expect(tsBlocks.length).toBeGreaterThan(0);
+    const dir = mkdtempSync(join(tmpdir(), 'readme-'));
+    const files = tsBlocks.map((code, i) => {
+      const file = join(dir, `block-${i}.mts`);
+      writeFileSync(file, code);
+      return file;
+    });
+    const program = ts.createProgram(files, {
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.ESNext,
+      moduleResolution: ts.ModuleResolutionKind.Bundler,
+      strict: true,
+      noEmit: true,
+      skipLibCheck: true,
+      types: ['node'],
+      typeRoots: [join(root, 'node_modules', '@types')],
+      paths: { 'compaction-lease': [join(root, 'src', 'index.ts')] },
+    });
+    const errors = ts.getPreEmitDiagnostics(program).map((d) => `${d.file?.fileName ?? ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+    expect(errors).toEqual([]);
+  });
+});
