@@ -49,6 +49,10 @@ export async function createJobLease(store: ObjectStore, job: JobRef & { ownerId
     }
     // No lease after a 409 or an unknown outcome: the create did not land (or not yet); retrying it is safe.
     if ('missing' in read && (err instanceof AmbiguousError || err instanceof ConflictError)) throw err;
+    // A 412 proves a lease stood at this fresh job id; only a collector deletes one, after claiming it. Either it
+    // was this job's own earlier create (landed, its answer lost, expired and reclaimed before this retry) or a
+    // colliding job's: either way the prefix is not this job's, and running again as a new job is the answer.
+    if ('missing' in read) throw new LeaseLostError(key, 'a lease stood here when the create was retried and has since been claimed and deleted');
     throw new JobIdCollisionError(`${key} already exists and is not this job's lease: job id collision`);
   }
 }

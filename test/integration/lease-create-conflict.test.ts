@@ -12,6 +12,7 @@ import { claimLeaseState, encodeLease } from '../../src/lease';
 import { createJobLease, JobIdCollisionError, LeaseLostError } from '../../src/protocol';
 import { ConflictError, createS3ObjectStore, NotFoundError, type ObjectStore } from '../../src/store';
 import { s3Requests, startS3FaultProxy, type S3FaultProxy } from '../support/s3-fault-proxy';
+import { interceptStore } from '../support/faults';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 
 describe('lease creation with an unclear outcome', () => {
@@ -50,5 +51,21 @@ describe('lease creation with an unclear outcome', () => {
     const retried = createJobLease(faulty, job);
     await expect(retried).rejects.toBeInstanceOf(LeaseLostError);
     await expect(retried).rejects.toThrow(/claimed/);
+  });
+
+  it('a retried create answered 412 whose lease is gone by the re-read has lost it (claimed and deleted), not collided', async () => {
+    const job = { namespaceId: namespaceId('conflict'), jobId: newJobId(), ownerId: 'job', startedAtMs: Date.now() };
+    const key = leaseKey(job.namespaceId, job.jobId);
+    // The first attempt landed but its answer was lost; between the retry's 412 and its re-read a collector claims and deletes the lease.
+    await createJobLease(direct.store, job);
+    let reclaimed = false;
+    const store = interceptStore(direct.store, async (operation) => {
+      if (operation !== 'get' || reclaimed) return;
+      reclaimed = true;
+      await direct.store.deleteMany([key]);
+    });
+    const retried = createJobLease(store, job);
+    await expect(retried).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(retried).rejects.not.toBeInstanceOf(JobIdCollisionError);
   });
 });
