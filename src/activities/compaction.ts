@@ -168,14 +168,14 @@ export function createCompactionActivities({ store, settings, compactor = compac
         ctx.heartbeat(held);
         // The stop is looked at only between refreshes: a stopped keeper has no refresh in flight
         // once it returns, so none can land beside the publication's own.
-        while (!stop.signal.aborted) {
+        for (;;) {
           // Temporal heartbeats more often than the lease is refreshed: that is how cancellation and a dead worker are noticed.
           const refreshAt = beatAtMs + timing.leaseRefreshIntervalMs;
           while (clock() < refreshAt && !stop.signal.aborted) {
             await sleepUnless(ctx, Math.min(beatEveryMs, refreshAt - clock()), stop.signal);
             ctx.heartbeat(held);
           }
-          if (stop.signal.aborted) break;
+          if (stop.signal.aborted) return { stopped: 'work ended' };
           const started = performance.now();
           const sentAtMs = clock();
           try {
@@ -189,7 +189,6 @@ export function createCompactionActivities({ store, settings, compactor = compac
           beatAtMs = Math.min(held.lease.heartbeat_at_ms, sentAtMs);
           ctx.heartbeat(held);
         }
-        return { stopped: 'work ended' };
       } finally {
         if (keepers.get(ref.jobId) === stop) keepers.delete(ref.jobId);
       }
