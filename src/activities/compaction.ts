@@ -2,6 +2,7 @@
  * The compaction job's activities: thin translations between Temporal (heartbeats, cancellation,
  * typed failures) and the protocol and compactor modules.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { recordFence, recordRefresh } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
@@ -96,8 +97,29 @@ function attemptStore(store: ObjectStore): { store: ObjectStore; closeBodies: ()
   };
 }
 
+/** What a keeper that was stopped returns: it stopped because its job's work ended, not because the lease was lost. */
+export interface KeeperStopped {
+  readonly stopped: 'work ended';
+}
+
+/**
+ * Sleeps `ms`, ending early when `stop` aborts (resolves) or the activity is cancelled (rejects with
+ * the activity's CancelledFailure, as `Context.sleep` does).
+ */
+async function sleepUnless(ctx: Context, ms: number, stop: AbortSignal): Promise<void> {
+  try {
+    await sleep(ms, undefined, { signal: AbortSignal.any([stop, ctx.cancellationSignal]) });
+  } catch (err) {
+    if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
+    if (!stop.aborted) throw err;
+  }
+}
+
 export function createCompactionActivities({ store, settings, compactor = compactGroup }: CompactionDeps) {
   const { timing } = settings;
+  // The keepers running on this worker, by job: a job's work that ends here stops its keeper at once
+  // instead of waiting for cancellation, which reaches an activity only in a heartbeat response.
+  const keepers = new Map<MetadataCompactionId, AbortController>();
   return {
     async compactionSettings(): Promise<WorkflowSettings> {
       return {
@@ -124,41 +146,51 @@ export function createCompactionActivities({ store, settings, compactor = compac
     },
 
     /**
-     * Keeps the lease alive by CAS until cancelled, each refresh due one interval after the heartbeat
+     * Keeps the lease alive by CAS until its job's work ends on this worker (then it returns
+     * {@link KeeperStopped}) or it is cancelled, each refresh due one interval after the heartbeat
      * last written. The ETag and heartbeat it holds travel in Temporal heartbeat details, so a
      * retried attempt adopts the lease it left, and refreshes at once when that heartbeat is already
      * an interval old (its predecessor died before refreshing): waiting a full interval from its own
      * start would leave the lease unrefreshed for up to two intervals plus the heartbeat timeout.
      */
-    async holdLease(input: JobInput & { held: HeldLease }): Promise<never> {
+    async holdLease(input: JobInput & { held: HeldLease }): Promise<KeeperStopped> {
       const ctx = Context.current();
       const ref = job(input);
-      let held = (ctx.info.heartbeatDetails as HeldLease | undefined) ?? input.held;
-      const clock = attemptClock();
-      const beatEveryMs = Math.max(200, Math.min(timing.leaseRefreshIntervalMs, settings.heartbeatTimeoutMs) / 3);
-      // When the held heartbeat was written, on this attempt's clock: never later than now, since an
-      // earlier attempt's host clock may run ahead of ours (that would only postpone the refresh).
-      let beatAtMs = Math.min(held.lease.heartbeat_at_ms, clock());
-      ctx.heartbeat(held);
-      for (;;) {
-        // Temporal heartbeats more often than the lease is refreshed: that is how cancellation and a dead worker are noticed.
-        const refreshAt = beatAtMs + timing.leaseRefreshIntervalMs;
-        while (clock() < refreshAt) {
-          await ctx.sleep(Math.min(beatEveryMs, refreshAt - clock()));
+      const stop = new AbortController();
+      keepers.set(ref.jobId, stop);
+      try {
+        let held = (ctx.info.heartbeatDetails as HeldLease | undefined) ?? input.held;
+        const clock = attemptClock();
+        const beatEveryMs = Math.max(200, Math.min(timing.leaseRefreshIntervalMs, settings.heartbeatTimeoutMs) / 3);
+        // When the held heartbeat was written, on this attempt's clock: never later than now, since an
+        // earlier attempt's host clock may run ahead of ours (that would only postpone the refresh).
+        let beatAtMs = Math.min(held.lease.heartbeat_at_ms, clock());
+        ctx.heartbeat(held);
+        // The stop is looked at only between refreshes: a stopped keeper has no refresh in flight
+        // once it returns, so none can land beside the publication's own.
+        for (;;) {
+          // Temporal heartbeats more often than the lease is refreshed: that is how cancellation and a dead worker are noticed.
+          const refreshAt = beatAtMs + timing.leaseRefreshIntervalMs;
+          while (clock() < refreshAt && !stop.signal.aborted) {
+            await sleepUnless(ctx, Math.min(beatEveryMs, refreshAt - clock()), stop.signal);
+            ctx.heartbeat(held);
+          }
+          if (stop.signal.aborted) return { stopped: 'work ended' };
+          const started = performance.now();
+          const sentAtMs = clock();
+          try {
+            held = await refreshJobLease(store, ref, held, clock);
+          } catch (err) {
+            if (!(err instanceof LeaseLostError)) throw err;
+            recordFence();
+            throw ApplicationFailure.nonRetryable(err.message, 'LeaseLost');
+          }
+          recordRefresh(performance.now() - started);
+          beatAtMs = Math.min(held.lease.heartbeat_at_ms, sentAtMs);
           ctx.heartbeat(held);
         }
-        const started = performance.now();
-        const sentAtMs = clock();
-        try {
-          held = await refreshJobLease(store, ref, held, clock);
-        } catch (err) {
-          if (!(err instanceof LeaseLostError)) throw err;
-          recordFence();
-          throw ApplicationFailure.nonRetryable(err.message, 'LeaseLost');
-        }
-        recordRefresh(performance.now() - started);
-        beatAtMs = Math.min(held.lease.heartbeat_at_ms, sentAtMs);
-        ctx.heartbeat(held);
+      } finally {
+        if (keepers.get(ref.jobId) === stop) keepers.delete(ref.jobId);
       }
     },
 
@@ -190,6 +222,9 @@ export function createCompactionActivities({ store, settings, compactor = compac
           clearInterval(beat);
           return attempt.closeBodies();
         });
+      // The work is done: the keeper of this job, if it runs here, stops now (the workflow's
+      // cancellation stays the way to stop one on another worker).
+      keepers.get(ref.jobId)?.abort();
       return { outputs: outputSegmentKeys(ref, progress), progress };
     },
 

@@ -58,7 +58,8 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...(options.workerOptions?.workflowBundle ? {} : { workflowsPath: WORKFLOWS_PATH }),
     activities: createActivities({ store: options.store, settings: options.settings, compactor: options.compactor }),
     // Cancellation reaches an activity only with a heartbeat that is actually sent: without this cap a
-    // lease keeper would stop up to 0.8 × heartbeat timeout after publication asked it to.
+    // lease keeper on another worker than its work would stop up to 0.8 × heartbeat timeout after the
+    // workflow asked it to (one on the same worker is stopped by the work itself).
     maxHeartbeatThrottleInterval: '5 seconds',
     maxConcurrentActivityTaskExecutions: DEFAULT_ACTIVITY_SLOTS,
     ...workerOptionsFromEnv(),

@@ -119,9 +119,10 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   const { readGroup, createLease, publish } = proxyActivities<CompactionActivities>({ startToCloseTimeout: shortCall, retry: { ...retry, maximumAttempts } });
   // Cancelling these waits until the activity has really stopped (the SDK default, TRY_CANCEL, would not).
   // No attempt limit: their attempts include every worker restart of a job that may run for hours,
-  // so a count would end healthy jobs. The keeper ends only when cancelled or on LeaseLost, and is
-  // cancelled as soon as the work ends; the work ends on success, on a non-retryable type (missing,
-  // oversized or corrupt input, a lost lease) or when the keeper's end cancels it.
+  // so a count would end healthy jobs. The keeper ends on LeaseLost, when the work ends on its worker
+  // (it stops itself), or when cancelled as soon as the work ends elsewhere; the work ends on success,
+  // on a non-retryable type (missing, oversized or corrupt input, a lost lease) or when the keeper's
+  // failure cancels it.
   const { holdLease, compactSegments } = proxyActivities<CompactionActivities>({
     startToCloseTimeout: '7 days',
     heartbeatTimeout: settings.heartbeatTimeoutMs,
@@ -165,7 +166,8 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
       ]),
     );
     try {
-      compaction = await Promise.race([working, holding]);
+      // A keeper that completes was stopped by the work's end: the result is still the work's.
+      compaction = await Promise.race([working, holding.then(() => working)]);
     } catch (err) {
       if (!isLeaseLost(err)) throw jobFailure(err);
       lost = true;

@@ -1,6 +1,7 @@
 /** A worker process killed mid-compaction: the next worker resumes the same job from its heartbeat details. */
 import type { ChildProcess } from 'node:child_process';
 import { defaultPayloadConverter } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import type { CompactionProgress } from '../../src/compactor';
@@ -9,8 +10,9 @@ import { decodeLease } from '../../src/lease';
 import type { ObjectInfo } from '../../src/store';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, uniqueId } from '../support/temporal';
-import { spawnWorker } from '../support/worker-process';
+import { connectClient, testSettings, uniqueId } from '../support/temporal';
+import { spawnWorkerProcess } from '../support/worker-env';
+import { environmentFor, spawnWorker } from '../support/worker-process';
 
 const killed = (child: ChildProcess) => new Promise((resolve) => child.once('exit', resolve));
 
@@ -78,6 +80,65 @@ describe('compaction across a worker crash', () => {
     const finalLease = decodeLease((await fixture.store.get(leaseKey(nsId, jobId(job)))).body, { namespaceId: nsId, jobId: jobId(job) });
     expect(finalLease).toMatchObject({ status: 'active', started_at_ms: lease.started_at_ms });
     expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
+    await close();
+  });
+  it('after SIGKILL of the worker the retried keeper refreshes the lease within half the lease expiry', async () => {
+    // Default proportions (expiry 5 × refresh) at a 3 s refresh, and a 2 s heartbeat timeout: the bound is 7.5 s.
+    const settings = testSettings(3000, { targetSegmentBytes: 1024, heartbeatTimeoutMs: 2000 });
+    const { client, close } = await connectClient();
+    const ns = uniqueId('dead').toLowerCase();
+    const nsId = namespaceId(ns);
+    await writeInputs(fixture.store, ns, 'revisions', makeInputs(8, 8000, 30_000));
+    const taskQueue = uniqueId('dead-tq');
+    const first = spawnWorkerProcess(environmentFor(fixture, taskQueue, settings));
+    children.push(first);
+    const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue });
+
+    const deadline = Date.now() + 90_000;
+    const started = async () => {
+      const pending = (await handle.describe()).raw.pendingActivities ?? [];
+      return ['holdLease', 'compactSegments'].every((name) => pending.some((a) => a.activityType?.name === name && a.lastStartedTime));
+    };
+    while (!(await started())) {
+      if (Date.now() > deadline) throw new Error('the keeper and the work never started');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // A second worker already polls, as in production: the retry waits for Temporal, not for a worker to start.
+    children.push(spawnWorkerProcess(environmentFor(fixture, taskQueue, settings)));
+    const activityPollers = async () =>
+      (
+        await client.workflowService.describeTaskQueue({
+          namespace: 'default',
+          taskQueue: { name: taskQueue },
+          taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        })
+      ).pollers?.length ?? 0;
+    while ((await activityPollers()) < 2) {
+      if (Date.now() > deadline) throw new Error('the second worker never polled');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const { jobId: job } = await handle.query<{ jobId: string }>('leaseState');
+    const key = leaseKey(nsId, jobId(job));
+    const heartbeatAt = async () => decodeLease((await fixture.store.get(key)).body, { namespaceId: nsId, jobId: jobId(job) }).heartbeat_at_ms;
+
+    const killedAt = Date.now();
+    first.kill('SIGKILL');
+    await killed(first);
+    const leftAt = await heartbeatAt();
+    let refreshedAt: number | undefined;
+    while (refreshedAt === undefined) {
+      if (Date.now() - killedAt > settings.timing.leaseExpiryMs) throw new Error('no refresh within a lease expiry of the worker dying');
+      await new Promise((r) => setTimeout(r, 50));
+      if ((await heartbeatAt()) > leftAt) refreshedAt = Date.now();
+    }
+    const result = await handle.result();
+    expect(result.outcome).toBe('published');
+    const publishScheduled = (await handle.fetchHistory()).events?.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'publish');
+    const publishScheduledMs = Number(publishScheduled!.eventTime!.seconds) * 1000 + (publishScheduled!.eventTime!.nanos ?? 0) / 1e6;
+    console.log(`dead worker: the retried keeper refreshed the lease ${refreshedAt - killedAt} ms after SIGKILL (lease expiry ${settings.timing.leaseExpiryMs} ms, heartbeat timeout ${settings.heartbeatTimeoutMs} ms)`);
+    // The refresh seen was the retried keeper's, not the one at the top of the publication.
+    expect(publishScheduledMs).toBeGreaterThan(refreshedAt);
+    expect(refreshedAt - killedAt).toBeLessThanOrEqual(settings.timing.leaseExpiryMs / 2);
     await close();
   });
 });

@@ -36,8 +36,9 @@ describe('metrics', () => {
     const orphan = stagedSegmentKey(namespaceId(ns), newJobId(), newSegmentId(), 'mseg');
     await fixture.store.put(orphan, new Uint8Array(10));
     const orphanWritten = Date.now();
-    // Large enough that the lease is refreshed at least once while the work runs.
-    await writeInputs(fixture.store, ns, 'tombstones', makeInputs(6, 6000, 40_000));
+    // Large enough that the work outlasts the 1 s refresh interval several times: the keeper stops when the
+    // work ends, so it refreshes the lease only while the work runs.
+    await writeInputs(fixture.store, ns, 'tombstones', makeInputs(6, 24_000, 160_000));
     const result = await (await startCompaction(client, { namespaceId: ns, group: 'tombstones', taskQueue })).result();
     expect(result.outcome).toBe('published');
     await new Promise((r) => setTimeout(r, Math.max(0, orphanWritten + 9000 - Date.now())));

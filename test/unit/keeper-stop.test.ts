@@ -1,0 +1,46 @@
+/** The lease keeper stopped by its job's work on the same worker, over an embedded store, without Temporal. */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createCompactionActivities } from '../../src/activities/compaction';
+import { NO_PROGRESS } from '../../src/compactor';
+import { resolveSettings, shrunkTiming } from '../../src/config';
+import { jobId, namespaceId } from '../../src/keys';
+import { createEmbeddedObjectStore } from '../../src/store';
+import { gate, wrapStore } from '../support/faults';
+
+const settings = resolveSettings({ timing: shrunkTiming(300, 1000), targetSegmentBytes: 4096, heartbeatTimeoutMs: 1000 });
+const embedded = createEmbeddedObjectStore({ path: join(mkdtempSync(join(tmpdir(), 'keeper-')), 'store.sqlite') });
+afterAll(() => embedded.close());
+
+describe('a lease keeper stopped by the end of its work', () => {
+  it('completes only once its refresh in flight has settled, and writes the lease no more', async () => {
+    const job = { namespaceId: namespaceId('demo'), jobId: jobId(`cmp_${'a'.repeat(32)}`) };
+    const sent = gate();
+    const release = gate();
+    let refreshes = 0;
+    const store = wrapStore(embedded, async (operation, _args, call) => {
+      if (operation !== 'putIfMatch') return call();
+      refreshes++;
+      sent.open();
+      await release.wait;
+      return call();
+    });
+    const activities = createCompactionActivities({ store, settings, compactor: () => Promise.resolve(NO_PROGRESS) });
+    const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
+    let stopped = false;
+    const keeper = new MockActivityEnvironment().run(activities.holdLease, { ...job, held }).finally(() => (stopped = true));
+    await sent.wait;
+
+    await new MockActivityEnvironment().run(activities.compactSegments, { ...job, group: 'bindings', inputs: [] });
+    await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
+    expect(stopped, 'the keeper returned with its refresh in flight').toBe(false);
+    release.open();
+    expect(await keeper).toEqual({ stopped: 'work ended' });
+    const written = refreshes;
+    await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
+    expect(refreshes).toBe(written);
+  });
+});
