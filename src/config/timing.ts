@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { describeIssues } from '../envelope';
+import { ACTIVITY_BACKOFF } from './retry';
 
 export interface Timing {
   /** How often a job refreshes its lease; longer than one S3 operation including retries. */
@@ -99,9 +100,9 @@ function timingViolations(t: Timing): string[] {
 
 /**
  * How long the compaction workflow waits before it retries a lease keeper that Temporal timed out:
- * the first interval of its activity retry policy (`src/workflows/compaction.ts`).
+ * the first interval of its activities' retry policy, read from that policy.
  */
-export const KEEPER_RETRY_DELAY_MS = 1_000;
+export const KEEPER_RETRY_DELAY_MS = ACTIVITY_BACKOFF.initialIntervalMs;
 
 /**
  * The shortest lease expiry under which no healthy job expires between two refreshes, with the

@@ -20,7 +20,7 @@ import type { CompactionActivities, CompactionOutput } from '../activities/compa
 import type { HeldLease } from '../protocol';
 import type { NON_RETRYABLE_TYPES } from '../activities/failures';
 import { familyGroup, InvalidKeyError, namespaceId, newJobId, rootKey, type MetadataCompactionId } from '../keys';
-import { ACTIVITY_BACKOFF, attemptsSpanning } from './retry';
+import { ACTIVITY_BACKOFF, attemptsSpanning } from '../config/retry';
 import { CompactionGroup, CompactionJobId, CompactionNamespace, CompactionOutcome } from './search-attributes';
 
 export interface CompactionInput {

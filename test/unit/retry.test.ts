@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { resolveTiming } from '../../src/config';
-import { ACTIVITY_BACKOFF, attemptsSpanning } from '../../src/workflows/retry';
+import { ACTIVITY_BACKOFF, attemptsSpanning } from '../../src/config/retry';
 
 /** The waits before attempts 2…n of the backoff. */
 const waitsOf = (attempts: number): number[] =>

@@ -1,6 +1,7 @@
 /**
  * The retry policy of the compaction's activities, and how many attempts a short activity gets.
- * Pure, so the bound is tested apart from Temporal.
+ * Pure and import-free, so workflow code imports it directly and the timing rules read the same
+ * first interval; the bound is tested apart from Temporal.
  */
 
 export interface Backoff {
