@@ -7,104 +7,47 @@ import { Context } from '@temporalio/activity';
 import { recordClaim, recordReclaim } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
 import type { CompactionSettings } from '../config';
-import { jobId, leaseKey, namespaceId, type MetadataCompactionId, type NamespaceId } from '../keys';
+import { namespaceId } from '../keys';
 import {
-  claimLease,
-  deleteLease,
-  findRootProblem,
-  listJobPrefixes,
+  executeOnStore,
   listNamespaces,
   reclaimPositionFrom,
-  reclaimPrefix,
-  surveyLease,
+  START_OF_WALK,
   type ChildrenPage,
-  type ClaimOutcome,
+  type CollectorCommand,
+  type CollectorResult,
+  type PassRules,
   type ReclaimPosition,
   type ReclaimTally,
-  type RootProblem,
-} from '../protocol/collector';
-import { leaseReadOf, readLease, type JobRef } from '../protocol/lease-read';
-import { inBatches } from '../store/batches';
+} from '../protocol';
 import type { ObjectStore } from '../store';
 import { toFailure } from './failures';
+
+export type { CorruptLease } from '../protocol';
 
 export interface GcDeps {
   readonly store: ObjectStore;
   readonly settings: CompactionSettings;
 }
 
-/** The worker's settings the collector workflows need; read once through a local activity, so replay sees the same values. */
+/**
+ * The worker's settings a pass takes once, when it starts, through a local activity: the rules
+ * travel in the pass's input from then on, so every activity of the pass decides by the same ones.
+ */
 export interface GcWorkflowSettings {
   readonly operationDeadlineMs: number;
   readonly heartbeatTimeoutMs: number;
+  readonly leaseExpiryMs: number;
+  readonly stagingGraceMs: number;
 }
 
-export interface PrefixInput {
+/** A command of a namespace's pass plan, with the pass's rules. */
+export interface CommandInput<C extends CollectorCommand> {
   readonly namespaceId: string;
-  readonly jobId: string;
+  readonly rules: PassRules;
+  readonly command: C;
 }
-
-export interface PassInput {
-  /** The pass's fixed clock. */
-  readonly nowMs: number;
-  readonly dryRun: boolean;
-}
-
-export interface ReclaimInput extends PrefixInput, PassInput {
-  readonly keysPerFlush: number;
-  readonly reportLimit: number;
-}
-
-export interface CorruptLease {
-  readonly key: string;
-  readonly reason: string;
-}
-
-/** A job prefix a survey left for the pass to collect; an `expired` one is claimed with what the survey read. */
-export type SurveyedPrefix =
-  | { readonly jobId: string; readonly owner: 'none' | 'collector' }
-  | ({ readonly jobId: string; readonly owner: 'expired' } & SeenLease);
-
-/** One read of every lease of a page of job prefixes, decided at the pass's clock. */
-export interface LeaseSurvey {
-  readonly corrupt: CorruptLease[];
-  /** Live leases: retained, and nothing more to do for them in this pass. */
-  readonly live: number;
-  readonly toCollect: SurveyedPrefix[];
-}
-
-/**
- * An expired lease as a survey read it, handed to the claim so it needs no second GET: the claim's
- * CAS uses this ETag, and `lease` is the text read, so the claim writes exactly what a fresh GET
- * would have led to.
- */
-export interface SeenLease {
-  readonly etag: string;
-  readonly lease: string;
-}
-
-/** Leases read in parallel by one scan: the DeleteObjects parallelism of the S3 adapter, for the same reason. */
-const SCAN_CONCURRENCY = 8;
-
-/** Reads the lease of every job of a page, {@link SCAN_CONCURRENCY} at a time, heartbeating after each read. */
-async function eachLease<T>(ns: NamespaceId, jobIds: readonly string[], read: (job: JobRef) => Promise<T>): Promise<T[]> {
-  const ctx = Context.current();
-  const pages = await inBatches(jobIds, 1, SCAN_CONCURRENCY, (batch) =>
-    Promise.all(
-      batch.map(async (id) => {
-        const result = await read({ namespaceId: ns, jobId: jobId(id) });
-        ctx.heartbeat();
-        return result;
-      }),
-    ),
-  );
-  return pages.flat();
-}
-
-const prefixOf = (input: PrefixInput): { namespaceId: NamespaceId; jobId: MetadataCompactionId } => ({
-  namespaceId: namespaceId(input.namespaceId),
-  jobId: jobId(input.jobId),
-});
+type Input<K extends CollectorCommand['kind']> = CommandInput<Extract<CollectorCommand, { kind: K }>>;
 
 /** A failed walk still deleted what it deleted: its tally rides on the failure, so the pass can report it. */
 function withTally(err: unknown, tally: ReclaimTally): unknown {
@@ -113,67 +56,48 @@ function withTally(err: unknown, tally: ReclaimTally): unknown {
   return ApplicationFailure.create({ type: failure.type ?? err.name, message: failure.message, nonRetryable: failure.nonRetryable === true, cause: err, details: [tally] });
 }
 
+type ResultOf<K extends CollectorCommand['kind']> = Extract<
+  CollectorResult,
+  { kind: { listJobPrefixes: 'listed'; readRoot: 'rootRead'; surveyLeases: 'surveyed'; claimLease: 'claimed'; reclaimPrefix: 'reclaimed'; deleteLease: 'leaseDeleted' }[K] }
+>;
+
 export function createGcActivities({ store, settings }: GcDeps) {
   const { timing } = settings;
+  /** Every command runs through the same executor as a pass run without Temporal. */
+  const run = async <K extends CollectorCommand['kind']>(input: Input<K>, progress?: Parameters<typeof executeOnStore>[4]): Promise<ResultOf<K>> =>
+    (await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, progress)) as ResultOf<K>;
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {
-      return { operationDeadlineMs: timing.operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs };
+      const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs } = timing;
+      return { operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs };
     },
 
     async listNamespaces(input: { after?: string; limit: number }): Promise<ChildrenPage<string>> {
       return listNamespaces(store, input.after, input.limit);
     },
 
-    async listJobPrefixes(input: { namespaceId: string; after?: string; limit: number }): Promise<ChildrenPage<string>> {
-      return listJobPrefixes(store, namespaceId(input.namespaceId), input.after, input.limit);
-    },
+    listJobPrefixes: (input: Input<'listJobPrefixes'>) => run(input),
 
     /** Reads the namespace's root once; a problem (missing, corrupt, unreadable) skips the namespace for the pass. */
-    async findRootProblem(input: { namespaceId: string }): Promise<RootProblem | null> {
-      return (await findRootProblem(store, namespaceId(input.namespaceId))) ?? null;
+    readRoot: (input: Input<'readRoot'>) => run(input),
+
+    /** Reads the leases of one page once and decides each owner at the pass's clock, claiming nothing; heartbeats after each read. */
+    async surveyLeases(input: Input<'surveyLeases'>) {
+      const ctx = Context.current();
+      const result = await run(input, { resume: START_OF_WALK, onProgress: () => {}, onRead: () => ctx.heartbeat() });
+      for (const { owner } of result.prefixes) recordClaim(owner, input.rules.dryRun);
+      return result;
     },
 
-    /**
-     * Reads the leases of one page of job prefixes and reports the corrupt ones. Read-only: a
-     * namespace with a corrupt lease is found out before its pass claims or deletes anything.
-     */
-    async findCorruptLeases(input: { namespaceId: string; jobIds: string[] }): Promise<CorruptLease[]> {
-      const reads = await eachLease(namespaceId(input.namespaceId), input.jobIds, async (job) => ({ job, read: await readLease(store, job) }));
-      return reads.flatMap(({ job, read }) => ('corrupt' in read ? [{ key: leaseKey(job.namespaceId, job.jobId), reason: read.corrupt }] : []));
-    },
-
-    /**
-     * Reads the leases of one page of job prefixes once and decides each owner at the pass's clock,
-     * claiming nothing: live ones are only counted, the rest are handed back to be collected.
-     */
-    async surveyLeases(input: { namespaceId: string; jobIds: string[] } & PassInput): Promise<LeaseSurvey> {
-      const clock = { nowMs: input.nowMs, leaseExpiryMs: timing.leaseExpiryMs };
-      const outcomes = await eachLease(namespaceId(input.namespaceId), input.jobIds, async (job) => ({ job, outcome: await surveyLease(store, job, clock) }));
-      const survey: { corrupt: CorruptLease[]; live: number; toCollect: SurveyedPrefix[] } = { corrupt: [], live: 0, toCollect: [] };
-      for (const { job, outcome } of outcomes) {
-        if (outcome.owner === 'expired') {
-          survey.toCollect.push({ jobId: job.jobId, owner: 'expired', etag: outcome.read.etag, lease: new TextDecoder().decode(outcome.read.bytes) });
-          continue;
-        }
-        recordClaim(outcome, input.dryRun);
-        if (outcome.owner === 'corrupt') survey.corrupt.push({ key: outcome.key, reason: outcome.reason });
-        else if (outcome.owner === 'job') survey.live++;
-        else survey.toCollect.push({ jobId: job.jobId, owner: outcome.owner });
-      }
-      return survey;
-    },
-
-    /** Claims the prefix; with `seen` (a survey's read of an expired lease) the claim is one CAS, no GET. */
-    async claimLease(input: PrefixInput & PassInput & { seen?: SeenLease }): Promise<ClaimOutcome> {
-      const job = prefixOf(input);
-      const seen = input.seen && leaseReadOf({ body: new TextEncoder().encode(input.seen.lease), etag: input.seen.etag }, job);
-      const outcome = await claimLease(store, job, { nowMs: input.nowMs, leaseExpiryMs: timing.leaseExpiryMs }, input.dryRun, seen);
-      recordClaim(outcome, input.dryRun);
-      return outcome;
+    /** Claims the prefix with the survey's read: one CAS, no GET. */
+    async claimLease(input: Input<'claimLease'>) {
+      const result = await run(input);
+      recordClaim(result.owner, input.rules.dryRun);
+      return result;
     },
 
     /** Walks the prefix; its position travels in Temporal heartbeats, so a retried attempt resumes where the last one stood. */
-    async reclaimPrefix(input: ReclaimInput): Promise<ReclaimTally> {
+    async reclaimPrefix(input: Input<'reclaimPrefix'>) {
       const ctx = Context.current();
       let position = reclaimPositionFrom(ctx.info.heartbeatDetails);
       const onProgress = (p: ReclaimPosition) => {
@@ -181,17 +105,15 @@ export function createGcActivities({ store, settings }: GcDeps) {
         ctx.heartbeat(p);
       };
       try {
-        const tally = await reclaimPrefix(store, prefixOf(input), { ...input, stagingGraceMs: timing.stagingGraceMs }, position, onProgress);
-        recordReclaim(tally, input.dryRun);
-        return tally;
+        const result = await run(input, { resume: position, onProgress });
+        recordReclaim(result.tally, input.rules.dryRun);
+        return result;
       } catch (err) {
         throw withTally(err, position.tally);
       }
     },
 
-    async deleteLease(input: PrefixInput): Promise<void> {
-      await deleteLease(store, prefixOf(input));
-    },
+    deleteLease: (input: Input<'deleteLease'>) => run(input),
   };
 }
 

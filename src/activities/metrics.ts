@@ -4,7 +4,7 @@
  * activity's own attributes. Names are prefixed `compaction_lease_`.
  */
 import { Context } from '@temporalio/activity';
-import type { ClaimOutcome, ReclaimTally } from '../protocol';
+import type { PrefixOwner, ReclaimTally } from '../protocol';
 
 const meter = () => Context.current().metricMeter;
 
@@ -17,7 +17,9 @@ export function recordFence(): void {
   meter().createCounter('compaction_lease_fences', '1', 'jobs that lost their lease').add(1);
 }
 
-export function recordClaim(outcome: ClaimOutcome, dryRun: boolean): void {
+/** An expired lease is counted once, when its claim settles it. */
+export function recordClaim(outcome: PrefixOwner, dryRun: boolean): void {
+  if (outcome.owner === 'expired') return;
   const result = outcome.owner === 'job' ? (outcome.raced ? 'lost_race' : 'live') : outcome.owner;
   meter().createCounter('compaction_lease_claims', '1', 'collector owner decisions by result').add(1, { result, dry_run: dryRun });
   if (outcome.owner === 'corrupt') meter().createCounter('compaction_lease_corrupt_leases', '1', 'leases that did not decode').add(1);

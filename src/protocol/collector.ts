@@ -4,8 +4,10 @@
  * prefix, delete the lease it claimed. Owner decisions come from src/lease; nothing here reads a
  * clock of its own, so every decision of a pass is made at the same `nowMs`.
  */
+import type { CollectorCommand, CollectorResult, PassRules } from './collector-plan';
 import {
   compactionsPrefix,
+  jobId,
   jobPrefix,
   leaseKey,
   rootKey,
@@ -16,7 +18,7 @@ import {
   type MetadataCompactionId,
   type NamespaceId,
 } from '../keys';
-import { claimLeaseState, decideOwner, encodeLease, type OwnerDecision } from '../lease';
+import { claimLeaseState, decideOwner, encodeLease } from '../lease';
 import { referencedKeys, RootCorruptError } from '../root';
 import {
   AFTER_ALL_UNDER,
@@ -30,15 +32,9 @@ import {
   type ObjectStore,
   ObjectTooLargeError,
 } from '../store';
-import { readLease, type JobRef, type LeaseRead } from './lease-read';
+import { leaseReadOf, readLease, type JobRef, type LeaseRead } from './lease-read';
 import { readRoot, RootMissingError } from './root-io';
-
-/** What one pass knows of time: its fixed clock and the worker's expiry rule. */
-export interface PassClock {
-  /** Taken once when the pass starts; every expiry and age decision of the pass uses it. */
-  readonly nowMs: number;
-  readonly leaseExpiryMs: number;
-}
+import { inBatches } from '../store/batches';
 
 /**
  * A position ending in `/` is a common prefix: resuming after it must skip everything under it too.
@@ -87,39 +83,58 @@ export const listJobPrefixes = async (
   limit: number,
 ): Promise<ChildrenPage<MetadataCompactionId>> => listChildren(store, compactionsPrefix(ns), after, limit, (p) => parseJobPrefix(ns, p));
 
-/** Who owns a job prefix for the rest of this pass. */
-export type ClaimOutcome =
+/**
+ * Who owns a job prefix, as one pass sees it: the only ownership type of the collector. A survey
+ * answers any of these; a claim settles `expired` into one of the others.
+ */
+export type PrefixOwner =
   /** No lease: the prefix holds plain orphans. */
   | { readonly owner: 'none' }
   /** `reaping`: claimed by this pass just now (or, in a dry run, would be) or by an earlier pass that did not finish. */
   | { readonly owner: 'collector' }
   /** Live, or the job refreshed between our read and our claim (`raced`): retain the whole prefix. */
   | { readonly owner: 'job'; readonly raced: boolean }
+  /**
+   * An expired `active` lease as one GET read it, still to be claimed: the claim's CAS uses this
+   * ETag, and `lease` is the text read (it travels through workflow history), so the claim needs no second GET.
+   */
+  | { readonly owner: 'expired'; readonly etag: string; readonly lease: string }
   /** Undecodable, or names another job or namespace than its key: the namespace's pass fails. */
   | { readonly owner: 'corrupt'; readonly key: string; readonly reason: string };
 
-function settled(decision: Exclude<OwnerDecision, { owner: 'expired' }>, key: string): ClaimOutcome {
+/** An owner the pass acts on without a claim. */
+export type SettledOwner = Exclude<PrefixOwner, { owner: 'expired' }>;
+export type ExpiredLease = Extract<PrefixOwner, { owner: 'expired' }>;
+
+/** The part of a pass's rules an owner decision uses: fixed when the pass starts, the same for every prefix. */
+export interface OwnerRules {
+  /** The pass's clock, taken once when it starts; every expiry and age decision of the pass uses it. */
+  readonly nowMs: number;
+  readonly leaseExpiryMs: number;
+  /** Decide and report as the real pass would, but claim nothing. */
+  readonly dryRun: boolean;
+}
+
+function ownerOf(found: LeaseRead, rules: OwnerRules, key: string): PrefixOwner {
+  const decision = decideOwner(found, rules.nowMs, rules.leaseExpiryMs);
   if (decision.owner === 'corrupt') return { owner: 'corrupt', key, reason: decision.reason };
-  return decision.owner === 'job' ? { owner: 'job', raced: false } : { owner: decision.owner };
+  if (decision.owner === 'job') return { owner: 'job', raced: false };
+  if (decision.owner !== 'expired') return { owner: decision.owner };
+  // decideOwner answers `expired` only for a lease that was read, so this GET's ETag and bytes exist.
+  const read = found as Extract<LeaseRead, { etag: string }>;
+  return { owner: 'expired', etag: read.etag, lease: new TextDecoder().decode(read.bytes) };
 }
 
 /** Each ambiguous claim is settled by a fresh read; bounded, so a flapping store surfaces as a retryable failure. */
 const MAX_CLAIM_READS = 5;
-
-/** A survey's view of one job prefix: its owner settled, or an expired lease still to be claimed with the read that found it. */
-export type SurveyOutcome = ClaimOutcome | { readonly owner: 'expired'; readonly read: Extract<LeaseRead, { etag: string }> };
 
 /**
  * Decides the owner from one GET, claiming nothing. At the pass's fixed clock a live lease stays
  * live for the whole pass (a refresh only moves its heartbeat forward), so the decision holds
  * however late the pass acts on it; an expired one is claimed later with this read's ETag.
  */
-export async function surveyLease(store: ObjectStore, job: JobRef, clock: PassClock): Promise<SurveyOutcome> {
-  const found = await readLease(store, job);
-  const decision = decideOwner(found, clock.nowMs, clock.leaseExpiryMs);
-  if (decision.owner !== 'expired') return settled(decision, leaseKey(job.namespaceId, job.jobId));
-  // decideOwner answers `expired` only for a lease that was read, so this GET's ETag exists.
-  return { owner: 'expired', read: found as Extract<LeaseRead, { etag: string }> };
+export async function surveyLease(store: ObjectStore, job: JobRef, rules: OwnerRules): Promise<PrefixOwner> {
+  return ownerOf(await readLease(store, job), rules, leaseKey(job.namespaceId, job.jobId));
 }
 
 /**
@@ -129,18 +144,17 @@ export async function surveyLease(store: ObjectStore, job: JobRef, clock: PassCl
  * and decided again, never guessed. A dry run makes no claim and reports the prefix as the claim
  * would leave it.
  */
-export async function claimLease(store: ObjectStore, job: JobRef, clock: PassClock, dryRun: boolean, seen?: LeaseRead): Promise<ClaimOutcome> {
+export async function claimLease(store: ObjectStore, job: JobRef, rules: OwnerRules, seen?: ExpiredLease): Promise<SettledOwner> {
   const key = leaseKey(job.namespaceId, job.jobId);
   let lastError: unknown;
   for (let read = 0; read < MAX_CLAIM_READS; read++) {
-    const found = read === 0 && seen ? seen : await readLease(store, job);
-    const decision = decideOwner(found, clock.nowMs, clock.leaseExpiryMs);
-    if (decision.owner !== 'expired') return settled(decision, key);
-    if (dryRun) return { owner: 'collector' };
-    // decideOwner answers `expired` only for a lease that was read, so this GET's ETag exists.
-    const { etag } = found as Extract<LeaseRead, { etag: string }>;
+    const found = read === 0 && seen ? leaseReadOf({ body: new TextEncoder().encode(seen.lease), etag: seen.etag }, job) : await readLease(store, job);
+    const owner = ownerOf(found, rules, key);
+    if (owner.owner !== 'expired') return owner;
+    if (rules.dryRun) return { owner: 'collector' };
+    const { lease } = found as Extract<LeaseRead, { etag: string }>;
     try {
-      await store.putIfMatch(key, encodeLease(claimLeaseState(decision.lease)), etag);
+      await store.putIfMatch(key, encodeLease(claimLeaseState(lease)), owner.etag);
       return { owner: 'collector' };
     } catch (err) {
       if (err instanceof PreconditionFailedError || err instanceof NotFoundError || err instanceof ConflictError) {
@@ -225,25 +239,8 @@ export interface ReclaimPosition {
 
 export const START_OF_WALK: ReclaimPosition = Object.freeze({ after: undefined, tally: EMPTY_TALLY });
 
-/** The heartbeat of a walk by an earlier version, which listed key ranges in parallel: keys outside `ranges` were settled. */
-interface RangesPosition {
-  readonly ranges: readonly { readonly after: string | undefined }[];
-  readonly tally: ReclaimTally;
-}
-
-/**
- * A position from heartbeat details, also one written by a walk that listed key ranges in parallel:
- * that walk resumes after the first key any of its open ranges had not settled. Keys settled past it
- * are listed again; deleted ones are gone and retained ones are counted a second time.
- */
-export function reclaimPositionFrom(details: unknown): ReclaimPosition {
-  if (details === undefined || details === null) return START_OF_WALK;
-  const d = details as ReclaimPosition | RangesPosition;
-  if (!('ranges' in d)) return { after: d.after, tally: d.tally ?? EMPTY_TALLY };
-  const afters = d.ranges.map((range) => range.after);
-  const after = afters.length === 0 || afters.includes(undefined) ? undefined : (afters as string[]).reduce((a, b) => (b < a ? b : a));
-  return { after, tally: d.tally };
-}
+/** A position from heartbeat details; none means the walk starts at the beginning. */
+export const reclaimPositionFrom = (details: unknown): ReclaimPosition => (details === undefined || details === null ? START_OF_WALK : (details as ReclaimPosition));
 
 export interface ReclaimOptions {
   readonly nowMs: number;
@@ -379,4 +376,69 @@ export async function reclaimPrefix(
   onProgress(position);
   if (failure) throw failure.error;
   return position.tally;
+}
+
+/** A job prefix of a surveyed page and its owner at the pass's clock. */
+export interface SurveyedPrefix {
+  readonly jobId: MetadataCompactionId;
+  readonly owner: PrefixOwner;
+}
+
+/** Leases read in parallel by one survey: the DeleteObjects parallelism of the S3 adapter, for the same reason. */
+const SURVEY_CONCURRENCY = 8;
+
+/** Reads the lease of every job of a page once, {@link SURVEY_CONCURRENCY} at a time, and decides each owner; claims nothing. */
+export async function surveyLeases(
+  store: ObjectStore,
+  ns: NamespaceId,
+  jobIds: readonly MetadataCompactionId[],
+  rules: OwnerRules,
+  onRead: () => void = () => {},
+): Promise<SurveyedPrefix[]> {
+  const pages = await inBatches(jobIds, 1, SURVEY_CONCURRENCY, (batch) =>
+    Promise.all(
+      batch.map(async (jobId) => {
+        const owner = await surveyLease(store, { namespaceId: ns, jobId }, rules);
+        onRead();
+        return { jobId, owner };
+      }),
+    ),
+  );
+  return pages.flat();
+}
+
+/** Where a reclaim command resumes and whom it tells of its progress (Temporal heartbeats, or a test's own retries). */
+export interface WalkProgress {
+  readonly resume: ReclaimPosition;
+  readonly onProgress: (position: ReclaimPosition) => void;
+  /** Called after each lease a survey reads. */
+  readonly onRead?: () => void;
+}
+
+/**
+ * Executes one command of a namespace's pass plan against the store, under the pass's rules.
+ * Failures are thrown, for the caller to retry (an activity's retry policy, a test's loop).
+ */
+export async function executeOnStore(
+  store: ObjectStore,
+  ns: NamespaceId,
+  rules: PassRules,
+  command: CollectorCommand,
+  progress: WalkProgress = { resume: START_OF_WALK, onProgress: () => {} },
+): Promise<CollectorResult> {
+  switch (command.kind) {
+    case 'listJobPrefixes':
+      return { kind: 'listed', page: await listJobPrefixes(store, ns, command.after, rules.prefixesPerPage) };
+    case 'readRoot':
+      return { kind: 'rootRead', problem: (await findRootProblem(store, ns)) ?? null };
+    case 'surveyLeases':
+      return { kind: 'surveyed', prefixes: await surveyLeases(store, ns, command.jobIds.map(jobId), rules, progress.onRead) };
+    case 'claimLease':
+      return { kind: 'claimed', owner: await claimLease(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.seen) };
+    case 'reclaimPrefix':
+      return { kind: 'reclaimed', tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, progress.resume, progress.onProgress) };
+    case 'deleteLease':
+      await deleteLease(store, { namespaceId: ns, jobId: jobId(command.jobId) });
+      return { kind: 'leaseDeleted' };
+  }
 }

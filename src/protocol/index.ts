@@ -3,3 +3,5 @@ export * from './job-lease';
 export * from './root-io';
 export * from './publication';
 export * from './collector';
+export * from './collector-plan';
+export * from './collector-report';

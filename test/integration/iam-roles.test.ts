@@ -152,7 +152,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const outputs = [stagedSegmentKey(ns, job.jobId, newSegmentId(), 'seg')];
     await stores.worker.put(outputs[0] as string, bytes('staged output'));
 
-    expect(await claimLease(stores.collector, job, { nowMs: Date.now(), leaseExpiryMs }, false)).toEqual({ owner: 'collector' });
+    expect(await claimLease(stores.collector, job, { nowMs: Date.now(), leaseExpiryMs, dryRun: false })).toEqual({ owner: 'collector' });
 
     await expect(refreshJobLease(stores.worker, job, held, Date.now)).rejects.toThrow(LeaseLostError);
     const startedAt = performance.now();

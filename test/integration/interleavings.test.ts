@@ -28,21 +28,21 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import {
-  claimLease,
   createJobLease,
-  deleteLease,
   DeleteFailedError,
+  executeOnStore,
   LeaseLostError,
-  listJobPrefixes,
   publishCompaction,
   PublicationBudgetExceededError,
   readRoot,
-  reclaimPrefix,
   refreshJobLease,
+  runNamespacePass,
   START_OF_WALK,
-  type ClaimOutcome,
+  startNamespacePass,
+  type CollectorExecutor,
+  type PassRules,
   type PublicationOutcome,
-  type ReclaimPosition,
+  type SettledOwner,
 } from '../../src/protocol';
 import { encodeRoot, groupSegments } from '../../src/root';
 import { AmbiguousError, ConflictError, createS3ObjectStore, StoreUnavailableError, type ObjectStore } from '../../src/store';
@@ -127,7 +127,7 @@ class GaveUp extends Error {}
 
 interface Outcomes {
   jobs: Record<PublicationOutcome['outcome'] | 'fenced while running' | 'stopped' | 'gave up', number>;
-  claims: Record<ClaimOutcome['owner'] | 'raced', number>;
+  claims: Record<SettledOwner['owner'] | 'raced', number>;
 }
 
 /** One run's actors: each gets its own view of the store, whose calls wait at the scheduler. */
@@ -186,29 +186,40 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
   return (await retrying(run, actor, () => publishCompaction(store, request, { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 }, clock))).outcome;
 }
 
-/** One pass as gcNamespaceWorkflow runs it, each step retried like its activity; the lease is deleted last, also after a failed walk. */
+/**
+ * One pass as gcNamespaceWorkflow runs it: the same plan (corruption scan, survey, claim with the
+ * survey's ETag, reclaim, lease last), its commands executed against the store, each retried like
+ * its activity. Pages of two prefixes, two at a time, so runs with several jobs take the scan phase.
+ */
 async function collectPass(run: Run, actor: string, store: ObjectStore): Promise<void> {
-  const nowMs = run.clock.now();
-  for (let after: string | undefined; ; ) {
-    const page = await retrying(run, actor, () => listJobPrefixes(store, run.ns, after, 1000));
-    for (const id of page.found) {
-      await run.idle(actor);
-      const job = { namespaceId: run.ns, jobId: id };
-      const claim = await retrying(run, actor, () => claimLease(store, job, { nowMs, leaseExpiryMs: timing.leaseExpiryMs }, false));
-      if (actor !== SETTLE) run.outcomes.claims[claim.owner === 'job' && claim.raced ? 'raced' : claim.owner]++;
-      if (claim.owner === 'corrupt') throw new Error(`no corrupt lease was written, yet ${claim.key}: ${claim.reason}`);
-      if (claim.owner === 'job') continue;
-      let position: ReclaimPosition = START_OF_WALK;
-      const options = { nowMs, stagingGraceMs: timing.stagingGraceMs, dryRun: false, keysPerFlush: 2, reportLimit: 10 };
-      try {
-        await retrying(run, actor, () => reclaimPrefix(store, job, options, position, (p) => (position = p)));
-      } finally {
-        if (claim.owner === 'collector') await retrying(run, actor, () => deleteLease(store, job));
-      }
+  const rules: PassRules = {
+    nowMs: run.clock.now(),
+    leaseExpiryMs: timing.leaseExpiryMs,
+    stagingGraceMs: timing.stagingGraceMs,
+    dryRun: false,
+    prefixesPerPage: 2,
+    prefixConcurrency: 2,
+    keysPerFlush: 2,
+    reportLimit: 10,
+  };
+  const execute: CollectorExecutor = async (command) => {
+    await run.idle(actor);
+    if (command.kind !== 'reclaimPrefix') {
+      const result = await retrying(run, actor, () => executeOnStore(store, run.ns, rules, command));
+      if (result.kind === 'claimed' && actor !== SETTLE) run.outcomes.claims[result.owner.owner === 'job' && result.owner.raced ? 'raced' : result.owner.owner]++;
+      return result;
     }
-    after = page.next;
-    if (after === undefined) return;
-  }
+    // A retried walk resumes from its last position, as from an activity's heartbeat.
+    let position = START_OF_WALK;
+    try {
+      return await retrying(run, actor, () => executeOnStore(store, run.ns, rules, command, { resume: position, onProgress: (p) => (position = p) }));
+    } catch (err) {
+      if (!(err instanceof GaveUp)) throw err;
+      return { kind: 'reclaimFailed', tally: position.tally, message: err.message };
+    }
+  };
+  const report = await runNamespacePass(startNamespacePass(run.ns, rules), rules, execute, async () => {});
+  if (report.corruptLeases.length) throw new Error(`no corrupt lease was written, yet ${JSON.stringify(report.corruptLeases)}`);
 }
 
 async function runCollector(run: Run, passes: number, index: number): Promise<void> {

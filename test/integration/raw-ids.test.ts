@@ -29,7 +29,7 @@ import { openTestStore, type TestStore } from '../support/stores';
 
 const TRAVERSAL_NAMESPACE = '../demo' as NamespaceId;
 const TRAVERSAL_JOB = `cmp_${'0'.repeat(32)}/../../root.json` as MetadataCompactionId;
-const clock = { nowMs: Date.now(), leaseExpiryMs: 1000 };
+const clock = { nowMs: Date.now(), leaseExpiryMs: 1000, dryRun: false };
 
 describe('raw ids at the protocol functions', () => {
   let fixture: TestStore;
@@ -52,7 +52,7 @@ describe('raw ids at the protocol functions', () => {
     ['createJobLease', (ref) => createJobLease(store, { ...ref, ownerId: 'raw', startedAtMs: 1 })],
     ['refreshJobLease', (ref) => refreshJobLease(store, ref, held(ref), () => 2)],
     ['surveyLease', (ref) => surveyLease(store, ref, clock)],
-    ['claimLease', (ref) => claimLease(store, ref, clock, false)],
+    ['claimLease', (ref) => claimLease(store, ref, clock)],
     ['deleteLease', (ref) => deleteLease(store, ref)],
     ['reclaimPrefix', (ref) => reclaimPrefix(store, ref, { nowMs: clock.nowMs, stagingGraceMs: 0, dryRun: false, keysPerFlush: 10, reportLimit: 10 }, START_OF_WALK, () => {})],
     [

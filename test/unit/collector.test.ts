@@ -16,7 +16,7 @@ import {
   surveyLease,
   type ReclaimOptions,
   type ReclaimPosition,
-  type SurveyOutcome,
+  type ExpiredLease,
 } from '../../src/protocol/collector';
 import { RootMissingError, updateRoot } from '../../src/protocol/root-io';
 import { AmbiguousError, createEmbeddedObjectStore, type ListPage, type ObjectStore } from '../../src/store';
@@ -43,15 +43,15 @@ describe('collector', () => {
 
   it('a lease is live at heartbeat + expiry and claimed 1 ms later', async () => {
     await writeLease(5000);
-    expect(await claimLease(store, ref(), { nowMs: 5000 + expiry, leaseExpiryMs: expiry }, false)).toEqual({ owner: 'job', raced: false });
+    expect(await claimLease(store, ref(), { nowMs: 5000 + expiry, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'job', raced: false });
     expect(await status()).toBe('active');
-    expect(await claimLease(store, ref(), { nowMs: 5001 + expiry, leaseExpiryMs: expiry }, false)).toEqual({ owner: 'collector' });
+    expect(await claimLease(store, ref(), { nowMs: 5001 + expiry, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'collector' });
     expect(await status()).toBe('reaping');
   });
 
   it('a dry run makes no claim but reports the prefix as the claim would leave it', async () => {
     await writeLease(1);
-    expect(await claimLease(store, ref(), { nowMs: 10_000, leaseExpiryMs: expiry }, true)).toEqual({ owner: 'collector' });
+    expect(await claimLease(store, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: true })).toEqual({ owner: 'collector' });
     expect(await status()).toBe('active');
   });
 
@@ -63,16 +63,16 @@ describe('collector', () => {
         throw new AmbiguousError(key, 'response lost (injected)');
       },
     });
-    expect(await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry }, false)).toEqual({ owner: 'collector' });
+    expect(await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'collector' });
   });
 
   it('a survey claims nothing; a claim handed its read makes one CAS and no GET, and loses to a refresh made since', async () => {
     await writeLease(1);
-    const clock = { nowMs: 10_000, leaseExpiryMs: expiry };
+    const clock = { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false };
     const surveyed = await surveyLease(store, ref(), clock);
     expect(surveyed.owner).toBe('expired');
     expect(await status()).toBe('active');
-    const seen = (surveyed as Extract<SurveyOutcome, { owner: 'expired' }>).read;
+    const seen = surveyed as ExpiredLease;
     const calls: string[] = [];
     const counting = Object.assign(Object.create(store) as ObjectStore, {
       get: (key: string) => (calls.push(`get ${key}`), store.get(key)),
@@ -80,33 +80,33 @@ describe('collector', () => {
     });
 
     await writeLease(2); // the job refreshed after the survey: the survey's ETag no longer matches
-    expect(await claimLease(counting, ref(), clock, false, seen)).toEqual({ owner: 'job', raced: true });
+    expect(await claimLease(counting, ref(), clock, seen)).toEqual({ owner: 'job', raced: true });
     expect(await status()).toBe('active');
     expect(calls).toEqual([`cas ${leaseKey(ns, job)}`]);
 
     calls.length = 0;
-    const again = (await surveyLease(store, ref(), clock)) as Extract<SurveyOutcome, { owner: 'expired' }>;
-    expect(await claimLease(counting, ref(), clock, false, again.read)).toEqual({ owner: 'collector' });
+    const again = (await surveyLease(store, ref(), clock)) as ExpiredLease;
+    expect(await claimLease(counting, ref(), clock, again)).toEqual({ owner: 'collector' });
     expect(await status()).toBe('reaping');
     expect(calls).toEqual([`cas ${leaseKey(ns, job)}`]);
   });
 
   it('a survey settles live, missing, claimed and corrupt leases without a claim', async () => {
-    const clock = { nowMs: 10_000, leaseExpiryMs: expiry };
+    const clock = { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false };
     expect(await surveyLease(store, ref(), clock)).toEqual({ owner: 'none' });
     await writeLease(clock.nowMs);
     expect(await surveyLease(store, ref(), clock)).toEqual({ owner: 'job', raced: false });
     await writeLease(1);
-    await claimLease(store, ref(), clock, false);
+    await claimLease(store, ref(), clock);
     expect(await surveyLease(store, ref(), clock)).toEqual({ owner: 'collector' });
     await store.put(leaseKey(ns, job), bytes('garbage'));
     expect(await surveyLease(store, ref(), clock)).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
   });
 
   it('a missing lease means no owner, a corrupt one is reported by key', async () => {
-    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry }, false)).toEqual({ owner: 'none' });
+    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'none' });
     await store.put(leaseKey(ns, job), bytes('garbage'));
-    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry }, false)).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
+    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry, dryRun: false })).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
   });
 
   it('a missing or future LastModified is young: nothing is deleted on an unknown age', async () => {
@@ -154,15 +154,6 @@ describe('collector', () => {
     const tally = { ...EMPTY_TALLY, objectsDeleted: 2 };
     expect(reclaimPositionFrom({ after: 'k', tally })).toEqual({ after: 'k', tally });
     expect(reclaimPositionFrom(undefined)).toEqual(START_OF_WALK);
-  });
-
-  it('a heartbeat of a walk that listed key ranges in parallel resumes after the first key any open range had not settled', () => {
-    const tally = { ...EMPTY_TALLY, objectsDeleted: 2 };
-    const ranges = [{ after: 'k5', upTo: 'k7' }, { after: 'k2', upTo: 'k4' }, { after: 'k8', upTo: undefined }];
-    expect(reclaimPositionFrom({ ranges, tally })).toEqual({ after: 'k2', tally });
-    // A range not yet started, or a finished walk (no open range), is walked again from the start.
-    expect(reclaimPositionFrom({ ranges: [...ranges, { after: undefined, upTo: 'k1' }], tally })).toEqual({ after: undefined, tally });
-    expect(reclaimPositionFrom({ ranges: [], tally })).toEqual({ after: undefined, tally });
   });
 
   it('job prefixes are discovered page by page, resuming after a common prefix', async () => {

@@ -1,0 +1,259 @@
+/**
+ * One collector pass over a namespace as a plan (spec section 6): pure step functions from the
+ * pass's state and the last command's result to the next store command, and a small driver that
+ * runs them against any executor. The workflow executes the commands through activities; tests
+ * execute them against the store directly; both run this same plan. Every decision is made under
+ * {@link PassRules} fixed once when the pass starts, so no two commands of a pass apply different rules.
+ *
+ * Commands and results are discriminated unions: a new kind of store work (say, reclaiming a
+ * namespace's retired segments) is a new command, a new result and a new case in the step.
+ */
+import { jobId, jobPrefix, namespaceId } from '../keys';
+import { inBatches } from '../store/batches';
+import type { ChildrenPage, ExpiredLease, PrefixOwner, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
+import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './collector-report';
+
+/** Everything a pass decides by; fixed when the pass starts and carried in its input, never read from a worker. */
+export interface PassRules {
+  /** The pass's clock: every expiry and age decision of the pass uses it. */
+  readonly nowMs: number;
+  /** An `active` lease whose heartbeat is older than this at `nowMs` is expired. */
+  readonly leaseExpiryMs: number;
+  /** A staged segment younger than this at `nowMs` is retained: its job may still publish it. */
+  readonly stagingGraceMs: number;
+  /** Plan and report every claim and deletion, execute none. */
+  readonly dryRun: boolean;
+  /** Job prefixes per listing page; a run may continue as new between pages. */
+  readonly prefixesPerPage: number;
+  /** Job prefixes of a page claimed and reclaimed at once. */
+  readonly prefixConcurrency: number;
+  /** Staged candidates collected before the root is re-read and they are deleted. */
+  readonly keysPerFlush: number;
+  /** Bounds every list of a report. */
+  readonly reportLimit: number;
+}
+
+/** Store work the plan asks for, always within the namespace of its pass. */
+export type CollectorCommand =
+  | { readonly kind: 'listJobPrefixes'; readonly after: string | undefined }
+  | { readonly kind: 'readRoot' }
+  /** One GET per lease, owners decided at the pass's clock; nothing is claimed. */
+  | { readonly kind: 'surveyLeases'; readonly jobIds: readonly string[] }
+  /** CAS `active` → `reaping` with the survey's ETag. */
+  | { readonly kind: 'claimLease'; readonly jobId: string; readonly seen: ExpiredLease }
+  /** Walk the prefix, deleting old unreferenced staged segments (none in a dry run). */
+  | { readonly kind: 'reclaimPrefix'; readonly jobId: string }
+  /** Delete the lease this pass owns, last, also after a failed walk. */
+  | { readonly kind: 'deleteLease'; readonly jobId: string };
+
+/** What a command came to, by kind: `listJobPrefixes` → `listed`, …, `reclaimPrefix` → `reclaimed` or `reclaimFailed`. */
+export type CollectorResult =
+  | { readonly kind: 'listed'; readonly page: ChildrenPage<string> }
+  | { readonly kind: 'rootRead'; readonly problem: RootProblem | null }
+  | { readonly kind: 'surveyed'; readonly prefixes: readonly SurveyedPrefix[] }
+  | { readonly kind: 'claimed'; readonly owner: SettledOwner }
+  | { readonly kind: 'reclaimed'; readonly tally: ReclaimTally }
+  /** The walk failed for good (its retries spent); `tally` is what it did before. */
+  | { readonly kind: 'reclaimFailed'; readonly tally: ReclaimTally | undefined; readonly message: string }
+  | { readonly kind: 'leaseDeleted' };
+
+/** Runs one command; transient failures are its own to retry. */
+export type CollectorExecutor = (command: CollectorCommand) => Promise<CollectorResult>;
+
+/**
+ * Where a namespace's pass stands between commands; plain data, so it travels through
+ * continue-as-new. Phase `scan` reads every lease and claims nothing, so a corrupt one fails the
+ * namespace before anything in it is claimed; phase `collect` surveys each page again and collects it.
+ */
+export interface NamespacePass {
+  readonly namespaceId: string;
+  readonly phase: 'scan' | 'collect';
+  /** Where the listing resumes (exclusive). */
+  readonly after: string | undefined;
+  /** The root is read once, before the first job prefix is acted on. */
+  readonly rootChecked: boolean;
+  /** The page in hand; none at a page boundary. */
+  readonly page: ChildrenPage<string> | undefined;
+  readonly report: GcReport;
+}
+
+export type NamespaceStep =
+  | { readonly pass: NamespacePass; readonly next: 'command'; readonly command: CollectorCommand }
+  /** Collect these prefixes (each by its own {@link planPrefix}), then step again with `{ kind: 'collected' }`. */
+  | { readonly pass: NamespacePass; readonly next: 'collect'; readonly prefixes: readonly SurveyedPrefix[] }
+  /** A page is done: a place to show progress and continue as new; step again with no result. */
+  | { readonly pass: NamespacePass; readonly next: 'pageDone' }
+  | { readonly pass: NamespacePass; readonly next: 'done' };
+
+export type NamespaceResult = CollectorResult | { readonly kind: 'collected' };
+
+/** A plan step met a result of another command than the one it asked for: a bug in an executor. */
+export class PlanOutOfStepError extends Error {
+  override readonly name = 'PlanOutOfStepError';
+  readonly retryable = false;
+  constructor(expected: string, got: string) {
+    super(`collector plan expected ${expected}, got ${got}: the executor answered another command than the one asked`);
+  }
+}
+
+export const startNamespacePass = (namespaceId: string, rules: PassRules): NamespacePass => ({
+  namespaceId, phase: 'scan', after: undefined, rootChecked: false, page: undefined, report: emptyReport(rules.nowMs, rules.dryRun),
+});
+
+/** The page is the whole namespace (the first and last at once): its one survey is both the scan and the collect read. */
+const collecting = (pass: NamespacePass): boolean => pass.phase === 'collect' || (pass.after === undefined && pass.page?.next === undefined);
+
+const withReport = (pass: NamespacePass, delta: ReportDelta): NamespacePass => ({ ...pass, report: mergeReport(pass.report, delta) });
+
+function done(pass: NamespacePass): NamespaceStep {
+  return { pass: pass.report.totals.corrupt > 0 ? withReport(pass, { corruptNamespaces: [pass.namespaceId] }) : pass, next: 'done' };
+}
+
+function endPage(pass: NamespacePass): NamespaceStep {
+  // A corrupt lease stops the namespace here: nothing more is claimed or deleted in it.
+  if (pass.report.totals.corrupt > 0) return done(pass);
+  const wasCollecting = collecting(pass);
+  const after = pass.page?.next;
+  if (after !== undefined) return { pass: { ...pass, after, page: undefined }, next: 'pageDone' };
+  if (wasCollecting) return done({ ...pass, page: undefined });
+  // The collect phase counts the prefixes it meets itself: new jobs may have started since the scan.
+  const report = { ...pass.report, totals: { ...pass.report.totals, prefixesSeen: 0 } };
+  return { pass: { ...pass, phase: 'collect', after: undefined, page: undefined, report }, next: 'pageDone' };
+}
+
+function surveyed(pass: NamespacePass, prefixes: readonly SurveyedPrefix[]): NamespaceStep {
+  const corrupt = prefixes.flatMap(({ owner }) => (owner.owner === 'corrupt' ? [{ key: owner.key, reason: owner.reason }] : []));
+  const unrecognised = pass.phase === 'scan' ? (pass.page?.unrecognised ?? []) : [];
+  const counted = withReport(pass, {
+    totals: { prefixesSeen: prefixes.length, corrupt: corrupt.length, retainedUnrecognised: unrecognised.length },
+    corruptLeases: corrupt,
+    unrecognisedKeys: unrecognised,
+  });
+  if (!collecting(pass) || corrupt.length > 0) return endPage(counted);
+  const live = prefixes.filter(({ owner }) => owner.owner === 'job').length;
+  const toCollect = prefixes.filter(({ owner }) => owner.owner !== 'job');
+  const next = withReport(counted, { totals: { live } });
+  return toCollect.length ? { pass: next, next: 'collect', prefixes: toCollect } : endPage(next);
+}
+
+/** The survey of the page in hand (none for an empty page). */
+function surveyPage(pass: NamespacePass): NamespaceStep {
+  const jobIds = pass.page?.found ?? [];
+  return jobIds.length ? { pass, next: 'command', command: { kind: 'surveyLeases', jobIds } } : surveyed(pass, []);
+}
+
+/**
+ * The namespace's next step after `result`, the answer to the command the last step asked for
+ * (none at the start and after `pageDone`).
+ */
+export function planNamespace(pass: NamespacePass, result: NamespaceResult | undefined): NamespaceStep {
+  if (result === undefined) return { pass, next: 'command', command: { kind: 'listJobPrefixes', after: pass.after } };
+  switch (result.kind) {
+    case 'listed': {
+      const next = { ...pass, page: result.page };
+      // Each namespace's root is read before its first job prefix is acted on; one with none needs no root.
+      if (!pass.rootChecked && result.page.found.length > 0) return { pass: next, next: 'command', command: { kind: 'readRoot' } };
+      return surveyPage(next);
+    }
+    case 'rootRead': {
+      const { problem } = result;
+      // Retention wins: without a trusted root nothing is claimed or deleted in this namespace this pass.
+      if (problem) return done(withReport({ ...pass, rootChecked: true }, { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: pass.namespaceId, ...problem }] }));
+      return surveyPage({ ...pass, rootChecked: true });
+    }
+    case 'surveyed':
+      return surveyed(pass, result.prefixes);
+    case 'collected':
+      return endPage(pass);
+    default:
+      throw new PlanOutOfStepError('a namespace-level result', result.kind);
+  }
+}
+
+/** One prefix being collected, and its owner so far. */
+export interface PrefixPass {
+  readonly namespaceId: string;
+  readonly jobId: string;
+  readonly owner: PrefixOwner;
+}
+
+export type PrefixStep =
+  | { readonly pass: PrefixPass; readonly delta: ReportDelta; readonly next: 'command'; readonly command: CollectorCommand }
+  | { readonly pass: PrefixPass; readonly delta: ReportDelta; readonly next: 'done' };
+
+/** After the walk: the lease this pass owns goes last, whatever became of the walk (a dry run only counts it). */
+function afterWalk(pass: PrefixPass, delta: ReportDelta, rules: PassRules): PrefixStep {
+  if (pass.owner.owner !== 'collector') return { pass, delta, next: 'done' };
+  if (rules.dryRun) return { pass, delta: { ...delta, totals: { ...delta.totals, leasesDeleted: 1 } }, next: 'done' };
+  return { pass, delta, next: 'command', command: { kind: 'deleteLease', jobId: pass.jobId } };
+}
+
+/** Acts on an owner the pass may collect: counts it and walks its prefix, or it is live or corrupt after all. */
+function actOn(pass: PrefixPass, owner: SettledOwner): PrefixStep {
+  const next = { ...pass, owner };
+  if (owner.owner === 'job') return { pass: next, delta: { totals: { live: 1 } }, next: 'done' };
+  if (owner.owner === 'corrupt') return { pass: next, delta: { totals: { corrupt: 1 }, corruptLeases: [{ key: owner.key, reason: owner.reason }] }, next: 'done' };
+  const delta = { totals: owner.owner === 'collector' ? { claimed: 1 } : { orphaned: 1 } };
+  return { pass: next, delta, next: 'command', command: { kind: 'reclaimPrefix', jobId: pass.jobId } };
+}
+
+/** A prefix's next step: claim an expired lease, walk, release; `delta` is what the step adds to the report. */
+export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined, rules: PassRules): PrefixStep {
+  if (result === undefined) {
+    const { owner } = pass;
+    return owner.owner === 'expired' ? { pass, delta: {}, next: 'command', command: { kind: 'claimLease', jobId: pass.jobId, seen: owner } } : actOn(pass, owner);
+  }
+  switch (result.kind) {
+    case 'claimed':
+      return actOn(pass, result.owner);
+    case 'reclaimed':
+      return afterWalk(pass, tallyDelta(result.tally), rules);
+    case 'reclaimFailed': {
+      const before = result.tally ? tallyDelta(result.tally) : {};
+      const key = jobPrefix(namespaceId(pass.namespaceId), jobId(pass.jobId));
+      return afterWalk(pass, { ...before, totals: { ...before.totals, failedPrefixes: 1 }, failures: [{ key, message: result.message }] }, rules);
+    }
+    case 'leaseDeleted':
+      return { pass, delta: { totals: { leasesDeleted: 1 } }, next: 'done' };
+    default:
+      throw new PlanOutOfStepError('a prefix-level result', result.kind);
+  }
+}
+
+/** Called at every page boundary with the pass as it stands (show progress, continue as new). */
+export type AtPageEnd = (pass: NamespacePass) => Promise<void>;
+
+/**
+ * Runs a namespace's plan to the end: each command through `execute`, the prefixes of a page
+ * `rules.prefixConcurrency` at a time. A corrupt lease met while a page is collected starts no
+ * further prefix; those in flight (claimed before it was seen) finish and release their leases.
+ */
+export async function runNamespacePass(start: NamespacePass, rules: PassRules, execute: CollectorExecutor, atPageEnd: AtPageEnd): Promise<GcReport> {
+  let step = planNamespace(start, undefined);
+  for (;;) {
+    switch (step.next) {
+      case 'done':
+        return step.pass.report;
+      case 'pageDone':
+        await atPageEnd(step.pass);
+        step = planNamespace(step.pass, undefined);
+        break;
+      case 'command':
+        step = planNamespace(step.pass, await execute(step.command));
+        break;
+      case 'collect': {
+        let { pass } = step;
+        await inBatches(step.prefixes, 1, rules.prefixConcurrency, async ([found]) => {
+          if (pass.report.totals.corrupt > 0 || found === undefined) return;
+          for (let p = planPrefix({ namespaceId: pass.namespaceId, ...found }, undefined, rules); ; ) {
+            pass = withReport(pass, p.delta);
+            if (p.next === 'done') return;
+            p = planPrefix(p.pass, await execute(p.command), rules);
+          }
+        });
+        step = planNamespace(pass, { kind: 'collected' });
+        break;
+      }
+    }
+  }
+}

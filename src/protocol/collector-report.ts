@@ -1,0 +1,86 @@
+/**
+ * What a collector pass reports, and how the reports of its pages, prefixes and namespaces add
+ * up. Pure: the workflow and the planner both fold results into one report with {@link mergeReport}.
+ */
+import type { ReclaimTally, RootProblem } from './collector';
+
+export interface CorruptLease {
+  readonly key: string;
+  readonly reason: string;
+}
+
+export interface GcTotals {
+  readonly namespaces: number;
+  readonly failedNamespaces: number;
+  readonly prefixesSeen: number;
+  readonly live: number;
+  /** Prefixes owned by the collector: claimed by this pass, or by an earlier one that did not finish. */
+  readonly claimed: number;
+  /** Prefixes with no lease at all. */
+  readonly orphaned: number;
+  readonly corrupt: number;
+  readonly failedPrefixes: number;
+  readonly leasesDeleted: number;
+  readonly objectsDeleted: number;
+  readonly bytesDeleted: number;
+  readonly retainedReferenced: number;
+  readonly retainedYoung: number;
+  readonly retainedUnrecognised: number;
+  /** Namespaces that claimed and deleted nothing because their root was missing, corrupt or unreadable. */
+  readonly skippedNamespaces: number;
+}
+
+export interface NamespaceRootProblem extends RootProblem {
+  readonly namespaceId: string;
+}
+
+/** What a pass (or one namespace of it) did; lists hold the first {@link REPORT_LIMIT} entries, counts are complete. */
+export interface GcReport {
+  readonly nowMs: number;
+  readonly dryRun: boolean;
+  readonly totals: GcTotals;
+  readonly corruptNamespaces: readonly string[];
+  readonly corruptLeases: readonly CorruptLease[];
+  /** Prefixes whose walk failed (their lease was still deleted) and namespaces whose pass failed. */
+  readonly failures: readonly { readonly key: string; readonly message: string }[];
+  readonly unrecognisedKeys: readonly string[];
+  /** Why each skipped namespace was skipped. */
+  readonly rootProblems: readonly NamespaceRootProblem[];
+}
+
+/** Part of a report, added to another by {@link mergeReport}. */
+export type ReportDelta = Partial<Omit<GcReport, 'totals' | 'nowMs' | 'dryRun'>> & { readonly totals?: Partial<GcTotals> };
+
+/** Bounds every list in a report and in heartbeats, so history stays small however much is found. */
+export const REPORT_LIMIT = 100;
+
+const ZERO: GcTotals = {
+  namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, corrupt: 0, failedPrefixes: 0,
+  leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0, skippedNamespaces: 0,
+};
+
+export const emptyReport = (nowMs: number, dryRun: boolean): GcReport => ({
+  nowMs, dryRun, totals: ZERO, corruptNamespaces: [], corruptLeases: [], failures: [], unrecognisedKeys: [], rootProblems: [],
+});
+
+const capped = <T>(a: readonly T[], b: readonly T[]): T[] => [...a, ...b].slice(0, REPORT_LIMIT);
+
+export function mergeReport(a: GcReport, b: ReportDelta): GcReport {
+  const totals = { ...a.totals };
+  for (const [name, n] of Object.entries(b.totals ?? {}) as [keyof GcTotals, number][]) totals[name] += n;
+  return {
+    ...a,
+    totals,
+    corruptNamespaces: capped(a.corruptNamespaces, b.corruptNamespaces ?? []),
+    corruptLeases: capped(a.corruptLeases, b.corruptLeases ?? []),
+    failures: capped(a.failures, b.failures ?? []),
+    unrecognisedKeys: capped(a.unrecognisedKeys, b.unrecognisedKeys ?? []),
+    rootProblems: capped(a.rootProblems, b.rootProblems ?? []),
+  };
+}
+
+export const tallyDelta = ({ unrecognisedKeys, ...counts }: ReclaimTally): ReportDelta => ({ totals: counts, unrecognisedKeys });
+
+/** A pass is incomplete when something was not collected cleanly: it then fails, with the report as details. */
+export const isIncomplete = ({ totals }: GcReport): boolean =>
+  totals.corrupt > 0 || totals.failedPrefixes > 0 || totals.failedNamespaces > 0 || totals.skippedNamespaces > 0;
