@@ -1,6 +1,6 @@
 /** Temporal fixtures: a client and a worker on a fresh task queue of the shared dev server. */
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
 import { inject } from 'vitest';
 import { resolveSettings, shrunkTiming, type CompactionSettings } from '../../src/config';
 import type { ObjectStore } from '../../src/store';
@@ -52,6 +52,7 @@ export async function startTestWorker(
   settings: CompactionSettings,
   taskQueue = uniqueId('tq'),
   address = inject('temporalAddress'),
+  workerOptions: Partial<WorkerOptions> = {},
 ): Promise<RunningWorker> {
   const connection = await NativeConnection.connect({ address });
   const worker = await createWorker({
@@ -59,7 +60,7 @@ export async function startTestWorker(
     settings,
     connection,
     taskQueue,
-    workerOptions: { shutdownGraceTime: '2 seconds', workflowBundle: await workflowBundle() },
+    workerOptions: { shutdownGraceTime: '2 seconds', workflowBundle: await workflowBundle(), ...workerOptions },
     log: () => {},
   });
   const running = worker.run();
