@@ -1,11 +1,15 @@
 /**
  * Translation of the package's typed errors into Temporal failures with a stable `type`, so retry
- * policies and operators can name them. Only corruption, invalid input and broken configuration
- * are non-retryable; everything else is retried by Temporal.
+ * policies and operators can name them. Each error class decides its type and whether it is
+ * retryable ({@link TypedError}); an error of no such class stays retryable, typed by its name.
  */
 import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
+import { TypedError } from '../errors';
 
-/** Failure types that retrying cannot fix. */
+/**
+ * The failure types of the non-retryable error classes, for the workflows' retry policies (which
+ * cannot import the classes). test/unit/failures.test.ts holds this list to the classes' own decisions.
+ */
 export const NON_RETRYABLE_TYPES = [
   'LeaseLost',
   'LeaseCorrupt',
@@ -19,32 +23,15 @@ export const NON_RETRYABLE_TYPES = [
   'StoreConfig',
   'TimingConfig',
   'InvalidSettings',
+  'PlanOutOfStep',
 ] as const;
-export type NonRetryableType = (typeof NON_RETRYABLE_TYPES)[number];
 
-const TYPE_BY_ERROR_NAME: Record<string, NonRetryableType> = {
-  LeaseLostError: 'LeaseLost',
-  LeaseCorruptError: 'LeaseCorrupt',
-  RootCorruptError: 'RootCorrupt',
-  RootMissingError: 'RootMissing',
-  SegmentCorruptError: 'SegmentCorrupt',
-  InputMissingError: 'InputMissing',
-  InputTooLargeError: 'InputTooLarge',
-  DuplicateInputError: 'InvalidInput',
-  InvalidKeyError: 'InvalidInput',
-  JobIdCollisionError: 'JobIdCollision',
-  StoreConfigError: 'StoreConfig',
-  TimingConfigError: 'TimingConfig',
-  SettingsError: 'InvalidSettings',
-};
-
-/** A typed error becomes a non-retryable failure of its type; other errors stay retryable, typed by their name. */
+/** A typed error becomes a failure of its own type and retryability; other errors stay retryable, typed by their name. */
 export function toFailure(err: unknown): unknown {
   // Temporal's own failures (cancellation above all) must reach the SDK unchanged.
   if (!(err instanceof Error) || err instanceof TemporalFailure) return err;
-  const type = TYPE_BY_ERROR_NAME[err.name];
-  if (type) return ApplicationFailure.create({ type, message: err.message, nonRetryable: true, cause: err });
-  return ApplicationFailure.create({ type: err.name, message: err.message, nonRetryable: false, cause: err });
+  const typed = err instanceof TypedError ? err : undefined;
+  return ApplicationFailure.create({ type: typed?.failureType ?? err.name, message: err.message, nonRetryable: typed ? !typed.retryable : false, cause: err });
 }
 
 /** Wraps every activity of a set so that its typed errors reach Temporal as typed failures. */

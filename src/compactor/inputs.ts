@@ -3,12 +3,15 @@
  * larger than a segment may be. Bad input ends the job with a typed error naming the key; retrying
  * cannot make a missing object appear, and a job that retries keeps its group's workflow id taken.
  */
+import { TypedError } from '../errors';
 import { NotFoundError, type ObjectStore } from '../store';
 import { inBatches } from '../store/batches';
 
 /** An input the root names is not in the store (deleted, or a lost write of the metadata service). */
-export class InputMissingError extends Error {
+export class InputMissingError extends TypedError {
   override readonly name = 'InputMissingError';
+  readonly failureType = 'InputMissing';
+  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly group: string,
@@ -18,8 +21,10 @@ export class InputMissingError extends Error {
 }
 
 /** An input larger than `COMPACTION_MAX_INPUT_SEGMENT_BYTES`: refused from its size alone, before a byte of it is read. */
-export class InputTooLargeError extends Error {
+export class InputTooLargeError extends TypedError {
   override readonly name = 'InputTooLargeError';
+  readonly failureType = 'InputTooLarge';
+  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly size: number,
@@ -30,8 +35,10 @@ export class InputTooLargeError extends Error {
 }
 
 /** The group lists one segment more than once: merging it twice is harmless, but a root that does so was written wrongly. */
-export class DuplicateInputError extends Error {
+export class DuplicateInputError extends TypedError {
   override readonly name = 'DuplicateInputError';
+  readonly failureType = 'InvalidInput';
+  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly group: string,

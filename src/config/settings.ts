@@ -1,12 +1,15 @@
 /** Everything a worker is configured with: the protocol's timings plus the compactor's own knobs, validated once. */
+import { TypedError } from '../errors';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { describeIssues } from '../envelope';
 import { KEEPER_RETRY_DELAY_MS, minimumLeaseExpiryMs, resolveTiming, TIMING_ENV, timingFromEnv, type Timing } from './timing';
 
 /** A worker setting is out of range; the message names it. */
-export class SettingsError extends Error {
+export class SettingsError extends TypedError {
   override readonly name = 'SettingsError';
+  readonly failureType = 'InvalidSettings';
+  readonly retryable = false;
 }
 
 export interface CompactionSettings {

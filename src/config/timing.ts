@@ -2,6 +2,7 @@
  * The protocol's timings (spec section 4): one validated object. Every invariant is checked
  * when the object is built, so a worker with unsafe timings fails at start-up, not at 3 a.m.
  */
+import { TypedError } from '../errors';
 import { z } from 'zod';
 import { describeIssues } from '../envelope';
 import { ACTIVITY_BACKOFF } from './retry';
@@ -24,8 +25,10 @@ export interface Timing {
 }
 
 /** Thrown at start-up when timings break an invariant; the message names the settings. */
-export class TimingConfigError extends Error {
+export class TimingConfigError extends TypedError {
   override readonly name = 'TimingConfigError';
+  readonly failureType = 'TimingConfig';
+  readonly retryable = false;
 }
 
 const ms = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);

@@ -3,6 +3,7 @@
  * back into ids. Nothing else in the package concatenates key strings, so a key the collector
  * deletes has always been through {@link parseCompactionKey}.
  */
+import { TypedError } from '../errors';
 
 declare const brand: unique symbol;
 type Brand<T, B extends string> = T & { readonly [brand]: B };
@@ -17,8 +18,10 @@ export type SegmentId = Brand<string, 'SegmentId'>;
 export type FamilyGroup = Brand<string, 'FamilyGroup'>;
 
 /** An id or key that is not of the grammar; `subject` names what was being parsed. */
-export class InvalidKeyError extends Error {
+export class InvalidKeyError extends TypedError {
   override readonly name = 'InvalidKeyError';
+  readonly failureType = 'InvalidInput';
+  readonly retryable = false;
   constructor(
     readonly subject: string,
     readonly value: string,

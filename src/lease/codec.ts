@@ -1,4 +1,5 @@
 /** The lease on the wire: the envelope of kind `compaction_lease` around the seed's fields. */
+import { TypedError } from '../errors';
 import { z } from 'zod';
 import { decodeEnvelope, describeIssues, encodeEnvelope } from '../envelope';
 import type { MetadataCompactionId, NamespaceId } from '../keys';
@@ -10,8 +11,10 @@ export const LEASE_KIND = 'compaction_lease';
 export const MAX_LEASE_BYTES = 64 * 1024;
 
 /** The lease at `key` does not decode, or names another job or namespace than its key. */
-export class LeaseCorruptError extends Error {
+export class LeaseCorruptError extends TypedError {
   override readonly name = 'LeaseCorruptError';
+  readonly failureType = 'LeaseCorrupt';
+  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly reason: string,

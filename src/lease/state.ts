@@ -2,6 +2,7 @@
  * The lease and its legal transitions, as pure functions: no I/O, no clock of their own.
  * The lease says who owns one job's prefix and carries nothing else.
  */
+import { TypedError } from '../errors';
 import type { MetadataCompactionId, NamespaceId } from '../keys';
 
 /** Who owns the prefix: the job that wrote the lease (`active`) or the collector that claimed it (`reaping`, terminal). */
@@ -24,8 +25,10 @@ export interface LeaseState {
 }
 
 /** A transition the protocol forbids (e.g. refreshing a `reaping` lease, a heartbeat that does not increase). */
-export class LeaseTransitionError extends Error {
+export class LeaseTransitionError extends TypedError {
   override readonly name = 'LeaseTransitionError';
+  readonly failureType = 'LeaseTransitionError';
+  readonly retryable = true;
 }
 
 /** The lease a job creates before its first output object: started and heartbeat are the same clock reading. */

@@ -8,6 +8,7 @@
  * Commands and results are discriminated unions: a new kind of store work (say, reclaiming a
  * namespace's retired segments) is a new command, a new result and a new case in the step.
  */
+import { TypedError } from '../errors';
 import { jobId, jobPrefix, namespaceId } from '../keys';
 import { inBatches } from '../store/batches';
 import type { ChildrenPage, ExpiredLease, PrefixOwner, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
@@ -88,8 +89,9 @@ export type NamespaceStep =
 export type NamespaceResult = CollectorResult | { readonly kind: 'collected' };
 
 /** A plan step met a result of another command than the one it asked for: a bug in an executor. */
-export class PlanOutOfStepError extends Error {
+export class PlanOutOfStepError extends TypedError {
   override readonly name = 'PlanOutOfStepError';
+  readonly failureType = 'PlanOutOfStep';
   readonly retryable = false;
   constructor(expected: string, got: string) {
     super(`collector plan expected ${expected}, got ${got}: the executor answered another command than the one asked`);

@@ -4,6 +4,7 @@
  * prefix, delete the lease it claimed. Owner decisions come from src/lease; nothing here reads a
  * clock of its own, so every decision of a pass is made at the same `nowMs`.
  */
+import { TypedError } from '../errors';
 import type { CollectorCommand, CollectorResult, PassRules } from './collector-plan';
 import {
   compactionsPrefix,
@@ -193,8 +194,10 @@ export async function findRootProblem(store: ObjectStore, ns: NamespaceId): Prom
 }
 
 /** A DeleteObjects request reported per-key errors; the keys were not deleted. Retryable: deletes are idempotent. */
-export class DeleteFailedError extends Error {
+export class DeleteFailedError extends TypedError {
   override readonly name = 'DeleteFailedError';
+  readonly failureType = 'DeleteFailedError';
+  readonly retryable = true;
   constructor(
     readonly prefix: string,
     readonly failures: readonly DeleteFailure[],

@@ -2,6 +2,7 @@
  * The job's side of the lease (spec section 5): create before the first output object, refresh
  * by compare-and-swap, and decide every unclear outcome by re-reading, never by guessing.
  */
+import { TypedError } from '../errors';
 import { leaseKey } from '../keys';
 import { createLeaseState, encodeLease, nextHeartbeatMs, refreshLeaseState, type LeaseState } from '../lease';
 import { AmbiguousError, ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
@@ -14,8 +15,10 @@ export interface HeldLease {
 }
 
 /** The job has lost its prefix for good: the lease was claimed, deleted or is unreadable. It publishes nothing. */
-export class LeaseLostError extends Error {
+export class LeaseLostError extends TypedError {
   override readonly name = 'LeaseLostError';
+  readonly failureType = 'LeaseLost';
+  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly reason: string,
@@ -25,8 +28,10 @@ export class LeaseLostError extends Error {
 }
 
 /** Put-if-absent found another job's lease under a fresh job id: an internal error; the job writes nothing. */
-export class JobIdCollisionError extends Error {
+export class JobIdCollisionError extends TypedError {
   override readonly name = 'JobIdCollisionError';
+  readonly failureType = 'JobIdCollision';
+  readonly retryable = false;
 }
 
 /**

@@ -5,6 +5,7 @@
  * retried activity and after every failed CAS) the root is read to see whether it already holds this
  * job's publication; that read comes before the refresh, so nothing writes the lease after publication.
  */
+import { TypedError } from '../errors';
 import { rootKey, type FamilyGroup } from '../keys';
 import { encodeRoot, groupSegments, planPublication, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectStore } from '../store';
@@ -19,8 +20,10 @@ export type PublicationOutcome =
   | { readonly outcome: 'superseded'; readonly lostRaces: number };
 
 /** The time since this attempt's refresh ran past the publication budget before the root CAS: the attempt published nothing. */
-export class PublicationBudgetExceededError extends Error {
+export class PublicationBudgetExceededError extends TypedError {
   override readonly name = 'PublicationBudgetExceededError';
+  readonly failureType = 'PublicationBudgetExceededError';
+  readonly retryable = true;
 }
 
 export interface PublicationRequest extends JobRef {

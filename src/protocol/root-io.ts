@@ -1,4 +1,5 @@
 /** Reading and replacing the namespace root: bytes and ETag from one GET, replaced only by CAS. */
+import { TypedError } from '../errors';
 import { rootKey, type NamespaceId } from '../keys';
 import { decodeRoot, emptyRoot, encodeRoot, MAX_ROOT_BYTES, type RootState } from '../root';
 import { ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
@@ -7,8 +8,10 @@ import { ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore
  * The namespace has no root: nothing to compact (a compaction of it is invalid input), and nothing
  * to tell referenced segments from unreferenced ones (the collector deletes nothing there).
  */
-export class RootMissingError extends Error {
+export class RootMissingError extends TypedError {
   override readonly name = 'RootMissingError';
+  readonly failureType = 'RootMissing';
+  readonly retryable = false;
   constructor(readonly key: string) {
     super(`root ${key} does not exist: the namespace has no metadata to compact, and the collector deletes nothing in it`);
   }

@@ -3,6 +3,7 @@
  * family group, in the same checksummed envelope as the lease (kind `metadata_root`). It is only
  * ever replaced by compare-and-swap; whatever it names is referenced and never deleted.
  */
+import { TypedError } from '../errors';
 import { z } from 'zod';
 import { decodeEnvelope, describeIssues, encodeEnvelope } from '../envelope';
 import { isSegmentKeyOf, rootKey, type FamilyGroup, type NamespaceId } from '../keys';
@@ -20,8 +21,10 @@ export interface RootState {
   readonly groups: Readonly<Record<string, readonly string[]>>;
 }
 
-export class RootCorruptError extends Error {
+export class RootCorruptError extends TypedError {
   override readonly name = 'RootCorruptError';
+  readonly failureType = 'RootCorrupt';
+  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly reason: string,

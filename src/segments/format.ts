@@ -3,6 +3,7 @@
  * records sorted strictly by key, and a footer with the record count, key range and a SHA-256
  * over the record lines. Readers stream it and check every property before trusting a record.
  */
+import { TypedError } from '../errors';
 import { createHash, type Hash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { createGunzip, gzipSync } from 'node:zlib';
@@ -30,8 +31,10 @@ export type SegmentRecord =
   | { readonly key: string; readonly seq: number; readonly value: string }
   | { readonly key: string; readonly seq: number; readonly tombstone: true };
 
-export class SegmentCorruptError extends Error {
+export class SegmentCorruptError extends TypedError {
   override readonly name = 'SegmentCorruptError';
+  readonly failureType = 'SegmentCorrupt';
+  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly reason: string,

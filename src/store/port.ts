@@ -3,6 +3,7 @@
  * semantics. Activities depend on this interface only; adapters translate their backend's
  * failures into the typed errors below and nothing else.
  */
+import { TypedError } from '../errors';
 
 /** Body, ETag and LastModified of one object, all from the same read: a second read could pair new bytes with an old ETag. */
 export interface StoredObject {
@@ -92,7 +93,7 @@ export interface ObjectStore {
 }
 
 /** Base of every store failure; `key` names the object (or bucket) concerned. */
-export abstract class StoreError extends Error {
+export abstract class StoreError extends TypedError {
   constructor(
     readonly key: string,
     message: string,
@@ -104,6 +105,8 @@ export abstract class StoreError extends Error {
 
 export class NotFoundError extends StoreError {
   override readonly name = 'NotFoundError';
+  readonly failureType = 'NotFoundError';
+  readonly retryable = true;
   constructor(key: string) {
     super(key, `${key}: not found`);
   }
@@ -112,6 +115,8 @@ export class NotFoundError extends StoreError {
 /** 412: the object changed (CAS) or exists (create). */
 export class PreconditionFailedError extends StoreError {
   override readonly name = 'PreconditionFailedError';
+  readonly failureType = 'PreconditionFailedError';
+  readonly retryable = true;
   constructor(key: string) {
     super(key, `${key}: precondition failed`);
   }
@@ -120,6 +125,8 @@ export class PreconditionFailedError extends StoreError {
 /** 409 ConditionalRequestConflict: a concurrent conditional write; outcome unknown until re-read. */
 export class ConflictError extends StoreError {
   override readonly name = 'ConflictError';
+  readonly failureType = 'ConflictError';
+  readonly retryable = true;
   constructor(key: string) {
     super(key, `${key}: concurrent conditional write (409)`);
   }
@@ -128,6 +135,8 @@ export class ConflictError extends StoreError {
 /** Timeout, 5xx after retries, lost response: the write may or may not have landed. Re-read, never guess. */
 export class AmbiguousError extends StoreError {
   override readonly name = 'AmbiguousError';
+  readonly failureType = 'AmbiguousError';
+  readonly retryable = true;
   constructor(key: string, reason: string, options?: { cause?: unknown }) {
     super(key, `${key}: outcome unknown (${reason})`, options);
   }
@@ -136,6 +145,8 @@ export class AmbiguousError extends StoreError {
 /** A read failed for a transient reason (timeout, 5xx, connection): retry later. */
 export class StoreUnavailableError extends StoreError {
   override readonly name = 'StoreUnavailableError';
+  readonly failureType = 'StoreUnavailableError';
+  readonly retryable = true;
   constructor(key: string, reason: string, options?: { cause?: unknown }) {
     super(key, `${key}: store unavailable (${reason})`, options);
   }
@@ -148,6 +159,8 @@ export class StoreUnavailableError extends StoreError {
  */
 export class ObjectChangedError extends StoreError {
   override readonly name = 'ObjectChangedError';
+  readonly failureType = 'ObjectChangedError';
+  readonly retryable = true;
   constructor(
     key: string,
     readonly etag: string,
@@ -159,6 +172,8 @@ export class ObjectChangedError extends StoreError {
 /** The object is larger than the caller allows (e.g. a 100 MB object at a lease key); nothing was read. */
 export class ObjectTooLargeError extends StoreError {
   override readonly name = 'ObjectTooLargeError';
+  readonly failureType = 'ObjectTooLargeError';
+  readonly retryable = true;
   constructor(
     key: string,
     readonly size: number,
@@ -171,6 +186,8 @@ export class ObjectTooLargeError extends StoreError {
 /** A setting is wrong (missing bucket, rejected credentials, unreachable endpoint); `setting` names it. */
 export class StoreConfigError extends StoreError {
   override readonly name = 'StoreConfigError';
+  readonly failureType = 'StoreConfig';
+  readonly retryable = false;
   constructor(
     readonly setting: string,
     message: string,

@@ -127,6 +127,8 @@ const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHO
 /** 416: a range starting at 0 of an empty object; only `readWindow` meets it. */
 class RangeNotSatisfiableError extends StoreError {
   override readonly name = 'RangeNotSatisfiableError';
+  readonly failureType = 'RangeNotSatisfiableError';
+  readonly retryable = true;
   constructor(key: string) {
     super(key, `${key}: range not satisfiable`);
   }

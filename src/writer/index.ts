@@ -2,6 +2,7 @@
  * A stand-in for the metadata service's own writer: writes sorted input segments and registers
  * them in the namespace root. The demo and the tests use it to give compactions something to do.
  */
+import { TypedError } from '../errors';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, type FamilyGroup, type NamespaceId } from '../keys';
 import { updateRoot } from '../protocol/root-io';
 import { addSegments } from '../root';
@@ -9,8 +10,10 @@ import { asSegmentRecord, encodeSegment, SEGMENT_EXTENSION, type SegmentRecord }
 import type { ObjectStore } from '../store';
 
 /** The records handed to {@link writeInputSegment} cannot form a segment; nothing was written. */
-export class InvalidSegmentInputError extends Error {
+export class InvalidSegmentInputError extends TypedError {
   override readonly name = 'InvalidSegmentInputError';
+  readonly failureType = 'InvalidSegmentInputError';
+  readonly retryable = true;
   constructor(
     readonly namespaceId: string,
     readonly group: string,
