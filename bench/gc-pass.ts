@@ -1,0 +1,104 @@
+/**
+ * A collector pass against a bare scan, side by side in one run (issue 16, item 4), on MinIO and
+ * a Temporal dev server started here. Two namespaces are seeded alike with N job prefixes of the
+ * benchmark's mix (a third orphans with one old staged segment, a third expired leases with one,
+ * a third live leases). The bare scan runs the pass's own plan against the store from this process
+ * (the same S3 requests with the same concurrency, no Temporal); the pass is gcWorkflow on an
+ * in-process worker. Prints the machine, both times, their ratio and the longest run's history.
+ * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/gc-pass.ts --prefixes 3000`.
+ */
+import { cpus, loadavg, platform, release, totalmem } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
+import { Command, InvalidArgumentError } from 'commander';
+import { resolveSettings } from '../src/config';
+import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
+import { leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
+import { createLeaseState, encodeLease } from '../src/lease';
+import { executeOnStore, REPORT_LIMIT, runNamespacePass, startNamespacePass, updateRoot, type PassRules } from '../src/protocol';
+import type { ObjectStore } from '../src/store';
+import { inBatches } from '../src/store/batches';
+import { createWorker } from '../src/worker';
+import type { GcReport } from '../src/workflows/gc';
+import { createBucket } from './support/fleet';
+
+const program = new Command('gc-pass').option('--prefixes <n>', 'job prefixes per namespace', (raw) => {
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 3) throw new InvalidArgumentError(`${raw} is not a whole number ≥ 3`);
+  return n;
+}, 3000);
+
+const settings = resolveSettings({
+  timing: { leaseRefreshIntervalMs: 2000, operationDeadlineMs: 1000, publicationBudgetMs: 4000, clockSafetyMarginMs: 500 },
+  heartbeatTimeoutMs: 5000,
+});
+const load = () => `load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`;
+
+async function seed(store: ObjectStore, ns: NamespaceId, n: number): Promise<void> {
+  await updateRoot(store, ns, (root) => root);
+  await inBatches(Array.from({ length: n }, (_, i) => i), 1, 32, async ([i]) => {
+    const job = newJobId();
+    const kind = i! % 3;
+    if (kind !== 0) {
+      const heartbeat = kind === 1 ? Date.now() - 60_000 : Date.now() + 3_600_000;
+      await store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'bench', nowMs: heartbeat })));
+    }
+    if (kind !== 2) await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'mseg'), new TextEncoder().encode('staged'));
+  });
+}
+
+async function main(): Promise<void> {
+  const { prefixes } = program.parse().opts<{ prefixes: number }>();
+  const cpu = cpus();
+  console.log(`machine: ${cpu.length} × ${cpu[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}, ${load()}`);
+  const minio = await startMinio();
+  const temporal = await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES });
+  try {
+    const { store } = await createBucket(minio, 'gc-pass');
+    const [bare, viaTemporal] = [namespaceId('bare'), namespaceId('pass')];
+    for (const ns of [bare, viaTemporal]) await seed(store, ns, prefixes);
+    // Every staged segment older than the staging grace, so both sides delete the same objects.
+    await sleep(settings.timing.stagingGraceMs + 1000);
+    console.log(`seeded 2 × ${prefixes} job prefixes (orphaned, expired, live in thirds), ${load()}`);
+
+    const rules: PassRules = {
+      nowMs: Date.now(), leaseExpiryMs: settings.timing.leaseExpiryMs, stagingGraceMs: settings.timing.stagingGraceMs, dryRun: false,
+      prefixesPerPage: 100, prefixConcurrency: 8, keysPerFlush: 4000, reportLimit: REPORT_LIMIT,
+    };
+    let started = performance.now();
+    const scan = await runNamespacePass(startNamespacePass(bare, rules), rules, (command) => executeOnStore(store, bare, rules, command), async () => {});
+    const bareMs = performance.now() - started;
+    console.log(`bare scan (the pass's plan on the store, no Temporal): ${(bareMs / 1000).toFixed(1)} s, ${(prefixes / (bareMs / 1000)).toFixed(0)} prefixes/s; ` +
+      `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted}, ${load()}`);
+
+    const connection = await NativeConnection.connect({ address: temporal.address });
+    const worker = await createWorker({ store, settings, connection, taskQueue: 'gc-pass', log: () => {} });
+    const running = worker.run();
+    const client = new Client({ connection: await Connection.connect({ address: temporal.address }) });
+    try {
+      started = performance.now();
+      const report = await client.workflow.execute<(input: { namespaces: string[] }) => Promise<GcReport>>('gcWorkflow', {
+        taskQueue: 'gc-pass', workflowId: 'gc-pass-bench', args: [{ namespaces: [viaTemporal] }],
+      });
+      const passMs = performance.now() - started;
+      let longest = 0;
+      for await (const run of client.workflow.list({ query: `WorkflowId STARTS_WITH "gc-pass-bench"` })) longest = Math.max(longest, run.historyLength);
+      console.log(`gcWorkflow pass: ${(passMs / 1000).toFixed(1)} s, ${(prefixes / (passMs / 1000)).toFixed(0)} prefixes/s; ` +
+        `claimed ${report.totals.claimed}, orphaned ${report.totals.orphaned}, live ${report.totals.live}, deleted ${report.totals.objectsDeleted}; longest run history ${longest} events, ${load()}`);
+      console.log(`ratio pass/bare: ${(passMs / bareMs).toFixed(2)}`);
+    } finally {
+      worker.shutdown();
+      await running;
+      await connection.close();
+    }
+  } finally {
+    await temporal.stop();
+    await minio.stop();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
