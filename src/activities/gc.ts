@@ -1,7 +1,9 @@
 /**
- * The collector's activities: thin translations between Temporal (heartbeats, typed failures)
- * and src/protocol/collector. Each is idempotent, so Temporal may retry any of them: a claim
- * re-reads the lease, a walk resumes from its heartbeat, a delete of a missing key succeeds.
+ * The collector's activities: one per command of the pass plan, each a thin translation between
+ * Temporal (heartbeats, typed failures) and `executeOnStore`, under the rules in its input (never
+ * this worker's settings). Each may be retried: a retried claim whose earlier CAS landed meets 412
+ * and leaves the `reaping` lease to the next pass, a walk resumes from its heartbeat, a delete of a
+ * missing key succeeds.
  */
 import { Context } from '@temporalio/activity';
 import { recordClaim, recordReclaim } from './metrics';
