@@ -42,9 +42,15 @@ export interface GcOptions {
   readonly prefixConcurrency?: number;
   /** Staged candidates collected before the root is re-read and they are deleted. */
   readonly keysPerFlush?: number;
+  /**
+   * The task queue of every collector activity and per-namespace workflow of the pass, so they run on
+   * the collector's workers (and credentials) wherever the pass started; unset, the pass's own queue.
+   * The clients record it when they start a pass, so it is fixed for the pass.
+   */
+  readonly collectorTaskQueue?: string;
 }
 
-type PassOptions = Required<Omit<GcOptions, 'namespaces'>>;
+type PassOptions = Required<Omit<GcOptions, 'namespaces' | 'collectorTaskQueue'>> & Pick<GcOptions, 'collectorTaskQueue'>;
 
 export interface GcInput extends GcOptions {
   /**
@@ -208,11 +214,15 @@ function resolveOptions(input: GcOptions): PassOptions {
   whole('prefixesPerPage', MAX_PREFIXES_PER_PAGE);
   whole('prefixConcurrency', MAX_PREFIX_CONCURRENCY);
   whole('keysPerFlush', 1_000_000);
-  const { dryRun, namespaceConcurrency, prefixesPerPage, prefixConcurrency, keysPerFlush } = options;
-  return { dryRun: dryRun === true, namespaceConcurrency, prefixesPerPage, prefixConcurrency, keysPerFlush };
+  const { dryRun, namespaceConcurrency, prefixesPerPage, prefixConcurrency, keysPerFlush, collectorTaskQueue } = options;
+  if (collectorTaskQueue !== undefined && (typeof collectorTaskQueue !== 'string' || collectorTaskQueue === '')) {
+    invalidInput(`collectorTaskQueue must be a task queue name, not ${JSON.stringify(collectorTaskQueue)}`);
+  }
+  return { dryRun: dryRun === true, namespaceConcurrency, prefixesPerPage, prefixConcurrency, keysPerFlush, collectorTaskQueue };
 }
 
-async function gcActivities() {
+/** The collector's activities, on `taskQueue` when given; the settings that size their timeouts are read locally, from the worker running this workflow. */
+async function gcActivities(taskQueue: string | undefined) {
   const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });
   const settings = await gcSettings();
   const retry = {
@@ -223,9 +233,11 @@ async function gcActivities() {
     nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES],
   };
   const oneCall = 4 * settings.operationDeadlineMs + 10_000;
-  const short = proxyActivities<GcActivities>({ startToCloseTimeout: oneCall, retry });
+  // Set only when given, so the commands of a pass without a collector queue stay those recorded before the option existed.
+  const queue = taskQueue === undefined ? {} : { taskQueue };
+  const short = proxyActivities<GcActivities>({ startToCloseTimeout: oneCall, retry, ...queue });
   // The scan and the walk make many store calls; their heartbeats tell a dead worker from a long prefix.
-  const long = proxyActivities<GcActivities>({ startToCloseTimeout: '1 day', heartbeatTimeout: settings.heartbeatTimeoutMs, retry });
+  const long = proxyActivities<GcActivities>({ startToCloseTimeout: '1 day', heartbeatTimeout: settings.heartbeatTimeoutMs, retry, ...queue });
   return {
     listNamespaces: short.listNamespaces,
     listJobPrefixes: short.listJobPrefixes,
@@ -253,7 +265,7 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
   const pass = { nowMs, dryRun: options.dryRun };
   let { phase, after, report } = input.carried ?? { phase: 'scan' as const, after: undefined, report: emptyReport(nowMs, options.dryRun) };
   upsertSearchAttributes([{ key: CompactionNamespace, value: ns }]);
-  const { listJobPrefixes, findRootProblem, findCorruptLeases, surveyLeases, claimLease, reclaimPrefix, deleteLease } = await gcActivities();
+  const { listJobPrefixes, findRootProblem, findCorruptLeases, surveyLeases, claimLease, reclaimPrefix, deleteLease } = await gcActivities(options.collectorTaskQueue);
   // Options carried from a parent run that predates the option leave it unset.
   const prefixConcurrency = patched(CONCURRENT_PREFIXES_PATCH) ? (options.prefixConcurrency ?? DEFAULTS.prefixConcurrency) : 1;
   const surveyed = patched(SURVEYED_LEASES_PATCH);
@@ -389,12 +401,13 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcReport> {
   const nowMs = input.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   let { after, report } = input.carried ?? { after: undefined, report: emptyReport(nowMs, options.dryRun) };
-  const { listNamespaces } = await gcActivities();
+  const { listNamespaces } = await gcActivities(options.collectorTaskQueue);
 
   const collectNamespace = async (ns: string): Promise<void> => {
     try {
       const done = await executeChild(gcNamespaceWorkflow, {
         workflowId: `${workflowInfo().workflowId}/${ns}`,
+        ...(options.collectorTaskQueue && { taskQueue: options.collectorTaskQueue }),
         args: [{ namespaceId: ns, nowMs, options }],
         staticSummary: `${options.dryRun ? 'Dry run of the collector' : 'Collector pass'} over namespace ${ns}`,
       });
