@@ -36,7 +36,7 @@ import type { GcReport } from '../../src/workflows/gc';
 import { createRoleUser, type Role } from '../support/iam';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
-import { connectClient, quickExpirySettings, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
+import { connectClient, expectReplays, quickExpirySettings, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
 import { workerEnvironment } from '../support/worker-env';
 
 const settings = quickExpirySettings;
@@ -279,7 +279,10 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
         const child = await whereItRan(`${pass.workflowId}/${ns}`);
         expect(child, ns).toMatchObject({ taskQueue: collectorOnly.taskQueue, activityQueues: [collectorOnly.taskQueue], activityWorkers: [identity.collector], workflowWorkers: [identity.collector] });
         expect(child.activityTypes, ns).toContain('surveyLeases');
+        // Deterministic with the queue in its commands: the recorded run replays.
+        await expectReplays(client, `${pass.workflowId}/${ns}`);
       }
+      await expectReplays(client, pass.workflowId);
     });
   });
 
