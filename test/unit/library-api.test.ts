@@ -25,7 +25,7 @@ describe('the public API', () => {
   it.each([
     'SEARCH_ATTRIBUTES', 'registerSearchAttributes', 'taskQueueFromEnv', 'installRuntime', 'temporalTarget', 'connectClientFromEnv',
     'startWorkerFromEnv', 'createWorker', 'startCompaction', 'ensureGcSchedule', 'runGcPass', 'startGcPass', 'gcPassResult',
-    'waitForWorker', 'writeInputSegment', 'objectStoreFromEnv', 'settingsFromEnv',
+    'waitForWorker', 'writeInputSegment', 'objectStoreFromEnv', 'settingsFromEnv', 'workerRoleFromEnv', 'collectorTaskQueueFromEnv',
   ])('exports %s', (name) => {
     expect(library).toHaveProperty(name);
   });
