@@ -284,6 +284,14 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       }
       await expectReplays(client, pass.workflowId);
     });
+
+    it("a pass started on the collector's own queue runs there wholly: the collector worker alone serves it", async () => {
+      const pass = await runGcPass(client, { workflowId: uniqueId('iam-gc-collector-queue'), taskQueue: collectorOnly.taskQueue, collectorTaskQueue: collectorOnly.taskQueue });
+
+      expect(pass.complete).toBe(true);
+      expect(pass.report.totals).toMatchObject({ namespaces: 2, failedNamespaces: 0, failedPrefixes: 0 });
+      expect(await whereItRan(pass.workflowId)).toMatchObject({ activityQueues: [collectorOnly.taskQueue], activityWorkers: [identity.collector], workflowWorkers: [identity.collector] });
+    });
   });
 
   describe('refusals', () => {
