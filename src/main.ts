@@ -11,7 +11,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { Command } from 'commander';
 import { DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, runGcPass, startCompaction } from './client';
 import type { CompactionProgress } from './compactor';
-import { resolveSettings, SETTINGS_ENV, settingsFromEnv, shrunkTiming, TIMING_ENV } from './config';
+import { resolveSettings, SETTINGS_ENV, SettingsError, settingsFromEnv, shrunkTiming, TIMING_ENV, WORKER_ROLE_ENV, workerRoleFromEnv } from './config';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer } from './devservers';
 import { namespaceId } from './keys';
 import { readRootIfAny } from './protocol';
@@ -65,6 +65,9 @@ async function main(): Promise<void> {
     .parse()
     .opts<{ once?: boolean }>();
   installRuntime();
+  // The demo's one worker runs its compaction and its collector pass: it must serve both roles.
+  const role = workerRoleFromEnv();
+  if (role !== 'all') throw new SettingsError(`the demo runs a compaction and a collector pass on its one worker: ${WORKER_ROLE_ENV} must be all or unset, not ${role}`);
   const settings = demoSettings();
   const store = objectStoreFromEnv(process.env, settings.timing.operationDeadlineMs);
   const target = temporalTarget();
@@ -77,7 +80,7 @@ async function main(): Promise<void> {
 
   const workerConnection = await NativeConnection.connect({ ...target.connectionOptions, address });
   const taskQueue = taskQueueFromEnv();
-  const worker = await createWorker({ store, settings, connection: workerConnection, namespace: target.namespace, taskQueue, serverLabel: `${address}/${target.namespace}` });
+  const worker = await createWorker({ store, settings, connection: workerConnection, namespace: target.namespace, role, taskQueue, serverLabel: `${address}/${target.namespace}` });
   const running = worker.run();
   const connection = await Connection.connect({ address, tls: target.connectionOptions.tls, metadata: target.connectionOptions.metadata, apiKey: target.connectionOptions.apiKey });
   const client = new Client({ connection, namespace: target.namespace });

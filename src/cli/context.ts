@@ -8,7 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import { settingsFromEnv, type CompactionSettings } from '../config';
 import { objectStoreFromEnv, type ObjectStore } from '../store';
 import { temporalTarget, type TemporalTarget } from '../worker/connect';
-import { taskQueueFromEnv } from '../worker/task-queue';
+import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
 import { TemporalUnreachableError } from './exit-codes';
 import { processOutput, type Output } from './output';
 
@@ -23,6 +23,8 @@ export interface CliContext {
   temporal(): TemporalTarget;
   client(): Promise<Client>;
   taskQueue(): string;
+  /** Where collector passes send their work: `COMPACTION_COLLECTOR_TASK_QUEUE`, else {@link taskQueue}. */
+  collectorTaskQueue(): string;
   nowMs(): number;
   close(): Promise<void>;
 }
@@ -67,6 +69,7 @@ export function contextFromEnv(env: NodeJS.ProcessEnv = process.env, out: Output
     temporal,
     client,
     taskQueue: () => taskQueueFromEnv(env),
+    collectorTaskQueue: () => collectorTaskQueueFromEnv(env),
     nowMs: () => Date.now(),
     async close() {
       await Promise.allSettled(closers.splice(0).map((close) => close()));

@@ -80,11 +80,11 @@ export function scheduleView(d: ScheduleDescription) {
 async function ensure(ctx: CliContext, options: EnsureOptions): Promise<void> {
   const cadence: GcCadence = options.cron ? { cron: options.cron } : { every: (options.every ?? DEFAULT_EVERY) as Extract<GcCadence, { every: unknown }>['every'] };
   const namespaces = options.namespace?.map((ns) => namespaceId(ns));
-  const pass: GcOptions = { dryRun: options.dryRun === true, ...(namespaces ? { namespaces } : {}) };
+  const pass: GcOptions = { dryRun: options.dryRun === true, ...(namespaces ? { namespaces } : {}), collectorTaskQueue: ctx.collectorTaskQueue() };
   const handle = await ensureGcSchedule(await ctx.client(), { ...cadence, scheduleId: options.scheduleId, taskQueue: ctx.taskQueue(), pass });
   const summary = { scheduleId: handle.scheduleId, ...cadence, taskQueue: ctx.taskQueue(), pass };
   if (options.json) printJson(ctx.out, summary);
-  else ctx.out.line(`schedule ${handle.scheduleId}: ${'cron' in cadence ? `cron ${cadence.cron}` : `every ${cadence.every}`}, task queue ${summary.taskQueue}${pass.dryRun ? ', dry run' : ''}`);
+  else ctx.out.line(`schedule ${handle.scheduleId}: ${'cron' in cadence ? `cron ${cadence.cron}` : `every ${cadence.every}`}, task queue ${summary.taskQueue}${pass.collectorTaskQueue === summary.taskQueue ? '' : `, collector task queue ${pass.collectorTaskQueue}`}${pass.dryRun ? ', dry run' : ''}`);
 }
 
 async function describe(ctx: CliContext, options: ScheduleOptions): Promise<void> {

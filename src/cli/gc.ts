@@ -36,9 +36,11 @@ async function run(ctx: CliContext, options: RunOptions): Promise<void> {
   const namespaces = options.namespace?.map((ns) => namespaceId(ns));
   const client = await ctx.client();
   const dryRun = options.dryRun === true;
+  const collectorTaskQueue = ctx.collectorTaskQueue();
   const handle = await startGcPass(client, {
     workflowId: `compaction-gc-run-${new Date(ctx.nowMs()).toISOString()}`,
     taskQueue: ctx.taskQueue(),
+    collectorTaskQueue,
     dryRun,
     ...(namespaces ? { namespaces } : {}),
     summary: `Collector pass from the CLI${dryRun ? ' (dry run)' : ''}${namespaces ? ` over ${namespaces.join(', ')}` : ''}`,
@@ -49,7 +51,7 @@ async function run(ctx: CliContext, options: RunOptions): Promise<void> {
     else printFields(ctx.out, [['workflow', started.workflowId], ['run', started.runId]]);
     return;
   }
-  await workerPolls(ctx, client, handle.workflowId, options);
+  await workerPolls(ctx, client, handle.workflowId, { ...options, collectorTaskQueue });
   const { complete, report } = await gcPassResult(handle);
   if (options.json) printJson(ctx.out, { ...started, complete, report });
   else printReport(ctx, report);

@@ -33,10 +33,19 @@ export const waitForWorkerOption = (): Option =>
       return ms;
     });
 
-/** Before waiting on `workflowId`: a worker must poll the task queue, else the wait would be silent and endless. */
-export async function workerPolls(ctx: CliContext, client: Client, workflowId: string, options: WorkerTimeout): Promise<void> {
+/**
+ * Before waiting on `workflowId`: a worker must poll the task queue, and the collector's queue when
+ * the work goes there (`collectorTaskQueue`), else the wait would be silent and endless.
+ */
+export async function workerPolls(ctx: CliContext, client: Client, workflowId: string, options: WorkerTimeout & { collectorTaskQueue?: string }): Promise<void> {
+  const timeoutMs = options.workerTimeout;
+  const collector = options.collectorTaskQueue;
   try {
-    await waitForWorker(client, ctx.taskQueue(), { timeoutMs: options.workerTimeout });
+    await Promise.all([
+      waitForWorker(client, ctx.taskQueue(), { timeoutMs }),
+      // The start queue's workers may be of role `all`, and then serve the collector there too.
+      collector === undefined || collector === ctx.taskQueue() ? undefined : waitForWorker(client, collector, { timeoutMs, polledFor: 'collector' }),
+    ]);
   } catch (err) {
     if (!(err instanceof NoWorkerPollingError)) throw err;
     throw new CliError(ExitCode.failed, `${err.message}; ${workflowId} is started and runs when a worker polls`);

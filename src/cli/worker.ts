@@ -1,24 +1,26 @@
 /**
  * `worker`: a worker in this process, configured like the standalone one (src/worker/main.ts) by the
- * environment alone, until SIGINT or SIGTERM.
+ * environment alone, until SIGINT or SIGTERM; `--role` stands for `COMPACTION_WORKER_ROLE`.
  */
-import type { Command } from 'commander';
-import { TASK_QUEUE_ENV } from '../worker/task-queue';
+import { Option, type Command } from 'commander';
+import { WORKER_ROLE_ENV, WORKER_ROLES, workerRoleFromEnv, type WorkerRole } from '../config';
 import { connectTemporal, type CliContext } from './context';
 
-async function runWorker(ctx: CliContext): Promise<void> {
+async function runWorker(ctx: CliContext, options: { role?: WorkerRole }): Promise<void> {
   // Loaded here: the native worker runtime is the heaviest import, and no other command needs it.
   const { NativeConnection } = await import('@temporalio/worker');
   const { serveWorker } = await import('../worker/index.js');
   const { installRuntime } = await import('../worker/runtime.js');
   installRuntime();
+  const role = options.role ?? workerRoleFromEnv();
   const settings = ctx.settings();
   const store = await ctx.store({ create: true });
   const target = ctx.temporal();
   const connection = await connectTemporal(target, () => NativeConnection.connect(target.connectionOptions));
   try {
     const serverLabel = `${target.address}/${target.namespace}`;
-    await serveWorker({ store, settings, connection, namespace: target.namespace, taskQueue: ctx.taskQueue(), serverLabel, log: (l) => ctx.out.line(l) });
+    const taskQueue = role === 'collector' ? ctx.collectorTaskQueue() : ctx.taskQueue();
+    await serveWorker({ store, settings, connection, namespace: target.namespace, role, taskQueue, serverLabel, log: (l) => ctx.out.line(l) });
   } finally {
     await connection.close();
   }
@@ -27,6 +29,13 @@ async function runWorker(ctx: CliContext): Promise<void> {
 export function addWorkerCommand(program: Command, ctx: CliContext): void {
   program
     .command('worker')
-    .description(`run a worker for every workflow and activity on ${TASK_QUEUE_ENV} (default compaction-lease) until SIGINT or SIGTERM`)
-    .action(() => runWorker(ctx));
+    .description(
+      'run a worker until SIGINT or SIGTERM: every workflow, and the activities of its role, on COMPACTION_TASK_QUEUE ' +
+        '(default compaction-lease), or on COMPACTION_COLLECTOR_TASK_QUEUE for role collector',
+    )
+    .addOption(
+      new Option('--role <role>', `the activities it serves, with credentials for that role alone (default: ${WORKER_ROLE_ENV}, else all)`)
+        .choices(WORKER_ROLES),
+    )
+    .action((options: { role?: WorkerRole }) => runWorker(ctx, options));
 }

@@ -5,7 +5,7 @@
  */
 import { WorkflowFailedError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { taskQueueFromEnv } from '../worker/task-queue';
+import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
 import type { GcOptions, GcReport, gcWorkflow } from '../workflows/gc';
 
 /** The failure type of a pass that ran to its end but did not collect every namespace cleanly; its report is the failure's first detail. */
@@ -14,7 +14,7 @@ export const GC_PASS_INCOMPLETE = 'GcPassIncomplete';
 export interface GcPassOptions extends GcOptions {
   /** Default: `compaction-gc-run-<ISO time>`. */
   readonly workflowId?: string;
-  /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`. */
+  /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`. `collectorTaskQueue` defaults to `COMPACTION_COLLECTOR_TASK_QUEUE`, else this queue. */
   readonly taskQueue?: string;
   /** Shown in the UI; default names the pass as run on demand. */
   readonly summary?: string;
@@ -32,11 +32,11 @@ export interface GcPassResult {
 
 /** Starts one pass now (workflow `gcWorkflow`), beside any schedule. */
 export function startGcPass(client: Client, options: GcPassOptions = {}): Promise<GcPassHandle> {
-  const { workflowId, taskQueue, summary, ...pass } = options;
+  const { workflowId, taskQueue = taskQueueFromEnv(), summary, ...pass } = options;
   return client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
     workflowId: workflowId ?? `compaction-gc-run-${new Date().toISOString()}`,
-    taskQueue: taskQueue ?? taskQueueFromEnv(),
-    args: [pass],
+    taskQueue,
+    args: [{ ...pass, collectorTaskQueue: pass.collectorTaskQueue ?? collectorTaskQueueFromEnv(process.env, taskQueue) }],
     staticSummary: summary ?? `Collector pass on demand${pass.dryRun ? ' (dry run)' : ''}${pass.namespaces ? ` over ${pass.namespaces.join(', ')}` : ''}`,
   });
 }

@@ -6,7 +6,7 @@
  */
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleDescription, type ScheduleHandle } from '@temporalio/client';
 import type { Duration } from '@temporalio/common';
-import { taskQueueFromEnv } from '../worker/task-queue';
+import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
 import type { GcOptions, gcWorkflow } from '../workflows/gc';
 
 export const DEFAULT_GC_SCHEDULE_ID = 'compaction-gc';
@@ -22,7 +22,7 @@ export type GcScheduleOptions = GcCadence & {
   readonly taskQueue?: string;
   /** How late a missed pass may still start (after a server outage); later ones are skipped. */
   readonly catchupWindow?: Duration;
-  /** What every pass does (dry run, namespaces, concurrency). */
+  /** What every pass does (dry run, namespaces, concurrency); `collectorTaskQueue` defaults to `COMPACTION_COLLECTOR_TASK_QUEUE`, else the schedule's queue, fixed here for every pass. */
   readonly pass?: GcOptions;
 };
 
@@ -32,12 +32,14 @@ const scheduleId = (options: { scheduleId?: string }) => options.scheduleId ?? D
 export async function ensureGcSchedule(client: Client, options: GcScheduleOptions): Promise<ScheduleHandle> {
   const id = scheduleId(options);
   const spec = 'cron' in options ? { cronExpressions: [options.cron] } : { intervals: [{ every: options.every }] };
+  const taskQueue = options.taskQueue ?? taskQueueFromEnv();
+  const pass = { ...options.pass, collectorTaskQueue: options.pass?.collectorTaskQueue ?? collectorTaskQueueFromEnv(process.env, taskQueue) };
   const action = {
     type: 'startWorkflow' as const,
     workflowType: 'gcWorkflow',
     workflowId: `${id}-pass`,
-    taskQueue: options.taskQueue ?? taskQueueFromEnv(),
-    args: [options.pass ?? {}] as Parameters<typeof gcWorkflow>,
+    taskQueue,
+    args: [pass] as Parameters<typeof gcWorkflow>,
     staticSummary: `Collector pass${options.pass?.dryRun ? ' (dry run)' : ''}: claim expired compaction leases and reclaim what no one owns`,
     staticDetails:
       'One child workflow per namespace. Current details and memo `gcTotals`: prefixes seen, claimed, deleted objects and bytes, retained; ' +

@@ -83,3 +83,19 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv = process.env): Compactio
     heartbeatTimeoutMs: number(SETTINGS_ENV.heartbeatTimeoutMs),
   });
 }
+
+/**
+ * What a worker serves: `all` (the default) registers every activity; `compaction` only the
+ * compaction's, `collector` only the collector's, so each runs with credentials bound to its own
+ * policy (docs/security.md). Every role runs both workflows: workflow code touches no store.
+ */
+export const WORKER_ROLES = ['all', 'compaction', 'collector'] as const;
+export type WorkerRole = (typeof WORKER_ROLES)[number];
+export const WORKER_ROLE_ENV = 'COMPACTION_WORKER_ROLE';
+
+/** The role `COMPACTION_WORKER_ROLE` names, `all` when unset; any other value is a {@link SettingsError}. */
+export function workerRoleFromEnv(env: NodeJS.ProcessEnv = process.env): WorkerRole {
+  const value = env[WORKER_ROLE_ENV] || 'all';
+  if ((WORKER_ROLES as readonly string[]).includes(value)) return value as WorkerRole;
+  throw new SettingsError(`${WORKER_ROLE_ENV} must be one of ${WORKER_ROLES.join(', ')}, not ${JSON.stringify(value)}`);
+}

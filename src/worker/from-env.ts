@@ -2,16 +2,17 @@
  * The worker configured by the environment alone, the same reading everywhere: the library's
  * {@link startWorkerFromEnv}, the worker process (src/worker/main.ts), `compaction-lease worker` and
  * the demo. Store: `COMPACTION_S3_*` and the AWS SDK's chain, else the embedded store; Temporal:
- * `TEMPORAL_*` / envconfig profile; `COMPACTION_TASK_QUEUE`; timings `COMPACTION_*_MS`; the Runtime:
+ * `TEMPORAL_*` / envconfig profile; `COMPACTION_WORKER_ROLE` and its queue (`COMPACTION_TASK_QUEUE`, or
+ * `COMPACTION_COLLECTOR_TASK_QUEUE` for a collector); timings `COMPACTION_*_MS`; the Runtime:
  * `COMPACTION_LOG_LEVEL`, `COMPACTION_METRICS_PROMETHEUS`.
  */
 import { NativeConnection, type Worker } from '@temporalio/worker';
-import { settingsFromEnv, type CompactionSettings } from '../config';
+import { settingsFromEnv, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
 import { objectStoreFromEnv, type ObjectStore } from '../store';
 import { temporalTarget, type TemporalTarget } from './connect';
 import { createWorker, type CreateWorkerOptions } from './index';
 import { installRuntime } from './runtime';
-import { taskQueueFromEnv } from './task-queue';
+import { roleTaskQueueFromEnv } from './task-queue';
 
 export interface StartWorkerFromEnvOptions extends Pick<CreateWorkerOptions, 'compactor' | 'workerOptions' | 'log'> {
   readonly env?: NodeJS.ProcessEnv;
@@ -26,6 +27,7 @@ export interface WorkerFromEnv {
   readonly store: ObjectStore;
   readonly settings: CompactionSettings;
   readonly temporal: TemporalTarget;
+  readonly role: WorkerRole;
   readonly taskQueue: string;
   /** Settles when the worker has stopped: after {@link stop}, or SIGINT / SIGTERM. */
   readonly running: Promise<void>;
@@ -39,14 +41,15 @@ export async function startWorkerFromEnv(options: StartWorkerFromEnvOptions = {}
   if (options.installRuntime !== false) installRuntime(env);
   const settings = options.settings ?? settingsFromEnv(env);
   const temporal = temporalTarget(env);
-  const taskQueue = taskQueueFromEnv(env);
+  const role = workerRoleFromEnv(env);
+  const taskQueue = roleTaskQueueFromEnv(role, env);
   const connection = await NativeConnection.connect(temporal.connectionOptions);
   const serverLabel = `${temporal.address}/${temporal.namespace}`;
   let store: ObjectStore | undefined;
   let worker: Worker;
   try {
     store = objectStoreFromEnv(env, settings.timing.operationDeadlineMs);
-    worker = await createWorker({ ...options, store, settings, connection, namespace: temporal.namespace, taskQueue, serverLabel });
+    worker = await createWorker({ ...options, store, settings, connection, namespace: temporal.namespace, role, taskQueue, serverLabel });
   } catch (err) {
     await Promise.allSettled([connection.close(), store?.close()]);
     throw err;
@@ -54,7 +57,7 @@ export async function startWorkerFromEnv(options: StartWorkerFromEnvOptions = {}
   const opened = store;
   const running = worker.run();
   return {
-    worker, store: opened, settings, temporal, taskQueue, running,
+    worker, store: opened, settings, temporal, role, taskQueue, running,
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.finally(async () => {

@@ -1,14 +1,14 @@
-/** A worker that runs every workflow and activity of the package on one task queue. */
+/** A worker of the package's workflows and of the activities of its role (every one by default), on one task queue. */
 import { join } from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import type { Compactor } from '../compactor';
-import { SettingsError, type CompactionSettings } from '../config';
+import { SettingsError, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
 import type { ObjectStore } from '../store';
 import { temporalTarget } from './connect';
-import { taskQueueFromEnv } from './task-queue';
+import { roleTaskQueueFromEnv } from './task-queue';
 
-export { DEFAULT_TASK_QUEUE, TASK_QUEUE_ENV, taskQueueFromEnv } from './task-queue';
+export { COLLECTOR_TASK_QUEUE_ENV, collectorTaskQueueFromEnv, DEFAULT_TASK_QUEUE, roleTaskQueueFromEnv, TASK_QUEUE_ENV, taskQueueFromEnv } from './task-queue';
 export { installRuntime, LOG_LEVEL_ENV, METRICS_ENV } from './runtime';
 export { temporalTarget, type TemporalTarget } from './connect';
 
@@ -18,7 +18,12 @@ export interface CreateWorkerOptions {
   readonly connection: NativeConnection;
   /** Default: the Temporal namespace the environment names (`TEMPORAL_NAMESPACE`, profile), else `default`. */
   readonly namespace?: string;
-  /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`: the queue `startCompaction` and the CLI start on. */
+  /** Which activities it registers (see {@link WorkerRole}). Default: `COMPACTION_WORKER_ROLE`, else `all`. */
+  readonly role?: WorkerRole;
+  /**
+   * Default: the role's queue: `COMPACTION_COLLECTOR_TASK_QUEUE` for a collector, otherwise (and when that is unset)
+   * `COMPACTION_TASK_QUEUE`, else `compaction-lease`: the queue `startCompaction` and the CLI start on.
+   */
   readonly taskQueue?: string;
   /** Test-only: what the compaction activity runs instead of the reference compactor (e.g. `waitingCompactor` in bench/scale.ts). */
   readonly compactor?: Compactor;
@@ -42,21 +47,22 @@ export const DEFAULT_ACTIVITY_SLOTS = 21_000;
 export const WORKFLOWS_PATH = join(__dirname, '..', 'workflows');
 
 /**
- * A worker of every workflow and activity, its store's access verified first. Unset options mean
- * what they mean to the CLI and the worker process (task queue, namespace, activity slots from the
+ * A worker of every workflow and its role's activities, its store's access verified first. Unset options mean
+ * what they mean to the CLI and the worker process (role, task queue, namespace, activity slots from the
  * environment), and the store it writes to is logged once: an unset `COMPACTION_S3_BUCKET` means a local file.
  */
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
   await options.store.verifyAccess();
   const namespace = options.namespace ?? temporalTarget().namespace;
-  const taskQueue = options.taskQueue ?? taskQueueFromEnv();
+  const role = options.role ?? workerRoleFromEnv();
+  const taskQueue = options.taskQueue ?? roleTaskQueueFromEnv(role);
   const worker = await Worker.create({
     connection: options.connection,
     namespace,
     taskQueue,
     // A folder, so the bundler finds index.ts in the sources and index.js in the build.
     ...(options.workerOptions?.workflowBundle ? {} : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities({ store: options.store, settings: options.settings, compactor: options.compactor }),
+    activities: createActivities({ store: options.store, settings: options.settings, compactor: options.compactor }, role),
     // Cancellation reaches an activity only with a heartbeat that is actually sent: without this cap a
     // lease keeper on another worker than its work would stop up to 0.8 × heartbeat timeout after the
     // workflow asked it to (one on the same worker is stopped by the work itself).
@@ -66,7 +72,8 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...options.workerOptions,
   });
   const log = options.log ?? console.log;
-  log(`worker ${options.settings.ownerId} on ${options.serverLabel ?? `Temporal namespace ${namespace}`}, task queue ${taskQueue}, store ${options.store.description}`);
+  // A single role is named: in a two-role deployment it tells which credentials the worker should hold.
+  log(`worker ${options.settings.ownerId}${role === 'all' ? '' : ` (role ${role})`} on ${options.serverLabel ?? `Temporal namespace ${namespace}`}, task queue ${taskQueue}, store ${options.store.description}`);
   return worker;
 }
 

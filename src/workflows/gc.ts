@@ -53,6 +53,12 @@ export interface GcOptions {
   readonly prefixConcurrency?: number;
   /** Staged candidates collected before the root is re-read and they are deleted. */
   readonly keysPerFlush?: number;
+  /**
+   * The task queue of every collector activity and per-namespace workflow of the pass, so they run on
+   * the collector's workers (and credentials) wherever the pass started; unset, the pass's own queue.
+   * The clients record it when they start a pass, so it is fixed for the pass.
+   */
+  readonly collectorTaskQueue?: string;
 }
 
 /** What a pass takes from its first worker, once: its rules, and the activity timeouts. */
@@ -60,6 +66,8 @@ interface PassSetup {
   readonly rules: PassRules;
   readonly namespaceConcurrency: number;
   readonly timeouts: Pick<GcWorkflowSettings, 'operationDeadlineMs' | 'heartbeatTimeoutMs'>;
+  /** Where the pass's activities and per-namespace workflows run (see {@link GcOptions.collectorTaskQueue}). */
+  readonly collectorTaskQueue?: string;
 }
 
 export interface GcInput extends GcOptions {
@@ -141,15 +149,20 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });
   const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs } = await gcSettings();
-  const { dryRun, prefixesPerPage, prefixConcurrency, keysPerFlush, namespaceConcurrency } = options;
+  const { dryRun, prefixesPerPage, prefixConcurrency, keysPerFlush, namespaceConcurrency, collectorTaskQueue } = options;
+  if (collectorTaskQueue !== undefined && (typeof collectorTaskQueue !== 'string' || collectorTaskQueue === '')) {
+    invalidInput(`collectorTaskQueue must be a task queue name, not ${JSON.stringify(collectorTaskQueue)}`);
+  }
   return {
+    ...(collectorTaskQueue !== undefined && { collectorTaskQueue }),
     rules: { nowMs, leaseExpiryMs, stagingGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT },
     namespaceConcurrency,
     timeouts: { operationDeadlineMs, heartbeatTimeoutMs },
   };
 }
 
-function gcActivities({ operationDeadlineMs, heartbeatTimeoutMs }: PassSetup['timeouts']) {
+/** The collector's activities, on the collector's task queue when the pass names one. */
+function gcActivities({ timeouts: { operationDeadlineMs, heartbeatTimeoutMs }, collectorTaskQueue }: PassSetup) {
   const retry = {
     initialInterval: '1 second',
     backoffCoefficient: 2,
@@ -157,15 +170,16 @@ function gcActivities({ operationDeadlineMs, heartbeatTimeoutMs }: PassSetup['ti
     maximumAttempts: 10,
     nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES],
   };
-  const short = proxyActivities<GcActivities>({ startToCloseTimeout: 4 * operationDeadlineMs + 10_000, retry });
+  const queue = collectorTaskQueue === undefined ? {} : { taskQueue: collectorTaskQueue };
+  const short = proxyActivities<GcActivities>({ startToCloseTimeout: 4 * operationDeadlineMs + 10_000, retry, ...queue });
   // The survey and the walk make many store calls; their heartbeats tell a dead worker from a long prefix.
-  const long = proxyActivities<GcActivities>({ startToCloseTimeout: '1 day', heartbeatTimeout: heartbeatTimeoutMs, retry });
+  const long = proxyActivities<GcActivities>({ startToCloseTimeout: '1 day', heartbeatTimeout: heartbeatTimeoutMs, retry, ...queue });
   return { short, long };
 }
 
 /** Executes the plan's commands as activities, each with a summary naming what it touches. */
 function activityExecutor(ns: string, setup: PassSetup) {
-  const { short, long } = gcActivities(setup.timeouts);
+  const { short, long } = gcActivities(setup);
   const input = <C extends CollectorCommand>(command: C): [CommandInput<C>] => [{ namespaceId: ns, rules: setup.rules, command }];
   const prefix = (job: string) => jobPrefix(namespaceId(ns), job as Parameters<typeof jobPrefix>[1]);
   return async (command: CollectorCommand): Promise<CollectorResult> => {
@@ -232,13 +246,14 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcReport> {
   const setup = input.carried?.setup ?? (await setUp(input));
   const { rules } = setup;
   let { after, report } = input.carried ?? { after: undefined, report: emptyReport(rules.nowMs, rules.dryRun) };
-  const { listNamespaces } = gcActivities(setup.timeouts).short;
+  const { listNamespaces } = gcActivities(setup).short;
 
   const collectNamespace = async (ns: string): Promise<void> => {
     try {
       const done = await executeChild(gcNamespaceWorkflow, {
         workflowId: `${workflowInfo().workflowId}/${ns}`,
         args: [{ namespaceId: ns, setup }],
+        ...(setup.collectorTaskQueue !== undefined && { taskQueue: setup.collectorTaskQueue }),
         staticSummary: `${rules.dryRun ? 'Dry run of the collector' : 'Collector pass'} over namespace ${ns}`,
       });
       report = mergeReport(report, { ...done, totals: { ...done.totals, namespaces: 1 } });

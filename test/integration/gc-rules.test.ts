@@ -44,9 +44,9 @@ describe('the rules of a pass', () => {
     fixture = await openTestStore('minio');
     const taskQueue = uniqueId('tq-rules');
     workers = [
-      await startTestWorker(counting(fixture.store, seen[0]!), shortExpiry, taskQueue, undefined, { enableNonLocalActivities: false }),
+      await startTestWorker(counting(fixture.store, seen[0]!), shortExpiry, taskQueue, undefined, { workerOptions: { enableNonLocalActivities: false } }),
       // No workflow code: this worker polls activity tasks only.
-      await startTestWorker(counting(fixture.store, seen[1]!), longExpiry, taskQueue, undefined, { workflowBundle: undefined, workflowsPath: undefined }),
+      await startTestWorker(counting(fixture.store, seen[1]!), longExpiry, taskQueue, undefined, { workerOptions: { workflowBundle: undefined, workflowsPath: undefined } }),
     ];
     ({ client, close: closeClient } = await connectClient());
   });

@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startCompaction } from '../../src/client';
+import { runGcPass, startCompaction } from '../../src/client';
 import type { S3Endpoint } from '../../src/devservers';
 import {
   compactionsPrefix,
@@ -36,7 +36,7 @@ import type { GcReport } from '../../src/workflows/gc';
 import { createRoleUser, type Role } from '../support/iam';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
-import { connectClient, quickExpirySettings, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
+import { connectClient, expectReplays, quickExpirySettings, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
 import { workerEnvironment } from '../support/worker-env';
 
 const settings = quickExpirySettings;
@@ -192,6 +192,106 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const listed = (await cli('lease', 'list', '--json')) as { namespaceId: string; jobId: string; status: string }[];
     expect(listed.filter((row) => row.namespaceId === ns)).toMatchObject([{ jobId: job, status: 'active', ownerId: 'iam-test' }]);
     expect(await cli('lease', 'show', ns, job, '--json')).toMatchObject({ status: 'active', live: true, objects: { count: 3 } });
+  });
+
+  describe('one worker per role: its own credentials, its own task queue, only its own activities', () => {
+    const identity = { compaction: uniqueId('compaction-role'), collector: uniqueId('collector-role') };
+    // A bucket of its own, so the pass that lists every namespace meets only this test's.
+    let own: TestStore;
+    const ownStores: ObjectStore[] = [];
+    let compactionOnly: RunningWorker;
+    let collectorOnly: RunningWorker;
+
+    beforeAll(async () => {
+      own = await openTestStore('minio');
+      const roleStore = async (role: Role) => {
+        const endpoint = await createRoleUser(own.endpoint!, own.bucket!, role);
+        const store = createS3ObjectStore({ bucket: own.bucket!, client: new S3Client(s3ClientConfig(endpoint)), operationDeadlineMs: 30_000 });
+        ownStores.push(store);
+        return store;
+      };
+      compactionOnly = await startTestWorker(await roleStore('worker'), settings, uniqueId('tq-compaction'), undefined, {
+        role: 'compaction',
+        workerOptions: { identity: identity.compaction },
+      });
+      collectorOnly = await startTestWorker(await roleStore('collector'), settings, uniqueId('tq-collector'), undefined, {
+        role: 'collector',
+        workerOptions: { identity: identity.collector },
+      });
+    });
+    afterAll(async () => {
+      await compactionOnly?.stop();
+      await collectorOnly?.stop();
+      await Promise.all(ownStores.map((s) => s.close()));
+      await own?.store.close();
+    });
+
+    /** Where a workflow ran: its task queue, the queues, types and workers of its activities, and the workers of its workflow tasks. */
+    const whereItRan = async (workflowId: string) => {
+      const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+      const distinct = (pick: (e: (typeof events)[number]) => string | null | undefined) => [...new Set(events.flatMap((e) => pick(e) ?? []))].sort();
+      return {
+        taskQueue: events[0]?.workflowExecutionStartedEventAttributes?.taskQueue?.name,
+        activityQueues: distinct((e) => e.activityTaskScheduledEventAttributes?.taskQueue?.name),
+        activityTypes: distinct((e) => e.activityTaskScheduledEventAttributes?.activityType?.name),
+        activityWorkers: distinct((e) => e.activityTaskStartedEventAttributes?.identity),
+        workflowWorkers: distinct((e) => e.workflowTaskStartedEventAttributes?.identity),
+      };
+    };
+
+    it('a compaction and a collector pass started on the compaction queue both complete; the pass sends every activity and namespace workflow to the collector, and neither worker runs the other role’s activities', async () => {
+      const [compacted, collected] = [newNamespace(), newNamespace()];
+      await writeInputs(own.store, compacted, 'bindings', makeInputs(2, 100));
+      await writeInputs(own.store, collected, 'bindings', makeInputs(1, 10));
+      const orphan = newJobId();
+      const doomed = Array.from({ length: 2 }, () => stagedSegmentKey(collected, orphan, newSegmentId(), 'seg'));
+      for (const key of doomed) await own.store.put(key, bytes(`staged ${key}`));
+      const stagedAt = Date.now();
+
+      const compaction = await startCompaction(client, { namespaceId: compacted, group: 'bindings', taskQueue: compactionOnly.taskQueue });
+      const { outcome, outputs } = await compaction.result();
+      expect(outcome).toBe('published');
+      await sleep(Math.max(0, stagedAt + stagingGraceMs + 500 - Date.now()));
+      const pass = await runGcPass(client, { workflowId: uniqueId('iam-gc-roles'), taskQueue: compactionOnly.taskQueue, collectorTaskQueue: collectorOnly.taskQueue });
+
+      expect(pass.complete).toBe(true);
+      // The compaction's lease is live or expired by now: either way its referenced outputs stay.
+      expect(pass.report.totals).toMatchObject({ namespaces: 2, failedNamespaces: 0, prefixesSeen: 2, orphaned: 1, objectsDeleted: doomed.length, failedPrefixes: 0 });
+      for (const key of doomed) expect(await own.store.head(key).then(() => true, () => false), key).toBe(false);
+      for (const key of outputs) expect(await own.store.head(key).then(() => true, () => false), key).toBe(true);
+
+      expect(await whereItRan(compaction.workflowId)).toEqual({
+        taskQueue: compactionOnly.taskQueue,
+        activityQueues: [compactionOnly.taskQueue],
+        activityTypes: ['compactSegments', 'createLease', 'holdLease', 'publish', 'readGroup'],
+        activityWorkers: [identity.compaction],
+        workflowWorkers: [identity.compaction],
+      });
+      // The pass's workflow tasks run where it started; its listing and its children go to the collector.
+      expect(await whereItRan(pass.workflowId)).toEqual({
+        taskQueue: compactionOnly.taskQueue,
+        activityQueues: [collectorOnly.taskQueue],
+        activityTypes: ['listNamespaces'],
+        activityWorkers: [identity.collector],
+        workflowWorkers: [identity.compaction],
+      });
+      for (const ns of [compacted, collected]) {
+        const child = await whereItRan(`${pass.workflowId}/${ns}`);
+        expect(child, ns).toMatchObject({ taskQueue: collectorOnly.taskQueue, activityQueues: [collectorOnly.taskQueue], activityWorkers: [identity.collector], workflowWorkers: [identity.collector] });
+        expect(child.activityTypes, ns).toContain('surveyLeases');
+        // Deterministic with the queue in its commands: the recorded run replays.
+        await expectReplays(client, `${pass.workflowId}/${ns}`);
+      }
+      await expectReplays(client, pass.workflowId);
+    });
+
+    it("a pass started on the collector's own queue runs there wholly: the collector worker alone serves it", async () => {
+      const pass = await runGcPass(client, { workflowId: uniqueId('iam-gc-collector-queue'), taskQueue: collectorOnly.taskQueue, collectorTaskQueue: collectorOnly.taskQueue });
+
+      expect(pass.complete).toBe(true);
+      expect(pass.report.totals).toMatchObject({ namespaces: 2, failedNamespaces: 0, failedPrefixes: 0 });
+      expect(await whereItRan(pass.workflowId)).toMatchObject({ activityQueues: [collectorOnly.taskQueue], activityWorkers: [identity.collector], workflowWorkers: [identity.collector] });
+    });
   });
 
   describe('refusals', () => {

@@ -4,7 +4,7 @@ import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, t
 import { inject } from 'vitest';
 import { resolveSettings, shrunkTiming, type CompactionSettings } from '../../src/config';
 import type { ObjectStore } from '../../src/store';
-import { createWorker, WORKFLOWS_PATH } from '../../src/worker';
+import { createWorker, WORKFLOWS_PATH, type CreateWorkerOptions } from '../../src/worker';
 
 // Worker state changes at INFO drown test output; warnings and errors still show.
 Runtime.install({ logger: new DefaultLogger('WARN') });
@@ -52,7 +52,8 @@ export async function startTestWorker(
   settings: CompactionSettings,
   taskQueue = uniqueId('tq'),
   address = inject('temporalAddress'),
-  workerOptions: Partial<WorkerOptions> = {},
+  /** A single role, and worker options such as an `identity` that tells it from other workers of the process. */
+  extra: Pick<CreateWorkerOptions, 'role' | 'workerOptions'> = {},
 ): Promise<RunningWorker> {
   const connection = await NativeConnection.connect({ address });
   const worker = await createWorker({
@@ -60,7 +61,8 @@ export async function startTestWorker(
     settings,
     connection,
     taskQueue,
-    workerOptions: { shutdownGraceTime: '2 seconds', workflowBundle: await workflowBundle(), ...workerOptions },
+    role: extra.role ?? 'all',
+    workerOptions: { shutdownGraceTime: '2 seconds', workflowBundle: await workflowBundle(), ...extra.workerOptions },
     log: () => {},
   });
   const running = worker.run();

@@ -36,7 +36,7 @@ afterEach(async () => {
 });
 
 /** Runs the CLI on a context whose store is `store` (none: any use fails the test) and whose Temporal is `client` (none: any use fails). */
-async function cli(argv: string[], store?: ObjectStore, client?: Client): Promise<Run> {
+async function cli(argv: string[], store?: ObjectStore, client?: Client, overrides: Partial<CliContext> = {}): Promise<Run> {
   const stdout: string[] = [];
   const stderr: string[] = [];
   const ctx: CliContext = {
@@ -46,8 +46,10 @@ async function cli(argv: string[], store?: ObjectStore, client?: Client): Promis
     temporal: () => expect.fail('the command needed Temporal'),
     client: async () => client ?? expect.fail('the command connected to Temporal'),
     taskQueue: () => 'unit',
+    collectorTaskQueue: () => 'unit',
     nowMs: () => NOW,
     close: async () => {},
+    ...overrides,
   };
   return { code: await runCli(argv, ctx), stdout, stderr };
 }
@@ -296,6 +298,28 @@ describe('cli operator paths', () => {
       'no worker polls task queue unit in Temporal namespace default (waited 0s): start one on it (`compaction-lease worker` with COMPACTION_TASK_QUEUE=unit), ' +
         `or point COMPACTION_TASK_QUEUE at the queue your workers poll; ${workflowId} is started and runs when a worker polls`,
     ]);
+  });
+
+  it("gc run --wait with a collector queue of its own that no worker polls for activities exits 1 naming that queue and the collector's role", async () => {
+    const client = fakeClient(['w1'], () => new Promise(() => {}));
+    // Workflow tasks of the start queue are polled; nothing polls the collector's queue.
+    client.workflowService.describeTaskQueue = (async (request: { taskQueue: { name: string } }) => ({
+      pollers: request.taskQueue.name === 'unit' ? [{ identity: 'w1' }] : [],
+    })) as unknown as typeof client.workflowService.describeTaskQueue;
+    const run = await cli(['gc', 'run', '--wait', '--worker-timeout', '0s'], undefined, client, { collectorTaskQueue: () => 'unit-gc' });
+    expect(run.code).toBe(ExitCode.failed);
+    expect(run.stderr).toEqual([
+      "no worker polls task queue unit-gc for the collector's activities in Temporal namespace default (waited 0s): start one on it " +
+        '(`compaction-lease worker --role collector` with COMPACTION_COLLECTOR_TASK_QUEUE=unit-gc), or point COMPACTION_COLLECTOR_TASK_QUEUE at the queue your workers poll; ' +
+        `compaction-gc-run-${new Date(NOW).toISOString()} is started and runs when a worker polls`,
+    ]);
+  });
+
+  it('worker --role accepts only the three roles, as a usage error', async () => {
+    const run = await cli(['worker', '--role', 'gc']);
+    expect(run.code).toBe(ExitCode.usage);
+    expect(run.stderr).toHaveLength(1);
+    expect(run.stderr[0]).toMatch(/--role.*gc.*all, compaction, collector.*see --help/);
   });
 
   it('gc run --wait prints each corrupt lease once, key and reason, and exits 1 for the incomplete pass', async () => {

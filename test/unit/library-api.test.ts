@@ -12,7 +12,7 @@ function recordingClient() {
   const handle = (workflowId: string) => ({ workflowId, firstExecutionRunId: 'run-1' });
   const client = {
     workflow: { start: async (_type: string, options: { workflowId: string; taskQueue: string; args: unknown[] }) => (started.push(options), handle(options.workflowId)) },
-    schedule: { create: async (options: { action: { taskQueue: string } }) => (started.push({ taskQueue: options.action.taskQueue }), { scheduleId: 's' }) },
+    schedule: { create: async (options: { action: { taskQueue: string; args: unknown[] } }) => (started.push(options.action), { scheduleId: 's' }) },
   } as unknown as Client;
   return { client, started };
 }
@@ -25,7 +25,7 @@ describe('the public API', () => {
   it.each([
     'SEARCH_ATTRIBUTES', 'registerSearchAttributes', 'taskQueueFromEnv', 'installRuntime', 'temporalTarget', 'connectClientFromEnv',
     'startWorkerFromEnv', 'createWorker', 'startCompaction', 'ensureGcSchedule', 'runGcPass', 'startGcPass', 'gcPassResult',
-    'waitForWorker', 'writeInputSegment', 'objectStoreFromEnv', 'settingsFromEnv',
+    'waitForWorker', 'writeInputSegment', 'objectStoreFromEnv', 'settingsFromEnv', 'workerRoleFromEnv', 'collectorTaskQueueFromEnv',
   ])('exports %s', (name) => {
     expect(library).toHaveProperty(name);
   });
@@ -51,6 +51,29 @@ describe('one task queue setting for the library, the CLI and the worker', () =>
     const { client, started } = recordingClient();
     await library.startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes' });
     expect(started[0]?.taskQueue).toBe(library.DEFAULT_TASK_QUEUE);
+  });
+
+  it("ensureGcSchedule and startGcPass record COMPACTION_COLLECTOR_TASK_QUEUE in the pass's input, unless told another", async () => {
+    vi.stubEnv('COMPACTION_TASK_QUEUE', 'tq2');
+    vi.stubEnv('COMPACTION_COLLECTOR_TASK_QUEUE', 'gc2');
+    const { client, started } = recordingClient();
+    await library.ensureGcSchedule(client, { cron: '*/15 * * * *', pass: { dryRun: true } });
+    await library.startGcPass(client, { taskQueue: 'elsewhere' });
+    await library.startGcPass(client, { collectorTaskQueue: 'gc3' });
+    expect(started.map((s) => [s.taskQueue, s.args?.[0]])).toEqual([
+      ['tq2', { dryRun: true, collectorTaskQueue: 'gc2' }],
+      ['elsewhere', { collectorTaskQueue: 'gc2' }],
+      ['tq2', { collectorTaskQueue: 'gc3' }],
+    ]);
+  });
+
+  it("without it a pass's collector work stays on the queue the pass starts on", async () => {
+    vi.stubEnv('COMPACTION_TASK_QUEUE', 'tq2');
+    vi.stubEnv('COMPACTION_COLLECTOR_TASK_QUEUE', '');
+    const { client, started } = recordingClient();
+    await library.ensureGcSchedule(client, { every: '1h' });
+    await library.startGcPass(client, { taskQueue: 'elsewhere' });
+    expect(started.map((s) => (s.args?.[0] as { collectorTaskQueue?: string }).collectorTaskQueue)).toEqual(['tq2', 'elsewhere']);
   });
 
   it('a COMPACTION_LOG_LEVEL that is not a level stops the worker before the Runtime is installed', () => {

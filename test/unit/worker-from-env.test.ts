@@ -12,6 +12,12 @@ describe('startWorkerFromEnv', () => {
     await expect(startWorkerFromEnv({ env: { COMPACTION_LOG_LEVEL: 'chatty' } })).rejects.toThrow(SettingsError);
   });
 
+  it('rejects a COMPACTION_WORKER_ROLE that is not a role before it connects', async () => {
+    await expect(startWorkerFromEnv({ installRuntime: false, env: { COMPACTION_WORKER_ROLE: 'gc', TEMPORAL_ADDRESS: '127.0.0.1:1' } })).rejects.toThrow(
+      'COMPACTION_WORKER_ROLE must be one of all, compaction, collector, not "gc"',
+    );
+  });
+
   it('installs the Runtime at COMPACTION_LOG_LEVEL, and opens no store when Temporal is unreachable', async () => {
     const storePath = join(mkdtempSync(join(tmpdir(), 'from-env-')), 'store.sqlite');
     await expect(startWorkerFromEnv({ env: { COMPACTION_LOG_LEVEL: 'debug', TEMPORAL_ADDRESS: '127.0.0.1:1', COMPACTION_EMBEDDED_STORE: storePath } })).rejects.toThrow();

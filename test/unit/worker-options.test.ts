@@ -1,6 +1,16 @@
-import { describe, expect, it } from 'vitest';
-import { SettingsError } from '../../src/config';
-import { ACTIVITY_SLOTS_ENV, DEFAULT_ACTIVITY_SLOTS, workerOptionsFromEnv } from '../../src/worker';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createActivities } from '../../src/activities';
+import { resolveSettings, SettingsError, WORKER_ROLE_ENV, WORKER_ROLES, workerRoleFromEnv, type WorkerRole } from '../../src/config';
+import { createEmbeddedObjectStore } from '../../src/store';
+import {
+  ACTIVITY_SLOTS_ENV,
+  COLLECTOR_TASK_QUEUE_ENV,
+  DEFAULT_ACTIVITY_SLOTS,
+  DEFAULT_TASK_QUEUE,
+  roleTaskQueueFromEnv,
+  TASK_QUEUE_ENV,
+  workerOptionsFromEnv,
+} from '../../src/worker';
 
 describe('worker options from the environment', () => {
   it('leaves the defaults alone when nothing is set', () => {
@@ -18,5 +28,34 @@ describe('worker options from the environment', () => {
 
   it('gives 10,000 jobs their two slots each, with headroom for the collector', () => {
     expect(DEFAULT_ACTIVITY_SLOTS).toBeGreaterThan(2 * 10_000);
+  });
+});
+
+describe('worker roles', () => {
+  const deps = { store: createEmbeddedObjectStore({ path: ':memory:' }), settings: resolveSettings() };
+  afterAll(() => deps.store.close());
+  const names = (role: WorkerRole) => Object.keys(createActivities(deps, role)).sort();
+
+  it('a role other than all, compaction or collector stops the worker with a typed error naming the variable and the roles', () => {
+    expect(workerRoleFromEnv({})).toBe('all');
+    expect(workerRoleFromEnv({ [WORKER_ROLE_ENV]: 'collector' })).toBe('collector');
+    expect(() => workerRoleFromEnv({ [WORKER_ROLE_ENV]: 'gc' })).toThrow(SettingsError);
+    expect(() => workerRoleFromEnv({ [WORKER_ROLE_ENV]: 'gc' })).toThrow('COMPACTION_WORKER_ROLE must be one of all, compaction, collector, not "gc"');
+  });
+
+  it("a collector polls COMPACTION_COLLECTOR_TASK_QUEUE, the other roles COMPACTION_TASK_QUEUE; unset, the collector's queue is COMPACTION_TASK_QUEUE", () => {
+    const env = { [TASK_QUEUE_ENV]: 'work', [COLLECTOR_TASK_QUEUE_ENV]: 'gc' };
+    expect(WORKER_ROLES.map((role) => roleTaskQueueFromEnv(role, env))).toEqual(['work', 'work', 'gc']);
+    expect(roleTaskQueueFromEnv('collector', { [TASK_QUEUE_ENV]: 'work' })).toBe('work');
+    expect(roleTaskQueueFromEnv('collector', {})).toBe(DEFAULT_TASK_QUEUE);
+  });
+
+  it("each single role registers its own activities and the workflows' settings reads, none of the other role's; all registers both", () => {
+    const compaction = names('compaction');
+    const collector = names('collector');
+    expect(compaction).toEqual(expect.arrayContaining(['compactionSettings', 'gcSettings', 'readGroup', 'createLease', 'holdLease', 'compactSegments', 'publish']));
+    expect(collector).toEqual(expect.arrayContaining(['compactionSettings', 'gcSettings', 'listNamespaces', 'claimLease', 'reclaimPrefix', 'deleteLease']));
+    expect(compaction.filter((name) => collector.includes(name))).toEqual(['compactionSettings', 'gcSettings']);
+    expect(names('all')).toEqual([...new Set([...compaction, ...collector])].sort());
   });
 });
