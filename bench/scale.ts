@@ -21,7 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
 import { ensureGcSchedule, startCompaction } from '../src/client';
-import { defaultHeartbeatTimeoutMs, resolveSettings, resolveTiming, shrunkTiming, type CompactionSettings, type Timing } from '../src/config';
+import { defaultHeartbeatTimeoutMs, defaultTimingDividedBy, resolveSettings, shrunkTiming, type CompactionSettings, type Timing } from '../src/config';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer, type S3Server, type TemporalDevServer } from '../src/devservers';
 import { jobPrefix, namespaceId, newJobId, newSegmentId, parseCompactionKey, stagedSegmentKey, type NamespaceId } from '../src/keys';
 import { createJobLease } from '../src/protocol';
@@ -334,9 +334,7 @@ async function requestCost(opts: Options, minio: S3Server, bucket: Bucket): Prom
 async function wholeJobActions(opts: Options, minio: S3Server, bucket: Bucket): Promise<void> {
   await withTemporal(minio, async ({ client, address }) => {
     const f = opts.actionsScale;
-    const defaults = resolveTiming();
-    const scaled = Object.fromEntries(Object.entries(defaults).map(([k, v]) => [k, Math.round(v / f)])) as unknown as Timing;
-    const settings = resolveSettings({ timing: scaled });
+    const settings = resolveSettings({ timing: defaultTimingDividedBy(f) });
     const holdMs = 3600_000 / f;
     const jobs = await seedJobs(bucket.store, 'actions', opts.actionsJobs);
     const worker = await spawnScaleWorker({ temporalAddress: address, bucket, taskQueue: 'actions', settings, name: 'actions', holdMs });
