@@ -6,8 +6,11 @@
  *     request counter), refresh latency p50/p99 (the package's histogram), false fences (the fence
  *     counter, fenced runs in Temporal, and a collector pass over every job at the end);
  *  2. horizontal scale: the same N over 2 and 3 worker processes on one task queue, per worker;
- *  3. request cost: S3 requests per lease-hour at the default timings, and per collector pass per
- *     job prefix (live, claimed, reclaimed, orphaned), from MinIO's counters;
+ *  3. request cost: S3 requests and billable Temporal actions (heartbeat RPCs plus the actions in
+ *     the jobs' histories) per lease-hour at the default timings in steady state, and per collector
+ *     pass per job prefix (live, claimed, reclaimed, orphaned), from MinIO's counters;
+ *  3a. actions per whole job: jobs of one hour at the default timings, every timing divided by one
+ *     factor (so every cadence scales alike), from start to their published end;
  *  4. time to reclaim: a worker SIGKILLed mid-job, the collector on a Schedule, until the prefix is empty.
  * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/scale.ts` (see --help).
  */
@@ -18,13 +21,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
 import { ensureGcSchedule, startCompaction } from '../src/client';
-import { resolveSettings, shrunkTiming, type CompactionSettings, type Timing } from '../src/config';
+import { defaultHeartbeatTimeoutMs, defaultTimingDividedBy, resolveSettings, shrunkTiming, type CompactionSettings, type Timing } from '../src/config';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer, type S3Server, type TemporalDevServer } from '../src/devservers';
 import { jobPrefix, namespaceId, newJobId, newSegmentId, parseCompactionKey, stagedSegmentKey, type NamespaceId } from '../src/keys';
 import { createJobLease } from '../src/protocol';
 import type { ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
 import type { GcReport } from '../src/workflows/gc';
+import { actionTotal, describeActions, jobActions } from './support/actions';
 import { createBucket, GROUPS_PER_NAMESPACE, seedJobs, spawnScaleWorker, type Bucket, type JobSpec, type WorkerProcess } from './support/fleet';
 import { machineCpuSeconds, pidsWithArgs, totalCpuSeconds } from './support/proc';
 import { histogramBuckets, quantile, scrape, total, type Sample } from './support/prometheus';
@@ -42,18 +46,20 @@ const program = new Command('scale')
   .option('--workers <k,…>', 'worker processes sharing the largest N (horizontal scale); none: skip', (raw) => (raw === 'none' ? [] : list(raw)), [2, 3])
   .option('--horizontal-leases <n>', 'N for the horizontal points (default: the largest --leases)', whole)
   .option('--refresh-ms <ms>', 'shrunk lease refresh interval of the concurrency points', whole, 60_000)
-  .option('--heartbeat-timeout-ms <ms>', 'Temporal heartbeat timeout of the long activities', whole, 30_000)
+  .option('--heartbeat-timeout-ms <ms>', 'Temporal heartbeat timeout of the long activities (default: derived from the refresh interval)', whole)
   .option('--window-intervals <k>', 'measurement window in refresh intervals', whole, 2)
   .option('--sdk-defaults', 'run the workers with the SDK default slots instead of createWorker’s (evidence for them)')
   .option('--max-cached-workflows <n>', 'the workers\' sticky workflow cache (default: the SDK\'s, from the heap size)', whole)
   .option('--no-gc-check', 'skip the collector pass over every job after a window')
-  .option('--phases <p,…>', 'scale, cost, gc-cost, reclaim', (raw) => raw.split(','), ['scale', 'cost', 'gc-cost', 'reclaim'])
+  .option('--phases <p,…>', 'scale, cost, actions, gc-cost, reclaim', (raw) => raw.split(','), ['scale', 'cost', 'actions', 'gc-cost', 'reclaim'])
+  .option('--actions-jobs <n>', 'whole jobs of the actions phase', whole, 50)
+  .option('--actions-scale <f>', 'the actions phase divides every default timing and the one-hour job by this', whole, 60)
   .option('--cost-leases <n>', 'jobs of the default-timing cost window', whole, 100)
   .option('--cost-window-s <s>', 'default-timing cost window (two refresh intervals: 600)', whole, 600)
   .option('--reclaim-trials <n>', 'dead jobs timed one after another', whole, 3)
   .option('--gc-every-s <s>', 'collector schedule period of the reclaim phase', whole, 5);
 type Options = {
-  leases: number[]; workers: number[]; horizontalLeases?: number; refreshMs: number; heartbeatTimeoutMs: number; windowIntervals: number;
+  leases: number[]; workers: number[]; horizontalLeases?: number; refreshMs: number; heartbeatTimeoutMs?: number; windowIntervals: number; actionsJobs: number; actionsScale: number;
   sdkDefaults?: boolean; maxCachedWorkflows?: number; gcCheck: boolean; phases: string[]; costLeases: number; costWindowS: number; reclaimTrials: number; gcEveryS: number;
 };
 
@@ -162,10 +168,20 @@ async function waitFor(done: () => Promise<boolean>, timeoutMs: number): Promise
   return false;
 }
 
+/**
+ * The concurrency points' settings: shrunk timings at `--refresh-ms`, the heartbeat timeout as set, else derived
+ * from the shrunk timings as the default is (the expiry then covers it: shrunkTiming is given that timeout).
+ */
+function pointSettings(opts: Options): CompactionSettings {
+  // The shrunk refresh interval and deadline do not depend on the heartbeat timeout shrunkTiming is given.
+  const heartbeatTimeoutMs = opts.heartbeatTimeoutMs ?? defaultHeartbeatTimeoutMs(shrunkTiming(opts.refreshMs, 1000));
+  return resolveSettings({ timing: shrunkTiming(opts.refreshMs, heartbeatTimeoutMs), heartbeatTimeoutMs });
+}
+
 /** One concurrency point: N jobs over `workerCount` worker processes; everything measured over one window in steady state. */
 async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: number, workerCount: number, index: number): Promise<PointResult> {
   return withTemporal(minio, async ({ client, address, minioPids, temporalPids }) => {
-    const settings = resolveSettings({ timing: shrunkTiming(opts.refreshMs, opts.heartbeatTimeoutMs), heartbeatTimeoutMs: opts.heartbeatTimeoutMs });
+    const settings = pointSettings(opts);
     const taskQueue = `scale-${index}`;
     const jobs = await seedJobs(bucket.store, `p${index}`, n);
     const workerOptions = {
@@ -248,7 +264,7 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
       const fenceCount = (await sumOver(workers, fences)).reduce((a, b) => a + b, 0);
       const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
       const line = [
-        `N=${n} on ${workerCount} worker${workerCount > 1 ? 's' : ''}, refresh ${opts.refreshMs / 1000} s, heartbeat timeout ${opts.heartbeatTimeoutMs / 1000} s: ` +
+        `N=${n} on ${workerCount} worker${workerCount > 1 ? 's' : ''}, refresh ${opts.refreshMs / 1000} s, heartbeat timeout ${settings.heartbeatTimeoutMs / 1000} s: ` +
           `ramp ${(rampMs / 1000).toFixed(0)} s (${steady ? 'every job refreshed' : 'NOT every job refreshed'}), window ${(elapsed / 1000).toFixed(0)} s`,
         `  load: ${loadBefore} → ${load()}; machine CPU ${(cpu.machine * 100).toFixed(0)}% busy; Temporal ${pct(cpu.temporal)}, MinIO ${pct(cpu.minio)} (of one core)`,
         `  workers: CPU ${pct(sum(cpu.workers))} (of one core), RSS ${(sum(rssPeak) / 2 ** 20).toFixed(0)} MiB peak; leases held ~${sum(held)}`,
@@ -267,7 +283,10 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
   });
 }
 
-/** S3 requests per lease-hour at the default timings: N jobs in steady state over a window of whole refresh intervals. */
+/**
+ * S3 requests and billable Temporal actions per lease-hour at the default timings: N jobs in steady
+ * state over a window of whole refresh intervals, real time (no timing shrunk).
+ */
 async function requestCost(opts: Options, minio: S3Server, bucket: Bucket): Promise<void> {
   await withTemporal(minio, async ({ client, address }) => {
     const settings = resolveSettings();
@@ -278,25 +297,66 @@ async function requestCost(opts: Options, minio: S3Server, bucket: Bucket): Prom
       await startJobs(client, jobs, 'cost');
       // Every lease exists: from here on only the keepers write.
       await waitFor(async () => (await countLeases(bucket.store, jobs)) >= n, 120_000);
-      log(`cost: ${n} leases at default timings (refresh ${settings.timing.leaseRefreshIntervalMs / 1000} s); window ${opts.costWindowS} s, ${load()}`);
+      log(`cost: ${n} leases at default timings (refresh ${settings.timing.leaseRefreshIntervalMs / 1000} s, heartbeat timeout ${settings.heartbeatTimeoutMs / 1000} s); window ${opts.costWindowS} s, ${load()}`);
       const before = await minioRequests(minio);
       const refreshesBefore = refreshes(await worker!.scrape());
       const hbBefore = heartbeatRpcs(await worker!.scrape());
+      const windowFrom = Date.now();
       await sleep(opts.costWindowS * 1000);
+      const windowTo = Date.now();
       const delta = requestDelta(await minioRequests(minio), before);
       const metrics = await worker!.scrape();
       const refreshCount = refreshes(metrics) - refreshesBefore;
       const leaseHours = (n * opts.costWindowS) / 3600;
       const puts = delta.get('putobject') ?? 0;
+      const heartbeats = heartbeatRpcs(metrics) - hbBefore;
+      const history = await jobActions(client, jobs, windowFrom, windowTo);
       console.log(
         `request cost at default timings: ${n} leases × ${opts.costWindowS} s = ${leaseHours.toFixed(2)} lease-hours, ${load()}\n` +
           `  S3 requests (MinIO's count): ${describeRequests(delta)}\n` +
           `  ${(puts / leaseHours).toFixed(2)} PUT and ${((delta.get('getobject') ?? 0) / leaseHours).toFixed(2)} GET per lease-hour ` +
           `(one PUT per refresh: ${(3600_000 / settings.timing.leaseRefreshIntervalMs).toFixed(0)}); ${refreshCount} refreshes counted by the worker, ${(puts / Math.max(refreshCount, 1)).toFixed(3)} PUT per refresh\n` +
-          `  Temporal heartbeat RPCs: ${((heartbeatRpcs(metrics) - hbBefore) / leaseHours).toFixed(0)} per lease-hour`,
+          `  Temporal heartbeat RPCs: ${heartbeats} (the worker's counter), ${(heartbeats / leaseHours).toFixed(2)} per lease-hour\n` +
+          `  history actions in the window (every job's history): ${describeActions(history)}\n` +
+          `  billable actions per job-hour in steady state: ${((heartbeats + actionTotal(history)) / leaseHours).toFixed(2)}`,
       );
     } finally {
       await worker!.stop('SIGKILL');
+    }
+  });
+}
+
+/**
+ * Billable actions of whole one-hour jobs, start to publication: every default timing and the job's
+ * hour divided by `--actions-scale` (the heartbeat timeout, derived from them, scales alike), so each
+ * job refreshes, heartbeats and retries as an hour-long job at the defaults would, in an hour / scale.
+ */
+async function wholeJobActions(opts: Options, minio: S3Server, bucket: Bucket): Promise<void> {
+  await withTemporal(minio, async ({ client, address }) => {
+    const f = opts.actionsScale;
+    const settings = resolveSettings({ timing: defaultTimingDividedBy(f) });
+    const holdMs = 3600_000 / f;
+    const jobs = await seedJobs(bucket.store, 'actions', opts.actionsJobs);
+    const worker = await spawnScaleWorker({ temporalAddress: address, bucket, taskQueue: 'actions', settings, name: 'actions', holdMs });
+    try {
+      log(
+        `actions: ${jobs.length} one-hour jobs at the default timings ÷ ${f} (refresh ${settings.timing.leaseRefreshIntervalMs} ms, ` +
+          `deadline ${settings.timing.operationDeadlineMs} ms, heartbeat timeout ${settings.heartbeatTimeoutMs} ms, work ${holdMs} ms), ${load()}`,
+      );
+      const hbBefore = heartbeatRpcs(await worker.scrape());
+      const handles = await Promise.all(jobs.map((job) => startCompaction(client, { ...job, taskQueue: 'actions' })));
+      const outcomes = await Promise.all(handles.map((h) => h.result().then((r) => r.outcome)));
+      const heartbeats = heartbeatRpcs(await worker.scrape()) - hbBefore;
+      const history = await jobActions(client, jobs);
+      const perJob = 1 / jobs.length;
+      const byOutcome = [...new Set(outcomes)].map((o) => `${o} ${outcomes.filter((x) => x === o).length}`).join(', ');
+      console.log(
+        `billable actions per one-hour job (default timings ÷ ${f}, ${jobs.length} jobs: ${byOutcome}), ${load()}\n` +
+          `  heartbeat RPCs ${(heartbeats * perJob).toFixed(2)} (the worker's counter); history: ${describeActions(history, perJob)}\n` +
+          `  total ${((heartbeats + actionTotal(history)) * perJob).toFixed(2)} per job`,
+      );
+    } finally {
+      await worker.stop('SIGKILL');
     }
   });
 }
@@ -430,6 +490,7 @@ async function main(): Promise<void> {
       for (const [i, [n, k]] of points.entries()) await runPoint(opts, minio, bucket, n, k, i);
     }
     if (opts.phases.includes('cost')) await requestCost(opts, minio, await createBucket(minio, 'cost'));
+    if (opts.phases.includes('actions')) await wholeJobActions(opts, minio, await createBucket(minio, 'actions'));
     if (opts.phases.includes('gc-cost')) await gcPassCost(minio, await createBucket(minio, 'gc-cost'));
     if (opts.phases.includes('reclaim')) await timeToReclaim(opts, minio, await createBucket(minio, 'reclaim'));
     console.log(`done, ${load()}`);

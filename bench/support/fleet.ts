@@ -50,17 +50,19 @@ export interface JobSpec {
   readonly group: string;
 }
 
-/** `count` jobs as namespaces `{prefix}-{i}` of {@link GROUPS_PER_NAMESPACE} groups, each group one input segment in its root. */
+/** `count` jobs as namespaces `{prefix}-{i}` of {@link GROUPS_PER_NAMESPACE} groups, each group one (empty) input segment in its root. */
 export async function seedJobs(store: ObjectStore, prefix: string, count: number): Promise<JobSpec[]> {
   const jobs = Array.from({ length: count }, (_, i) => ({
     namespaceId: `${prefix}-${Math.floor(i / GROUPS_PER_NAMESPACE)}`,
     group: `g${String(i % GROUPS_PER_NAMESPACE).padStart(3, '0')}`,
   }));
+  const inputs = jobs.map((j) => inputSegmentKey(namespaceId(j.namespaceId), newSegmentId(), SEGMENT_EXTENSION));
+  // The test compactor reads no input, but a job checks its inputs exist before its lease does: one empty object each.
+  await inBatches(inputs, 1, 32, ([key]) => store.put(key!, new Uint8Array()));
   const namespaces = [...new Set(jobs.map((j) => j.namespaceId))];
-  // The test compactor reads no input, so the segments are only named in the root.
   await inBatches(namespaces, 1, 16, ([ns]) =>
     updateRoot(store, namespaceId(ns), (root) =>
-      jobs.filter((j) => j.namespaceId === ns).reduce((r, j) => addSegments(r, familyGroup(j.group), [inputSegmentKey(namespaceId(ns), newSegmentId(), SEGMENT_EXTENSION)]), root),
+      jobs.reduce((r, j, i) => (j.namespaceId === ns ? addSegments(r, familyGroup(j.group), [inputs[i]!]) : r), root),
     ),
   );
   return jobs;

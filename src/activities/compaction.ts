@@ -8,7 +8,7 @@ import { recordFence, recordRefresh } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
 import { compactGroup, NO_PROGRESS, outputSegmentKeys, type CompactionProgress, type Compactor } from '../compactor';
 import { asInputError, checkInputs } from '../compactor/inputs';
-import type { CompactionSettings } from '../config';
+import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { familyGroup, jobId, namespaceId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { groupSegments } from '../root';
 import {
@@ -120,6 +120,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
   // The keepers running on this worker, by job: a job's work that ends here stops its keeper at once
   // instead of waiting for cancellation, which reaches an activity only in a heartbeat response.
   const keepers = new Map<MetadataCompactionId, AbortController>();
+  const beatEveryMs = heartbeatEveryMs(settings);
   return {
     async compactionSettings(): Promise<WorkflowSettings> {
       return {
@@ -161,19 +162,24 @@ export function createCompactionActivities({ store, settings, compactor = compac
       try {
         let held = (ctx.info.heartbeatDetails as HeldLease | undefined) ?? input.held;
         const clock = attemptClock();
-        const beatEveryMs = Math.max(200, Math.min(timing.leaseRefreshIntervalMs, settings.heartbeatTimeoutMs) / 3);
         // When the held heartbeat was written, on this attempt's clock: never later than now, since an
         // earlier attempt's host clock may run ahead of ours (that would only postpone the refresh).
         let beatAtMs = Math.min(held.lease.heartbeat_at_ms, clock());
-        ctx.heartbeat(held);
+        let lastBeatMs = 0;
+        const beat = () => {
+          ctx.heartbeat(held);
+          lastBeatMs = clock();
+        };
+        beat();
         // The stop is looked at only between refreshes: a stopped keeper has no refresh in flight
         // once it returns, so none can land beside the publication's own.
         for (;;) {
-          // Temporal heartbeats more often than the lease is refreshed: that is how cancellation and a dead worker are noticed.
           const refreshAt = beatAtMs + timing.leaseRefreshIntervalMs;
           while (clock() < refreshAt && !stop.signal.aborted) {
-            await sleepUnless(ctx, Math.min(beatEveryMs, refreshAt - clock()), stop.signal);
-            ctx.heartbeat(held);
+            // Between refreshes the keeper beats only as often as its heartbeat timeout needs (at the default timeout, never).
+            const beatDue = lastBeatMs + beatEveryMs;
+            await sleepUnless(ctx, Math.min(beatDue, refreshAt) - clock(), stop.signal);
+            if (clock() >= beatDue) beat();
           }
           if (stop.signal.aborted) return { stopped: 'work ended' };
           const started = performance.now();
@@ -187,7 +193,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
           }
           recordRefresh(performance.now() - started);
           beatAtMs = Math.min(held.lease.heartbeat_at_ms, sentAtMs);
-          ctx.heartbeat(held);
+          beat();
         }
       } finally {
         if (keepers.get(ref.jobId) === stop) keepers.delete(ref.jobId);
@@ -202,8 +208,9 @@ export function createCompactionActivities({ store, settings, compactor = compac
       let latest = resume;
       const attempt = attemptStore(store);
       // Reading the first bytes of every input and skipping to the resume key emit no records, and
-      // can outlast the heartbeat timeout on a wide group: beat on a timer too, not only per record batch.
-      const beat = setInterval(() => ctx.heartbeat(latest), settings.heartbeatTimeoutMs / 3);
+      // can outlast the heartbeat timeout on a wide group: beat on a timer too, not only per record batch
+      // (the worker's heartbeat throttle sends at most one of these per beat interval).
+      const beat = setInterval(() => ctx.heartbeat(latest), beatEveryMs);
       const progress = await compactor(attempt.store, ref, input.inputs, settings.targetSegmentBytes, resume, {
         onSegmentFinished: (p) => {
           latest = p;

@@ -20,7 +20,7 @@ export interface CompactionSettings {
   readonly targetSegmentBytes: number;
   /** Bytes above which an input segment is refused from its size (a HEAD) before it is read: far beyond any segment the metadata service writes. */
   readonly maxInputSegmentBytes: number;
-  /** Temporal heartbeat timeout of the long activities: how fast a dead worker is noticed; the lease expiry must cover it (see `minimumLeaseExpiryMs`). */
+  /** Temporal heartbeat timeout of the long activities: how fast a dead worker is noticed; the lease expiry must cover it (see `minimumLeaseExpiryMs`). Default {@link defaultHeartbeatTimeoutMs}. */
   readonly heartbeatTimeoutMs: number;
   /** How many times a fenced job runs again as a new job before the workflow reports `fenced`. */
   readonly maxFencedRuns: number;
@@ -37,6 +37,27 @@ const schema = z.strictObject({
   maxRootRaces: z.number().int().positive().optional(),
 });
 
+/**
+ * The heartbeat timeout unless one is set: refresh interval + operation deadline. A lease keeper
+ * then beats once per refresh, when it lands (a refresh is sent one interval after the last and
+ * lands within one deadline), so a job costs Temporal a heartbeat per refresh, not one every few
+ * seconds. At the defaults (7.5 min) a dead worker's retried keeper still refreshes within half the
+ * lease expiry of the death: timeout + keeper retry delay + deadline = 10 min against 12.5.
+ */
+export const defaultHeartbeatTimeoutMs = (t: Pick<Timing, 'leaseRefreshIntervalMs' | 'operationDeadlineMs'>): number =>
+  t.leaseRefreshIntervalMs + t.operationDeadlineMs;
+
+/**
+ * How often a long activity (lease keeper, work) heartbeats to Temporal, and the worker's heartbeat
+ * throttle: Temporal must hear from it within each heartbeat timeout, and a keeper's refresh (up to
+ * one operation deadline) can delay the beat after it, so beats are timeout − deadline apart; at the
+ * default timeout that is one per refresh interval. Every heartbeat sent is a billable Temporal
+ * action, so none is sent more often; and they are at least a third of the timeout apart (the cadence
+ * before heartbeats were counted) when the deadline leaves less.
+ */
+export const heartbeatEveryMs = (s: Pick<CompactionSettings, 'timing' | 'heartbeatTimeoutMs'>): number =>
+  Math.max(200, s.heartbeatTimeoutMs / 3, s.heartbeatTimeoutMs - s.timing.operationDeadlineMs);
+
 export const SETTINGS_ENV = {
   ownerId: 'COMPACTION_OWNER_ID',
   targetSegmentBytes: 'COMPACTION_TARGET_SEGMENT_BYTES',
@@ -52,7 +73,7 @@ export function resolveSettings(
   if (!parsed.success) throw new SettingsError(`invalid settings: ${describeIssues(parsed.error)}`);
   const s = parsed.data;
   const resolved = resolveTiming(timing);
-  const heartbeatTimeoutMs = s.heartbeatTimeoutMs ?? 30_000;
+  const heartbeatTimeoutMs = s.heartbeatTimeoutMs ?? defaultHeartbeatTimeoutMs(resolved);
   const minimumExpiryMs = minimumLeaseExpiryMs(resolved, heartbeatTimeoutMs);
   if (resolved.leaseExpiryMs < minimumExpiryMs) {
     throw new SettingsError(

@@ -132,6 +132,14 @@ export function timingFromEnv(env: NodeJS.ProcessEnv = process.env): Timing {
 }
 
 /**
+ * The default timings with every one divided by `factor`: each cadence shrinks alike, so a job under
+ * them refreshes, heartbeats and expires as a job at the defaults would, `factor` times faster.
+ */
+export function defaultTimingDividedBy(factor: number): Timing {
+  return resolveTiming(Object.fromEntries(Object.entries(resolveTiming()).map(([field, ms]) => [field, Math.round(ms / factor)])));
+}
+
+/**
  * Timings shrunk for tests and demos, keeping every invariant: refresh `unitMs`, everything else
  * scaled from it, and the expiry at least {@link minimumLeaseExpiryMs} for the keepers' heartbeat timeout.
  */

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import type { Compactor } from '../compactor';
-import { SettingsError, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
+import { heartbeatEveryMs, SettingsError, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
 import type { ObjectStore } from '../store';
 import { temporalTarget } from './connect';
 import { roleTaskQueueFromEnv } from './task-queue';
@@ -63,10 +63,11 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     // A folder, so the bundler finds index.ts in the sources and index.js in the build.
     ...(options.workerOptions?.workflowBundle ? {} : { workflowsPath: WORKFLOWS_PATH }),
     activities: createActivities({ store: options.store, settings: options.settings, compactor: options.compactor }, role),
-    // Cancellation reaches an activity only with a heartbeat that is actually sent: without this cap a
-    // lease keeper on another worker than its work would stop up to 0.8 × heartbeat timeout after the
-    // workflow asked it to (one on the same worker is stopped by the work itself).
-    maxHeartbeatThrottleInterval: '5 seconds',
+    // One heartbeat RPC per beat interval and activity, however often the work calls heartbeat (per record
+    // batch): every one is a billable action. Cancellation reaches an activity only with a heartbeat that
+    // is sent, so a lease keeper on another worker than its work stops up to one beat interval after the
+    // workflow asked it to (one on the same worker is stopped by the work itself, at once).
+    maxHeartbeatThrottleInterval: heartbeatEveryMs(options.settings),
     maxConcurrentActivityTaskExecutions: DEFAULT_ACTIVITY_SLOTS,
     ...workerOptionsFromEnv(),
     ...options.workerOptions,

@@ -1,7 +1,7 @@
 /**
  * The lease keeper stops within 1 s of the work's end at the default heartbeat cadence (a keeper
- * beat every 10 s), read off the workflow's history on Temporal and MinIO: cancellation alone would
- * reach the keeper only with its next heartbeat, seconds later.
+ * beat per refresh, every 5 min), read off the workflow's history on Temporal and MinIO: cancellation
+ * alone would reach the keeper only with its next heartbeat, minutes later.
  */
 import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
@@ -34,7 +34,7 @@ describe('the lease keeper at the end of the work', () => {
   let client: Client;
   let closeClient: () => Promise<void>;
   let worker: RunningWorker;
-  // Default timings and heartbeat timeout: the keeper beats every 10 s, refreshes every 5 min.
+  // Default timings and heartbeat timeout: the keeper refreshes and beats every 5 min.
   const settings = resolveSettings({ targetSegmentBytes: 4096 });
 
   beforeAll(async () => {

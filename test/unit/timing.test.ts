@@ -1,6 +1,8 @@
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import {
+  heartbeatEveryMs,
+  KEEPER_RETRY_DELAY_MS,
   minimumLeaseExpiryMs,
   resolveSettings,
   resolveTiming,
@@ -73,9 +75,23 @@ describe('timing configuration', () => {
     expect(resolveSettings(settings(least)).timing.leaseExpiryMs).toBe(least);
   });
 
-  it('the defaults keep the heartbeat rule with room to spare', () => {
+  it('the defaults keep the heartbeat rule, and a dead worker\'s retried keeper refreshes within half the lease expiry of the death', () => {
     const { timing, heartbeatTimeoutMs } = resolveSettings();
-    expect(timing.leaseExpiryMs).toBeGreaterThanOrEqual(2 * minimumLeaseExpiryMs(timing, heartbeatTimeoutMs));
+    expect(timing.leaseExpiryMs).toBeGreaterThanOrEqual(minimumLeaseExpiryMs(timing, heartbeatTimeoutMs));
+    // Retried one heartbeat timeout + retry delay after its last beat (no later than the death), it refreshes once that
+    // refresh is due (at once, if it already is), landing within one deadline (docs/protocol.md, Timings).
+    const landsAfterDeathMs = Math.max(heartbeatTimeoutMs + KEEPER_RETRY_DELAY_MS, timing.leaseRefreshIntervalMs) + timing.operationDeadlineMs;
+    expect(landsAfterDeathMs).toBeLessThanOrEqual(timing.leaseExpiryMs / 2);
+  });
+
+  it('the default heartbeat timeout is refresh interval + operation deadline, so a long activity beats once per refresh interval', () => {
+    const settings = resolveSettings();
+    expect(settings.heartbeatTimeoutMs).toBe(300_000 + 150_000);
+    expect(heartbeatEveryMs(settings)).toBe(settings.timing.leaseRefreshIntervalMs);
+    // Derived from the timings that are set, not from the spec's numbers.
+    expect(resolveSettings({ timing: { leaseRefreshIntervalMs: 600_000, leaseExpiryMs: 3_000_000 } }).heartbeatTimeoutMs).toBe(750_000);
+    // A set timeout that leaves less than a third of itself beyond the deadline: three beats per timeout.
+    expect(heartbeatEveryMs(resolveSettings({ timing: shrunkTiming(3000, 2000), heartbeatTimeoutMs: 2000 }))).toBeCloseTo(2000 / 3);
   });
 
   it('settings from the environment with unsafe timings are refused, naming the variables', () => {
