@@ -204,7 +204,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
       // Reading the first bytes of every input and skipping to the resume key emit no records, and
       // can outlast the heartbeat timeout on a wide group: beat on a timer too, not only per record batch.
       const beat = setInterval(() => ctx.heartbeat(latest), settings.heartbeatTimeoutMs / 3);
-      const progress = await compactor(attempt.store, ref, input.inputs, settings.targetSegmentBytes, resume, {
+      const progress = await compactor(attempt.store, ref, input.inputs, settings, resume, {
         onSegmentFinished: (p) => {
           latest = p;
           ctx.heartbeat(p);
