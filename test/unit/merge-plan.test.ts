@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FanInError, planMerge, type MergePlan, type MergeSource } from '../../src/compactor';
+import { SettingsError, settingsFromEnv } from '../../src/config';
 
 /** The inputs a source covers, in order, expanding runs through the plan. */
 function covered(plan: MergePlan, source: MergeSource): number[] {
@@ -42,5 +43,12 @@ describe('planMerge', () => {
   it('refuses a fan-in below two, which would never shrink the group', () => {
     expect(() => planMerge(10, 1)).toThrow(FanInError);
     expect(() => planMerge(10, 2.5)).toThrow(FanInError);
+  });
+
+  it('the worker reads the fan-in from COMPACTION_MAX_FAN_IN, 128 unless set, and refuses one below two', () => {
+    expect(settingsFromEnv({}).maxFanIn).toBe(128);
+    expect(settingsFromEnv({ COMPACTION_MAX_FAN_IN: '16' }).maxFanIn).toBe(16);
+    expect(() => settingsFromEnv({ COMPACTION_MAX_FAN_IN: '1' })).toThrow(SettingsError);
+    expect(() => settingsFromEnv({ COMPACTION_MAX_FAN_IN: '1' })).toThrow(/maxFanIn/);
   });
 });
