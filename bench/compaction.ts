@@ -66,10 +66,11 @@ const program = new Command('compaction')
   .option('--shape <name>', `records: ${Object.keys(SHAPES).join(' or ')}`, 'small')
   .option('--store <name>', 'minio, or embedded (SQLite, a file under the OS temp folder)', 'minio')
   .option('--target-segment-bytes <n>', 'output segment size (uncompressed)', whole, 4 * 1024 * 1024)
+  .option('--max-fan-in <n>', 'sources one merge reads at once (≥ --inputs: the single-level merge of all inputs)', whole, 128)
   .option('--copy-concurrency <n>', 'GET+PUT copies in flight in the baseline', whole, 8)
   .option('--cpu-profile <file>', 'write a CPU profile of the compaction alone (open in Chrome DevTools)');
 type Options = {
-  phases: string[]; inputs: number; records: number; bytes?: string; shape: string; store: string; targetSegmentBytes: number; copyConcurrency: number; cpuProfile?: string;
+  phases: string[]; inputs: number; records: number; bytes?: string; shape: string; store: string; targetSegmentBytes: number; maxFanIn: number; copyConcurrency: number; cpuProfile?: string;
 };
 
 /**
@@ -223,7 +224,7 @@ async function throughput(store: ObjectStore, opts: Options, server: Server | un
   );
   const job = { namespaceId: namespaceId('bench-throughput'), jobId: newJobId() };
   const compaction = await measured(server, () =>
-    profiled(opts.cpuProfile, () => compactGroup(store, job, keys, opts.targetSegmentBytes, NO_PROGRESS, { onSegmentFinished: () => {}, onRecords: () => {} })),
+    profiled(opts.cpuProfile, () => compactGroup(store, job, keys, opts, NO_PROGRESS, { onSegmentFinished: () => {}, onRecords: () => {} })),
   );
   const mb = copy.result / 1e6;
   const progress = compaction.result;
@@ -231,7 +232,7 @@ async function throughput(store: ObjectStore, opts: Options, server: Server | un
   const copyMbs = (mb / copy.ms) * 1000;
   console.log(
     `compactor: ${keys.length} inputs (${opts.shape} records), ${mb.toFixed(1)} MB compressed in, ${recordsIn} records in, ${progress.recordsOut} out ` +
-      `(${(progress.bytesOut / 1e6).toFixed(1)} MB uncompressed) in ${progress.segmentsFinished} segments, on ${opts.store}, ${loadavg().map((l) => l.toFixed(2)).join(' ')} loadavg`,
+      `(${(progress.bytesOut / 1e6).toFixed(1)} MB uncompressed) in ${progress.segmentsFinished} segments, max fan-in ${opts.maxFanIn} (${progress.runs?.parts.length ?? 0} intermediate runs), on ${opts.store}, ${loadavg().map((l) => l.toFixed(2)).join(' ')} loadavg`,
   );
   const phase = (label: string, run: Measured, what: string) =>
     console.log(`  ${label.padEnd(26)} ${run.ms.toFixed(0).padStart(6)} ms, CPU ${(run.cpuMs / 1000).toFixed(1)} s${server ? ` + MinIO ${(run.serverCpuMs / 1000).toFixed(2)} s` : ''}: ${what}; peak RSS ${mib(run.peakRss)}, sockets ${run.sockets}`);

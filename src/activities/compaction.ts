@@ -211,7 +211,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
       // can outlast the heartbeat timeout on a wide group: beat on a timer too, not only per record batch
       // (the worker's heartbeat throttle sends at most one of these per beat interval).
       const beat = setInterval(() => ctx.heartbeat(latest), beatEveryMs);
-      const progress = await compactor(attempt.store, ref, input.inputs, settings.targetSegmentBytes, resume, {
+      const progress = await compactor(attempt.store, ref, input.inputs, settings, resume, {
         onSegmentFinished: (p) => {
           latest = p;
           ctx.heartbeat(p);

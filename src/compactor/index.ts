@@ -7,36 +7,57 @@
 import { createHash } from 'node:crypto';
 import { segmentId, stagedSegmentKey, type SegmentId } from '../keys';
 import type { JobRef } from '../protocol';
-import { mergeSegments, readSegment, SEGMENT_EXTENSION, SegmentBuilder } from '../segments';
+import { mergeSegments, readSegment, SEGMENT_EXTENSION, SegmentBuilder, type SegmentRecord } from '../segments';
 import type { ObjectStore } from '../store';
+import { planMerge, type MergeSource } from './plan';
 
-/** Where a compaction stands; kept in Temporal heartbeat details so a retried attempt resumes. Constant size, however long the job. */
+/**
+ * Where a compaction stands; kept in Temporal heartbeat details so a retried attempt resumes. Its
+ * size does not grow with the job's bytes: one number per intermediate run at most.
+ */
 export interface CompactionProgress {
   readonly segmentsFinished: number;
   /** Last key of the last finished segment: a resumed attempt skips every key up to it. */
   readonly lastKey: string | null;
   readonly recordsOut: number;
   readonly bytesOut: number;
+  /** Parts of each intermediate run finished so far, in plan order, and the fan-in they were planned with; absent until one is. */
+  readonly runs?: { readonly fanIn: number; readonly parts: readonly number[] };
 }
 
 export const NO_PROGRESS: CompactionProgress = { segmentsFinished: 0, lastKey: null, recordsOut: 0, bytesOut: 0 };
 
-export function outputSegmentId(job: JobRef, index: number): SegmentId {
-  const digest = createHash('sha256').update(`${job.jobId}/${index}`).digest('hex');
+/** A segment id derived from the job and `name`: every attempt of the job writes that segment at the same key. */
+function derivedSegmentId(job: JobRef, name: string): SegmentId {
+  const digest = createHash('sha256').update(`${job.jobId}/${name}`).digest('hex');
   return segmentId(`seg_${digest.slice(0, 32)}`);
 }
 
+export const outputSegmentId = (job: JobRef, index: number): SegmentId => derivedSegmentId(job, String(index));
+
 export const outputSegmentKey = (job: JobRef, index: number): string =>
   stagedSegmentKey(job.namespaceId, job.jobId, outputSegmentId(job, index), SEGMENT_EXTENSION);
+
+/** Part `part` of intermediate run `run` under fan-in `fanIn`: a fan-in of its own plans other runs, so their keys differ too. */
+export const runPartKey = (job: JobRef, fanIn: number, run: number, part: number): string =>
+  stagedSegmentKey(job.namespaceId, job.jobId, derivedSegmentId(job, `run/${fanIn}/${run}/${part}`), SEGMENT_EXTENSION);
 
 export const outputSegmentKeys = (job: JobRef, progress: CompactionProgress): string[] =>
   Array.from({ length: progress.segmentsFinished }, (_, i) => outputSegmentKey(job, i));
 
 export interface CompactionHooks {
-  /** Called after each output segment is stored; the activity heartbeats it. */
+  /** Called after each output segment, and each intermediate run, is stored; the activity heartbeats it. */
   readonly onSegmentFinished: (progress: CompactionProgress) => void;
   /** Called every few thousand records, so the activity can heartbeat and notice cancellation. */
   readonly onRecords: (recordsIn: number) => void;
+}
+
+/** What bounds a compaction's memory, whatever the width of its group. */
+export interface MergeLimits {
+  /** Uncompressed bytes at which an output segment, or a part of an intermediate run, is closed. */
+  readonly targetSegmentBytes: number;
+  /** Most sources (inputs or intermediate runs) one merge reads at once: each holds read windows and inflate state. */
+  readonly maxFanIn: number;
 }
 
 /**
@@ -47,39 +68,76 @@ export type Compactor = (
   store: ObjectStore,
   job: JobRef,
   inputs: readonly string[],
-  targetSegmentBytes: number,
+  limits: MergeLimits,
   resume: CompactionProgress,
   hooks: CompactionHooks,
 ) => Promise<CompactionProgress>;
 
 /**
- * Merges all of the group's segments (so tombstones are dropped) from `resume` on.
- * Memory: one output segment being built plus, per input, about two of the store's read windows
- * (an open input holds no connection: the store reads it in bounded requests, see `getStream`).
+ * Merges all of the group's segments (so tombstones are dropped) from `resume` on, reading at most
+ * `maxFanIn` sources at once: a wider group first merges spans of its inputs into intermediate runs
+ * (see {@link planMerge}), staged under the job's prefix at keys derived from the job, the fan-in
+ * and the run, and never referenced by a root (the collector reclaims them with the job's prefix).
+ * Runs keep tombstones and every source's winner, so the outputs are byte for byte those of one
+ * merge of all inputs. Memory: one segment being built plus, per source read at once, about two of
+ * the store's read windows and its inflate state; an input or run part is opened only when its
+ * merge starts and is closed by the end of its last record.
  */
-export const compactGroup: Compactor = async (store, job, inputs, targetSegmentBytes, resume, hooks) => {
-  const streams = await Promise.all(inputs.map(async (key) => readSegment(key, (await store.getStream(key)).body)));
+export const compactGroup: Compactor = async (store, job, inputs, limits, resume, hooks) => {
+  const { targetSegmentBytes, maxFanIn } = limits;
+  const plan = planMerge(inputs.length, maxFanIn);
+  // Runs finished under another fan-in belong to another plan: this attempt writes its own.
+  const runParts = resume.runs?.fanIn === maxFanIn ? [...resume.runs.parts] : [];
   let progress = resume;
-  let builder = new SegmentBuilder();
   let recordsIn = 0;
-  const flush = async () => {
+  const open = (source: MergeSource): AsyncIterator<SegmentRecord> =>
+    'input' in source
+      ? readSegments(store, [inputs[source.input]!])
+      : readSegments(store, Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)));
+  const merge = (sources: readonly MergeSource[], options: { dropTombstones: boolean; after?: string }) => mergeSegments(sources.map(open), options);
+  /** Cuts `records` into segments of about `targetSegmentBytes`, each stored by `store` before the next is started. */
+  const writeSegments = async (records: AsyncIterable<SegmentRecord>, store: (builder: SegmentBuilder) => Promise<void>) => {
+    let builder = new SegmentBuilder();
+    for await (const record of records) {
+      builder.add(record);
+      if (++recordsIn % 2048 === 0) hooks.onRecords(recordsIn);
+      if (builder.size >= targetSegmentBytes) {
+        await store(builder);
+        builder = new SegmentBuilder();
+      }
+    }
+    if (builder.count > 0) await store(builder);
+  };
+
+  for (let run = runParts.length; run < plan.runs.length; run++) {
+    let parts = 0;
+    await writeSegments(merge(plan.runs[run]!, { dropTombstones: false }), async (builder) => {
+      await store.put(runPartKey(job, maxFanIn, run, parts++), builder.encode());
+    });
+    runParts.push(parts);
+    progress = { ...progress, runs: { fanIn: maxFanIn, parts: [...runParts] } };
+    hooks.onSegmentFinished(progress);
+  }
+
+  const after = resume.lastKey ?? undefined;
+  await writeSegments(merge(plan.final, { dropTombstones: true, after }), async (builder) => {
     await store.put(outputSegmentKey(job, progress.segmentsFinished), builder.encode());
     progress = {
+      ...progress,
       segmentsFinished: progress.segmentsFinished + 1,
       lastKey: builder.lastKey,
       recordsOut: progress.recordsOut + builder.count,
       bytesOut: progress.bytesOut + builder.size,
     };
     hooks.onSegmentFinished(progress);
-    builder = new SegmentBuilder();
-  };
-  for await (const record of mergeSegments(streams, { dropTombstones: true, after: resume.lastKey ?? undefined })) {
-    builder.add(record);
-    if (++recordsIn % 2048 === 0) hooks.onRecords(recordsIn);
-    if (builder.size >= targetSegmentBytes) await flush();
-  }
-  if (builder.count > 0) await flush();
+  });
   return progress;
 };
 
+/** The records of `keys` one after another, each segment opened only when the one before it has ended. */
+async function* readSegments(store: ObjectStore, keys: readonly string[]): AsyncGenerator<SegmentRecord> {
+  for (const key of keys) yield* readSegment(key, (await store.getStream(key)).body);
+}
+
+export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan';
 export { waitingCompactor } from './waiting';

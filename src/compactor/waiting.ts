@@ -14,7 +14,7 @@ export interface WaitingCompactorOptions {
 }
 
 export function waitingCompactor({ holdMs, beatEveryMs }: WaitingCompactorOptions): Compactor {
-  return async (_store, _job, _inputs, _targetSegmentBytes, resume, hooks) => {
+  return async (_store, _job, _inputs, _limits, resume, hooks) => {
     const until = performance.now() + holdMs;
     for (let left = holdMs; left > 0; left = until - performance.now()) {
       await sleep(Math.min(beatEveryMs, left));

@@ -18,6 +18,8 @@ export interface CompactionSettings {
   readonly ownerId: string;
   /** Uncompressed bytes at which the compactor closes an output segment; bounds its memory. */
   readonly targetSegmentBytes: number;
+  /** Most sources one merge reads at once; a wider group merges in passes through intermediate runs. Bounds memory and sockets whatever the group's width. */
+  readonly maxFanIn: number;
   /** Bytes above which an input segment is refused from its size (a HEAD) before it is read: far beyond any segment the metadata service writes. */
   readonly maxInputSegmentBytes: number;
   /** Temporal heartbeat timeout of the long activities: how fast a dead worker is noticed; the lease expiry must cover it (see `minimumLeaseExpiryMs`). Default {@link defaultHeartbeatTimeoutMs}. */
@@ -31,6 +33,7 @@ export interface CompactionSettings {
 const schema = z.strictObject({
   ownerId: z.string().min(1).max(256).optional(),
   targetSegmentBytes: z.number().int().min(1024).optional(),
+  maxFanIn: z.number().int().min(2).optional(),
   maxInputSegmentBytes: z.number().int().positive().optional(),
   heartbeatTimeoutMs: z.number().int().min(1000).optional(),
   maxFencedRuns: z.number().int().nonnegative().optional(),
@@ -61,6 +64,7 @@ export const heartbeatEveryMs = (s: Pick<CompactionSettings, 'timing' | 'heartbe
 export const SETTINGS_ENV = {
   ownerId: 'COMPACTION_OWNER_ID',
   targetSegmentBytes: 'COMPACTION_TARGET_SEGMENT_BYTES',
+  maxFanIn: 'COMPACTION_MAX_FAN_IN',
   maxInputSegmentBytes: 'COMPACTION_MAX_INPUT_SEGMENT_BYTES',
   heartbeatTimeoutMs: 'COMPACTION_HEARTBEAT_TIMEOUT_MS',
 } as const;
@@ -86,6 +90,7 @@ export function resolveSettings(
     timing: resolved,
     ownerId: s.ownerId ?? `${process.pid}@${hostname()}`,
     targetSegmentBytes: s.targetSegmentBytes ?? 64 * 1024 * 1024,
+    maxFanIn: s.maxFanIn ?? 128,
     maxInputSegmentBytes: s.maxInputSegmentBytes ?? 4 * 1024 * 1024 * 1024,
     heartbeatTimeoutMs,
     maxFencedRuns: s.maxFencedRuns ?? 3,
@@ -100,6 +105,7 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv = process.env): Compactio
     timing: timingFromEnv(env),
     ownerId: env[SETTINGS_ENV.ownerId] || undefined,
     targetSegmentBytes: number(SETTINGS_ENV.targetSegmentBytes),
+    maxFanIn: number(SETTINGS_ENV.maxFanIn),
     maxInputSegmentBytes: number(SETTINGS_ENV.maxInputSegmentBytes),
     heartbeatTimeoutMs: number(SETTINGS_ENV.heartbeatTimeoutMs),
   });

@@ -4,7 +4,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
-import type { CompactionProgress } from '../../src/compactor';
+import { runPartKey, type CompactionProgress } from '../../src/compactor';
 import { compactionsPrefix, jobId, leaseKey, namespaceId, parseCompactionKey } from '../../src/keys';
 import { decodeLease } from '../../src/lease';
 import type { ObjectInfo } from '../../src/store';
@@ -82,6 +82,49 @@ describe('compaction across a worker crash', () => {
     expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
     await close();
   });
+  it('after SIGKILL during the intermediate runs of a group wider than the fan-in, a new worker resumes after the runs its predecessor finished and rewrites none of them', async () => {
+    const { client, close } = await connectClient();
+    const ns = uniqueId('kill-runs').toLowerCase();
+    const nsId = namespaceId(ns);
+    // 24 inputs at fan-in 4: seven runs before the final merge of four sources (see planMerge).
+    const inputs = makeInputs(24, 2000, 6000);
+    await writeInputs(fixture.store, ns, 'revisions', inputs);
+    const taskQueue = uniqueId('kill-runs-tq');
+    // Runs of about 60 parts: a few seconds each, so the heartbeat shows two of them before the last is done.
+    const fanIn = { COMPACTION_MAX_FAN_IN: '4', COMPACTION_TARGET_SEGMENT_BYTES: '4096' };
+    const first = spawnWorker(fixture, taskQueue, fanIn);
+    children.push(first);
+    const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue });
+
+    let heartbeated: CompactionProgress | undefined;
+    const deadline = Date.now() + 90_000;
+    while ((heartbeated?.runs?.parts.length ?? 0) < 2) {
+      if (Date.now() > deadline) throw new Error('the compaction never heartbeated two finished runs');
+      await new Promise((r) => setTimeout(r, 50));
+      const pending = (await handle.describe()).raw.pendingActivities ?? [];
+      const payload = pending.find((a) => a.activityType?.name === 'compactSegments')?.heartbeatDetails?.payloads?.[0];
+      heartbeated = payload ? defaultPayloadConverter.fromPayload<CompactionProgress>(payload) : undefined;
+    }
+    const { jobId: job } = await handle.query<{ jobId: string }>('leaseState');
+    first.kill('SIGKILL');
+    await killed(first);
+    expect(heartbeated?.segmentsFinished).toBe(0);
+    const ref = { namespaceId: nsId, jobId: jobId(job) };
+    const finished = heartbeated!.runs!.parts.flatMap((parts, run) => Array.from({ length: parts }, (_, part) => runPartKey(ref, 4, run, part)));
+    const before = await Promise.all(finished.map((key) => fixture.store.head(key)));
+
+    children.push(spawnWorker(fixture, taskQueue, fanIn));
+    const result = await handle.result();
+    expect(result.outcome).toBe('published');
+    expect(result.jobId).toBe(job);
+    const after = await Promise.all(finished.map((key) => fixture.store.head(key)));
+    after.forEach((info, i) => {
+      expect(info.lastModified, `${info.key} was rewritten`).toEqual(before[i]!.lastModified);
+      expect(info.etag).toBe(before[i]!.etag);
+    });
+    expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
+    await close();
+  }, 240_000);
   it('after SIGKILL of the worker the retried keeper refreshes the lease within half the lease expiry', async () => {
     // Default proportions (expiry 5 × refresh) at a 3 s refresh, and a 2 s heartbeat timeout: the bound is 7.5 s.
     const settings = testSettings(3000, { targetSegmentBytes: 1024, heartbeatTimeoutMs: 2000 });

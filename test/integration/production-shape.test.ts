@@ -3,7 +3,9 @@
  * ≥ 100 MB compacts through a link that throttles segment bodies, with the operation deadline cut
  * to 3 s and every other timing at its default, so the job outlives many deadlines and single input
  * reads and output writes outlast one. Its worker process is SIGKILLed once heartbeat details show
- * finished output segments; a new worker resumes the same job from them and publishes.
+ * finished output segments; a new worker resumes the same job from them and publishes. The group is
+ * wider than the default fan-in, so it merges through intermediate runs first, which the resumed
+ * attempt takes over from the same heartbeat details.
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Client } from '@temporalio/client';
@@ -11,7 +13,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
-import { outputSegmentKey, type CompactionProgress } from '../../src/compactor';
+import { outputSegmentKey, planMerge, runPartKey, type CompactionProgress } from '../../src/compactor';
 import { resolveSettings } from '../../src/config';
 import { familyGroup, jobId, jobPrefix, namespaceId, rootKey } from '../../src/keys';
 import { readRoot } from '../../src/protocol';
@@ -184,6 +186,9 @@ describe('production-shape compaction on MinIO', () => {
       };
       const stagedAtKill = await listStaged();
       const finished = Array.from({ length: atKill.segmentsFinished }, (_, i) => outputSegmentKey(job, i));
+      // The group is wider than the default fan-in: its intermediate runs were all finished before the first output segment.
+      expect(atKill.runs?.parts).toHaveLength(planMerge(group.inputs.length, resolveSettings().maxFanIn).runs.length);
+      const runParts = atKill.runs!.parts.flatMap((parts, run) => Array.from({ length: parts }, (_, part) => runPartKey(job, atKill.runs!.fanIn, run, part)));
 
       from = performance.now();
       const second = startWorker(taskQueue);
@@ -210,16 +215,17 @@ describe('production-shape compaction on MinIO', () => {
       const stagedAfter = await listStaged();
       const writtenAfterKill = writes.filter((w) => w.atMs > killedAt).map((w) => w.key);
       expect(writtenAfterKill.filter((key) => finished.includes(key)), 'finished outputs written again after the kill').toEqual([]);
+      expect(writtenAfterKill.filter((key) => runParts.includes(key)), 'finished intermediate runs written again after the kill').toEqual([]);
       expect(finished.length).toBeLessThan(result.outputs.length);
       expect(writtenAfterKill).toContain(result.outputs.at(-1));
       for (const key of finished) expect(stagedAfter.get(key)?.etag, `${key} was rewritten`).toBe(stagedAtKill.get(key)?.etag);
       // Each full output segment took longer than one operation deadline to write over the link.
       for (const key of result.outputs.slice(0, -1)) expect(stagedAfter.get(key)!.size).toBeGreaterThan((LINK.upload * OPERATION_DEADLINE_MS) / 1000);
 
-      // The root references exactly the outputs, and the workers wrote nothing outside the job's prefix but the root.
+      // The root references exactly the outputs; the job's prefix holds them and the runs, and the workers wrote nothing outside it but the root.
       const { root } = await readRoot(fixture.store, nsId);
       expect(groupSegments(root, familyGroup('inodes'))).toEqual(result.outputs);
-      expect([...stagedAfter.keys()].sort()).toEqual([...result.outputs].sort());
+      expect([...stagedAfter.keys()].sort()).toEqual([...result.outputs, ...runParts].sort());
       expect(writes.filter((w) => !w.key.startsWith(prefix) && w.key !== rootKey(nsId)).map((w) => `${w.method} ${w.key}`)).toEqual([]);
 
       from = performance.now();

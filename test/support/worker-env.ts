@@ -44,6 +44,7 @@ export function workerEnvironment(target: WorkerTarget, settings: CompactionSett
     AWS_SECRET_ACCESS_KEY: target.s3.secretKey,
     ...timing,
     COMPACTION_TARGET_SEGMENT_BYTES: String(settings.targetSegmentBytes),
+    COMPACTION_MAX_FAN_IN: String(settings.maxFanIn),
     COMPACTION_HEARTBEAT_TIMEOUT_MS: String(settings.heartbeatTimeoutMs),
   };
 }

@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { SETTINGS_ENV, TIMING_ENV } from '../../src/config';
+import { S3_ENV } from '../../src/store';
 
 const root = join(__dirname, '..', '..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
@@ -14,6 +16,13 @@ describe('README', () => {
     const section = readme.slice(readme.indexOf('## Using it from a metadata service'));
     const [snippet] = [...section.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
     expect(snippet).toBe(readFileSync(join(root, 'examples', 'metadata-service', 'src', 'main.ts'), 'utf8'));
+  });
+
+  it('lists every environment setting of a worker in its configuration table', () => {
+    const table = readme.slice(readme.indexOf('## Configuration'));
+    const documented = new Set([...table.matchAll(/^\| `([A-Z0-9_]+)` \|/gm)].map((m) => m[1]));
+    const settings = [...Object.values(SETTINGS_ENV), ...Object.values(TIMING_ENV), ...Object.values(S3_ENV)];
+    expect(settings.filter((name) => !documented.has(name))).toEqual([]);
   });
 
   it('has TypeScript blocks, and each type-checks as an ES module importing the package', { timeout: 120_000 }, () => {

@@ -1,0 +1,171 @@
+/**
+ * Bounded fan-in on MinIO: a group of any width is merged reading at most `maxFanIn` inputs at
+ * once, through intermediate runs staged under the job's prefix, into the same bytes as one merge
+ * of all inputs; a resumed attempt picks up the runs its predecessor finished.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compactGroup, NO_PROGRESS, outputSegmentKeys, planMerge, runPartKey, type CompactionHooks, type CompactionProgress, type MergeLimits } from '../../src/compactor';
+import { jobPrefix, inputSegmentKey, namespaceId, newJobId, newSegmentId } from '../../src/keys';
+import { encodeSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../../src/segments';
+import type { ObjectStore, StreamedObject } from '../../src/store';
+import { makeInputs, readRecords, referenceMerge } from '../support/records';
+import { openTestStore, type TestStore } from '../support/stores';
+import { uniqueId } from '../support/temporal';
+
+const NO_HOOKS: CompactionHooks = { onSegmentFinished: () => {}, onRecords: () => {} };
+
+/** The store as the compactor sees it, counting input streams open at once (from `getStream` to the end of the body) and every key written. */
+function observedStore(store: ObjectStore): { store: ObjectStore; mostOpen: () => number; puts: string[] } {
+  let open = 0;
+  let most = 0;
+  const puts: string[] = [];
+  async function* counted(body: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+    try {
+      yield* body;
+    } finally {
+      open--;
+    }
+  }
+  const own: Partial<ObjectStore> = {
+    getStream: async (key: string): Promise<StreamedObject> => {
+      most = Math.max(most, ++open);
+      try {
+        const object = await store.getStream(key);
+        return { ...object, body: counted(object.body) };
+      } catch (err) {
+        open--;
+        throw err;
+      }
+    },
+    put: (key: string, body: Uint8Array) => {
+      puts.push(key);
+      return store.put(key, body);
+    },
+  };
+  const observed = new Proxy(store, {
+    get: (target, property) => {
+      if (property in own) return own[property as keyof ObjectStore];
+      const value: unknown = Reflect.get(target, property);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { store: observed, mostOpen: () => most, puts };
+}
+
+async function writeGroup(store: ObjectStore, ns: string, inputs: SegmentRecord[][]): Promise<string[]> {
+  const keys = inputs.map(() => inputSegmentKey(namespaceId(ns), newSegmentId(), SEGMENT_EXTENSION));
+  for (let i = 0; i < inputs.length; i += 50) await Promise.all(keys.slice(i, i + 50).map((key, j) => store.put(key, encodeSegment(inputs[i + j]!))));
+  return keys;
+}
+
+const sortedInputs = (count: number, records: number, keySpace: number) =>
+  makeInputs(count, records, keySpace).map((input) => input.sort((a, b) => (a.key < b.key ? -1 : 1)));
+
+describe('a merge of more inputs than the fan-in', () => {
+  let fixture: TestStore;
+  beforeAll(async () => {
+    fixture = await openTestStore('minio');
+  });
+  afterAll(async () => {
+    await fixture?.store.close();
+  });
+
+  /** Runs a compaction of `inputs` as a fresh job and returns its output bytes, segment by segment. */
+  async function compact(store: ObjectStore, ns: string, inputs: readonly string[], limits: MergeLimits): Promise<{ bytes: Buffer[]; progress: CompactionProgress; job: ReturnType<typeof jobOf> }> {
+    const job = jobOf(ns);
+    const progress = await compactGroup(store, job, inputs, limits, NO_PROGRESS, NO_HOOKS);
+    return { bytes: await outputBytes(job, progress), progress, job };
+  }
+  const jobOf = (ns: string) => ({ namespaceId: namespaceId(ns), jobId: newJobId() });
+  async function outputBytes(job: ReturnType<typeof jobOf>, progress: CompactionProgress): Promise<Buffer[]> {
+    return Promise.all(outputSegmentKeys(job, progress).map(async (key) => Buffer.from((await fixture.store.get(key)).body)));
+  }
+
+  it.each([250, 1000])('%i inputs at fan-in 16 never have more than 16 input streams open, and compact to the bytes of one merge of all inputs', async (count) => {
+    const ns = uniqueId('fanin').toLowerCase();
+    const inputs = sortedInputs(count, 3, 2000);
+    const keys = await writeGroup(fixture.store, ns, inputs);
+    const limits = { targetSegmentBytes: 16 * 1024, maxFanIn: 16 };
+    const bounded = observedStore(fixture.store);
+    const multi = await compact(bounded.store, ns, keys, limits);
+    const single = observedStore(fixture.store);
+    const one = await compact(single.store, ns, keys, { ...limits, maxFanIn: count });
+
+    expect(multi.progress.runs?.parts).toHaveLength(planMerge(count, 16).runs.length);
+    expect(bounded.mostOpen()).toBeLessThanOrEqual(16);
+    // The counter sees what the single-level merge does: every input open at once.
+    expect(single.mostOpen()).toBe(count);
+    expect(multi.bytes).toEqual(one.bytes);
+    expect(multi.progress.segmentsFinished).toBeGreaterThan(1);
+    expect(await readRecords(fixture.store, outputSegmentKeys(multi.job, multi.progress))).toEqual(referenceMerge(inputs));
+  });
+
+  it('equal seqs are decided as in one merge of all inputs: the later input wins, whichever run it went through', async () => {
+    const ns = uniqueId('fanin-ties').toLowerCase();
+    // Every record has the same seq: each key's winner is the last input that holds it.
+    const inputs = sortedInputs(40, 50, 400).map((input) => input.map((r) => ({ ...r, seq: 7 })));
+    const keys = await writeGroup(fixture.store, ns, inputs);
+    const multi = await compact(fixture.store, ns, keys, { targetSegmentBytes: 4096, maxFanIn: 3 });
+    const one = await compact(fixture.store, ns, keys, { targetSegmentBytes: 4096, maxFanIn: 40 });
+    expect(multi.progress.runs?.parts.length).toBeGreaterThan(10);
+    expect(multi.bytes).toEqual(one.bytes);
+  });
+
+  it('an attempt that stopped after two runs resumes from its progress: it rewrites none of their parts, and its outputs are those of an uninterrupted merge', async () => {
+    const ns = uniqueId('fanin-resume').toLowerCase();
+    const inputs = sortedInputs(60, 40, 1500);
+    const keys = await writeGroup(fixture.store, ns, inputs);
+    const limits = { targetSegmentBytes: 2048, maxFanIn: 8 };
+    const job = jobOf(ns);
+    let stoppedAt: CompactionProgress | undefined;
+    const stop = new Error('the worker died');
+    await expect(
+      compactGroup(fixture.store, job, keys, limits, NO_PROGRESS, {
+        ...NO_HOOKS,
+        onSegmentFinished: (p) => {
+          if ((p.runs?.parts.length ?? 0) < 2) return;
+          stoppedAt = p;
+          throw stop;
+        },
+      }),
+    ).rejects.toBe(stop);
+    expect(stoppedAt?.runs?.parts).toHaveLength(2);
+    const finishedParts = stoppedAt!.runs!.parts.flatMap((parts, run) => Array.from({ length: parts }, (_, part) => runPartKey(job, limits.maxFanIn, run, part)));
+    expect(finishedParts.length).toBeGreaterThanOrEqual(2);
+
+    const resumed = observedStore(fixture.store);
+    const progress = await compactGroup(resumed.store, job, keys, limits, stoppedAt!, NO_HOOKS);
+    expect(resumed.puts.filter((key) => finishedParts.includes(key))).toEqual([]);
+    const uninterrupted = await compact(fixture.store, ns, keys, limits);
+    expect(await outputBytes(job, progress)).toEqual(uninterrupted.bytes);
+
+    // Under the prefix: the runs' parts of the plan and the outputs, nothing twice and nothing else.
+    const listed = (await fixture.store.list({ prefix: `${jobPrefix(job.namespaceId, job.jobId)}segments/` })).objects.map((o) => o.key).sort();
+    const expected = [
+      ...progress.runs!.parts.flatMap((parts, run) => Array.from({ length: parts }, (_, part) => runPartKey(job, limits.maxFanIn, run, part))),
+      ...outputSegmentKeys(job, progress),
+    ].sort();
+    expect(listed).toEqual(expected);
+  });
+
+  it('an attempt resumed under another fan-in merges by its own plan into the same bytes', async () => {
+    const ns = uniqueId('fanin-replan').toLowerCase();
+    const inputs = sortedInputs(30, 40, 1000);
+    const keys = await writeGroup(fixture.store, ns, inputs);
+    const job = jobOf(ns);
+    let stoppedAt: CompactionProgress | undefined;
+    await compactGroup(fixture.store, job, keys, { targetSegmentBytes: 2048, maxFanIn: 4 }, NO_PROGRESS, {
+      ...NO_HOOKS,
+      onSegmentFinished: (p) => {
+        if ((p.runs?.parts.length ?? 0) < 2) return;
+        stoppedAt = p;
+        throw new Error('the worker died');
+      },
+    }).catch(() => {});
+    const progress = await compactGroup(fixture.store, job, keys, { targetSegmentBytes: 2048, maxFanIn: 6 }, stoppedAt!, NO_HOOKS);
+    expect(progress.runs?.fanIn).toBe(6);
+    expect(progress.runs?.parts).toHaveLength(planMerge(30, 6).runs.length);
+    const uninterrupted = await compact(fixture.store, ns, keys, { targetSegmentBytes: 2048, maxFanIn: 30 });
+    expect(await outputBytes(job, progress)).toEqual(uninterrupted.bytes);
+  });
+});
