@@ -8,11 +8,12 @@
  *     project with install scripts on (peer dependencies included, as npm installs them), then the
  *     same with each `--add` package beside it; seconds and the size of node_modules.
  * Run: `eval "$(scripts/provision.sh node)" && npx tsx bench/embedded-store.ts [--install]`
- * To set node:sqlite beside the better-sqlite3 adapter it replaced (not kept in the tree):
- *   git show 4d417ea~1:src/store/embedded.ts > src/store/embedded-better-sqlite3.ts
+ * To set node:sqlite beside the better-sqlite3 adapter it replaced (the tree before 4d417ea, kept
+ * out of src/ so that `npm pack` builds only the package):
+ *   mkdir -p /tmp/previous && git archive 4d417ea~1 src | tar -x -C /tmp/previous
  *   npm install --prefix /tmp/bs3 better-sqlite3@12.11.1    # builds from source: minutes
- *   NODE_PATH=/tmp/bs3/node_modules npx tsx bench/embedded-store.ts \
- *     --adapters src/store/embedded.ts,src/store/embedded-better-sqlite3.ts \
+ *   NODE_PATH=/tmp/bs3/node_modules:$PWD/node_modules npx tsx bench/embedded-store.ts \
+ *     --adapters src/store/embedded.ts,/tmp/previous/src/store/embedded.ts \
  *     --install --add better-sqlite3@12.11.1
  * Options: --keys N (lease-sized objects, default 2000), --large-mib M (default 64), --rounds R
  *          (default 3), --adapters A[,B…] (modules exporting createEmbeddedObjectStore).
@@ -37,6 +38,8 @@ const LARGE_BYTES = Number(option('large-mib', '64')) * 1024 * 1024;
 const ROUNDS = Number(option('rounds', '3'));
 /** A lease object's order of size (docs/protocol.md): what most embedded-store traffic is. */
 const SMALL_BYTES = 300;
+/** Whole listings per round: one takes milliseconds, too short to time alone. */
+const LISTINGS = 20;
 
 type Rates = Record<string, number>;
 
@@ -63,10 +66,12 @@ async function round(store: ObjectStore): Promise<Rates> {
     let { etag } = await store.putIfAbsent('ns/cas', small);
     for (let i = 0; i < KEYS; i++) ({ etag } = await store.putIfMatch('ns/cas', small, etag));
   });
-  await timed('list keys/s', KEYS, async () => {
-    let cursor: string | undefined;
-    do ({ nextCursor: cursor } = await store.list({ prefix: 'ns/compactions/', cursor }));
-    while (cursor);
+  await timed('list keys/s', LISTINGS * KEYS, async () => {
+    for (let i = 0; i < LISTINGS; i++) {
+      let cursor: string | undefined;
+      do ({ nextCursor: cursor } = await store.list({ prefix: 'ns/compactions/', cursor }));
+      while (cursor);
+    }
   });
   const large = new Uint8Array(LARGE_BYTES).map((_, i) => i % 251);
   await timed('large put MB/s', LARGE_BYTES / 1e6, () => store.put('ns/large', large));
@@ -96,9 +101,9 @@ async function operations(): Promise<void> {
     }
   }
   console.log(`\noperations: ${KEYS} objects of ${SMALL_BYTES} B, one of ${LARGE_BYTES / 1024 / 1024} MiB; median of ${ROUNDS} rounds`);
-  console.log(['phase'.padEnd(20), ...adapters.map((a) => basename(a).padStart(28))].join(''));
+  console.log(['phase'.padEnd(20), ...adapters.map((a) => a.padStart(40))].join(''));
   for (const phase of Object.keys(results[0]![0]!)) {
-    console.log([phase.padEnd(20), ...results.map((rounds) => median(rounds.map((x) => x[phase]!)).toFixed(0).padStart(28))].join(''));
+    console.log([phase.padEnd(20), ...results.map((rounds) => median(rounds.map((x) => x[phase]!)).toFixed(0).padStart(40))].join(''));
   }
 }
 
