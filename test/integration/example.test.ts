@@ -1,9 +1,10 @@
 /**
  * examples/metadata-service as a new user builds it: the package packed (`npm pack`, prepack builds
- * it), the tarball and the example's own dependencies installed from the registry into a copy of
- * the example, type-checked and compiled by its own tsconfig, then run against the shared Temporal
- * dev server and a fresh MinIO bucket. Install scripts are skipped, so the native SQLite of the
- * embedded store is not built (minutes on two cores): the example runs on S3 here.
+ * it), the tarball and the example's own dependencies (its own @temporalio/*, which the package
+ * takes as peers) installed from the registry with install scripts on into a copy of the example,
+ * type-checked and compiled by its own tsconfig, then run against the shared Temporal dev server:
+ * once on the embedded default (node:sqlite, nothing native to build) and once on a fresh MinIO
+ * bucket.
  */
 import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, renameSync, rmSync } from 'node:fs';
@@ -28,7 +29,7 @@ describe('examples/metadata-service', () => {
     await close();
   });
 
-  it('installs from the packed tarball, type-checks, and publishes a compaction and reports a collector pass', { timeout: 600_000 }, async () => {
+  it('installs from the packed tarball with one copy of each @temporalio package, type-checks, and on the embedded store and on S3 publishes a compaction and reports a collector pass', { timeout: 600_000 }, async () => {
     const timed = async <T>(label: string, step: () => Promise<T>): Promise<T> => {
       const started = Date.now();
       const result = await step();
@@ -40,13 +41,27 @@ describe('examples/metadata-service', () => {
     await timed('npm pack', () => run('npm', ['pack', '--pack-destination', work], { cwd: root }));
     const [tarball] = readdirSync(work).filter((f) => f.endsWith('.tgz'));
     renameSync(join(work, tarball as string), join(project, 'compaction-lease.tgz'));
-    await timed('npm install', () => run('npm', ['install', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: project }));
+    await timed('npm install', () => run('npm', ['install', '--no-audit', '--no-fund'], { cwd: project }));
     await timed('tsc', () => run('npm', ['run', 'build'], { cwd: project }));
+    // Peers: the service's @temporalio/* are the package's, one copy each at the top (a nested second
+    // copy of @temporalio/workflow or common breaks instanceof checks and the workflow bundle).
+    const { stdout: tree } = await run('npm', ['ls', '--all', '--parseable'], { cwd: project });
+    const temporalPackages = tree.split('\n').filter((path) => /node_modules[/\\]@temporalio[/\\][^/\\]+$/.test(path));
+    expect(temporalPackages.length).toBeGreaterThan(0);
+    expect(temporalPackages.filter((path) => !path.startsWith(join(project, 'node_modules', '@temporalio')))).toEqual([]);
+
+    const temporal = { PATH: process.env.PATH, TEMPORAL_ADDRESS: inject('temporalAddress') };
+    const embedded = { ...temporal, COMPACTION_TASK_QUEUE: uniqueId('example-tq') };
+    const { stdout: onEmbedded } = await timed('npm start (embedded)', () => run('npm', ['start', '--silent'], { cwd: project, env: embedded }));
+    expect(onEmbedded.trim().split('\n')).toEqual([
+      expect.stringMatching(new RegExp(`^worker \\S+ on ${inject('temporalAddress')}/default, task queue ${embedded.COMPACTION_TASK_QUEUE}, store embedded:data/store.sqlite$`)),
+      'compaction published: 2 inputs, 1 records out',
+      'collector pass complete: 1 namespaces, 0 objects deleted',
+    ]);
 
     const minio = inject('minio');
     const env = {
-      PATH: process.env.PATH,
-      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      ...temporal,
       COMPACTION_TASK_QUEUE: uniqueId('example-tq'),
       COMPACTION_S3_BUCKET: await createTestBucket(minio),
       COMPACTION_S3_FORCE_PATH_STYLE: 'true',
@@ -55,7 +70,7 @@ describe('examples/metadata-service', () => {
       AWS_ACCESS_KEY_ID: minio.accessKey,
       AWS_SECRET_ACCESS_KEY: minio.secretKey,
     };
-    const { stdout } = await timed('npm start', () => run('npm', ['start', '--silent'], { cwd: project, env }));
+    const { stdout } = await timed('npm start (S3)', () => run('npm', ['start', '--silent'], { cwd: project, env }));
     expect(stdout.trim().split('\n')).toEqual([
       expect.stringMatching(new RegExp(`^worker \\S+ on ${inject('temporalAddress')}/default, task queue ${env.COMPACTION_TASK_QUEUE}, store s3://${env.COMPACTION_S3_BUCKET}$`)),
       'compaction published: 2 inputs, 1 records out',

@@ -1,8 +1,8 @@
 /** Bad settings give a typed error that names the setting, before anything is written. */
 import { S3Client } from '@aws-sdk/client-s3';
 import { CredentialsProviderError } from '@smithy/core/config';
-import { describe, expect, inject, it } from 'vitest';
-import { createS3ObjectStore, objectStoreFromEnv, s3OptionsFromEnv, StoreConfigError } from '../../src/store';
+import { describe, expect, inject, it, vi } from 'vitest';
+import { createEmbeddedObjectStore, createS3ObjectStore, objectStoreFromEnv, s3OptionsFromEnv, StoreConfigError } from '../../src/store';
 import { freePort } from '../../src/devservers';
 import { createTestBucket, s3ClientConfig } from '../support/stores';
 
@@ -52,6 +52,18 @@ describe('store configuration errors', () => {
     for (const bad of ['0', '-1', '1.5', 'many']) {
       expect(() => s3OptionsFromEnv({ ...env, COMPACTION_S3_MAX_SOCKETS: bad })).toThrow(StoreConfigError);
       expect(() => s3OptionsFromEnv({ ...env, COMPACTION_S3_MAX_SOCKETS: bad })).toThrow(/COMPACTION_S3_MAX_SOCKETS/);
+    }
+  });
+
+  it('on a Node without node:sqlite, opening the embedded store names the Node version and both ways out', () => {
+    // Node 20 has no node:sqlite: process.getBuiltinModule answers undefined for it, as here.
+    const lookup = vi.spyOn(process, 'getBuiltinModule').mockImplementation(() => undefined as never);
+    try {
+      expect(() => createEmbeddedObjectStore({ path: ':memory:' })).toThrow(StoreConfigError);
+      expect(() => createEmbeddedObjectStore({ path: ':memory:' })).toThrow(`the embedded store needs node:sqlite, which Node ${process.version} lacks: run Node 24`);
+      expect(() => createEmbeddedObjectStore({ path: ':memory:' })).toThrow(/or use S3 \(COMPACTION_S3_BUCKET\)/);
+    } finally {
+      lookup.mockRestore();
     }
   });
 });

@@ -2,7 +2,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { DatabaseSync } from 'node:sqlite';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createEmbeddedObjectStore, ObjectChangedError, type ObjectStore } from '../../src/store';
 import { CHUNK_BYTES } from '../../src/store/embedded';
@@ -32,7 +32,7 @@ describe('embedded store streams', () => {
     expect(Buffer.concat(pieces).equals(Buffer.from(body))).toBe(true);
     expect(Buffer.from((await store.get('big')).body).equals(Buffer.from(body))).toBe(true);
     expect((await store.head('big')).size).toBe(body.length);
-    const db = new Database(path, { readonly: true });
+    const db = new DatabaseSync(path, { readOnly: true });
     const stored = db.prepare('SELECT length(body) AS first, (SELECT count(*) FROM object_chunks WHERE key = ?) AS rest FROM objects WHERE key = ?').get('big', 'big');
     db.close();
     expect(stored).toEqual({ first: CHUNK_BYTES, rest: 5 });
@@ -61,7 +61,7 @@ describe('embedded store streams', () => {
     expect((await store.get('big')).body).toEqual(pattern(10));
     await store.put('other', pattern(2 * CHUNK_BYTES));
     await store.deleteMany(['other']);
-    const db = new Database(path, { readonly: true });
+    const db = new DatabaseSync(path, { readOnly: true });
     expect(db.prepare('SELECT count(*) AS n FROM object_chunks').get()).toEqual({ n: 0 });
     db.close();
   });
