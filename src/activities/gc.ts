@@ -4,7 +4,7 @@
  * re-reads the lease, a walk resumes from its heartbeat, a delete of a missing key succeeds.
  */
 import { Context } from '@temporalio/activity';
-import { recordClaim, recordReclaim } from './metrics';
+import { recordClaim, recordReclaim, recordRetiredReclaim } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
 import type { CompactionSettings } from '../config';
 import { jobId, leaseKey, namespaceId, type MetadataCompactionId, type NamespaceId } from '../keys';
@@ -24,6 +24,7 @@ import {
   type RootProblem,
 } from '../protocol/collector';
 import { leaseReadOf, readLease, type JobRef } from '../protocol/lease-read';
+import { reclaimRetiredSegments, type RetiredReclaimOutcome } from '../protocol/retired-reclaim';
 import { inBatches } from '../store/batches';
 import type { ObjectStore } from '../store';
 import { toFailure } from './failures';
@@ -37,6 +38,8 @@ export interface GcDeps {
 export interface GcWorkflowSettings {
   readonly operationDeadlineMs: number;
   readonly heartbeatTimeoutMs: number;
+  /** The worker's reader grace: a pass fixes it at its start and hands it to every decision. Absent from histories that predate it. */
+  readonly readerGraceMs?: number;
 }
 
 export interface PrefixInput {
@@ -51,6 +54,15 @@ export interface PassInput {
 }
 
 export interface ReclaimInput extends PrefixInput, PassInput {
+  readonly keysPerFlush: number;
+  readonly reportLimit: number;
+  /** The pass's reader grace; unset by workflows that predate it, which fall back to this worker's. */
+  readonly readerGraceMs?: number;
+}
+
+export interface RetiredReclaimInput extends PassInput {
+  readonly namespaceId: string;
+  readonly readerGraceMs: number;
   readonly keysPerFlush: number;
   readonly reportLimit: number;
 }
@@ -117,7 +129,7 @@ export function createGcActivities({ store, settings }: GcDeps) {
   const { timing } = settings;
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {
-      return { operationDeadlineMs: timing.operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs };
+      return { operationDeadlineMs: timing.operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs, readerGraceMs: timing.readerGraceMs };
     },
 
     async listNamespaces(input: { after?: string; limit: number }): Promise<ChildrenPage<string>> {
@@ -181,12 +193,24 @@ export function createGcActivities({ store, settings }: GcDeps) {
         ctx.heartbeat(p);
       };
       try {
-        const tally = await reclaimPrefix(store, prefixOf(input), { ...input, stagingGraceMs: timing.stagingGraceMs }, position, onProgress);
+        const options = { ...input, stagingGraceMs: timing.stagingGraceMs, readerGraceMs: input.readerGraceMs ?? timing.readerGraceMs };
+        const tally = await reclaimPrefix(store, prefixOf(input), options, position, onProgress);
         recordReclaim(tally, input.dryRun);
         return tally;
       } catch (err) {
         throw withTally(err, position.tally);
       }
+    },
+
+    /**
+     * Reclaims the namespace's due retired segments and lost writes at the pass's rules (lost
+     * writes age by T); idempotent, so a retried attempt lists again and finds deleted keys gone.
+     */
+    async reclaimRetiredSegments(input: RetiredReclaimInput): Promise<RetiredReclaimOutcome> {
+      const ctx = Context.current();
+      const outcome = await reclaimRetiredSegments(store, namespaceId(input.namespaceId), { ...input, lostWriteGraceMs: timing.gcMinGraceMs }, () => ctx.heartbeat());
+      if ('tally' in outcome) recordRetiredReclaim(outcome.tally, input.dryRun);
+      return outcome;
     },
 
     async deleteLease(input: PrefixInput): Promise<void> {

@@ -17,7 +17,7 @@ import {
   type NamespaceId,
 } from '../keys';
 import { claimLeaseState, decideOwner, encodeLease, type OwnerDecision } from '../lease';
-import { referencedKeys, RootCorruptError } from '../root';
+import { RootCorruptError } from '../root';
 import {
   AFTER_ALL_UNDER,
   AmbiguousError,
@@ -31,6 +31,7 @@ import {
   ObjectTooLargeError,
 } from '../store';
 import { readLease, type JobRef, type LeaseRead } from './lease-read';
+import { isRetainedByRoot } from './retired';
 import { readRoot, RootMissingError } from './root-io';
 
 /** What one pass knows of time: its fixed clock and the worker's expiry rule. */
@@ -166,16 +167,23 @@ export interface RootProblem {
  * is missing, corrupt or unreadable (after the store's own retries) is skipped for the pass.
  */
 export async function findRootProblem(store: ObjectStore, ns: NamespaceId): Promise<RootProblem | undefined> {
-  const key = rootKey(ns);
   try {
     await readRoot(store, ns);
     return undefined;
   } catch (err) {
-    if (err instanceof RootMissingError) return { key, problem: 'missing', reason: err.message };
-    if (err instanceof RootCorruptError || err instanceof ObjectTooLargeError) return { key, problem: 'corrupt', reason: err.message };
-    if (err instanceof StoreError) return { key, problem: 'unreadable', reason: err.message };
+    const problem = rootProblemOf(err, ns);
+    if (problem) return problem;
     throw err;
   }
+}
+
+/** What a failed read of the root says about it; undefined for a failure that is not about the root (a bug). */
+export function rootProblemOf(err: unknown, ns: NamespaceId): RootProblem | undefined {
+  const key = rootKey(ns);
+  if (err instanceof RootMissingError) return { key, problem: 'missing', reason: err.message };
+  if (err instanceof RootCorruptError || err instanceof ObjectTooLargeError) return { key, problem: 'corrupt', reason: err.message };
+  if (err instanceof StoreError) return { key, problem: 'unreadable', reason: err.message };
+  return undefined;
 }
 
 /** A DeleteObjects request reported per-key errors; the keys were not deleted. Retryable: deletes are idempotent. */
@@ -248,6 +256,8 @@ export function reclaimPositionFrom(details: unknown): ReclaimPosition {
 export interface ReclaimOptions {
   readonly nowMs: number;
   readonly stagingGraceMs: number;
+  /** A published output a later compaction retired stays this long after its `retired_at_ms` (spec 6a.6). */
+  readonly readerGraceMs: number;
   readonly dryRun: boolean;
   /** Candidates collected before the root is re-read and they are deleted (in DeleteObjects of ≤ 1000, in parallel). */
   readonly keysPerFlush: number;
@@ -284,7 +294,8 @@ type FlushOutcome =
 
 /**
  * Walks a prefix owned by this collector or by no one and deletes each staged segment that is old
- * enough and not referenced by the root, which is re-read before every delete batch (candidate
+ * enough and not retained by the root (referenced, or retired within its reader grace; counted as
+ * referenced), which is re-read before every delete batch (candidate
  * selection may be stale, deletion may not). The lease and unrecognised keys are never deleted here.
  * `onProgress` receives the position after every page, so a retried walk resumes there; the
  * position only moves past keys whose fate is settled.
@@ -312,8 +323,8 @@ export async function reclaimPrefix(
       let referencedCount = 0;
       if (batch.length) {
         // A missing root is no evidence that nothing is referenced: readRoot throws, and nothing is deleted.
-        const referenced = referencedKeys((await readRoot(store, job.namespaceId)).root);
-        const doomed = batch.filter((o) => !referenced.has(o.key));
+        const { root } = await readRoot(store, job.namespaceId);
+        const doomed = batch.filter((o) => !isRetainedByRoot(root, o.key, options));
         referencedCount = batch.length - doomed.length;
         const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;
         const failedKeys = new Set(failed.map((f) => f.key));

@@ -24,10 +24,11 @@ import {
 } from '@temporalio/workflow';
 import { NON_RETRYABLE_TYPES } from '../activities/failures';
 import type { CorruptLease, GcActivities, SurveyedPrefix } from '../activities/gc';
-import { InvalidKeyError, jobId, jobPrefix, namespaceId, namespacePrefix, type MetadataCompactionId } from '../keys';
+import { inputSegmentsPrefix, InvalidKeyError, jobId, jobPrefix, namespaceId, namespacePrefix, type MetadataCompactionId } from '../keys';
 import type { ClaimOutcome, ReclaimTally, RootProblem } from '../protocol/collector';
+import type { RetiredTally } from '../protocol/retired-reclaim';
 import { inBatches } from '../store/batches';
-import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
+import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcObjectsDeleted, GcPrefixesSeen, GcSegmentsDeleted } from './search-attributes';
 
 export interface GcOptions {
   /** Report exactly what a real pass would do, claiming and deleting nothing. */
@@ -54,6 +55,8 @@ export interface GcInput extends GcOptions {
   readonly nowMs?: number;
   /** Set by continue-as-new: where the namespace walk stands and what it has done so far. */
   readonly carried?: { readonly after: string | undefined; readonly report: GcReport };
+  /** The pass's reader grace, fixed at its start from the worker's settings; set by continue-as-new. */
+  readonly readerGraceMs?: number;
 }
 
 export interface GcTotals {
@@ -75,6 +78,14 @@ export interface GcTotals {
   readonly retainedUnrecognised: number;
   /** Namespaces that claimed and deleted nothing because their root was missing, corrupt or unreadable. */
   readonly skippedNamespaces: number;
+  /** Retired segments deleted once their reader grace was over (also in objectsDeleted). */
+  readonly retiredDeleted: number;
+  /** Segments under `metadata/segments/` no root knew, deleted past T (also in objectsDeleted). */
+  readonly lostWritesDeleted: number;
+  /** Records dropped from a root's retired list after their segments were gone. */
+  readonly retiredRecordsDropped: number;
+  /** Retired segments kept for readers of older roots. */
+  readonly retainedInGrace: number;
 }
 
 /** What a pass (or one namespace of it) did; lists hold the first {@link REPORT_LIMIT} entries, counts are complete. */
@@ -99,6 +110,8 @@ export interface GcNamespaceInput {
   readonly namespaceId: string;
   readonly nowMs: number;
   readonly options: PassOptions;
+  /** The pass's reader grace; unset by parents that predate it (the child then fixes its worker's). */
+  readonly readerGraceMs?: number;
   /** Set by continue-as-new. */
   readonly carried?: { readonly phase: 'scan' | 'collect'; readonly after: string | undefined; readonly report: GcReport };
 }
@@ -131,10 +144,16 @@ const SURVEYED_LEASES_PATCH = 'gc-surveyed-leases';
  * Remove once no such run can still be open.
  */
 const ROOT_CHECK_PATCH = 'gc-root-check';
+/**
+ * Runs recorded before superseded segments were reclaimed end a namespace without that activity.
+ * Remove once no such run can still be open.
+ */
+const RETIRED_SEGMENTS_PATCH = 'gc-retired-segments';
 
 const ZERO: GcTotals = {
   namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, corrupt: 0, failedPrefixes: 0,
   leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0, skippedNamespaces: 0,
+  retiredDeleted: 0, lostWritesDeleted: 0, retiredRecordsDropped: 0, retainedInGrace: 0,
 };
 
 const emptyReport = (nowMs: number, dryRun: boolean): GcReport => ({
@@ -160,6 +179,11 @@ function merge(a: GcReport, b: Partial<Omit<GcReport, 'totals'>> & { totals?: Pa
 
 const fromTally = ({ unrecognisedKeys, ...counts }: ReclaimTally): Parameters<typeof merge>[1] => ({ totals: counts, unrecognisedKeys });
 
+const fromRetiredTally = ({ unrecognisedKeys, ...counts }: RetiredTally): Parameters<typeof merge>[1] => ({
+  totals: { ...counts, objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted },
+  unrecognisedKeys,
+});
+
 const isIncomplete = ({ totals }: GcReport): boolean =>
   totals.corrupt > 0 || totals.failedPrefixes > 0 || totals.failedNamespaces > 0 || totals.skippedNamespaces > 0;
 
@@ -181,6 +205,8 @@ function describe(report: GcReport, phase: string): string {
     `prefixes ${t.prefixesSeen} (live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, corrupt ${t.corrupt}, failed ${t.failedPrefixes}) · ` +
     `deleted ${t.objectsDeleted} objects, ${t.bytesDeleted} bytes, ${t.leasesDeleted} leases · ` +
     `retained: referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}` +
+    `\n\nsuperseded segments: deleted ${t.retiredDeleted ?? 0} retired and ${t.lostWritesDeleted ?? 0} lost writes, ` +
+    `dropped ${t.retiredRecordsDropped ?? 0} records, ${t.retainedInGrace ?? 0} in reader grace` +
     (report.corruptLeases.length ? `\n\ncorrupt leases: ${report.corruptLeases.map((c) => c.key).join(', ')}` : '') +
     (report.rootProblems?.length ? `\n\nskipped, root ${report.rootProblems.map((r) => `${r.problem}: ${r.key}`).join(', ')}` : '')
   );
@@ -192,6 +218,7 @@ function show(report: GcReport, phase: string): void {
   upsertSearchAttributes([
     { key: GcPrefixesSeen, value: report.totals.prefixesSeen },
     { key: GcObjectsDeleted, value: report.totals.objectsDeleted },
+    { key: GcSegmentsDeleted, value: (report.totals.retiredDeleted ?? 0) + (report.totals.lostWritesDeleted ?? 0) },
     { key: GcCorruptLeases, value: report.totals.corrupt },
     { key: GcDryRun, value: report.dryRun },
   ]);
@@ -227,6 +254,7 @@ async function gcActivities() {
   // The scan and the walk make many store calls; their heartbeats tell a dead worker from a long prefix.
   const long = proxyActivities<GcActivities>({ startToCloseTimeout: '1 day', heartbeatTimeout: settings.heartbeatTimeoutMs, retry });
   return {
+    settings,
     listNamespaces: short.listNamespaces,
     listJobPrefixes: short.listJobPrefixes,
     findRootProblem: short.findRootProblem,
@@ -235,6 +263,7 @@ async function gcActivities() {
     findCorruptLeases: long.findCorruptLeases,
     surveyLeases: long.surveyLeases,
     reclaimPrefix: long.reclaimPrefix,
+    reclaimRetiredSegments: long.reclaimRetiredSegments,
   };
 }
 
@@ -246,6 +275,8 @@ async function gcActivities() {
  * that turns corrupt meanwhile stops it there: no prefix is claimed after that, those already in
  * flight (claimed before the corruption was seen) finish and release their leases. A namespace
  * that fits in one page is surveyed once, which is both its scan and its collect phase's read.
+ * Last, a namespace with no corrupt lease and no untrusted root reclaims its superseded segments
+ * and lost writes (spec 6a) at the pass's clock and reader grace.
  */
 export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcReport> {
   const ns = namespaceId(input.namespaceId);
@@ -253,7 +284,8 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
   const pass = { nowMs, dryRun: options.dryRun };
   let { phase, after, report } = input.carried ?? { phase: 'scan' as const, after: undefined, report: emptyReport(nowMs, options.dryRun) };
   upsertSearchAttributes([{ key: CompactionNamespace, value: ns }]);
-  const { listJobPrefixes, findRootProblem, findCorruptLeases, surveyLeases, claimLease, reclaimPrefix, deleteLease } = await gcActivities();
+  const { settings, listJobPrefixes, findRootProblem, findCorruptLeases, surveyLeases, claimLease, reclaimPrefix, deleteLease, reclaimRetiredSegments } = await gcActivities();
+  const readerGraceMs = input.readerGraceMs ?? settings.readerGraceMs;
   // Options carried from a parent run that predates the option leave it unset.
   const prefixConcurrency = patched(CONCURRENT_PREFIXES_PATCH) ? (options.prefixConcurrency ?? DEFAULTS.prefixConcurrency) : 1;
   const surveyed = patched(SURVEYED_LEASES_PATCH);
@@ -274,7 +306,7 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
     report = merge(report, { totals: claim.owner === 'collector' ? { claimed: 1 } : { orphaned: 1 } });
     try {
       const tally = await reclaimPrefix.executeWithOptions({ summary: `reclaim ${prefix}` }, [
-        { namespaceId: ns, jobId: job, ...pass, keysPerFlush: options.keysPerFlush, reportLimit: REPORT_LIMIT },
+        { namespaceId: ns, jobId: job, ...pass, keysPerFlush: options.keysPerFlush, reportLimit: REPORT_LIMIT, readerGraceMs },
       ]);
       report = merge(report, fromTally(tally));
     } catch (err) {
@@ -357,6 +389,22 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
     show(report, `${phase} ${ns}`);
     if (historyIsLong()) await continueAsNew<typeof gcNamespaceWorkflow>({ ...input, carried: { phase, after, report } });
   }
+  // Superseded segments and lost writes (spec 6a), once the job prefixes are done: not where a lease or the root is untrusted.
+  if (patched(RETIRED_SEGMENTS_PATCH) && report.totals.skippedNamespaces === 0 && report.totals.corrupt === 0 && readerGraceMs !== undefined) {
+    const segments = inputSegmentsPrefix(ns);
+    try {
+      const outcome = await reclaimRetiredSegments.executeWithOptions({ summary: `reclaim superseded segments of ${ns}` }, [
+        { namespaceId: ns, ...pass, readerGraceMs, keysPerFlush: options.keysPerFlush, reportLimit: REPORT_LIMIT },
+      ]);
+      report = merge(
+        report,
+        'rootProblem' in outcome ? { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: ns, ...outcome.rootProblem }] } : fromRetiredTally(outcome.tally),
+      );
+    } catch (err) {
+      if (!(err instanceof ActivityFailure)) throw err;
+      report = merge(report, { totals: { failedPrefixes: 1 }, failures: [{ key: segments, message: message(err) }] });
+    }
+  }
   if (report.totals.corrupt > 0) report = merge(report, { corruptNamespaces: [ns] });
   show(
     report,
@@ -389,13 +437,14 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcReport> {
   const nowMs = input.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   let { after, report } = input.carried ?? { after: undefined, report: emptyReport(nowMs, options.dryRun) };
-  const { listNamespaces } = await gcActivities();
+  const { settings, listNamespaces } = await gcActivities();
+  const readerGraceMs = input.readerGraceMs ?? settings.readerGraceMs;
 
   const collectNamespace = async (ns: string): Promise<void> => {
     try {
       const done = await executeChild(gcNamespaceWorkflow, {
         workflowId: `${workflowInfo().workflowId}/${ns}`,
-        args: [{ namespaceId: ns, nowMs, options }],
+        args: [{ namespaceId: ns, nowMs, options, readerGraceMs }],
         staticSummary: `${options.dryRun ? 'Dry run of the collector' : 'Collector pass'} over namespace ${ns}`,
       });
       report = merge(report, { ...done, totals: { ...done.totals, namespaces: 1 } });
@@ -414,7 +463,7 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcReport> {
     after = page.next;
     show(report, after === undefined ? (isIncomplete(report) ? 'incomplete' : 'done') : 'collecting');
     if (after === undefined) break;
-    if (historyIsLong()) await continueAsNew<typeof gcWorkflow>({ ...input, nowMs, carried: { after, report } });
+    if (historyIsLong()) await continueAsNew<typeof gcWorkflow>({ ...input, nowMs, readerGraceMs, carried: { after, report } });
   }
   if (isIncomplete(report)) {
     throw ApplicationFailure.create({

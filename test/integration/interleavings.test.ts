@@ -199,7 +199,7 @@ async function collectPass(run: Run, actor: string, store: ObjectStore): Promise
       if (claim.owner === 'corrupt') throw new Error(`no corrupt lease was written, yet ${claim.key}: ${claim.reason}`);
       if (claim.owner === 'job') continue;
       let position: ReclaimPosition = START_OF_WALK;
-      const options = { nowMs, stagingGraceMs: timing.stagingGraceMs, dryRun: false, keysPerFlush: 2, reportLimit: 10 };
+      const options = { nowMs, stagingGraceMs: timing.stagingGraceMs, readerGraceMs: timing.readerGraceMs, dryRun: false, keysPerFlush: 2, reportLimit: 10 };
       try {
         await retrying(run, actor, () => reclaimPrefix(store, job, options, position, (p) => (position = p)));
       } finally {
