@@ -28,7 +28,7 @@ import { inputSegmentsPrefix, InvalidKeyError, jobId, jobPrefix, namespaceId, na
 import type { ClaimOutcome, ReclaimTally, RootProblem } from '../protocol/collector';
 import type { RetiredTally } from '../protocol/retired-reclaim';
 import { inBatches } from '../store/batches';
-import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcObjectsDeleted, GcPrefixesSeen, GcSegmentsDeleted } from './search-attributes';
+import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
 
 export interface GcOptions {
   /** Report exactly what a real pass would do, claiming and deleting nothing. */
@@ -217,8 +217,8 @@ function show(report: GcReport, phase: string): void {
   setCurrentDetails(describe(report, phase));
   upsertSearchAttributes([
     { key: GcPrefixesSeen, value: report.totals.prefixesSeen },
+    // Superseded segments and lost writes count here too: a namespace may register only 3 Int search attributes (the dev server refuses a fourth).
     { key: GcObjectsDeleted, value: report.totals.objectsDeleted },
-    { key: GcSegmentsDeleted, value: (report.totals.retiredDeleted ?? 0) + (report.totals.lostWritesDeleted ?? 0) },
     { key: GcCorruptLeases, value: report.totals.corrupt },
     { key: GcDryRun, value: report.dryRun },
   ]);

@@ -7,8 +7,6 @@ export const CompactionJobId = defineSearchAttributeKey('CompactionJobId', Searc
 export const CompactionOutcome = defineSearchAttributeKey('CompactionOutcome', SearchAttributeType.KEYWORD);
 export const GcPrefixesSeen = defineSearchAttributeKey('GcPrefixesSeen', SearchAttributeType.INT);
 export const GcObjectsDeleted = defineSearchAttributeKey('GcObjectsDeleted', SearchAttributeType.INT);
-/** Superseded segments and lost writes a pass deleted (also counted in GcObjectsDeleted). */
-export const GcSegmentsDeleted = defineSearchAttributeKey('GcSegmentsDeleted', SearchAttributeType.INT);
 export const GcCorruptLeases = defineSearchAttributeKey('GcCorruptLeases', SearchAttributeType.INT);
 export const GcDryRun = defineSearchAttributeKey('GcDryRun', SearchAttributeType.BOOL);
 
@@ -19,7 +17,6 @@ export const SEARCH_ATTRIBUTE_KEYS = [
   CompactionOutcome,
   GcPrefixesSeen,
   GcObjectsDeleted,
-  GcSegmentsDeleted,
   GcCorruptLeases,
   GcDryRun,
 ] as const;
