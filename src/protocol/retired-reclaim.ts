@@ -6,7 +6,7 @@
  */
 import { inputSegmentsPrefix, isInputSegmentKeyOf, rootKey, type NamespaceId } from '../keys';
 import { encodeRoot, type RootState } from '../root';
-import { AmbiguousError, ConflictError, NotFoundError, PreconditionFailedError, type ObjectInfo, type ObjectStore } from '../store';
+import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectInfo, type ObjectStore } from '../store';
 import { inBatches } from '../store/batches';
 import { DeleteFailedError, rootProblemOf, type RootProblem } from './collector';
 import { decideSegment, droppableRecords, dueRetiredKeys, withoutReclaimed, type RetiredRules, type SegmentFate } from './retired';
@@ -40,8 +40,8 @@ export interface RetiredTally {
 
 export type RetiredReclaimOutcome = { readonly tally: RetiredTally } | { readonly rootProblem: RootProblem };
 
-/** HEADs of due retired outputs in flight at once: the collector's DeleteObjects parallelism. */
-const HEAD_CONCURRENCY = 8;
+/** Look-ups of due retired outputs in flight at once: the collector's DeleteObjects parallelism. */
+const LOOKUP_CONCURRENCY = 8;
 /** Root CAS rounds to drop records; records left behind are dropped by a later pass (their segments are gone). */
 const MAX_RECORD_ROUNDS = 5;
 
@@ -96,17 +96,14 @@ export async function reclaimRetiredSegments(
     onProgress();
   } while (cursor !== undefined);
 
-  // Due retired outputs live under job prefixes, which the listing above does not cover: a HEAD finds each one (or finds it gone).
+  // Due retired outputs live under job prefixes, which the listing above does not cover: a listing of each
+  // key finds it (or finds it gone). A listing, not a HEAD: the collector's policy grants no GetObject on segments.
   const gone = new Set<string>();
   const dueElsewhere = dueRetiredKeys(root, options).filter((k) => !listed.has(k));
-  const found = await inBatches(dueElsewhere, 1, HEAD_CONCURRENCY, async ([key]) => {
-    try {
-      return [await store.head(key as string)];
-    } catch (err) {
-      if (!(err instanceof NotFoundError)) throw err;
-      gone.add(key as string);
-      return [];
-    }
+  const found = await inBatches(dueElsewhere, 1, LOOKUP_CONCURRENCY, async ([key]) => {
+    const object = (await store.list({ prefix: key as string, maxKeys: 1 })).objects.find((o) => o.key === key);
+    if (!object) gone.add(key as string);
+    return object ? [object] : [];
   });
   candidates.push(...found.flat());
   onProgress();
