@@ -56,12 +56,12 @@ describe('superseded segments', () => {
 
   const newNamespace = (prefix: string) => namespaceId(uniqueId(prefix).toLowerCase());
   const exists = async (key: string) => (await store.list({ prefix: key })).objects.some((o) => o.key === key);
-  const pass = async (ns: NamespaceId, nowMs?: number): Promise<{ complete: boolean; report: GcReport; workflowId: string }> => {
+  const pass = async (ns: NamespaceId, nowMs?: number, dryRun = false): Promise<{ complete: boolean; report: GcReport; workflowId: string }> => {
     const workflowId = uniqueId('gc-retired');
     const handle: GcPassHandle = await client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
       workflowId,
       taskQueue: worker.taskQueue,
-      args: [{ namespaces: [ns], ...(nowMs === undefined ? {} : { nowMs }) }],
+      args: [{ namespaces: [ns], dryRun, ...(nowMs === undefined ? {} : { nowMs }) }],
     });
     return { ...(await gcPassResult(handle)), workflowId };
   };
@@ -125,6 +125,19 @@ describe('superseded segments', () => {
     const old = await pass(ns);
     expect(old.report.totals).toMatchObject({ lostWritesDeleted: 1, objectsDeleted: 1 });
     expect(await exists(lost)).toBe(false);
+  });
+
+  it('a dry run reports the retired segment and the lost write it would delete, and deletes and writes nothing', async () => {
+    const ns = newNamespace('dry');
+    const [due, lost] = [inputSegmentKey(ns, newSegmentId(), 'mseg'), inputSegmentKey(ns, newSegmentId(), 'mseg')];
+    for (const k of [due, lost]) await store.put(k, bytes(k));
+    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: Date.now() - readerGraceMs - 1000 }] }));
+    const rootBefore = await store.get(rootKey(ns));
+    await sleep(gcMinGraceMs + 500);
+    const { report } = await pass(ns, undefined, true);
+    expect(report.totals).toMatchObject({ retiredDeleted: 1, lostWritesDeleted: 1, retiredRecordsDropped: 1, objectsDeleted: 2, bytesDeleted: due.length + lost.length });
+    for (const k of [due, lost]) expect(await exists(k), k).toBe(true);
+    expect((await store.get(rootKey(ns))).etag).toBe(rootBefore.etag);
   });
 
   it('a retired segment that the current root references again, in any group, is kept with its record', async () => {
