@@ -26,8 +26,8 @@ function printReport(ctx: CliContext, report: GcReport): void {
     ['retained', `referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}`],
     // Reports of passes that predate superseded segments have none of these counts.
     [
-      'superseded segments',
-      `${report.dryRun ? 'would delete' : 'deleted'} ${t.retiredDeleted ?? 0} retired and ${t.lostWritesDeleted ?? 0} lost writes, ` +
+      'superseded',
+      `segments: ${report.dryRun ? 'would delete' : 'deleted'} ${t.retiredDeleted ?? 0} retired and ${t.lostWritesDeleted ?? 0} lost writes, ` +
         `${t.retiredRecordsDropped ?? 0} records dropped, ${t.retainedInGrace ?? 0} in reader grace`,
     ],
     // The reason already names the key (`lease <key> is corrupt: …`).
