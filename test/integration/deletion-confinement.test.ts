@@ -416,7 +416,7 @@ describe('deletion confinement', () => {
   const report = (name: string, tally: Tally) => console.log(`deletion confinement on ${name}: ${JSON.stringify(tally)}`);
   const zero = (): Tally => ({ runs: 0, keysWritten: 0, refused: 0, deleted: 0, retained: 0, corruptNamespaces: 0 });
 
-  it('on the embedded store, a pass over arbitrary bucket contents deletes only unreferenced staged segments and claimed leases of validated, unowned job prefixes', async () => {
+  it('on the embedded store, a pass over arbitrary bucket contents deletes only unreferenced staged segments and claimed leases of validated, unowned job prefixes, due retired segments and lost writes', async () => {
     const tally = zero();
     await fc.assert(
       fc.asyncProperty(arbBucket, async (bucket) => {
