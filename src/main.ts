@@ -117,7 +117,8 @@ async function main(): Promise<void> {
   const t = pass.report.totals;
   console.log(
     `collector pass: ${t.prefixesSeen} job prefixes (${t.live} live, ${t.claimed} claimed, ${t.orphaned} orphaned, ${t.corrupt} corrupt), ` +
-      `${t.objectsDeleted} objects deleted${pass.complete ? '' : ' (incomplete: see docs/operations.md)'}`,
+      `${t.objectsDeleted} objects deleted (${t.retiredDeleted} superseded segments), ${t.retainedInGrace} superseded segments kept for readers ` +
+      `until ${settings.timing.readerGraceMs / 1000} s after they left the root${pass.complete ? '' : ' (incomplete: see docs/operations.md)'}`,
   );
 
   if (!options.once) {

@@ -6,7 +6,7 @@
  * missing key succeeds.
  */
 import { Context } from '@temporalio/activity';
-import { recordClaim, recordReclaim } from './metrics';
+import { recordClaim, recordReclaim, recordRetiredReclaim } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
 import type { CompactionSettings } from '../config';
 import { namespaceId } from '../keys';
@@ -22,6 +22,7 @@ import {
   type ReclaimPosition,
   type ReclaimTally,
 } from '../protocol';
+import { reclaimRetiredSegments, type RetiredReclaimOutcome } from '../protocol/retired-reclaim';
 import type { ObjectStore } from '../store';
 import { toFailure } from './failures';
 
@@ -41,6 +42,7 @@ export interface GcWorkflowSettings {
   readonly heartbeatTimeoutMs: number;
   readonly leaseExpiryMs: number;
   readonly stagingGraceMs: number;
+  readonly readerGraceMs: number;
 }
 
 /** A command of a namespace's pass plan, with the pass's rules. */
@@ -70,8 +72,8 @@ export function createGcActivities({ store, settings }: GcDeps) {
     (await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, progress)) as ResultOf<K>;
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {
-      const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs } = timing;
-      return { operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs };
+      const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs, readerGraceMs } = timing;
+      return { operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs };
     },
 
     async listNamespaces(input: { after?: string; limit: number }): Promise<ChildrenPage<string>> {
@@ -116,6 +118,14 @@ export function createGcActivities({ store, settings }: GcDeps) {
     },
 
     deleteLease: (input: Input<'deleteLease'>) => run(input),
+
+    /** Superseded segments and lost writes of one namespace (spec 6a), at the pass's clock and reader grace; heartbeats per listing page and batch. */
+    async reclaimRetiredSegments(input: { readonly namespaceId: string; readonly rules: PassRules }): Promise<RetiredReclaimOutcome> {
+      const ctx = Context.current();
+      const outcome = await reclaimRetiredSegments(store, namespaceId(input.namespaceId), { ...input.rules, lostWriteGraceMs: timing.gcMinGraceMs }, () => ctx.heartbeat());
+      if ('tally' in outcome) recordRetiredReclaim(outcome.tally, input.rules.dryRun);
+      return outcome;
+    },
   };
 }
 

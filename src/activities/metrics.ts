@@ -5,6 +5,7 @@
  */
 import { Context } from '@temporalio/activity';
 import type { PrefixOwner, ReclaimTally } from '../protocol';
+import type { RetiredTally } from '../protocol/retired-reclaim';
 
 const meter = () => Context.current().metricMeter;
 
@@ -31,6 +32,19 @@ export function recordReclaim(tally: ReclaimTally, dryRun: boolean): void {
   m.createCounter('compaction_lease_bytes_reclaimed', 'By', 'bytes of staged objects deleted').add(tally.bytesDeleted, { dry_run: dryRun });
   const retained = m.createCounter('compaction_lease_objects_retained', '1', 'objects a walk kept, by reason');
   retained.add(tally.retainedReferenced, { reason: 'referenced' });
+  retained.add(tally.retainedYoung, { reason: 'young' });
+  retained.add(tally.retainedUnrecognised, { reason: 'unrecognised' });
+}
+
+export function recordRetiredReclaim(tally: RetiredTally, dryRun: boolean): void {
+  const m = meter();
+  const deleted = m.createCounter('compaction_lease_segments_reclaimed', '1', 'segments under metadata/segments/ and superseded outputs deleted, by reason');
+  deleted.add(tally.retiredDeleted, { reason: 'retired', dry_run: dryRun });
+  deleted.add(tally.lostWritesDeleted, { reason: 'lost_write', dry_run: dryRun });
+  m.createCounter('compaction_lease_segment_bytes_reclaimed', 'By', 'bytes of superseded segments and lost writes deleted').add(tally.bytesDeleted, { dry_run: dryRun });
+  const retained = m.createCounter('compaction_lease_segments_retained', '1', 'segments the reclaim of superseded segments kept, by reason');
+  retained.add(tally.retainedReferenced, { reason: 'referenced' });
+  retained.add(tally.retainedInGrace, { reason: 'reader_grace' });
   retained.add(tally.retainedYoung, { reason: 'young' });
   retained.add(tally.retainedUnrecognised, { reason: 'unrecognised' });
 }

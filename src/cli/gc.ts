@@ -24,6 +24,12 @@ function printReport(ctx: CliContext, report: GcReport): void {
     ['prefixes', `${t.prefixesSeen}: live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, corrupt ${t.corrupt}, failed ${t.failedPrefixes}`],
     [report.dryRun ? 'would delete' : 'deleted', `${t.objectsDeleted} objects, ${t.bytesDeleted} bytes, ${t.leasesDeleted} leases`],
     ['retained', `referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}`],
+    // Reports of passes that predate superseded segments have none of these counts.
+    [
+      'superseded',
+      `segments: ${report.dryRun ? 'would delete' : 'deleted'} ${t.retiredDeleted ?? 0} retired and ${t.lostWritesDeleted ?? 0} lost writes, ` +
+        `${t.retiredRecordsDropped ?? 0} records dropped, ${t.retainedInGrace ?? 0} in reader grace`,
+    ],
     // The reason already names the key (`lease <key> is corrupt: …`).
     ...report.corruptLeases.map((c) => ['corrupt lease', c.reason.includes(c.key) ? c.reason : `${c.key}: ${c.reason}`] as const),
     ...report.failures.map((f) => ['failure', `${f.key}: ${f.message}`] as const),

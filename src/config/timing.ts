@@ -22,6 +22,12 @@ export interface Timing {
   readonly gcMinGraceMs: number;
   /** Minimum store age before an unowned staged object may be deleted; at least expiry + T. */
   readonly stagingGraceMs: number;
+  /**
+   * How long a segment a publication replaced stays, counted from its `retired_at_ms` (spec 6a.2).
+   * At least T and at least expiry + clock margin (see the rule in {@link resolveTiming}); a reader
+   * that fetched the old root may read its segments for this long less T.
+   */
+  readonly readerGraceMs: number;
 }
 
 /** Thrown at start-up when timings break an invariant; the message names the settings. */
@@ -40,6 +46,7 @@ const partialSchema = z.strictObject({
   clockSafetyMarginMs: ms.optional(),
   gcMinGraceMs: ms.optional(),
   stagingGraceMs: ms.optional(),
+  readerGraceMs: ms.optional(),
 });
 
 /** Environment variable for each setting: the spec's name behind the `COMPACTION_` prefix. */
@@ -51,11 +58,13 @@ export const TIMING_ENV: Readonly<Record<keyof Timing, string>> = {
   clockSafetyMarginMs: 'COMPACTION_CLOCK_SAFETY_MARGIN_MS',
   gcMinGraceMs: 'COMPACTION_GC_MIN_GRACE_MS',
   stagingGraceMs: 'COMPACTION_STAGING_GRACE_MS',
+  readerGraceMs: 'COMPACTION_READER_GRACE_MS',
 };
 
 /**
  * Builds the timing from partial settings. Unset values take the spec's defaults, derived from
- * the ones that are set: expiry = 5 × refresh, T = budget + deadline + margin, staging = expiry + T.
+ * the ones that are set: expiry = 5 × refresh, T = budget + deadline + margin, staging = expiry + T,
+ * reader grace = expiry + T (readers of a replaced root keep its segments for at least the lease expiry).
  */
 export function resolveTiming(settings: Partial<Timing> = {}): Timing {
   const parsed = partialSchema.safeParse(settings);
@@ -68,6 +77,7 @@ export function resolveTiming(settings: Partial<Timing> = {}): Timing {
   const gcMinGraceMs = s.gcMinGraceMs ?? publicationBudgetMs + operationDeadlineMs + clockSafetyMarginMs;
   const leaseExpiryMs = s.leaseExpiryMs ?? Math.max(5 * leaseRefreshIntervalMs, gcMinGraceMs);
   const stagingGraceMs = s.stagingGraceMs ?? leaseExpiryMs + gcMinGraceMs;
+  const readerGraceMs = s.readerGraceMs ?? leaseExpiryMs + gcMinGraceMs;
   const timing: Timing = Object.freeze({
     leaseRefreshIntervalMs,
     leaseExpiryMs,
@@ -76,6 +86,7 @@ export function resolveTiming(settings: Partial<Timing> = {}): Timing {
     clockSafetyMarginMs,
     gcMinGraceMs,
     stagingGraceMs,
+    readerGraceMs,
   });
   const broken = timingViolations(timing);
   if (broken.length) throw new TimingConfigError(`unsafe timing: ${broken.join('; ')}`);
@@ -97,6 +108,16 @@ function timingViolations(t: Timing): string[] {
       `${env.gcMinGraceMs} (${t.gcMinGraceMs}) must be at least ${env.publicationBudgetMs} + ${env.operationDeadlineMs} + ${env.clockSafetyMarginMs} (${t.publicationBudgetMs + t.operationDeadlineMs + t.clockSafetyMarginMs})`,
     ],
     [t.stagingGraceMs >= t.leaseExpiryMs + t.gcMinGraceMs, `${env.stagingGraceMs} (${t.stagingGraceMs}) must be at least ${env.leaseExpiryMs} + ${env.gcMinGraceMs} (${t.leaseExpiryMs + t.gcMinGraceMs})`],
+    [
+      // The retiring CAS lands within T of its retired_at_ms, so a reader of the old root keeps its segments for the grace less T.
+      t.readerGraceMs >= t.gcMinGraceMs,
+      `${env.readerGraceMs} (${t.readerGraceMs}) must be at least ${env.gcMinGraceMs} (${t.gcMinGraceMs}): the root that retires a segment lands up to T after its retired_at_ms`,
+    ],
+    [
+      // A published job stops refreshing before its outputs can be retired, so this grace outlasts its lease: no object under a live lease goes.
+      t.readerGraceMs >= t.leaseExpiryMs + t.clockSafetyMarginMs,
+      `${env.readerGraceMs} (${t.readerGraceMs}) must be at least ${env.leaseExpiryMs} + ${env.clockSafetyMarginMs} (${t.leaseExpiryMs + t.clockSafetyMarginMs}): a superseded output would go while its job's lease is live`,
+    ],
   ];
   return rules.filter(([ok]) => !ok).map(([, message]) => message);
 }

@@ -18,19 +18,31 @@ const envelopeSchema = z.strictObject({
 const sha256 = (text: string): string => `sha256:${createHash('sha256').update(text, 'utf8').digest('hex')}`;
 
 /** Encodes a payload whose key order is the wire order (callers build it field by field). */
-export function encodeEnvelope(kind: string, payload: object): Uint8Array {
+export function encodeEnvelope(kind: string, payload: object, formatVersion: number = FORMAT_VERSION): Uint8Array {
   const payloadText = JSON.stringify(payload);
   const text =
-    `{"kind":${JSON.stringify(kind)},"format_version":${FORMAT_VERSION},` +
+    `{"kind":${JSON.stringify(kind)},"format_version":${formatVersion},` +
     `"payload_checksum":"${sha256(payloadText)}","payload":${payloadText}}`;
   return new TextEncoder().encode(text);
 }
 
+/** A decoded envelope: the raw payload and the format version it was written in. */
+export interface DecodedEnvelope {
+  readonly formatVersion: number;
+  readonly payload: unknown;
+}
+
 /**
- * Decodes strictly and returns the raw payload value; every defect is reported through
- * `corrupt(reason)`, which the caller turns into its own typed error naming the key.
+ * Decodes strictly and returns the raw payload value with its format version, one of `versions`
+ * (the ones the caller can read); every defect is reported through `corrupt(reason)`, which the
+ * caller turns into its own typed error naming the key.
  */
-export function decodeEnvelope(kind: string, bytes: Uint8Array, corrupt: (reason: string) => Error): unknown {
+export function decodeEnvelope(
+  kind: string,
+  bytes: Uint8Array,
+  corrupt: (reason: string) => Error,
+  versions: readonly number[] = [FORMAT_VERSION],
+): DecodedEnvelope {
   let text: string;
   let parsed: unknown;
   // TextDecoder would drop a byte-order mark silently; this package never writes one, so it is a foreign writer's.
@@ -51,12 +63,12 @@ export function decodeEnvelope(kind: string, bytes: Uint8Array, corrupt: (reason
   if (!envelope.success) throw corrupt(`envelope: ${describeIssues(envelope.error)}`);
   const { data } = envelope;
   if (data.kind !== kind) throw corrupt(`kind is ${JSON.stringify(data.kind)}, expected ${JSON.stringify(kind)}`);
-  if (data.format_version !== FORMAT_VERSION) throw corrupt(`unknown format_version ${data.format_version}`);
+  if (!versions.includes(data.format_version)) throw corrupt(`unknown format_version ${data.format_version}`);
   const payloadText = topLevelMemberText(text, 'payload');
   if (payloadText === undefined || sha256(payloadText) !== data.payload_checksum) {
     throw corrupt('payload_checksum does not match the stored payload bytes');
   }
-  return data.payload;
+  return { formatVersion: data.format_version, payload: data.payload };
 }
 
 /** Formats zod issues as `path: message; …` for error messages an operator can act on. */

@@ -78,8 +78,10 @@ export const NAMESPACES_PREFIX = 'namespaces/';
 // Nothing builds a key without passing here, so no request can name an unvalidated id.
 export const namespacePrefix = (ns: NamespaceId): string => `${NAMESPACES_PREFIX}${namespaceId(ns)}/`;
 export const rootKey = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/root.json`;
+/** Where the metadata service writes its segments (the compactions' inputs); always ends in `/`. */
+export const inputSegmentsPrefix = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/segments/`;
 export const inputSegmentKey = (ns: NamespaceId, seg: SegmentId, ext: string): string =>
-  `${namespacePrefix(ns)}metadata/segments/${segmentId(seg)}.${segmentExtension(ext)}`;
+  `${inputSegmentsPrefix(ns)}${segmentId(seg)}.${segmentExtension(ext)}`;
 export const compactionsPrefix = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/compactions/`;
 /** Always ends in `/`, so `cmp_1…` never matches `cmp_12…`. */
 export const jobPrefix = (ns: NamespaceId, job: MetadataCompactionId): string => `${compactionsPrefix(ns)}${jobId(job)}/`;
@@ -115,10 +117,14 @@ export function parseCompactionKey(key: string): CompactionKey {
 
 const INPUT_SEGMENT_KEY = /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/metadata\/segments\/(seg_[0-9a-f]{32})\.([a-z0-9]{1,16})$/;
 
+/** Whether `key` is an input segment key of namespace `ns`: the only keys the collector deletes under `metadata/segments/`. */
+export function isInputSegmentKeyOf(ns: NamespaceId, key: string): boolean {
+  return INPUT_SEGMENT_KEY.exec(key)?.[1] === ns;
+}
+
 /** Whether `key` is a segment key (input or staged) of namespace `ns`: the only keys a root may reference. */
 export function isSegmentKeyOf(ns: NamespaceId, key: string): boolean {
-  const input = INPUT_SEGMENT_KEY.exec(key);
-  if (input) return input[1] === ns;
+  if (INPUT_SEGMENT_KEY.test(key)) return isInputSegmentKeyOf(ns, key);
   const staged = parseCompactionKey(key);
   return staged.kind === 'staged_segment' && staged.namespaceId === ns;
 }

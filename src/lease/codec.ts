@@ -50,7 +50,7 @@ export function decodeLease(bytes: Uint8Array, expected: { namespaceId: Namespac
   const key = leaseKey(expected.namespaceId, expected.jobId);
   const corrupt = (reason: string) => new LeaseCorruptError(key, reason);
   if (bytes.length > MAX_LEASE_BYTES) throw corrupt(`${bytes.length} bytes, more than a lease can be (${MAX_LEASE_BYTES})`);
-  const parsed = payloadSchema.safeParse(decodeEnvelope(LEASE_KIND, bytes, corrupt));
+  const parsed = payloadSchema.safeParse(decodeEnvelope(LEASE_KIND, bytes, corrupt).payload);
   if (!parsed.success) throw corrupt(`payload: ${describeIssues(parsed.error)}`);
   const payload = parsed.data;
   if (payload.job_id !== expected.jobId) throw corrupt(`names job ${payload.job_id}, not the job of its key`);

@@ -22,6 +22,8 @@ export interface PassRules {
   readonly leaseExpiryMs: number;
   /** A staged segment younger than this at `nowMs` is retained: its job may still publish it. */
   readonly stagingGraceMs: number;
+  /** A retired segment stays this long after its `retired_at_ms`, for readers of older roots (spec 6a). */
+  readonly readerGraceMs: number;
   /** Plan and report every claim and deletion, execute none. */
   readonly dryRun: boolean;
   /** Job prefixes per listing page; a run may continue as new between pages. */

@@ -26,6 +26,14 @@ export interface GcTotals {
   readonly retainedReferenced: number;
   readonly retainedYoung: number;
   readonly retainedUnrecognised: number;
+  /** Retired segments deleted once their reader grace was over (also in objectsDeleted). */
+  readonly retiredDeleted: number;
+  /** Segments under `metadata/segments/` no root knew, deleted past T (also in objectsDeleted). */
+  readonly lostWritesDeleted: number;
+  /** Records dropped from a root's retired list after their segments were gone. */
+  readonly retiredRecordsDropped: number;
+  /** Retired segments kept for readers of older roots. */
+  readonly retainedInGrace: number;
   /** Namespaces that claimed and deleted nothing because their root was missing, corrupt or unreadable. */
   readonly skippedNamespaces: number;
 }
@@ -57,6 +65,7 @@ export const REPORT_LIMIT = 100;
 const ZERO: GcTotals = {
   namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, corrupt: 0, failedPrefixes: 0,
   leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0, skippedNamespaces: 0,
+  retiredDeleted: 0, lostWritesDeleted: 0, retiredRecordsDropped: 0, retainedInGrace: 0,
 };
 
 export const emptyReport = (nowMs: number, dryRun: boolean): GcReport => ({

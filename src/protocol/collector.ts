@@ -20,7 +20,7 @@ import {
   type NamespaceId,
 } from '../keys';
 import { claimLeaseState, decideOwner, encodeLease } from '../lease';
-import { referencedKeys, RootCorruptError } from '../root';
+import { RootCorruptError } from '../root';
 import {
   AFTER_ALL_UNDER,
   AmbiguousError,
@@ -35,6 +35,7 @@ import {
 } from '../store';
 import { leaseReadOf, readLease, type JobRef, type LeaseRead } from './lease-read';
 import { readRoot, RootMissingError } from './root-io';
+import { isRetainedByRoot } from './retired';
 import { inBatches } from '../store/batches';
 
 /**
@@ -181,16 +182,23 @@ export interface RootProblem {
  * is missing, corrupt or unreadable (after the store's own retries) is skipped for the pass.
  */
 export async function findRootProblem(store: ObjectStore, ns: NamespaceId): Promise<RootProblem | undefined> {
-  const key = rootKey(ns);
   try {
     await readRoot(store, ns);
     return undefined;
   } catch (err) {
-    if (err instanceof RootMissingError) return { key, problem: 'missing', reason: err.message };
-    if (err instanceof RootCorruptError || err instanceof ObjectTooLargeError) return { key, problem: 'corrupt', reason: err.message };
-    if (err instanceof StoreError) return { key, problem: 'unreadable', reason: err.message };
+    const problem = rootProblemOf(err, ns);
+    if (problem) return problem;
     throw err;
   }
+}
+
+/** What a failed read of the root says about it; undefined for a failure that is not about the root (a bug). */
+export function rootProblemOf(err: unknown, ns: NamespaceId): RootProblem | undefined {
+  const key = rootKey(ns);
+  if (err instanceof RootMissingError) return { key, problem: 'missing', reason: err.message };
+  if (err instanceof RootCorruptError || err instanceof ObjectTooLargeError) return { key, problem: 'corrupt', reason: err.message };
+  if (err instanceof StoreError) return { key, problem: 'unreadable', reason: err.message };
+  return undefined;
 }
 
 /** A DeleteObjects request reported per-key errors; the keys were not deleted. Retryable: deletes are idempotent. */
@@ -248,6 +256,8 @@ export const reclaimPositionFrom = (details: unknown): ReclaimPosition => (detai
 export interface ReclaimOptions {
   readonly nowMs: number;
   readonly stagingGraceMs: number;
+  /** A published output a later compaction retired stays this long after its `retired_at_ms` (spec 6a.6). */
+  readonly readerGraceMs: number;
   readonly dryRun: boolean;
   /** Candidates collected before the root is re-read and they are deleted (in DeleteObjects of ≤ 1000, in parallel). */
   readonly keysPerFlush: number;
@@ -312,8 +322,8 @@ export async function reclaimPrefix(
       let referencedCount = 0;
       if (batch.length) {
         // A missing root is no evidence that nothing is referenced: readRoot throws, and nothing is deleted.
-        const referenced = referencedKeys((await readRoot(store, job.namespaceId)).root);
-        const doomed = batch.filter((o) => !referenced.has(o.key));
+        const { root } = await readRoot(store, job.namespaceId);
+        const doomed = batch.filter((o) => !isRetainedByRoot(root, o.key, options));
         referencedCount = batch.length - doomed.length;
         const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;
         const failedKeys = new Set(failed.map((f) => f.key));

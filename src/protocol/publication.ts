@@ -1,6 +1,7 @@
 /**
  * Publication (spec 5.4): refresh the lease at the top of every attempt, re-read the root, check
- * the inputs are still current, build the new root, check the budget, CAS the root. A CAS whose
+ * the inputs are still current, build the new root (the inputs retired at the heartbeat that refresh
+ * wrote, spec 6a.1), check the budget, CAS the root. A CAS whose
  * answer was lost or refused may have landed, so before an attempt is judged (at the start of a
  * retried activity and after every failed CAS) the root is read to see whether it already holds this
  * job's publication; that read comes before the refresh, so nothing writes the lease after publication.
@@ -9,7 +10,7 @@ import { TypedError } from '../errors';
 import { rootKey, type FamilyGroup } from '../keys';
 import { encodeRoot, groupSegments, planPublication, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectStore } from '../store';
-import { LeaseLostError, refreshJobLease } from './job-lease';
+import { LeaseLostError, refreshJobLease, type HeldLease } from './job-lease';
 import { readLease, type JobRef } from './lease-read';
 import { readRoot } from './root-io';
 
@@ -63,8 +64,9 @@ export async function publishCompaction(
     // The budget runs from before the refresh is sent: the heartbeat it writes is read off the clock
     // then, so a slow refresh leaves less of the lease, and the budget must count it.
     const refreshSentAt = clock.elapsedMs();
+    let held: HeldLease;
     try {
-      await refreshJobLease(store, request, read, clock.leaseClockMs);
+      held = await refreshJobLease(store, request, read, clock.leaseClockMs);
     } catch (err) {
       if (err instanceof LeaseLostError) return { outcome: 'fenced', reason: err.reason };
       throw err;
@@ -72,7 +74,8 @@ export async function publishCompaction(
     const current = await readRoot(store, request.namespaceId);
     // A CAS of an earlier activity attempt still in flight may have landed since the first read.
     if (holdsPublication(current.root, request, sent)) return { outcome: 'published', rootGeneration: current.root.generation };
-    const plan = planPublication(current.root, request.group, request.inputs, request.outputs);
+    // The inputs retire at this attempt's lease clock (spec 6a.1): the heartbeat the refresh wrote.
+    const plan = planPublication(current.root, request.group, request.inputs, request.outputs, held.lease.heartbeat_at_ms);
     if (plan.kind === 'abandoned') return { outcome: 'abandoned', missingInputs: plan.missingInputs };
     const spent = clock.elapsedMs() - refreshSentAt;
     if (spent > limits.budgetMs) {

@@ -1,7 +1,12 @@
 /**
  * The namespace root (`namespaces/{ns}/metadata/root.json`): the current segment keys of each
- * family group, in the same checksummed envelope as the lease (kind `metadata_root`). It is only
- * ever replaced by compare-and-swap; whatever it names is referenced and never deleted.
+ * family group and the segments that left them (spec 6a), in the same checksummed envelope as the
+ * lease (kind `metadata_root`). It is only ever replaced by compare-and-swap; whatever its groups
+ * name is referenced and never deleted.
+ *
+ * Format 1 has no `retired` list; format 2 adds it. A root with nothing retired is written in
+ * format 1, byte for byte what earlier versions wrote, so they keep reading it until the first
+ * retirement; both formats are read.
  */
 import { TypedError } from '../errors';
 import { z } from 'zod';
@@ -19,6 +24,15 @@ export interface RootState {
   readonly generation: number;
   /** Current segment keys of each family group; only segment keys of this namespace. */
   readonly groups: Readonly<Record<string, readonly string[]>>;
+  /** Segments a publication replaced, each once, with the time it left: kept for readers until the reader grace is over. Absent: none. */
+  readonly retired?: readonly RetiredSegment[];
+}
+
+export interface RetiredSegment {
+  /** A segment key of this namespace (input or staged output). */
+  readonly key: string;
+  /** The publishing job's lease clock at the attempt whose CAS replaced it: the reader grace counts from here. */
+  readonly retired_at_ms: number;
 }
 
 export class RootCorruptError extends TypedError {
@@ -33,32 +47,46 @@ export class RootCorruptError extends TypedError {
   }
 }
 
-const payloadSchema = z.strictObject({
+/** Format 1: groups only. Format 2: groups and the retired list. */
+const ROOT_FORMAT_VERSIONS = [1, 2] as const;
+const millis = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+const v1Schema = z.strictObject({
   namespace_id: z.string(),
-  generation: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+  generation: millis,
   groups: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/), z.array(z.string())),
 });
+const v2Schema = v1Schema.extend({ retired: z.array(z.strictObject({ key: z.string(), retired_at_ms: millis })) });
 
-export const emptyRoot = (ns: NamespaceId): RootState => Object.freeze({ namespace_id: ns, generation: 0, groups: {} });
+export const emptyRoot = (ns: NamespaceId): RootState => Object.freeze({ namespace_id: ns, generation: 0, groups: {}, retired: [] });
 
-/** Group names are written sorted, so equal roots have equal bytes. */
+/** Group names are written sorted, so equal roots have equal bytes; format 1 while nothing is retired. */
 export function encodeRoot(root: RootState): Uint8Array {
   const groups: Record<string, readonly string[]> = {};
   for (const name of Object.keys(root.groups).sort()) groups[name] = root.groups[name] ?? [];
-  return encodeEnvelope(ROOT_KIND, { namespace_id: root.namespace_id, generation: root.generation, groups });
+  const payload = { namespace_id: root.namespace_id, generation: root.generation, groups };
+  if (!root.retired?.length) return encodeEnvelope(ROOT_KIND, payload, 1);
+  const retired = root.retired.map(({ key, retired_at_ms }) => ({ key, retired_at_ms }));
+  return encodeEnvelope(ROOT_KIND, { ...payload, retired }, 2);
 }
 
 export function decodeRoot(bytes: Uint8Array, ns: NamespaceId): RootState {
   const key = rootKey(ns);
   const corrupt = (reason: string) => new RootCorruptError(key, reason);
   if (bytes.length > MAX_ROOT_BYTES) throw corrupt(`${bytes.length} bytes, more than a root may be (${MAX_ROOT_BYTES})`);
-  const parsed = payloadSchema.safeParse(decodeEnvelope(ROOT_KIND, bytes, corrupt));
+  const { formatVersion, payload } = decodeEnvelope(ROOT_KIND, bytes, corrupt, ROOT_FORMAT_VERSIONS);
+  const parsed = (formatVersion === 1 ? v1Schema : v2Schema).safeParse(payload);
   if (!parsed.success) throw corrupt(`payload: ${describeIssues(parsed.error)}`);
-  const root = parsed.data;
+  const root = { retired: [], ...parsed.data };
   if (root.namespace_id !== ns) throw corrupt(`names namespace ${root.namespace_id}, not the namespace of its key`);
   for (const [group, keys] of Object.entries(root.groups)) {
     const foreign = keys.find((k) => !isSegmentKeyOf(ns, k));
     if (foreign !== undefined) throw corrupt(`group ${group} names ${JSON.stringify(foreign)}, which is not a segment key of ${ns}`);
+  }
+  const seen = new Set<string>();
+  for (const { key } of root.retired) {
+    if (!isSegmentKeyOf(ns, key)) throw corrupt(`retired names ${JSON.stringify(key)}, which is not a segment key of ${ns}`);
+    if (seen.has(key)) throw corrupt(`retired names ${JSON.stringify(key)} twice`);
+    seen.add(key);
   }
   return Object.freeze({ ...root, namespace_id: ns });
 }
@@ -82,15 +110,26 @@ export type PublicationPlan =
   /** An input is no longer current: another writer changed the group; the output is left for the collector. */
   | { readonly kind: 'abandoned'; readonly missingInputs: readonly string[] };
 
-/** Replaces the job's inputs by its outputs in one group; segments added to the group meanwhile are kept. */
-export function planPublication(root: RootState, group: FamilyGroup, inputs: readonly string[], outputs: readonly string[]): PublicationPlan {
+/**
+ * Replaces the job's inputs by its outputs in one group, and retires the inputs at `retiredAtMs`
+ * in the same root (spec 6a.1); segments added to the group meanwhile are kept. An input retired
+ * before (referenced again since) is listed once, with its latest retirement.
+ */
+export function planPublication(
+  root: RootState,
+  group: FamilyGroup,
+  inputs: readonly string[],
+  outputs: readonly string[],
+  retiredAtMs: number,
+): PublicationPlan {
   const current = groupSegments(root, group);
   const missingInputs = inputs.filter((k) => !current.includes(k));
   if (missingInputs.length) return { kind: 'abandoned', missingInputs };
   const replaced = new Set(inputs);
   const kept = current.filter((k) => !replaced.has(k));
+  const retired = [...(root.retired ?? []).filter((r) => !replaced.has(r.key)), ...[...replaced].map((key) => ({ key, retired_at_ms: retiredAtMs }))];
   return {
     kind: 'publish',
-    root: Object.freeze({ ...root, generation: root.generation + 1, groups: { ...root.groups, [group]: [...outputs, ...kept] } }),
+    root: Object.freeze({ ...root, generation: root.generation + 1, groups: { ...root.groups, [group]: [...outputs, ...kept] }, retired }),
   };
 }

@@ -23,7 +23,7 @@ import {
 } from '@temporalio/workflow';
 import { NON_RETRYABLE_TYPES } from '../activities/failures';
 import type { CommandInput, GcActivities, GcWorkflowSettings } from '../activities/gc';
-import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix } from '../keys';
+import { inputSegmentsPrefix, InvalidKeyError, jobPrefix, namespaceId, namespacePrefix } from '../keys';
 import type { ReclaimTally } from '../protocol/collector';
 import {
   runNamespacePass,
@@ -33,7 +33,7 @@ import {
   type NamespacePass,
   type PassRules,
 } from '../protocol/collector-plan';
-import { emptyReport, isIncomplete, mergeReport, REPORT_LIMIT, type GcReport } from '../protocol/collector-report';
+import { emptyReport, isIncomplete, mergeReport, REPORT_LIMIT, type GcReport, type ReportDelta } from '../protocol/collector-report';
 import { inBatches } from '../store/batches';
 import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
 
@@ -117,6 +117,8 @@ function describe(report: GcReport, phase: string): string {
     `prefixes ${t.prefixesSeen} (live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, corrupt ${t.corrupt}, failed ${t.failedPrefixes}) · ` +
     `deleted ${t.objectsDeleted} objects, ${t.bytesDeleted} bytes, ${t.leasesDeleted} leases · ` +
     `retained: referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}` +
+    `\n\nsuperseded segments: deleted ${t.retiredDeleted} retired and ${t.lostWritesDeleted} lost writes, ` +
+    `dropped ${t.retiredRecordsDropped} records, ${t.retainedInGrace} in reader grace` +
     (report.corruptLeases.length ? `\n\ncorrupt leases: ${report.corruptLeases.map((c) => c.key).join(', ')}` : '') +
     (report.rootProblems.length ? `\n\nskipped, root ${report.rootProblems.map((r) => `${r.problem}: ${r.key}`).join(', ')}` : '')
   );
@@ -148,14 +150,14 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   const nowMs = input.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });
-  const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs } = await gcSettings();
+  const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs } = await gcSettings();
   const { dryRun, prefixesPerPage, prefixConcurrency, keysPerFlush, namespaceConcurrency, collectorTaskQueue } = options;
   if (collectorTaskQueue !== undefined && (typeof collectorTaskQueue !== 'string' || collectorTaskQueue === '')) {
     invalidInput(`collectorTaskQueue must be a task queue name, not ${JSON.stringify(collectorTaskQueue)}`);
   }
   return {
     ...(collectorTaskQueue !== undefined && { collectorTaskQueue }),
-    rules: { nowMs, leaseExpiryMs, stagingGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT },
+    rules: { nowMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT },
     namespaceConcurrency,
     timeouts: { operationDeadlineMs, heartbeatTimeoutMs },
   };
@@ -207,15 +209,32 @@ function activityExecutor(ns: string, setup: PassSetup) {
   };
 }
 
+/** Reclaims a namespace's superseded segments and lost writes under the pass's rules; a root problem skips them, a failure is reported. */
+async function reclaimRetired(ns: string, setup: PassSetup): Promise<ReportDelta> {
+  try {
+    const outcome = await gcActivities(setup).long.reclaimRetiredSegments.executeWithOptions({ summary: `reclaim superseded segments of ${ns}` }, [
+      { namespaceId: ns, rules: setup.rules },
+    ]);
+    if ('rootProblem' in outcome) return { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: ns, ...outcome.rootProblem }] };
+    const { unrecognisedKeys, ...counts } = outcome.tally;
+    return { totals: { ...counts, objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted }, unrecognisedKeys };
+  } catch (err) {
+    if (!(err instanceof ActivityFailure)) throw err;
+    return { totals: { failedPrefixes: 1 }, failures: [{ key: inputSegmentsPrefix(namespaceId(ns)), message: message(err) }] };
+  }
+}
+
 /** The pass over one namespace: a loop over its plan's commands, continuing as new at a page boundary once history is long. */
 export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcReport> {
   const ns = namespaceId(input.namespaceId);
   const { setup } = input;
   upsertSearchAttributes([{ key: CompactionNamespace, value: ns }]);
-  const report = await runNamespacePass(input.carried ?? startNamespacePass(ns, setup.rules), setup.rules, activityExecutor(ns, setup), async (pass) => {
+  let report = await runNamespacePass(input.carried ?? startNamespacePass(ns, setup.rules), setup.rules, activityExecutor(ns, setup), async (pass) => {
     show(pass.report, `${pass.phase} ${ns}`);
     if (historyIsLong()) await continueAsNew<typeof gcNamespaceWorkflow>({ ...input, carried: pass });
   });
+  // Superseded segments and lost writes (spec 6a), once the job prefixes are done: not where a lease or the root is untrusted.
+  if (report.totals.skippedNamespaces === 0 && report.totals.corrupt === 0) report = mergeReport(report, await reclaimRetired(ns, setup));
   show(
     report,
     report.totals.skippedNamespaces > 0

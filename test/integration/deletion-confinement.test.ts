@@ -1,7 +1,8 @@
 /**
  * Deletion confinement (spec section 7): for arbitrary bucket contents, adversarial keys included,
  * every key a collector pass deletes is a staged segment (or the claimed lease) of a validated job
- * prefix whose lease was missing, expired or reaping, and none is referenced by the root. The pass is
+ * prefix whose lease was missing, expired or reaping, a retired segment past its reader grace, or
+ * an input segment no root knows older than T (spec 6a); none is referenced by the root. The pass is
  * the real gcWorkflow on the Temporal dev server; the store is embedded for many runs and MinIO for a few.
  */
 import { WorkflowFailedError, type Client } from '@temporalio/client';
@@ -28,16 +29,20 @@ import { openTestStore } from '../support/stores';
 import { connectClient, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
 
 const settings = testSettings(1000);
-const { leaseExpiryMs, stagingGraceMs } = settings.timing;
+const { leaseExpiryMs, stagingGraceMs, readerGraceMs, gcMinGraceMs } = settings.timing;
 
 type LeaseModel = 'missing' | 'active' | 'reaping' | 'garbage' | 'names another job';
 /** How the store dates an object relative to the pass clock; `undated` and `future` are young by rule. */
 type Age = { readonly ms: number } | 'undated' | 'future';
 
+/** A retired segment's `retired_at_ms` relative to the pass clock: past the reader grace, 1 ms inside it, or in the future. */
+type Retirement = 'none' | 'due' | 'in grace' | 'future';
+
 interface SegmentModel {
   readonly segmentId: SegmentId;
   readonly age: Age;
   readonly referenced: boolean;
+  readonly retired: Retirement;
 }
 interface JobModel {
   readonly jobId: MetadataCompactionId;
@@ -70,7 +75,11 @@ const arbAge: fc.Arbitrary<Age> = fc.oneof(
   { weight: 2, arbitrary: fc.integer({ min: -1, max: 1 }).map((d) => ({ ms: stagingGraceMs + d })) },
   { weight: 1, arbitrary: fc.constantFrom<Age>('undated', 'future') },
 );
-const arbSegment = fc.record({ segmentId: arbSegmentId, age: arbAge, referenced: fc.boolean() });
+const arbRetirement: fc.Arbitrary<Retirement> = fc.oneof(
+  { weight: 3, arbitrary: fc.constant<Retirement>('none') },
+  { weight: 1, arbitrary: fc.constantFrom<Retirement>('due', 'in grace', 'future') },
+);
+const arbSegment = fc.record({ segmentId: arbSegmentId, age: arbAge, referenced: fc.boolean(), retired: arbRetirement });
 const arbJob = fc.record({
   jobId: arbJobId,
   lease: fc.oneof(
@@ -190,6 +199,18 @@ function oracle(bucket: BucketModel): { allowed: Set<string>; expected: Set<stri
     for (const { key } of nsReferenced) referenced.add(key);
     // A namespace without a root (or with a corrupt lease) claims and deletes nothing (spec 6a.5 and 6.2).
     if (!ns.hasRoot || ns.jobs.some((j) => isCorrupt(j.lease))) continue;
+    // Superseded segments of either family: a retired one goes past its reader grace unless a group names it again;
+    // an input no root knows goes past T (undated or future: young).
+    for (const { key, segment } of [...ns.jobs.flatMap((j) => stagedKeys(ns, j)), ...inputKeys(ns)]) {
+      if (referenced.has(key) || segment.retired !== 'due') continue;
+      allowed.add(key);
+      expected.add(key);
+    }
+    for (const { key, segment } of inputKeys(ns)) {
+      if (referenced.has(key) || segment.retired !== 'none') continue;
+      allowed.add(key);
+      if (typeof segment.age === 'object' && segment.age.ms >= gcMinGraceMs) expected.add(key);
+    }
     for (const job of ns.jobs) {
       if (!ownedByCollectorOrNoOne(job)) continue;
       if (job.lease !== 'missing') {
@@ -197,7 +218,8 @@ function oracle(bucket: BucketModel): { allowed: Set<string>; expected: Set<stri
         expected.add(leaseKey(ns.namespaceId, job.jobId));
       }
       for (const { key, segment } of stagedKeys(ns, job)) {
-        if (referenced.has(key)) continue;
+        // A retired output is the root's to release: kept within its grace, whatever its age (spec 6a.6).
+        if (referenced.has(key) || segment.retired !== 'none') continue;
         allowed.add(key);
         if (typeof segment.age === 'object' && segment.age.ms >= stagingGraceMs) expected.add(key);
       }
@@ -254,8 +276,12 @@ async function populate(store: ObjectStore, bucket: BucketModel): Promise<{ nowM
     }
   };
   const old = new Date(nowMs - 10 * stagingGraceMs);
+  const retiredAt = { none: 0, due: nowMs - readerGraceMs, 'in grace': nowMs - readerGraceMs + 1, future: nowMs + 60_000 };
   for (const ns of bucket.namespaces) {
     const referenced: string[] = [];
+    const retired = [...ns.jobs.flatMap((j) => stagedKeys(ns, j)), ...inputKeys(ns)]
+      .filter((s, i, all) => s.segment.retired !== 'none' && all.findIndex((t) => t.key === s.key) === i)
+      .map((s) => ({ key: s.key, retired_at_ms: retiredAt[s.segment.retired] }));
     for (const job of ns.jobs) {
       const lease = createLeaseState({ jobId: job.jobId, namespaceId: ns.namespaceId, ownerId: 'model', nowMs: Math.round(nowMs - job.heartbeatAge * leaseExpiryMs) });
       const other = createLeaseState({ jobId: `cmp_${'e'.repeat(32)}` as MetadataCompactionId, namespaceId: ns.namespaceId, ownerId: 'model', nowMs: 1 });
@@ -273,10 +299,10 @@ async function populate(store: ObjectStore, bucket: BucketModel): Promise<{ nowM
       }
     }
     for (const { key, segment } of inputKeys(ns)) {
-      await write(key, bytes(`input ${key}`), old);
+      await write(key, bytes(`input ${key}`), dated(segment.age));
       if (segment.referenced) referenced.push(key);
     }
-    if (ns.hasRoot) await write(rootKey(ns.namespaceId), encodeRoot({ namespace_id: ns.namespaceId, generation: 1, groups: { bindings: referenced } }), old);
+    if (ns.hasRoot) await write(rootKey(ns.namespaceId), encodeRoot({ namespace_id: ns.namespaceId, generation: 1, groups: { bindings: referenced }, retired }), old);
     for (const key of ns.strays) await write(key, bytes('stray'), old, true);
   }
   for (const key of bucket.strays) await write(key, bytes('stray'), old, true);
@@ -369,7 +395,7 @@ describe('deletion confinement', () => {
     const { allowed, expected, referenced } = oracle(bucket);
 
     const outside = [...requested].filter((k) => !allowed.has(k));
-    expect(outside, 'deletes outside the staged segments and claimed leases of validated, unowned job prefixes').toEqual([]);
+    expect(outside, 'deletes outside the staged segments and claimed leases of validated, unowned job prefixes, due retired segments and lost writes').toEqual([]);
     expect([...requested].filter((k) => referenced.has(k)), 'referenced keys deleted').toEqual([]);
     expect([...before].filter((k) => !after.has(k)).sort(), 'keys gone from the store').toEqual([...requested].filter((k) => before.has(k)).sort());
     const failures = JSON.stringify(passReport.failures);
@@ -390,7 +416,7 @@ describe('deletion confinement', () => {
   const report = (name: string, tally: Tally) => console.log(`deletion confinement on ${name}: ${JSON.stringify(tally)}`);
   const zero = (): Tally => ({ runs: 0, keysWritten: 0, refused: 0, deleted: 0, retained: 0, corruptNamespaces: 0 });
 
-  it('on the embedded store, a pass over arbitrary bucket contents deletes only unreferenced staged segments and claimed leases of validated, unowned job prefixes', async () => {
+  it('on the embedded store, a pass over arbitrary bucket contents deletes only unreferenced staged segments and claimed leases of validated, unowned job prefixes, due retired segments and lost writes', async () => {
     const tally = zero();
     await fc.assert(
       fc.asyncProperty(arbBucket, async (bucket) => {

@@ -196,6 +196,7 @@ async function collectPass(run: Run, actor: string, store: ObjectStore): Promise
     nowMs: run.clock.now(),
     leaseExpiryMs: timing.leaseExpiryMs,
     stagingGraceMs: timing.stagingGraceMs,
+    readerGraceMs: timing.readerGraceMs,
     dryRun: false,
     prefixesPerPage: 2,
     prefixConcurrency: 2,

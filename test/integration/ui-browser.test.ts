@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { describeGcSchedule, ensureGcSchedule, startCompaction, triggerGcPass } from '../../src/client';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer, type TemporalDevServer } from '../../src/devservers';
 import { jobId, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
+import { readRoot } from '../../src/protocol';
 import { decodeLease, isLeaseLive } from '../../src/lease';
 import type { CompactionResult } from '../../src/workflows/compaction';
 import type { GcReport } from '../../src/workflows/gc';
@@ -77,6 +78,9 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
       return stored !== undefined && !isLeaseLive(decodeLease(stored.body, ref), Date.now(), settings.timing.leaseExpiryMs);
     }, poll);
     await new Promise((r) => setTimeout(r, Math.max(0, orphanWritten + settings.timing.stagingGraceMs + 500 - Date.now())));
+    // And past the reader grace of the inputs the published job retired, so the pass reclaims them too (spec 6a).
+    const retiredAt = Math.max(...((await readRoot(fixture.store, namespaceId(ns))).root.retired ?? []).map((r) => r.retired_at_ms));
+    await new Promise((r) => setTimeout(r, Math.max(0, retiredAt + settings.timing.readerGraceMs + 500 - Date.now())));
 
     // The collector as an operator runs it: its schedule (a yearly cron, so only the trigger starts it), triggered now.
     await ensureGcSchedule(client, { scheduleId, cron: '0 0 1 1 *', taskQueue: worker.taskQueue, pass: { namespaces: [ns] } });
@@ -84,8 +88,8 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     const started = await vi.waitUntil(async () => (await describeGcSchedule(client, { scheduleId })).info.recentActions[0]?.action.workflow, poll);
     const report = await client.workflow.getHandle<() => Promise<GcReport>>(started.workflowId, started.firstExecutionRunId).result();
     pass = { workflowId: started.workflowId, runId: started.firstExecutionRunId, report };
-    // Both jobs' leases had expired: the published one's and the stalled one's.
-    expect(report.totals).toMatchObject({ claimed: 2, orphaned: 1, objectsDeleted: 1 });
+    // Both jobs' leases had expired: the published one's and the stalled one's; the orphan and the three retired inputs went.
+    expect(report.totals).toMatchObject({ claimed: 2, orphaned: 1, objectsDeleted: 4, retiredDeleted: 3 });
 
     refreshesFail = false;
     stalled.open();

@@ -11,7 +11,7 @@
  */
 import { GetObjectCommand, ListObjectVersionsCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { Timing } from '../../src/config';
-import { familyGroup, jobId, namespaceId, NAMESPACES_PREFIX, parseCompactionKey, rootKey, type NamespaceId } from '../../src/keys';
+import { familyGroup, isInputSegmentKeyOf, jobId, namespaceId, NAMESPACES_PREFIX, parseCompactionKey, rootKey, type NamespaceId } from '../../src/keys';
 import { decodeLease, type LeaseState } from '../../src/lease';
 import { readRoot } from '../../src/protocol';
 import { decodeRoot, groupSegments, referencedKeys } from '../../src/root';
@@ -222,7 +222,9 @@ export async function auditBucket(input: AuditInput): Promise<AuditReport> {
       }
     }
     for (const marker of entries.filter((e) => e.deleteMarker)) {
-      if (parsed.kind !== 'lease' && parsed.kind !== 'staged_segment') violate('deleted outside a job prefix', key, `deleted at ${new Date(marker.time).toISOString()}`);
+      // Input segments may go too once superseded or lost (spec 6a); whether one was referenced is checked with every other key.
+      const inputSegment = isInputSegmentKeyOf(key.split('/')[1] as NamespaceId, key);
+      if (parsed.kind !== 'lease' && parsed.kind !== 'staged_segment' && !inputSegment) violate('deleted outside a job prefix', key, `deleted at ${new Date(marker.time).toISOString()}`);
     }
   }
   await eachLimited(reads, 16, (read) => read());

@@ -4,7 +4,7 @@
  * observed exchanges, which include writes whose response was lost), not what jobs or collectors
  * believed: a property holds only if the store's own history shows it.
  */
-import { leaseKey, namespaceId, parseCompactionKey, rootKey, type MetadataCompactionId, type NamespaceId } from '../../src/keys';
+import { isInputSegmentKeyOf, leaseKey, namespaceId, parseCompactionKey, rootKey, type MetadataCompactionId, type NamespaceId } from '../../src/keys';
 import { decodeLease, type LeaseState } from '../../src/lease';
 import { decodeRoot, referencedKeys } from '../../src/root';
 import { s3Requests, type S3Exchange } from './s3-fault-proxy';
@@ -160,8 +160,13 @@ export function checkInvariants(log: readonly StoreEvent[], finalObjects: Readon
 
   const deleted = (event: Extract<StoreEvent, { kind: 'delete' }>, index: number) => {
     const parsed = parseCompactionKey(event.key);
-    if (parsed.kind === 'unrecognised') flag('outsideDeleted', event.key, 'deleted, but it is no lease or staged segment of a validated job prefix', index);
-    else {
+    const ns = event.key.split('/')[1] as NamespaceId;
+    if (parsed.kind === 'unrecognised' && isInputSegmentKeyOf(ns, event.key)) {
+      // A superseded input or a lost write (spec 6a): the collector may delete it while the root does not reference it.
+      if (referenced.get(ns)?.has(event.key)) flag('referencedDeleted', event.key, 'deleted while the root referenced it', index);
+    } else if (parsed.kind === 'unrecognised') {
+      flag('outsideDeleted', event.key, 'deleted, but it is no lease or staged segment of a validated job prefix, nor an input segment', index);
+    } else {
       if (referenced.get(parsed.namespaceId)?.has(event.key)) flag('referencedDeleted', event.key, 'deleted while the root referenced it', index);
       const lease = leases.get(leaseKey(parsed.namespaceId, parsed.jobId))?.lease;
       if (lease?.status === 'active' && event.atMs <= lease.heartbeat_at_ms + options.leaseExpiryMs) {

@@ -120,7 +120,7 @@ describe('collector', () => {
         return { ...page, objects };
       },
     });
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
     const tally = await reclaimPrefix(skewed, ref(), options, START_OF_WALK, () => {});
     expect(tally).toMatchObject({ objectsDeleted: 0, retainedYoung: 2 });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
@@ -130,7 +130,7 @@ describe('collector', () => {
     const keys = [stagedSegmentKey(ns, job, newSegmentId(), 'seg'), stagedSegmentKey(ns, job, newSegmentId(), 'seg')];
     for (const k of keys) await store.put(k, bytes(k));
     await store.deleteMany([rootKey(ns)]);
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
     await expect(reclaimPrefix(store, ref(), options, START_OF_WALK, () => {})).rejects.toThrow(RootMissingError);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
     expect(await findRootProblem(store, ns)).toEqual({ key: rootKey(ns), problem: 'missing', reason: expect.stringContaining('does not exist') });
@@ -143,7 +143,7 @@ describe('collector', () => {
     for (const k of keys) await store.put(k, bytes(k));
     const resume: ReclaimPosition = { after: keys[1], tally: { ...EMPTY_TALLY, objectsDeleted: 2 } };
     const positions: ReclaimPosition[] = [];
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
     const tally = await reclaimPrefix(store, ref(), options, resume, (p) => positions.push(p));
     expect(tally.objectsDeleted).toBe(5);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key)).toEqual(keys.slice(0, 2));

@@ -24,7 +24,14 @@ describe('timing configuration', () => {
       clockSafetyMarginMs: 180_000,
       gcMinGraceMs: 1_230_000,
       stagingGraceMs: 2_730_000,
+      readerGraceMs: 2_730_000,
     });
+  });
+
+  it('rejects a reader grace shorter than T or than the lease expiry plus the clock margin, naming the settings', () => {
+    expect(() => resolveTiming({ readerGraceMs: 1_000_000 })).toThrow(/COMPACTION_READER_GRACE_MS \(1000000\) must be at least COMPACTION_GC_MIN_GRACE_MS/);
+    expect(() => resolveTiming({ readerGraceMs: 1_600_000 })).toThrow(/COMPACTION_READER_GRACE_MS \(1600000\) must be at least COMPACTION_LEASE_EXPIRY_MS \+ COMPACTION_CLOCK_SAFETY_MARGIN_MS/);
+    expect(resolveTiming({ readerGraceMs: 1_680_000 }).readerGraceMs).toBe(1_680_000);
   });
 
   it('rejects an expiry shorter than the collector grace, naming both settings', () => {

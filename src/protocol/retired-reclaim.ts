@@ -1,0 +1,181 @@
+/**
+ * The collector's reclaim of superseded segments and lost writes (spec 6a), over the store port:
+ * the decisions are src/protocol/retired's, made at the pass's fixed clock. Data first, records
+ * last: the objects are deleted, then their records dropped from the retired list by root CAS, so
+ * a record never outlives nothing and a segment never loses its record while it still exists.
+ */
+import { inputSegmentsPrefix, isInputSegmentKeyOf, rootKey, type NamespaceId } from '../keys';
+import { encodeRoot, type RootState } from '../root';
+import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectInfo, type ObjectStore } from '../store';
+import { inBatches } from '../store/batches';
+import { DeleteFailedError, rootProblemOf, type RootProblem } from './collector';
+import { decideSegment, droppableRecords, dueRetiredKeys, withoutReclaimed, type RetiredRules, type SegmentFate } from './retired';
+import { readRoot } from './root-io';
+
+export interface RetiredReclaimOptions extends RetiredRules {
+  readonly dryRun: boolean;
+  /** Candidates deleted per batch, each after a fresh read of the root. */
+  readonly keysPerFlush: number;
+  readonly reportLimit: number;
+}
+
+/** What one namespace's reclaim of superseded segments did (in a dry run: would do). */
+export interface RetiredTally {
+  /** Retired segments deleted, inputs and published outputs alike. */
+  readonly retiredDeleted: number;
+  /** Segments under `metadata/segments/` no root knew, older than T. */
+  readonly lostWritesDeleted: number;
+  readonly bytesDeleted: number;
+  /** Records dropped from the retired list by root CAS after their segments were gone. */
+  readonly retiredRecordsDropped: number;
+  readonly retainedReferenced: number;
+  /** Retired segments whose reader grace is not over. */
+  readonly retainedInGrace: number;
+  /** Unknown to the root and younger than T (or without a trustworthy timestamp). */
+  readonly retainedYoung: number;
+  readonly retainedUnrecognised: number;
+  /** The first keys under `metadata/segments/` that are not segment keys of the namespace. */
+  readonly unrecognisedKeys: readonly string[];
+}
+
+export type RetiredReclaimOutcome = { readonly tally: RetiredTally } | { readonly rootProblem: RootProblem };
+
+/** Look-ups of due retired outputs in flight at once: the collector's DeleteObjects parallelism. */
+const LOOKUP_CONCURRENCY = 8;
+/** Root CAS rounds to drop records; records left behind are dropped by a later pass (their segments are gone). */
+const MAX_RECORD_ROUNDS = 5;
+
+/** A key the pass may delete under the root it was judged by. */
+const isDoomed = (root: RootState, o: ObjectInfo, rules: RetiredRules): boolean => {
+  const fate = decideSegment(root, o.key, o.lastModified, rules);
+  return fate === 'retired_due' || fate === 'lost_write';
+};
+
+/**
+ * Reclaims a namespace's due retired segments and lost writes. A root that is missing, corrupt or
+ * unreadable deletes nothing and is reported (a missing root only when `metadata/segments/` holds
+ * anything: otherwise there is nothing to retain). `onProgress` is called after every page and batch.
+ */
+export async function reclaimRetiredSegments(
+  store: ObjectStore,
+  ns: NamespaceId,
+  options: RetiredReclaimOptions,
+  onProgress: () => void,
+): Promise<RetiredReclaimOutcome> {
+  let root: RootState;
+  try {
+    root = (await readRoot(store, ns)).root;
+  } catch (err) {
+    const problem = rootProblemOf(err, ns);
+    if (!problem) throw err;
+    if (problem.problem === 'missing' && (await store.list({ prefix: inputSegmentsPrefix(ns), maxKeys: 1 })).objects.length === 0) {
+      return { tally: EMPTY_RETIRED_TALLY };
+    }
+    return { rootProblem: problem };
+  }
+
+  const counts: Record<SegmentFate, number> = { referenced: 0, retired_due: 0, retired_in_grace: 0, lost_write: 0, young: 0, job_prefix: 0 };
+  const unrecognisedKeys: string[] = [];
+  let unrecognised = 0;
+  const candidates: ObjectInfo[] = [];
+  const listed = new Set<string>();
+  let cursor: string | undefined;
+  do {
+    const page = await store.list({ prefix: inputSegmentsPrefix(ns), cursor });
+    for (const o of page.objects) {
+      listed.add(o.key);
+      if (!isInputSegmentKeyOf(ns, o.key)) {
+        unrecognised++;
+        if (unrecognisedKeys.length < options.reportLimit) unrecognisedKeys.push(o.key);
+        continue;
+      }
+      if (isDoomed(root, o, options)) candidates.push(o);
+      else counts[decideSegment(root, o.key, o.lastModified, options)]++;
+    }
+    cursor = page.nextCursor;
+    onProgress();
+  } while (cursor !== undefined);
+
+  // Due retired outputs live under job prefixes, which the listing above does not cover: a listing of each
+  // key finds it (or finds it gone). A listing, not a HEAD: the collector's policy grants no GetObject on segments.
+  const gone = new Set<string>();
+  const dueElsewhere = dueRetiredKeys(root, options).filter((k) => !listed.has(k));
+  const found = await inBatches(dueElsewhere, 1, LOOKUP_CONCURRENCY, async ([key]) => {
+    const object = (await store.list({ prefix: key as string, maxKeys: 1 })).objects.find((o) => o.key === key);
+    if (!object) gone.add(key as string);
+    return object ? [object] : [];
+  });
+  candidates.push(...found.flat());
+  onProgress();
+
+  let retiredDeleted = 0;
+  let lostWritesDeleted = 0;
+  let bytesDeleted = 0;
+  let retainedLate = 0;
+  for (let i = 0; i < candidates.length; i += options.keysPerFlush) {
+    const batch = candidates.slice(i, i + options.keysPerFlush);
+    // Candidate selection may be stale, deletion may not: the batch is judged again by the root as it is now.
+    const fresh = (await readRoot(store, ns)).root;
+    const doomed = batch.filter((o) => isDoomed(fresh, o, options));
+    retainedLate += batch.length - doomed.length;
+    const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;
+    const failedKeys = new Set(failed.map((f) => f.key));
+    for (const o of doomed.filter((d) => !failedKeys.has(d.key))) {
+      if (decideSegment(fresh, o.key, o.lastModified, options) === 'retired_due') {
+        retiredDeleted++;
+        gone.add(o.key);
+      } else lostWritesDeleted++;
+      bytesDeleted += o.size;
+    }
+    onProgress();
+    if (failed.length) throw new DeleteFailedError(inputSegmentsPrefix(ns), failed);
+  }
+
+  const retiredRecordsDropped = options.dryRun ? droppableRecords(root, gone, options).length : await dropRecords(store, ns, gone, options);
+  return {
+    tally: {
+      retiredDeleted,
+      lostWritesDeleted,
+      bytesDeleted,
+      retiredRecordsDropped,
+      // A key the fresh root kept was referenced again or retired again since the first read.
+      retainedReferenced: counts.referenced + retainedLate,
+      retainedInGrace: counts.retired_in_grace,
+      retainedYoung: counts.young,
+      retainedUnrecognised: unrecognised,
+      unrecognisedKeys,
+    },
+  };
+}
+
+export const EMPTY_RETIRED_TALLY: RetiredTally = Object.freeze({
+  retiredDeleted: 0,
+  lostWritesDeleted: 0,
+  bytesDeleted: 0,
+  retiredRecordsDropped: 0,
+  retainedReferenced: 0,
+  retainedInGrace: 0,
+  retainedYoung: 0,
+  retainedUnrecognised: 0,
+  unrecognisedKeys: [],
+});
+
+/**
+ * Drops the records of segments that are gone by root CAS, re-reading on every lost race; returns
+ * how many it dropped (none counted for a CAS whose answer was lost, though it may have landed).
+ */
+async function dropRecords(store: ObjectStore, ns: NamespaceId, gone: ReadonlySet<string>, rules: RetiredRules): Promise<number> {
+  for (let round = 0; round < MAX_RECORD_ROUNDS; round++) {
+    const current = await readRoot(store, ns);
+    const next = withoutReclaimed(current.root, gone, rules);
+    if (!next) return 0;
+    try {
+      await store.putIfMatch(rootKey(ns), encodeRoot(next), current.etag);
+      return droppableRecords(current.root, gone, rules).length;
+    } catch (err) {
+      // A publication or a writer won the race, or our own CAS answered late: the next round reads the root again.
+      if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof AmbiguousError)) throw err;
+    }
+  }
+  return 0;
+}

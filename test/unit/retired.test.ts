@@ -1,0 +1,100 @@
+/** The versioned root and the pure decisions of spec 6a: retirement in the publication CAS, the reader grace, lost writes. */
+import { describe, expect, it } from 'vitest';
+import { familyGroup, inputSegmentKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
+import { decideSegment, dueRetiredKeys, isRetainedByRoot, withoutReclaimed, type RetiredRules } from '../../src/protocol/retired';
+import { decodeRoot, encodeRoot, planPublication, RootCorruptError, type RootState } from '../../src/root';
+
+const ns = namespaceId('demo');
+const group = familyGroup('bindings');
+const input = () => inputSegmentKey(ns, newSegmentId(), 'mseg');
+const staged = () => stagedSegmentKey(ns, newJobId(), newSegmentId(), 'mseg');
+const text = (root: RootState) => new TextDecoder().decode(encodeRoot(root));
+const rules: RetiredRules = { nowMs: 100_000, readerGraceMs: 10_000, lostWriteGraceMs: 5_000 };
+
+describe('the root records retirement', () => {
+  const [a, b, c, out] = [input(), input(), input(), staged()];
+  const before: RootState = { namespace_id: ns, generation: 4, groups: { bindings: [a, b, c] } };
+
+  it('a publication retires each replaced input at the attempt clock, in the same root that names the outputs', () => {
+    const plan = planPublication(before, group, [a, b], [out], 42);
+    if (plan.kind !== 'publish') throw new Error('expected a publication');
+    expect(plan.root.groups).toEqual({ bindings: [out, c] });
+    expect(plan.root.retired).toEqual([
+      { key: a, retired_at_ms: 42 },
+      { key: b, retired_at_ms: 42 },
+    ]);
+    expect(decodeRoot(encodeRoot(plan.root), ns)).toEqual(plan.root);
+  });
+
+  it('a segment retired again is listed once, with its latest retirement', () => {
+    const plan = planPublication({ ...before, retired: [{ key: a, retired_at_ms: 1 }] }, group, [a], [out], 50);
+    expect(plan.kind === 'publish' && plan.root.retired).toEqual([{ key: a, retired_at_ms: 50 }]);
+  });
+
+  it('a root with nothing retired is written in format 1, exactly as earlier versions wrote it, and read', () => {
+    const wire = text(before);
+    expect(wire).toContain('"format_version":1');
+    expect(wire).not.toContain('retired');
+    expect(decodeRoot(encodeRoot(before), ns)).toEqual({ ...before, retired: [] });
+  });
+
+  it('a root with retired segments is format 2; format 1 with a retired list, or format 2 without one, is corrupt', () => {
+    const retiring: RootState = { ...before, retired: [{ key: a, retired_at_ms: 7 }] };
+    const wire = text(retiring);
+    expect(wire).toContain('"format_version":2');
+    expect(() => decodeRoot(new TextEncoder().encode(wire.replace('"format_version":2', '"format_version":1')), ns)).toThrow(/retired/);
+    expect(() => decodeRoot(new TextEncoder().encode(text(before).replace('"format_version":1', '"format_version":2')), ns)).toThrow(/retired/);
+    expect(() => decodeRoot(new TextEncoder().encode(wire.replace('"format_version":2', '"format_version":3')), ns)).toThrow(/unknown format_version 3/);
+  });
+
+  it('a retired list naming a foreign key, or one key twice, is corrupt', () => {
+    const foreign = { ...before, retired: [{ key: inputSegmentKey(namespaceId('other'), newSegmentId(), 'mseg'), retired_at_ms: 1 }] };
+    expect(() => decodeRoot(encodeRoot(foreign), ns)).toThrow(RootCorruptError);
+    const twice = { ...before, retired: [{ key: a, retired_at_ms: 1 }, { key: a, retired_at_ms: 2 }] };
+    expect(() => decodeRoot(encodeRoot(twice), ns)).toThrow(/twice/);
+  });
+});
+
+describe('the fate of a segment in a pass', () => {
+  const [live, due, inGrace, future, again, lost, young] = [input(), input(), staged(), input(), input(), input(), input()];
+  const root: RootState = {
+    namespace_id: ns,
+    generation: 9,
+    groups: { bindings: [live], inodes: [again] },
+    retired: [
+      { key: due, retired_at_ms: rules.nowMs - rules.readerGraceMs },
+      { key: inGrace, retired_at_ms: rules.nowMs - rules.readerGraceMs + 1 },
+      { key: future, retired_at_ms: rules.nowMs + 60_000 },
+      { key: again, retired_at_ms: 0 },
+    ],
+  };
+  const old = new Date(rules.nowMs - rules.lostWriteGraceMs);
+
+  it.each([
+    ['a referenced segment', live, old, 'referenced'],
+    ['a retired segment at exactly the reader grace', due, undefined, 'retired_due'],
+    ['a retired output 1 ms inside the grace', inGrace, old, 'retired_in_grace'],
+    ['a retirement in the future', future, old, 'retired_in_grace'],
+    ['a retired segment another group references again', again, old, 'referenced'],
+    ['an unknown input at exactly T', lost, old, 'lost_write'],
+    ['an unknown input 1 ms younger than T', young, new Date(old.getTime() + 1), 'young'],
+    ['an unknown input with no timestamp', young, undefined, 'young'],
+    ['an unknown input from the future', young, new Date(rules.nowMs + 1), 'young'],
+    ['an unknown staged output (the job-prefix reclaim decides it)', staged(), old, 'job_prefix'],
+  ] as const)('%s', (_, key, lastModified, fate) => {
+    expect(decideSegment(root, key, lastModified, rules)).toBe(fate);
+  });
+
+  it('only due retired segments no group references are due; the prefix reclaim keeps the others', () => {
+    expect(dueRetiredKeys(root, rules)).toEqual([due]);
+    expect([live, inGrace, future, again].every((k) => isRetainedByRoot(root, k, rules))).toBe(true);
+    expect(isRetainedByRoot(root, due, rules)).toBe(false);
+  });
+
+  it('records go only for due segments that are gone, so the retired list shrinks as segments go', () => {
+    expect(withoutReclaimed(root, new Set([inGrace, again]), rules)).toBeUndefined();
+    const next = withoutReclaimed(root, new Set([due, inGrace]), rules);
+    expect(next?.generation).toBe(10);
+    expect(next?.retired?.map((r) => r.key)).toEqual([inGrace, future, again]);
+  });
+});
