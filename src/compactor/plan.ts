@@ -3,6 +3,7 @@
  * intermediate runs so that no merge ever reads more than `maxFanIn` sources at once. Pure, so a
  * retried attempt that knows the fan-in rebuilds the same plan and recognises its finished runs.
  */
+import { TypedError } from '../errors';
 
 /** A source of one merge: an input of the group (by its index) or an earlier intermediate run. */
 export type MergeSource = { readonly input: number } | { readonly run: number };
@@ -14,8 +15,10 @@ export interface MergePlan {
 }
 
 /** The fan-in is out of range; a merge of fewer than two sources at a time never shrinks the group. */
-export class FanInError extends RangeError {
+export class FanInError extends TypedError {
   override readonly name = 'FanInError';
+  readonly failureType = 'InvalidSettings';
+  readonly retryable = false;
 }
 
 /**
