@@ -17,7 +17,7 @@ import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type Run
 
 /** Expiry 6.6 s on one worker, 10 minutes on the other: a lease 60 s old is expired for one and live for the other. */
 const shortExpiry = quickExpirySettings;
-const longExpiry = resolveSettings({ ...quickExpirySettings, timing: { ...quickExpirySettings.timing, leaseExpiryMs: 600_000, stagingGraceMs: undefined } });
+const longExpiry = resolveSettings({ ...quickExpirySettings, timing: { ...quickExpirySettings.timing, leaseExpiryMs: 600_000, stagingGraceMs: undefined, readerGraceMs: undefined } });
 
 /** Counts the lease reads and writes a worker's store serves. */
 function counting(inner: ObjectStore, seen: { calls: number }): ObjectStore {
