@@ -22,7 +22,6 @@ import {
   type ReclaimPosition,
   type ReclaimTally,
 } from '../protocol';
-import { reclaimRetiredSegments, type RetiredReclaimOutcome } from '../protocol/retired-reclaim';
 import type { ObjectStore } from '../store';
 import { toFailure } from './failures';
 
@@ -43,6 +42,7 @@ export interface GcWorkflowSettings {
   readonly leaseExpiryMs: number;
   readonly stagingGraceMs: number;
   readonly readerGraceMs: number;
+  readonly lostWriteGraceMs: number;
 }
 
 /** A command of a namespace's pass plan, with the pass's rules. */
@@ -62,7 +62,7 @@ function withTally(err: unknown, tally: ReclaimTally): unknown {
 
 type ResultOf<K extends CollectorCommand['kind']> = Extract<
   CollectorResult,
-  { kind: { listJobPrefixes: 'listed'; readRoot: 'rootRead'; surveyLeases: 'surveyed'; claimLease: 'claimed'; reclaimPrefix: 'reclaimed'; deleteLease: 'leaseDeleted' }[K] }
+  { kind: { listJobPrefixes: 'listed'; readRoot: 'rootRead'; surveyLeases: 'surveyed'; claimLease: 'claimed'; reclaimPrefix: 'reclaimed'; deleteLease: 'leaseDeleted'; reclaimRetiredSegments: 'retiredReclaimed' }[K] }
 >;
 
 export function createGcActivities({ store, settings }: GcDeps) {
@@ -73,7 +73,7 @@ export function createGcActivities({ store, settings }: GcDeps) {
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {
       const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs, readerGraceMs } = timing;
-      return { operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs };
+      return { operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs: timing.gcMinGraceMs };
     },
 
     async listNamespaces(input: { after?: string; limit: number }): Promise<ChildrenPage<string>> {
@@ -120,11 +120,11 @@ export function createGcActivities({ store, settings }: GcDeps) {
     deleteLease: (input: Input<'deleteLease'>) => run(input),
 
     /** Superseded segments and lost writes of one namespace (spec 6a), at the pass's clock and reader grace; heartbeats per listing page and batch. */
-    async reclaimRetiredSegments(input: { readonly namespaceId: string; readonly rules: PassRules }): Promise<RetiredReclaimOutcome> {
+    async reclaimRetiredSegments(input: Input<'reclaimRetiredSegments'>) {
       const ctx = Context.current();
-      const outcome = await reclaimRetiredSegments(store, namespaceId(input.namespaceId), { ...input.rules, lostWriteGraceMs: timing.gcMinGraceMs }, () => ctx.heartbeat());
-      if ('tally' in outcome) recordRetiredReclaim(outcome.tally, input.rules.dryRun);
-      return outcome;
+      const result = await run(input, { resume: START_OF_WALK, onProgress: () => {}, onRead: () => ctx.heartbeat() });
+      if ('tally' in result.outcome) recordRetiredReclaim(result.outcome.tally, input.rules.dryRun);
+      return result;
     },
   };
 }

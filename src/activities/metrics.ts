@@ -5,7 +5,7 @@
  */
 import { Context } from '@temporalio/activity';
 import type { PrefixOwner, ReclaimTally } from '../protocol';
-import type { RetiredTally } from '../protocol/retired-reclaim';
+import type { RetiredTally } from '../protocol/collector-report';
 
 const meter = () => Context.current().metricMeter;
 

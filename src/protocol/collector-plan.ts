@@ -9,10 +9,11 @@
  * namespace's retired segments) is a new command, a new result and a new case in the step.
  */
 import { TypedError } from '../errors';
-import { jobId, jobPrefix, namespaceId } from '../keys';
+import { compactionsPrefix, inputSegmentsPrefix, jobId, jobPrefix, namespaceId } from '../keys';
 import { inBatches } from '../store/batches';
 import type { ChildrenPage, ExpiredLease, PrefixOwner, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
 import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './collector-report';
+import type { RetiredReclaimOutcome } from './retired-reclaim';
 
 /** Everything a pass decides by; fixed when the pass starts and carried in its input, never read from a worker. */
 export interface PassRules {
@@ -24,6 +25,8 @@ export interface PassRules {
   readonly stagingGraceMs: number;
   /** A retired segment stays this long after its `retired_at_ms`, for readers of older roots (spec 6a). */
   readonly readerGraceMs: number;
+  /** T: an input segment no root ever named (a lost write) goes once its `LastModified` is this old (spec 6a.4). */
+  readonly lostWriteGraceMs: number;
   /** Plan and report every claim and deletion, execute none. */
   readonly dryRun: boolean;
   /** Job prefixes per listing page; a run may continue as new between pages. */
@@ -47,7 +50,9 @@ export type CollectorCommand =
   /** Walk the prefix, deleting old unreferenced staged segments (none in a dry run). */
   | { readonly kind: 'reclaimPrefix'; readonly jobId: string }
   /** Delete the lease this pass owns, last, also after a failed walk. */
-  | { readonly kind: 'deleteLease'; readonly jobId: string };
+  | { readonly kind: 'deleteLease'; readonly jobId: string }
+  /** Superseded segments and lost writes (spec 6a), once every job prefix is done and none was corrupt. */
+  | { readonly kind: 'reclaimRetiredSegments' };
 
 /** What a command came to, by kind: `listJobPrefixes` → `listed`, …, `reclaimPrefix` → `reclaimed` or `reclaimFailed`. */
 export type CollectorResult =
@@ -58,7 +63,10 @@ export type CollectorResult =
   | { readonly kind: 'reclaimed'; readonly tally: ReclaimTally }
   /** The walk failed for good (its retries spent); `tally` is what it did before. */
   | { readonly kind: 'reclaimFailed'; readonly tally: ReclaimTally | undefined; readonly message: string }
-  | { readonly kind: 'leaseDeleted' };
+  | { readonly kind: 'leaseDeleted' }
+  | { readonly kind: 'retiredReclaimed'; readonly outcome: RetiredReclaimOutcome }
+  /** The reclaim failed for good (its retries spent). */
+  | { readonly kind: 'retiredFailed'; readonly message: string };
 
 /** Runs one command; transient failures are its own to retry. */
 export type CollectorExecutor = (command: CollectorCommand) => Promise<CollectorResult>;
@@ -70,13 +78,19 @@ export type CollectorExecutor = (command: CollectorCommand) => Promise<Collector
  */
 export interface NamespacePass {
   readonly namespaceId: string;
-  readonly phase: 'scan' | 'collect';
+  /** `retired`: the job prefixes are done; the namespace's superseded segments are reclaimed last. */
+  readonly phase: 'scan' | 'collect' | 'retired';
   /** Where the listing resumes (exclusive). */
   readonly after: string | undefined;
   /** The root is read once, before the first job prefix is acted on. */
   readonly rootChecked: boolean;
   /** The page in hand; none at a page boundary. */
   readonly page: ChildrenPage<string> | undefined;
+  /**
+   * A listing met a folder marker (an object keyed `…/metadata/compactions/` itself). MinIO ends a
+   * listing there, so job prefixes after it, and a corrupt lease among them, may be unseen.
+   */
+  readonly folderMarker?: boolean;
   readonly report: GcReport;
 }
 
@@ -113,13 +127,35 @@ function done(pass: NamespacePass): NamespaceStep {
   return { pass: pass.report.totals.corrupt > 0 ? withReport(pass, { corruptNamespaces: [pass.namespaceId] }) : pass, next: 'done' };
 }
 
+/**
+ * Last, the namespace's superseded segments: only where every lease was seen and none was corrupt
+ * (a corrupt lease stops the namespace before this), since retention wins every unclear case.
+ */
+function reclaimRetired(pass: NamespacePass): NamespaceStep {
+  if (pass.folderMarker) {
+    const key = compactionsPrefix(namespaceId(pass.namespaceId));
+    const message =
+      'a folder marker (an object keyed by the prefix itself): MinIO ends listings at it, so job prefixes after it and a corrupt lease among them may be unseen; ' +
+      "this namespace's superseded segments and lost writes are not reclaimed until the marker is deleted";
+    return done(withReport(pass, { totals: { failedPrefixes: 1 }, failures: [{ key, message }] }));
+  }
+  return { pass: { ...pass, phase: 'retired' }, next: 'command', command: { kind: 'reclaimRetiredSegments' } };
+}
+
+/** What the reclaim of superseded segments adds to the report; a root problem skips them and is reported. */
+function retiredDelta(namespace: string, outcome: RetiredReclaimOutcome): ReportDelta {
+  if ('rootProblem' in outcome) return { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: namespace, ...outcome.rootProblem }] };
+  const { unrecognisedKeys, ...counts } = outcome.tally;
+  return { totals: { ...counts, objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted }, unrecognisedKeys };
+}
+
 function endPage(pass: NamespacePass): NamespaceStep {
   // A corrupt lease stops the namespace here: nothing more is claimed or deleted in it.
   if (pass.report.totals.corrupt > 0) return done(pass);
   const wasCollecting = collecting(pass);
   const after = pass.page?.next;
   if (after !== undefined) return { pass: { ...pass, after, page: undefined }, next: 'pageDone' };
-  if (wasCollecting) return done({ ...pass, page: undefined });
+  if (wasCollecting) return reclaimRetired({ ...pass, page: undefined });
   // The collect phase counts the prefixes it meets itself: new jobs may have started since the scan.
   const report = { ...pass.report, totals: { ...pass.report.totals, prefixesSeen: 0 } };
   return { pass: { ...pass, phase: 'collect', after: undefined, page: undefined, report }, next: 'pageDone' };
@@ -154,7 +190,8 @@ export function planNamespace(pass: NamespacePass, result: NamespaceResult | und
   if (result === undefined) return { pass, next: 'command', command: { kind: 'listJobPrefixes', after: pass.after } };
   switch (result.kind) {
     case 'listed': {
-      const next = { ...pass, page: result.page };
+      const marker = result.page.unrecognised.includes(compactionsPrefix(namespaceId(pass.namespaceId)));
+      const next = { ...pass, page: result.page, ...(marker && { folderMarker: true }) };
       // Each namespace's root is read before its first job prefix is acted on; one with none needs no root.
       if (!pass.rootChecked && result.page.found.length > 0) return { pass: next, next: 'command', command: { kind: 'readRoot' } };
       return surveyPage(next);
@@ -169,6 +206,12 @@ export function planNamespace(pass: NamespacePass, result: NamespaceResult | und
       return surveyed(pass, result.prefixes);
     case 'collected':
       return endPage(pass);
+    case 'retiredReclaimed':
+      return done(withReport(pass, retiredDelta(pass.namespaceId, result.outcome)));
+    case 'retiredFailed': {
+      const key = inputSegmentsPrefix(namespaceId(pass.namespaceId));
+      return done(withReport(pass, { totals: { failedPrefixes: 1 }, failures: [{ key, message: result.message }] }));
+    }
     default:
       throw new PlanOutOfStepError('a namespace-level result', result.kind);
   }

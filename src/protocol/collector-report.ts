@@ -93,3 +93,34 @@ export const tallyDelta = ({ unrecognisedKeys, ...counts }: ReclaimTally): Repor
 /** A pass is incomplete when something was not collected cleanly: it then fails, with the report as details. */
 export const isIncomplete = ({ totals }: GcReport): boolean =>
   totals.corrupt > 0 || totals.failedPrefixes > 0 || totals.failedNamespaces > 0 || totals.skippedNamespaces > 0;
+
+/** What one namespace's reclaim of superseded segments did (in a dry run: would do). */
+export interface RetiredTally {
+  /** Retired segments deleted, inputs and published outputs alike. */
+  readonly retiredDeleted: number;
+  /** Segments under `metadata/segments/` no root knew, older than T. */
+  readonly lostWritesDeleted: number;
+  readonly bytesDeleted: number;
+  /** Records dropped from the retired list by root CAS after their segments were gone. */
+  readonly retiredRecordsDropped: number;
+  readonly retainedReferenced: number;
+  /** Retired segments whose reader grace is not over. */
+  readonly retainedInGrace: number;
+  /** Unknown to the root and younger than T (or without a trustworthy timestamp). */
+  readonly retainedYoung: number;
+  readonly retainedUnrecognised: number;
+  /** The first keys under `metadata/segments/` that are not segment keys of the namespace. */
+  readonly unrecognisedKeys: readonly string[];
+}
+
+export const EMPTY_RETIRED_TALLY: RetiredTally = Object.freeze({
+  retiredDeleted: 0,
+  lostWritesDeleted: 0,
+  bytesDeleted: 0,
+  retiredRecordsDropped: 0,
+  retainedReferenced: 0,
+  retainedInGrace: 0,
+  retainedYoung: 0,
+  retainedUnrecognised: 0,
+  unrecognisedKeys: [],
+});

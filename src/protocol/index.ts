@@ -3,5 +3,6 @@ export * from './job-lease';
 export * from './root-io';
 export * from './publication';
 export * from './collector';
+export * from './collector-execute';
 export * from './collector-plan';
 export * from './collector-report';

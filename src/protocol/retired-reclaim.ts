@@ -10,6 +10,7 @@ import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectInfo
 import { inBatches } from '../store/batches';
 import { DeleteFailedError, rootProblemOf, type RootProblem } from './collector';
 import { decideSegment, droppableRecords, dueRetiredKeys, withoutReclaimed, type RetiredRules, type SegmentFate } from './retired';
+import { EMPTY_RETIRED_TALLY, type RetiredTally } from './collector-report';
 import { readRoot } from './root-io';
 
 export interface RetiredReclaimOptions extends RetiredRules {
@@ -17,25 +18,6 @@ export interface RetiredReclaimOptions extends RetiredRules {
   /** Candidates deleted per batch, each after a fresh read of the root. */
   readonly keysPerFlush: number;
   readonly reportLimit: number;
-}
-
-/** What one namespace's reclaim of superseded segments did (in a dry run: would do). */
-export interface RetiredTally {
-  /** Retired segments deleted, inputs and published outputs alike. */
-  readonly retiredDeleted: number;
-  /** Segments under `metadata/segments/` no root knew, older than T. */
-  readonly lostWritesDeleted: number;
-  readonly bytesDeleted: number;
-  /** Records dropped from the retired list by root CAS after their segments were gone. */
-  readonly retiredRecordsDropped: number;
-  readonly retainedReferenced: number;
-  /** Retired segments whose reader grace is not over. */
-  readonly retainedInGrace: number;
-  /** Unknown to the root and younger than T (or without a trustworthy timestamp). */
-  readonly retainedYoung: number;
-  readonly retainedUnrecognised: number;
-  /** The first keys under `metadata/segments/` that are not segment keys of the namespace. */
-  readonly unrecognisedKeys: readonly string[];
 }
 
 export type RetiredReclaimOutcome = { readonly tally: RetiredTally } | { readonly rootProblem: RootProblem };
@@ -148,17 +130,6 @@ export async function reclaimRetiredSegments(
   };
 }
 
-export const EMPTY_RETIRED_TALLY: RetiredTally = Object.freeze({
-  retiredDeleted: 0,
-  lostWritesDeleted: 0,
-  bytesDeleted: 0,
-  retiredRecordsDropped: 0,
-  retainedReferenced: 0,
-  retainedInGrace: 0,
-  retainedYoung: 0,
-  retainedUnrecognised: 0,
-  unrecognisedKeys: [],
-});
 
 /**
  * Drops the records of segments that are gone by root CAS, re-reading on every lost race; returns

@@ -24,7 +24,7 @@ import {
 } from '@temporalio/workflow';
 import { NON_RETRYABLE_TYPES } from '../activities/failures';
 import type { CommandInput, GcActivities, GcWorkflowSettings } from '../activities/gc';
-import { inputSegmentsPrefix, InvalidKeyError, jobPrefix, namespaceId, namespacePrefix } from '../keys';
+import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix } from '../keys';
 import type { ReclaimTally } from '../protocol/collector';
 import {
   runNamespacePass,
@@ -34,7 +34,7 @@ import {
   type NamespacePass,
   type PassRules,
 } from '../protocol/collector-plan';
-import { emptyReport, isIncomplete, mergeReport, REPORT_LIMIT, type GcReport, type ReportDelta } from '../protocol/collector-report';
+import { emptyReport, EMPTY_RETIRED_TALLY, isIncomplete, mergeReport, REPORT_LIMIT, type GcReport } from '../protocol/collector-report';
 import { inBatches } from '../store/batches';
 import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
 
@@ -151,14 +151,14 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   const nowMs = input.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });
-  const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs } = await gcSettings();
+  const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = await gcSettings();
   const { dryRun, prefixesPerPage, prefixConcurrency, keysPerFlush, namespaceConcurrency, collectorTaskQueue } = options;
   if (collectorTaskQueue !== undefined && (typeof collectorTaskQueue !== 'string' || collectorTaskQueue === '')) {
     invalidInput(`collectorTaskQueue must be a task queue name, not ${JSON.stringify(collectorTaskQueue)}`);
   }
   return {
     ...(collectorTaskQueue !== undefined && { collectorTaskQueue }),
-    rules: { nowMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT },
+    rules: { nowMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT },
     namespaceConcurrency,
     timeouts: { operationDeadlineMs, heartbeatTimeoutMs },
   };
@@ -179,6 +179,8 @@ function gcActivities({ timeouts: { operationDeadlineMs, heartbeatTimeoutMs }, c
   const long = proxyActivities<GcActivities>({ startToCloseTimeout: '1 day', heartbeatTimeout: heartbeatTimeoutMs, retry, ...queue });
   return { short, long };
 }
+
+const RETIRED_SEGMENTS_PATCH = 'gc-retired-segments';
 
 /** Executes the plan's commands as activities, each with a summary naming what it touches. */
 function activityExecutor(ns: string, setup: PassSetup) {
@@ -206,25 +208,17 @@ function activityExecutor(ns: string, setup: PassSetup) {
       case 'deleteLease':
         // Even when the pass is cancelled: a claimed lease is never stranded.
         return CancellationScope.nonCancellable(() => short.deleteLease.executeWithOptions({ summary: `delete lease of ${prefix(command.jobId)}` }, input(command)));
+      case 'reclaimRetiredSegments':
+        // Runs recorded by the first pass-plan version (test/golden/gc-namespace-plan-history.json) end without this step.
+        if (!patched(RETIRED_SEGMENTS_PATCH)) return { kind: 'retiredReclaimed', outcome: { tally: EMPTY_RETIRED_TALLY } };
+        try {
+          return await long.reclaimRetiredSegments.executeWithOptions({ summary: `reclaim superseded segments of ${ns}` }, input(command));
+        } catch (err) {
+          if (!(err instanceof ActivityFailure)) throw err;
+          return { kind: 'retiredFailed', message: message(err) };
+        }
     }
   };
-}
-
-const RETIRED_SEGMENTS_PATCH = 'gc-retired-segments';
-
-/** Reclaims a namespace's superseded segments and lost writes under the pass's rules; a root problem skips them, a failure is reported. */
-async function reclaimRetired(ns: string, setup: PassSetup): Promise<ReportDelta> {
-  try {
-    const outcome = await gcActivities(setup).long.reclaimRetiredSegments.executeWithOptions({ summary: `reclaim superseded segments of ${ns}` }, [
-      { namespaceId: ns, rules: setup.rules },
-    ]);
-    if ('rootProblem' in outcome) return { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: ns, ...outcome.rootProblem }] };
-    const { unrecognisedKeys, ...counts } = outcome.tally;
-    return { totals: { ...counts, objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted }, unrecognisedKeys };
-  } catch (err) {
-    if (!(err instanceof ActivityFailure)) throw err;
-    return { totals: { failedPrefixes: 1 }, failures: [{ key: inputSegmentsPrefix(namespaceId(ns)), message: message(err) }] };
-  }
 }
 
 /** The pass over one namespace: a loop over its plan's commands, continuing as new at a page boundary once history is long. */
@@ -232,15 +226,10 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
   const ns = namespaceId(input.namespaceId);
   const { setup } = input;
   upsertSearchAttributes([{ key: CompactionNamespace, value: ns }]);
-  let report = await runNamespacePass(input.carried ?? startNamespacePass(ns, setup.rules), setup.rules, activityExecutor(ns, setup), async (pass) => {
+  const report = await runNamespacePass(input.carried ?? startNamespacePass(ns, setup.rules), setup.rules, activityExecutor(ns, setup), async (pass) => {
     show(pass.report, `${pass.phase} ${ns}`);
     if (historyIsLong()) await continueAsNew<typeof gcNamespaceWorkflow>({ ...input, carried: pass });
   });
-  // Superseded segments and lost writes (spec 6a), once the job prefixes are done: not where a lease or the root is untrusted.
-  // Runs recorded by the first pass-plan version (test/golden/gc-namespace-plan-history.json) end without this step.
-  if (patched(RETIRED_SEGMENTS_PATCH) && report.totals.skippedNamespaces === 0 && report.totals.corrupt === 0) {
-    report = mergeReport(report, await reclaimRetired(ns, setup));
-  }
   show(
     report,
     report.totals.skippedNamespaces > 0

@@ -199,15 +199,17 @@ function oracle(bucket: BucketModel): { allowed: Set<string>; expected: Set<stri
     for (const { key } of nsReferenced) referenced.add(key);
     // A namespace without a root (or with a corrupt lease) claims and deletes nothing (spec 6a.5 and 6.2).
     if (!ns.hasRoot || ns.jobs.some((j) => isCorrupt(j.lease))) continue;
+    // A folder marker at metadata/compactions/ may hide a corrupt lease on MinIO: superseded segments wait until it is gone.
+    const markerHidesLeases = ns.strays.includes(compactionsPrefix(ns.namespaceId));
     // Superseded segments of either family: a retired one goes past its reader grace unless a group names it again;
     // an input no root knows goes past T (undated or future: young).
     for (const { key, segment } of [...ns.jobs.flatMap((j) => stagedKeys(ns, j)), ...inputKeys(ns)]) {
-      if (referenced.has(key) || segment.retired !== 'due') continue;
+      if (markerHidesLeases || referenced.has(key) || segment.retired !== 'due') continue;
       allowed.add(key);
       expected.add(key);
     }
     for (const { key, segment } of inputKeys(ns)) {
-      if (referenced.has(key) || segment.retired !== 'none') continue;
+      if (markerHidesLeases || referenced.has(key) || segment.retired !== 'none') continue;
       allowed.add(key);
       if (typeof segment.age === 'object' && segment.age.ms >= gcMinGraceMs) expected.add(key);
     }
@@ -218,8 +220,8 @@ function oracle(bucket: BucketModel): { allowed: Set<string>; expected: Set<stri
         expected.add(leaseKey(ns.namespaceId, job.jobId));
       }
       for (const { key, segment } of stagedKeys(ns, job)) {
-        // A retired output is the root's to release: kept within its grace, whatever its age (spec 6a.6).
-        if (referenced.has(key) || segment.retired !== 'none') continue;
+        // A retired output is kept within its grace, whatever its age (spec 6a.6); past it, the walk may take it like any staged segment.
+        if (referenced.has(key) || (segment.retired !== 'none' && segment.retired !== 'due')) continue;
         allowed.add(key);
         if (typeof segment.age === 'object' && segment.age.ms >= stagingGraceMs) expected.add(key);
       }
