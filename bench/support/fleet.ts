@@ -97,8 +97,6 @@ function workerEnvironment(options: WorkerProcessOptions, metricsAddress: string
   const timing = Object.fromEntries(Object.entries(TIMING_ENV).map(([field, name]) => [name, String(options.settings.timing[field as keyof Timing])]));
   return {
     ...process.env,
-    // The SDK's notice about Node 22 would repeat once per worker in the benchmark's output.
-    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     TEMPORAL_ADDRESS: options.temporalAddress,
     COMPACTION_TASK_QUEUE: options.taskQueue,
     COMPACTION_S3_BUCKET: options.bucket.name,
