@@ -32,7 +32,7 @@ describe('a retried lease keeper', () => {
     await fixture?.store.close();
   });
 
-  it('whose predecessor died just before its refresh refreshes at once: the lease goes about one interval unrefreshed, not two', async () => {
+  it('whose refresh failed just before it was sent refreshes again after the first backoff: the lease goes about one interval unrefreshed, not two', async () => {
     const ns = uniqueId('keeper').toLowerCase();
     await writeInputs(fixture.store, ns, 'inodes', makeInputs(2, 100));
     /** heartbeat_at_ms of every lease write that landed, in order; the failed refresh is marked by its position. */
