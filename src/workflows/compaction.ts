@@ -16,6 +16,7 @@ import {
   setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { CompactionActivities, CompactionOutput } from '../activities/compaction';
 import type { HeldLease } from '../protocol';
@@ -83,10 +84,13 @@ const jobFailure = (err: unknown): unknown =>
     ? ApplicationFailure.create({ type: err.cause.type ?? undefined, message: err.cause.message, nonRetryable: true, cause: err })
     : err;
 
+/** The patch of the job's layout in fewer billable actions (issue 19): the keeper inside the work's activity, no upsert the start already made. */
+const FEWER_ACTIONS = 'fewer-actions-per-job';
+
 type Proxied = ReturnType<typeof proxyActivities<CompactionActivities>>;
 
 /**
- * The keeper and the work as two activities, as runs recorded before `keeper-beside-work` scheduled
+ * The keeper and the work as two activities, as runs recorded before {@link FEWER_ACTIONS} scheduled
  * them: a keeper that completes was stopped by the work's end on its worker; both are stopped before
  * the function returns, so no refresh runs beside the publication's own.
  */
@@ -140,10 +144,17 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
         (extra ? `\n\n${extra}` : ''),
     );
   };
-  upsertSearchAttributes([
-    { key: CompactionNamespace, value: ns },
-    { key: CompactionGroup, value: group },
-  ]);
+  // Runs recorded before this patch hold the lease in a separate activity beside the work and
+  // upsert the namespace and group; new runs hold it inside the work's activity and upsert them only
+  // when their start lacks them (startCompaction sets them): each upsert is a billable action.
+  const fewerActions = patched(FEWER_ACTIONS);
+  const started = workflowInfo().typedSearchAttributes;
+  if (!fewerActions || started.get(CompactionNamespace) !== ns || started.get(CompactionGroup) !== group) {
+    upsertSearchAttributes([
+      { key: CompactionNamespace, value: ns },
+      { key: CompactionGroup, value: group },
+    ]);
+  }
   show('reading group');
 
   const settings = await compactionSettings();
@@ -191,9 +202,8 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     view.leaseStatus = 'held';
     show('compacting', `${inputs.length} input segments`);
 
-    // One activity holds the lease beside the work (one heartbeat stream, one slot per job); runs
-    // recorded before it keep the keeper and the work as two activities, so their histories replay.
-    if (patched('keeper-beside-work')) {
+    // One activity holds the lease beside the work: one heartbeat stream, one slot per job.
+    if (fewerActions) {
       try {
         compaction = await compactUnderLease.executeWithOptions({ summary: `compact ${inputs.length} segments of ${group} under lease ${job}` }, [
           { namespaceId: ns, jobId: job, group, inputs, held: lease },
