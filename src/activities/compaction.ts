@@ -171,7 +171,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
       while (clock() < refreshAt && !stop.aborted) {
         // Between refreshes the keeper beats only as often as its heartbeat timeout needs (at the default timeout, never).
         const beatDue = lastBeatMs + beatEveryMs;
-        await sleepUnless(ctx, Math.min(beatDue, refreshAt) - clock(), stop);
+        await sleepUnless(ctx, Math.max(0, Math.min(beatDue, refreshAt) - clock()), stop);
         if (clock() >= beatDue) record();
       }
       if (stop.aborted) return;
