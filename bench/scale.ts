@@ -198,7 +198,7 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
       log(`point ${n} × ${workerCount}: starting ${n} jobs, ${load()}`);
       await startJobs(client, jobs, taskQueue);
       const started = performance.now() - rampStart;
-      // Steady state: every job holds its two activity slots (lease keeper and work), and then as many refreshes
+      // Steady state: every job holds its activity slot (the work with its lease keeper beside it), and then as many refreshes
       // as jobs have landed (a keeper's first refresh is jittered into the interval's second half).
       const rampTimeout = 3 * opts.refreshMs + n * 50 + 30_000;
       const sumOf = async (read: (s: Sample[]) => number) => (await sumOver(workers, read)).reduce((a, b) => a + b, 0);
@@ -207,9 +207,9 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
         const samples = (await Promise.all(workers.map((w) => w.scrape()))).flat();
         if (performance.now() >= nextReport) {
           nextReport += 60_000;
-          log(`  ramp: ~${activitySlotsUsed(samples) / 2} jobs in their compacting phase; ${describeCache(samples)}; ${load()}`);
+          log(`  ramp: ~${activitySlotsUsed(samples)} jobs in their compacting phase; ${describeCache(samples)}; ${load()}`);
         }
-        return activitySlotsUsed(samples) >= 2 * n;
+        return activitySlotsUsed(samples) >= n;
       }, rampTimeout);
       const refreshesAtHeld = await sumOf(refreshes);
       const steady = allHeld && (await waitFor(async () => (await sumOf(refreshes)) - refreshesAtHeld >= n, 2 * opts.refreshMs));
@@ -243,9 +243,9 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
       const latency = histogramBuckets(after.flat(), before.flat(), 'compaction_lease_refresh_latency');
       const pct = (seconds: number) => `${((seconds / (elapsed / 1000)) * 100).toFixed(0)}%`;
       const refreshesPerWorker = delta(refreshes);
-      const held = slotsSeen.map((s) => Math.min(...s) / 2);
+      const held = slotsSeen.map((s) => Math.min(...s));
       const perWorker = workers
-        .map((w, k) => `${w.name}: ~${held[k]} leases held (activity slots / 2), ${refreshesPerWorker[k]} refreshes, CPU ${pct(cpu.workers[k]!)}, RSS ${(rssPeak[k]! / 2 ** 20).toFixed(0)} MiB`)
+        .map((w, k) => `${w.name}: ~${held[k]} leases held (activity slots), ${refreshesPerWorker[k]} refreshes, CPU ${pct(cpu.workers[k]!)}, RSS ${(rssPeak[k]! / 2 ** 20).toFixed(0)} MiB`)
         .join('; ');
 
       let gcLine = steady ? 'collector check skipped' : 'collector check skipped: not every job held its lease';

@@ -10,7 +10,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { NativeConnection } from '@temporalio/worker';
 import { Command } from 'commander';
 import { DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, runGcPass, startCompaction } from './client';
-import type { CompactionProgress } from './compactor';
+import type { LeasedProgress } from './activities/compaction';
 import { resolveSettings, SETTINGS_ENV, SettingsError, settingsFromEnv, shrunkTiming, TIMING_ENV, WORKER_ROLE_ENV, workerRoleFromEnv } from './config';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer } from './devservers';
 import { namespaceId } from './keys';
@@ -95,9 +95,9 @@ async function main(): Promise<void> {
   async function printProgress() {
     const view = await handle.query<LeaseView>('leaseState').catch(() => undefined);
     const pending = (await handle.describe().catch(() => undefined))?.raw.pendingActivities ?? [];
-    const compacting = pending.find((a) => a.activityType?.name === 'compactSegments');
+    const compacting = pending.find((a) => a.activityType?.name === 'compactUnderLease');
     const details = compacting?.heartbeatDetails?.payloads?.[0];
-    const p = details ? defaultPayloadConverter.fromPayload<CompactionProgress>(details) : undefined;
+    const p = details ? defaultPayloadConverter.fromPayload<LeasedProgress>(details).progress : undefined;
     const line = `  ${view?.phase ?? 'starting'}${view?.jobId ? ` job ${view.jobId}` : ''}${p ? `: ${p.segmentsFinished} segments, ${p.recordsOut} records written` : ''}`;
     if (line !== last && !finished) console.log((last = line));
   }

@@ -6,9 +6,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { recordFence, recordRefresh } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
-import { compactGroup, NO_PROGRESS, outputSegmentKeys, type CompactionProgress, type Compactor } from '../compactor';
+import { compactGroup, NO_PROGRESS, outputSegmentKeys, type CompactionHooks, type CompactionProgress, type Compactor } from '../compactor';
 import { asInputError, checkInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
+import { ACTIVITY_BACKOFF, backoffDelayMs, type Backoff } from '../config/retry';
+import { TypedError } from '../errors';
 import { familyGroup, jobId, namespaceId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { groupSegments } from '../root';
 import {
@@ -102,6 +104,17 @@ export interface KeeperStopped {
   readonly stopped: 'work ended';
 }
 
+/** The heartbeat details of {@link compactUnderLease}: the lease as last held and the work's progress, one stream for both. */
+export interface LeasedProgress {
+  readonly held: HeldLease;
+  readonly progress: CompactionProgress;
+}
+
+export interface LeasedCompactionOutput extends CompactionOutput {
+  /** When the work returned, on the worker's wall clock: the keeper-stop bound is measured from it. */
+  readonly workEndedAtMs: number;
+}
+
 /**
  * Sleeps `ms`, ending early when `stop` aborts (resolves) or the activity is cancelled (rejects with
  * the activity's CancelledFailure, as `Context.sleep` does).
@@ -115,12 +128,88 @@ async function sleepUnless(ctx: Context, ms: number, stop: AbortSignal): Promise
   }
 }
 
+interface KeeperHooks {
+  /** Aborted when the work has ended: the keeper returns at its next look, which is never during a refresh. */
+  readonly stop: AbortSignal;
+  /** Puts the lease as now held into the attempt's heartbeat details. */
+  readonly beat: (held: HeldLease) => void;
+  /** Set: a failed refresh is retried within the attempt on this backoff. Unset: it fails the attempt. */
+  readonly retry?: Backoff;
+}
+
 export function createCompactionActivities({ store, settings, compactor = compactGroup }: CompactionDeps) {
   const { timing } = settings;
-  // The keepers running on this worker, by job: a job's work that ends here stops its keeper at once
-  // instead of waiting for cancellation, which reaches an activity only in a heartbeat response.
+  // The keepers of runs that hold the lease in a separate activity, by job: a job's work that ends
+  // here stops its keeper at once instead of waiting for cancellation, which reaches an activity only
+  // in a heartbeat response.
   const keepers = new Map<MetadataCompactionId, AbortController>();
   const beatEveryMs = heartbeatEveryMs(settings);
+
+  /**
+   * Refreshes the lease by CAS until `stop`, each refresh due one interval after the heartbeat last
+   * written. A retried attempt starts from the lease its predecessor left in heartbeat details and
+   * refreshes at once when that heartbeat is already an interval old (its predecessor died before
+   * refreshing): waiting a full interval from its own start would leave the lease unrefreshed for up
+   * to two intervals plus the heartbeat timeout.
+   */
+  async function keepLease(ctx: Context, ref: ReturnType<typeof job>, from: HeldLease, { stop, beat, retry }: KeeperHooks): Promise<void> {
+    let held = from;
+    const clock = attemptClock();
+    // When the held heartbeat was written, on this attempt's clock: never later than now, since an
+    // earlier attempt's host clock may run ahead of ours (that would only postpone the refresh).
+    let beatAtMs = Math.min(held.lease.heartbeat_at_ms, clock());
+    let lastBeatMs = 0;
+    const record = () => {
+      beat(held);
+      lastBeatMs = clock();
+    };
+    record();
+    // The stop is looked at only between refreshes: a stopped keeper has no refresh in flight
+    // once it returns, so none can land beside the publication's own.
+    for (let failures = 0; ; ) {
+      const refreshAt = beatAtMs + timing.leaseRefreshIntervalMs;
+      while (clock() < refreshAt && !stop.aborted) {
+        // Between refreshes the keeper beats only as often as its heartbeat timeout needs (at the default timeout, never).
+        const beatDue = lastBeatMs + beatEveryMs;
+        await sleepUnless(ctx, Math.max(0, Math.min(beatDue, refreshAt) - clock()), stop);
+        if (clock() >= beatDue) record();
+      }
+      if (stop.aborted) return;
+      const started = performance.now();
+      const sentAtMs = clock();
+      try {
+        held = await refreshJobLease(store, ref, held, clock);
+      } catch (err) {
+        if (err instanceof LeaseLostError) {
+          recordFence();
+          throw ApplicationFailure.nonRetryable(err.message, 'LeaseLost');
+        }
+        if (!retry || (err instanceof TypedError && !err.retryable)) throw err;
+        // The refresh is due at once after the wait: the lease's heartbeat has not moved. A write
+        // that landed unseen is found by the next CAS (412, re-read, adopt).
+        await sleepUnless(ctx, backoffDelayMs(retry, failures++), stop);
+        continue;
+      }
+      failures = 0;
+      recordRefresh(performance.now() - started);
+      beatAtMs = Math.min(held.lease.heartbeat_at_ms, sentAtMs);
+      record();
+    }
+  }
+
+  /** Runs the compactor over the attempt's store: every body it opened is closed when it ends, and a vanished input reads as one. */
+  async function compact(ref: ReturnType<typeof job>, input: { group: string; inputs: string[] }, resume: CompactionProgress, hooks: CompactionHooks): Promise<CompactionProgress> {
+    const attempt = attemptStore(store);
+    try {
+      return await compactor(attempt.store, ref, input.inputs, settings, resume, hooks);
+    } catch (err) {
+      // An input deleted after readGroup checked it: the same clear end as one missing from the start.
+      throw asInputError(err, input.group, input.inputs);
+    } finally {
+      await attempt.closeBodies();
+    }
+  }
+
   return {
     async compactionSettings(): Promise<WorkflowSettings> {
       return {
@@ -147,12 +236,60 @@ export function createCompactionActivities({ store, settings, compactor = compac
     },
 
     /**
-     * Keeps the lease alive by CAS until its job's work ends on this worker (then it returns
-     * {@link KeeperStopped}) or it is cancelled, each refresh due one interval after the heartbeat
-     * last written. The ETag and heartbeat it holds travel in Temporal heartbeat details, so a
-     * retried attempt adopts the lease it left, and refreshes at once when that heartbeat is already
-     * an interval old (its predecessor died before refreshing): waiting a full interval from its own
-     * start would leave the lease unrefreshed for up to two intervals plus the heartbeat timeout.
+     * The job's work and its lease keeper in one attempt: one activity slot and one heartbeat stream
+     * per job ({@link LeasedProgress}), so a retried attempt adopts the lease and resumes the work from
+     * the same details. The keeper stops here when the work returns, once no refresh is in flight:
+     * nothing writes the lease after the attempt ends (the publication's refresh is the next write).
+     * A failed refresh is retried while the work goes on; a lost lease or the attempt's cancellation
+     * ends the work at its next record batch, and the attempt fails with the keeper's reason.
+     */
+    async compactUnderLease(input: JobInput & { group: string; inputs: string[]; held: HeldLease }): Promise<LeasedCompactionOutput> {
+      const ctx = Context.current();
+      const ref = job(input);
+      const resumed = ctx.info.heartbeatDetails as LeasedProgress | undefined;
+      let held = resumed?.held ?? input.held;
+      let progress = resumed?.progress ?? NO_PROGRESS;
+      // Every beat carries the latest of both; the worker's heartbeat throttle sends at most one per beat interval.
+      const beat = () => ctx.heartbeat({ held, progress } satisfies LeasedProgress);
+      const workEnded = new AbortController();
+      const keeperEnded = new AbortController();
+      const keeping = keepLease(ctx, ref, held, {
+        stop: workEnded.signal,
+        beat: (h) => {
+          held = h;
+          beat();
+        },
+        retry: ACTIVITY_BACKOFF,
+      }).catch((err: unknown) => {
+        keeperEnded.abort(err);
+        throw err;
+      });
+      let workEndedAtMs = 0;
+      const working = compact(ref, input, progress, {
+        onSegmentFinished: (p) => {
+          progress = p;
+          beat();
+        },
+        onRecords: () => {
+          beat();
+          if (keeperEnded.signal.aborted) throw keeperEnded.signal.reason;
+        },
+      }).finally(() => {
+        workEndedAtMs = Date.now();
+        workEnded.abort();
+      });
+      const [worked, kept] = await Promise.allSettled([working, keeping]);
+      // The keeper's failure comes first: the work's, if any, followed from it.
+      if (kept.status === 'rejected') throw kept.reason;
+      if (worked.status === 'rejected') throw worked.reason;
+      return { outputs: outputSegmentKeys(ref, worked.value), progress: worked.value, workEndedAtMs };
+    },
+
+    /**
+     * The lease keeper of runs started before {@link compactUnderLease}, beside {@link compactSegments}:
+     * holds the lease until the work ends on this worker (then it returns {@link KeeperStopped}) or it
+     * is cancelled. The held lease travels in heartbeat details; a failed refresh fails the attempt,
+     * which Temporal retries.
      */
     async holdLease(input: JobInput & { held: HeldLease }): Promise<KeeperStopped> {
       const ctx = Context.current();
@@ -160,58 +297,25 @@ export function createCompactionActivities({ store, settings, compactor = compac
       const stop = new AbortController();
       keepers.set(ref.jobId, stop);
       try {
-        let held = (ctx.info.heartbeatDetails as HeldLease | undefined) ?? input.held;
-        const clock = attemptClock();
-        // When the held heartbeat was written, on this attempt's clock: never later than now, since an
-        // earlier attempt's host clock may run ahead of ours (that would only postpone the refresh).
-        let beatAtMs = Math.min(held.lease.heartbeat_at_ms, clock());
-        let lastBeatMs = 0;
-        const beat = () => {
-          ctx.heartbeat(held);
-          lastBeatMs = clock();
-        };
-        beat();
-        // The stop is looked at only between refreshes: a stopped keeper has no refresh in flight
-        // once it returns, so none can land beside the publication's own.
-        for (;;) {
-          const refreshAt = beatAtMs + timing.leaseRefreshIntervalMs;
-          while (clock() < refreshAt && !stop.signal.aborted) {
-            // Between refreshes the keeper beats only as often as its heartbeat timeout needs (at the default timeout, never).
-            const beatDue = lastBeatMs + beatEveryMs;
-            await sleepUnless(ctx, Math.min(beatDue, refreshAt) - clock(), stop.signal);
-            if (clock() >= beatDue) beat();
-          }
-          if (stop.signal.aborted) return { stopped: 'work ended' };
-          const started = performance.now();
-          const sentAtMs = clock();
-          try {
-            held = await refreshJobLease(store, ref, held, clock);
-          } catch (err) {
-            if (!(err instanceof LeaseLostError)) throw err;
-            recordFence();
-            throw ApplicationFailure.nonRetryable(err.message, 'LeaseLost');
-          }
-          recordRefresh(performance.now() - started);
-          beatAtMs = Math.min(held.lease.heartbeat_at_ms, sentAtMs);
-          beat();
-        }
+        await keepLease(ctx, ref, (ctx.info.heartbeatDetails as HeldLease | undefined) ?? input.held, { stop: stop.signal, beat: (held) => ctx.heartbeat(held) });
+        return { stopped: 'work ended' };
       } finally {
         if (keepers.get(ref.jobId) === stop) keepers.delete(ref.jobId);
       }
     },
 
+    /** The work of runs started before {@link compactUnderLease}, resumable from its heartbeat details (its progress). */
     async compactSegments(input: JobInput & { group: string; inputs: string[] }): Promise<CompactionOutput> {
       const ctx = Context.current();
       const ref = job(input);
       const resume = (ctx.info.heartbeatDetails as CompactionProgress | undefined) ?? NO_PROGRESS;
       ctx.heartbeat(resume);
       let latest = resume;
-      const attempt = attemptStore(store);
       // Reading the first bytes of every input and skipping to the resume key emit no records, and
       // can outlast the heartbeat timeout on a wide group: beat on a timer too, not only per record batch
       // (the worker's heartbeat throttle sends at most one of these per beat interval).
       const beat = setInterval(() => ctx.heartbeat(latest), beatEveryMs);
-      const progress = await compactor(attempt.store, ref, input.inputs, settings, resume, {
+      const progress = await compact(ref, input, resume, {
         onSegmentFinished: (p) => {
           latest = p;
           ctx.heartbeat(p);
@@ -220,15 +324,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
           ctx.heartbeat(latest);
           if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
         },
-      })
-        .catch((err: unknown) => {
-          // An input deleted after readGroup checked it: the same clear end as one missing from the start.
-          throw asInputError(err, input.group, input.inputs);
-        })
-        .finally(() => {
-          clearInterval(beat);
-          return attempt.closeBodies();
-        });
+      }).finally(() => clearInterval(beat));
       // The work is done: the keeper of this job, if it runs here, stops now (the workflow's
       // cancellation stays the way to stop one on another worker).
       keepers.get(ref.jobId)?.abort();

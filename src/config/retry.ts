@@ -13,6 +13,10 @@ export interface Backoff {
 /** 1 s, doubling, at most 1 min between attempts. */
 export const ACTIVITY_BACKOFF: Backoff = { initialIntervalMs: 1000, backoffCoefficient: 2, maximumIntervalMs: 60_000 };
 
+/** The wait before retry `failures` + 1 (0: the first retry), as Temporal's retry policy spaces attempts. */
+export const backoffDelayMs = (backoff: Backoff, failures: number): number =>
+  Math.min(backoff.initialIntervalMs * backoff.backoffCoefficient ** failures, backoff.maximumIntervalMs);
+
 /**
  * The fewest attempts whose waits between them alone add up to `spanMs`: retries under this bound
  * last at least that long, however quickly each attempt fails.

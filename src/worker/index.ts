@@ -36,9 +36,10 @@ export interface CreateWorkerOptions {
 }
 
 /**
- * A running job holds two activity slots for its whole life (its lease keeper and its work), so the
- * SDK's default of 100 would cap a worker at 50 jobs, and keepers filling every slot would starve the
- * collector's activities. 10,000 jobs (the scale target, docs/performance.md) take 20,000; the rest is
+ * A running job holds an activity slot for its whole life (its work with the lease keeper beside it;
+ * runs started before `fewer-actions-per-job` hold two), so the SDK's default of 100 would cap a worker
+ * at 100 jobs, and jobs filling every slot would starve the collector's activities. 10,000 jobs (the
+ * scale target, docs/performance.md) take 10,000, or 20,000 while older runs drain; the rest is
  * headroom for collector passes. A waiting keeper costs a timer, not a thread.
  */
 export const DEFAULT_ACTIVITY_SLOTS = 21_000;

@@ -10,11 +10,13 @@ import {
   CancellationScope,
   continueAsNew,
   defineQuery,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { CompactionActivities, CompactionOutput } from '../activities/compaction';
 import type { HeldLease } from '../protocol';
@@ -82,6 +84,46 @@ const jobFailure = (err: unknown): unknown =>
     ? ApplicationFailure.create({ type: err.cause.type ?? undefined, message: err.cause.message, nonRetryable: true, cause: err })
     : err;
 
+/** The patch of the job's layout in fewer billable actions (issue 19): the keeper inside the work's activity, no upsert the start already made. */
+const FEWER_ACTIONS = 'fewer-actions-per-job';
+
+type Proxied = ReturnType<typeof proxyActivities<CompactionActivities>>;
+
+/**
+ * The keeper and the work as two activities, as runs recorded before {@link FEWER_ACTIONS} scheduled
+ * them: a keeper that completes was stopped by the work's end on its worker; both are stopped before
+ * the function returns, so no refresh runs beside the publication's own.
+ */
+async function holdBesideWork(
+  show: (phase: CompactionPhase) => void,
+  holdLease: Proxied['holdLease'],
+  compactSegments: Proxied['compactSegments'],
+  input: { namespaceId: string; jobId: string; group: string; inputs: string[]; held: HeldLease },
+): Promise<{ compaction?: CompactionOutput; lost: boolean }> {
+  const { held, ...work } = input;
+  const holdScope = new CancellationScope();
+  const workScope = new CancellationScope();
+  const holding = holdScope.run(() => holdLease.executeWithOptions({ summary: `hold lease ${input.jobId}` }, [{ namespaceId: input.namespaceId, jobId: input.jobId, held }]));
+  const working = workScope.run(() =>
+    compactSegments.executeWithOptions({ summary: `compact ${input.inputs.length} segments of ${input.group}` }, [work]),
+  );
+  let compaction: CompactionOutput | undefined;
+  let lost = false;
+  try {
+    compaction = await Promise.race([working, holding.then(() => working)]);
+  } catch (err) {
+    if (!isLeaseLost(err)) throw jobFailure(err);
+    lost = true;
+  } finally {
+    show('stopping lease keeper');
+    workScope.cancel();
+    holdScope.cancel();
+    const [, hold] = await Promise.allSettled([working, holding]);
+    if (hold.status === 'rejected' && isLeaseLost(hold.reason)) lost = true;
+  }
+  return { compaction, lost };
+}
+
 export async function compactionWorkflow(input: CompactionInput): Promise<CompactionResult> {
   let ns, group;
   try {
@@ -102,10 +144,17 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
         (extra ? `\n\n${extra}` : ''),
     );
   };
-  upsertSearchAttributes([
-    { key: CompactionNamespace, value: ns },
-    { key: CompactionGroup, value: group },
-  ]);
+  // Runs recorded before this patch hold the lease in a separate activity beside the work and
+  // upsert the namespace and group; new runs hold it inside the work's activity and upsert them only
+  // when their start lacks them (startCompaction sets them): each upsert is a billable action.
+  const fewerActions = patched(FEWER_ACTIONS);
+  const started = workflowInfo().typedSearchAttributes;
+  if (!fewerActions || started.get(CompactionNamespace) !== ns || started.get(CompactionGroup) !== group) {
+    upsertSearchAttributes([
+      { key: CompactionNamespace, value: ns },
+      { key: CompactionGroup, value: group },
+    ]);
+  }
   show('reading group');
 
   const settings = await compactionSettings();
@@ -119,11 +168,9 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   const { readGroup, createLease, publish } = proxyActivities<CompactionActivities>({ startToCloseTimeout: shortCall, retry: { ...retry, maximumAttempts } });
   // Cancelling these waits until the activity has really stopped (the SDK default, TRY_CANCEL, would not).
   // No attempt limit: their attempts include every worker restart of a job that may run for hours,
-  // so a count would end healthy jobs. The keeper ends on LeaseLost, when the work ends on its worker
-  // (it stops itself), or when cancelled as soon as the work ends elsewhere; the work ends on success,
-  // on a non-retryable type (missing, oversized or corrupt input, a lost lease) or when the keeper's
-  // failure cancels it.
-  const { holdLease, compactSegments } = proxyActivities<CompactionActivities>({
+  // so a count would end healthy jobs. The work under its lease ends on success, on a non-retryable
+  // type (missing, oversized or corrupt input, a lost lease) or when cancelled.
+  const { compactUnderLease, holdLease, compactSegments } = proxyActivities<CompactionActivities>({
     startToCloseTimeout: '7 days',
     heartbeatTimeout: settings.heartbeatTimeoutMs,
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
@@ -155,29 +202,18 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     view.leaseStatus = 'held';
     show('compacting', `${inputs.length} input segments`);
 
-    const holdScope = new CancellationScope();
-    const workScope = new CancellationScope();
-    const holding = holdScope.run(() =>
-      holdLease.executeWithOptions({ summary: `hold lease ${job}` }, [{ namespaceId: ns, jobId: job, held: lease }]),
-    );
-    const working = workScope.run(() =>
-      compactSegments.executeWithOptions({ summary: `compact ${inputs.length} segments of ${group}` }, [
-        { namespaceId: ns, jobId: job, group, inputs },
-      ]),
-    );
-    try {
-      // A keeper that completes was stopped by the work's end: the result is still the work's.
-      compaction = await Promise.race([working, holding.then(() => working)]);
-    } catch (err) {
-      if (!isLeaseLost(err)) throw jobFailure(err);
-      lost = true;
-    } finally {
-      // Both stop before anything else happens: no refresh may run beside the publication's own.
-      show('stopping lease keeper');
-      workScope.cancel();
-      holdScope.cancel();
-      const [, hold] = await Promise.allSettled([working, holding]);
-      if (hold.status === 'rejected' && isLeaseLost(hold.reason)) lost = true;
+    // One activity holds the lease beside the work: one heartbeat stream, one slot per job.
+    if (fewerActions) {
+      try {
+        compaction = await compactUnderLease.executeWithOptions({ summary: `compact ${inputs.length} segments of ${group} under lease ${job}` }, [
+          { namespaceId: ns, jobId: job, group, inputs, held: lease },
+        ]);
+      } catch (err) {
+        if (!isLeaseLost(err)) throw jobFailure(err);
+        lost = true;
+      }
+    } else {
+      ({ compaction, lost } = await holdBesideWork(show, holdLease, compactSegments, { namespaceId: ns, jobId: job, group, inputs, held: lease }));
     }
   }
 

@@ -3,6 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LeasedProgress } from '../../src/activities/compaction';
 import { startCompaction } from '../../src/client';
 import { runPartKey, type CompactionProgress } from '../../src/compactor';
 import { compactionsPrefix, jobId, leaseKey, namespaceId, parseCompactionKey } from '../../src/keys';
@@ -46,8 +47,8 @@ describe('compaction across a worker crash', () => {
       if (Date.now() > deadline) throw new Error('the compaction never heartbeated progress');
       await new Promise((r) => setTimeout(r, 50));
       const pending = (await handle.describe()).raw.pendingActivities ?? [];
-      const payload = pending.find((a) => a.activityType?.name === 'compactSegments')?.heartbeatDetails?.payloads?.[0];
-      heartbeated = payload ? defaultPayloadConverter.fromPayload<CompactionProgress>(payload) : undefined;
+      const payload = pending.find((a) => a.activityType?.name === 'compactUnderLease')?.heartbeatDetails?.payloads?.[0];
+      heartbeated = payload ? defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress : undefined;
     }
     const { jobId: job } = await handle.query<{ jobId: string }>('leaseState');
     first.kill('SIGKILL');
@@ -102,8 +103,8 @@ describe('compaction across a worker crash', () => {
       if (Date.now() > deadline) throw new Error('the compaction never heartbeated two finished runs');
       await new Promise((r) => setTimeout(r, 50));
       const pending = (await handle.describe()).raw.pendingActivities ?? [];
-      const payload = pending.find((a) => a.activityType?.name === 'compactSegments')?.heartbeatDetails?.payloads?.[0];
-      heartbeated = payload ? defaultPayloadConverter.fromPayload<CompactionProgress>(payload) : undefined;
+      const payload = pending.find((a) => a.activityType?.name === 'compactUnderLease')?.heartbeatDetails?.payloads?.[0];
+      heartbeated = payload ? defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress : undefined;
     }
     const { jobId: job } = await handle.query<{ jobId: string }>('leaseState');
     first.kill('SIGKILL');
@@ -140,7 +141,7 @@ describe('compaction across a worker crash', () => {
     const deadline = Date.now() + 90_000;
     const started = async () => {
       const pending = (await handle.describe()).raw.pendingActivities ?? [];
-      return ['holdLease', 'compactSegments'].every((name) => pending.some((a) => a.activityType?.name === name && a.lastStartedTime));
+      return pending.some((a) => a.activityType?.name === 'compactUnderLease' && a.lastStartedTime);
     };
     while (!(await started())) {
       if (Date.now() > deadline) throw new Error('the keeper and the work never started');

@@ -271,7 +271,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       expect(await whereItRan(compaction.workflowId)).toEqual({
         taskQueue: compactionOnly.taskQueue,
         activityQueues: [compactionOnly.taskQueue],
-        activityTypes: ['compactSegments', 'createLease', 'holdLease', 'publish', 'readGroup'],
+        activityTypes: ['compactUnderLease', 'createLease', 'publish', 'readGroup'],
         activityWorkers: [identity.compaction],
         workflowWorkers: [identity.compaction],
       });

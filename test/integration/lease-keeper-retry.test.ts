@@ -1,7 +1,9 @@
 /**
- * A lease keeper whose attempt dies just before a refresh: the retried attempt refreshes at once
- * (its last heartbeat is already an interval old), not a full interval after it starts. Through a
- * real `compactionWorkflow` on Temporal and MinIO; the heartbeats are read off the lease writes.
+ * A lease keeper whose refresh fails just before it is sent: the retried refresh goes at once after
+ * the retry's wait (the lease's heartbeat is already an interval old), not a full interval later.
+ * The keeper retries within its attempt, beside the work; a retried attempt after a worker's death
+ * refreshes at once for the same reason (compaction-kill.test.ts). Through a real
+ * `compactionWorkflow` on Temporal and MinIO; the heartbeats are read off the lease writes.
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -30,7 +32,7 @@ describe('a retried lease keeper', () => {
     await fixture?.store.close();
   });
 
-  it('whose predecessor died just before its refresh refreshes at once: the lease goes about one interval unrefreshed, not two', async () => {
+  it('whose refresh failed just before it was sent refreshes again after the first backoff: the lease goes about one interval unrefreshed, not two', async () => {
     const ns = uniqueId('keeper').toLowerCase();
     await writeInputs(fixture.store, ns, 'inodes', makeInputs(2, 100));
     /** heartbeat_at_ms of every lease write that landed, in order; the failed refresh is marked by its position. */
@@ -41,7 +43,7 @@ describe('a retried lease keeper', () => {
       const key = args[0];
       const leaseWrite = (operation === 'putIfMatch' || operation === 'putIfAbsent') && typeof key === 'string' && parseCompactionKey(key).kind === 'lease';
       if (operation === 'getStream') await work.wait;
-      // The keeper's second refresh never leaves: its attempt fails as a worker dying just before it would.
+      // The keeper's second refresh never leaves, as if the store failed it before sending.
       if (leaseWrite && operation === 'putIfMatch' && heartbeats.length === 2 && failedAfter === undefined) {
         failedAfter = heartbeats.length;
         throw new Error('worker lost just before refreshing');
@@ -49,7 +51,7 @@ describe('a retried lease keeper', () => {
       const result = await call();
       if (leaseWrite) {
         heartbeats.push((JSON.parse(new TextDecoder().decode(args[1] as Uint8Array)) as { payload: { heartbeat_at_ms: number } }).payload.heartbeat_at_ms);
-        // The compaction waits until the retried keeper has refreshed once.
+        // The compaction waits until the keeper has refreshed once after the failure.
         if (failedAfter !== undefined && heartbeats.length > failedAfter) work.open();
       }
       return result;
@@ -65,7 +67,7 @@ describe('a retried lease keeper', () => {
     }
     expect(failedAfter).toBe(2);
     const [, beforeFailure, retried] = heartbeats;
-    // Due at beforeFailure + interval; the attempt fails then, Temporal retries it 1 s later, and it refreshes at once.
+    // Due at beforeFailure + interval; the refresh fails then, is retried 1 s later (the first backoff), and lands.
     // Waiting a full interval from its start would put the refresh at about beforeFailure + 2 × interval + 1 s.
     expect(retried! - beforeFailure!).toBeGreaterThanOrEqual(interval);
     expect(retried! - beforeFailure!).toBeLessThan(interval + (interval + 1000) / 2);

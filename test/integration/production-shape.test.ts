@@ -12,6 +12,7 @@ import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LeasedProgress } from '../../src/activities/compaction';
 import { startCompaction } from '../../src/client';
 import { outputSegmentKey, planMerge, runPartKey, type CompactionProgress } from '../../src/compactor';
 import { resolveSettings } from '../../src/config';
@@ -47,7 +48,7 @@ const isSegmentBody = (r: S3Request) => r.key.endsWith(`.${SEGMENT_EXTENSION}`);
 const seconds = (fromMs: number) => ((performance.now() - fromMs) / 1000).toFixed(1);
 const report = (phase: string, fromMs: number, detail: string) => console.log(`[production-shape] ${phase}: ${seconds(fromMs)} s · ${detail}`);
 
-/** Where the pending `compactSegments` activity stands, as the server holds it (what a retried attempt resumes from). */
+/** Where the pending `compactUnderLease` activity stands, as the server holds it (what a retried attempt resumes from). */
 interface CompactionAttempt {
   readonly attempt: number;
   readonly started: boolean;
@@ -138,13 +139,13 @@ describe('production-shape compaction on MinIO', () => {
         for (;;) {
           const description = await Promise.race([handle.describe(), died]);
           const closed = description.status.name !== 'RUNNING';
-          const pending = description.raw.pendingActivities?.find((a) => a.activityType?.name === 'compactSegments');
+          const pending = description.raw.pendingActivities?.find((a) => a.activityType?.name === 'compactUnderLease');
           const payload = pending?.heartbeatDetails?.payloads?.[0];
           const found = check(
             pending && {
               attempt: pending.attempt ?? 1,
               started: pending.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
-              progress: payload ? defaultPayloadConverter.fromPayload<CompactionProgress>(payload) : undefined,
+              progress: payload ? defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress : undefined,
               lastFailure: pending.lastFailure?.message ?? undefined,
             },
             closed,
@@ -159,7 +160,7 @@ describe('production-shape compaction on MinIO', () => {
         }
       };
       const noRetryBeyond = (attempt: number, a: CompactionAttempt | undefined) => {
-        if (a && a.attempt > attempt) throw new Error(`compactSegments attempt ${a.attempt - 1} failed: ${a.lastFailure}`);
+        if (a && a.attempt > attempt) throw new Error(`compactUnderLease attempt ${a.attempt - 1} failed: ${a.lastFailure}`);
       };
 
       // The kill comes once the server holds finished segments: that is what the next attempt resumes from.
@@ -192,7 +193,7 @@ describe('production-shape compaction on MinIO', () => {
 
       from = performance.now();
       const second = startWorker(taskQueue);
-      const resumed = await waitFor('a second attempt of compactSegments started on the new worker', HEARTBEAT_TIMEOUT_MS + 90_000, second.died, (a) => {
+      const resumed = await waitFor('a second attempt of compactUnderLease started on the new worker', HEARTBEAT_TIMEOUT_MS + 90_000, second.died, (a) => {
         noRetryBeyond(2, a);
         return a?.attempt === 2 && a.started ? a : undefined;
       });

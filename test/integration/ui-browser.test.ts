@@ -150,7 +150,7 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     );
     await screenshot('compaction-published');
     await openRun(published, 'history');
-    await expectVisible("read the worker's timings", 'read group inodes of', `create lease ${result.jobId}`, `hold lease ${result.jobId}`, 'compact 3 segments of inodes', `publish ${result.outputs.length} segments of ${result.jobId}`);
+    await expectVisible("read the worker's timings", 'read group inodes of', `create lease ${result.jobId}`, `compact 3 segments of inodes under lease ${result.jobId}`, `publish ${result.outputs.length} segments of ${result.jobId}`);
     await openRun(published, 'search-attributes');
     await expectVisible(...attributes({ CompactionNamespace: ns, CompactionGroup: 'inodes', CompactionJobId: result.jobId, CompactionOutcome: 'published' }));
   });

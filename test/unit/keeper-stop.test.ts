@@ -1,4 +1,4 @@
-/** The lease keeper stopped by its job's work on the same worker, over an embedded store, without Temporal. */
+/** The lease keeper stopped by its job's work (beside it in one activity, or on the same worker), over an embedded store, without Temporal. */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +39,35 @@ describe('a lease keeper stopped by the end of its work', () => {
     expect(stopped, 'the keeper returned with its refresh in flight').toBe(false);
     release.open();
     expect(await keeper).toEqual({ stopped: 'work ended' });
+    const written = refreshes;
+    await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
+    expect(refreshes).toBe(written);
+  });
+});
+
+describe('the work under its lease, keeper and work in one activity', () => {
+  it('returns only once the keeper\'s refresh in flight has settled, and writes the lease no more', async () => {
+    const job = { namespaceId: namespaceId('demo'), jobId: jobId(`cmp_${'b'.repeat(32)}`) };
+    const sent = gate();
+    const release = gate();
+    let refreshes = 0;
+    const store = wrapStore(embedded, async (operation, _args, call) => {
+      if (operation !== 'putIfMatch') return call();
+      refreshes++;
+      sent.open();
+      await release.wait;
+      return call();
+    });
+    // The work ends while the keeper's first refresh is in flight.
+    const activities = createCompactionActivities({ store, settings, compactor: () => sent.wait.then(() => NO_PROGRESS) });
+    const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
+    let returned = false;
+    const leased = new MockActivityEnvironment().run(activities.compactUnderLease, { ...job, group: 'bindings', inputs: [], held }).finally(() => (returned = true));
+    await sent.wait;
+    await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
+    expect(returned, 'the activity returned with its refresh in flight').toBe(false);
+    release.open();
+    expect(await leased).toMatchObject({ outputs: [] });
     const written = refreshes;
     await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
     expect(refreshes).toBe(written);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { resolveTiming } from '../../src/config';
-import { ACTIVITY_BACKOFF, attemptsSpanning } from '../../src/config/retry';
+import { ACTIVITY_BACKOFF, attemptsSpanning, backoffDelayMs } from '../../src/config/retry';
 
 /** The waits before attempts 2…n of the backoff. */
 const waitsOf = (attempts: number): number[] =>
@@ -20,5 +20,11 @@ describe('attempt limits of the short compaction activities', () => {
 
   it('a zero span is one attempt', () => {
     expect(attemptsSpanning(0)).toBe(1);
+  });
+});
+
+describe("the lease keeper's retries of a failed refresh within its attempt", () => {
+  it('wait as Temporal spaces the activities\' attempts: 1 s doubling, at most 1 min', () => {
+    expect(Array.from({ length: 8 }, (_, failures) => backoffDelayMs(ACTIVITY_BACKOFF, failures))).toEqual([1000, 2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000]);
   });
 });

@@ -53,7 +53,7 @@ describe('worker roles', () => {
   it("each single role registers its own activities and the workflows' settings reads, none of the other role's; all registers both", () => {
     const compaction = names('compaction');
     const collector = names('collector');
-    expect(compaction).toEqual(expect.arrayContaining(['compactionSettings', 'gcSettings', 'readGroup', 'createLease', 'holdLease', 'compactSegments', 'publish']));
+    expect(compaction).toEqual(expect.arrayContaining(['compactionSettings', 'gcSettings', 'readGroup', 'createLease', 'compactUnderLease', 'holdLease', 'compactSegments', 'publish']));
     expect(collector).toEqual(expect.arrayContaining(['compactionSettings', 'gcSettings', 'listNamespaces', 'claimLease', 'reclaimPrefix', 'deleteLease']));
     expect(compaction.filter((name) => collector.includes(name))).toEqual(['compactionSettings', 'gcSettings']);
     expect(names('all')).toEqual([...new Set([...compaction, ...collector])].sort());
