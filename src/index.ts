@@ -3,6 +3,18 @@ export * from './keys';
 export * from './lease';
 export * from './root';
 export * from './segments';
+export {
+  OutsideJobPrefixError,
+  referenceCompactor,
+  stagedOutputKey,
+  type CompactionAttempt,
+  type CompactionJob,
+  type CompactionOutputs,
+  type CompactionProgress,
+  type Compactor,
+  type MergeLimits,
+  type StagedStore,
+} from './compactor';
 export * from './config';
 export * from './store';
 export * from './protocol';

@@ -6,11 +6,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { recordFence, recordRefresh } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
-import { compactGroup, NO_PROGRESS, outputSegmentKeys, type CompactionProgress, type Compactor } from '../compactor';
+import { checkStagedKeys, referenceCompactor, stagedStore, type Compactor } from '../compactor';
 import { asInputError, checkInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { familyGroup, jobId, namespaceId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
-import { groupSegments } from '../root';
+import { groupSegments, jsonRootCodec, type RootCodec } from '../root';
 import {
   createJobLease,
   LeaseLostError,
@@ -25,8 +25,10 @@ import type { ObjectStore, StreamedObject } from '../store';
 export interface CompactionDeps {
   readonly store: ObjectStore;
   readonly settings: CompactionSettings;
-  /** What `compactSegments` runs; {@link compactGroup} unless a benchmark or test passes a test compactor. */
+  /** What `compactSegments` runs: the segment format's plug-in; default {@link referenceCompactor}. */
   readonly compactor?: Compactor;
+  /** How the root is read and written, by publication and the collector alike; default {@link jsonRootCodec}. */
+  readonly rootCodec?: RootCodec;
 }
 
 export interface JobInput {
@@ -48,7 +50,8 @@ export interface WorkflowSettings {
 
 export interface CompactionOutput {
   readonly outputs: string[];
-  readonly progress: CompactionProgress;
+  /** Named `progress` since the first histories: their recorded results hold these two counts under it. */
+  readonly progress: { readonly recordsOut: number; readonly bytesOut: number };
 }
 
 const job = (input: JobInput): { namespaceId: NamespaceId; jobId: MetadataCompactionId } => ({
@@ -115,7 +118,7 @@ async function sleepUnless(ctx: Context, ms: number, stop: AbortSignal): Promise
   }
 }
 
-export function createCompactionActivities({ store, settings, compactor = compactGroup }: CompactionDeps) {
+export function createCompactionActivities({ store, settings, compactor = referenceCompactor, rootCodec = jsonRootCodec }: CompactionDeps) {
   const { timing } = settings;
   // The keepers running on this worker, by job: a job's work that ends here stops its keeper at once
   // instead of waiting for cancellation, which reaches an activity only in a heartbeat response.
@@ -136,7 +139,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
 
     /** The group's current segments: the job's inputs, fixed and checked (listed once, present, not too large) before its lease exists. */
     async readGroup(input: { namespaceId: string; group: string }): Promise<{ inputs: string[] }> {
-      const { root } = await readRoot(store, namespaceId(input.namespaceId));
+      const { root } = await readRoot(store, namespaceId(input.namespaceId), rootCodec);
       const inputs = [...groupSegments(root, familyGroup(input.group))];
       await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
       return { inputs };
@@ -203,24 +206,26 @@ export function createCompactionActivities({ store, settings, compactor = compac
     async compactSegments(input: JobInput & { group: string; inputs: string[] }): Promise<CompactionOutput> {
       const ctx = Context.current();
       const ref = job(input);
-      const resume = (ctx.info.heartbeatDetails as CompactionProgress | undefined) ?? NO_PROGRESS;
-      ctx.heartbeat(resume);
-      let latest = resume;
+      let latest: unknown = ctx.info.heartbeatDetails;
+      ctx.heartbeat(latest);
       const attempt = attemptStore(store);
       // Reading the first bytes of every input and skipping to the resume key emit no records, and
-      // can outlast the heartbeat timeout on a wide group: beat on a timer too, not only per record batch
-      // (the worker's heartbeat throttle sends at most one of these per beat interval).
+      // can outlast the heartbeat timeout on a wide group: beat on a timer too, not only when the
+      // compactor calls (the worker's heartbeat throttle sends at most one of these per beat interval).
       const beat = setInterval(() => ctx.heartbeat(latest), beatEveryMs);
-      const progress = await compactor(attempt.store, ref, input.inputs, settings, resume, {
-        onSegmentFinished: (p) => {
-          latest = p;
-          ctx.heartbeat(p);
-        },
-        onRecords: () => {
-          ctx.heartbeat(latest);
-          if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
-        },
-      })
+      const result = await compactor
+        .compact({
+          job: { ...ref, group: familyGroup(input.group) },
+          inputs: input.inputs,
+          store: stagedStore(attempt.store, ref),
+          limits: settings,
+          resume: latest,
+          heartbeat: (progress) => {
+            if (progress !== undefined) latest = progress;
+            ctx.heartbeat(latest);
+            if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
+          },
+        })
         .catch((err: unknown) => {
           // An input deleted after readGroup checked it: the same clear end as one missing from the start.
           throw asInputError(err, input.group, input.inputs);
@@ -229,10 +234,12 @@ export function createCompactionActivities({ store, settings, compactor = compac
           clearInterval(beat);
           return attempt.closeBodies();
         });
+      // Publication trusts the outputs to be this job's own staged segments: a plug-in's are checked, not believed.
+      checkStagedKeys(ref, result.outputs);
       // The work is done: the keeper of this job, if it runs here, stops now (the workflow's
       // cancellation stays the way to stop one on another worker).
       keepers.get(ref.jobId)?.abort();
-      return { outputs: outputSegmentKeys(ref, progress), progress };
+      return { outputs: [...result.outputs], progress: { recordsOut: result.recordsOut, bytesOut: result.bytesOut } };
     },
 
     async publish(input: JobInput & { group: string; inputs: string[]; outputs: string[] }): Promise<PublicationOutcome> {
@@ -243,6 +250,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
         { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
         { leaseClockMs: attemptClock(), elapsedMs: () => performance.now() - start },
         Context.current().info.attempt > 1,
+        rootCodec,
       );
       if (outcome.outcome === 'fenced') recordFence();
       return outcome;
