@@ -14,11 +14,14 @@ import {
   encodeLease,
   gcPassResult,
   inputSegmentKey,
+  jobId,
   leaseKey,
   namespaceId,
+  newJobId,
   newSegmentId,
   readRoot,
   rootKey,
+  stagedOutputKey,
   startCompaction,
   type CompactionAttempt,
   type Compactor,
@@ -46,7 +49,11 @@ describe('a plug-in format (binary segments, text root)', () => {
   const exists = async (key: string) => (await store.list({ prefix: key })).objects.some((o) => o.key === key);
   const compact = async (ns: NamespaceId, taskQueue = worker.taskQueue) => (await startCompaction(client, { namespaceId: ns, group, taskQueue })).result();
   const pass = async (ns: NamespaceId) => {
-    const handle = await client.workflow.start<typeof gcWorkflow>('gcWorkflow', { workflowId: uniqueId('gc-plugin'), taskQueue: worker.taskQueue, args: [{ namespaces: [ns], dryRun: false }] });
+    const handle = await client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
+      workflowId: uniqueId('gc-plugin'),
+      taskQueue: worker.taskQueue,
+      args: [{ namespaces: [ns], dryRun: false }],
+    });
     return gcPassResult(handle);
   };
 
@@ -131,6 +138,24 @@ describe('a plug-in format (binary segments, text root)', () => {
     expect(root.retired).toEqual([]);
     expect(root.groups[group]).toEqual(result.outputs);
     for (const key of result.outputs) expect(await exists(key), key).toBe(true);
+  });
+
+  it("the job-prefix reclaim reads references through the text root: once the job is dead its unpublished objects go, its published outputs stay", async () => {
+    const ns = newNamespace('lpbprefix');
+    await writeBinaryInputs(store, ns, group, sampleBinaryInputs(2, 50));
+    const result = await compact(ns);
+    expect(result.outcome).toBe('published');
+    const job = { namespaceId: ns, jobId: jobId(result.jobId) };
+    const strays = [stagedOutputKey(job, 'unpublished', 'lpb'), stagedOutputKey({ namespaceId: ns, jobId: newJobId() }, '0', 'lpb')];
+    for (const key of strays) await store.put(key, Buffer.from('LPB1'));
+
+    // Past the lease's expiry and the strays' staging grace: the job's lease is claimed and its prefix walked.
+    await sleep(settings.timing.stagingGraceMs + 1000);
+    const later = await pass(ns);
+    expect(later.complete).toBe(true);
+    for (const key of strays) expect(await exists(key), key).toBe(false);
+    for (const key of result.outputs) expect(await exists(key), key).toBe(true);
+    expect((await readRoot(store, ns, textRootCodec)).root.groups[group]).toEqual(result.outputs);
   });
 
   it('a root the text codec cannot read deletes nothing and is reported as corrupt', async () => {
