@@ -3,6 +3,18 @@ export * from './keys';
 export * from './lease';
 export * from './root';
 export * from './segments';
+export {
+  OutsideJobPrefixError,
+  referenceCompactor,
+  stagedOutputKey,
+  type CompactionAttempt,
+  type CompactionJob,
+  type CompactionOutputs,
+  type CompactionProgress,
+  type Compactor,
+  type MergeLimits,
+  type StagedStore,
+} from './compactor';
 export * from './config';
 export * from './store';
 export * from './protocol';
@@ -10,6 +22,7 @@ export * from './client';
 export * from './worker';
 export { startWorkerFromEnv, type StartWorkerFromEnvOptions, type WorkerFromEnv } from './worker/from-env';
 export { writeInputSegment } from './writer';
+export { checkFormat, FormatCheckError, MAX_PROGRESS_BYTES, type FormatUnderTest } from './conformance';
 export type { CompactionInput, CompactionResult, CompactionOutcomeName, LeaseView } from './workflows/compaction';
 export type { GcInput, GcOptions, GcReport, GcTotals } from './workflows/gc';
 export type { CorruptLease } from './activities/gc';

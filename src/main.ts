@@ -11,6 +11,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { Command } from 'commander';
 import { DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, runGcPass, startCompaction } from './client';
 import type { LeasedProgress } from './activities/compaction';
+import type { CompactionProgress } from './compactor';
 import { resolveSettings, SETTINGS_ENV, SettingsError, settingsFromEnv, shrunkTiming, TIMING_ENV, WORKER_ROLE_ENV, workerRoleFromEnv } from './config';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer } from './devservers';
 import { namespaceId } from './keys';
@@ -97,7 +98,8 @@ async function main(): Promise<void> {
     const pending = (await handle.describe().catch(() => undefined))?.raw.pendingActivities ?? [];
     const compacting = pending.find((a) => a.activityType?.name === 'compactUnderLease');
     const details = compacting?.heartbeatDetails?.payloads?.[0];
-    const p = details ? defaultPayloadConverter.fromPayload<LeasedProgress>(details).progress : undefined;
+    // The demo runs the reference compactor, whose progress is a CompactionProgress.
+    const p = details ? (defaultPayloadConverter.fromPayload<LeasedProgress>(details).progress as CompactionProgress | undefined) : undefined;
     const line = `  ${view?.phase ?? 'starting'}${view?.jobId ? ` job ${view.jobId}` : ''}${p ? `: ${p.segmentsFinished} segments, ${p.recordsOut} records written` : ''}`;
     if (line !== last && !finished) console.log((last = line));
   }

@@ -6,13 +6,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { recordFence, recordRefresh } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
-import { compactGroup, NO_PROGRESS, outputSegmentKeys, type CompactionHooks, type CompactionProgress, type Compactor } from '../compactor';
+import { checkStagedKeys, referenceCompactor, stagedStore, type CompactionOutputs, type Compactor } from '../compactor';
 import { asInputError, checkInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { ACTIVITY_BACKOFF, backoffDelayMs, type Backoff } from '../config/retry';
 import { TypedError } from '../errors';
 import { familyGroup, jobId, namespaceId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
-import { groupSegments } from '../root';
+import { groupSegments, jsonRootCodec, type RootCodec } from '../root';
 import {
   createJobLease,
   LeaseLostError,
@@ -27,8 +27,10 @@ import type { ObjectStore, StreamedObject } from '../store';
 export interface CompactionDeps {
   readonly store: ObjectStore;
   readonly settings: CompactionSettings;
-  /** What `compactSegments` runs; {@link compactGroup} unless a benchmark or test passes a test compactor. */
+  /** What `compactUnderLease` (and `compactSegments` of older runs) runs: the segment format's plug-in; default {@link referenceCompactor}. */
   readonly compactor?: Compactor;
+  /** How the root is read and written, by publication and the collector alike; default {@link jsonRootCodec}. */
+  readonly rootCodec?: RootCodec;
 }
 
 export interface JobInput {
@@ -50,7 +52,8 @@ export interface WorkflowSettings {
 
 export interface CompactionOutput {
   readonly outputs: string[];
-  readonly progress: CompactionProgress;
+  /** Named `progress` since the first histories: their recorded results hold these two counts under it. */
+  readonly progress: { readonly recordsOut: number; readonly bytesOut: number };
 }
 
 const job = (input: JobInput): { namespaceId: NamespaceId; jobId: MetadataCompactionId } => ({
@@ -107,7 +110,8 @@ export interface KeeperStopped {
 /** The heartbeat details of {@link compactUnderLease}: the lease as last held and the work's progress, one stream for both. */
 export interface LeasedProgress {
   readonly held: HeldLease;
-  readonly progress: CompactionProgress;
+  /** The compactor's own position (plain JSON), undefined before its first heartbeat. */
+  readonly progress: unknown;
 }
 
 export interface LeasedCompactionOutput extends CompactionOutput {
@@ -137,7 +141,7 @@ interface KeeperHooks {
   readonly retry?: Backoff;
 }
 
-export function createCompactionActivities({ store, settings, compactor = compactGroup }: CompactionDeps) {
+export function createCompactionActivities({ store, settings, compactor = referenceCompactor, rootCodec = jsonRootCodec }: CompactionDeps) {
   const { timing } = settings;
   // The keepers of runs that hold the lease in a separate activity, by job: a job's work that ends
   // here stops its keeper at once instead of waiting for cancellation, which reaches an activity only
@@ -197,17 +201,31 @@ export function createCompactionActivities({ store, settings, compactor = compac
     }
   }
 
-  /** Runs the compactor over the attempt's store: every body it opened is closed when it ends, and a vanished input reads as one. */
-  async function compact(ref: ReturnType<typeof job>, input: { group: string; inputs: string[] }, resume: CompactionProgress, hooks: CompactionHooks): Promise<CompactionProgress> {
+  /**
+   * Runs the compactor over the attempt's store, narrowed to its job's staged segments: every body it
+   * opened is closed when it ends, a vanished input reads as one, and the outputs it returns are
+   * checked to be its own staged segments (publication trusts them: a plug-in's are checked, not believed).
+   */
+  async function compact(ref: ReturnType<typeof job>, input: { group: string; inputs: string[] }, resume: unknown, heartbeat: (progress?: unknown) => void): Promise<CompactionOutputs> {
     const attempt = attemptStore(store);
+    let result: CompactionOutputs;
     try {
-      return await compactor(attempt.store, ref, input.inputs, settings, resume, hooks);
+      result = await compactor.compact({
+        job: { ...ref, group: familyGroup(input.group) },
+        inputs: input.inputs,
+        store: stagedStore(attempt.store, ref),
+        limits: settings,
+        resume,
+        heartbeat,
+      });
     } catch (err) {
       // An input deleted after readGroup checked it: the same clear end as one missing from the start.
       throw asInputError(err, input.group, input.inputs);
     } finally {
       await attempt.closeBodies();
     }
+    checkStagedKeys(ref, result.outputs);
+    return result;
   }
 
   return {
@@ -225,7 +243,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
 
     /** The group's current segments: the job's inputs, fixed and checked (listed once, present, not too large) before its lease exists. */
     async readGroup(input: { namespaceId: string; group: string }): Promise<{ inputs: string[] }> {
-      const { root } = await readRoot(store, namespaceId(input.namespaceId));
+      const { root } = await readRoot(store, namespaceId(input.namespaceId), rootCodec);
       const inputs = [...groupSegments(root, familyGroup(input.group))];
       await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
       return { inputs };
@@ -248,7 +266,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
       const ref = job(input);
       const resumed = ctx.info.heartbeatDetails as LeasedProgress | undefined;
       let held = resumed?.held ?? input.held;
-      let progress = resumed?.progress ?? NO_PROGRESS;
+      let progress = resumed?.progress;
       // Every beat carries the latest of both; the worker's heartbeat throttle sends at most one per beat interval.
       const beat = () => ctx.heartbeat({ held, progress } satisfies LeasedProgress);
       const workEnded = new AbortController();
@@ -265,15 +283,10 @@ export function createCompactionActivities({ store, settings, compactor = compac
         throw err;
       });
       let workEndedAtMs = 0;
-      const working = compact(ref, input, progress, {
-        onSegmentFinished: (p) => {
-          progress = p;
-          beat();
-        },
-        onRecords: () => {
-          beat();
-          if (keeperEnded.signal.aborted) throw keeperEnded.signal.reason;
-        },
+      const working = compact(ref, input, progress, (p) => {
+        if (p !== undefined) progress = p;
+        beat();
+        if (keeperEnded.signal.aborted) throw keeperEnded.signal.reason;
       }).finally(() => {
         workEndedAtMs = Date.now();
         workEnded.abort();
@@ -282,7 +295,8 @@ export function createCompactionActivities({ store, settings, compactor = compac
       // The keeper's failure comes first: the work's, if any, followed from it.
       if (kept.status === 'rejected') throw kept.reason;
       if (worked.status === 'rejected') throw worked.reason;
-      return { outputs: outputSegmentKeys(ref, worked.value), progress: worked.value, workEndedAtMs };
+      const { outputs, recordsOut, bytesOut } = worked.value;
+      return { outputs: [...outputs], progress: { recordsOut, bytesOut }, workEndedAtMs };
     },
 
     /**
@@ -308,27 +322,21 @@ export function createCompactionActivities({ store, settings, compactor = compac
     async compactSegments(input: JobInput & { group: string; inputs: string[] }): Promise<CompactionOutput> {
       const ctx = Context.current();
       const ref = job(input);
-      const resume = (ctx.info.heartbeatDetails as CompactionProgress | undefined) ?? NO_PROGRESS;
-      ctx.heartbeat(resume);
-      let latest = resume;
+      let latest: unknown = ctx.info.heartbeatDetails;
+      ctx.heartbeat(latest);
       // Reading the first bytes of every input and skipping to the resume key emit no records, and
-      // can outlast the heartbeat timeout on a wide group: beat on a timer too, not only per record batch
-      // (the worker's heartbeat throttle sends at most one of these per beat interval).
+      // can outlast the heartbeat timeout on a wide group: beat on a timer too, not only when the
+      // compactor calls (the worker's heartbeat throttle sends at most one of these per beat interval).
       const beat = setInterval(() => ctx.heartbeat(latest), beatEveryMs);
-      const progress = await compact(ref, input, resume, {
-        onSegmentFinished: (p) => {
-          latest = p;
-          ctx.heartbeat(p);
-        },
-        onRecords: () => {
-          ctx.heartbeat(latest);
-          if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
-        },
+      const result = await compact(ref, input, latest, (progress) => {
+        if (progress !== undefined) latest = progress;
+        ctx.heartbeat(latest);
+        if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
       }).finally(() => clearInterval(beat));
       // The work is done: the keeper of this job, if it runs here, stops now (the workflow's
       // cancellation stays the way to stop one on another worker).
       keepers.get(ref.jobId)?.abort();
-      return { outputs: outputSegmentKeys(ref, progress), progress };
+      return { outputs: [...result.outputs], progress: { recordsOut: result.recordsOut, bytesOut: result.bytesOut } };
     },
 
     async publish(input: JobInput & { group: string; inputs: string[]; outputs: string[] }): Promise<PublicationOutcome> {
@@ -339,6 +347,7 @@ export function createCompactionActivities({ store, settings, compactor = compac
         { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
         { leaseClockMs: attemptClock(), elapsedMs: () => performance.now() - start },
         Context.current().info.attempt > 1,
+        rootCodec,
       );
       if (outcome.outcome === 'fenced') recordFence();
       return outcome;

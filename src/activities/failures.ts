@@ -24,6 +24,7 @@ export const NON_RETRYABLE_TYPES = [
   'TimingConfig',
   'InvalidSettings',
   'PlanOutOfStep',
+  'OutsideJobPrefix',
 ] as const;
 
 /** A typed error becomes a failure of its own type and retryability; other errors stay retryable, typed by their name. */

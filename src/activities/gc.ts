@@ -22,6 +22,7 @@ import {
   type ReclaimPosition,
   type ReclaimTally,
 } from '../protocol';
+import { jsonRootCodec, type RootCodec } from '../root';
 import type { ObjectStore } from '../store';
 import { toFailure } from './failures';
 
@@ -30,6 +31,8 @@ export type { CorruptLease } from '../protocol';
 export interface GcDeps {
   readonly store: ObjectStore;
   readonly settings: CompactionSettings;
+  /** How the root is read and its retired list rewritten: the codec the compactions publish with; default `jsonRootCodec`. */
+  readonly rootCodec?: RootCodec;
 }
 
 /**
@@ -65,11 +68,11 @@ type ResultOf<K extends CollectorCommand['kind']> = Extract<
   { kind: { listJobPrefixes: 'listed'; readRoot: 'rootRead'; surveyLeases: 'surveyed'; claimLease: 'claimed'; reclaimPrefix: 'reclaimed'; deleteLease: 'leaseDeleted'; reclaimRetiredSegments: 'retiredReclaimed' }[K] }
 >;
 
-export function createGcActivities({ store, settings }: GcDeps) {
+export function createGcActivities({ store, settings, rootCodec = jsonRootCodec }: GcDeps) {
   const { timing } = settings;
   /** Every command runs through the same executor as a pass run without Temporal. */
   const run = async <K extends CollectorCommand['kind']>(input: Input<K>, progress?: Parameters<typeof executeOnStore>[4]): Promise<ResultOf<K>> =>
-    (await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, progress)) as ResultOf<K>;
+    (await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, progress, rootCodec)) as ResultOf<K>;
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {
       const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs, readerGraceMs } = timing;

@@ -4,12 +4,10 @@
  * and the segment's index, so a resumed attempt rewrites nothing it finished and a re-run of a
  * half-written segment lands on the same key with the same bytes.
  */
-import { createHash } from 'node:crypto';
-import { segmentId, stagedSegmentKey, type SegmentId } from '../keys';
 import type { JobRef } from '../protocol';
 import { mergeSegments, readSegment, SEGMENT_EXTENSION, SegmentBuilder, type SegmentRecord } from '../segments';
-import type { ObjectStore } from '../store';
 import { planMerge, type MergeSource } from './plan';
+import { stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
 /**
  * Where a compaction stands; kept in Temporal heartbeat details so a retried attempt resumes. Its
@@ -27,20 +25,11 @@ export interface CompactionProgress {
 
 export const NO_PROGRESS: CompactionProgress = { segmentsFinished: 0, lastKey: null, recordsOut: 0, bytesOut: 0 };
 
-/** A segment id derived from the job and `name`: every attempt of the job writes that segment at the same key. */
-function derivedSegmentId(job: JobRef, name: string): SegmentId {
-  const digest = createHash('sha256').update(`${job.jobId}/${name}`).digest('hex');
-  return segmentId(`seg_${digest.slice(0, 32)}`);
-}
-
-export const outputSegmentId = (job: JobRef, index: number): SegmentId => derivedSegmentId(job, String(index));
-
-export const outputSegmentKey = (job: JobRef, index: number): string =>
-  stagedSegmentKey(job.namespaceId, job.jobId, outputSegmentId(job, index), SEGMENT_EXTENSION);
+export const outputSegmentKey = (job: JobRef, index: number): string => stagedOutputKey(job, String(index), SEGMENT_EXTENSION);
 
 /** Part `part` of intermediate run `run` under fan-in `fanIn`: a fan-in of its own plans other runs, so their keys differ too. */
 export const runPartKey = (job: JobRef, fanIn: number, run: number, part: number): string =>
-  stagedSegmentKey(job.namespaceId, job.jobId, derivedSegmentId(job, `run/${fanIn}/${run}/${part}`), SEGMENT_EXTENSION);
+  stagedOutputKey(job, `run/${fanIn}/${run}/${part}`, SEGMENT_EXTENSION);
 
 export const outputSegmentKeys = (job: JobRef, progress: CompactionProgress): string[] =>
   Array.from({ length: progress.segmentsFinished }, (_, i) => outputSegmentKey(job, i));
@@ -52,27 +41,6 @@ export interface CompactionHooks {
   readonly onRecords: (recordsIn: number) => void;
 }
 
-/** What bounds a compaction's memory, whatever the width of its group. */
-export interface MergeLimits {
-  /** Uncompressed bytes at which an output segment, or a part of an intermediate run, is closed. */
-  readonly targetSegmentBytes: number;
-  /** Most sources (inputs or intermediate runs) one merge reads at once: each holds read windows and inflate state. */
-  readonly maxFanIn: number;
-}
-
-/**
- * How a worker turns a group's inputs into staged output: {@link compactGroup} in production; a
- * test compactor (see `waiting.ts`) for benchmarks that only need the job to hold its lease.
- */
-export type Compactor = (
-  store: ObjectStore,
-  job: JobRef,
-  inputs: readonly string[],
-  limits: MergeLimits,
-  resume: CompactionProgress,
-  hooks: CompactionHooks,
-) => Promise<CompactionProgress>;
-
 /**
  * Merges all of the group's segments (so tombstones are dropped) from `resume` on, reading at most
  * `maxFanIn` sources at once: a wider group first merges spans of its inputs into intermediate runs
@@ -83,7 +51,14 @@ export type Compactor = (
  * the store's read windows and its inflate state; an input or run part is opened only when its
  * merge starts and is closed by the end of its last record.
  */
-export const compactGroup: Compactor = async (store, job, inputs, limits, resume, hooks) => {
+export async function compactGroup(
+  store: StagedStore,
+  job: JobRef,
+  inputs: readonly string[],
+  limits: MergeLimits,
+  resume: CompactionProgress,
+  hooks: CompactionHooks,
+): Promise<CompactionProgress> {
   const { targetSegmentBytes, maxFanIn } = limits;
   const plan = planMerge(inputs.length, maxFanIn);
   // Runs finished under another fan-in belong to another plan: this attempt writes its own.
@@ -132,12 +107,38 @@ export const compactGroup: Compactor = async (store, job, inputs, limits, resume
     hooks.onSegmentFinished(progress);
   });
   return progress;
+}
+
+/**
+ * The reference compactor, on the plug-in interface: {@link compactGroup}, its progress in the
+ * heartbeat details, its outputs the keys of the segments it finished.
+ */
+export const referenceCompactor: Compactor<CompactionProgress> = {
+  async compact({ job, inputs, store, limits, resume, heartbeat }) {
+    const progress = await compactGroup(store, job, inputs, limits, resume ?? NO_PROGRESS, {
+      onSegmentFinished: heartbeat,
+      onRecords: () => heartbeat(),
+    });
+    return { outputs: outputSegmentKeys(job, progress), recordsOut: progress.recordsOut, bytesOut: progress.bytesOut };
+  },
 };
 
 /** The records of `keys` one after another, each segment opened only when the one before it has ended. */
-async function* readSegments(store: ObjectStore, keys: readonly string[]): AsyncGenerator<SegmentRecord> {
+async function* readSegments(store: StagedStore, keys: readonly string[]): AsyncGenerator<SegmentRecord> {
   for (const key of keys) yield* readSegment(key, (await store.getStream(key)).body);
 }
 
 export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan';
 export { waitingCompactor } from './waiting';
+export {
+  checkStagedKeys,
+  OutsideJobPrefixError,
+  stagedOutputKey,
+  stagedStore,
+  type CompactionAttempt,
+  type CompactionJob,
+  type CompactionOutputs,
+  type Compactor,
+  type MergeLimits,
+  type StagedStore,
+} from './plugin';

@@ -3,6 +3,7 @@
  * collector's activities and behind tests and benchmarks that run a pass without Temporal.
  */
 import { jobId, type NamespaceId } from '../keys';
+import { jsonRootCodec, type RootCodec } from '../root';
 import type { ObjectStore } from '../store';
 import {
   claimLease,
@@ -26,8 +27,9 @@ export interface WalkProgress {
 }
 
 /**
- * Executes one command of a namespace's pass plan against the store, under the pass's rules.
- * Failures are thrown, for the caller to retry (an activity's retry policy, a test's loop).
+ * Executes one command of a namespace's pass plan against the store, under the pass's rules, reading
+ * the root with `codec` (the worker's). Failures are thrown, for the caller to retry (an activity's
+ * retry policy, a test's loop).
  */
 export async function executeOnStore(
   store: ObjectStore,
@@ -35,22 +37,23 @@ export async function executeOnStore(
   rules: PassRules,
   command: CollectorCommand,
   progress: WalkProgress = { resume: START_OF_WALK, onProgress: () => {} },
+  codec: RootCodec = jsonRootCodec,
 ): Promise<CollectorResult> {
   switch (command.kind) {
     case 'listJobPrefixes':
       return { kind: 'listed', page: await listJobPrefixes(store, ns, command.after, rules.prefixesPerPage) };
     case 'readRoot':
-      return { kind: 'rootRead', problem: (await findRootProblem(store, ns)) ?? null };
+      return { kind: 'rootRead', problem: (await findRootProblem(store, ns, codec)) ?? null };
     case 'surveyLeases':
       return { kind: 'surveyed', prefixes: await surveyLeases(store, ns, command.jobIds.map(jobId), rules, progress.onRead) };
     case 'claimLease':
       return { kind: 'claimed', owner: await claimLease(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.seen) };
     case 'reclaimPrefix':
-      return { kind: 'reclaimed', tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, progress.resume, progress.onProgress) };
+      return { kind: 'reclaimed', tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, progress.resume, progress.onProgress, codec) };
     case 'deleteLease':
       await deleteLease(store, { namespaceId: ns, jobId: jobId(command.jobId) });
       return { kind: 'leaseDeleted' };
     case 'reclaimRetiredSegments':
-      return { kind: 'retiredReclaimed', outcome: await reclaimRetiredSegments(store, ns, rules, progress.onRead ?? (() => {})) };
+      return { kind: 'retiredReclaimed', outcome: await reclaimRetiredSegments(store, ns, rules, progress.onRead ?? (() => {}), codec) };
   }
 }

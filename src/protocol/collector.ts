@@ -18,7 +18,7 @@ import {
   type NamespaceId,
 } from '../keys';
 import { claimLeaseState, decideOwner, encodeLease } from '../lease';
-import { RootCorruptError } from '../root';
+import { jsonRootCodec, RootCorruptError, type RootCodec } from '../root';
 import {
   AFTER_ALL_UNDER,
   AmbiguousError,
@@ -179,9 +179,9 @@ export interface RootProblem {
  * to read there is no telling referenced segments from unreferenced ones, so a namespace whose root
  * is missing, corrupt or unreadable (after the store's own retries) is skipped for the pass.
  */
-export async function findRootProblem(store: ObjectStore, ns: NamespaceId): Promise<RootProblem | undefined> {
+export async function findRootProblem(store: ObjectStore, ns: NamespaceId, codec: RootCodec = jsonRootCodec): Promise<RootProblem | undefined> {
   try {
-    await readRoot(store, ns);
+    await readRoot(store, ns, codec);
     return undefined;
   } catch (err) {
     const problem = rootProblemOf(err, ns);
@@ -309,6 +309,7 @@ export async function reclaimPrefix(
   options: ReclaimOptions,
   resume: ReclaimPosition,
   onProgress: (position: ReclaimPosition) => void,
+  codec: RootCodec = jsonRootCodec,
 ): Promise<ReclaimTally> {
   const prefix = jobPrefix(job.namespaceId, job.jobId);
   let position = resume;
@@ -320,7 +321,7 @@ export async function reclaimPrefix(
       let referencedCount = 0;
       if (batch.length) {
         // A missing root is no evidence that nothing is referenced: readRoot throws, and nothing is deleted.
-        const { root } = await readRoot(store, job.namespaceId);
+        const { root } = await readRoot(store, job.namespaceId, codec);
         const doomed = batch.filter((o) => !isRetainedByRoot(root, o.key, options));
         referencedCount = batch.length - doomed.length;
         const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;

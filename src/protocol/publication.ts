@@ -8,7 +8,7 @@
  */
 import { TypedError } from '../errors';
 import { rootKey, type FamilyGroup } from '../keys';
-import { encodeRoot, groupSegments, planPublication, type RootState } from '../root';
+import { groupSegments, jsonRootCodec, planPublication, type RootCodec, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectStore } from '../store';
 import { LeaseLostError, refreshJobLease, type HeldLease } from './job-lease';
 import { readLease, type JobRef } from './lease-read';
@@ -47,13 +47,14 @@ export async function publishCompaction(
   limits: { budgetMs: number; maxRootRaces: number },
   clock: PublicationClock,
   resumed = false,
+  codec: RootCodec = jsonRootCodec,
 ): Promise<PublicationOutcome> {
   // Every root this activity sent by CAS: with no outputs, the only evidence that one landed.
   const sent: RootState[] = [];
   for (let race = 0; ; race++) {
     if (resumed || race > 0) {
-      const before = await readRoot(store, request.namespaceId);
-      if (holdsPublication(before.root, request, sent)) return { outcome: 'published', rootGeneration: before.root.generation };
+      const before = await readRoot(store, request.namespaceId, codec);
+      if (holdsPublication(before.root, request, sent, codec)) return { outcome: 'published', rootGeneration: before.root.generation };
     }
     // Checked after the read: the last race's CAS may have landed too.
     if (race === limits.maxRootRaces) return { outcome: 'superseded', lostRaces: race };
@@ -71,9 +72,9 @@ export async function publishCompaction(
       if (err instanceof LeaseLostError) return { outcome: 'fenced', reason: err.reason };
       throw err;
     }
-    const current = await readRoot(store, request.namespaceId);
+    const current = await readRoot(store, request.namespaceId, codec);
     // A CAS of an earlier activity attempt still in flight may have landed since the first read.
-    if (holdsPublication(current.root, request, sent)) return { outcome: 'published', rootGeneration: current.root.generation };
+    if (holdsPublication(current.root, request, sent, codec)) return { outcome: 'published', rootGeneration: current.root.generation };
     // The inputs retire at this attempt's lease clock (spec 6a.1): the heartbeat the refresh wrote.
     const plan = planPublication(current.root, request.group, request.inputs, request.outputs, held.lease.heartbeat_at_ms);
     if (plan.kind === 'abandoned') return { outcome: 'abandoned', missingInputs: plan.missingInputs };
@@ -83,7 +84,7 @@ export async function publishCompaction(
     }
     sent.push(plan.root);
     try {
-      await store.putIfMatch(rootKey(request.namespaceId), encodeRoot(plan.root), current.etag);
+      await store.putIfMatch(rootKey(request.namespaceId), codec.encode(plan.root), current.etag);
       return { outcome: 'published', rootGeneration: plan.root.generation };
     } catch (err) {
       // A lost race, or our own write answered late: 412 is what the SDK's retry meets after a lost
@@ -100,11 +101,11 @@ export async function publishCompaction(
  * for byte and generation included, to one this activity sent shows the CAS landed (or a writer made
  * exactly the same change). Anything else is not proof, and a publication is never assumed.
  */
-function holdsPublication(root: RootState, request: PublicationRequest, sent: readonly RootState[]): boolean {
+function holdsPublication(root: RootState, request: PublicationRequest, sent: readonly RootState[], codec: RootCodec): boolean {
   if (request.outputs.length > 0) {
     const current = new Set(groupSegments(root, request.group));
     return request.outputs.every((k) => current.has(k));
   }
-  const bytes = Buffer.from(encodeRoot(root));
-  return sent.some((candidate) => bytes.equals(encodeRoot(candidate)));
+  const bytes = Buffer.from(codec.encode(root));
+  return sent.some((candidate) => bytes.equals(codec.encode(candidate)));
 }

@@ -5,7 +5,7 @@
  * a record never outlives nothing and a segment never loses its record while it still exists.
  */
 import { inputSegmentsPrefix, isInputSegmentKeyOf, rootKey, type NamespaceId } from '../keys';
-import { encodeRoot, type RootState } from '../root';
+import { jsonRootCodec, type RootCodec, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectInfo, type ObjectStore } from '../store';
 import { inBatches } from '../store/batches';
 import { DeleteFailedError, rootProblemOf, type RootProblem } from './collector';
@@ -43,10 +43,11 @@ export async function reclaimRetiredSegments(
   ns: NamespaceId,
   options: RetiredReclaimOptions,
   onProgress: () => void,
+  codec: RootCodec = jsonRootCodec,
 ): Promise<RetiredReclaimOutcome> {
   let root: RootState;
   try {
-    root = (await readRoot(store, ns)).root;
+    root = (await readRoot(store, ns, codec)).root;
   } catch (err) {
     const problem = rootProblemOf(err, ns);
     if (!problem) throw err;
@@ -97,7 +98,7 @@ export async function reclaimRetiredSegments(
   for (let i = 0; i < candidates.length; i += options.keysPerFlush) {
     const batch = candidates.slice(i, i + options.keysPerFlush);
     // Candidate selection may be stale, deletion may not: the batch is judged again by the root as it is now.
-    const fresh = (await readRoot(store, ns)).root;
+    const fresh = (await readRoot(store, ns, codec)).root;
     const doomed = batch.filter((o) => isDoomed(fresh, o, options));
     retainedLate += batch.length - doomed.length;
     const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;
@@ -113,7 +114,7 @@ export async function reclaimRetiredSegments(
     if (failed.length) throw new DeleteFailedError(inputSegmentsPrefix(ns), failed);
   }
 
-  const retiredRecordsDropped = options.dryRun ? droppableRecords(root, gone, options).length : await dropRecords(store, ns, gone, options);
+  const retiredRecordsDropped = options.dryRun ? droppableRecords(root, gone, options).length : await dropRecords(store, ns, gone, options, codec);
   return {
     tally: {
       retiredDeleted,
@@ -130,18 +131,17 @@ export async function reclaimRetiredSegments(
   };
 }
 
-
 /**
  * Drops the records of segments that are gone by root CAS, re-reading on every lost race; returns
  * how many it dropped (none counted for a CAS whose answer was lost, though it may have landed).
  */
-async function dropRecords(store: ObjectStore, ns: NamespaceId, gone: ReadonlySet<string>, rules: RetiredRules): Promise<number> {
+async function dropRecords(store: ObjectStore, ns: NamespaceId, gone: ReadonlySet<string>, rules: RetiredRules, codec: RootCodec): Promise<number> {
   for (let round = 0; round < MAX_RECORD_ROUNDS; round++) {
-    const current = await readRoot(store, ns);
+    const current = await readRoot(store, ns, codec);
     const next = withoutReclaimed(current.root, gone, rules);
     if (!next) return 0;
     try {
-      await store.putIfMatch(rootKey(ns), encodeRoot(next), current.etag);
+      await store.putIfMatch(rootKey(ns), codec.encode(next), current.etag);
       return droppableRecords(current.root, gone, rules).length;
     } catch (err) {
       // A publication or a writer won the race, or our own CAS answered late: the next round reads the root again.

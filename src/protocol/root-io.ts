@@ -1,7 +1,7 @@
 /** Reading and replacing the namespace root: bytes and ETag from one GET, replaced only by CAS. */
 import { TypedError } from '../errors';
 import { rootKey, type NamespaceId } from '../keys';
-import { decodeRoot, emptyRoot, encodeRoot, MAX_ROOT_BYTES, type RootState } from '../root';
+import { decodeRootWith, emptyRoot, jsonRootCodec, MAX_ROOT_BYTES, type RootCodec, type RootState } from '../root';
 import { ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
 
 /**
@@ -22,20 +22,21 @@ export interface ReadRoot {
   readonly etag: string;
 }
 
-export async function readRoot(store: ObjectStore, ns: NamespaceId): Promise<ReadRoot> {
+/** Reads the root with `codec` (the worker's; the reference `root.json` codec by default) and checks what it decoded. */
+export async function readRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec = jsonRootCodec): Promise<ReadRoot> {
   const key = rootKey(ns);
   try {
     const object = await store.get(key, { maxBytes: MAX_ROOT_BYTES });
-    return { root: decodeRoot(object.body, ns), etag: object.etag };
+    return { root: decodeRootWith(codec, object.body, ns), etag: object.etag };
   } catch (err) {
     throw err instanceof NotFoundError ? new RootMissingError(key) : err;
   }
 }
 
 /** The root, or undefined when the namespace has none yet. */
-export async function readRootIfAny(store: ObjectStore, ns: NamespaceId): Promise<ReadRoot | undefined> {
+export async function readRootIfAny(store: ObjectStore, ns: NamespaceId, codec: RootCodec = jsonRootCodec): Promise<ReadRoot | undefined> {
   try {
-    return await readRoot(store, ns);
+    return await readRoot(store, ns, codec);
   } catch (err) {
     if (err instanceof RootMissingError) return undefined;
     throw err;
@@ -46,13 +47,18 @@ export async function readRootIfAny(store: ObjectStore, ns: NamespaceId): Promis
  * Applies `change` to the current root by CAS, creating the root if absent, retrying lost races.
  * For the metadata service's own writer (stood in for by the demo and tests), not for publication.
  */
-export async function updateRoot(store: ObjectStore, ns: NamespaceId, change: (root: RootState) => RootState): Promise<RootState> {
+export async function updateRoot(
+  store: ObjectStore,
+  ns: NamespaceId,
+  change: (root: RootState) => RootState,
+  codec: RootCodec = jsonRootCodec,
+): Promise<RootState> {
   for (;;) {
-    const current = await readRootIfAny(store, ns);
+    const current = await readRootIfAny(store, ns, codec);
     const next = change(current?.root ?? emptyRoot(ns));
     try {
-      if (current) await store.putIfMatch(rootKey(ns), encodeRoot(next), current.etag);
-      else await store.putIfAbsent(rootKey(ns), encodeRoot(next));
+      if (current) await store.putIfMatch(rootKey(ns), codec.encode(next), current.etag);
+      else await store.putIfAbsent(rootKey(ns), codec.encode(next));
       return next;
     } catch (err) {
       if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof NotFoundError)) throw err;

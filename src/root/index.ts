@@ -26,6 +26,8 @@ export interface RootState {
   readonly groups: Readonly<Record<string, readonly string[]>>;
   /** Segments a publication replaced, each once, with the time it left: kept for readers until the reader grace is over. Absent: none. */
   readonly retired?: readonly RetiredSegment[];
+  /** A plug-in codec's own fields (see {@link RootCodec}): the package never reads them and carries them through every change. */
+  readonly extension?: unknown;
 }
 
 export interface RetiredSegment {
@@ -69,27 +71,74 @@ export function encodeRoot(root: RootState): Uint8Array {
   return encodeEnvelope(ROOT_KIND, { ...payload, retired }, 2);
 }
 
-export function decodeRoot(bytes: Uint8Array, ns: NamespaceId): RootState {
-  const key = rootKey(ns);
-  const corrupt = (reason: string) => new RootCorruptError(key, reason);
-  if (bytes.length > MAX_ROOT_BYTES) throw corrupt(`${bytes.length} bytes, more than a root may be (${MAX_ROOT_BYTES})`);
-  const { formatVersion, payload } = decodeEnvelope(ROOT_KIND, bytes, corrupt, ROOT_FORMAT_VERSIONS);
-  const parsed = (formatVersion === 1 ? v1Schema : v2Schema).safeParse(payload);
-  if (!parsed.success) throw corrupt(`payload: ${describeIssues(parsed.error)}`);
-  const root = { retired: [], ...parsed.data };
+/**
+ * How a namespace root is stored: the plug-in seam for a metadata service that keeps its own root.
+ * The package reads and replaces the root only through a codec (publication, the collector, the
+ * writer); {@link jsonRootCodec} is the default. Whatever a codec decodes is checked by
+ * {@link checkRoot} before the package trusts it, so a codec cannot make the collector delete a key
+ * outside the namespace's segments.
+ */
+export interface RootCodec {
+  /**
+   * The root in `bytes`, the object at `rootKey(ns)`. Throws on bytes that are not a root (a
+   * {@link RootCorruptError} ideally; any other error is reported as one). A field the package does
+   * not know rides in `extension`, which every change the package makes carries through untouched.
+   */
+  decode(bytes: Uint8Array, ns: NamespaceId): RootState;
+  /**
+   * The bytes of `root`: a pure function of it, and `decode(encode(root))` must equal `root`. Two
+   * roots of different `generation` must encode differently: every CAS has to change the bytes.
+   */
+  encode(root: RootState): Uint8Array;
+}
+
+/**
+ * The package's checks of a decoded root, whatever codec read it: it names its own namespace, its
+ * groups and retired list name only segment keys of that namespace, and nothing is retired twice.
+ */
+export function checkRoot(root: RootState, ns: NamespaceId): RootState {
+  const corrupt = (reason: string) => new RootCorruptError(rootKey(ns), reason);
   if (root.namespace_id !== ns) throw corrupt(`names namespace ${root.namespace_id}, not the namespace of its key`);
+  if (!Number.isSafeInteger(root.generation) || root.generation < 0) throw corrupt(`generation ${root.generation} is not a non-negative integer`);
   for (const [group, keys] of Object.entries(root.groups)) {
     const foreign = keys.find((k) => !isSegmentKeyOf(ns, k));
     if (foreign !== undefined) throw corrupt(`group ${group} names ${JSON.stringify(foreign)}, which is not a segment key of ${ns}`);
   }
   const seen = new Set<string>();
-  for (const { key } of root.retired) {
+  for (const { key } of root.retired ?? []) {
     if (!isSegmentKeyOf(ns, key)) throw corrupt(`retired names ${JSON.stringify(key)}, which is not a segment key of ${ns}`);
     if (seen.has(key)) throw corrupt(`retired names ${JSON.stringify(key)} twice`);
     seen.add(key);
   }
-  return Object.freeze({ ...root, namespace_id: ns });
+  return Object.freeze({ ...root, namespace_id: ns, retired: root.retired ?? [] });
 }
+
+/** Reads `bytes` with `codec` and checks the result; a codec's own failure is a {@link RootCorruptError} naming the key. */
+export function decodeRootWith(codec: RootCodec, bytes: Uint8Array, ns: NamespaceId): RootState {
+  if (bytes.length > MAX_ROOT_BYTES) throw new RootCorruptError(rootKey(ns), `${bytes.length} bytes, more than a root may be (${MAX_ROOT_BYTES})`);
+  let root: RootState;
+  try {
+    root = codec.decode(bytes, ns);
+  } catch (err) {
+    if (err instanceof TypedError) throw err;
+    throw new RootCorruptError(rootKey(ns), `the root codec could not decode it: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return checkRoot(root, ns);
+}
+
+/** The reference codec: `root.json` in the checksummed envelope (docs/formats.md). */
+export const jsonRootCodec: RootCodec = {
+  decode(bytes, ns) {
+    const corrupt = (reason: string) => new RootCorruptError(rootKey(ns), reason);
+    const { formatVersion, payload } = decodeEnvelope(ROOT_KIND, bytes, corrupt, ROOT_FORMAT_VERSIONS);
+    const parsed = (formatVersion === 1 ? v1Schema : v2Schema).safeParse(payload);
+    if (!parsed.success) throw corrupt(`payload: ${describeIssues(parsed.error)}`);
+    return { retired: [], ...parsed.data, namespace_id: parsed.data.namespace_id as NamespaceId };
+  },
+  encode: (root) => encodeRoot(root),
+};
+
+export const decodeRoot = (bytes: Uint8Array, ns: NamespaceId): RootState => decodeRootWith(jsonRootCodec, bytes, ns);
 
 /** Every key the root references: the set the collector must never delete from. */
 export const referencedKeys = (root: RootState): ReadonlySet<string> => new Set(Object.values(root.groups).flat());

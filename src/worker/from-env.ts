@@ -14,7 +14,7 @@ import { createWorker, type CreateWorkerOptions } from './index';
 import { installRuntime } from './runtime';
 import { roleTaskQueueFromEnv } from './task-queue';
 
-export interface StartWorkerFromEnvOptions extends Pick<CreateWorkerOptions, 'compactor' | 'workerOptions' | 'log'> {
+export interface StartWorkerFromEnvOptions extends Pick<CreateWorkerOptions, 'compactor' | 'rootCodec' | 'workerOptions' | 'log'> {
   readonly env?: NodeJS.ProcessEnv;
   /** False when the process installed its own Temporal Runtime already; `COMPACTION_LOG_LEVEL` and metrics then do not apply. */
   readonly installRuntime?: boolean;

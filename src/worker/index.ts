@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import type { Compactor } from '../compactor';
+import type { RootCodec } from '../root';
 import { heartbeatEveryMs, SettingsError, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
 import type { ObjectStore } from '../store';
 import { temporalTarget } from './connect';
@@ -25,8 +26,16 @@ export interface CreateWorkerOptions {
    * `COMPACTION_TASK_QUEUE`, else `compaction-lease`: the queue `startCompaction` and the CLI start on.
    */
   readonly taskQueue?: string;
-  /** Test-only: what the compaction activity runs instead of the reference compactor (e.g. `waitingCompactor` in bench/scale.ts). */
+  /**
+   * The segment format's compactor (docs/plugins.md); default the reference `.mseg` compactor. Every
+   * worker of a deployment that runs compactions must have the same one.
+   */
   readonly compactor?: Compactor;
+  /**
+   * The root's codec (docs/plugins.md); default `root.json`. Compactions publish with it and the
+   * collector reads references and retirements with it: every worker of a deployment needs the same.
+   */
+  readonly rootCodec?: RootCodec;
   /** Passed through to `Worker.create` (slots, identity, bundle, …) over `COMPACTION_WORKER_ACTIVITY_SLOTS`. */
   readonly workerOptions?: Partial<WorkerOptions>;
   /** Where the one line naming the worker's task queue and store goes; default `console.log`. */
@@ -63,7 +72,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     taskQueue,
     // A folder, so the bundler finds index.ts in the sources and index.js in the build.
     ...(options.workerOptions?.workflowBundle ? {} : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities({ store: options.store, settings: options.settings, compactor: options.compactor }, role),
+    activities: createActivities({ store: options.store, settings: options.settings, compactor: options.compactor, rootCodec: options.rootCodec }, role),
     // One heartbeat RPC per beat interval and activity, however often the work calls heartbeat (per record
     // batch): every one is a billable action. Cancellation reaches an activity only with a heartbeat that
     // is sent, so a lease keeper on another worker than its work stops up to one beat interval after the

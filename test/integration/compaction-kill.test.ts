@@ -48,7 +48,7 @@ describe('compaction across a worker crash', () => {
       await new Promise((r) => setTimeout(r, 50));
       const pending = (await handle.describe()).raw.pendingActivities ?? [];
       const payload = pending.find((a) => a.activityType?.name === 'compactUnderLease')?.heartbeatDetails?.payloads?.[0];
-      heartbeated = payload ? defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress : undefined;
+      heartbeated = payload ? (defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress as CompactionProgress | undefined) : undefined;
     }
     const { jobId: job } = await handle.query<{ jobId: string }>('leaseState');
     first.kill('SIGKILL');
@@ -104,7 +104,7 @@ describe('compaction across a worker crash', () => {
       await new Promise((r) => setTimeout(r, 50));
       const pending = (await handle.describe()).raw.pendingActivities ?? [];
       const payload = pending.find((a) => a.activityType?.name === 'compactUnderLease')?.heartbeatDetails?.payloads?.[0];
-      heartbeated = payload ? defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress : undefined;
+      heartbeated = payload ? (defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress as CompactionProgress | undefined) : undefined;
     }
     const { jobId: job } = await handle.query<{ jobId: string }>('leaseState');
     first.kill('SIGKILL');

@@ -145,7 +145,7 @@ describe('production-shape compaction on MinIO', () => {
             pending && {
               attempt: pending.attempt ?? 1,
               started: pending.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
-              progress: payload ? defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress : undefined,
+              progress: payload ? (defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress as CompactionProgress | undefined) : undefined,
               lastFailure: pending.lastFailure?.message ?? undefined,
             },
             closed,

@@ -1,9 +1,11 @@
-/** Publication at the protocol level, on MinIO: the budget, the fence, and lost root races. */
+/** Publication at the protocol level, on MinIO: the budget, the fence, and lost root races; with the reference root.json and the test's plug-in text root (issue 20). */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { familyGroup, leaseKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey } from '../../src/keys';
 import { claimLeaseState, encodeLease } from '../../src/lease';
 import { createJobLease, publishCompaction, PublicationBudgetExceededError, readRoot, updateRoot } from '../../src/protocol';
+import { jsonRootCodec, type RootCodec } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
+import { sampleBinaryInputs, textRootCodec, writeBinaryInputs } from '../support/binary-format';
 import { interceptStore } from '../support/faults';
 import { makeInputs, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
@@ -12,7 +14,13 @@ import { uniqueId } from '../support/temporal';
 const group = familyGroup('attributes');
 const limits = { budgetMs: 1000, maxRootRaces: 3 };
 
-describe('publication', () => {
+/** A root codec and the writer of input segments in its format. */
+const FORMATS: [string, RootCodec, (store: ObjectStore, ns: string) => Promise<string[]>][] = [
+  ['root.json', jsonRootCodec, (store, ns) => writeInputs(store, ns, group, makeInputs(2, 20))],
+  ['the plug-in text root', textRootCodec, (store, ns) => writeBinaryInputs(store, ns, group, sampleBinaryInputs(2, 20))],
+];
+
+describe.each(FORMATS)('publication (%s)', (_, codec, writeFormatInputs) => {
   let fixture: TestStore;
   beforeAll(async () => {
     fixture = await openTestStore('minio');
@@ -22,7 +30,7 @@ describe('publication', () => {
   /** A namespace with two input segments and a job holding a fresh lease. */
   async function prepare() {
     const ns = namespaceId(uniqueId('pub').toLowerCase());
-    const inputs = await writeInputs(fixture.store, ns, group, makeInputs(2, 20));
+    const inputs = await writeFormatInputs(fixture.store, ns);
     const job = newJobId();
     const held = await createJobLease(fixture.store, { namespaceId: ns, jobId: job, ownerId: 'test', startedAtMs: Date.now() });
     const outputs = [stagedSegmentKey(ns, job, newSegmentId(), 'mseg')];
@@ -42,11 +50,11 @@ describe('publication', () => {
       if (operation === 'get') await new Promise((r) => setTimeout(r, limits.budgetMs + 200));
       if (operation === 'putIfMatch') rootWrites++;
     });
-    await expect(publishCompaction(slow, request, limits, realClock())).rejects.toBeInstanceOf(PublicationBudgetExceededError);
+    await expect(publishCompaction(slow, request, limits, realClock(), false, codec)).rejects.toBeInstanceOf(PublicationBudgetExceededError);
     expect(rootWrites).toBe(0);
     expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
     // The retried attempt starts again from its refresh and publishes.
-    await expect(publishCompaction(fixture.store, request, limits, realClock())).resolves.toMatchObject({ outcome: 'published' });
+    await expect(publishCompaction(fixture.store, request, limits, realClock(), false, codec)).resolves.toMatchObject({ outcome: 'published' });
   });
 
   it('a slow refresh at the top of an attempt counts against the publication budget: that attempt publishes nothing', async () => {
@@ -56,7 +64,7 @@ describe('publication', () => {
     const slowRefresh: ObjectStore = interceptStore(fixture.store, async (operation, key) => {
       if (operation === 'putIfMatch' && key === leaseKey(ns, request.jobId)) await new Promise((r) => setTimeout(r, limits.budgetMs + 200));
     });
-    await expect(publishCompaction(slowRefresh, request, limits, realClock())).rejects.toBeInstanceOf(PublicationBudgetExceededError);
+    await expect(publishCompaction(slowRefresh, request, limits, realClock(), false, codec)).rejects.toBeInstanceOf(PublicationBudgetExceededError);
     expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
   });
 
@@ -64,7 +72,7 @@ describe('publication', () => {
     const { ns, held, request } = await prepare();
     await fixture.store.putIfMatch(leaseKey(ns, request.jobId), encodeLease(claimLeaseState(held.lease)), held.etag);
     const before = await fixture.store.get(rootKey(ns));
-    await expect(publishCompaction(fixture.store, request, limits, realClock())).resolves.toMatchObject({ outcome: 'fenced' });
+    await expect(publishCompaction(fixture.store, request, limits, realClock(), false, codec)).resolves.toMatchObject({ outcome: 'fenced' });
     expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
   });
 
@@ -72,10 +80,10 @@ describe('publication', () => {
     const { ns, request } = await prepare();
     const racing = interceptStore(fixture.store, async (operation, key) => {
       // Another writer slips a harmless change in between our read and our CAS, every time.
-      if (operation === 'putIfMatch' && key === rootKey(ns)) await updateRoot(fixture.store, ns, (root) => ({ ...root, generation: root.generation + 1 }));
+      if (operation === 'putIfMatch' && key === rootKey(ns)) await updateRoot(fixture.store, ns, (root) => ({ ...root, generation: root.generation + 1 }), codec);
     });
-    await expect(publishCompaction(racing, request, limits, realClock())).resolves.toEqual({ outcome: 'superseded', lostRaces: 3 });
-    const { root } = await readRoot(fixture.store, ns);
+    await expect(publishCompaction(racing, request, limits, realClock(), false, codec)).resolves.toEqual({ outcome: 'superseded', lostRaces: 3 });
+    const { root } = await readRoot(fixture.store, ns, codec);
     expect(root.groups[group]).toEqual(request.inputs);
   });
 });

@@ -52,8 +52,8 @@ export async function startTestWorker(
   settings: CompactionSettings,
   taskQueue = uniqueId('tq'),
   address = inject('temporalAddress'),
-  /** A single role, and worker options such as an `identity` that tells it from other workers of the process. */
-  extra: Pick<CreateWorkerOptions, 'role' | 'workerOptions'> = {},
+  /** A single role, worker options such as an `identity` that tells it from other workers of the process, a format's plug-ins. */
+  extra: Pick<CreateWorkerOptions, 'role' | 'workerOptions' | 'compactor' | 'rootCodec'> = {},
 ): Promise<RunningWorker> {
   const connection = await NativeConnection.connect({ address });
   const worker = await createWorker({
@@ -62,6 +62,8 @@ export async function startTestWorker(
     connection,
     taskQueue,
     role: extra.role ?? 'all',
+    compactor: extra.compactor,
+    rootCodec: extra.rootCodec,
     workerOptions: { shutdownGraceTime: '2 seconds', workflowBundle: await workflowBundle(), ...extra.workerOptions },
     log: () => {},
   });

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createCompactionActivities } from '../../src/activities/compaction';
-import { NO_PROGRESS } from '../../src/compactor';
 import { resolveSettings, shrunkTiming } from '../../src/config';
 import { jobId, namespaceId } from '../../src/keys';
 import { createEmbeddedObjectStore } from '../../src/store';
@@ -28,7 +27,7 @@ describe('a lease keeper stopped by the end of its work', () => {
       await release.wait;
       return call();
     });
-    const activities = createCompactionActivities({ store, settings, compactor: () => Promise.resolve(NO_PROGRESS) });
+    const activities = createCompactionActivities({ store, settings, compactor: { compact: () => Promise.resolve({ outputs: [], recordsOut: 0, bytesOut: 0 }) } });
     const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
     let stopped = false;
     const keeper = new MockActivityEnvironment().run(activities.holdLease, { ...job, held }).finally(() => (stopped = true));
@@ -59,7 +58,7 @@ describe('the work under its lease, keeper and work in one activity', () => {
       return call();
     });
     // The work ends while the keeper's first refresh is in flight.
-    const activities = createCompactionActivities({ store, settings, compactor: () => sent.wait.then(() => NO_PROGRESS) });
+    const activities = createCompactionActivities({ store, settings, compactor: { compact: () => sent.wait.then(() => ({ outputs: [], recordsOut: 0, bytesOut: 0 })) } });
     const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
     let returned = false;
     const leased = new MockActivityEnvironment().run(activities.compactUnderLease, { ...job, group: 'bindings', inputs: [], held }).finally(() => (returned = true));

@@ -1,0 +1,118 @@
+/**
+ * The compactor plug-in: how a worker turns a group's inputs into staged output segments. A
+ * metadata service with its own segment format implements {@link Compactor}; the reference
+ * (`referenceCompactor`, gzip NDJSON `.mseg`) is the default and is built on the same interface.
+ * The lease, publication and the collector never look inside a segment: they see only keys.
+ */
+import { createHash } from 'node:crypto';
+import { TypedError } from '../errors';
+import { parseCompactionKey, segmentId, stagedSegmentKey, type FamilyGroup } from '../keys';
+import type { JobRef } from '../protocol';
+import type { ObjectStore } from '../store';
+
+/** The job a compactor works for: its output goes under this job's prefix and nowhere else. */
+export interface CompactionJob extends JobRef {
+  readonly group: FamilyGroup;
+}
+
+/** What bounds a compaction's memory, whatever the width of its group. */
+export interface MergeLimits {
+  /** Uncompressed bytes at which an output segment, or a part of an intermediate run, is closed. */
+  readonly targetSegmentBytes: number;
+  /** Most sources (inputs or intermediate runs) one merge reads at once: each holds read windows and inflate state. */
+  readonly maxFanIn: number;
+}
+
+/**
+ * The store as a compactor sees it: reads of any key (its inputs, its own staged output), writes only
+ * of staged segment keys of its job, so a plug-in cannot write where the collector or a reader would
+ * trust it. A refused write throws {@link OutsideJobPrefixError} before anything is sent.
+ */
+export type StagedStore = Pick<ObjectStore, 'get' | 'getStream' | 'head' | 'put'>;
+
+/**
+ * The staged segment key of `name` in `job`: `seg_` + the first 32 hex of `sha256("{job_id}/{name}")`.
+ * A compactor names each output by something its resumed attempt names the same way (an index, a
+ * run and part), so a retry rewrites the same key and never leaves a twin.
+ */
+export function stagedOutputKey(job: JobRef, name: string, extension: string): string {
+  const digest = createHash('sha256').update(`${job.jobId}/${name}`).digest('hex');
+  return stagedSegmentKey(job.namespaceId, job.jobId, segmentId(`seg_${digest.slice(0, 32)}`), extension);
+}
+
+/** A compactor wrote, or returned as output, a key that is not a staged segment of its own job. */
+export class OutsideJobPrefixError extends TypedError {
+  override readonly name = 'OutsideJobPrefixError';
+  readonly failureType = 'OutsideJobPrefix';
+  readonly retryable = false;
+  constructor(
+    readonly key: string,
+    readonly job: JobRef,
+  ) {
+    super(
+      `the compactor of job ${job.jobId} (namespace ${job.namespaceId}) used ${JSON.stringify(key)}, which is not a staged segment key of its job: ` +
+        'name every output with stagedOutputKey(job, name, extension)',
+    );
+  }
+}
+
+/** Whether `key` is a staged segment key under `job`'s prefix. */
+const isStagedKeyOf = (job: JobRef, key: string): boolean => {
+  const parsed = parseCompactionKey(key);
+  return parsed.kind === 'staged_segment' && parsed.namespaceId === job.namespaceId && parsed.jobId === job.jobId;
+};
+
+/** Throws {@link OutsideJobPrefixError} for the first of `keys` outside the job's staged segments. */
+export function checkStagedKeys(job: JobRef, keys: readonly string[]): void {
+  const outside = keys.find((key) => !isStagedKeyOf(job, key));
+  if (outside !== undefined) throw new OutsideJobPrefixError(outside, job);
+}
+
+/** `store` narrowed to what a compactor of `job` may do: the writer is enforced here, not trusted. */
+export function stagedStore(store: ObjectStore, job: JobRef): StagedStore {
+  return {
+    get: (key, options) => store.get(key, options),
+    getStream: (key) => store.getStream(key),
+    head: (key) => store.head(key),
+    put: async (key, body) => {
+      checkStagedKeys(job, [key]);
+      return store.put(key, body);
+    },
+  };
+}
+
+/** One attempt of a compaction, as the worker hands it to a {@link Compactor}. */
+export interface CompactionAttempt<P> {
+  readonly job: CompactionJob;
+  /** The group's segments when the job started, in the root's order (a later one wins a tie, by the reference's rule). */
+  readonly inputs: readonly string[];
+  readonly store: StagedStore;
+  readonly limits: MergeLimits;
+  /** The progress the last attempt heartbeated, or undefined on the first attempt. */
+  readonly resume: P | undefined;
+  /**
+   * Records `progress` (when given) in the activity's heartbeat details, where a retried attempt
+   * finds it as `resume`, and throws the cancellation when the job was cancelled (its lease lost).
+   * Call it after each finished output and every few thousand records. Progress must be plain JSON
+   * and small (Temporal heartbeat details): a position, never the data.
+   */
+  heartbeat(progress?: P): void;
+}
+
+/** What a compaction produced: the staged keys to publish, in the order the group should list them. */
+export interface CompactionOutputs {
+  readonly outputs: readonly string[];
+  readonly recordsOut: number;
+  readonly bytesOut: number;
+}
+
+/**
+ * A segment format's compactor. Guarantees it must keep (checked by `checkFormat`): output keys are
+ * a function of the job and the inputs alone (so a resumed attempt writes no twins), writes go only
+ * to staged segment keys of its job (enforced by the store it is given), progress fits in heartbeat
+ * details, and a resumed attempt returns the same outputs as an uninterrupted one. A worker holds
+ * a compactor of any progress type: `resume` is whatever the previous attempt heartbeated.
+ */
+export interface Compactor<P = unknown> {
+  compact(attempt: CompactionAttempt<P>): Promise<CompactionOutputs>;
+}

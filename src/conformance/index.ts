@@ -1,0 +1,190 @@
+/**
+ * The conformance kit for a format's plug-ins (docs/plugins.md): runs a compactor and a root codec
+ * through the package's protocol checks against the embedded store, with no Temporal server. It
+ * checks what the workflows rely on and cannot see for themselves: that output keys are a function
+ * of the job (a resumed attempt writes no twins), that progress is small plain JSON and a resumed
+ * attempt ends with the same outputs, that the codec round-trips, and that publication and the
+ * collector work through the codec.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { checkStagedKeys, stagedStore, type Compactor, type MergeLimits } from '../compactor';
+import { TypedError } from '../errors';
+import { familyGroup, namespaceId, newJobId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
+import { createJobLease, publishCompaction, readRoot } from '../protocol';
+import { reclaimRetiredSegments } from '../protocol/retired-reclaim';
+import { decodeRootWith, planPublication, type RootCodec, type RootState } from '../root';
+import { createEmbeddedObjectStore, type ObjectStore } from '../store';
+
+/** A format under test: its two plug-ins and the metadata service's writer of sample inputs. */
+export interface FormatUnderTest {
+  readonly compactor: Compactor;
+  readonly rootCodec: RootCodec;
+  /**
+   * Writes a few input segments of `group` in the format (overlapping keys, some deletions) and
+   * lists them in the root with `rootCodec` (e.g. `updateRoot(store, ns, …, rootCodec)`).
+   */
+  readonly writeInputs: (store: ObjectStore, ns: NamespaceId, group: FamilyGroup) => Promise<void>;
+  /** Default: `targetSegmentBytes` 4096, so the sample inputs make several outputs and a resume has something to skip. */
+  readonly limits?: MergeLimits;
+}
+
+/** A check the format failed: which one, what was seen, and what the plug-in must do instead. */
+export class FormatCheckError extends TypedError {
+  override readonly name = 'FormatCheckError';
+  readonly failureType = 'FormatCheckFailed';
+  readonly retryable = false;
+  constructor(
+    readonly check: string,
+    reason: string,
+  ) {
+    super(`format check "${check}" failed: ${reason}`);
+  }
+}
+
+/** Heartbeat details are stored by Temporal with every beat: progress is a position, never the data. */
+export const MAX_PROGRESS_BYTES = 64 * 1024;
+
+/** Stops a compaction attempt at its first heartbeat with progress, as a worker crash would. */
+class AttemptStopped extends Error {}
+
+/** The checks passed, in order; a failure throws {@link FormatCheckError}. */
+export async function checkFormat(format: FormatUnderTest): Promise<readonly string[]> {
+  const folder = await mkdtemp(join(tmpdir(), 'compaction-lease-conformance-'));
+  const store = createEmbeddedObjectStore({ path: join(folder, 'store.sqlite') });
+  try {
+    return await runChecks(store, format);
+  } finally {
+    await store.close();
+    await rm(folder, { recursive: true, force: true });
+  }
+}
+
+async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<readonly string[]> {
+  const { compactor, rootCodec } = format;
+  const limits = format.limits ?? { targetSegmentBytes: 4096, maxFanIn: 16 };
+  const passed: string[] = [];
+  const check = async (name: string, run: (fail: (reason: string) => never) => Promise<void> | void) => {
+    await run((reason) => {
+      throw new FormatCheckError(name, reason);
+    });
+    passed.push(name);
+  };
+  const ns = namespaceId('conformance');
+  const group = familyGroup('sample');
+  await format.writeInputs(store, ns, group);
+  const { root } = await readRoot(store, ns, rootCodec);
+  const inputs = root.groups[group] ?? [];
+
+  await check('the root lists the sample inputs', (fail) => {
+    if (inputs.length < 2) fail(`writeInputs listed ${inputs.length} segments in group ${group}: write at least two, through updateRoot with the codec`);
+  });
+  await check('the codec round-trips a root, and a new generation changes its bytes', (fail) => {
+    const retiring = planPublication(root, group, inputs.slice(0, 1), [], 1_764_820_000_000);
+    for (const sample of [root, retiring.kind === 'publish' ? retiring.root : root]) roundTrip(rootCodec, sample, ns, fail);
+    const next = rootCodec.encode({ ...root, generation: root.generation + 1 });
+    if (Buffer.from(next).equals(rootCodec.encode(root))) fail('two generations of one root encode to the same bytes: write the generation, every CAS must change the bytes');
+  });
+
+  let uninterrupted: readonly string[] = [];
+  let written: string[] = [];
+  const job = newJobId();
+  await check('the compactor writes only staged keys of its job, and its outputs are among them', async (fail) => {
+    const run = await runCompactor(store, compactor, ns, group, job, inputs, limits, undefined);
+    ({ outputs: uninterrupted, written } = run);
+    checkStagedKeys({ namespaceId: ns, jobId: job }, uninterrupted);
+    const missing = uninterrupted.filter((k) => !written.includes(k));
+    if (missing.length) fail(`outputs ${missing.join(', ')} were never written`);
+    if (new Set(uninterrupted).size !== uninterrupted.length) fail('an output is listed twice');
+  });
+  await check('output keys are deterministic: a second attempt of the job writes the same keys', async (fail) => {
+    const again = await runCompactor(store, compactor, ns, group, job, inputs, limits, undefined);
+    if (!isDeepStrictEqual(again.outputs, uninterrupted)) fail(`a second attempt returned ${JSON.stringify(again.outputs)}, the first ${JSON.stringify(uninterrupted)}: derive every key with stagedOutputKey(job, name, extension) from names that do not change between attempts`);
+    if (!isDeepStrictEqual([...again.written].sort(), [...written].sort())) fail('a second attempt wrote other keys than the first: a resumed job would leave twins under its prefix');
+  });
+  await check('progress is small plain JSON, and an attempt resumed from it ends with the same outputs', async (fail) => {
+    let progress: unknown;
+    const stopped = await runCompactor(store, compactor, ns, group, job, inputs, limits, undefined, (p) => {
+      progress = p;
+      throw new AttemptStopped();
+    }).then(
+      () => false,
+      (err: unknown) => {
+        if (err instanceof AttemptStopped) return true;
+        throw err;
+      },
+    );
+    if (!stopped) return;
+    const text = JSON.stringify(progress);
+    if (Buffer.byteLength(text) > MAX_PROGRESS_BYTES) fail(`progress is ${Buffer.byteLength(text)} bytes of JSON, more than ${MAX_PROGRESS_BYTES}: heartbeat a position, not the data`);
+    if (!isDeepStrictEqual(JSON.parse(text), progress)) fail('progress does not survive JSON: Temporal stores heartbeat details as JSON');
+    const resumed = await runCompactor(store, compactor, ns, group, job, inputs, limits, JSON.parse(text));
+    if (!isDeepStrictEqual(resumed.outputs, uninterrupted)) fail(`the resumed attempt returned ${JSON.stringify(resumed.outputs)}, an uninterrupted one ${JSON.stringify(uninterrupted)}`);
+  });
+
+  await check('publication through the codec replaces the inputs by the outputs and retires the inputs', async (fail) => {
+    await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'conformance', startedAtMs: Date.now() });
+    const start = performance.now();
+    const clock = { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start };
+    const outcome = await publishCompaction(store, { namespaceId: ns, jobId: job, group, inputs, outputs: uninterrupted }, { budgetMs: 60_000, maxRootRaces: 3 }, clock, false, rootCodec);
+    if (outcome.outcome !== 'published') fail(`publication ended ${JSON.stringify(outcome)}`);
+    const after = (await readRoot(store, ns, rootCodec)).root;
+    if (!isDeepStrictEqual(after.groups[group], uninterrupted)) fail(`the group lists ${JSON.stringify(after.groups[group])} after publication, not the outputs`);
+    if (!isDeepStrictEqual(after.retired?.map((r) => r.key).sort(), [...inputs].sort())) fail('the root read back does not retire exactly the inputs: encode and decode the retired list');
+  });
+  await check('the collector reads the codec: retired inputs past the reader grace go, with their records; outputs stay', async (fail) => {
+    const rules = { nowMs: Date.now() + 1000, readerGraceMs: 0, lostWriteGraceMs: Number.MAX_SAFE_INTEGER, dryRun: false, keysPerFlush: 100, reportLimit: 10 };
+    const outcome = await reclaimRetiredSegments(store, ns, rules, () => {}, rootCodec);
+    if (!('tally' in outcome)) return fail(`the collector could not use the root: ${outcome.rootProblem.reason}`);
+    if (outcome.tally.retiredDeleted !== inputs.length) fail(`${outcome.tally.retiredDeleted} of ${inputs.length} retired inputs deleted`);
+    const after = (await readRoot(store, ns, rootCodec)).root;
+    if (after.retired?.length) fail('the retired records stayed in the root after their segments went');
+    for (const key of uninterrupted) await store.head(key).catch(() => fail(`output ${key} is gone`));
+  });
+  return passed;
+}
+
+function roundTrip(codec: RootCodec, root: RootState, ns: NamespaceId, fail: (reason: string) => never): void {
+  const bytes = codec.encode(root);
+  const back = decodeRootWith(codec, bytes, ns);
+  const plain = (r: RootState) => ({ ...r, retired: r.retired ?? [] });
+  if (!isDeepStrictEqual(plain(back), plain(root))) fail(`decode(encode(root)) is ${JSON.stringify(back)}, not ${JSON.stringify(root)}`);
+  if (!Buffer.from(codec.encode(back)).equals(bytes)) fail('encoding a decoded root gives other bytes: encode must be a pure function of the root');
+}
+
+/** One attempt of `compactor` as a worker would run it, with every key it writes recorded. */
+async function runCompactor(
+  store: ObjectStore,
+  compactor: Compactor,
+  ns: NamespaceId,
+  group: FamilyGroup,
+  job: MetadataCompactionId,
+  inputs: readonly string[],
+  limits: MergeLimits,
+  resume: unknown,
+  onProgress: (progress: unknown) => void = () => {},
+): Promise<{ outputs: readonly string[]; written: string[] }> {
+  const ref = { namespaceId: ns, jobId: job };
+  const staged = stagedStore(store, ref);
+  const written: string[] = [];
+  const result = await compactor.compact({
+    job: { ...ref, group },
+    inputs,
+    limits,
+    resume,
+    store: {
+      ...staged,
+      put: async (key, body) => {
+        const put = await staged.put(key, body);
+        written.push(key);
+        return put;
+      },
+    },
+    heartbeat: (progress) => {
+      if (progress !== undefined) onProgress(progress);
+    },
+  });
+  return { outputs: result.outputs, written };
+}

@@ -1,0 +1,176 @@
+/**
+ * A second segment format and root, written only against the package's public entry (as a
+ * metadata service would, from `compaction-lease`): length-prefixed binary segments (`.lpb`) and a
+ * line-oriented text root that lists each group's segments on one line. Tests run it through the
+ * same compaction, publication and collector paths as the reference formats.
+ */
+import {
+  addSegments,
+  familyGroup,
+  inputSegmentKey,
+  namespaceId,
+  newSegmentId,
+  RootCorruptError,
+  rootKey,
+  stagedOutputKey,
+  updateRoot,
+  type Compactor,
+  type NamespaceId,
+  type ObjectStore,
+  type RootCodec,
+  type RootState,
+} from '../../src/index';
+
+export const BINARY_EXTENSION = 'lpb';
+const MAGIC = 'LPB1';
+
+/** A record of the binary format: the newest `seq` of a key wins; a null value is a tombstone. */
+export interface BinaryRecord {
+  readonly key: string;
+  readonly seq: number;
+  readonly value: string | null;
+}
+
+/** `LPB1`, then per record: u32 key length, key, u32 seq, u8 (1 tombstone, 0 value), [u32 value length, value]. */
+export function encodeBinarySegment(records: readonly BinaryRecord[]): Uint8Array {
+  const parts: Buffer[] = [Buffer.from(MAGIC)];
+  const u32 = (n: number) => {
+    const b = Buffer.alloc(4);
+    b.writeUInt32BE(n);
+    return b;
+  };
+  for (const { key, seq, value } of records) {
+    const k = Buffer.from(key);
+    parts.push(u32(k.length), k, u32(seq), Buffer.from([value === null ? 1 : 0]));
+    if (value !== null) {
+      const v = Buffer.from(value);
+      parts.push(u32(v.length), v);
+    }
+  }
+  return Buffer.concat(parts);
+}
+
+export function decodeBinarySegment(bytes: Uint8Array): BinaryRecord[] {
+  const b = Buffer.from(bytes);
+  if (b.subarray(0, 4).toString() !== MAGIC) throw new Error('not an LPB1 segment');
+  const records: BinaryRecord[] = [];
+  for (let at = 4; at < b.length; ) {
+    const keyLength = b.readUInt32BE(at);
+    const key = b.subarray(at + 4, at + 4 + keyLength).toString();
+    at += 4 + keyLength;
+    const seq = b.readUInt32BE(at);
+    const tombstone = b[at + 4] === 1;
+    at += 5;
+    if (tombstone) {
+      records.push({ key, seq, value: null });
+      continue;
+    }
+    const valueLength = b.readUInt32BE(at);
+    records.push({ key, seq, value: b.subarray(at + 4, at + 4 + valueLength).toString() });
+    at += 4 + valueLength;
+  }
+  return records;
+}
+
+/** Progress: how many output segments are stored. The outputs are cut from a merge that is the same on every attempt. */
+interface BinaryProgress {
+  readonly written: number;
+}
+
+/**
+ * Merges every input in memory (a test format: small groups only), drops tombstones, and cuts the
+ * sorted survivors into segments of about `targetSegmentBytes`, each named by its index.
+ */
+export const binaryCompactor: Compactor<BinaryProgress> = {
+  async compact({ job, inputs, store, limits, resume, heartbeat }) {
+    const live = await readBinaryGroup(store, inputs);
+    const segments: BinaryRecord[][] = [];
+    let size = 0;
+    for (const record of live) {
+      if (segments.length === 0 || size >= limits.targetSegmentBytes) {
+        segments.push([]);
+        size = 0;
+      }
+      segments.at(-1)!.push(record);
+      size += record.key.length + (record.value?.length ?? 0) + 13;
+    }
+    const outputs = segments.map((_, i) => stagedOutputKey(job, String(i), BINARY_EXTENSION));
+    let bytesOut = 0;
+    for (let i = 0; i < segments.length; i++) {
+      const body = encodeBinarySegment(segments[i]!);
+      bytesOut += body.length;
+      if (i < (resume?.written ?? 0)) continue;
+      await store.put(outputs[i]!, body);
+      heartbeat({ written: i + 1 });
+    }
+    return { outputs, recordsOut: live.length, bytesOut };
+  },
+};
+
+/**
+ * The root as text: `lproot 1`, `namespace`, `generation`, one `group` line per group (its segments
+ * in order), one `retired` line per retired segment; groups sorted, so equal roots have equal bytes.
+ */
+export const textRootCodec: RootCodec = {
+  encode(root) {
+    const lines = ['lproot 1', `namespace ${root.namespace_id}`, `generation ${root.generation}`];
+    for (const group of Object.keys(root.groups).sort()) lines.push(['group', group, ...(root.groups[group] ?? [])].join(' '));
+    for (const { key, retired_at_ms } of root.retired ?? []) lines.push(`retired ${key} ${retired_at_ms}`);
+    return Buffer.from(`${lines.join('\n')}\n`);
+  },
+  decode(bytes, ns) {
+    const lines = Buffer.from(bytes).toString().split('\n');
+    if (lines[0] !== 'lproot 1' || lines.at(-1) !== '') throw new RootCorruptError(rootKey(ns), 'not an lproot 1 text root (or truncated)');
+    let namespace: NamespaceId | undefined;
+    let generation = NaN;
+    const groups: Record<string, string[]> = {};
+    const retired: { key: string; retired_at_ms: number }[] = [];
+    for (const line of lines.slice(1, -1)) {
+      const [field, first, ...rest] = line.split(' ');
+      if (field === 'namespace') namespace = namespaceId(first);
+      else if (field === 'generation') generation = Number(first);
+      else if (field === 'group') groups[familyGroup(first)] = rest;
+      else if (field === 'retired') retired.push({ key: first!, retired_at_ms: Number(rest[0]) });
+      else throw new RootCorruptError(rootKey(ns), `unknown line ${JSON.stringify(line)}`);
+    }
+    if (namespace === undefined) throw new RootCorruptError(rootKey(ns), 'no namespace line');
+    return { namespace_id: namespace, generation, groups, retired };
+  },
+};
+
+/** Writes each record set as an input segment of `group` and lists it in the text root, as the metadata service's writer would. */
+export async function writeBinaryInputs(store: ObjectStore, ns: string, group: string, sets: readonly (readonly BinaryRecord[])[]): Promise<string[]> {
+  const keys: string[] = [];
+  for (const records of sets) {
+    const key = inputSegmentKey(namespaceId(ns), newSegmentId(), BINARY_EXTENSION);
+    await store.put(key, encodeBinarySegment([...records].sort((a, b) => (a.key < b.key ? -1 : 1))));
+    await updateRoot(store, namespaceId(ns), (root: RootState) => addSegments(root, familyGroup(group), [key]), textRootCodec);
+    keys.push(key);
+  }
+  return keys;
+}
+
+/** Every live record of `keys` (the highest `seq` of a key wins, a later segment on a tie), sorted by key: what a reader of the group sees. */
+export async function readBinaryGroup(store: Pick<ObjectStore, 'get'>, keys: readonly string[]): Promise<BinaryRecord[]> {
+  const newest = new Map<string, BinaryRecord>();
+  for (const key of keys) {
+    for (const record of decodeBinarySegment((await store.get(key)).body)) {
+      const seen = newest.get(record.key);
+      if (!seen || record.seq >= seen.seq) newest.set(record.key, record);
+    }
+  }
+  return [...newest.values()].filter((r) => r.value !== null).sort((a, b) => (a.key < b.key ? -1 : 1));
+}
+
+/** `count` segments of `perSegment` records over overlapping keys; later segments overwrite and delete earlier keys. */
+export function sampleBinaryInputs(count: number, perSegment: number): BinaryRecord[][] {
+  let seq = 0;
+  return Array.from({ length: count }, (_, s) => {
+    const byKey = new Map<string, BinaryRecord>();
+    for (let i = 0; i < perSegment; i++) {
+      const key = `inode/${String((i * (s + 1)) % (perSegment * 2)).padStart(5, '0')}`;
+      if (!byKey.has(key)) byKey.set(key, { key, seq: ++seq, value: i % 7 === s ? null : `v${s}.${i}` });
+    }
+    return [...byKey.values()];
+  });
+}

@@ -1,0 +1,41 @@
+/** The root codec seam (issue 20): whatever a plug-in codec decodes is checked by the package, and its own fields ride through every change. */
+import { describe, expect, it } from 'vitest';
+import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, rootKey } from '../../src/keys';
+import { withoutReclaimed } from '../../src/protocol/retired';
+import { addSegments, decodeRootWith, planPublication, RootCorruptError, type RootCodec, type RootState } from '../../src/root';
+
+const ns = namespaceId('codec');
+const group = familyGroup('inodes');
+const codecOf = (decoded: () => RootState): RootCodec => ({ decode: decoded, encode: () => new Uint8Array() });
+const twice = inputSegmentKey(ns, newSegmentId(), 'lpb');
+const root = (overrides: Partial<RootState> = {}): RootState => ({ namespace_id: ns, generation: 1, groups: {}, retired: [], ...overrides });
+
+describe('a plug-in root codec', () => {
+  it("a codec's own error is a RootCorruptError naming the root's key", () => {
+    const throwing = codecOf(() => {
+      throw new Error('bad magic');
+    });
+    expect(() => decodeRootWith(throwing, new Uint8Array([1]), ns)).toThrow(RootCorruptError);
+    expect(() => decodeRootWith(throwing, new Uint8Array([1]), ns)).toThrow(new RegExp(`${rootKey(ns)}.*bad magic`));
+  });
+
+  it.each([
+    ['another namespace', root({ namespace_id: namespaceId('other') }), /names namespace other/],
+    ['a key that is not a segment of the namespace', root({ groups: { [group]: [rootKey(ns)] } }), /not a segment key/],
+    ['a retired key listed twice', root({ retired: [1, 2].map((at) => ({ key: twice, retired_at_ms: at })) }), /twice/],
+    ['a generation that is not a count', root({ generation: Number.NaN }), /generation NaN/],
+  ])('a decoded root naming %s is corrupt, whatever the codec says', (_, decoded, reason) => {
+    expect(() => decodeRootWith(codecOf(() => decoded), new Uint8Array([1]), ns)).toThrow(reason);
+  });
+
+  it("the codec's extension is carried through publication and the collector's record drop", () => {
+    const [input, output] = [inputSegmentKey(ns, newSegmentId(), 'lpb'), inputSegmentKey(ns, newSegmentId(), 'lpb')];
+    const start = addSegments(root({ extension: { schema: 7 } }), group, [input]);
+    const plan = planPublication(start, group, [input], [output], 1000);
+    expect(plan.kind === 'publish' && plan.root.extension).toEqual({ schema: 7 });
+    const published = plan.kind === 'publish' ? plan.root : start;
+    const dropped = withoutReclaimed(published, new Set([input]), { nowMs: 5000, readerGraceMs: 0, lostWriteGraceMs: 0 });
+    expect(dropped?.extension).toEqual({ schema: 7 });
+    expect(dropped?.retired).toEqual([]);
+  });
+});
