@@ -67,7 +67,7 @@ async function main(): Promise<void> {
       prefixesPerPage: 100, prefixConcurrency: 8, keysPerFlush: 4000, reportLimit: REPORT_LIMIT,
     };
     let started = performance.now();
-    const scan = await runNamespacePass(startNamespacePass(bare, rules), rules, (command) => executeOnStore(store, bare, rules, command), async () => {});
+    const scan = await runNamespacePass(startNamespacePass(bare, rules), (command, walk) => executeOnStore(store, bare, rules, command, walk), async () => {});
     const bareMs = performance.now() - started;
     console.log(`bare scan (the pass's plan on the store, no Temporal): ${(bareMs / 1000).toFixed(1)} s, ${(prefixes / (bareMs / 1000)).toFixed(0)} prefixes/s; ` +
       `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted}, ${load()}`);
