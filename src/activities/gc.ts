@@ -147,10 +147,22 @@ export function createGcActivities({ store, settings }: GcDeps) {
       let at = ctx.info.heartbeatDetails as PageCollection | undefined;
       const execute: CollectorExecutor = async (command, walk) => {
         if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
-        const result = await executeOnStore(store, namespaceId(input.namespaceId), rules, command, walk);
-        if (result.kind === 'claimed') recordClaim(result.owner, rules.dryRun);
-        if (result.kind === 'reclaimed') recordReclaim(result.tally, rules.dryRun);
-        return result;
+        let position = walk.resume ?? START_OF_WALK;
+        const onProgress = (p: ReclaimPosition) => {
+          position = p;
+          walk.onProgress(p);
+        };
+        try {
+          const result = await executeOnStore(store, namespaceId(input.namespaceId), rules, command, { ...walk, onProgress });
+          if (result.kind === 'claimed') recordClaim(result.owner, rules.dryRun);
+          if (result.kind === 'reclaimed') recordReclaim(result.tally, rules.dryRun);
+          return result;
+        } catch (err) {
+          // A walk no retry can finish fails its prefix now, as its own activity would: the plan still releases the lease.
+          const failure = toFailure(err);
+          if (command.kind !== 'reclaimPrefix' || !(failure instanceof ApplicationFailure) || !failure.nonRetryable) throw err;
+          return { kind: 'reclaimFailed', tally: position.tally, message: failure.message };
+        }
       };
       const page = {
         ...(at && { resume: at }),
