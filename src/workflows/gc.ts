@@ -97,9 +97,10 @@ export interface GcNamespaceInput {
 /** A run continues as new at a page boundary beyond this many events (or when the server suggests it). */
 const HISTORY_EVENTS_PER_RUN = 4000;
 /**
- * A run checks its history length between pages, and one job prefix costs about 12 events
- * (bench/reclaim.ts measured 12,043 events for a run with pages of 1,000): 4,000 + 400 × 12 stays
- * under Temporal's 10,000-event comfort limit.
+ * A run checks its history length between pages. A page collected in one activity costs a few
+ * events; collected command by command (runs recorded before, a page whose activity failed for
+ * good) one job prefix costs about 12 (bench/reclaim.ts measured 12,043 events for a run with
+ * pages of 1,000): 4,000 + 400 × 12 stays under Temporal's 10,000-event comfort limit either way.
  */
 const MAX_PREFIXES_PER_PAGE = 400;
 /** Each prefix in flight holds up to two activities open: far below Temporal's 2,000 pending activities per run. */
