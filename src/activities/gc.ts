@@ -7,17 +7,20 @@
  */
 import { Context } from '@temporalio/activity';
 import { recordClaim, recordReclaim, recordRetiredReclaim } from './metrics';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { CompactionSettings } from '../config';
 import { namespaceId } from '../keys';
 import {
+  collectPrefixes,
   executeOnStore,
   listNamespaces,
   reclaimPositionFrom,
   START_OF_WALK,
   type ChildrenPage,
   type CollectorCommand,
+  type CollectorExecutor,
   type CollectorResult,
+  type PageCollection,
   type PassRules,
   type ReclaimPosition,
   type ReclaimTally,
@@ -56,16 +59,31 @@ export interface CommandInput<C extends CollectorCommand> {
 }
 type Input<K extends CollectorCommand['kind']> = CommandInput<Extract<CollectorCommand, { kind: K }>>;
 
-/** A failed walk still deleted what it deleted: its tally rides on the failure, so the pass can report it. */
-function withTally(err: unknown, tally: ReclaimTally): unknown {
+/**
+ * A failed walk still deleted what it deleted, and a failed page still claimed what it claimed:
+ * where it stood rides on the failure (a cancellation's too), so the pass can report and release it.
+ */
+function withProgress(err: unknown, progress: ReclaimTally | PageCollection | undefined): unknown {
+  if (err instanceof CancelledFailure) return new CancelledFailure(err.message, [progress]);
   const failure = toFailure(err);
   if (!(failure instanceof ApplicationFailure) || !(err instanceof Error)) return failure;
-  return ApplicationFailure.create({ type: failure.type ?? err.name, message: failure.message, nonRetryable: failure.nonRetryable === true, cause: err, details: [tally] });
+  return ApplicationFailure.create({ type: failure.type ?? err.name, message: failure.message, nonRetryable: failure.nonRetryable === true, cause: err, details: [progress] });
 }
 
 type ResultOf<K extends CollectorCommand['kind']> = Extract<
   CollectorResult,
-  { kind: { listJobPrefixes: 'listed'; readRoot: 'rootRead'; surveyLeases: 'surveyed'; claimLease: 'claimed'; reclaimPrefix: 'reclaimed'; deleteLease: 'leaseDeleted'; reclaimRetiredSegments: 'retiredReclaimed' }[K] }
+  {
+    kind: {
+      listJobPrefixes: 'listed';
+      readRoot: 'rootRead';
+      surveyLeases: 'surveyed';
+      claimLease: 'claimed';
+      reclaimPrefix: 'reclaimed';
+      deleteLease: 'leaseDeleted';
+      collectPrefixes: 'collected';
+      reclaimRetiredSegments: 'retiredReclaimed';
+    }[K];
+  }
 >;
 
 export function createGcActivities({ store, settings, rootCodec = jsonRootCodec }: GcDeps) {
@@ -116,7 +134,50 @@ export function createGcActivities({ store, settings, rootCodec = jsonRootCodec 
         recordReclaim(result.tally, input.rules.dryRun);
         return result;
       } catch (err) {
-        throw withTally(err, position.tally);
+        throw withProgress(err, position.tally);
+      }
+    },
+
+    /**
+     * Collects a page's prefixes in one activity, each by the plan's own steps (claim, walk, lease
+     * last) through the same executor. Every step and walk page is heartbeated, so a retried
+     * attempt resumes each prefix at the command it awaited (a walk at its position); a cancelled
+     * attempt starts no further command, and a failed one hands where it stood to the workflow.
+     */
+    async collectPrefixes(input: Input<'collectPrefixes'>) {
+      const ctx = Context.current();
+      const { rules } = input;
+      let at = ctx.info.heartbeatDetails as PageCollection | undefined;
+      const execute: CollectorExecutor = async (command, walk) => {
+        if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
+        let position = walk.resume ?? START_OF_WALK;
+        const onProgress = (p: ReclaimPosition) => {
+          position = p;
+          walk.onProgress(p);
+        };
+        try {
+          const result = await executeOnStore(store, namespaceId(input.namespaceId), rules, command, { ...walk, onProgress }, rootCodec);
+          if (result.kind === 'claimed') recordClaim(result.owner, rules.dryRun);
+          if (result.kind === 'reclaimed') recordReclaim(result.tally, rules.dryRun);
+          return result;
+        } catch (err) {
+          // A walk no retry can finish fails its prefix now, as its own activity would: the plan still releases the lease.
+          const failure = toFailure(err);
+          if (command.kind !== 'reclaimPrefix' || !(failure instanceof ApplicationFailure) || !failure.nonRetryable) throw err;
+          return { kind: 'reclaimFailed', tally: position.tally, message: failure.message };
+        }
+      };
+      const page = {
+        ...(at && { resume: at }),
+        onProgress: (p: PageCollection) => {
+          at = p;
+          ctx.heartbeat(p);
+        },
+      };
+      try {
+        return { kind: 'collected' as const, report: await collectPrefixes(input.namespaceId, input.command.prefixes, rules, execute, page) };
+      } catch (err) {
+        throw withProgress(err, at);
       }
     },
 

@@ -13,18 +13,9 @@ import {
   reclaimPrefix,
   START_OF_WALK,
   surveyLeases,
-  type ReclaimPosition,
 } from './collector';
-import type { CollectorCommand, CollectorResult, PassRules } from './collector-plan';
+import { collectPrefixes, type CollectorCommand, type CollectorResult, type PassRules, type WalkProgress } from './collector-plan';
 import { reclaimRetiredSegments } from './retired-reclaim';
-
-/** Where a reclaim command resumes and whom it tells of its progress (Temporal heartbeats, or a test's own retries). */
-export interface WalkProgress {
-  readonly resume: ReclaimPosition;
-  readonly onProgress: (position: ReclaimPosition) => void;
-  /** Called after each lease a survey reads and each page or batch of superseded segments: a sign of life. */
-  readonly onRead?: () => void;
-}
 
 /**
  * Executes one command of a namespace's pass plan against the store, under the pass's rules, reading
@@ -36,7 +27,7 @@ export async function executeOnStore(
   ns: NamespaceId,
   rules: PassRules,
   command: CollectorCommand,
-  progress: WalkProgress = { resume: START_OF_WALK, onProgress: () => {} },
+  progress: WalkProgress = { onProgress: () => {} },
   codec: RootCodec = jsonRootCodec,
 ): Promise<CollectorResult> {
   switch (command.kind) {
@@ -49,7 +40,11 @@ export async function executeOnStore(
     case 'claimLease':
       return { kind: 'claimed', owner: await claimLease(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.seen) };
     case 'reclaimPrefix':
-      return { kind: 'reclaimed', tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, progress.resume, progress.onProgress, codec) };
+      return { kind: 'reclaimed', tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, progress.resume ?? START_OF_WALK, progress.onProgress, codec) };
+    case 'collectPrefixes': {
+      const execute = (inner: CollectorCommand, walk: WalkProgress) => executeOnStore(store, ns, rules, inner, walk, codec);
+      return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, execute, progress.page) };
+    }
     case 'deleteLease':
       await deleteLease(store, { namespaceId: ns, jobId: jobId(command.jobId) });
       return { kind: 'leaseDeleted' };

@@ -11,7 +11,7 @@
 import { TypedError } from '../errors';
 import { compactionsPrefix, inputSegmentsPrefix, jobId, jobPrefix, namespaceId } from '../keys';
 import { inBatches } from '../store/batches';
-import type { ChildrenPage, ExpiredLease, PrefixOwner, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
+import type { ChildrenPage, ExpiredLease, PrefixOwner, ReclaimPosition, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
 import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './collector-report';
 import type { RetiredReclaimOutcome } from './retired-reclaim';
 
@@ -51,6 +51,8 @@ export type CollectorCommand =
   | { readonly kind: 'reclaimPrefix'; readonly jobId: string }
   /** Delete the lease this pass owns, last, also after a failed walk. */
   | { readonly kind: 'deleteLease'; readonly jobId: string }
+  /** The collectable prefixes of a page, each by its own {@link planPrefix} (claim, walk, lease last): one activity per page, not three per prefix. */
+  | { readonly kind: 'collectPrefixes'; readonly prefixes: readonly SurveyedPrefix[] }
   /** Superseded segments and lost writes (spec 6a), once every job prefix is done and none was corrupt. */
   | { readonly kind: 'reclaimRetiredSegments' };
 
@@ -64,12 +66,25 @@ export type CollectorResult =
   /** The walk failed for good (its retries spent); `tally` is what it did before. */
   | { readonly kind: 'reclaimFailed'; readonly tally: ReclaimTally | undefined; readonly message: string }
   | { readonly kind: 'leaseDeleted' }
+  /** What the page's prefixes added to the report. */
+  | { readonly kind: 'collected'; readonly report: GcReport }
   | { readonly kind: 'retiredReclaimed'; readonly outcome: RetiredReclaimOutcome }
   /** The reclaim failed for good (its retries spent). */
   | { readonly kind: 'retiredFailed'; readonly message: string };
 
-/** Runs one command; transient failures are its own to retry. */
-export type CollectorExecutor = (command: CollectorCommand) => Promise<CollectorResult>;
+/** Where a reclaim command resumes and whom it tells of its progress (Temporal heartbeats, or a test's own retries). */
+export interface WalkProgress {
+  /** Where the walk resumes; none: at the start of the prefix. */
+  readonly resume?: ReclaimPosition;
+  readonly onProgress: (position: ReclaimPosition) => void;
+  /** Called after each lease a survey reads and each page or batch of superseded segments: a sign of life. */
+  readonly onRead?: () => void;
+  /** Where a `collectPrefixes` command resumes and whom it tells of each step of its prefixes. */
+  readonly page?: PageProgress;
+}
+
+/** Runs one command (a walk from `walk.resume`, telling `walk.onProgress`); transient failures are its own to retry. */
+export type CollectorExecutor = (command: CollectorCommand, walk: WalkProgress) => Promise<CollectorResult>;
 
 /**
  * Where a namespace's pass stands between commands; plain data, so it travels through
@@ -96,13 +111,9 @@ export interface NamespacePass {
 
 export type NamespaceStep =
   | { readonly pass: NamespacePass; readonly next: 'command'; readonly command: CollectorCommand }
-  /** Collect these prefixes (each by its own {@link planPrefix}), then step again with `{ kind: 'collected' }`. */
-  | { readonly pass: NamespacePass; readonly next: 'collect'; readonly prefixes: readonly SurveyedPrefix[] }
   /** A page is done: a place to show progress and continue as new; step again with no result. */
   | { readonly pass: NamespacePass; readonly next: 'pageDone' }
   | { readonly pass: NamespacePass; readonly next: 'done' };
-
-export type NamespaceResult = CollectorResult | { readonly kind: 'collected' };
 
 /** A plan step met a result of another command than the one it asked for: a bug in an executor. */
 export class PlanOutOfStepError extends TypedError {
@@ -173,7 +184,7 @@ function surveyed(pass: NamespacePass, prefixes: readonly SurveyedPrefix[]): Nam
   const live = prefixes.filter(({ owner }) => owner.owner === 'job').length;
   const toCollect = prefixes.filter(({ owner }) => owner.owner !== 'job');
   const next = withReport(counted, { totals: { live } });
-  return toCollect.length ? { pass: next, next: 'collect', prefixes: toCollect } : endPage(next);
+  return toCollect.length ? { pass: next, next: 'command', command: { kind: 'collectPrefixes', prefixes: toCollect } } : endPage(next);
 }
 
 /** The survey of the page in hand (none for an empty page). */
@@ -186,7 +197,7 @@ function surveyPage(pass: NamespacePass): NamespaceStep {
  * The namespace's next step after `result`, the answer to the command the last step asked for
  * (none at the start and after `pageDone`).
  */
-export function planNamespace(pass: NamespacePass, result: NamespaceResult | undefined): NamespaceStep {
+export function planNamespace(pass: NamespacePass, result: CollectorResult | undefined): NamespaceStep {
   if (result === undefined) return { pass, next: 'command', command: { kind: 'listJobPrefixes', after: pass.after } };
   switch (result.kind) {
     case 'listed': {
@@ -205,7 +216,7 @@ export function planNamespace(pass: NamespacePass, result: NamespaceResult | und
     case 'surveyed':
       return surveyed(pass, result.prefixes);
     case 'collected':
-      return endPage(pass);
+      return endPage(withReport(pass, result.report));
     case 'retiredReclaimed':
       return done(withReport(pass, retiredDelta(pass.namespaceId, result.outcome)));
     case 'retiredFailed': {
@@ -267,17 +278,85 @@ export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined
   }
 }
 
+/** One prefix of a page between commands: its plan state, the command it awaits, and a walk's position. */
+export interface PrefixAt {
+  readonly pass: PrefixPass;
+  readonly command: CollectorCommand;
+  readonly position?: ReclaimPosition;
+}
+
+/**
+ * Where the collection of a page stands; plain data, so it travels in heartbeats and failure
+ * details, and a retried `collectPrefixes` resumes each prefix at the command it awaits.
+ */
+export interface PageCollection {
+  /** What the page's settled steps added up to. */
+  readonly report: GcReport;
+  /** Per prefix of the page, in order: not started (`null`), awaiting a command, or `done`. */
+  readonly prefixes: readonly (PrefixAt | 'done' | null)[];
+}
+
+/** Where a `collectPrefixes` command resumes, and whom it tells of each step (a heartbeat). */
+export interface PageProgress {
+  readonly resume?: PageCollection;
+  readonly onProgress: (at: PageCollection) => void;
+}
+
+/**
+ * Collects the prefixes of a page, `rules.prefixConcurrency` at a time, each by its own
+ * {@link planPrefix}. A corrupt lease, or a command that failed, starts no further prefix; those in
+ * flight finish and release their leases. A failed prefix stays at the command it awaits, and the
+ * first failure is thrown once the others have settled, so a retry from `page.resume` redoes only that.
+ */
+export async function collectPrefixes(
+  namespace: string,
+  prefixes: readonly SurveyedPrefix[],
+  rules: PassRules,
+  execute: CollectorExecutor,
+  page?: PageProgress,
+): Promise<GcReport> {
+  let report = page?.resume?.report ?? emptyReport(rules.nowMs, rules.dryRun);
+  const at: (PrefixAt | 'done' | null)[] = page?.resume ? [...page.resume.prefixes] : prefixes.map(() => null);
+  let failure: { readonly error: unknown } | undefined;
+  const advance = (index: number, step: PrefixStep): void => {
+    report = mergeReport(report, step.delta);
+    at[index] = step.next === 'done' ? 'done' : { pass: step.pass, command: step.command };
+  };
+  const told = () => page?.onProgress({ report, prefixes: [...at] });
+  await inBatches(prefixes.map((found, index) => ({ found, index })), 1, rules.prefixConcurrency, async ([item]) => {
+    if (item === undefined || at[item.index] === 'done' || report.totals.corrupt > 0 || failure) return;
+    const { found, index } = item;
+    if (at[index] === null) advance(index, planPrefix({ namespaceId: namespace, ...found }, undefined, rules));
+    for (let now = at[index]; now && now !== 'done'; now = at[index]) {
+      const { pass, command, position } = now;
+      const walk: WalkProgress = {
+        ...(position && { resume: position }),
+        onProgress: (p) => {
+          at[index] = { pass, command, position: p };
+          told();
+        },
+      };
+      let result: CollectorResult;
+      try {
+        result = await execute(command, walk);
+      } catch (error) {
+        failure ??= { error };
+        return;
+      }
+      advance(index, planPrefix(pass, result, rules));
+      told();
+    }
+  });
+  if (failure) throw failure.error;
+  return report;
+}
+
 /** Called at every page boundary with the pass as it stands (show progress, continue as new). */
 export type AtPageEnd = (pass: NamespacePass) => Promise<void>;
 
-/**
- * Runs a namespace's plan to the end: each command through `execute`, the prefixes of a page
- * `rules.prefixConcurrency` at a time. A corrupt lease met while a page is collected starts no
- * further prefix; those in flight (claimed before it was seen) finish and release their leases.
- */
-export async function runNamespacePass(start: NamespacePass, rules: PassRules, execute: CollectorExecutor, atPageEnd: AtPageEnd): Promise<GcReport> {
-  let step = planNamespace(start, undefined);
-  for (;;) {
+/** Runs a namespace's plan to the end, each command through `execute` (a page's prefixes as one `collectPrefixes`). */
+export async function runNamespacePass(start: NamespacePass, execute: CollectorExecutor, atPageEnd: AtPageEnd): Promise<GcReport> {
+  for (let step = planNamespace(start, undefined); ; ) {
     switch (step.next) {
       case 'done':
         return step.pass.report;
@@ -286,21 +365,8 @@ export async function runNamespacePass(start: NamespacePass, rules: PassRules, e
         step = planNamespace(step.pass, undefined);
         break;
       case 'command':
-        step = planNamespace(step.pass, await execute(step.command));
+        step = planNamespace(step.pass, await execute(step.command, { onProgress: () => {} }));
         break;
-      case 'collect': {
-        let { pass } = step;
-        await inBatches(step.prefixes, 1, rules.prefixConcurrency, async ([found]) => {
-          if (pass.report.totals.corrupt > 0 || found === undefined) return;
-          for (let p = planPrefix({ namespaceId: pass.namespaceId, ...found }, undefined, rules); ; ) {
-            pass = withReport(pass, p.delta);
-            if (p.next === 'done') return;
-            p = planPrefix(p.pass, await execute(p.command), rules);
-          }
-        });
-        step = planNamespace(pass, { kind: 'collected' });
-        break;
-      }
     }
   }
 }

@@ -8,9 +8,11 @@
  * however many prefixes exist. Deterministic: every I/O is an activity.
  */
 import {
+  ActivityCancellationType,
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
+  CancelledFailure,
   ChildWorkflowFailure,
   continueAsNew,
   executeChild,
@@ -18,6 +20,7 @@ import {
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
+  TimeoutFailure,
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
@@ -27,11 +30,14 @@ import type { CommandInput, GcActivities, GcWorkflowSettings } from '../activiti
 import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix } from '../keys';
 import type { ReclaimTally } from '../protocol/collector';
 import {
+  collectPrefixes,
   runNamespacePass,
   startNamespacePass,
   type CollectorCommand,
+  type CollectorExecutor,
   type CollectorResult,
   type NamespacePass,
+  type PageCollection,
   type PassRules,
 } from '../protocol/collector-plan';
 import { emptyReport, EMPTY_RETIRED_TALLY, isIncomplete, mergeReport, REPORT_LIMIT, type GcReport } from '../protocol/collector-report';
@@ -91,9 +97,10 @@ export interface GcNamespaceInput {
 /** A run continues as new at a page boundary beyond this many events (or when the server suggests it). */
 const HISTORY_EVENTS_PER_RUN = 4000;
 /**
- * A run checks its history length between pages, and one job prefix costs about 12 events
- * (bench/reclaim.ts measured 12,043 events for a run with pages of 1,000): 4,000 + 400 × 12 stays
- * under Temporal's 10,000-event comfort limit.
+ * A run checks its history length between pages. A page collected in one activity costs a few
+ * events; collected command by command (runs recorded before, a page whose activity failed for
+ * good) one job prefix costs about 12 (bench/reclaim.ts measured 12,043 events for a run with
+ * pages of 1,000): 4,000 + 400 × 12 stays under Temporal's 10,000-event comfort limit either way.
  */
 const MAX_PREFIXES_PER_PAGE = 400;
 /** Each prefix in flight holds up to two activities open: far below Temporal's 2,000 pending activities per run. */
@@ -177,17 +184,33 @@ function gcActivities({ timeouts: { operationDeadlineMs, heartbeatTimeoutMs }, c
   const short = proxyActivities<GcActivities>({ startToCloseTimeout: 4 * operationDeadlineMs + 10_000, retry, ...queue });
   // The survey and the walk make many store calls; their heartbeats tell a dead worker from a long prefix.
   const long = proxyActivities<GcActivities>({ startToCloseTimeout: '1 day', heartbeatTimeout: heartbeatTimeoutMs, retry, ...queue });
-  return { short, long };
+  // A cancelled page finishes its prefixes in flight and reports where it stood, so the pass releases what it claimed.
+  const page = proxyActivities<GcActivities>({
+    startToCloseTimeout: '1 day',
+    heartbeatTimeout: heartbeatTimeoutMs,
+    retry,
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    ...queue,
+  });
+  return { short, long, page };
 }
 
 const RETIRED_SEGMENTS_PATCH = 'gc-retired-segments';
+const PAGE_ACTIVITY_PATCH = 'gc-collect-page-in-one-activity';
+
+/** Where a failed `collectPrefixes` activity stood: its failure's details, or its last heartbeat. */
+function pageCollectionOf(err: ActivityFailure): PageCollection | undefined {
+  const { cause } = err;
+  const stood = cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : cause instanceof TimeoutFailure ? cause.lastHeartbeatDetails : undefined;
+  return (stood ?? undefined) as PageCollection | undefined;
+}
 
 /** Executes the plan's commands as activities, each with a summary naming what it touches. */
-function activityExecutor(ns: string, setup: PassSetup) {
-  const { short, long } = gcActivities(setup);
+function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
+  const { short, long, page } = gcActivities(setup);
   const input = <C extends CollectorCommand>(command: C): [CommandInput<C>] => [{ namespaceId: ns, rules: setup.rules, command }];
   const prefix = (job: string) => jobPrefix(namespaceId(ns), job as Parameters<typeof jobPrefix>[1]);
-  return async (command: CollectorCommand): Promise<CollectorResult> => {
+  const execute = async (command: CollectorCommand): Promise<CollectorResult> => {
     switch (command.kind) {
       case 'listJobPrefixes':
         return short.listJobPrefixes.executeWithOptions({ summary: `list job prefixes of ${ns}` }, input(command));
@@ -208,6 +231,18 @@ function activityExecutor(ns: string, setup: PassSetup) {
       case 'deleteLease':
         // Even when the pass is cancelled: a claimed lease is never stranded.
         return CancellationScope.nonCancellable(() => short.deleteLease.executeWithOptions({ summary: `delete lease of ${prefix(command.jobId)}` }, input(command)));
+      case 'collectPrefixes': {
+        // Runs recorded before this patch collected each prefix of a page by its own activities (about three per prefix).
+        if (!patched(PAGE_ACTIVITY_PATCH)) return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute) };
+        try {
+          return await page.collectPrefixes.executeWithOptions({ summary: `collect ${command.prefixes.length} job prefixes of ${ns}` }, input(command));
+        } catch (err) {
+          if (!(err instanceof ActivityFailure)) throw err;
+          // Its retries spent (or cancelled): each prefix goes on from where it stood, one activity per command, so every claimed lease is still released.
+          const resume = pageCollectionOf(err);
+          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, { ...(resume && { resume }), onProgress: () => {} }) };
+        }
+      }
       case 'reclaimRetiredSegments':
         // Runs recorded by the first pass-plan version (test/golden/gc-namespace-plan-history.json) end without this step.
         if (!patched(RETIRED_SEGMENTS_PATCH)) return { kind: 'retiredReclaimed', outcome: { tally: EMPTY_RETIRED_TALLY } };
@@ -219,6 +254,7 @@ function activityExecutor(ns: string, setup: PassSetup) {
         }
     }
   };
+  return execute;
 }
 
 /** The pass over one namespace: a loop over its plan's commands, continuing as new at a page boundary once history is long. */
@@ -226,7 +262,7 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
   const ns = namespaceId(input.namespaceId);
   const { setup } = input;
   upsertSearchAttributes([{ key: CompactionNamespace, value: ns }]);
-  const report = await runNamespacePass(input.carried ?? startNamespacePass(ns, setup.rules), setup.rules, activityExecutor(ns, setup), async (pass) => {
+  const report = await runNamespacePass(input.carried ?? startNamespacePass(ns, setup.rules), activityExecutor(ns, setup), async (pass) => {
     show(pass.report, `${pass.phase} ${ns}`);
     if (historyIsLong()) await continueAsNew<typeof gcNamespaceWorkflow>({ ...input, carried: pass });
   });

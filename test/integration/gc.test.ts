@@ -423,6 +423,29 @@ describe('collector pass', () => {
     await expectReplays(client, `${workflowId}/${ns}`);
   });
 
+  it('a page is collected in one activity, and its retried attempt resumes each prefix where it stood: no lease is claimed twice', async () => {
+    const ns = newNamespace();
+    const jobs = Array.from({ length: 6 }, () => newJobId());
+    for (const job of jobs) await stage(ns, job, 1);
+    await ageBeyondStagingGrace();
+    for (const job of jobs) await writeLease(ns, job, Date.now() - leaseExpiryMs - 1000);
+    // A walk's or a lease's delete fails mid-page as a lost connection would: retryable, so Temporal runs the page again.
+    faults.failDeleteCall = { call: 4, error: () => new StoreUnavailableError(compactionsPrefix(ns), 'connection reset (injected)') };
+    const workflowId = uniqueId('gc-pass');
+
+    const report = await pass({ namespaces: [ns], prefixConcurrency: 2 }, workflowId);
+
+    expect(report.totals).toMatchObject({ prefixesSeen: 6, claimed: 6, live: 0, objectsDeleted: 6, leasesDeleted: 6, failedPrefixes: 0 });
+    // A retry that started the page afresh would claim again with the survey's ETag, meet 412 and keep the prefix as live.
+    expect(seen.cas.sort()).toEqual(jobs.map((job) => leaseKey(ns, job)).sort());
+    expect(await keysUnder(compactionsPrefix(ns))).toEqual([]);
+    const history = await client.workflow.getHandle(`${workflowId}/${ns}`).fetchHistory();
+    const activities = (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+    expect(activities.filter((name) => name === 'collectPrefixes')).toHaveLength(1);
+    expect(activities.filter((name) => ['claimLease', 'reclaimPrefix', 'deleteLease'].includes(name))).toEqual([]);
+    await expectReplays(client, `${workflowId}/${ns}`);
+  });
+
   it('a namespace that fits in one page reads each lease once: one GET for a live lease, one GET and one CAS for a claim', async () => {
     const ns = newNamespace();
     const [live, expired, orphans] = [0, 1, 2].map(() => Array.from({ length: 3 }, () => newJobId()));

@@ -28,6 +28,7 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import {
+  collectPrefixes,
   createJobLease,
   DeleteFailedError,
   executeOnStore,
@@ -40,6 +41,8 @@ import {
   START_OF_WALK,
   startNamespacePass,
   type CollectorExecutor,
+  type PageCollection,
+  type PageProgress,
   type PassRules,
   type PublicationOutcome,
   type SettledOwner,
@@ -189,7 +192,9 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
 /**
  * One pass as gcNamespaceWorkflow runs it: the same plan (corruption scan, survey, claim with the
  * survey's ETag, reclaim, lease last), its commands executed against the store, each retried like
- * its activity. Pages of two prefixes, two at a time, so runs with several jobs take the scan phase.
+ * its activity. A page's prefixes are one `collectPrefixes`, retried from where it stood as from
+ * the activity's heartbeat; once its retries are spent, each prefix goes on command by command, as
+ * the workflow does. Pages of two prefixes, two at a time, so runs with several jobs take the scan phase.
  */
 async function collectPass(run: Run, actor: string, store: ObjectStore): Promise<void> {
   const rules: PassRules = {
@@ -204,23 +209,35 @@ async function collectPass(run: Run, actor: string, store: ObjectStore): Promise
     keysPerFlush: 2,
     reportLimit: 10,
   };
-  const execute: CollectorExecutor = async (command) => {
+  /** One attempt of one command, after the actor's idle gate. */
+  const attempt: CollectorExecutor = async (command, walk) => {
     await run.idle(actor);
-    if (command.kind !== 'reclaimPrefix') {
-      const result = await retrying(run, actor, () => executeOnStore(store, run.ns, rules, command));
-      if (result.kind === 'claimed' && actor !== SETTLE) run.outcomes.claims[result.owner.owner === 'job' && result.owner.raced ? 'raced' : result.owner.owner]++;
-      return result;
+    const result = await executeOnStore(store, run.ns, rules, command, walk);
+    if (result.kind === 'claimed' && actor !== SETTLE) run.outcomes.claims[result.owner.owner === 'job' && result.owner.raced ? 'raced' : result.owner.owner]++;
+    return result;
+  };
+  const execute: CollectorExecutor = async (command) => {
+    if (command.kind === 'collectPrefixes') {
+      let at: PageCollection | undefined;
+      const page = (): PageProgress => ({ ...(at && { resume: at }), onProgress: (p) => (at = p) });
+      try {
+        return { kind: 'collected', report: await retrying(run, actor, () => collectPrefixes(run.ns, command.prefixes, rules, attempt, page())) };
+      } catch (err) {
+        if (!(err instanceof GaveUp)) throw err;
+        return { kind: 'collected', report: await collectPrefixes(run.ns, command.prefixes, rules, execute, page()) };
+      }
     }
+    if (command.kind !== 'reclaimPrefix') return retrying(run, actor, () => attempt(command, { onProgress: () => {} }));
     // A retried walk resumes from its last position, as from an activity's heartbeat.
     let position = START_OF_WALK;
     try {
-      return await retrying(run, actor, () => executeOnStore(store, run.ns, rules, command, { resume: position, onProgress: (p) => (position = p) }));
+      return await retrying(run, actor, () => attempt(command, { resume: position, onProgress: (p) => (position = p) }));
     } catch (err) {
       if (!(err instanceof GaveUp)) throw err;
       return { kind: 'reclaimFailed', tally: position.tally, message: err.message };
     }
   };
-  const report = await runNamespacePass(startNamespacePass(run.ns, rules), rules, execute, async () => {});
+  const report = await runNamespacePass(startNamespacePass(run.ns, rules), execute, async () => {});
   if (report.corruptLeases.length) throw new Error(`no corrupt lease was written, yet ${JSON.stringify(report.corruptLeases)}`);
 }
 
