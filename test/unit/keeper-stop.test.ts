@@ -14,19 +14,25 @@ const settings = resolveSettings({ timing: shrunkTiming(300, 1000), targetSegmen
 const embedded = createEmbeddedObjectStore({ path: join(mkdtempSync(join(tmpdir(), 'keeper-')), 'store.sqlite') });
 afterAll(() => embedded.close());
 
+/** A job whose lease refreshes (CAS writes) are counted and held at `release` once `sent` opens. */
+function heldRefreshes(letter: string) {
+  const job = { namespaceId: namespaceId('demo'), jobId: jobId(`cmp_${letter.repeat(32)}`) };
+  const sent = gate();
+  const release = gate();
+  const counted = { refreshes: 0 };
+  const store = wrapStore(embedded, async (operation, _args, call) => {
+    if (operation !== 'putIfMatch') return call();
+    counted.refreshes++;
+    sent.open();
+    await release.wait;
+    return call();
+  });
+  return { job, sent, release, counted, store };
+}
+
 describe('a lease keeper stopped by the end of its work', () => {
   it('completes only once its refresh in flight has settled, and writes the lease no more', async () => {
-    const job = { namespaceId: namespaceId('demo'), jobId: jobId(`cmp_${'a'.repeat(32)}`) };
-    const sent = gate();
-    const release = gate();
-    let refreshes = 0;
-    const store = wrapStore(embedded, async (operation, _args, call) => {
-      if (operation !== 'putIfMatch') return call();
-      refreshes++;
-      sent.open();
-      await release.wait;
-      return call();
-    });
+    const { job, sent, release, counted, store } = heldRefreshes('a');
     const activities = createCompactionActivities({ store, settings, compactor: { compact: () => Promise.resolve({ outputs: [], recordsOut: 0, bytesOut: 0 }) } });
     const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
     let stopped = false;
@@ -38,25 +44,15 @@ describe('a lease keeper stopped by the end of its work', () => {
     expect(stopped, 'the keeper returned with its refresh in flight').toBe(false);
     release.open();
     expect(await keeper).toEqual({ stopped: 'work ended' });
-    const written = refreshes;
+    const written = counted.refreshes;
     await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
-    expect(refreshes).toBe(written);
+    expect(counted.refreshes).toBe(written);
   });
 });
 
 describe('the work under its lease, keeper and work in one activity', () => {
   it('returns only once the keeper\'s refresh in flight has settled, and writes the lease no more', async () => {
-    const job = { namespaceId: namespaceId('demo'), jobId: jobId(`cmp_${'b'.repeat(32)}`) };
-    const sent = gate();
-    const release = gate();
-    let refreshes = 0;
-    const store = wrapStore(embedded, async (operation, _args, call) => {
-      if (operation !== 'putIfMatch') return call();
-      refreshes++;
-      sent.open();
-      await release.wait;
-      return call();
-    });
+    const { job, sent, release, counted, store } = heldRefreshes('b');
     // The work ends while the keeper's first refresh is in flight.
     const activities = createCompactionActivities({ store, settings, compactor: { compact: () => sent.wait.then(() => ({ outputs: [], recordsOut: 0, bytesOut: 0 })) } });
     const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
@@ -67,8 +63,8 @@ describe('the work under its lease, keeper and work in one activity', () => {
     expect(returned, 'the activity returned with its refresh in flight').toBe(false);
     release.open();
     expect(await leased).toMatchObject({ outputs: [] });
-    const written = refreshes;
+    const written = counted.refreshes;
     await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
-    expect(refreshes).toBe(written);
+    expect(counted.refreshes).toBe(written);
   });
 });
