@@ -17,6 +17,30 @@ import { environmentFor, spawnWorker } from '../support/worker-process';
 
 const killed = (child: ChildProcess) => new Promise((resolve) => child.once('exit', resolve));
 
+/** Polls the job's heartbeated progress until `reached`, then SIGKILLs the worker; returns that progress and the job. */
+async function killOnceHeartbeated(
+  handle: Awaited<ReturnType<typeof startCompaction>>,
+  worker: ChildProcess,
+  reached: (progress: CompactionProgress) => boolean,
+  what: string,
+): Promise<{ heartbeated: CompactionProgress; job: string }> {
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (Date.now() > deadline) throw new Error(`the compaction never heartbeated ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+    const pending = (await handle.describe()).raw.pendingActivities ?? [];
+    const payload = pending.find((a) => a.activityType?.name === 'compactUnderLease')?.heartbeatDetails?.payloads?.[0];
+    // The worker runs the reference compactor, whose progress is a CompactionProgress.
+    const heartbeated = payload ? (defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress as CompactionProgress | undefined) : undefined;
+    if (heartbeated && reached(heartbeated)) {
+      const { jobId: job } = await handle.query<{ jobId: string }>('leaseState');
+      worker.kill('SIGKILL');
+      await killed(worker);
+      return { heartbeated, job };
+    }
+  }
+}
+
 describe('compaction across a worker crash', () => {
   let fixture: TestStore;
   const children: ChildProcess[] = [];
@@ -41,18 +65,7 @@ describe('compaction across a worker crash', () => {
     children.push(first);
     const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue });
 
-    let heartbeated: CompactionProgress | undefined;
-    const deadline = Date.now() + 90_000;
-    while (!heartbeated || heartbeated.segmentsFinished < 40) {
-      if (Date.now() > deadline) throw new Error('the compaction never heartbeated progress');
-      await new Promise((r) => setTimeout(r, 50));
-      const pending = (await handle.describe()).raw.pendingActivities ?? [];
-      const payload = pending.find((a) => a.activityType?.name === 'compactUnderLease')?.heartbeatDetails?.payloads?.[0];
-      heartbeated = payload ? (defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress as CompactionProgress | undefined) : undefined;
-    }
-    const { jobId: job } = await handle.query<{ jobId: string }>('leaseState');
-    first.kill('SIGKILL');
-    await killed(first);
+    const { heartbeated, job } = await killOnceHeartbeated(handle, first, (p) => p.segmentsFinished >= 40, 'progress');
     const listStaged = async () => {
       const staged = new Map<string, ObjectInfo>();
       let cursor: string | undefined;
@@ -97,18 +110,7 @@ describe('compaction across a worker crash', () => {
     children.push(first);
     const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue });
 
-    let heartbeated: CompactionProgress | undefined;
-    const deadline = Date.now() + 90_000;
-    while ((heartbeated?.runs?.parts.length ?? 0) < 2) {
-      if (Date.now() > deadline) throw new Error('the compaction never heartbeated two finished runs');
-      await new Promise((r) => setTimeout(r, 50));
-      const pending = (await handle.describe()).raw.pendingActivities ?? [];
-      const payload = pending.find((a) => a.activityType?.name === 'compactUnderLease')?.heartbeatDetails?.payloads?.[0];
-      heartbeated = payload ? (defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress as CompactionProgress | undefined) : undefined;
-    }
-    const { jobId: job } = await handle.query<{ jobId: string }>('leaseState');
-    first.kill('SIGKILL');
-    await killed(first);
+    const { heartbeated, job } = await killOnceHeartbeated(handle, first, (p) => (p.runs?.parts.length ?? 0) >= 2, 'two finished runs');
     expect(heartbeated?.segmentsFinished).toBe(0);
     const ref = { namespaceId: nsId, jobId: jobId(job) };
     const finished = heartbeated!.runs!.parts.flatMap((parts, run) => Array.from({ length: parts }, (_, part) => runPartKey(ref, 4, run, part)));
