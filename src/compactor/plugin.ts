@@ -178,8 +178,9 @@ export interface CompactionOutputs {
  * A segment format's compactor. Guarantees it must keep (checked by `checkFormat`): output keys are
  * a function of the job and the inputs alone (so a resumed attempt writes no twins), writes go only
  * to staged segment keys of its job (enforced by the store it is given), progress fits in heartbeat
- * details (enforced by the heartbeat it is given), and a resumed attempt returns the same outputs as an uninterrupted one. A worker holds
- * a compactor of any progress type: `resume` is whatever the previous attempt heartbeated.
+ * details (enforced by the heartbeat it is given), and a resumed attempt returns the same outputs
+ * as an uninterrupted one. A worker holds a compactor of any progress type: `resume` is whatever
+ * the previous attempt heartbeated.
  */
 export interface Compactor<P = unknown> {
   compact(attempt: CompactionAttempt<P>): Promise<CompactionOutputs>;
