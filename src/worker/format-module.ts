@@ -4,6 +4,7 @@
  * whose named exports `compactor` and `rootCodec` a worker runs instead of the defaults. Loaded and
  * checked once at start, so a wrong module stops the worker before it polls, not a job later.
  */
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -39,7 +40,11 @@ const firstLine = (err: unknown): string => (err instanceof Error ? err.message 
 
 /** A path (`./`, `../`, absolute) from `cwd`, else a package as `require.resolve` finds it from `cwd`. */
 function resolveFormatModule(specifier: string, cwd: string): string {
-  if (specifier.startsWith('.') || isAbsolute(specifier)) return resolve(cwd, specifier);
+  if (specifier.startsWith('.') || isAbsolute(specifier)) {
+    const file = resolve(cwd, specifier);
+    if (!existsSync(file)) throw new FormatModuleError(specifier, `names no file: ${file} does not exist (a path is resolved from the current directory, ${cwd})`);
+    return file;
+  }
   try {
     return createRequire(join(cwd, 'package.json')).resolve(specifier);
   } catch (err) {
@@ -61,7 +66,7 @@ export async function loadFormatModule(specifier: string, cwd = process.cwd()): 
   try {
     exported = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
   } catch (err) {
-    throw new FormatModuleError(specifier, `cannot be loaded from ${file} (${firstLine(err)}): check the path, resolved from ${cwd}, and that the module runs`);
+    throw new FormatModuleError(specifier, `cannot be loaded from ${file} (${firstLine(err)}): fix the module so that importing it succeeds`);
   }
   const { compactor, rootCodec } = exported;
   if (compactor === undefined && rootCodec === undefined) {

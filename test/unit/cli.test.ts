@@ -327,7 +327,7 @@ describe('cli operator paths', () => {
     const run = await cli(['worker', '--format', './no-such-format.mjs']);
     expect(run.code).toBe(ExitCode.config);
     expect(run.stderr).toHaveLength(1);
-    expect(run.stderr[0]).toMatch(/format module "\.\/no-such-format\.mjs" .*cannot be loaded from .*no-such-format\.mjs/);
+    expect(run.stderr[0]).toMatch(/format module "\.\/no-such-format\.mjs" .*names no file: .*no-such-format\.mjs does not exist/);
   });
 
   it('worker reads the format module from COMPACTION_FORMAT_MODULE when --format is not given', async () => {

@@ -40,6 +40,11 @@ describe('loadFormatModule', () => {
     expect(format.label).toBe('my-format (rootCodec)');
   });
 
+  it('a path to no file names the file it looked for', async () => {
+    const dir = project({});
+    await expect(loadFormatModule('./format.mjs', dir)).rejects.toThrow(`format module "./format.mjs" (COMPACTION_FORMAT_MODULE, worker --format) names no file: ${join(dir, 'format.mjs')} does not exist`);
+  });
+
   it('a package not installed there cannot be resolved, naming the directory', async () => {
     const dir = project({});
     await expect(loadFormatModule('no-such-format', dir)).rejects.toThrow(new RegExp(`format module "no-such-format" .*cannot be resolved from ${dir}`));
