@@ -30,7 +30,7 @@ describe("a plug-in compactor's progress", () => {
       async compact(attempt) {
         attempts.set(attempt.job.namespaceId, (attempts.get(attempt.job.namespaceId) ?? 0) + 1);
         attempt.heartbeat({ seen: 'x'.repeat(100 * 1024) });
-        return binaryCompactor.compact(attempt);
+        return (binaryCompactor as Compactor).compact(attempt);
       },
     };
     worker = await startTestWorker(store, quickExpirySettings, undefined, undefined, { compactor: bulky, rootCodec: textRootCodec });

@@ -75,7 +75,7 @@ describe('checkFormat', () => {
     const bulky: Compactor = {
       async compact(attempt) {
         attempt.heartbeat({ seen: 'x'.repeat(100 * 1024) });
-        return binaryCompactor.compact(attempt);
+        return (binaryCompactor as Compactor).compact(attempt);
       },
     };
     const err = await checkFormat({ ...binary, compactor: bulky }).catch((e: unknown) => e);
