@@ -106,7 +106,8 @@ export function checkProgress(job: JobRef, progress: unknown): string {
   try {
     text = JSON.stringify(progress);
   } catch (err) {
-    throw notJson(err instanceof Error ? err.message : String(err));
+    // The first line: V8 draws a cycle's path over several, and a failure's message is one line.
+    throw notJson((err instanceof Error ? err.message : String(err)).split('\n')[0]!);
   }
   if (text === undefined) throw notJson(`a ${typeof progress}`);
   const bytes = Buffer.byteLength(text);
