@@ -4,7 +4,9 @@ export * from './lease';
 export * from './root';
 export * from './segments';
 export {
+  MAX_PROGRESS_BYTES,
   OutsideJobPrefixError,
+  ProgressRefusedError,
   referenceCompactor,
   stagedOutputKey,
   type CompactionAttempt,
@@ -22,7 +24,7 @@ export * from './client';
 export * from './worker';
 export { startWorkerFromEnv, type StartWorkerFromEnvOptions, type WorkerFromEnv } from './worker/from-env';
 export { writeInputSegment } from './writer';
-export { checkFormat, FormatCheckError, MAX_PROGRESS_BYTES, type FormatUnderTest } from './conformance';
+export { checkFormat, FormatCheckError, type FormatUnderTest } from './conformance';
 export type { CompactionInput, CompactionResult, CompactionOutcomeName, LeaseView } from './workflows/compaction';
 export type { GcInput, GcOptions, GcReport, GcTotals } from './workflows/gc';
 export type { CorruptLease } from './activities/gc';

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { recordFence, recordRefresh } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
-import { checkStagedKeys, referenceCompactor, stagedStore, type CompactionOutputs, type Compactor } from '../compactor';
+import { checkStagedKeys, referenceCompactor, stagedStore, withCheckedProgress, type CompactionOutputs, type Compactor } from '../compactor';
 import { asInputError, checkInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { ACTIVITY_BACKOFF, backoffDelayMs, type Backoff } from '../config/retry';
@@ -203,21 +203,24 @@ export function createCompactionActivities({ store, settings, compactor = refere
 
   /**
    * Runs the compactor over the attempt's store, narrowed to its job's staged segments: every body it
-   * opened is closed when it ends, a vanished input reads as one, and the outputs it returns are
-   * checked to be its own staged segments (publication trusts them: a plug-in's are checked, not believed).
+   * opened is closed when it ends, a vanished input reads as one, its progress is checked before it
+   * reaches the heartbeat details, and the outputs it returns are checked to be its own staged
+   * segments (publication trusts them: a plug-in's are checked, not believed).
    */
   async function compact(ref: ReturnType<typeof job>, input: { group: string; inputs: string[] }, resume: unknown, heartbeat: (progress?: unknown) => void): Promise<CompactionOutputs> {
     const attempt = attemptStore(store);
     let result: CompactionOutputs;
     try {
-      result = await compactor.compact({
-        job: { ...ref, group: familyGroup(input.group) },
-        inputs: input.inputs,
-        store: stagedStore(attempt.store, ref),
-        limits: settings,
-        resume,
-        heartbeat,
-      });
+      result = await withCheckedProgress(ref, heartbeat, (checked) =>
+        compactor.compact({
+          job: { ...ref, group: familyGroup(input.group) },
+          inputs: input.inputs,
+          store: stagedStore(attempt.store, ref),
+          limits: settings,
+          resume,
+          heartbeat: checked,
+        }),
+      );
     } catch (err) {
       // An input deleted after readGroup checked it: the same clear end as one missing from the start.
       throw asInputError(err, input.group, input.inputs);

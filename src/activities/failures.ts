@@ -25,6 +25,7 @@ export const NON_RETRYABLE_TYPES = [
   'InvalidSettings',
   'PlanOutOfStep',
   'OutsideJobPrefix',
+  'ProgressRefused',
 ] as const;
 
 /** A typed error becomes a failure of its own type and retryability; other errors stay retryable, typed by their name. */

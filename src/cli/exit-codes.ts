@@ -9,6 +9,7 @@ import { DEFAULT_GC_SCHEDULE_ID } from '../client/schedule';
 import { SettingsError, TimingConfigError } from '../config';
 import { InvalidKeyError } from '../keys';
 import { StoreConfigError, StoreUnavailableError } from '../store';
+import { FormatModuleError } from '../worker/format-module';
 
 export const ExitCode = {
   ok: 0,
@@ -29,7 +30,7 @@ Exit codes:
   1  the operation failed (fenced or abandoned compaction, incomplete collector pass, store unavailable)
   2  usage or invalid input (unknown option, namespace or job id not of the grammar)
   3  not found (lease, job prefix or schedule missing)
-  4  configuration error (COMPACTION_S3_* / AWS settings, COMPACTION_*_MS timings, Temporal unreachable)`;
+  4  configuration error (COMPACTION_S3_* / AWS settings, COMPACTION_*_MS timings, a format module, Temporal unreachable)`;
 
 /** A failure the CLI itself names, with the exit code it means; the message already says what to do. */
 export class CliError extends Error {
@@ -68,7 +69,7 @@ export function explainFailure(err: unknown): Explained {
   if (err instanceof CommanderError) return { exitCode: err.exitCode === 0 ? ExitCode.ok : ExitCode.usage, line: undefined };
   if (err instanceof CliError) return { exitCode: err.exitCode, line: err.message };
   if (err instanceof InvalidKeyError) return { exitCode: ExitCode.usage, line: err.message };
-  if (err instanceof StoreConfigError || err instanceof TimingConfigError || err instanceof TemporalUnreachableError) {
+  if (err instanceof StoreConfigError || err instanceof TimingConfigError || err instanceof TemporalUnreachableError || err instanceof FormatModuleError) {
     return { exitCode: ExitCode.config, line: err.message };
   }
   if (err instanceof SettingsError) return { exitCode: ExitCode.config, line: `${err.message}: fix the COMPACTION_* variable it names` };

@@ -12,7 +12,8 @@ import { addWorkerCommand } from './worker';
 const CONFIGURATION_HELP = `
 Configuration comes from the environment: COMPACTION_S3_BUCKET (else the embedded store at
 COMPACTION_EMBEDDED_STORE), AWS_* for S3, TEMPORAL_ADDRESS / TEMPORAL_PROFILE for Temporal,
-COMPACTION_TASK_QUEUE, and the COMPACTION_*_MS timings (lease expiry decides live/expired).`;
+COMPACTION_TASK_QUEUE, the COMPACTION_*_MS timings (lease expiry decides live/expired), and for
+workers COMPACTION_FORMAT_MODULE (worker --format), a module exporting your compactor and root codec.`;
 
 /** Read at run time: package.json sits two folders up from both src/cli and lib/cli, and outside tsc's rootDir. */
 const PACKAGE_VERSION = (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;

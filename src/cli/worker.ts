@@ -1,12 +1,23 @@
 /**
  * `worker`: a worker in this process, configured like the standalone one (src/worker/main.ts) by the
- * environment alone, until SIGINT or SIGTERM; `--role` stands for `COMPACTION_WORKER_ROLE`.
+ * environment alone, until SIGINT or SIGTERM; `--role` stands for `COMPACTION_WORKER_ROLE`, `--format`
+ * for `COMPACTION_FORMAT_MODULE`. It is the only command that reads segments or roots: `compact` and
+ * `gc` run on workers, `lease` reads leases and key listings, so only it takes a format.
  */
 import { Option, type Command } from 'commander';
 import { WORKER_ROLE_ENV, WORKER_ROLES, workerRoleFromEnv, type WorkerRole } from '../config';
+import { FORMAT_MODULE_ENV, loadFormatModule } from '../worker/format-module';
 import { connectTemporal, type CliContext } from './context';
 
-async function runWorker(ctx: CliContext, options: { role?: WorkerRole }): Promise<void> {
+interface WorkerCommandOptions {
+  role?: WorkerRole;
+  format?: string;
+}
+
+async function runWorker(ctx: CliContext, options: WorkerCommandOptions): Promise<void> {
+  // Before anything starts: a wrong module is a configuration error, not a failed job later.
+  const formatModule = options.format ?? process.env[FORMAT_MODULE_ENV];
+  const format = formatModule ? await loadFormatModule(formatModule) : undefined;
   // Loaded here: the native worker runtime is the heaviest import, and no other command needs it.
   const { NativeConnection } = await import('@temporalio/worker');
   const { serveWorker } = await import('../worker/index.js');
@@ -20,7 +31,10 @@ async function runWorker(ctx: CliContext, options: { role?: WorkerRole }): Promi
   try {
     const serverLabel = `${target.address}/${target.namespace}`;
     const taskQueue = role === 'collector' ? ctx.collectorTaskQueue() : ctx.taskQueue();
-    await serveWorker({ store, settings, connection, namespace: target.namespace, role, taskQueue, serverLabel, log: (l) => ctx.out.line(l) });
+    await serveWorker({
+      store, settings, connection, namespace: target.namespace, role, taskQueue, serverLabel, log: (l) => ctx.out.line(l),
+      compactor: format?.compactor, rootCodec: format?.rootCodec, formatLabel: format?.label,
+    });
   } finally {
     await connection.close();
   }
@@ -37,5 +51,10 @@ export function addWorkerCommand(program: Command, ctx: CliContext): void {
       new Option('--role <role>', `the activities it serves, with credentials for that role alone (default: ${WORKER_ROLE_ENV}, else all)`)
         .choices(WORKER_ROLES),
     )
-    .action((options: { role?: WorkerRole }) => runWorker(ctx, options));
+    .option(
+      '--format <module>',
+      `an ES module (a path, or a package, resolved from the current directory) whose named exports \`compactor\` and/or \`rootCodec\` ` +
+        `replace the .mseg compactor and root.json codec; every worker of a deployment needs the same (default: ${FORMAT_MODULE_ENV}; docs/plugins.md)`,
+    )
+    .action((options: WorkerCommandOptions) => runWorker(ctx, options));
 }

@@ -131,10 +131,14 @@ async function* readSegments(store: StagedStore, keys: readonly string[]): Async
 export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan';
 export { waitingCompactor } from './waiting';
 export {
+  checkProgress,
   checkStagedKeys,
+  MAX_PROGRESS_BYTES,
   OutsideJobPrefixError,
+  ProgressRefusedError,
   stagedOutputKey,
   stagedStore,
+  withCheckedProgress,
   type CompactionAttempt,
   type CompactionJob,
   type CompactionOutputs,

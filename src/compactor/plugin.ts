@@ -81,6 +81,74 @@ export function stagedStore(store: ObjectStore, job: JobRef): StagedStore {
   };
 }
 
+/** Heartbeat details are stored by Temporal with every beat and handed to every retried attempt: progress is a position, never the data. */
+export const MAX_PROGRESS_BYTES = 64 * 1024;
+
+/** A compactor heartbeated progress that cannot travel in heartbeat details: larger than {@link MAX_PROGRESS_BYTES}, or not JSON. */
+export class ProgressRefusedError extends TypedError {
+  override readonly name = 'ProgressRefusedError';
+  readonly failureType = 'ProgressRefused';
+  readonly retryable = false;
+  constructor(
+    readonly job: JobRef,
+    reason: string,
+    fix: string,
+  ) {
+    super(`the compactor of job ${job.jobId} (namespace ${job.namespaceId}) heartbeated progress ${reason}: ${fix}`);
+  }
+}
+
+/** The JSON of `progress`, or {@link ProgressRefusedError} when it is not JSON or larger than {@link MAX_PROGRESS_BYTES}. */
+export function checkProgress(job: JobRef, progress: unknown): string {
+  const notJson = (what: string) =>
+    new ProgressRefusedError(job, `that is not JSON (${what})`, 'heartbeat details travel as JSON: make progress numbers, strings, arrays and plain objects (a BigInt as a string, no cycles)');
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(progress);
+  } catch (err) {
+    // The first line: V8 draws a cycle's path over several, and a failure's message is one line.
+    throw notJson((err instanceof Error ? err.message : String(err)).split('\n')[0]!);
+  }
+  if (text === undefined) throw notJson(`a ${typeof progress}`);
+  const bytes = Buffer.byteLength(text);
+  if (bytes > MAX_PROGRESS_BYTES) {
+    throw new ProgressRefusedError(
+      job,
+      `of ${bytes} bytes of JSON, over the limit of ${MAX_PROGRESS_BYTES} (MAX_PROGRESS_BYTES)`,
+      "keep progress a small position (an output index, a last key) and put bulk state in staged objects under the job's prefix (stagedOutputKey)",
+    );
+  }
+  return text;
+}
+
+/**
+ * Runs `attempt` with `heartbeat` behind {@link checkProgress}: a refused progress throws and never
+ * reaches the heartbeat details, and fails the attempt even when the compactor caught the throw and
+ * went on (a retried attempt would resume from older progress and heartbeat the same again).
+ */
+export async function withCheckedProgress<T>(job: JobRef, heartbeat: (progress?: unknown) => void, attempt: (checked: (progress?: unknown) => void) => Promise<T>): Promise<T> {
+  let refused: ProgressRefusedError | undefined;
+  const checked = (progress?: unknown) => {
+    if (progress !== undefined) {
+      try {
+        checkProgress(job, progress);
+      } catch (err) {
+        refused ??= err as ProgressRefusedError;
+        throw err;
+      }
+    }
+    heartbeat(progress);
+  };
+  let result: T;
+  try {
+    result = await attempt(checked);
+  } catch (err) {
+    throw refused ?? err;
+  }
+  if (refused) throw refused;
+  return result;
+}
+
 /** One attempt of a compaction, as the worker hands it to a {@link Compactor}. */
 export interface CompactionAttempt<P> {
   readonly job: CompactionJob;
@@ -94,7 +162,8 @@ export interface CompactionAttempt<P> {
    * Records `progress` (when given) in the activity's heartbeat details, where a retried attempt
    * finds it as `resume`, and throws the cancellation when the job was cancelled (its lease lost).
    * Call it after each finished output and every few thousand records. Progress must be plain JSON
-   * and small (Temporal heartbeat details): a position, never the data.
+   * of at most {@link MAX_PROGRESS_BYTES} (Temporal heartbeat details): a position, never the data.
+   * Other progress throws {@link ProgressRefusedError}, which fails the job.
    */
   heartbeat(progress?: P): void;
 }
@@ -110,8 +179,9 @@ export interface CompactionOutputs {
  * A segment format's compactor. Guarantees it must keep (checked by `checkFormat`): output keys are
  * a function of the job and the inputs alone (so a resumed attempt writes no twins), writes go only
  * to staged segment keys of its job (enforced by the store it is given), progress fits in heartbeat
- * details, and a resumed attempt returns the same outputs as an uninterrupted one. A worker holds
- * a compactor of any progress type: `resume` is whatever the previous attempt heartbeated.
+ * details (enforced by the heartbeat it is given), and a resumed attempt returns the same outputs
+ * as an uninterrupted one. A worker holds a compactor of any progress type: `resume` is whatever
+ * the previous attempt heartbeated.
  */
 export interface Compactor<P = unknown> {
   compact(attempt: CompactionAttempt<P>): Promise<CompactionOutputs>;

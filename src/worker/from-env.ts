@@ -4,16 +4,18 @@
  * the demo. Store: `COMPACTION_S3_*` and the AWS SDK's chain, else the embedded store; Temporal:
  * `TEMPORAL_*` / envconfig profile; `COMPACTION_WORKER_ROLE` and its queue (`COMPACTION_TASK_QUEUE`, or
  * `COMPACTION_COLLECTOR_TASK_QUEUE` for a collector); timings `COMPACTION_*_MS`; the Runtime:
- * `COMPACTION_LOG_LEVEL`, `COMPACTION_METRICS_PROMETHEUS`.
+ * `COMPACTION_LOG_LEVEL`, `COMPACTION_METRICS_PROMETHEUS`; a format's plug-ins: `COMPACTION_FORMAT_MODULE`.
  */
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import { settingsFromEnv, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
 import { objectStoreFromEnv, type ObjectStore } from '../store';
 import { temporalTarget, type TemporalTarget } from './connect';
+import { FORMAT_MODULE_ENV, loadFormatModule } from './format-module';
 import { createWorker, type CreateWorkerOptions } from './index';
 import { installRuntime } from './runtime';
 import { roleTaskQueueFromEnv } from './task-queue';
 
+/** `compactor` and `rootCodec` given here win over the exports of the module `COMPACTION_FORMAT_MODULE` names. */
 export interface StartWorkerFromEnvOptions extends Pick<CreateWorkerOptions, 'compactor' | 'rootCodec' | 'workerOptions' | 'log'> {
   readonly env?: NodeJS.ProcessEnv;
   /** False when the process installed its own Temporal Runtime already; `COMPACTION_LOG_LEVEL` and metrics then do not apply. */
@@ -43,13 +45,21 @@ export async function startWorkerFromEnv(options: StartWorkerFromEnvOptions = {}
   const temporal = temporalTarget(env);
   const role = workerRoleFromEnv(env);
   const taskQueue = roleTaskQueueFromEnv(role, env);
+  const formatModule = env[FORMAT_MODULE_ENV];
+  const format = formatModule ? await loadFormatModule(formatModule) : undefined;
   const connection = await NativeConnection.connect(temporal.connectionOptions);
   const serverLabel = `${temporal.address}/${temporal.namespace}`;
   let store: ObjectStore | undefined;
   let worker: Worker;
   try {
     store = objectStoreFromEnv(env, settings.timing.operationDeadlineMs);
-    worker = await createWorker({ ...options, store, settings, connection, namespace: temporal.namespace, role, taskQueue, serverLabel });
+    worker = await createWorker({
+      ...options,
+      compactor: options.compactor ?? format?.compactor,
+      rootCodec: options.rootCodec ?? format?.rootCodec,
+      formatLabel: format?.label,
+      store, settings, connection, namespace: temporal.namespace, role, taskQueue, serverLabel,
+    });
   } catch (err) {
     await Promise.allSettled([connection.close(), store?.close()]);
     throw err;

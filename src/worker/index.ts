@@ -12,6 +12,7 @@ import { roleTaskQueueFromEnv } from './task-queue';
 export { COLLECTOR_TASK_QUEUE_ENV, collectorTaskQueueFromEnv, DEFAULT_TASK_QUEUE, roleTaskQueueFromEnv, TASK_QUEUE_ENV, taskQueueFromEnv } from './task-queue';
 export { installRuntime, LOG_LEVEL_ENV, METRICS_ENV } from './runtime';
 export { temporalTarget, type TemporalTarget } from './connect';
+export { FORMAT_MODULE_ENV, FormatModuleError, loadFormatModule, type FormatModule } from './format-module';
 
 export interface CreateWorkerOptions {
   readonly store: ObjectStore;
@@ -42,6 +43,8 @@ export interface CreateWorkerOptions {
   readonly log?: (line: string) => void;
   /** Names the Temporal server in that line (e.g. `127.0.0.1:7233/default`). */
   readonly serverLabel?: string;
+  /** Names the format module the plug-ins came from in that line ({@link FormatModule.label}); unset for plug-ins given in code. */
+  readonly formatLabel?: string;
 }
 
 /**
@@ -84,7 +87,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
   });
   const log = options.log ?? console.log;
   // A single role is named: in a two-role deployment it tells which credentials the worker should hold.
-  log(`worker ${options.settings.ownerId}${role === 'all' ? '' : ` (role ${role})`} on ${options.serverLabel ?? `Temporal namespace ${namespace}`}, task queue ${taskQueue}, store ${options.store.description}`);
+  log(`worker ${options.settings.ownerId}${role === 'all' ? '' : ` (role ${role})`} on ${options.serverLabel ?? `Temporal namespace ${namespace}`}, task queue ${taskQueue}, store ${options.store.description}${options.formatLabel ? `, format ${options.formatLabel}` : ''}`);
   return worker;
 }
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { ScheduleNotFoundError, WorkflowFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, RetryState } from '@temporalio/common';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CliError, ExitCode, explainFailure, TemporalUnreachableError } from '../../src/cli/exit-codes';
 import { contextFromEnv, type CliContext } from '../../src/cli/context';
 import { parseCron } from '../../src/cli/gc-schedule';
@@ -32,6 +32,7 @@ const embeddedStore = (): ObjectStore => {
   return store;
 };
 afterEach(async () => {
+  vi.unstubAllEnvs();
   for (const store of stores.splice(0)) await store.close();
 });
 
@@ -320,6 +321,20 @@ describe('cli operator paths', () => {
     expect(run.code).toBe(ExitCode.usage);
     expect(run.stderr).toHaveLength(1);
     expect(run.stderr[0]).toMatch(/--role.*gc.*all, compaction, collector.*see --help/);
+  });
+
+  it('worker --format naming a module that is not there exits 4 with one line naming it, before the store or Temporal is touched', async () => {
+    const run = await cli(['worker', '--format', './no-such-format.mjs']);
+    expect(run.code).toBe(ExitCode.config);
+    expect(run.stderr).toHaveLength(1);
+    expect(run.stderr[0]).toMatch(/format module "\.\/no-such-format\.mjs" .*names no file: .*no-such-format\.mjs does not exist/);
+  });
+
+  it('worker reads the format module from COMPACTION_FORMAT_MODULE when --format is not given', async () => {
+    vi.stubEnv('COMPACTION_FORMAT_MODULE', './no-such-env-format.mjs');
+    const run = await cli(['worker']);
+    expect(run.code).toBe(ExitCode.config);
+    expect(run.stderr).toEqual([expect.stringMatching(/format module "\.\/no-such-env-format\.mjs" \(COMPACTION_FORMAT_MODULE, worker --format\)/)]);
   });
 
   it('gc run --wait prints each corrupt lease once, key and reason, and exits 1 for the incomplete pass', async () => {

@@ -1,7 +1,8 @@
 /**
  * The conformance kit (issue 20) on the embedded store: the reference formats and the test's binary
  * format pass it; a compactor with non-deterministic keys, one that writes outside its job prefix,
- * and a codec that loses the generation are refused, each naming the fix.
+ * one whose progress is too large for heartbeat details, and a codec that loses the generation are
+ * refused, each naming the fix.
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
@@ -10,6 +11,7 @@ import {
   FormatCheckError,
   jsonRootCodec,
   OutsideJobPrefixError,
+  ProgressRefusedError,
   referenceCompactor,
   stagedOutputKey,
   writeInputSegment,
@@ -67,6 +69,18 @@ describe('checkFormat', () => {
     const err = await checkFormat({ ...binary, compactor: stray }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OutsideJobPrefixError);
     expect((err as Error).message).toMatch(/root\.json.*stagedOutputKey/);
+  });
+
+  it('a compactor whose progress is 100 KiB is refused by the heartbeat it is given, as in a worker', async () => {
+    const bulky: Compactor = {
+      async compact(attempt) {
+        attempt.heartbeat({ seen: 'x'.repeat(100 * 1024) });
+        return (binaryCompactor as Compactor).compact(attempt);
+      },
+    };
+    const err = await checkFormat({ ...binary, compactor: bulky }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProgressRefusedError);
+    expect((err as Error).message).toMatch(/over the limit of 65536/);
   });
 
   it('a codec that does not write the generation is refused: every CAS must change the bytes', async () => {
