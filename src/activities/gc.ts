@@ -15,7 +15,6 @@ import {
   executeOnStore,
   listNamespaces,
   reclaimPositionFrom,
-  START_OF_WALK,
   type ChildrenPage,
   type CollectorCommand,
   type CollectorExecutor,
@@ -109,7 +108,7 @@ export function createGcActivities({ store, settings, rootCodec = jsonRootCodec 
     /** Reads the leases of one page once and decides each owner at the pass's clock, claiming nothing; heartbeats after each read. */
     async surveyLeases(input: Input<'surveyLeases'>) {
       const ctx = Context.current();
-      const result = await run(input, { resume: START_OF_WALK, onProgress: () => {}, onRead: () => ctx.heartbeat() });
+      const result = await run(input, { onProgress: () => {}, onRead: () => ctx.heartbeat() });
       for (const { owner } of result.prefixes) recordClaim(owner, input.rules.dryRun);
       return result;
     },
@@ -121,16 +120,19 @@ export function createGcActivities({ store, settings, rootCodec = jsonRootCodec 
       return result;
     },
 
-    /** Walks the prefix; its position travels in Temporal heartbeats, so a retried attempt resumes where the last one stood. */
+    /**
+     * Walks the prefix from the command's `from`; its position travels in Temporal heartbeats, so a
+     * retried attempt resumes where the last one stood.
+     */
     async reclaimPrefix(input: Input<'reclaimPrefix'>) {
       const ctx = Context.current();
-      let position = reclaimPositionFrom(ctx.info.heartbeatDetails);
+      let position = reclaimPositionFrom(ctx.info.heartbeatDetails, input.command.from);
       const onProgress = (p: ReclaimPosition) => {
         position = p;
         ctx.heartbeat(p);
       };
       try {
-        const result = await run(input, { resume: position, onProgress });
+        const result = await run({ ...input, command: { ...input.command, from: position } }, { onProgress });
         recordReclaim(result.tally, input.rules.dryRun);
         return result;
       } catch (err) {
@@ -150,7 +152,7 @@ export function createGcActivities({ store, settings, rootCodec = jsonRootCodec 
       let at = ctx.info.heartbeatDetails as PageCollection | undefined;
       const execute: CollectorExecutor = async (command, walk) => {
         if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
-        let position = walk.resume ?? START_OF_WALK;
+        let position = 'from' in command ? command.from : undefined;
         const onProgress = (p: ReclaimPosition) => {
           position = p;
           walk.onProgress(p);
@@ -164,7 +166,7 @@ export function createGcActivities({ store, settings, rootCodec = jsonRootCodec 
           // A walk no retry can finish fails its prefix now, as its own activity would: the plan still releases the lease.
           const failure = toFailure(err);
           if (command.kind !== 'reclaimPrefix' || !(failure instanceof ApplicationFailure) || !failure.nonRetryable) throw err;
-          return { kind: 'reclaimFailed', tally: position.tally, message: failure.message };
+          return { kind: 'reclaimFailed', tally: position?.tally, message: failure.message };
         }
       };
       const page = {
@@ -186,7 +188,7 @@ export function createGcActivities({ store, settings, rootCodec = jsonRootCodec 
     /** Superseded segments and lost writes of one namespace (spec 6a), at the pass's clock and reader grace; heartbeats per listing page and batch. */
     async reclaimRetiredSegments(input: Input<'reclaimRetiredSegments'>) {
       const ctx = Context.current();
-      const result = await run(input, { resume: START_OF_WALK, onProgress: () => {}, onRead: () => ctx.heartbeat() });
+      const result = await run(input, { onProgress: () => {}, onRead: () => ctx.heartbeat() });
       if ('tally' in result.outcome) recordRetiredReclaim(result.outcome.tally, input.rules.dryRun);
       return result;
     },

@@ -40,7 +40,7 @@ export async function executeOnStore(
     case 'claimLease':
       return { kind: 'claimed', owner: await claimLease(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.seen) };
     case 'reclaimPrefix':
-      return { kind: 'reclaimed', tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, progress.resume ?? START_OF_WALK, progress.onProgress, codec) };
+      return { kind: 'reclaimed', tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.from ?? START_OF_WALK, progress.onProgress, codec) };
     case 'collectPrefixes': {
       const execute = (inner: CollectorCommand, walk: WalkProgress) => executeOnStore(store, ns, rules, inner, walk, codec);
       return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, execute, progress.page) };

@@ -47,8 +47,11 @@ export type CollectorCommand =
   | { readonly kind: 'surveyLeases'; readonly jobIds: readonly string[] }
   /** CAS `active` → `reaping` with the survey's ETag. */
   | { readonly kind: 'claimLease'; readonly jobId: string; readonly seen: ExpiredLease }
-  /** Walk the prefix, deleting old unreferenced staged segments (none in a dry run). */
-  | { readonly kind: 'reclaimPrefix'; readonly jobId: string }
+  /**
+   * Walk the prefix, deleting old unreferenced staged segments (none in a dry run); `from`: a walk an
+   * earlier activity started goes on after its position, its tally counted on, so nothing is counted twice or lost.
+   */
+  | { readonly kind: 'reclaimPrefix'; readonly jobId: string; readonly from?: ReclaimPosition }
   /** Delete the lease this pass owns, last, also after a failed walk. */
   | { readonly kind: 'deleteLease'; readonly jobId: string }
   /** The collectable prefixes of a page, each by its own {@link planPrefix} (claim, walk, lease last): one activity per page, not three per prefix. */
@@ -72,10 +75,9 @@ export type CollectorResult =
   /** The reclaim failed for good (its retries spent). */
   | { readonly kind: 'retiredFailed'; readonly message: string };
 
-/** Where a reclaim command resumes and whom it tells of its progress (Temporal heartbeats, or a test's own retries). */
+/** Whom a command tells of its progress (Temporal heartbeats, or a test's own retries). */
 export interface WalkProgress {
-  /** Where the walk resumes; none: at the start of the prefix. */
-  readonly resume?: ReclaimPosition;
+  /** Called with a walk's position after each page, so a retried walk can go on from there. */
   readonly onProgress: (position: ReclaimPosition) => void;
   /** Called after each lease a survey reads and each page or batch of superseded segments: a sign of life. */
   readonly onRead?: () => void;
@@ -83,7 +85,7 @@ export interface WalkProgress {
   readonly page?: PageProgress;
 }
 
-/** Runs one command (a walk from `walk.resume`, telling `walk.onProgress`); transient failures are its own to retry. */
+/** Runs one command (a walk from its `from`, telling `walk.onProgress`); transient failures are its own to retry. */
 export type CollectorExecutor = (command: CollectorCommand, walk: WalkProgress) => Promise<CollectorResult>;
 
 /**
@@ -278,12 +280,16 @@ export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined
   }
 }
 
-/** One prefix of a page between commands: its plan state, the command it awaits, and a walk's position. */
+/** One prefix of a page between commands: its plan state, the command it awaits, and the position its walk reached. */
 export interface PrefixAt {
   readonly pass: PrefixPass;
   readonly command: CollectorCommand;
   readonly position?: ReclaimPosition;
 }
+
+/** The command a prefix awaits, a walk resumed at the position it reached. */
+const commandOf = ({ command, position }: PrefixAt): CollectorCommand =>
+  command.kind === 'reclaimPrefix' && position ? { ...command, from: position } : command;
 
 /**
  * Where the collection of a page stands; plain data, so it travels in heartbeats and failure
@@ -328,9 +334,8 @@ export async function collectPrefixes(
     const { found, index } = item;
     if (at[index] === null) advance(index, planPrefix({ namespaceId: namespace, ...found }, undefined, rules));
     for (let now = at[index]; now && now !== 'done'; now = at[index]) {
-      const { pass, command, position } = now;
+      const { pass, command } = now;
       const walk: WalkProgress = {
-        ...(position && { resume: position }),
         onProgress: (p) => {
           at[index] = { pass, command, position: p };
           told();
@@ -338,7 +343,7 @@ export async function collectPrefixes(
       };
       let result: CollectorResult;
       try {
-        result = await execute(command, walk);
+        result = await execute(commandOf(now), walk);
       } catch (error) {
         failure ??= { error };
         return;

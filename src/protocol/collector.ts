@@ -248,8 +248,12 @@ export interface ReclaimPosition {
 
 export const START_OF_WALK: ReclaimPosition = Object.freeze({ after: undefined, tally: EMPTY_TALLY });
 
-/** A position from heartbeat details; none means the walk starts at the beginning. */
-export const reclaimPositionFrom = (details: unknown): ReclaimPosition => (details === undefined || details === null ? START_OF_WALK : (details as ReclaimPosition));
+/**
+ * Where an attempt of a walk starts: the position a retried attempt's predecessor heartbeated (it is
+ * past `from`), else the command's `from`, else the beginning of the prefix.
+ */
+export const reclaimPositionFrom = (details: unknown, from: ReclaimPosition = START_OF_WALK): ReclaimPosition =>
+  details === undefined || details === null ? from : (details as ReclaimPosition);
 
 export interface ReclaimOptions {
   readonly nowMs: number;

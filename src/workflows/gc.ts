@@ -238,7 +238,7 @@ function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
           return await page.collectPrefixes.executeWithOptions({ summary: `collect ${command.prefixes.length} job prefixes of ${ns}` }, input(command));
         } catch (err) {
           if (!(err instanceof ActivityFailure)) throw err;
-          // Its retries spent (or cancelled): each prefix goes on from where it stood, one activity per command, so every claimed lease is still released.
+          // Its retries spent (or cancelled): each prefix goes on from where it stood (a walk after its saved position), one activity per command, so every claimed lease is still released.
           const resume = pageCollectionOf(err);
           return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, { ...(resume && { resume }), onProgress: () => {} }) };
         }

@@ -1,7 +1,7 @@
 /** The collector pass against the real Temporal dev server and MinIO, at timings shrunk to seconds. */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
@@ -38,7 +38,11 @@ const { leaseExpiryMs, stagingGraceMs } = settings.timing;
 /** What the worker's store does besides forwarding: faults injected by a test, and the calls it saw. */
 interface Faults {
   failDeleteCall?: { call: number; error: () => Error };
+  /** May wait, or throw instead of the delete. */
+  beforeDelete?: (keys: readonly string[]) => Promise<void>;
   beforeLeaseCas?: (key: string) => Promise<void>;
+  /** Listings under this prefix come in pages of `maxKeys`, so a short walk saves positions. */
+  smallPages?: { prefix: string; maxKeys: number };
 }
 
 /** The worker's view of the store: forwards to MinIO, records lists and deletes, and injects the current test's faults. */
@@ -50,12 +54,14 @@ function faultyStore(inner: ObjectStore, faults: () => Faults, seen: { lists: Li
     },
     async list(request: ListRequest): Promise<ListPage> {
       seen.lists.push(request);
-      return inner.list(request);
+      const small = faults().smallPages;
+      return inner.list(small && request.prefix === small.prefix ? { ...request, maxKeys: small.maxKeys } : request);
     },
     async deleteMany(keys: readonly string[]): Promise<DeleteResult> {
       seen.deletes.push([...keys]);
       const fail = faults().failDeleteCall;
       if (fail && seen.deletes.length === fail.call) throw fail.error();
+      await faults().beforeDelete?.(keys);
       return inner.deleteMany(keys);
     },
     async putIfMatch(key: string, body: Uint8Array, etag: string) {
@@ -444,6 +450,78 @@ describe('collector pass', () => {
     expect(activities.filter((name) => name === 'collectPrefixes')).toHaveLength(1);
     expect(activities.filter((name) => ['claimLease', 'reclaimPrefix', 'deleteLease'].includes(name))).toEqual([]);
     await expectReplays(client, `${workflowId}/${ns}`);
+  });
+
+  it("a page whose activity fails for good goes on command by command from where each prefix stood: each walk from its saved position, each lease claimed once and released, the report an uninterrupted pass's", async () => {
+    const base = newNamespace();
+    const [faulty, clean] = [namespaceId(`${base}-f`), namespaceId(`${base}-c`)];
+    /** Four expired leases; the first job prefix in listing order holds six old staged segments, the others one each. */
+    const seed = async (ns: NamespaceId) => {
+      const jobs = Array.from({ length: 4 }, () => newJobId()).sort();
+      const walked = (await stage(ns, jobs[0] as MetadataCompactionId, 6)).sort();
+      for (const job of jobs.slice(1)) await stage(ns, job, 1);
+      return { jobs, walked };
+    };
+    const { jobs, walked } = await seed(faulty);
+    const [walker, claimer] = jobs as [MetadataCompactionId, MetadataCompactionId];
+    const { jobs: cleanJobs } = await seed(clean);
+    await ageBeyondStagingGrace();
+    for (const job of jobs) await writeLease(faulty, job, Date.now() - leaseExpiryMs - 1000);
+    for (const job of cleanJobs) await writeLease(clean, job, Date.now() - leaseExpiryMs - 1000);
+    const options = { prefixConcurrency: 2, keysPerFlush: 2 };
+    const uninterrupted = await pass({ namespaces: [clean], ...options });
+
+    // The walker's prefix is listed two keys a page, so its walk saves a position after its first batch (walked[0..2]).
+    // Then the second prefix's claim is refused as a missing IAM permission is (StoreConfig: non-retryable), so the page
+    // activity fails for good, as it does once its retries are spent; and the walk's second batch fails (a lost connection).
+    const midway = gate();
+    const refused = gate();
+    let failures = 0;
+    faults = {
+      smallPages: { prefix: jobPrefix(faulty, walker), maxKeys: 2 },
+      beforeLeaseCas: async (key) => {
+        if (key !== leaseKey(faulty, claimer) || failures > 0) return;
+        await midway.wait;
+        failures++;
+        refused.open();
+        throw new StoreConfigError('IAM policy', `${key}: access denied (injected)`);
+      },
+      beforeDelete: async (keys) => {
+        if (!keys.includes(walked[3] ?? '') || failures > 1) return;
+        midway.open();
+        await refused.wait;
+        // The refused claim reaches the page first (microtasks, no I/O in between): the page's failure is the non-retryable one.
+        await setImmediate();
+        failures++;
+        throw new StoreUnavailableError(jobPrefix(faulty, walker), 'connection reset (injected)');
+      },
+    };
+    const workflowId = uniqueId('gc-pass');
+
+    const report = await pass({ namespaces: [faulty], ...options }, workflowId);
+
+    expect(failures).toBe(2);
+    expect(report.totals).toEqual(uninterrupted.totals);
+    expect(report.totals).toMatchObject({ prefixesSeen: 4, claimed: 4, live: 0, objectsDeleted: 9, leasesDeleted: 4, failedPrefixes: 0 });
+    expect(await keysUnder(compactionsPrefix(faulty))).toEqual([]);
+    // Each lease is claimed once: the refused CAS never reached the store, and a second claim with the survey's ETag would meet 412.
+    const claims = seen.cas.filter((key) => key.startsWith(compactionsPrefix(faulty)));
+    expect(claims.sort()).toEqual([...jobs, claimer].map((job) => leaseKey(faulty, job)).sort());
+    // The walk is listed from its start once, in the page; the fallback's walk goes on after its saved position.
+    const walks = seen.lists.filter((l) => l.prefix === jobPrefix(faulty, walker));
+    expect(walks.filter((l) => l.startAfter === undefined && l.cursor === undefined)).toHaveLength(1);
+    expect(walks.filter((l) => l.startAfter === walked[2])).toHaveLength(1);
+    const history = await client.workflow.getHandle(`${workflowId}/${faulty}`).fetchHistory();
+    const activities = (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+    const scheduled = (name: string) => activities.filter((n) => n === name).length;
+    // The page's one activity, then the fallback's: a claim for each prefix the page had not claimed, a walk and a release for each.
+    expect(Object.fromEntries(['collectPrefixes', 'claimLease', 'reclaimPrefix', 'deleteLease'].map((name) => [name, scheduled(name)]))).toEqual({
+      collectPrefixes: 1,
+      claimLease: 3,
+      reclaimPrefix: 4,
+      deleteLease: 4,
+    });
+    await expectReplays(client, `${workflowId}/${faulty}`);
   });
 
   it('a namespace that fits in one page reads each lease once: one GET for a live lease, one GET and one CAS for a claim', async () => {

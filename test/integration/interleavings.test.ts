@@ -228,10 +228,10 @@ async function collectPass(run: Run, actor: string, store: ObjectStore): Promise
       }
     }
     if (command.kind !== 'reclaimPrefix') return retrying(run, actor, () => attempt(command, { onProgress: () => {} }));
-    // A retried walk resumes from its last position, as from an activity's heartbeat.
-    let position = START_OF_WALK;
+    // A retried walk resumes from its last position, as from an activity's heartbeat; the first from the command's.
+    let position = command.from ?? START_OF_WALK;
     try {
-      return await retrying(run, actor, () => attempt(command, { resume: position, onProgress: (p) => (position = p) }));
+      return await retrying(run, actor, () => attempt({ ...command, from: position }, { onProgress: (p) => (position = p) }));
     } catch (err) {
       if (!(err instanceof GaveUp)) throw err;
       return { kind: 'reclaimFailed', tally: position.tally, message: err.message };

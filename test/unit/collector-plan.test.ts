@@ -1,7 +1,20 @@
 /** The collection of a page by the pass plan's own steps: stopping at a failed command, and resuming where each prefix stood. */
 import { describe, expect, it } from 'vitest';
-import { newJobId } from '../../src/keys';
-import { EMPTY_TALLY, REPORT_LIMIT, collectPrefixes, type CollectorCommand, type CollectorExecutor, type PageCollection, type PassRules, type SurveyedPrefix } from '../../src/protocol';
+import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../../src/keys';
+import { createLeaseState, encodeLease } from '../../src/lease';
+import {
+  EMPTY_TALLY,
+  REPORT_LIMIT,
+  collectPrefixes,
+  executeOnStore,
+  updateRoot,
+  type CollectorCommand,
+  type CollectorExecutor,
+  type PageCollection,
+  type PassRules,
+  type SurveyedPrefix,
+} from '../../src/protocol';
+import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 
 const rules: PassRules = {
   nowMs: 1_000_000, leaseExpiryMs: 10_000, stagingGraceMs: 1000, readerGraceMs: 1000, lostWriteGraceMs: 1000, dryRun: false,
@@ -56,5 +69,61 @@ describe('collecting a page by the pass plan', () => {
     expect(commands.filter((c) => c.startsWith('claimLease'))).toEqual(prefixes.slice(2).map((p) => `claimLease ${p.jobId}`));
     expect(commands).toContain(`reclaimPrefix ${victim}`);
     expect(commands).toContain(`deleteLease ${victim}`);
+  });
+
+  it("a page resumed after a failed walk goes on from the walk's saved position, and its report equals an uninterrupted pass's", async () => {
+    const store = createEmbeddedObjectStore({ path: ':memory:' });
+    // A clock a minute ahead: the segments written now are older than the staging grace.
+    const walkRules = { ...rules, nowMs: Date.now() + 60_000, prefixConcurrency: 1, keysPerFlush: 2 };
+    /** Listing pages of two keys, so a walk saves its position after each page; `failDelete` may fail a delete batch. */
+    const lists: ListRequest[] = [];
+    let failDelete: (keys: readonly string[]) => boolean = () => false;
+    const paged = Object.assign(Object.create(store) as ObjectStore, {
+      list: (request: ListRequest) => {
+        lists.push(request);
+        return store.list({ ...request, maxKeys: 2 });
+      },
+      deleteMany: (keys: readonly string[]) => (failDelete(keys) ? Promise.reject(new StoreUnavailableError(keys[0] ?? '', 'connection reset (injected)')) : store.deleteMany(keys)),
+    });
+    const onStore = (ns: NamespaceId): CollectorExecutor => (command, walk) => executeOnStore(paged, ns, walkRules, command, walk);
+    /** Three expired leases; the first prefix in listing order holds six old staged segments, the others one each. Returns the page's survey. */
+    const seed = async (ns: NamespaceId) => {
+      await updateRoot(store, ns, (root) => root);
+      const jobs = Array.from({ length: 3 }, () => newJobId()).sort();
+      const staged = jobs.map((job, i) => Array.from({ length: i === 0 ? 6 : 1 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort());
+      for (const key of staged.flat()) await store.put(key, new Uint8Array(100));
+      const heartbeatAtMs = walkRules.nowMs - walkRules.leaseExpiryMs - 1000;
+      for (const job of jobs) await store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: heartbeatAtMs })));
+      const surveyed = await onStore(ns)({ kind: 'surveyLeases', jobIds: jobs }, { onProgress: () => {} });
+      if (surveyed.kind !== 'surveyed') throw new Error(`a survey answered ${surveyed.kind}`);
+      return { walker: jobs[0] ?? newJobId(), walked: staged[0] ?? [], prefixes: surveyed.prefixes };
+    };
+    try {
+      const clean = namespaceId('uninterrupted');
+      const uninterrupted = await collectPrefixes(clean, (await seed(clean)).prefixes, walkRules, onStore(clean));
+
+      const ns = namespaceId('resumed');
+      const { walker, walked, prefixes } = await seed(ns);
+      // The walk's second batch fails (as a lost connection would) after its first was deleted and its position saved.
+      let failed = false;
+      failDelete = (keys) => !failed && keys.includes(walked[3] ?? '') && (failed = true);
+      let at: PageCollection | undefined;
+      await expect(collectPrefixes(ns, prefixes, walkRules, onStore(ns), { onProgress: (p) => (at = p) })).rejects.toThrow(/connection reset \(injected\)/);
+      const stood = at?.prefixes[0];
+      expect(stood !== null && stood !== 'done' ? stood?.position : undefined).toMatchObject({ after: walked[2], tally: { objectsDeleted: 3 } });
+
+      lists.length = 0;
+      const resumed = await collectPrefixes(ns, prefixes, walkRules, onStore(ns), { ...(at && { resume: at }), onProgress: () => {} });
+
+      expect(resumed.totals).toEqual(uninterrupted.totals);
+      expect(resumed.totals).toMatchObject({ claimed: 3, objectsDeleted: 8, bytesDeleted: 800, leasesDeleted: 3, failedPrefixes: 0 });
+      // The walk goes on after its saved position: its prefix is not listed from the start again.
+      const walks = lists.filter((l) => l.prefix === jobPrefix(ns, walker));
+      expect(walks[0]).toMatchObject({ startAfter: walked[2] });
+      expect(walks.filter((l) => l.startAfter === undefined && l.cursor === undefined)).toEqual([]);
+      expect((await store.list({ prefix: compactionsPrefix(ns) })).objects).toEqual([]);
+    } finally {
+      await store.close();
+    }
   });
 });
