@@ -17,7 +17,7 @@ import {
 } from '../../src/keys';
 import { claimLeaseState, decodeLease, encodeLease, isLeaseLive } from '../../src/lease';
 import { readRoot, updateRoot } from '../../src/protocol';
-import { addSegments, referencedKeys } from '../../src/root';
+import { addSegments, jsonRootCodec, referencedKeys } from '../../src/root';
 import { AmbiguousError, createS3ObjectStore, type ObjectStore } from '../../src/store';
 import { gate, interceptStore, loseResponses, wrapStore } from '../support/faults';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
@@ -89,7 +89,7 @@ describe('compaction workflow under faults', () => {
     const expired = await fixture.store.get(key);
     const lease = decodeLease(expired.body, { namespaceId: nsId, jobId: jobId(firstJob!) });
     await fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), expired.etag);
-    const rootWhileFenced = await readRoot(fixture.store, nsId);
+    const rootWhileFenced = await readRoot(fixture.store, nsId, jsonRootCodec);
     blockRefreshes = false;
     compactionHeld.open();
 
@@ -98,7 +98,7 @@ describe('compaction workflow under faults', () => {
     expect(result.fencedJobIds).toEqual([firstJob]);
     expect(result.jobId).not.toBe(firstJob);
     expect(result.outcome).toBe('published');
-    const { root } = await readRoot(fixture.store, nsId);
+    const { root } = await readRoot(fixture.store, nsId, jsonRootCodec);
     expect(root.generation).toBe(rootWhileFenced.root.generation + 1);
     expect([...referencedKeys(root)].some((k) => k.includes(firstJob!))).toBe(false);
     expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
@@ -158,13 +158,13 @@ describe('compaction workflow under faults', () => {
     const ns = uniqueId('abandoned').toLowerCase();
     const { handle, stop, release } = await compactionHeldBeforeReading(ns);
     const replacement = inputSegmentKey(namespaceId(ns), newSegmentId(), 'mseg');
-    await fixture.store.put(replacement, (await fixture.store.get((await readRoot(fixture.store, namespaceId(ns))).root.groups.inodes![0]!)).body);
-    const after = await updateRoot(fixture.store, namespaceId(ns), (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, inodes: [replacement] } }));
+    await fixture.store.put(replacement, (await fixture.store.get((await readRoot(fixture.store, namespaceId(ns), jsonRootCodec)).root.groups.inodes![0]!)).body);
+    const after = await updateRoot(fixture.store, namespaceId(ns), (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, inodes: [replacement] } }), jsonRootCodec);
     release();
     const result = await handle.result();
     await stop();
     expect(result.outcome).toBe('abandoned');
-    expect((await readRoot(fixture.store, namespaceId(ns))).root).toEqual(after);
+    expect((await readRoot(fixture.store, namespaceId(ns), jsonRootCodec)).root).toEqual(after);
     await expectReplays(client, handle.workflowId);
   });
 
@@ -176,7 +176,7 @@ describe('compaction workflow under faults', () => {
     const result = await handle.result();
     await stop();
     expect(result.outcome).toBe('published');
-    expect((await readRoot(fixture.store, namespaceId(ns))).root.groups.inodes).toEqual([...result.outputs, added]);
+    expect((await readRoot(fixture.store, namespaceId(ns), jsonRootCodec)).root.groups.inodes).toEqual([...result.outputs, added]);
   });
 
   it('bad input fails with a typed failure and writes no lease: invalid namespace, missing root, corrupt input segment', async () => {
@@ -198,10 +198,10 @@ describe('compaction workflow under faults', () => {
     const [good] = await writeInputs(fixture.store, corrupt, 'inodes', makeInputs(1, 50));
     const bad = inputSegmentKey(namespaceId(corrupt), newSegmentId(), 'mseg');
     await fixture.store.put(bad, new TextEncoder().encode('not a segment'));
-    await updateRoot(fixture.store, namespaceId(corrupt), (root) => addSegments(root, familyGroup('inodes'), [bad]));
-    const before = await readRoot(fixture.store, namespaceId(corrupt));
+    await updateRoot(fixture.store, namespaceId(corrupt), (root) => addSegments(root, familyGroup('inodes'), [bad]), jsonRootCodec);
+    const before = await readRoot(fixture.store, namespaceId(corrupt), jsonRootCodec);
     expect(await failureType({ namespaceId: corrupt, group: 'inodes' })).toBe('SegmentCorrupt');
-    expect((await readRoot(fixture.store, namespaceId(corrupt))).root).toEqual(before.root);
+    expect((await readRoot(fixture.store, namespaceId(corrupt), jsonRootCodec)).root).toEqual(before.root);
     expect(before.root.groups.inodes).toEqual([good, bad]);
     await running.stop();
   });

@@ -3,6 +3,7 @@ import { startCompaction } from '../../src/client';
 import { jobId, leaseKey, namespaceId } from '../../src/keys';
 import { decodeLease } from '../../src/lease';
 import { readRoot } from '../../src/protocol';
+import { jsonRootCodec } from '../../src/root';
 import { openTestStore, type TestStore } from '../support/stores';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
@@ -35,7 +36,7 @@ describe('compaction workflow', () => {
 
     expect(result.outcome).toBe('published');
     expect(result.outputs.length).toBeGreaterThan(1);
-    const { root } = await readRoot(fixture.store, namespaceId(ns));
+    const { root } = await readRoot(fixture.store, namespaceId(ns), jsonRootCodec);
     expect(root.groups.bindings).toEqual(result.outputs);
     expect(result.outputs.some((k) => inputKeys.includes(k))).toBe(false);
     expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));

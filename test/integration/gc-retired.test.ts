@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gcPassResult, startCompaction, type GcPassHandle } from '../../src/client';
 import { inputSegmentKey, inputSegmentsPrefix, namespaceId, newSegmentId, rootKey, type NamespaceId } from '../../src/keys';
 import { readRoot, updateRoot } from '../../src/protocol';
-import { addSegments, type RootState } from '../../src/root';
+import { addSegments, jsonRootCodec, type RootState } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
 import type { gcWorkflow, GcReport } from '../../src/workflows/gc';
 import { makeInputs, readRecords, writeInputs } from '../support/records';
@@ -81,11 +81,11 @@ describe('superseded segments', () => {
   it('superseded inputs stay for the reader grace, a reader of the old root reads them all, then they and their records go', async () => {
     const ns = newNamespace('retire');
     const inputKeys = await writeInputs(store, ns, bindings, makeInputs(3, 50));
-    const oldRoot = (await readRoot(store, ns)).root;
+    const oldRoot = (await readRoot(store, ns, jsonRootCodec)).root;
     const result = await (await startCompaction(client, { namespaceId: ns, group: bindings, taskQueue: worker.taskQueue })).result();
     expect(result.outcome).toBe('published');
 
-    const { root } = await readRoot(store, ns);
+    const { root } = await readRoot(store, ns, jsonRootCodec);
     expect(root.groups.bindings).toEqual(result.outputs);
     expect(root.retired?.map((r) => r.key).sort()).toEqual([...inputKeys].sort());
     const retiredAt = Math.max(...(root.retired ?? []).map((r) => r.retired_at_ms));
@@ -105,7 +105,7 @@ describe('superseded segments', () => {
     expect(late.complete).toBe(true);
     expect(late.report.totals).toMatchObject({ retiredDeleted: inputKeys.length, retiredRecordsDropped: inputKeys.length, retainedInGrace: 0 });
     for (const key of inputKeys) expect(await exists(key), key).toBe(false);
-    const after = (await readRoot(store, ns)).root;
+    const after = (await readRoot(store, ns, jsonRootCodec)).root;
     expect(after.retired ?? []).toEqual([]);
     expect(after.groups.bindings).toEqual(result.outputs);
     expect((await readRecords(store, result.outputs)).length).toBeGreaterThan(0);
@@ -114,7 +114,7 @@ describe('superseded segments', () => {
 
   it("a writer's young unreferenced segment survives; once older than T it is a lost write and goes", async () => {
     const ns = newNamespace('lost');
-    await updateRoot(store, ns, (r) => r);
+    await updateRoot(store, ns, (r) => r, jsonRootCodec);
     const lost = inputSegmentKey(ns, newSegmentId(), 'mseg');
     await store.put(lost, bytes('a writer died before publishing this'));
     const young = await pass(ns);
@@ -131,7 +131,7 @@ describe('superseded segments', () => {
     const ns = newNamespace('dry');
     const [due, lost] = [inputSegmentKey(ns, newSegmentId(), 'mseg'), inputSegmentKey(ns, newSegmentId(), 'mseg')];
     for (const k of [due, lost]) await store.put(k, bytes(k));
-    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: Date.now() - readerGraceMs - 1000 }] }));
+    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: Date.now() - readerGraceMs - 1000 }] }), jsonRootCodec);
     const rootBefore = await store.get(rootKey(ns));
     await sleep(gcMinGraceMs + 500);
     const { report } = await pass(ns, undefined, true);
@@ -144,11 +144,11 @@ describe('superseded segments', () => {
     const ns = newNamespace('again');
     const key = inputSegmentKey(ns, newSegmentId(), 'mseg');
     await store.put(key, bytes('referenced again'));
-    await updateRoot(store, ns, (r): RootState => ({ ...addSegments(r, 'inodes' as typeof bindings, [key]), retired: [{ key, retired_at_ms: 1 }] }));
+    await updateRoot(store, ns, (r): RootState => ({ ...addSegments(r, 'inodes' as typeof bindings, [key]), retired: [{ key, retired_at_ms: 1 }] }), jsonRootCodec);
     const report = (await pass(ns)).report;
     expect(report.totals).toMatchObject({ retiredDeleted: 0, retainedReferenced: 1 });
     expect(await exists(key)).toBe(true);
-    expect((await readRoot(store, ns)).root.retired).toEqual([{ key, retired_at_ms: 1 }]);
+    expect((await readRoot(store, ns, jsonRootCodec)).root.retired).toEqual([{ key, retired_at_ms: 1 }]);
   });
 
   it.each([
@@ -172,7 +172,7 @@ describe('superseded segments', () => {
     const [due, adopted, published] = [0, 1, 2].map(() => inputSegmentKey(ns, newSegmentId(), 'mseg')) as [string, string, string];
     for (const k of [due, adopted]) await store.put(k, bytes(k));
     const longAgo = Date.now() - readerGraceMs - 1000;
-    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo }] }));
+    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo }] }), jsonRootCodec);
     await sleep(gcMinGraceMs + 500);
     // `adopted` is a lost write when the pass lists it; a writer publishes it before the delete batch's root read,
     // and writes and publishes `published` before the collector's CAS that drops the record of `due`.
@@ -180,12 +180,12 @@ describe('superseded segments', () => {
       ns,
       seen: { get: 0, cas: 0 },
       beforeRootGet: async (n) => {
-        if (n === 2) await updateRoot(store, ns, (r) => addSegments(r, bindings, [adopted]));
+        if (n === 2) await updateRoot(store, ns, (r) => addSegments(r, bindings, [adopted]), jsonRootCodec);
       },
       beforeRootCas: async (n) => {
         if (n !== 1) return;
         await store.put(published, bytes(published));
-        await updateRoot(store, ns, (r) => addSegments(r, bindings, [published]));
+        await updateRoot(store, ns, (r) => addSegments(r, bindings, [published]), jsonRootCodec);
       },
     };
     try {
@@ -197,7 +197,7 @@ describe('superseded segments', () => {
     expect(await exists(due)).toBe(false);
     expect(await exists(adopted)).toBe(true);
     expect(await exists(published)).toBe(true);
-    const { root } = await readRoot(store, ns);
+    const { root } = await readRoot(store, ns, jsonRootCodec);
     expect(root.groups.bindings).toEqual([adopted, published]);
     expect(root.retired ?? []).toEqual([]);
   });

@@ -23,7 +23,7 @@ import {
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import { createJobLease, LeaseLostError, publishCompaction, readRoot, refreshJobLease, updateRoot } from '../../src/protocol';
 import { claimLease } from '../../src/protocol/collector';
-import { referencedKeys } from '../../src/root';
+import { jsonRootCodec, referencedKeys } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
 import { StoreConfigError, StoreUnavailableError, type DeleteResult, type ListPage, type ListRequest, type ObjectStore } from '../../src/store';
 import type { GcInput, GcReport } from '../../src/workflows/gc';
@@ -112,7 +112,7 @@ describe('collector pass', () => {
   const ensureRoot = async (ns: NamespaceId) => {
     if (rooted.has(ns)) return;
     rooted.add(ns);
-    await updateRoot(store, ns, (root) => root);
+    await updateRoot(store, ns, (root) => root, jsonRootCodec);
   };
   const writeLease = async (ns: NamespaceId, job: MetadataCompactionId, heartbeatAtMs: number) => {
     await ensureRoot(ns);
@@ -283,7 +283,7 @@ describe('collector pass', () => {
     expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 3, retiredDeleted: 3, retainedReferenced: result.outputs.length, leasesDeleted: 1 });
     const job = jobId(result.jobId);
     expect(await keysUnder(jobPrefix(namespaceId(ns), job))).toEqual([...result.outputs].sort());
-    expect((await readRoot(store, namespaceId(ns))).root.groups.bindings).toEqual(result.outputs);
+    expect((await readRoot(store, namespaceId(ns), jsonRootCodec)).root.groups.bindings).toEqual(result.outputs);
   });
 
   it("a publication that lands during a pass (after the pass read the lease and the root) never costs the job its segments", async () => {
@@ -304,6 +304,8 @@ describe('collector pass', () => {
         { namespaceId: ns, jobId: job, group, inputs, outputs },
         { budgetMs: settings.timing.publicationBudgetMs, maxRootRaces: 3 },
         { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - startedAt },
+        false,
+        jsonRootCodec,
       );
       published = outcome.outcome;
     };
@@ -313,7 +315,7 @@ describe('collector pass', () => {
     expect(published).toBe('published');
     expect(report.totals).toMatchObject({ live: 1, claimed: 0, objectsDeleted: 0 });
     expect(await keysUnder(jobPrefix(ns, job))).toEqual([leaseKey(ns, job), ...outputs.sort()]);
-    expect([...referencedKeys((await readRoot(store, ns)).root)].sort()).toEqual([...outputs].sort());
+    expect([...referencedKeys((await readRoot(store, ns, jsonRootCodec)).root)].sort()).toEqual([...outputs].sort());
   });
 
   it('a job refresh and a collector claim racing on one lease: exactly one wins, 30 rounds', async () => {
