@@ -28,6 +28,7 @@ import { resolveSettings, shrunkTiming } from '../src/config';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
 import { inputSegmentKey, namespaceId, newJobId, newSegmentId, parseCompactionKey } from '../src/keys';
 import { readRoot } from '../src/protocol';
+import { jsonRootCodec } from '../src/root';
 import { encodeSegment, readSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../src/segments';
 import { createEmbeddedObjectStore, createS3ObjectStore, type ObjectStore } from '../src/store';
 import { createWorker } from '../src/worker';
@@ -188,7 +189,7 @@ async function writeGroup(store: ObjectStore, opts: Options): Promise<{ keys: re
   const ns = 'bench-throughput';
   if (opts.bytes === undefined && opts.shape === 'small') {
     await writeInputs(store, ns, 'bindings', makeInputs(opts.inputs, opts.records, opts.records * 6));
-    return { keys: (await readRoot(store, namespaceId(ns))).root.groups.bindings!, records: opts.inputs * opts.records };
+    return { keys: (await readRoot(store, namespaceId(ns), jsonRootCodec)).root.groups.bindings!, records: opts.inputs * opts.records };
   }
   const shape = opts.shape as keyof typeof SHAPES;
   if (!(shape in SHAPES)) throw new InvalidArgumentError(`unknown shape ${opts.shape}`);

@@ -18,6 +18,7 @@ import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/de
 import { leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
 import { createLeaseState, encodeLease } from '../src/lease';
 import { executeOnStore, REPORT_LIMIT, runNamespacePass, startNamespacePass, updateRoot, type PassRules } from '../src/protocol';
+import { jsonRootCodec } from '../src/root';
 import type { ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
 import { createWorker } from '../src/worker';
@@ -37,7 +38,7 @@ const settings = resolveSettings({
 const load = () => `load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`;
 
 async function seed(store: ObjectStore, ns: NamespaceId, n: number): Promise<void> {
-  await updateRoot(store, ns, (root) => root);
+  await updateRoot(store, ns, (root) => root, jsonRootCodec);
   await inBatches(Array.from({ length: n }, (_, i) => i), 1, 32, async ([i]) => {
     const job = newJobId();
     const kind = i! % 3;
@@ -68,7 +69,7 @@ async function main(): Promise<void> {
       prefixesPerPage: 100, prefixConcurrency: 8, keysPerFlush: 4000, reportLimit: REPORT_LIMIT,
     };
     let started = performance.now();
-    const scan = await runNamespacePass(startNamespacePass(bare, rules), (command, walk) => executeOnStore(store, bare, rules, command, walk), async () => {});
+    const scan = await runNamespacePass(startNamespacePass(bare, rules), (command, walk) => executeOnStore(store, bare, rules, command, walk, jsonRootCodec), async () => {});
     const bareMs = performance.now() - started;
     console.log(`bare scan (the pass's plan on the store, no Temporal): ${(bareMs / 1000).toFixed(1)} s, ${(prefixes / (bareMs / 1000)).toFixed(0)} prefixes/s; ` +
       `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted}, ${load()}`);

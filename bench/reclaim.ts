@@ -31,6 +31,7 @@ import { createLeaseState, encodeLease } from '../src/lease';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
 import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
 import { reclaimPrefix, START_OF_WALK, type ReclaimTally } from '../src/protocol/collector';
+import { jsonRootCodec } from '../src/root';
 import { createS3ObjectStore, type ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
 import { createWorker } from '../src/worker';
@@ -164,6 +165,7 @@ async function timeReclaim(store: ObjectStore, target: { ns: NamespaceId; job: R
       { nowMs: Date.now(), stagingGraceMs: STAGING_GRACE_MS, readerGraceMs: STAGING_GRACE_MS, dryRun: false, keysPerFlush, reportLimit: 100 },
       START_OF_WALK,
       () => {},
+      jsonRootCodec,
     );
   });
   return { ...cost, tally: tally as ReclaimTally };

@@ -18,7 +18,7 @@ import { resolveSettings, type CompactionSettings } from '../src/config';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
 import { compactionsPrefix, inputSegmentsPrefix, namespaceId, type NamespaceId } from '../src/keys';
 import { readRoot } from '../src/protocol';
-import { referencedKeys } from '../src/root';
+import { jsonRootCodec, referencedKeys } from '../src/root';
 import type { SegmentRecord } from '../src/segments';
 import type { ObjectInfo, ObjectStore } from '../src/store';
 import { createWorker } from '../src/worker';
@@ -67,7 +67,7 @@ async function listAll(store: ObjectStore, prefix: string): Promise<ObjectInfo[]
 }
 
 async function footprint(store: ObjectStore, ns: NamespaceId): Promise<Footprint> {
-  const [inputs, compactions, { root }] = await Promise.all([listAll(store, inputSegmentsPrefix(ns)), listAll(store, compactionsPrefix(ns)), readRoot(store, ns)]);
+  const [inputs, compactions, { root }] = await Promise.all([listAll(store, inputSegmentsPrefix(ns)), listAll(store, compactionsPrefix(ns)), readRoot(store, ns, jsonRootCodec)]);
   const sum = (objects: ObjectInfo[]) => ({ objects: objects.length, bytes: objects.reduce((n, o) => n + o.size, 0) });
   const live = referencedKeys(root);
   const retired = new Set(root.retired?.map((r) => r.key));

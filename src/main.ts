@@ -16,6 +16,7 @@ import { resolveSettings, SETTINGS_ENV, SettingsError, settingsFromEnv, shrunkTi
 import { SEARCH_ATTRIBUTES, startTemporalDevServer } from './devservers';
 import { namespaceId } from './keys';
 import { readRootIfAny } from './protocol';
+import { jsonRootCodec } from './root';
 import type { SegmentRecord } from './segments';
 import { objectStoreFromEnv } from './store';
 import { createWorker } from './worker';
@@ -46,7 +47,8 @@ function demoSettings() {
 
 /** A few thousand records over several input segments, overlapping keys, rising seqs, some tombstones. */
 async function seedDemoNamespace(store: ReturnType<typeof objectStoreFromEnv>): Promise<void> {
-  if (await readRootIfAny(store, namespaceId(DEMO_NAMESPACE))) return;
+  // The demo seeds with writeInputSegment: the reference root.
+  if (await readRootIfAny(store, namespaceId(DEMO_NAMESPACE), jsonRootCodec)) return;
   let seq = 0;
   for (let segment = 0; segment < 6; segment++) {
     const records: SegmentRecord[] = [];

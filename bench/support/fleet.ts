@@ -12,7 +12,7 @@ import { TIMING_ENV, type CompactionSettings, type Timing } from '../../src/conf
 import { freePort, type S3Endpoint } from '../../src/devservers';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId } from '../../src/keys';
 import { updateRoot } from '../../src/protocol';
-import { addSegments } from '../../src/root';
+import { addSegments, jsonRootCodec } from '../../src/root';
 import { SEGMENT_EXTENSION } from '../../src/segments';
 import { createS3ObjectStore, type ObjectStore } from '../../src/store';
 import { inBatches } from '../../src/store/batches';
@@ -63,6 +63,7 @@ export async function seedJobs(store: ObjectStore, prefix: string, count: number
   await inBatches(namespaces, 1, 16, ([ns]) =>
     updateRoot(store, namespaceId(ns), (root) =>
       jobs.reduce((r, j, i) => (j.namespaceId === ns ? addSegments(r, familyGroup(j.group), [inputs[i]!]) : r), root),
+      jsonRootCodec,
     ),
   );
   return jobs;

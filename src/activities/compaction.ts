@@ -6,13 +6,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { recordFence, recordRefresh } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
-import { checkStagedKeys, referenceCompactor, stagedStore, withCheckedProgress, type CompactionOutputs, type Compactor } from '../compactor';
+import { checkStagedKeys, stagedStore, withCheckedProgress, type CompactionOutputs, type Compactor } from '../compactor';
 import { asInputError, checkInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { ACTIVITY_BACKOFF, backoffDelayMs, type Backoff } from '../config/retry';
 import { TypedError } from '../errors';
 import { familyGroup, jobId, namespaceId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
-import { groupSegments, jsonRootCodec, type RootCodec } from '../root';
+import { groupSegments, type RootCodec } from '../root';
 import {
   createJobLease,
   LeaseLostError,
@@ -27,10 +27,10 @@ import type { ObjectStore, StreamedObject } from '../store';
 export interface CompactionDeps {
   readonly store: ObjectStore;
   readonly settings: CompactionSettings;
-  /** What `compactUnderLease` (and `compactSegments` of older runs) runs: the segment format's plug-in; default {@link referenceCompactor}. */
-  readonly compactor?: Compactor;
-  /** How the root is read and written, by publication and the collector alike; default {@link jsonRootCodec}. */
-  readonly rootCodec?: RootCodec;
+  /** What `compactUnderLease` (and `compactSegments` of older runs) runs: the segment format's plug-in. */
+  readonly compactor: Compactor;
+  /** How the root is read and written, by publication and the collector alike; no default, so no path can forget it. */
+  readonly rootCodec: RootCodec;
 }
 
 export interface JobInput {
@@ -141,7 +141,7 @@ interface KeeperHooks {
   readonly retry?: Backoff;
 }
 
-export function createCompactionActivities({ store, settings, compactor = referenceCompactor, rootCodec = jsonRootCodec }: CompactionDeps) {
+export function createCompactionActivities({ store, settings, compactor, rootCodec }: CompactionDeps) {
   const { timing } = settings;
   // The keepers of runs that hold the lease in a separate activity, by job: a job's work that ends
   // here stops its keeper at once instead of waiting for cancellation, which reaches an activity only

@@ -23,8 +23,9 @@ import {
   type PassRules,
   type ReclaimPosition,
   type ReclaimTally,
+  type WalkProgress,
 } from '../protocol';
-import { jsonRootCodec, type RootCodec } from '../root';
+import type { RootCodec } from '../root';
 import type { ObjectStore } from '../store';
 import { toFailure } from './failures';
 
@@ -33,8 +34,8 @@ export type { CorruptLease } from '../protocol';
 export interface GcDeps {
   readonly store: ObjectStore;
   readonly settings: CompactionSettings;
-  /** How the root is read and its retired list rewritten: the codec the compactions publish with; default `jsonRootCodec`. */
-  readonly rootCodec?: RootCodec;
+  /** How the root is read and its retired list rewritten: the codec the compactions publish with. */
+  readonly rootCodec: RootCodec;
 }
 
 /**
@@ -85,10 +86,10 @@ type ResultOf<K extends CollectorCommand['kind']> = Extract<
   }
 >;
 
-export function createGcActivities({ store, settings, rootCodec = jsonRootCodec }: GcDeps) {
+export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
   const { timing } = settings;
   /** Every command runs through the same executor as a pass run without Temporal. */
-  const run = async <K extends CollectorCommand['kind']>(input: Input<K>, progress?: Parameters<typeof executeOnStore>[4]): Promise<ResultOf<K>> =>
+  const run = async <K extends CollectorCommand['kind']>(input: Input<K>, progress: WalkProgress = { onProgress: () => {} }): Promise<ResultOf<K>> =>
     (await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, progress, rootCodec)) as ResultOf<K>;
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {

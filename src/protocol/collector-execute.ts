@@ -3,7 +3,7 @@
  * collector's activities and behind tests and benchmarks that run a pass without Temporal.
  */
 import { jobId, type NamespaceId } from '../keys';
-import { jsonRootCodec, type RootCodec } from '../root';
+import type { RootCodec } from '../root';
 import type { ObjectStore } from '../store';
 import {
   claimLease,
@@ -27,8 +27,8 @@ export async function executeOnStore(
   ns: NamespaceId,
   rules: PassRules,
   command: CollectorCommand,
-  progress: WalkProgress = { onProgress: () => {} },
-  codec: RootCodec = jsonRootCodec,
+  progress: WalkProgress,
+  codec: RootCodec,
 ): Promise<CollectorResult> {
   switch (command.kind) {
     case 'listJobPrefixes':

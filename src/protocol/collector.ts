@@ -18,7 +18,7 @@ import {
   type NamespaceId,
 } from '../keys';
 import { claimLeaseState, decideOwner, encodeLease } from '../lease';
-import { jsonRootCodec, RootCorruptError, type RootCodec } from '../root';
+import { RootCorruptError, type RootCodec } from '../root';
 import {
   AFTER_ALL_UNDER,
   AmbiguousError,
@@ -179,7 +179,7 @@ export interface RootProblem {
  * to read there is no telling referenced segments from unreferenced ones, so a namespace whose root
  * is missing, corrupt or unreadable (after the store's own retries) is skipped for the pass.
  */
-export async function findRootProblem(store: ObjectStore, ns: NamespaceId, codec: RootCodec = jsonRootCodec): Promise<RootProblem | undefined> {
+export async function findRootProblem(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<RootProblem | undefined> {
   try {
     await readRoot(store, ns, codec);
     return undefined;
@@ -313,7 +313,7 @@ export async function reclaimPrefix(
   options: ReclaimOptions,
   resume: ReclaimPosition,
   onProgress: (position: ReclaimPosition) => void,
-  codec: RootCodec = jsonRootCodec,
+  codec: RootCodec,
 ): Promise<ReclaimTally> {
   const prefix = jobPrefix(job.namespaceId, job.jobId);
   let position = resume;

@@ -8,7 +8,7 @@
  */
 import { TypedError } from '../errors';
 import { rootKey, type FamilyGroup } from '../keys';
-import { groupSegments, jsonRootCodec, planPublication, type RootCodec, type RootState } from '../root';
+import { groupSegments, planPublication, type RootCodec, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectStore } from '../store';
 import { LeaseLostError, refreshJobLease, type HeldLease } from './job-lease';
 import { readLease, type JobRef } from './lease-read';
@@ -46,8 +46,8 @@ export async function publishCompaction(
   request: PublicationRequest,
   limits: { budgetMs: number; maxRootRaces: number },
   clock: PublicationClock,
-  resumed = false,
-  codec: RootCodec = jsonRootCodec,
+  resumed: boolean,
+  codec: RootCodec,
 ): Promise<PublicationOutcome> {
   // Every root this activity sent by CAS: with no outputs, the only evidence that one landed.
   const sent: RootState[] = [];

@@ -5,7 +5,7 @@
  * a record never outlives nothing and a segment never loses its record while it still exists.
  */
 import { inputSegmentsPrefix, isInputSegmentKeyOf, rootKey, type NamespaceId } from '../keys';
-import { jsonRootCodec, type RootCodec, type RootState } from '../root';
+import type { RootCodec, RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectInfo, type ObjectStore } from '../store';
 import { inBatches } from '../store/batches';
 import { DeleteFailedError, rootProblemOf, type RootProblem } from './collector';
@@ -43,7 +43,7 @@ export async function reclaimRetiredSegments(
   ns: NamespaceId,
   options: RetiredReclaimOptions,
   onProgress: () => void,
-  codec: RootCodec = jsonRootCodec,
+  codec: RootCodec,
 ): Promise<RetiredReclaimOutcome> {
   let root: RootState;
   try {

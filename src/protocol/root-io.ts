@@ -1,7 +1,7 @@
 /** Reading and replacing the namespace root: bytes and ETag from one GET, replaced only by CAS. */
 import { TypedError } from '../errors';
 import { rootKey, type NamespaceId } from '../keys';
-import { decodeRootWith, emptyRoot, jsonRootCodec, MAX_ROOT_BYTES, type RootCodec, type RootState } from '../root';
+import { decodeRootWith, emptyRoot, MAX_ROOT_BYTES, type RootCodec, type RootState } from '../root';
 import { ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
 
 /**
@@ -22,8 +22,11 @@ export interface ReadRoot {
   readonly etag: string;
 }
 
-/** Reads the root with `codec` (the worker's; the reference `root.json` codec by default) and checks what it decoded. */
-export async function readRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec = jsonRootCodec): Promise<ReadRoot> {
+/**
+ * Reads the root with `codec` and checks what it decoded. The codec has no default: a caller that
+ * forgot the worker's would read a plug-in's root as `root.json` (pass `jsonRootCodec` for the reference root).
+ */
+export async function readRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<ReadRoot> {
   const key = rootKey(ns);
   try {
     const object = await store.get(key, { maxBytes: MAX_ROOT_BYTES });
@@ -34,7 +37,7 @@ export async function readRoot(store: ObjectStore, ns: NamespaceId, codec: RootC
 }
 
 /** The root, or undefined when the namespace has none yet. */
-export async function readRootIfAny(store: ObjectStore, ns: NamespaceId, codec: RootCodec = jsonRootCodec): Promise<ReadRoot | undefined> {
+export async function readRootIfAny(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<ReadRoot | undefined> {
   try {
     return await readRoot(store, ns, codec);
   } catch (err) {
@@ -51,7 +54,7 @@ export async function updateRoot(
   store: ObjectStore,
   ns: NamespaceId,
   change: (root: RootState) => RootState,
-  codec: RootCodec = jsonRootCodec,
+  codec: RootCodec,
 ): Promise<RootState> {
   for (;;) {
     const current = await readRootIfAny(store, ns, codec);

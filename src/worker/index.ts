@@ -2,8 +2,8 @@
 import { join } from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
-import type { Compactor } from '../compactor';
-import type { RootCodec } from '../root';
+import { referenceCompactor, type Compactor } from '../compactor';
+import { jsonRootCodec, type RootCodec } from '../root';
 import { heartbeatEveryMs, SettingsError, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
 import type { ObjectStore } from '../store';
 import { temporalTarget } from './connect';
@@ -28,12 +28,12 @@ export interface CreateWorkerOptions {
    */
   readonly taskQueue?: string;
   /**
-   * The segment format's compactor (docs/plugins.md); default the reference `.mseg` compactor. Every
+   * The segment format's compactor (docs/plugins.md); default `referenceCompactor` (`.mseg`). Every
    * worker of a deployment that runs compactions must have the same one.
    */
   readonly compactor?: Compactor;
   /**
-   * The root's codec (docs/plugins.md); default `root.json`. Compactions publish with it and the
+   * The root's codec (docs/plugins.md); default `jsonRootCodec` (`root.json`). Compactions publish with it and the
    * collector reads references and retirements with it: every worker of a deployment needs the same.
    */
   readonly rootCodec?: RootCodec;
@@ -75,7 +75,11 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     taskQueue,
     // A folder, so the bundler finds index.ts in the sources and index.js in the build.
     ...(options.workerOptions?.workflowBundle ? {} : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities({ store: options.store, settings: options.settings, compactor: options.compactor, rootCodec: options.rootCodec }, role),
+    // The one place the plug-ins' defaults apply: every activity below takes both explicitly.
+    activities: createActivities(
+      { store: options.store, settings: options.settings, compactor: options.compactor ?? referenceCompactor, rootCodec: options.rootCodec ?? jsonRootCodec },
+      role,
+    ),
     // One heartbeat RPC per beat interval and activity, however often the work calls heartbeat (per record
     // batch): every one is a billable action. Cancellation reaches an activity only with a heartbeat that
     // is sent, so a lease keeper on another worker than its work stops up to one beat interval after the

@@ -5,7 +5,7 @@
 import { TypedError } from '../errors';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, type FamilyGroup, type NamespaceId } from '../keys';
 import { updateRoot } from '../protocol/root-io';
-import { addSegments } from '../root';
+import { addSegments, jsonRootCodec } from '../root';
 import { asSegmentRecord, encodeSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../segments';
 import type { ObjectStore } from '../store';
 
@@ -62,7 +62,8 @@ function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readon
 }
 
 /**
- * Writes one input segment (records sorted by key here) and adds it to the group; returns its key.
+ * Writes one input segment of the reference format (`.mseg`, records sorted by key here) and adds it
+ * to the group in the reference root (`root.json`); returns its key.
  * Ids and records are all checked before the first request: on refusal nothing is written.
  */
 export async function writeInputSegment(store: ObjectStore, ns: string, group: string, records: readonly SegmentRecord[]): Promise<string> {
@@ -71,6 +72,6 @@ export async function writeInputSegment(store: ObjectStore, ns: string, group: s
   const bytes = encodeInputSegment(namespace, validGroup, records);
   const key = inputSegmentKey(namespace, newSegmentId(), SEGMENT_EXTENSION);
   await store.put(key, bytes);
-  await updateRoot(store, namespace, (root) => addSegments(root, validGroup, [key]));
+  await updateRoot(store, namespace, (root) => addSegments(root, validGroup, [key]), jsonRootCodec);
   return key;
 }

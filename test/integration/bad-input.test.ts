@@ -37,7 +37,7 @@ import {
 } from '../../src/keys';
 import { createLeaseState, encodeLease, MAX_LEASE_BYTES } from '../../src/lease';
 import { readRoot, updateRoot } from '../../src/protocol';
-import { encodeRoot, type RootState } from '../../src/root';
+import { encodeRoot, jsonRootCodec, type RootState } from '../../src/root';
 import { createS3ObjectStore, ObjectTooLargeError, StoreConfigError, type ObjectStore } from '../../src/store';
 import { createWorker } from '../../src/worker';
 import type { compactionWorkflow } from '../../src/workflows';
@@ -243,7 +243,7 @@ describe('bad-input catalogue', () => {
     const compact = (ns: NamespaceId): Promise<Compaction> => startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue });
     /** Sets the group's segment list as a metadata service would, whatever the keys hold. */
     const setGroup = (ns: NamespaceId, keys: readonly string[]): Promise<RootState> =>
-      updateRoot(store, ns, (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, [group]: keys } }));
+      updateRoot(store, ns, (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, [group]: keys } }), jsonRootCodec);
     const newInput = (ns: NamespaceId) => inputSegmentKey(ns, newSegmentId(), 'mseg');
     const leasesOf = async (ns: NamespaceId) => (await keysUnder(compactionsPrefix(ns))).filter((k) => parseCompactionKey(k).kind === 'lease');
 
@@ -253,11 +253,11 @@ describe('bad-input catalogue', () => {
      * job ended before taking one) that nothing refreshes any more.
      */
     async function failedCompaction(ns: NamespaceId, leases: number): Promise<{ failure: ApplicationFailure; handle: Compaction }> {
-      const rootBefore = (await readRoot(store, ns)).root;
+      const rootBefore = (await readRoot(store, ns, jsonRootCodec)).root;
       const handle = await compact(ns);
       const failure = await failureOf(handle.result());
       expect(failure.nonRetryable).toBe(true);
-      expect((await readRoot(store, ns)).root).toEqual(rootBefore);
+      expect((await readRoot(store, ns, jsonRootCodec)).root).toEqual(rootBefore);
       const written = writes.filter((k) => k.startsWith(`namespaces/${ns}/`));
       expect(written.filter((k) => parseCompactionKey(k).kind === 'unrecognised')).toEqual([]);
       const leaseKeys = await leasesOf(ns);
@@ -382,7 +382,7 @@ describe('bad-input catalogue', () => {
       const [only] = await writeInputs(store, ns, group, inputs);
       const result = await (await compact(ns)).result();
       expect(result.outcome).toBe('published');
-      expect((await readRoot(store, ns)).root.groups[group]).toEqual(result.outputs);
+      expect((await readRoot(store, ns, jsonRootCodec)).root.groups[group]).toEqual(result.outputs);
       expect(result.outputs).not.toContain(only);
       expect(await readRecords(store, result.outputs)).toEqual(referenceMerge(inputs));
     });
@@ -396,7 +396,7 @@ describe('bad-input catalogue', () => {
         const ns = newNamespace();
         const inputs = makeInputs(3, 300);
         await writeInputs(store, ns, group, inputs);
-        const rootBefore = (await readRoot(store, ns)).root;
+        const rootBefore = (await readRoot(store, ns, jsonRootCodec)).root;
         const outputs: string[] = [];
         const isOutputPut = (r: { method: string; key: string }) => r.method === 'PUT' && parseCompactionKey(r.key).kind === 'staged_segment' && r.key.startsWith(`namespaces/${ns}/`);
         // Every SDK attempt (3) of the second output segment's PUT: the first output is written, the second is not.
@@ -421,7 +421,7 @@ describe('bad-input catalogue', () => {
         expect(retried?.lastFailure?.message).toContain(outputs[1]);
         expect(retried?.lastFailure?.applicationFailureInfo?.type).toBe('AmbiguousError');
 
-        const root = (await readRoot(store, ns)).root;
+        const root = (await readRoot(store, ns, jsonRootCodec)).root;
         expect(root.generation).toBe(rootBefore.generation + 1);
         const job = jobPrefix(ns, jobId(result.jobId));
         expect(written.filter((k) => !k.startsWith(job))).toEqual([rootKey(ns)]);

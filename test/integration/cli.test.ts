@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { familyGroup, inputSegmentKey, leaseKey, namespaceId, newJobId, newSegmentId } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
 import { readRoot, updateRoot } from '../../src/protocol';
-import { addSegments } from '../../src/root';
+import { addSegments, jsonRootCodec } from '../../src/root';
 import { readBinaryGroup, sampleBinaryInputs, textRootCodec, writeBinaryInputs } from '../support/binary-format';
 import { makeInputs, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
@@ -64,7 +64,7 @@ describe('compaction-lease CLI', () => {
     worker = await startTestWorker(fixture.store, settings);
     ({ client, close: closeClient } = await connectClient());
     // The collector acts on a namespace only against a root it can read (spec 6a.5).
-    await updateRoot(fixture.store, ns, (root) => root);
+    await updateRoot(fixture.store, ns, (root) => root, jsonRootCodec);
   });
   afterAll(async () => {
     await client?.schedule.getHandle(scheduleId).delete().catch(() => undefined);
@@ -115,7 +115,7 @@ describe('compaction-lease CLI', () => {
     const broken = namespaceId(uniqueId('cli-missing').toLowerCase());
     await writeInputs(fixture.store, broken, 'revisions', makeInputs(1, 20));
     const missing = inputSegmentKey(broken, newSegmentId(), 'mseg');
-    await updateRoot(fixture.store, broken, (root) => addSegments(root, familyGroup('revisions'), [missing]));
+    await updateRoot(fixture.store, broken, (root) => addSegments(root, familyGroup('revisions'), [missing]), jsonRootCodec);
     const run = await cli('compact', 'start', '--namespace', broken, '--group', 'revisions', '--wait');
     expect(run.code, run.stderr).toBe(1);
     const lines = run.stderr.trim().split('\n');

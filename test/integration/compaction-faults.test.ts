@@ -1,4 +1,8 @@
-/** The compaction workflow under faults: a lost lease, lost responses, a changed group, bad input. */
+/**
+ * The compaction workflow under faults: a lost lease, lost responses, a changed group, bad input.
+ * What depends on the format (fencing, publication against a changed group) runs on both test
+ * formats (support/formats.ts); a lost refresh response and bad input run on the reference.
+ */
 import { S3Client } from '@aws-sdk/client-s3';
 import { ApplicationFailure, WorkflowFailedError, type Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,10 +21,11 @@ import {
 } from '../../src/keys';
 import { claimLeaseState, decodeLease, encodeLease, isLeaseLive } from '../../src/lease';
 import { readRoot, updateRoot } from '../../src/protocol';
-import { addSegments, referencedKeys } from '../../src/root';
+import { addSegments, jsonRootCodec, referencedKeys } from '../../src/root';
 import { AmbiguousError, createS3ObjectStore, type ObjectStore } from '../../src/store';
 import { gate, interceptStore, loseResponses, wrapStore } from '../support/faults';
-import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
+import { referenceFormat, TEST_FORMATS, type TestFormat } from '../support/formats';
+import { makeInputs, writeInputs } from '../support/records';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId } from '../support/temporal';
 
@@ -47,91 +52,119 @@ describe('compaction workflow under faults', () => {
     await fixture?.store.close();
   });
 
-  /** Runs one compaction of a fresh namespace on a worker over `store`; returns the namespace and the handle. */
-  async function compactWith(store: ObjectStore, ns: string, prepare?: (ns: string) => Promise<unknown>) {
-    const running = await startTestWorker(store, settings);
-    await prepare?.(ns);
+  /** Runs one compaction of a fresh namespace on a worker over `store` with a format's plug-ins; returns the handle. */
+  async function compactWith(store: ObjectStore, ns: string, plugins: TestFormat['plugins']) {
+    const running = await startTestWorker(store, settings, undefined, undefined, plugins);
     const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
     return { handle, stop: running.stop };
   }
 
-  /** A compaction of two fresh input segments, held after its lease exists and before it reads: another writer acts meanwhile. */
-  async function compactionHeldBeforeReading(ns: string) {
-    await writeInputs(fixture.store, ns, 'inodes', makeInputs(2, 200));
-    const held = gate();
-    const store = interceptStore(fixture.store, async (operation) => {
-      if (operation === 'getStream') await held.wait;
-    });
-    const { handle, stop } = await compactWith(store, ns);
-    await until(async () => (await handle.query<{ phase: string }>('leaseState')).phase === 'compacting');
-    return { handle, stop, release: held.open };
-  }
+  describe.each(TEST_FORMATS)('$name format', (format) => {
+    /** Whether a store call reads one of `inputs` (a stream for the reference compactor, a GET for the plug-in): the compaction's work. */
+    const readsInput = (inputs: readonly string[], operation: string, subject: unknown) =>
+      (operation === 'getStream' || operation === 'get') && inputs.includes(subject as string);
 
-  it('a job whose lease expired and was claimed reports fenced, publishes nothing, and runs again as a new job that publishes', async () => {
-    const ns = uniqueId('fenced').toLowerCase();
-    const inputs = makeInputs(3, 300);
-    await writeInputs(fixture.store, ns, 'inodes', inputs);
-    const compactionHeld = gate();
-    let firstJob: string | undefined;
-    let blockRefreshes = true;
-    const store = interceptStore(fixture.store, async (operation, subject) => {
-      if (operation === 'putIfMatch' && isLeaseKey(subject) && blockRefreshes) throw new Error('store unreachable for the job');
-      if (operation === 'getStream' && !compactionHeld.opened) await compactionHeld.wait;
-    });
-    const { handle, stop } = await compactWith(store, ns);
-    const nsId = namespaceId(ns);
-    await until(async () => {
-      firstJob = (await handle.query<{ jobId?: string }>('leaseState')).jobId;
-      return firstJob !== undefined && (await fixture.store.list({ prefix: leaseKey(nsId, jobId(firstJob)) })).objects.length === 1;
-    });
-    const key = leaseKey(nsId, jobId(firstJob!));
-    await until(async () => !isLeaseLive(decodeLease((await fixture.store.get(key)).body, { namespaceId: nsId, jobId: jobId(firstJob!) }), Date.now(), settings.timing.leaseExpiryMs));
-    const expired = await fixture.store.get(key);
-    const lease = decodeLease(expired.body, { namespaceId: nsId, jobId: jobId(firstJob!) });
-    await fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), expired.etag);
-    const rootWhileFenced = await readRoot(fixture.store, nsId);
-    blockRefreshes = false;
-    compactionHeld.open();
+    /** A compaction of two fresh input segments, held after its lease exists and before it reads: another writer acts meanwhile. */
+    async function compactionHeldBeforeReading(ns: string) {
+      const { keys } = await format.writeInputs(fixture.store, ns, 'inodes', 2, 200);
+      const held = gate();
+      const store = interceptStore(fixture.store, async (operation, subject) => {
+        if (readsInput(keys, operation, subject)) await held.wait;
+      });
+      const { handle, stop } = await compactWith(store, ns, format.plugins);
+      await until(async () => (await handle.query<{ phase: string }>('leaseState')).phase === 'compacting');
+      return { handle, stop, release: held.open };
+    }
 
-    const result = await handle.result();
-    await stop();
-    expect(result.fencedJobIds).toEqual([firstJob]);
-    expect(result.jobId).not.toBe(firstJob);
-    expect(result.outcome).toBe('published');
-    const { root } = await readRoot(fixture.store, nsId);
-    expect(root.generation).toBe(rootWhileFenced.root.generation + 1);
-    expect([...referencedKeys(root)].some((k) => k.includes(firstJob!))).toBe(false);
-    expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
-    await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
-    await expectReplays(client, handle.workflowId);
-  });
+    it('a job whose lease expired and was claimed reports fenced, publishes nothing, and runs again as a new job that publishes', async () => {
+      const ns = uniqueId('fenced').toLowerCase();
+      const inputs = await format.writeInputs(fixture.store, ns, 'inodes', 3, 300);
+      const compactionHeld = gate();
+      let firstJob: string | undefined;
+      let blockRefreshes = true;
+      const store = interceptStore(fixture.store, async (operation, subject) => {
+        if (operation === 'putIfMatch' && isLeaseKey(subject) && blockRefreshes) throw new Error('store unreachable for the job');
+        if (readsInput(inputs.keys, operation, subject) && !compactionHeld.opened) await compactionHeld.wait;
+      });
+      const { handle, stop } = await compactWith(store, ns, format.plugins);
+      const nsId = namespaceId(ns);
+      await until(async () => {
+        firstJob = (await handle.query<{ jobId?: string }>('leaseState')).jobId;
+        return firstJob !== undefined && (await fixture.store.list({ prefix: leaseKey(nsId, jobId(firstJob)) })).objects.length === 1;
+      });
+      const key = leaseKey(nsId, jobId(firstJob!));
+      await until(async () => !isLeaseLive(decodeLease((await fixture.store.get(key)).body, { namespaceId: nsId, jobId: jobId(firstJob!) }), Date.now(), settings.timing.leaseExpiryMs));
+      const expired = await fixture.store.get(key);
+      const lease = decodeLease(expired.body, { namespaceId: nsId, jobId: jobId(firstJob!) });
+      await fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), expired.etag);
+      const rootWhileFenced = await readRoot(fixture.store, nsId, format.plugins.rootCodec);
+      blockRefreshes = false;
+      compactionHeld.open();
 
-  it('a job whose lease create landed unseen and was claimed before the retry reports fenced and runs again as a new job that publishes', async () => {
-    const ns = uniqueId('claimedcreate').toLowerCase();
-    const inputs = makeInputs(2, 200);
-    await writeInputs(fixture.store, ns, 'inodes', inputs);
-    let firstJob: string | undefined;
-    // The first create lands, a collector claims it (as after expiry), and the job is told nothing certain.
-    const store = wrapStore(fixture.store, async (operation, args, call) => {
-      const result = await call();
-      if (operation === 'putIfAbsent' && isLeaseKey(args[0]) && firstJob === undefined) {
-        const key = args[0] as string;
-        const landed = await fixture.store.get(key);
-        const lease = decodeLease(landed.body, parseCompactionKey(key) as { namespaceId: NamespaceId; jobId: MetadataCompactionId });
-        firstJob = lease.job_id;
-        await fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), landed.etag);
-        throw new AmbiguousError(key, 'response lost');
-      }
-      return result;
+      const result = await handle.result();
+      await stop();
+      expect(result.fencedJobIds).toEqual([firstJob]);
+      expect(result.jobId).not.toBe(firstJob);
+      expect(result.outcome).toBe('published');
+      const { root } = await readRoot(fixture.store, nsId, format.plugins.rootCodec);
+      expect(root.generation).toBe(rootWhileFenced.root.generation + 1);
+      expect([...referencedKeys(root)].some((k) => k.includes(firstJob!))).toBe(false);
+      expect(await format.readRecords(fixture.store, result.outputs)).toEqual(inputs.merge);
+      await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
+      await expectReplays(client, handle.workflowId);
     });
-    const { handle, stop } = await compactWith(store, ns);
-    const result = await handle.result();
-    await stop();
-    expect(result.fencedJobIds).toEqual([firstJob]);
-    expect(result.outcome).toBe('published');
-    expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
-    expect((await fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map((o) => o.key)).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!))]);
-    await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
+
+    it('a job whose lease create landed unseen and was claimed before the retry reports fenced and runs again as a new job that publishes', async () => {
+      const ns = uniqueId('claimedcreate').toLowerCase();
+      const inputs = await format.writeInputs(fixture.store, ns, 'inodes', 2, 200);
+      let firstJob: string | undefined;
+      // The first create lands, a collector claims it (as after expiry), and the job is told nothing certain.
+      const store = wrapStore(fixture.store, async (operation, args, call) => {
+        const result = await call();
+        if (operation === 'putIfAbsent' && isLeaseKey(args[0]) && firstJob === undefined) {
+          const key = args[0] as string;
+          const landed = await fixture.store.get(key);
+          const lease = decodeLease(landed.body, parseCompactionKey(key) as { namespaceId: NamespaceId; jobId: MetadataCompactionId });
+          firstJob = lease.job_id;
+          await fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), landed.etag);
+          throw new AmbiguousError(key, 'response lost');
+        }
+        return result;
+      });
+      const { handle, stop } = await compactWith(store, ns, format.plugins);
+      const result = await handle.result();
+      await stop();
+      expect(result.fencedJobIds).toEqual([firstJob]);
+      expect(result.outcome).toBe('published');
+      expect(await format.readRecords(fixture.store, result.outputs)).toEqual(inputs.merge);
+      expect((await fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map((o) => o.key)).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!))]);
+      await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
+    });
+
+    it('inputs replaced by another writer before publication: abandoned, the root keeps the other writer', async () => {
+      const ns = uniqueId('abandoned').toLowerCase();
+      const { handle, stop, release } = await compactionHeldBeforeReading(ns);
+      const replacement = inputSegmentKey(namespaceId(ns), newSegmentId(), format.extension);
+      await fixture.store.put(replacement, (await fixture.store.get((await readRoot(fixture.store, namespaceId(ns), format.plugins.rootCodec)).root.groups.inodes![0]!)).body);
+      const after = await updateRoot(fixture.store, namespaceId(ns), (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, inodes: [replacement] } }), format.plugins.rootCodec);
+      release();
+      const result = await handle.result();
+      await stop();
+      expect(result.outcome).toBe('abandoned');
+      expect((await readRoot(fixture.store, namespaceId(ns), format.plugins.rootCodec)).root).toEqual(after);
+      await expectReplays(client, handle.workflowId);
+    });
+
+    it('a segment added to the group during the compaction is kept beside the outputs', async () => {
+      const ns = uniqueId('kept').toLowerCase();
+      const { handle, stop, release } = await compactionHeldBeforeReading(ns);
+      const [added] = (await format.writeInputs(fixture.store, ns, 'inodes', 1, 10)).keys;
+      release();
+      const result = await handle.result();
+      await stop();
+      expect(result.outcome).toBe('published');
+      expect((await readRoot(fixture.store, namespaceId(ns), format.plugins.rootCodec)).root.groups.inodes).toEqual([...result.outputs, added]);
+    });
   });
 
   it('a refresh whose response is lost is re-read and adopted: the job is not fenced', async () => {
@@ -145,38 +178,13 @@ describe('compaction workflow under faults', () => {
       // Long enough for several refreshes while the work runs.
       if (operation === 'getStream') await new Promise((r) => setTimeout(r, 4 * settings.timing.leaseRefreshIntervalMs));
     });
-    const { handle, stop } = await compactWith(slow, ns);
+    const { handle, stop } = await compactWith(slow, ns, referenceFormat.plugins);
     const result = await handle.result();
     await stop();
     expect(lost.dropped).toBeGreaterThan(0);
     expect(result.outcome).toBe('published');
     expect(result.fencedJobIds).toEqual([]);
     await expectReplays(client, handle.workflowId);
-  });
-
-  it('inputs replaced by another writer before publication: abandoned, the root keeps the other writer', async () => {
-    const ns = uniqueId('abandoned').toLowerCase();
-    const { handle, stop, release } = await compactionHeldBeforeReading(ns);
-    const replacement = inputSegmentKey(namespaceId(ns), newSegmentId(), 'mseg');
-    await fixture.store.put(replacement, (await fixture.store.get((await readRoot(fixture.store, namespaceId(ns))).root.groups.inodes![0]!)).body);
-    const after = await updateRoot(fixture.store, namespaceId(ns), (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, inodes: [replacement] } }));
-    release();
-    const result = await handle.result();
-    await stop();
-    expect(result.outcome).toBe('abandoned');
-    expect((await readRoot(fixture.store, namespaceId(ns))).root).toEqual(after);
-    await expectReplays(client, handle.workflowId);
-  });
-
-  it('a segment added to the group during the compaction is kept beside the outputs', async () => {
-    const ns = uniqueId('kept').toLowerCase();
-    const { handle, stop, release } = await compactionHeldBeforeReading(ns);
-    const [added] = await writeInputs(fixture.store, ns, 'inodes', makeInputs(1, 10));
-    release();
-    const result = await handle.result();
-    await stop();
-    expect(result.outcome).toBe('published');
-    expect((await readRoot(fixture.store, namespaceId(ns))).root.groups.inodes).toEqual([...result.outputs, added]);
   });
 
   it('bad input fails with a typed failure and writes no lease: invalid namespace, missing root, corrupt input segment', async () => {
@@ -198,10 +206,10 @@ describe('compaction workflow under faults', () => {
     const [good] = await writeInputs(fixture.store, corrupt, 'inodes', makeInputs(1, 50));
     const bad = inputSegmentKey(namespaceId(corrupt), newSegmentId(), 'mseg');
     await fixture.store.put(bad, new TextEncoder().encode('not a segment'));
-    await updateRoot(fixture.store, namespaceId(corrupt), (root) => addSegments(root, familyGroup('inodes'), [bad]));
-    const before = await readRoot(fixture.store, namespaceId(corrupt));
+    await updateRoot(fixture.store, namespaceId(corrupt), (root) => addSegments(root, familyGroup('inodes'), [bad]), jsonRootCodec);
+    const before = await readRoot(fixture.store, namespaceId(corrupt), jsonRootCodec);
     expect(await failureType({ namespaceId: corrupt, group: 'inodes' })).toBe('SegmentCorrupt');
-    expect((await readRoot(fixture.store, namespaceId(corrupt))).root).toEqual(before.root);
+    expect((await readRoot(fixture.store, namespaceId(corrupt), jsonRootCodec)).root).toEqual(before.root);
     expect(before.root.groups.inodes).toEqual([good, bad]);
     await running.stop();
   });

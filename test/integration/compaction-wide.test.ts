@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId } from '../../src/keys';
 import { updateRoot } from '../../src/protocol/root-io';
-import { addSegments } from '../../src/root';
+import { addSegments, jsonRootCodec } from '../../src/root';
 import { encodeSegment, SEGMENT_EXTENSION } from '../../src/segments';
 import { makeInputs, readRecords, referenceMerge } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
@@ -46,7 +46,7 @@ describe('a compaction of more inputs than the socket pool', () => {
     const inputs = makeInputs(count, 3, 2000).map((records) => records.sort((a, b) => (a.key < b.key ? -1 : 1)));
     const keys = inputs.map(() => inputSegmentKey(namespaceId(ns), newSegmentId(), SEGMENT_EXTENSION));
     for (let i = 0; i < count; i += 50) await Promise.all(keys.slice(i, i + 50).map((key, j) => fixture.store.put(key, encodeSegment(inputs[i + j]!))));
-    await updateRoot(fixture.store, namespaceId(ns), (root) => addSegments(root, familyGroup('bindings'), keys));
+    await updateRoot(fixture.store, namespaceId(ns), (root) => addSegments(root, familyGroup('bindings'), keys), jsonRootCodec);
     const { client, close } = await connectClient();
     const handle = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue });
     const died = workerExit.then((code) => Promise.reject(new Error(`the worker process exited (${String(code)}) during the compaction`)));

@@ -1,14 +1,15 @@
+/** The compaction workflow end to end, on both test formats (support/formats.ts), one worker each. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import { jobId, leaseKey, namespaceId } from '../../src/keys';
 import { decodeLease } from '../../src/lease';
 import { readRoot } from '../../src/protocol';
+import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
-import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
 import type { Client } from '@temporalio/client';
 
-describe('compaction workflow', () => {
+describe.each(TEST_FORMATS)('compaction workflow, $name format', (format) => {
   let fixture: TestStore;
   let worker: RunningWorker;
   let client: Client;
@@ -17,7 +18,7 @@ describe('compaction workflow', () => {
 
   beforeAll(async () => {
     fixture = await openTestStore('minio');
-    worker = await startTestWorker(fixture.store, settings);
+    worker = await startTestWorker(fixture.store, settings, undefined, undefined, format.plugins);
     ({ client, close: closeClient } = await connectClient());
   });
   afterAll(async () => {
@@ -28,17 +29,18 @@ describe('compaction workflow', () => {
 
   it('publishes the merge of the inputs, references only the outputs, and leaves the lease active and unwritten', async () => {
     const ns = uniqueId('ns').toLowerCase();
-    const inputs = makeInputs(4, 400);
-    const inputKeys = await writeInputs(fixture.store, ns, 'bindings', inputs);
+    const inputs = await format.writeInputs(fixture.store, ns, 'bindings', 4, 400);
     const handle = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: worker.taskQueue });
     const result = await handle.result();
 
     expect(result.outcome).toBe('published');
     expect(result.outputs.length).toBeGreaterThan(1);
-    const { root } = await readRoot(fixture.store, namespaceId(ns));
+    expect(result.outputs.every((k) => k.endsWith(`.${format.extension}`))).toBe(true);
+    const { root } = await readRoot(fixture.store, namespaceId(ns), format.plugins.rootCodec);
     expect(root.groups.bindings).toEqual(result.outputs);
-    expect(result.outputs.some((k) => inputKeys.includes(k))).toBe(false);
-    expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
+    expect(result.outputs.some((k) => inputs.keys.includes(k))).toBe(false);
+    expect(await format.readRecords(fixture.store, result.outputs)).toEqual(inputs.merge);
+    expect(result.recordsOut).toBe(inputs.merge.length);
 
     const key = leaseKey(namespaceId(ns), jobId(result.jobId));
     const lease = await fixture.store.get(key);
@@ -50,7 +52,7 @@ describe('compaction workflow', () => {
 
   it('starting the same group twice while it runs gives one workflow run', async () => {
     const ns = uniqueId('twice').toLowerCase();
-    await writeInputs(fixture.store, ns, 'bindings', makeInputs(2, 100));
+    await format.writeInputs(fixture.store, ns, 'bindings', 2, 100);
     const first = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: worker.taskQueue });
     const second = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: worker.taskQueue });
     expect(second.firstExecutionRunId).toBe(first.firstExecutionRunId);

@@ -2,7 +2,8 @@
  * Superseded segments (issue 17, spec 6a): a compaction's inputs leave the root retired, stay for
  * the reader grace, then the collector deletes them and drops their records; a writer's young
  * segment stays, its lost write goes after T; an untrusted root deletes nothing. The real
- * compaction and gcWorkflow on the Temporal dev server, the store on MinIO.
+ * compaction and gcWorkflow on the Temporal dev server, the store on MinIO, on both test formats
+ * (support/formats.ts), one worker each.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
@@ -13,7 +14,7 @@ import { readRoot, updateRoot } from '../../src/protocol';
 import { addSegments, type RootState } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
 import type { gcWorkflow, GcReport } from '../../src/workflows/gc';
-import { makeInputs, readRecords, writeInputs } from '../support/records';
+import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
 
@@ -46,7 +47,8 @@ function hookedStore(inner: ObjectStore, hooks: () => RootHooks): ObjectStore {
   });
 }
 
-describe('superseded segments', () => {
+describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
+  const { rootCodec } = format.plugins;
   let fixture: TestStore;
   let store: ObjectStore;
   let worker: RunningWorker;
@@ -69,7 +71,7 @@ describe('superseded segments', () => {
   beforeAll(async () => {
     fixture = await openTestStore('minio');
     store = fixture.store;
-    worker = await startTestWorker(hookedStore(store, () => hooks), settings);
+    worker = await startTestWorker(hookedStore(store, () => hooks), settings, undefined, undefined, format.plugins);
     ({ client, close: closeClient } = await connectClient());
   });
   afterAll(async () => {
@@ -80,12 +82,12 @@ describe('superseded segments', () => {
 
   it('superseded inputs stay for the reader grace, a reader of the old root reads them all, then they and their records go', async () => {
     const ns = newNamespace('retire');
-    const inputKeys = await writeInputs(store, ns, bindings, makeInputs(3, 50));
-    const oldRoot = (await readRoot(store, ns)).root;
+    const { keys: inputKeys } = await format.writeInputs(store, ns, bindings, 3, 50);
+    const oldRoot = (await readRoot(store, ns, rootCodec)).root;
     const result = await (await startCompaction(client, { namespaceId: ns, group: bindings, taskQueue: worker.taskQueue })).result();
     expect(result.outcome).toBe('published');
 
-    const { root } = await readRoot(store, ns);
+    const { root } = await readRoot(store, ns, rootCodec);
     expect(root.groups.bindings).toEqual(result.outputs);
     expect(root.retired?.map((r) => r.key).sort()).toEqual([...inputKeys].sort());
     const retiredAt = Math.max(...(root.retired ?? []).map((r) => r.retired_at_ms));
@@ -94,28 +96,28 @@ describe('superseded segments', () => {
     // Passes during the grace, the last with its clock 1 ms short of it, delete none of them; the reader of the old root reads every segment it names.
     const during = await pass(ns);
     expect(during.report.totals).toMatchObject({ retiredDeleted: 0, retainedInGrace: inputKeys.length });
-    expect((await readRecords(store, oldRoot.groups.bindings ?? [])).length).toBeGreaterThan(0);
+    expect((await format.readRecords(store, oldRoot.groups.bindings ?? [])).length).toBeGreaterThan(0);
     await sleep(Math.max(0, retiredAt + readerGraceMs - Date.now()) + 200);
     const early = await pass(ns, retiredAt + readerGraceMs - 1);
     expect(early.complete).toBe(true);
     expect(early.report.totals).toMatchObject({ retiredDeleted: 0, retainedInGrace: inputKeys.length });
-    expect((await readRecords(store, oldRoot.groups.bindings ?? [])).length).toBeGreaterThan(0);
+    expect((await format.readRecords(store, oldRoot.groups.bindings ?? [])).length).toBeGreaterThan(0);
 
     const late = await pass(ns);
     expect(late.complete).toBe(true);
     expect(late.report.totals).toMatchObject({ retiredDeleted: inputKeys.length, retiredRecordsDropped: inputKeys.length, retainedInGrace: 0 });
     for (const key of inputKeys) expect(await exists(key), key).toBe(false);
-    const after = (await readRoot(store, ns)).root;
+    const after = (await readRoot(store, ns, rootCodec)).root;
     expect(after.retired ?? []).toEqual([]);
     expect(after.groups.bindings).toEqual(result.outputs);
-    expect((await readRecords(store, result.outputs)).length).toBeGreaterThan(0);
+    expect((await format.readRecords(store, result.outputs)).length).toBeGreaterThan(0);
     await expectReplays(client, `${late.workflowId}/${ns}`);
   });
 
   it("a writer's young unreferenced segment survives; once older than T it is a lost write and goes", async () => {
     const ns = newNamespace('lost');
-    await updateRoot(store, ns, (r) => r);
-    const lost = inputSegmentKey(ns, newSegmentId(), 'mseg');
+    await updateRoot(store, ns, (r) => r, rootCodec);
+    const lost = inputSegmentKey(ns, newSegmentId(), format.extension);
     await store.put(lost, bytes('a writer died before publishing this'));
     const young = await pass(ns);
     expect(young.report.totals).toMatchObject({ retainedYoung: 1, lostWritesDeleted: 0 });
@@ -129,9 +131,9 @@ describe('superseded segments', () => {
 
   it('a dry run reports the retired segment and the lost write it would delete, and deletes and writes nothing', async () => {
     const ns = newNamespace('dry');
-    const [due, lost] = [inputSegmentKey(ns, newSegmentId(), 'mseg'), inputSegmentKey(ns, newSegmentId(), 'mseg')];
+    const [due, lost] = [inputSegmentKey(ns, newSegmentId(), format.extension), inputSegmentKey(ns, newSegmentId(), format.extension)];
     for (const k of [due, lost]) await store.put(k, bytes(k));
-    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: Date.now() - readerGraceMs - 1000 }] }));
+    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: Date.now() - readerGraceMs - 1000 }] }), rootCodec);
     const rootBefore = await store.get(rootKey(ns));
     await sleep(gcMinGraceMs + 500);
     const { report } = await pass(ns, undefined, true);
@@ -142,13 +144,13 @@ describe('superseded segments', () => {
 
   it('a retired segment that the current root references again, in any group, is kept with its record', async () => {
     const ns = newNamespace('again');
-    const key = inputSegmentKey(ns, newSegmentId(), 'mseg');
+    const key = inputSegmentKey(ns, newSegmentId(), format.extension);
     await store.put(key, bytes('referenced again'));
-    await updateRoot(store, ns, (r): RootState => ({ ...addSegments(r, 'inodes' as typeof bindings, [key]), retired: [{ key, retired_at_ms: 1 }] }));
+    await updateRoot(store, ns, (r): RootState => ({ ...addSegments(r, 'inodes' as typeof bindings, [key]), retired: [{ key, retired_at_ms: 1 }] }), rootCodec);
     const report = (await pass(ns)).report;
     expect(report.totals).toMatchObject({ retiredDeleted: 0, retainedReferenced: 1 });
     expect(await exists(key)).toBe(true);
-    expect((await readRoot(store, ns)).root.retired).toEqual([{ key, retired_at_ms: 1 }]);
+    expect((await readRoot(store, ns, rootCodec)).root.retired).toEqual([{ key, retired_at_ms: 1 }]);
   });
 
   it.each([
@@ -156,7 +158,7 @@ describe('superseded segments', () => {
     ['corrupt', async (ns: NamespaceId) => void (await store.put(rootKey(ns), bytes('{"kind":"metadata_root"')))],
   ])('a %s root deletes nothing under metadata/segments/ and is reported', async (problem, breakRoot) => {
     const ns = newNamespace(problem);
-    const keys = [inputSegmentKey(ns, newSegmentId(), 'mseg'), inputSegmentKey(ns, newSegmentId(), 'mseg')];
+    const keys = [inputSegmentKey(ns, newSegmentId(), format.extension), inputSegmentKey(ns, newSegmentId(), format.extension)];
     for (const k of keys) await store.put(k, bytes('old'));
     await breakRoot(ns);
     await sleep(gcMinGraceMs + 500);
@@ -169,10 +171,10 @@ describe('superseded segments', () => {
 
   it('a publication landing during a pass: the segment it names survives the batch, and the records CAS keeps the publication', async () => {
     const ns = newNamespace('race');
-    const [due, adopted, published] = [0, 1, 2].map(() => inputSegmentKey(ns, newSegmentId(), 'mseg')) as [string, string, string];
+    const [due, adopted, published] = [0, 1, 2].map(() => inputSegmentKey(ns, newSegmentId(), format.extension)) as [string, string, string];
     for (const k of [due, adopted]) await store.put(k, bytes(k));
     const longAgo = Date.now() - readerGraceMs - 1000;
-    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo }] }));
+    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo }] }), rootCodec);
     await sleep(gcMinGraceMs + 500);
     // `adopted` is a lost write when the pass lists it; a writer publishes it before the delete batch's root read,
     // and writes and publishes `published` before the collector's CAS that drops the record of `due`.
@@ -180,12 +182,12 @@ describe('superseded segments', () => {
       ns,
       seen: { get: 0, cas: 0 },
       beforeRootGet: async (n) => {
-        if (n === 2) await updateRoot(store, ns, (r) => addSegments(r, bindings, [adopted]));
+        if (n === 2) await updateRoot(store, ns, (r) => addSegments(r, bindings, [adopted]), rootCodec);
       },
       beforeRootCas: async (n) => {
         if (n !== 1) return;
         await store.put(published, bytes(published));
-        await updateRoot(store, ns, (r) => addSegments(r, bindings, [published]));
+        await updateRoot(store, ns, (r) => addSegments(r, bindings, [published]), rootCodec);
       },
     };
     try {
@@ -197,7 +199,7 @@ describe('superseded segments', () => {
     expect(await exists(due)).toBe(false);
     expect(await exists(adopted)).toBe(true);
     expect(await exists(published)).toBe(true);
-    const { root } = await readRoot(store, ns);
+    const { root } = await readRoot(store, ns, rootCodec);
     expect(root.groups.bindings).toEqual([adopted, published]);
     expect(root.retired ?? []).toEqual([]);
   });

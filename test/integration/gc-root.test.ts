@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { leaseKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type MetadataCompactionId, type NamespaceId } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
 import { updateRoot } from '../../src/protocol';
+import { jsonRootCodec } from '../../src/root';
 import { createS3ObjectStore, type ObjectStore } from '../../src/store';
 import type { GcReport } from '../../src/workflows/gc';
 import { s3Requests, startS3FaultProxy, type S3Exchange, type S3FaultProxy } from '../support/s3-fault-proxy';
@@ -67,7 +68,7 @@ describe('a namespace whose root cannot be trusted', () => {
     ({ client, close: closeClient } = await connectClient());
 
     for (const ns of [missing, corrupt, unreadable, healthy]) await populate(ns);
-    for (const ns of [corrupt, unreadable, healthy]) await updateRoot(store, ns, (root) => root);
+    for (const ns of [corrupt, unreadable, healthy]) await updateRoot(store, ns, (root) => root, jsonRootCodec);
     // A root that names a group twice decodes as corrupt.
     const rootText = new TextDecoder().decode((await store.get(rootKey(corrupt))).body);
     await store.put(rootKey(corrupt), bytes(rootText.replace('"groups":{}', '"groups":{"bindings":[],"bindings":[]}')));

@@ -10,6 +10,7 @@ import { resolveSettings } from '../../src/config';
 import { leaseKey, namespaceId, newJobId } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
 import { updateRoot } from '../../src/protocol';
+import { jsonRootCodec } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
 import type { GcReport } from '../../src/workflows/gc';
 import { openTestStore, type TestStore } from '../support/stores';
@@ -58,7 +59,7 @@ describe('the rules of a pass', () => {
 
   it('one pass across two workers with different lease expiries applies one expiry to every prefix', async () => {
     const ns = namespaceId(uniqueId('rules').toLowerCase());
-    await updateRoot(fixture.store, ns, (root) => root);
+    await updateRoot(fixture.store, ns, (root) => root, jsonRootCodec);
     const jobs = Array.from({ length: 16 }, () => newJobId());
     const heartbeatAtMs = Date.now() - 60_000;
     for (const job of jobs) {

@@ -1,4 +1,9 @@
-/** The collector pass against the real Temporal dev server and MinIO, at timings shrunk to seconds. */
+/**
+ * The collector pass against the real Temporal dev server and MinIO, at timings shrunk to seconds.
+ * The tests that depend on the format (a compaction's published outputs, a publication landing
+ * during a pass) run on both test formats (support/formats.ts), one worker each; the rest concern
+ * leases and job prefixes only and run on the reference worker.
+ */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
@@ -23,12 +28,12 @@ import {
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import { createJobLease, LeaseLostError, publishCompaction, readRoot, refreshJobLease, updateRoot } from '../../src/protocol';
 import { claimLease } from '../../src/protocol/collector';
-import { referencedKeys } from '../../src/root';
+import { jsonRootCodec, referencedKeys } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
 import { StoreConfigError, StoreUnavailableError, type DeleteResult, type ListPage, type ListRequest, type ObjectStore } from '../../src/store';
 import type { GcInput, GcReport } from '../../src/workflows/gc';
 import { gate } from '../support/faults';
-import { makeInputs, writeInputs } from '../support/records';
+import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, workflowBundle, type RunningWorker } from '../support/temporal';
 
@@ -101,8 +106,8 @@ describe('collector pass', () => {
   });
 
   const newNamespace = () => namespaceId(uniqueId('gc').toLowerCase());
-  const pass = (input: GcInput, workflowId = uniqueId('gc-pass')): Promise<GcReport> =>
-    client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId, args: [input] });
+  const pass = (input: GcInput, workflowId = uniqueId('gc-pass'), taskQueue = worker.taskQueue): Promise<GcReport> =>
+    client.workflow.execute('gcWorkflow', { taskQueue, workflowId, args: [input] });
   /** A pass expected to fail: its report travels in the failure's details. */
   const failingPass = async (input: GcInput): Promise<GcReport> => {
     const err: unknown = await pass(input).then(() => undefined, (e: unknown) => e);
@@ -118,14 +123,18 @@ describe('collector pass', () => {
   const ensureRoot = async (ns: NamespaceId) => {
     if (rooted.has(ns)) return;
     rooted.add(ns);
-    await updateRoot(store, ns, (root) => root);
+    await updateRoot(store, ns, (root) => root, jsonRootCodec);
   };
   const writeLease = async (ns: NamespaceId, job: MetadataCompactionId, heartbeatAtMs: number) => {
     await ensureRoot(ns);
     return store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: heartbeatAtMs })));
   };
+  /** `count` staged objects of the job, under a root of the namespace (an empty one unless it has one). */
   const stage = async (ns: NamespaceId, job: MetadataCompactionId, count: number): Promise<string[]> => {
     await ensureRoot(ns);
+    return stageObjects(ns, job, count);
+  };
+  const stageObjects = async (ns: NamespaceId, job: MetadataCompactionId, count: number): Promise<string[]> => {
     const keys = Array.from({ length: count }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg'));
     await inBatches(keys, 1, 32, (batch) => Promise.all(batch.map((k) => store.put(k, new TextEncoder().encode(`staged ${k}`)))));
     return keys;
@@ -274,52 +283,6 @@ describe('collector pass', () => {
     const later = await pass({ namespaces: [ns] });
     expect(later.totals).toMatchObject({ orphaned: 1, objectsDeleted: leftovers.length });
     expect(await keysUnder(jobPrefix(ns, job))).toEqual([]);
-  });
-
-  it('a published job: its lease expires, the pass removes only the lease, its referenced segments stay', async () => {
-    const ns = newNamespace();
-    await writeInputs(store, ns, 'bindings', makeInputs(3, 200));
-    const result = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: worker.taskQueue }).then((h) => h.result());
-    expect(result.outcome).toBe('published');
-    await sleep(Math.max(leaseExpiryMs, stagingGraceMs) + 500);
-
-    const report = await pass({ namespaces: [ns] });
-
-    // Of the job prefix only the lease goes; the waits outlast the reader grace too, so the three inputs the job superseded go (spec 6a).
-    expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 3, retiredDeleted: 3, retainedReferenced: result.outputs.length, leasesDeleted: 1 });
-    const job = jobId(result.jobId);
-    expect(await keysUnder(jobPrefix(namespaceId(ns), job))).toEqual([...result.outputs].sort());
-    expect((await readRoot(store, namespaceId(ns))).root.groups.bindings).toEqual(result.outputs);
-  });
-
-  it("a publication that lands during a pass (after the pass read the lease and the root) never costs the job its segments", async () => {
-    const ns = newNamespace();
-    const group = familyGroup('bindings');
-    const inputs = await writeInputs(store, ns, group, makeInputs(2, 50));
-    const job = newJobId();
-    await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'slow-job', startedAtMs: Date.now() - leaseExpiryMs - 1000 });
-    const outputs = await stage(ns, job, 3);
-    await ageBeyondStagingGrace();
-    let published: string | undefined;
-    faults.beforeLeaseCas = async (key) => {
-      if (key !== leaseKey(ns, job) || published) return;
-      const startedAt = performance.now();
-      // The job wakes up and publishes between the collector's read of its (expired) lease and the claim CAS.
-      const outcome = await publishCompaction(
-        store,
-        { namespaceId: ns, jobId: job, group, inputs, outputs },
-        { budgetMs: settings.timing.publicationBudgetMs, maxRootRaces: 3 },
-        { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - startedAt },
-      );
-      published = outcome.outcome;
-    };
-
-    const report = await pass({ namespaces: [ns] });
-
-    expect(published).toBe('published');
-    expect(report.totals).toMatchObject({ live: 1, claimed: 0, objectsDeleted: 0 });
-    expect(await keysUnder(jobPrefix(ns, job))).toEqual([leaseKey(ns, job), ...outputs.sort()]);
-    expect([...referencedKeys((await readRoot(store, ns)).root)].sort()).toEqual([...outputs].sort());
   });
 
   it('a job refresh and a collector claim racing on one lease: exactly one wins, 30 rounds', async () => {
@@ -643,5 +606,61 @@ describe('collector pass', () => {
     } finally {
       await handle.delete();
     }
+  });
+
+  describe.each(TEST_FORMATS)('over compactions in the $name format', (format) => {
+    let formatWorker: RunningWorker;
+    beforeAll(async () => {
+      formatWorker = await startTestWorker(faultyStore(store, () => faults, seen), settings, undefined, undefined, format.plugins);
+    });
+    afterAll(() => formatWorker?.stop());
+
+    it('a published job: its lease expires, the pass removes only the lease, its referenced segments stay', async () => {
+      const ns = newNamespace();
+      await format.writeInputs(store, ns, 'bindings', 3, 200);
+      const result = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: formatWorker.taskQueue }).then((h) => h.result());
+      expect(result.outcome).toBe('published');
+      await sleep(Math.max(leaseExpiryMs, stagingGraceMs) + 500);
+
+      const report = await pass({ namespaces: [ns] }, undefined, formatWorker.taskQueue);
+
+      // Of the job prefix only the lease goes; the waits outlast the reader grace too, so the three inputs the job superseded go (spec 6a).
+      expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 3, retiredDeleted: 3, retainedReferenced: result.outputs.length, leasesDeleted: 1 });
+      const job = jobId(result.jobId);
+      expect(await keysUnder(jobPrefix(namespaceId(ns), job))).toEqual([...result.outputs].sort());
+      expect((await readRoot(store, namespaceId(ns), format.plugins.rootCodec)).root.groups.bindings).toEqual(result.outputs);
+    });
+
+    it("a publication that lands during a pass (after the pass read the lease and the root) never costs the job its segments", async () => {
+      const ns = newNamespace();
+      const group = familyGroup('bindings');
+      const { keys: inputs } = await format.writeInputs(store, ns, group, 2, 50);
+      const job = newJobId();
+      await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'slow-job', startedAtMs: Date.now() - leaseExpiryMs - 1000 });
+      const outputs = await stageObjects(ns, job, 3);
+      await ageBeyondStagingGrace();
+      let published: string | undefined;
+      faults.beforeLeaseCas = async (key) => {
+        if (key !== leaseKey(ns, job) || published) return;
+        const startedAt = performance.now();
+        // The job wakes up and publishes between the collector's read of its (expired) lease and the claim CAS.
+        const outcome = await publishCompaction(
+          store,
+          { namespaceId: ns, jobId: job, group, inputs, outputs },
+          { budgetMs: settings.timing.publicationBudgetMs, maxRootRaces: 3 },
+          { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - startedAt },
+          false,
+          format.plugins.rootCodec,
+        );
+        published = outcome.outcome;
+      };
+
+      const report = await pass({ namespaces: [ns] }, undefined, formatWorker.taskQueue);
+
+      expect(published).toBe('published');
+      expect(report.totals).toMatchObject({ live: 1, claimed: 0, objectsDeleted: 0 });
+      expect(await keysUnder(jobPrefix(ns, job))).toEqual([leaseKey(ns, job), ...outputs.sort()]);
+      expect([...referencedKeys((await readRoot(store, ns, format.plugins.rootCodec)).root)].sort()).toEqual([...outputs].sort());
+    });
   });
 });

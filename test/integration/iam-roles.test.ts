@@ -31,6 +31,7 @@ import {
 } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import { claimLease, createJobLease, deleteLease, LeaseLostError, publishCompaction, readRoot, refreshJobLease, updateRoot } from '../../src/protocol';
+import { jsonRootCodec } from '../../src/root';
 import { createS3ObjectStore, StoreConfigError, type ObjectStore } from '../../src/store';
 import type { GcReport } from '../../src/workflows/gc';
 import { createRoleUser, type Role } from '../support/iam';
@@ -106,7 +107,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     // A superseded input retired long before the reader grace, and a lost write of the metadata service.
     const [superseded, lost] = [inputSegmentKey(ns, newSegmentId(), 'seg'), inputSegmentKey(ns, newSegmentId(), 'seg')];
     for (const key of [superseded, lost]) await root.store.put(key, bytes(key));
-    await updateRoot(root.store, ns, (r) => ({ ...r, retired: [{ key: superseded, retired_at_ms: Date.now() - settings.timing.readerGraceMs - 1000 }] }));
+    await updateRoot(root.store, ns, (r) => ({ ...r, retired: [{ key: superseded, retired_at_ms: Date.now() - settings.timing.readerGraceMs - 1000 }] }), jsonRootCodec);
     const [expired, orphan, live] = [newJobId(), newJobId(), newJobId()];
     const expiredStaged = await stage(ns, expired, 3);
     const doomed = [...expiredStaged, ...(await stage(ns, orphan, 2)), superseded, lost];
@@ -114,7 +115,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     await sleep(stagingGraceMs + 500);
     await writeLease(ns, expired, Date.now() - leaseExpiryMs - 1000);
     await writeLease(ns, live, Date.now() + 60_000);
-    const rootBefore = await readRoot(root.store, ns);
+    const rootBefore = await readRoot(root.store, ns, jsonRootCodec);
 
     const report: GcReport = await client.workflow.execute('gcWorkflow', { taskQueue: collectorWorker.taskQueue, workflowId: uniqueId('iam-gc'), args: [{}] });
 
@@ -128,7 +129,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     expect(await keysUnder(compactionsPrefix(ns))).toEqual([leaseKey(ns, live), ...kept].sort());
     for (const key of inputs) expect(await exists(key), key).toBe(true);
     // The root CAS dropped the record and nothing else.
-    expect((await readRoot(root.store, ns)).root).toEqual({ ...rootBefore.root, generation: rootBefore.root.generation + 1, retired: [] });
+    expect((await readRoot(root.store, ns, jsonRootCodec)).root).toEqual({ ...rootBefore.root, generation: rootBefore.root.generation + 1, retired: [] });
   });
 
   it("the worker's policy runs a compaction: its lease created and refreshed, its output staged, the root replaced by CAS", async () => {
@@ -139,7 +140,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const result = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: compactionWorker.taskQueue }).then((h) => h.result());
 
     expect(result.outcome).toBe('published');
-    expect((await readRoot(root.store, namespaceId(ns))).root.groups.bindings).toEqual(result.outputs);
+    expect((await readRoot(root.store, namespaceId(ns), jsonRootCodec)).root.groups.bindings).toEqual(result.outputs);
     expect(await readRecords(root.store, result.outputs)).toEqual(referenceMerge(inputs));
     const job = { namespaceId: namespaceId(ns), jobId: jobId(result.jobId) };
     const lease = decodeLease((await root.store.get(leaseKey(job.namespaceId, job.jobId))).body, job);
@@ -166,12 +167,14 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       { ...job, group, inputs, outputs },
       { budgetMs: publicationBudgetMs, maxRootRaces: 3 },
       { leaseClockMs: Date.now, elapsedMs: () => performance.now() - startedAt },
+      false,
+      jsonRootCodec,
     );
     expect(publication).toEqual({ outcome: 'fenced', reason: 'a collector claimed the lease' });
     await deleteLease(stores.collector, job);
     // The CAS of a missing lease is a 404, and so is the re-read that decides it: the job is fenced, not failed.
     await expect(refreshJobLease(stores.worker, job, held, Date.now)).rejects.toThrow(/the lease is gone/);
-    expect((await readRoot(root.store, ns)).root.groups[group]).toEqual(inputs);
+    expect((await readRoot(root.store, ns, jsonRootCodec)).root.groups[group]).toEqual(inputs);
   });
 
   it("a collector pass sent to the compaction workers' queue fails at its first listing, refused by the worker's policy", async () => {

@@ -47,7 +47,7 @@ import {
   type PublicationOutcome,
   type SettledOwner,
 } from '../../src/protocol';
-import { encodeRoot, groupSegments } from '../../src/root';
+import { encodeRoot, groupSegments, jsonRootCodec } from '../../src/root';
 import { AmbiguousError, ConflictError, createS3ObjectStore, StoreUnavailableError, type ObjectStore } from '../../src/store';
 import { wrapStore } from '../support/faults';
 import { checkInvariants, describeViolations, storeEventsOf, type AuditTally, type StoreEvent } from '../support/invariants';
@@ -161,7 +161,7 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
   const store = run.storeFor(actor, () => publishing);
   const job = { namespaceId: run.ns, jobId: jobId(`cmp_${String(index + 1).padStart(32, '0')}`) };
   await run.idle(actor);
-  const inputs = groupSegments((await retrying(run, actor, () => readRoot(store, run.ns))).root, plan.group);
+  const inputs = groupSegments((await retrying(run, actor, () => readRoot(store, run.ns, jsonRootCodec))).root, plan.group);
   const startedAtMs = run.clock.now();
   const outputs: string[] = [];
   const steps = plan.publishes && !plan.steps.includes('write') ? ['write' as const, ...plan.steps] : plan.steps;
@@ -186,7 +186,7 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
   publishing = true;
   const clock = { leaseClockMs: run.clock.now, elapsedMs: run.clock.now };
   const request = { ...job, group: plan.group, inputs, outputs };
-  return (await retrying(run, actor, () => publishCompaction(store, request, { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 }, clock))).outcome;
+  return (await retrying(run, actor, () => publishCompaction(store, request, { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 }, clock, false, jsonRootCodec))).outcome;
 }
 
 /**
@@ -212,7 +212,7 @@ async function collectPass(run: Run, actor: string, store: ObjectStore): Promise
   /** One attempt of one command, after the actor's idle gate. */
   const attempt: CollectorExecutor = async (command, walk) => {
     await run.idle(actor);
-    const result = await executeOnStore(store, run.ns, rules, command, walk);
+    const result = await executeOnStore(store, run.ns, rules, command, walk, jsonRootCodec);
     if (result.kind === 'claimed' && actor !== SETTLE) run.outcomes.claims[result.owner.owner === 'job' && result.owner.raced ? 'raced' : result.owner.owner]++;
     return result;
   };

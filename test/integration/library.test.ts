@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, inject, vi } from 'vitest';
 import { registerSearchAttributes, runGcPass, SEARCH_ATTRIBUTES, startCompaction, startWorkerFromEnv, TIMING_ENV, type Timing, type WorkerFromEnv } from '../../src';
 import { leaseKey, namespaceId, newJobId } from '../../src/keys';
 import { updateRoot } from '../../src/protocol';
+import { jsonRootCodec } from '../../src/root';
 import { makeInputs, writeInputs } from '../support/records';
 import { connectClient, quickExpirySettings, uniqueId, workflowBundle } from '../support/temporal';
 
@@ -47,7 +48,7 @@ describe('the library worker configured by the environment', () => {
     const ns = namespaceId(uniqueId('library-corrupt').toLowerCase());
     const key = leaseKey(ns, newJobId());
     // A namespace the collector judges has a root (without one it is skipped before any lease is read).
-    await updateRoot(started.store, ns, (root) => root);
+    await updateRoot(started.store, ns, (root) => root, jsonRootCodec);
     await started.store.put(key, new TextEncoder().encode('{"not":"a lease"}'));
     const pass = await runGcPass(client, { namespaces: [ns] });
     expect(pass.complete).toBe(false);

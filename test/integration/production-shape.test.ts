@@ -18,7 +18,7 @@ import { outputSegmentKey, planMerge, runPartKey, type CompactionProgress } from
 import { resolveSettings } from '../../src/config';
 import { familyGroup, jobId, jobPrefix, namespaceId, rootKey } from '../../src/keys';
 import { readRoot } from '../../src/protocol';
-import { groupSegments } from '../../src/root';
+import { groupSegments, jsonRootCodec } from '../../src/root';
 import { readSegment, SEGMENT_EXTENSION } from '../../src/segments';
 import type { ObjectInfo } from '../../src/store';
 import { startS3FaultProxy, type S3FaultProxy, type S3Request } from '../support/s3-fault-proxy';
@@ -224,7 +224,7 @@ describe('production-shape compaction on MinIO', () => {
       for (const key of result.outputs.slice(0, -1)) expect(stagedAfter.get(key)!.size).toBeGreaterThan((LINK.upload * OPERATION_DEADLINE_MS) / 1000);
 
       // The root references exactly the outputs; the job's prefix holds them and the runs, and the workers wrote nothing outside it but the root.
-      const { root } = await readRoot(fixture.store, nsId);
+      const { root } = await readRoot(fixture.store, nsId, jsonRootCodec);
       expect(groupSegments(root, familyGroup('inodes'))).toEqual(result.outputs);
       expect([...stagedAfter.keys()].sort()).toEqual([...result.outputs, ...runParts].sort());
       expect(writes.filter((w) => !w.key.startsWith(prefix) && w.key !== rootKey(nsId)).map((w) => `${w.method} ${w.key}`)).toEqual([]);

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import { namespaceId, parseCompactionKey, rootKey } from '../../src/keys';
 import { readRoot } from '../../src/protocol';
+import { jsonRootCodec } from '../../src/root';
 import type { SegmentRecord } from '../../src/segments';
 import { createS3ObjectStore, type ObjectStore } from '../../src/store';
 import { makeInputs, writeInputs } from '../support/records';
@@ -54,7 +55,7 @@ describe('a publication that landed unseen', () => {
       const handle = await startCompaction(client, { namespaceId: ns, group: GROUP, taskQueue: running.taskQueue });
       const result = await handle.result();
       await expectReplays(client, handle.workflowId);
-      const { root } = await readRoot(fixture.store, namespaceId(ns));
+      const { root } = await readRoot(fixture.store, namespaceId(ns), jsonRootCodec);
       return { ns, inputs: written, result, root, exchanges, handle };
     } finally {
       stopObserving();

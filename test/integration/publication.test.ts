@@ -3,24 +3,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { familyGroup, leaseKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey } from '../../src/keys';
 import { claimLeaseState, encodeLease } from '../../src/lease';
 import { createJobLease, publishCompaction, PublicationBudgetExceededError, readRoot, updateRoot } from '../../src/protocol';
-import { jsonRootCodec, type RootCodec } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
-import { sampleBinaryInputs, textRootCodec, writeBinaryInputs } from '../support/binary-format';
 import { interceptStore } from '../support/faults';
-import { makeInputs, writeInputs } from '../support/records';
+import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
 import { uniqueId } from '../support/temporal';
 
 const group = familyGroup('attributes');
 const limits = { budgetMs: 1000, maxRootRaces: 3 };
 
-/** A root codec and the writer of input segments in its format. */
-const FORMATS: [string, RootCodec, (store: ObjectStore, ns: string) => Promise<string[]>][] = [
-  ['root.json', jsonRootCodec, (store, ns) => writeInputs(store, ns, group, makeInputs(2, 20))],
-  ['the plug-in text root', textRootCodec, (store, ns) => writeBinaryInputs(store, ns, group, sampleBinaryInputs(2, 20))],
-];
-
-describe.each(FORMATS)('publication (%s)', (_, codec, writeFormatInputs) => {
+describe.each(TEST_FORMATS)('publication, $name format', (format) => {
+  const codec = format.plugins.rootCodec;
   let fixture: TestStore;
   beforeAll(async () => {
     fixture = await openTestStore('minio');
@@ -30,10 +23,10 @@ describe.each(FORMATS)('publication (%s)', (_, codec, writeFormatInputs) => {
   /** A namespace with two input segments and a job holding a fresh lease. */
   async function prepare() {
     const ns = namespaceId(uniqueId('pub').toLowerCase());
-    const inputs = await writeFormatInputs(fixture.store, ns);
+    const { keys: inputs } = await format.writeInputs(fixture.store, ns, group, 2, 20);
     const job = newJobId();
     const held = await createJobLease(fixture.store, { namespaceId: ns, jobId: job, ownerId: 'test', startedAtMs: Date.now() });
-    const outputs = [stagedSegmentKey(ns, job, newSegmentId(), 'mseg')];
+    const outputs = [stagedSegmentKey(ns, job, newSegmentId(), format.extension)];
     return { ns, job, held, request: { namespaceId: ns, jobId: job, group, inputs, outputs } };
   }
   const realClock = () => {

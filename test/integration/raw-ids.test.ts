@@ -22,6 +22,7 @@ import {
   updateRoot,
   type JobRef,
 } from '../../src/protocol';
+import { jsonRootCodec } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
 import { interceptStore, type StoreOperation } from '../support/faults';
@@ -54,17 +55,17 @@ describe('raw ids at the protocol functions', () => {
     ['surveyLease', (ref) => surveyLease(store, ref, clock)],
     ['claimLease', (ref) => claimLease(store, ref, clock)],
     ['deleteLease', (ref) => deleteLease(store, ref)],
-    ['reclaimPrefix', (ref) => reclaimPrefix(store, ref, { nowMs: clock.nowMs, stagingGraceMs: 0, readerGraceMs: 0, dryRun: false, keysPerFlush: 10, reportLimit: 10 }, START_OF_WALK, () => {})],
+    ['reclaimPrefix', (ref) => reclaimPrefix(store, ref, { nowMs: clock.nowMs, stagingGraceMs: 0, readerGraceMs: 0, dryRun: false, keysPerFlush: 10, reportLimit: 10 }, START_OF_WALK, () => {}, jsonRootCodec)],
     [
       'publishCompaction',
       (ref) =>
-        publishCompaction(store, { ...ref, group: 'bindings' as FamilyGroup, inputs: [], outputs: [] }, { budgetMs: 1000, maxRootRaces: 1 }, { leaseClockMs: () => 2, elapsedMs: () => 0 }),
+        publishCompaction(store, { ...ref, group: 'bindings' as FamilyGroup, inputs: [], outputs: [] }, { budgetMs: 1000, maxRootRaces: 1 }, { leaseClockMs: () => 2, elapsedMs: () => 0 }, false, jsonRootCodec),
     ],
   ];
   const namespaceCalls: [string, (ns: NamespaceId) => Promise<unknown>][] = [
-    ['readRoot', (ns) => readRoot(store, ns)],
-    ['readRootIfAny', (ns) => readRootIfAny(store, ns)],
-    ['updateRoot', (ns) => updateRoot(store, ns, (root) => root)],
+    ['readRoot', (ns) => readRoot(store, ns, jsonRootCodec)],
+    ['readRootIfAny', (ns) => readRootIfAny(store, ns, jsonRootCodec)],
+    ['updateRoot', (ns) => updateRoot(store, ns, (root) => root, jsonRootCodec)],
     ['listJobPrefixes', (ns) => listJobPrefixes(store, ns, undefined, 10)],
     ['writeInputSegment', (ns) => writeInputSegment(store, ns, 'bindings', [{ key: 'a', seq: 1, value: 'v' }])],
   ];

@@ -14,6 +14,7 @@ import { resolveSettings, shrunkTiming } from '../../src/config';
 import { startMinio, type S3Server } from '../../src/devservers';
 import { leaseKey, namespaceId, newJobId } from '../../src/keys';
 import { updateRoot } from '../../src/protocol';
+import { jsonRootCodec } from '../../src/root';
 import { createS3ObjectStore, objectStoreFromEnv, type ObjectStore } from '../../src/store';
 import { createWorker } from '../../src/worker';
 import { makeInputs, writeInputs } from '../support/records';
@@ -87,7 +88,7 @@ describe('credentials in logs and histories', () => {
     workflowIds.push(cleanPass, `${cleanPass}/${ns}`);
     const corrupt = namespaceId(`corrupt-${secret(4)}`);
     // With a root, so the pass reads the corrupt lease (a namespace without one is skipped before its leases).
-    await updateRoot(store, corrupt, (root) => root);
+    await updateRoot(store, corrupt, (root) => root, jsonRootCodec);
     await store.put(leaseKey(corrupt, newJobId()), new TextEncoder().encode('not a lease'));
     const failingPass = `gc-${secret(4)}`;
     await client.workflow.execute('gcWorkflow', { taskQueue, workflowId: failingPass, args: [{ namespaces: [corrupt] }] }).catch(() => undefined);

@@ -9,6 +9,7 @@ import { describeGcSchedule, ensureGcSchedule, startCompaction, triggerGcPass } 
 import { SEARCH_ATTRIBUTES, startTemporalDevServer, type TemporalDevServer } from '../../src/devservers';
 import { jobId, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
 import { readRoot } from '../../src/protocol';
+import { jsonRootCodec } from '../../src/root';
 import { decodeLease, isLeaseLive } from '../../src/lease';
 import type { CompactionResult } from '../../src/workflows/compaction';
 import type { GcReport } from '../../src/workflows/gc';
@@ -79,7 +80,7 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     }, poll);
     await new Promise((r) => setTimeout(r, Math.max(0, orphanWritten + settings.timing.stagingGraceMs + 500 - Date.now())));
     // And past the reader grace of the inputs the published job retired, so the pass reclaims them too (spec 6a).
-    const retiredAt = Math.max(...((await readRoot(fixture.store, namespaceId(ns))).root.retired ?? []).map((r) => r.retired_at_ms));
+    const retiredAt = Math.max(...((await readRoot(fixture.store, namespaceId(ns), jsonRootCodec)).root.retired ?? []).map((r) => r.retired_at_ms));
     await new Promise((r) => setTimeout(r, Math.max(0, retiredAt + settings.timing.readerGraceMs + 500 - Date.now())));
 
     // The collector as an operator runs it: its schedule (a yearly cron, so only the trigger starts it), triggered now.

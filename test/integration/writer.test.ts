@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidKeyError, namespaceId, rootKey } from '../../src/keys';
 import { readRoot } from '../../src/protocol';
+import { jsonRootCodec } from '../../src/root';
 import type { SegmentRecord } from '../../src/segments';
 import type { ObjectStore } from '../../src/store';
 import { InvalidSegmentInputError, writeInputSegment } from '../../src/writer';
@@ -65,7 +66,7 @@ describe('writeInputSegment refuses bad input before writing anything', () => {
 
   it('the store is exactly as it was: the one good segment and its root', async () => {
     expect(await allKeys()).toEqual(before);
-    expect((await readRoot(fixture.store, ns)).root.groups).toEqual({ bindings: [before.find((k) => k !== rootKey(ns))] });
+    expect((await readRoot(fixture.store, ns, jsonRootCodec)).root.groups).toEqual({ bindings: [before.find((k) => k !== rootKey(ns))] });
   });
 
   it('good records in any order are written sorted and read back by the segment reader', async () => {

@@ -14,7 +14,7 @@ import type { Timing } from '../../src/config';
 import { familyGroup, isInputSegmentKeyOf, jobId, namespaceId, NAMESPACES_PREFIX, parseCompactionKey, rootKey, type NamespaceId } from '../../src/keys';
 import { decodeLease, type LeaseState } from '../../src/lease';
 import { readRoot } from '../../src/protocol';
-import { decodeRoot, groupSegments, referencedKeys } from '../../src/root';
+import { decodeRoot, groupSegments, jsonRootCodec, referencedKeys } from '../../src/root';
 import type { SegmentRecord } from '../../src/segments';
 import { createS3ObjectStore } from '../../src/store';
 import { readRecords, referenceMerge } from './records';
@@ -350,7 +350,7 @@ async function checkRecords(input: AuditInput, violate: (rule: AuditRule, key: s
   const store = createS3ObjectStore({ bucket: input.bucket, client: input.client });
   for (const written of input.groups ?? []) {
     const ns = namespaceId(written.namespaceId);
-    const { root } = await readRoot(store, ns);
+    const { root } = await readRoot(store, ns, jsonRootCodec);
     const keys = groupSegments(root, familyGroup(written.group));
     const found = referenceMerge([await readRecords(store, keys)]);
     const expected = referenceMerge([...written.written]);

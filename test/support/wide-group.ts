@@ -11,7 +11,7 @@
 import { createCipheriv } from 'node:crypto';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId } from '../../src/keys';
 import { updateRoot } from '../../src/protocol';
-import { addSegments } from '../../src/root';
+import { addSegments, jsonRootCodec } from '../../src/root';
 import { SEGMENT_EXTENSION, SegmentBuilder, type SegmentRecord } from '../../src/segments';
 import type { ObjectStore } from '../../src/store';
 import { SeededRandom } from './soak';
@@ -99,7 +99,7 @@ export async function writeWideGroup(store: ObjectStore, ns: string, group: stri
     if (inFlight.size >= shape.concurrency) await Promise.race(inFlight);
   }
   await Promise.all(inFlight);
-  await updateRoot(store, namespace, (root) => addSegments(root, familyGroup(group), inputs));
+  await updateRoot(store, namespace, (root) => addSegments(root, familyGroup(group), inputs), jsonRootCodec);
   return {
     inputs,
     storedBytes,

@@ -15,6 +15,7 @@ import {
   type SurveyedPrefix,
 } from '../../src/protocol';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
+import { jsonRootCodec } from '../../src/root';
 
 const rules: PassRules = {
   nowMs: 1_000_000, leaseExpiryMs: 10_000, stagingGraceMs: 1000, readerGraceMs: 1000, lostWriteGraceMs: 1000, dryRun: false,
@@ -85,10 +86,10 @@ describe('collecting a page by the pass plan', () => {
       },
       deleteMany: (keys: readonly string[]) => (failDelete(keys) ? Promise.reject(new StoreUnavailableError(keys[0] ?? '', 'connection reset (injected)')) : store.deleteMany(keys)),
     });
-    const onStore = (ns: NamespaceId): CollectorExecutor => (command, walk) => executeOnStore(paged, ns, walkRules, command, walk);
+    const onStore = (ns: NamespaceId): CollectorExecutor => (command, walk) => executeOnStore(paged, ns, walkRules, command, walk, jsonRootCodec);
     /** Three expired leases; the first prefix in listing order holds six old staged segments, the others one each. Returns the page's survey. */
     const seed = async (ns: NamespaceId) => {
-      await updateRoot(store, ns, (root) => root);
+      await updateRoot(store, ns, (root) => root, jsonRootCodec);
       const jobs = Array.from({ length: 3 }, () => newJobId()).sort();
       const staged = jobs.map((job, i) => Array.from({ length: i === 0 ? 6 : 1 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort());
       for (const key of staged.flat()) await store.put(key, new Uint8Array(100));

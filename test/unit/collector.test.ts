@@ -18,6 +18,7 @@ import {
   type ReclaimPosition,
   type ExpiredLease,
 } from '../../src/protocol/collector';
+import { jsonRootCodec } from '../../src/root';
 import { RootMissingError, updateRoot } from '../../src/protocol/root-io';
 import { AmbiguousError, createEmbeddedObjectStore, type ListPage, type ObjectStore } from '../../src/store';
 
@@ -36,7 +37,7 @@ describe('collector', () => {
   beforeEach(async () => {
     store = createEmbeddedObjectStore({ path: join(mkdtempSync(join(tmpdir(), 'collector-')), 'store.sqlite') });
     // The walk deletes only against a root it has read (spec 6a.5): an empty one references nothing.
-    await updateRoot(store, ns, (root) => root);
+    await updateRoot(store, ns, (root) => root, jsonRootCodec);
     job = newJobId();
   });
   afterEach(() => store.close());
@@ -121,7 +122,7 @@ describe('collector', () => {
       },
     });
     const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
-    const tally = await reclaimPrefix(skewed, ref(), options, START_OF_WALK, () => {});
+    const tally = await reclaimPrefix(skewed, ref(), options, START_OF_WALK, () => {}, jsonRootCodec);
     expect(tally).toMatchObject({ objectsDeleted: 0, retainedYoung: 2 });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
   });
@@ -131,11 +132,11 @@ describe('collector', () => {
     for (const k of keys) await store.put(k, bytes(k));
     await store.deleteMany([rootKey(ns)]);
     const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
-    await expect(reclaimPrefix(store, ref(), options, START_OF_WALK, () => {})).rejects.toThrow(RootMissingError);
+    await expect(reclaimPrefix(store, ref(), options, START_OF_WALK, () => {}, jsonRootCodec)).rejects.toThrow(RootMissingError);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
-    expect(await findRootProblem(store, ns)).toEqual({ key: rootKey(ns), problem: 'missing', reason: expect.stringContaining('does not exist') });
+    expect(await findRootProblem(store, ns, jsonRootCodec)).toEqual({ key: rootKey(ns), problem: 'missing', reason: expect.stringContaining('does not exist') });
     await store.put(rootKey(ns), bytes('{"kind":"metadata_root"'));
-    expect(await findRootProblem(store, ns)).toMatchObject({ problem: 'corrupt', reason: expect.stringContaining('not JSON') });
+    expect(await findRootProblem(store, ns, jsonRootCodec)).toMatchObject({ problem: 'corrupt', reason: expect.stringContaining('not JSON') });
   });
 
   it('a resumed walk starts after its position and keeps the tally it carried', async () => {
@@ -144,7 +145,7 @@ describe('collector', () => {
     const resume: ReclaimPosition = { after: keys[1], tally: { ...EMPTY_TALLY, objectsDeleted: 2 } };
     const positions: ReclaimPosition[] = [];
     const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
-    const tally = await reclaimPrefix(store, ref(), options, resume, (p) => positions.push(p));
+    const tally = await reclaimPrefix(store, ref(), options, resume, (p) => positions.push(p), jsonRootCodec);
     expect(tally.objectsDeleted).toBe(5);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key)).toEqual(keys.slice(0, 2));
     expect(positions.at(-1)?.after).toBe(keys.at(-1));

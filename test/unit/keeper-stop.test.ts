@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createCompactionActivities } from '../../src/activities/compaction';
 import { resolveSettings, shrunkTiming } from '../../src/config';
 import { jobId, namespaceId } from '../../src/keys';
+import { jsonRootCodec } from '../../src/root';
 import { createEmbeddedObjectStore } from '../../src/store';
 import { gate, wrapStore } from '../support/faults';
 
@@ -33,7 +34,7 @@ function heldRefreshes(letter: string) {
 describe('a lease keeper stopped by the end of its work', () => {
   it('completes only once its refresh in flight has settled, and writes the lease no more', async () => {
     const { job, sent, release, counted, store } = heldRefreshes('a');
-    const activities = createCompactionActivities({ store, settings, compactor: { compact: () => Promise.resolve({ outputs: [], recordsOut: 0, bytesOut: 0 }) } });
+    const activities = createCompactionActivities({ store, settings, rootCodec: jsonRootCodec, compactor: { compact: () => Promise.resolve({ outputs: [], recordsOut: 0, bytesOut: 0 }) } });
     const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
     let stopped = false;
     const keeper = new MockActivityEnvironment().run(activities.holdLease, { ...job, held }).finally(() => (stopped = true));
@@ -54,7 +55,7 @@ describe('the work under its lease, keeper and work in one activity', () => {
   it('returns only once the keeper\'s refresh in flight has settled, and writes the lease no more', async () => {
     const { job, sent, release, counted, store } = heldRefreshes('b');
     // The work ends while the keeper's first refresh is in flight.
-    const activities = createCompactionActivities({ store, settings, compactor: { compact: () => sent.wait.then(() => ({ outputs: [], recordsOut: 0, bytesOut: 0 })) } });
+    const activities = createCompactionActivities({ store, settings, rootCodec: jsonRootCodec, compactor: { compact: () => sent.wait.then(() => ({ outputs: [], recordsOut: 0, bytesOut: 0 })) } });
     const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
     let returned = false;
     const leased = new MockActivityEnvironment().run(activities.compactUnderLease, { ...job, group: 'bindings', inputs: [], held }).finally(() => (returned = true));

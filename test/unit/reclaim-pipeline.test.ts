@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { jobPrefix, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
 import { updateRoot } from '../../src/protocol';
+import { jsonRootCodec } from '../../src/root';
 import { EMPTY_TALLY, reclaimPrefix, START_OF_WALK, type ReclaimOptions, type ReclaimPosition } from '../../src/protocol/collector';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import { gate } from '../support/faults';
@@ -19,7 +20,7 @@ describe('reclaim walk: pipeline', () => {
   beforeEach(async () => {
     store = createEmbeddedObjectStore({ path: ':memory:' });
     // The walk deletes only against a root it has read (spec 6a.5): an empty one references nothing.
-    await updateRoot(store, ns, (root) => root);
+    await updateRoot(store, ns, (root) => root, jsonRootCodec);
     job = newJobId();
     keys = Array.from({ length: 6 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort();
     for (const k of keys) await store.put(k, new TextEncoder().encode(k));
@@ -50,7 +51,7 @@ describe('reclaim walk: pipeline', () => {
         return store.deleteMany(batch);
       },
     });
-    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, () => {});
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, () => {}, jsonRootCodec);
     expect(tally.objectsDeleted).toBe(keys.length);
     expect(await remaining()).toEqual([]);
   });
@@ -73,7 +74,7 @@ describe('reclaim walk: pipeline', () => {
         return result;
       },
     });
-    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, (p) => positions.push(p));
+    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, (p) => positions.push(p), jsonRootCodec);
     await expect(walk).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(deleting).toBe(false);
     expect(positions.at(-1)?.after).toBe(keys[1]);
@@ -92,7 +93,7 @@ describe('reclaim walk: pipeline', () => {
         return { deleted: result.deleted, failed: [{ key: refused ?? '', code: 'AccessDenied', message: 'injected' }] };
       },
     });
-    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, (p) => positions.push(p));
+    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, (p) => positions.push(p), jsonRootCodec);
     await expect(walk).rejects.toThrow(/1 deletes under .* failed/);
     expect(positions.at(-1)?.after).toBe(keys[1]);
     expect(positions.at(-1)?.tally.objectsDeleted).toBe(3);
@@ -108,7 +109,7 @@ describe('reclaim walk: listing', () => {
   /** A prefix of `segments` staged segments (random ids) and `junk` unrecognised keys, in pages of `pageSize`. */
   async function seeded(segments: number, junk: number) {
     store = createEmbeddedObjectStore({ path: ':memory:' });
-    await updateRoot(store, ns, (root) => root);
+    await updateRoot(store, ns, (root) => root, jsonRootCodec);
     const job = newJobId();
     const segmentKeys = Array.from({ length: segments }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg'));
     const junkKeys = Array.from({ length: junk }, (_, i) => `${jobPrefix(ns, job)}segments/seg_${i.toString(16)}`);
@@ -143,7 +144,7 @@ describe('reclaim walk: listing', () => {
   it('a prefix whose first page is its whole listing costs one LIST', async () => {
     const { job, segmentKeys } = await seeded(5, 0);
     const { walked, stats } = counting(1000);
-    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, START_OF_WALK, () => {});
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, START_OF_WALK, () => {}, jsonRootCodec);
     expect(tally.objectsDeleted).toBe(segmentKeys.length);
     expect(stats.requests).toHaveLength(1);
   });
@@ -151,7 +152,7 @@ describe('reclaim walk: listing', () => {
   it('a longer prefix is one listing: each page after the first continues the one before by its cursor, one at a time', async () => {
     const { job, segmentKeys, junkKeys } = await seeded(60, 3);
     const { walked, stats } = counting(4);
-    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, START_OF_WALK, () => {});
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, START_OF_WALK, () => {}, jsonRootCodec);
     expect(tally).toMatchObject({ objectsDeleted: segmentKeys.length, retainedUnrecognised: junkKeys.length });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key).sort()).toEqual([...junkKeys].sort());
     expect(stats.requests).toHaveLength(Math.ceil((segmentKeys.length + junkKeys.length) / 4));
@@ -164,7 +165,7 @@ describe('reclaim walk: listing', () => {
     const { job, segmentKeys } = await seeded(12, 0);
     const sorted = [...segmentKeys].sort();
     const { walked, stats } = counting(4);
-    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, { after: sorted[3], tally: EMPTY_TALLY }, () => {});
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, { after: sorted[3], tally: EMPTY_TALLY }, () => {}, jsonRootCodec);
     expect(tally.objectsDeleted).toBe(8);
     expect([stats.requests[0]?.startAfter, stats.requests[0]?.cursor]).toEqual([sorted[3], undefined]);
     expect(stats.requests.slice(1).every((r) => r.cursor !== undefined)).toBe(true);
@@ -176,12 +177,12 @@ describe('reclaim walk: listing', () => {
         const { job, segmentKeys, junkKeys } = await seeded(segments, junk);
         let position = START_OF_WALK;
         const { walked } = counting(pageSize, { atCall });
-        const first = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, position, (p) => (position = p));
+        const first = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, position, (p) => (position = p), jsonRootCodec);
         const failed = await first.then(() => false, (err: unknown) => (expect(err).toBeInstanceOf(StoreUnavailableError), true));
         if (failed) {
           // The retried attempt resumes from the last heartbeat, as the activity does.
           const retried = counting(pageSize);
-          await reclaimPrefix(retried.walked, { namespaceId: ns, jobId: job }, walkOptions, position, (p) => (position = p));
+          await reclaimPrefix(retried.walked, { namespaceId: ns, jobId: job }, walkOptions, position, (p) => (position = p), jsonRootCodec);
         }
         expect(position.tally).toMatchObject({ objectsDeleted: segmentKeys.length, retainedUnrecognised: junkKeys.length, retainedYoung: 0 });
         expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key).sort()).toEqual([...junkKeys].sort());

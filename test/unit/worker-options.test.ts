@@ -1,6 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../src/activities';
+import { referenceCompactor } from '../../src/compactor';
 import { resolveSettings, SettingsError, WORKER_ROLE_ENV, WORKER_ROLES, workerRoleFromEnv, type WorkerRole } from '../../src/config';
+import { jsonRootCodec } from '../../src/root';
 import { createEmbeddedObjectStore } from '../../src/store';
 import {
   ACTIVITY_SLOTS_ENV,
@@ -32,7 +34,7 @@ describe('worker options from the environment', () => {
 });
 
 describe('worker roles', () => {
-  const deps = { store: createEmbeddedObjectStore({ path: ':memory:' }), settings: resolveSettings() };
+  const deps = { store: createEmbeddedObjectStore({ path: ':memory:' }), settings: resolveSettings(), compactor: referenceCompactor, rootCodec: jsonRootCodec };
   afterAll(() => deps.store.close());
   const names = (role: WorkerRole) => Object.keys(createActivities(deps, role)).sort();
 

@@ -1,0 +1,64 @@
+/**
+ * The formats the integration tests run over, as `describe.each(TEST_FORMATS)`: the reference
+ * (`.mseg` segments, `root.json`: the worker's defaults) and the plug-in format of binary-format.ts
+ * (`.lpb` segments, a text root). A test written against a {@link TestFormat} makes the same
+ * assertions on both, with one worker per format.
+ */
+import { jsonRootCodec, referenceCompactor, SEGMENT_EXTENSION, type Compactor, type ObjectStore, type RootCodec, type SegmentRecord } from '../../src/index';
+import { BINARY_EXTENSION, binaryCompactor, decodeBinarySegment, sampleBinaryInputs, textRootCodec, writeBinaryInputs, type BinaryRecord } from './binary-format';
+import { makeInputs, readRecords, referenceMerge, writeInputs } from './records';
+
+/** A record as a reader sees it in either format; `value` null is a tombstone. `seq` is kept: it tells which version a merge kept. */
+export interface FormatRecord {
+  readonly key: string;
+  readonly seq: number;
+  readonly value: string | null;
+}
+
+export interface TestFormat {
+  readonly name: string;
+  /** The worker's plug-ins for this format (`startTestWorker(…, { ...format.plugins })`). */
+  readonly plugins: { readonly compactor: Compactor; readonly rootCodec: RootCodec };
+  /** The extension of its segment keys. */
+  readonly extension: string;
+  /**
+   * Writes `segments` input segments of `group`, about `perSegment` records each over overlapping
+   * keys with some tombstones, and lists them in the root as the service's writer would (through
+   * the format's codec). Returns their keys and the merge a compaction of them must publish.
+   */
+  writeInputs(store: ObjectStore, ns: string, group: string, segments: number, perSegment: number): Promise<{ keys: string[]; merge: FormatRecord[] }>;
+  /** Every record the segments `keys` hold, in order: for a compaction's outputs, the merge it published. */
+  readRecords(store: ObjectStore, keys: readonly string[]): Promise<FormatRecord[]>;
+}
+
+const fromSegmentRecord = (r: SegmentRecord): FormatRecord => ({ key: r.key, seq: r.seq, value: 'tombstone' in r ? null : r.value });
+const toSegmentRecord = (r: BinaryRecord): SegmentRecord => (r.value === null ? { key: r.key, seq: r.seq, tombstone: true } : { key: r.key, seq: r.seq, value: r.value });
+
+export const referenceFormat: TestFormat = {
+  name: 'reference (.mseg, root.json)',
+  plugins: { compactor: referenceCompactor, rootCodec: jsonRootCodec },
+  extension: SEGMENT_EXTENSION,
+  async writeInputs(store, ns, group, segments, perSegment) {
+    const inputs = makeInputs(segments, perSegment);
+    return { keys: await writeInputs(store, ns, group, inputs), merge: referenceMerge(inputs).map(fromSegmentRecord) };
+  },
+  readRecords: async (store, keys) => (await readRecords(store, keys)).map(fromSegmentRecord),
+};
+
+export const binaryFormat: TestFormat = {
+  name: 'plug-in (.lpb, text root)',
+  plugins: { compactor: binaryCompactor, rootCodec: textRootCodec },
+  extension: BINARY_EXTENSION,
+  async writeInputs(store, ns, group, segments, perSegment) {
+    const inputs = sampleBinaryInputs(segments, perSegment);
+    // The same rule as the reference merge (newest seq wins, tombstones dropped, sorted by key).
+    return { keys: await writeBinaryInputs(store, ns, group, inputs), merge: referenceMerge(inputs.map((set) => set.map(toSegmentRecord))).map(fromSegmentRecord) };
+  },
+  async readRecords(store, keys) {
+    const records: FormatRecord[] = [];
+    for (const key of keys) records.push(...decodeBinarySegment((await store.get(key)).body));
+    return records;
+  },
+};
+
+export const TEST_FORMATS: readonly TestFormat[] = [referenceFormat, binaryFormat];
