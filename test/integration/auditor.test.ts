@@ -59,7 +59,15 @@ async function history() {
   };
   const audit = (extra: Partial<AuditInput> = {}) => auditBucket({ client, bucket: fixture.bucket!, timing, ...extra });
   const rules = async (extra: Partial<AuditInput> = {}): Promise<AuditRule[]> => [...new Set((await audit(extra)).violations.map((v) => v.rule))].sort();
-  return { store, job, audit, rules, supersede: (keys: string[]) => setRoot({ ...root, generation: root.generation + 1, groups: { g: (root.groups.g ?? []).filter((k) => !keys.includes(k)) } }) };
+  const supersede = (keys: string[], retiredAtMs?: number) =>
+    setRoot({
+      ...root,
+      generation: root.generation + 1,
+      groups: { g: (root.groups.g ?? []).filter((k) => !keys.includes(k)) },
+      // As a publication does since spec 6a: the replaced segments listed as retired, in the same write.
+      ...(retiredAtMs !== undefined && { retired: [...(root.retired ?? []), ...keys.map((key) => ({ key, retired_at_ms: retiredAtMs }))] }),
+    });
+  return { store, job, audit, rules, supersede };
 }
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -160,6 +168,33 @@ describe('soak auditor', () => {
     await pause(5);
     await h.store.deleteMany([out]);
     expect(await h.rules()).toEqual(['live job object deleted']);
+  });
+
+  it("accepts a superseded output deleted after its reader grace while its job's expired lease is still unclaimed: retirement needs no claim (found by the CI soak)", async () => {
+    const h = await history();
+    const j = h.job(Date.now() - 60_000);
+    await j.create();
+    const out = await j.stage();
+    // Refreshed so that it publishes 200 ms before its lease expires; the retirement is dated a grace back.
+    await j.refresh(Date.now() - timing.leaseExpiryMs + 200);
+    await j.publish([out]);
+    await pause(250);
+    await h.supersede([out], Date.now() - timing.readerGraceMs - 1000);
+    await pause(5);
+    await h.store.deleteMany([out]);
+    expect((await h.audit()).violations).toEqual([]);
+  });
+
+  it("reports a superseded output deleted within its reader grace while its job's lease was unexpired", async () => {
+    const h = await history();
+    const j = h.job(Date.now());
+    await j.create();
+    const out = await j.stage();
+    await j.publish([out]);
+    await h.supersede([out], Date.now());
+    await pause(5);
+    await h.store.deleteMany([out]);
+    expect(await h.rules()).toEqual(['live job object deleted', 'retired segment deleted within its reader grace']);
   });
 
   it('after a settled pass, reports a claimed lease left behind, an expired lease not claimed and an unowned staged object not reclaimed', async () => {

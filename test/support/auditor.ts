@@ -27,6 +27,7 @@ export type AuditRule =
   | 'fenced job published'
   | 'published with an expired lease'
   | 'live job object deleted'
+  | 'retired segment deleted within its reader grace'
   | 'published result not in root history'
   | 'unowned staged object remains'
   | 'claimed lease remains'
@@ -89,6 +90,8 @@ interface RootVersion {
   readonly time: number;
   readonly generation: number;
   readonly referenced: ReadonlySet<string>;
+  /** Each retired key's `retired_at_ms`. */
+  readonly retired: ReadonlyMap<string, number>;
 }
 
 type LeaseEvent = { readonly time: number } & ({ readonly deleted: true } | { readonly deleted: false; readonly lease: LeaseState } | { readonly deleted: false; readonly corrupt: string });
@@ -217,7 +220,8 @@ export async function auditBucket(input: AuditInput): Promise<AuditReport> {
       for (const entry of entries.filter((e) => !e.deleteMarker)) {
         reads.push(async () => {
           const root = decodeRoot(await readVersion(client, bucket, entry), ns);
-          versions.push({ time: entry.time, generation: root.generation, referenced: referencedKeys(root) });
+          const retired = new Map((root.retired ?? []).map((r) => [r.key, r.retired_at_ms] as const));
+          versions.push({ time: entry.time, generation: root.generation, referenced: referencedKeys(root), retired });
         });
       }
     }
@@ -241,7 +245,14 @@ export async function auditBucket(input: AuditInput): Promise<AuditReport> {
     return leases.get(`${key.slice(0, key.indexOf('/segments/'))}/lease.json`) ?? [];
   };
 
-  // Deletions: never of an object the root referenced at that moment, never of a live job's object.
+  /** When `key` was retired, as the last root version written before `time` that lists it says; none if it never was. */
+  const retiredAtBefore = (key: string, time: number): number | undefined =>
+    (roots.get(nsOf(key)) ?? []).filter((r) => r.time < time && r.retired.has(key)).at(-1)?.retired.get(key);
+  /** Whether a lease version says its job is live at `time`: active, and its heartbeat not yet expired. */
+  const unexpiredAt = (e: LeaseEvent, time: number): boolean => isActive(e) && 'lease' in e && time < e.lease.heartbeat_at_ms + timing.leaseExpiryMs;
+
+  // Deletions: never of an object the root referenced at that moment, never of a live job's object,
+  // never of a retired segment within its reader grace.
   let deletedObjects = 0;
   for (const [key, entries] of history) {
     for (const marker of entries.filter((e) => e.deleteMarker)) {
@@ -252,7 +263,18 @@ export async function auditBucket(input: AuditInput): Promise<AuditReport> {
         violate('referenced object deleted', key, `deleted at ${at} while root generation ${rootsThen.map((r) => r.generation).join('/')} referenced it`);
       }
       const leaseThen = candidatesAt(leaseOf(key), marker.time);
-      if (leaseThen.length > 0 && leaseThen.every(isActive)) violate('live job object deleted', key, `deleted at ${at} while its job's lease was active`);
+      const retiredAt = retiredAtBefore(key, marker.time);
+      if (retiredAt === undefined) {
+        // Staged output never published: the walk claims the lease (active → reaping) before it deletes.
+        if (leaseThen.length > 0 && leaseThen.every(isActive)) violate('live job object deleted', key, `deleted at ${at} while its job's lease was active`);
+      } else {
+        // A superseded output (spec 6a.3, 6a.6) goes by its retirement, after the reader grace, which
+        // outlasts its job's lease expiry (readerGraceMs >= leaseExpiryMs + margin); no claim needed.
+        if (marker.time < retiredAt + timing.readerGraceMs) {
+          violate('retired segment deleted within its reader grace', key, `deleted at ${at}, retired at ${new Date(retiredAt).toISOString()}, reader grace ${timing.readerGraceMs} ms`);
+        }
+        if (leaseThen.length > 0 && leaseThen.every((e) => unexpiredAt(e, marker.time))) violate('live job object deleted', key, `deleted at ${at} while its job's lease was active and unexpired`);
+      }
     }
   }
 
