@@ -10,29 +10,37 @@ import { compactionsPrefix, jobId, leaseKey, namespaceId, parseCompactionKey } f
 import { decodeLease } from '../../src/lease';
 import type { ObjectInfo } from '../../src/store';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
+import { binaryFormat, TEST_FORMATS, type TestFormat } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, testSettings, uniqueId } from '../support/temporal';
 import { spawnWorkerProcess } from '../support/worker-env';
 import { environmentFor, spawnWorker } from '../support/worker-process';
 
+/**
+ * Inputs (records per segment, key space, over 8 segments) large enough that the first worker is
+ * killed with outputs still to write: the binary compactor merges in memory and writes its outputs
+ * several times faster than the reference streams them.
+ */
+const killShape = (format: TestFormat) => (format === binaryFormat ? { perSegment: 30_000, keySpace: 90_000 } : { perSegment: 4000, keySpace: 12_000 });
+
 const killed = (child: ChildProcess) => new Promise((resolve) => child.once('exit', resolve));
 
-/** Polls the job's heartbeated progress until `reached`, then SIGKILLs the worker; returns that progress and the job. */
-async function killOnceHeartbeated(
+/** Polls the progress the job's compactor heartbeated until `reached`, then SIGKILLs the worker; returns that progress and the job. */
+async function killOnceHeartbeated<P>(
   handle: Awaited<ReturnType<typeof startCompaction>>,
   worker: ChildProcess,
-  reached: (progress: CompactionProgress) => boolean,
+  reached: (progress: P) => boolean,
   what: string,
-): Promise<{ heartbeated: CompactionProgress; job: string }> {
+): Promise<{ heartbeated: P; job: string }> {
   const deadline = Date.now() + 90_000;
   for (;;) {
     if (Date.now() > deadline) throw new Error(`the compaction never heartbeated ${what}`);
     await new Promise((r) => setTimeout(r, 50));
     const pending = (await handle.describe()).raw.pendingActivities ?? [];
     const payload = pending.find((a) => a.activityType?.name === 'compactUnderLease')?.heartbeatDetails?.payloads?.[0];
-    // The worker runs the reference compactor, whose progress is a CompactionProgress.
-    const heartbeated = payload ? (defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress as CompactionProgress | undefined) : undefined;
-    if (heartbeated && reached(heartbeated)) {
+    // The caller knows which compactor the worker runs, so what its progress is.
+    const heartbeated = payload ? (defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress as P | undefined) : undefined;
+    if (heartbeated !== undefined && reached(heartbeated)) {
       const { jobId: job } = await handle.query<{ jobId: string }>('leaseState');
       worker.kill('SIGKILL');
       await killed(worker);
@@ -54,18 +62,19 @@ describe('compaction across a worker crash', () => {
     await fixture?.store.close();
   });
 
-  it('after SIGKILL of the worker a new worker resumes the same job from heartbeat details, rewrites no finished segment and keeps the lease', async () => {
+  it.each(TEST_FORMATS)('$name format: after SIGKILL of the worker a new worker resumes the same job from heartbeat details, rewrites no finished segment and keeps the lease', async (format) => {
     const { client, close } = await connectClient();
     const ns = uniqueId('kill').toLowerCase();
     const nsId = namespaceId(ns);
-    const inputs = makeInputs(8, 4000, 12_000);
-    await writeInputs(fixture.store, ns, 'revisions', inputs);
+    const { perSegment, keySpace } = killShape(format);
+    const { merge } = await format.writeInputs(fixture.store, ns, 'revisions', 8, perSegment, keySpace);
     const taskQueue = uniqueId('kill-tq');
-    const first = spawnWorker(fixture, taskQueue);
+    const first = spawnWorker(fixture, taskQueue, format.workerEnv);
     children.push(first);
     const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue });
 
-    const { heartbeated, job } = await killOnceHeartbeated(handle, first, (p) => p.segmentsFinished >= 40, 'progress');
+    const { heartbeated, job } = await killOnceHeartbeated(handle, first, (p) => format.outputsFinished(p) >= 40, 'progress');
+    const finished = format.outputsFinished(heartbeated);
     const listStaged = async () => {
       const staged = new Map<string, ObjectInfo>();
       let cursor: string | undefined;
@@ -79,13 +88,14 @@ describe('compaction across a worker crash', () => {
     const beforeResume = await listStaged();
     const lease = decodeLease((await fixture.store.get(leaseKey(nsId, jobId(job)))).body, { namespaceId: nsId, jobId: jobId(job) });
 
-    children.push(spawnWorker(fixture, taskQueue));
+    children.push(spawnWorker(fixture, taskQueue, format.workerEnv));
     const result = await handle.result();
     expect(result.outcome).toBe('published');
     expect(result.jobId).toBe(job);
     expect(result.fencedJobIds).toEqual([]);
     const afterResume = await listStaged();
-    for (const key of result.outputs.slice(0, heartbeated.segmentsFinished)) {
+    expect(result.outputs.slice(0, finished).every((key) => key.endsWith(`.${format.extension}`))).toBe(true);
+    for (const key of result.outputs.slice(0, finished)) {
       expect(afterResume.get(key)?.lastModified, `${key} was rewritten`).toEqual(beforeResume.get(key)?.lastModified);
       expect(afterResume.get(key)?.etag).toBe(beforeResume.get(key)?.etag);
     }
@@ -93,7 +103,7 @@ describe('compaction across a worker crash', () => {
     expect(leases).toHaveLength(1);
     const finalLease = decodeLease((await fixture.store.get(leaseKey(nsId, jobId(job)))).body, { namespaceId: nsId, jobId: jobId(job) });
     expect(finalLease).toMatchObject({ status: 'active', started_at_ms: lease.started_at_ms });
-    expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
+    expect(await format.readRecords(fixture.store, result.outputs)).toEqual(merge);
     await close();
   });
   it('after SIGKILL during the intermediate runs of a group wider than the fan-in, a new worker resumes after the runs its predecessor finished and rewrites none of them', async () => {
@@ -110,7 +120,7 @@ describe('compaction across a worker crash', () => {
     children.push(first);
     const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue });
 
-    const { heartbeated, job } = await killOnceHeartbeated(handle, first, (p) => (p.runs?.parts.length ?? 0) >= 2, 'two finished runs');
+    const { heartbeated, job } = await killOnceHeartbeated<CompactionProgress>(handle, first, (p) => (p.runs?.parts.length ?? 0) >= 2, 'two finished runs');
     expect(heartbeated?.segmentsFinished).toBe(0);
     const ref = { namespaceId: nsId, jobId: jobId(job) };
     const finished = heartbeated!.runs!.parts.flatMap((parts, run) => Array.from({ length: parts }, (_, part) => runPartKey(ref, 4, run, part)));

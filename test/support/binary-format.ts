@@ -162,13 +162,13 @@ export async function readBinaryGroup(store: Pick<ObjectStore, 'get'>, keys: rea
   return [...newest.values()].filter((r) => r.value !== null).sort((a, b) => (a.key < b.key ? -1 : 1));
 }
 
-/** `count` segments of `perSegment` records over overlapping keys; later segments overwrite and delete earlier keys. */
-export function sampleBinaryInputs(count: number, perSegment: number): BinaryRecord[][] {
+/** `count` segments of `perSegment` records over `keySpace` overlapping keys; later segments overwrite and delete earlier keys. */
+export function sampleBinaryInputs(count: number, perSegment: number, keySpace = perSegment * 2): BinaryRecord[][] {
   let seq = 0;
   return Array.from({ length: count }, (_, s) => {
     const byKey = new Map<string, BinaryRecord>();
     for (let i = 0; i < perSegment; i++) {
-      const key = `inode/${String((i * (s + 1)) % (perSegment * 2)).padStart(5, '0')}`;
+      const key = `inode/${String((i * (s + 1)) % keySpace).padStart(5, '0')}`;
       if (!byKey.has(key)) byKey.set(key, { key, seq: ++seq, value: i % 7 === s ? null : `v${s}.${i}` });
     }
     return [...byKey.values()];

@@ -4,7 +4,8 @@
  * (`.lpb` segments, a text root). A test written against a {@link TestFormat} makes the same
  * assertions on both, with one worker per format.
  */
-import { jsonRootCodec, referenceCompactor, SEGMENT_EXTENSION, type Compactor, type ObjectStore, type RootCodec, type SegmentRecord } from '../../src/index';
+import { join } from 'node:path';
+import { jsonRootCodec, referenceCompactor, SEGMENT_EXTENSION, type CompactionProgress, type Compactor, type ObjectStore, type RootCodec, type SegmentRecord } from '../../src/index';
 import { BINARY_EXTENSION, binaryCompactor, decodeBinarySegment, sampleBinaryInputs, textRootCodec, writeBinaryInputs, type BinaryRecord } from './binary-format';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from './records';
 
@@ -19,14 +20,19 @@ export interface TestFormat {
   readonly name: string;
   /** The worker's plug-ins for this format (`startTestWorker(…, { ...format.plugins })`). */
   readonly plugins: { readonly compactor: Compactor; readonly rootCodec: RootCodec };
+  /** The environment a worker process (src/worker/main.ts) needs to run this format: its format module, or nothing for the defaults. */
+  readonly workerEnv: Readonly<Record<string, string>>;
   /** The extension of its segment keys. */
   readonly extension: string;
+  /** How many of a job's outputs are stored, by the progress its compactor heartbeated; finished outputs are never rewritten. */
+  outputsFinished(progress: unknown): number;
   /**
-   * Writes `segments` input segments of `group`, about `perSegment` records each over overlapping
-   * keys with some tombstones, and lists them in the root as the service's writer would (through
-   * the format's codec). Returns their keys and the merge a compaction of them must publish.
+   * Writes `segments` input segments of `group`, about `perSegment` records each over `keySpace`
+   * (default twice `perSegment`) overlapping keys with some tombstones, and lists them in the root
+   * as the service's writer would (through the format's codec). Returns their keys and the merge a
+   * compaction of them must publish.
    */
-  writeInputs(store: ObjectStore, ns: string, group: string, segments: number, perSegment: number): Promise<{ keys: string[]; merge: FormatRecord[] }>;
+  writeInputs(store: ObjectStore, ns: string, group: string, segments: number, perSegment: number, keySpace?: number): Promise<{ keys: string[]; merge: FormatRecord[] }>;
   /** Every record the segments `keys` hold, in order: for a compaction's outputs, the merge it published. */
   readRecords(store: ObjectStore, keys: readonly string[]): Promise<FormatRecord[]>;
 }
@@ -37,9 +43,11 @@ const toSegmentRecord = (r: BinaryRecord): SegmentRecord => (r.value === null ? 
 export const referenceFormat: TestFormat = {
   name: 'reference (.mseg, root.json)',
   plugins: { compactor: referenceCompactor, rootCodec: jsonRootCodec },
+  workerEnv: {},
   extension: SEGMENT_EXTENSION,
-  async writeInputs(store, ns, group, segments, perSegment) {
-    const inputs = makeInputs(segments, perSegment);
+  outputsFinished: (progress) => (progress as CompactionProgress).segmentsFinished,
+  async writeInputs(store, ns, group, segments, perSegment, keySpace) {
+    const inputs = makeInputs(segments, perSegment, keySpace);
     return { keys: await writeInputs(store, ns, group, inputs), merge: referenceMerge(inputs).map(fromSegmentRecord) };
   },
   readRecords: async (store, keys) => (await readRecords(store, keys)).map(fromSegmentRecord),
@@ -48,9 +56,12 @@ export const referenceFormat: TestFormat = {
 export const binaryFormat: TestFormat = {
   name: 'plug-in (.lpb, text root)',
   plugins: { compactor: binaryCompactor, rootCodec: textRootCodec },
+  workerEnv: { COMPACTION_FORMAT_MODULE: join(__dirname, 'binary-format-module.mts') },
   extension: BINARY_EXTENSION,
-  async writeInputs(store, ns, group, segments, perSegment) {
-    const inputs = sampleBinaryInputs(segments, perSegment);
+  // binaryCompactor's progress: how many of its outputs are stored.
+  outputsFinished: (progress) => (progress as { written: number }).written,
+  async writeInputs(store, ns, group, segments, perSegment, keySpace) {
+    const inputs = sampleBinaryInputs(segments, perSegment, keySpace);
     // The same rule as the reference merge (newest seq wins, tombstones dropped, sorted by key).
     return { keys: await writeBinaryInputs(store, ns, group, inputs), merge: referenceMerge(inputs.map((set) => set.map(toSegmentRecord))).map(fromSegmentRecord) };
   },
