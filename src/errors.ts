@@ -9,3 +9,6 @@ export abstract class TypedError extends Error {
   /** False for corruption, invalid input and broken configuration: no retry can fix those. */
   abstract readonly retryable: boolean;
 }
+
+/** The first line of an error's message: failures and CLI lines are one line, and V8's and gRPC's messages can span several. */
+export const firstLineOf = (err: unknown): string => (err instanceof Error ? err.message : String(err)).split('\n')[0] ?? '';

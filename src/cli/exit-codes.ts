@@ -7,6 +7,7 @@ import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import { CommanderError } from 'commander';
 import { DEFAULT_GC_SCHEDULE_ID } from '../client/schedule';
 import { SettingsError, TimingConfigError } from '../config';
+import { firstLineOf } from '../errors';
 import { InvalidKeyError } from '../keys';
 import { StoreConfigError, StoreUnavailableError } from '../store';
 import { FormatModuleError } from '../worker/format-module';
@@ -47,9 +48,8 @@ export class CliError extends Error {
 export class TemporalUnreachableError extends Error {
   override readonly name = 'TemporalUnreachableError';
   constructor(address: string, configured: boolean, cause: unknown) {
-    const reason = cause instanceof Error ? cause.message : String(cause);
     const fix = configured ? 'check TEMPORAL_ADDRESS / the TEMPORAL_PROFILE it names' : 'set TEMPORAL_ADDRESS (or a TEMPORAL_PROFILE), or start a server with `temporal server start-dev`';
-    super(`cannot reach Temporal at ${address} (${reason.split('\n')[0]}): ${fix}`, { cause });
+    super(`cannot reach Temporal at ${address} (${firstLineOf(cause)}): ${fix}`, { cause });
   }
 }
 

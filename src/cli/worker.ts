@@ -6,7 +6,7 @@
  */
 import { Option, type Command } from 'commander';
 import { WORKER_ROLE_ENV, WORKER_ROLES, workerRoleFromEnv, type WorkerRole } from '../config';
-import { FORMAT_MODULE_ENV, loadFormatModule } from '../worker/format-module';
+import { configuredFormat, FORMAT_MODULE_ENV } from '../worker/format-module';
 import { connectTemporal, type CliContext } from './context';
 
 interface WorkerCommandOptions {
@@ -16,8 +16,7 @@ interface WorkerCommandOptions {
 
 async function runWorker(ctx: CliContext, options: WorkerCommandOptions): Promise<void> {
   // Before anything starts: a wrong module is a configuration error, not a failed job later.
-  const formatModule = options.format ?? process.env[FORMAT_MODULE_ENV];
-  const format = formatModule ? await loadFormatModule(formatModule) : undefined;
+  const format = await configuredFormat(process.env, options.format);
   // Loaded here: the native worker runtime is the heaviest import, and no other command needs it.
   const { NativeConnection } = await import('@temporalio/worker');
   const { serveWorker } = await import('../worker/index.js');

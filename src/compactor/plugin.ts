@@ -5,7 +5,7 @@
  * The lease, publication and the collector never look inside a segment: they see only keys.
  */
 import { createHash } from 'node:crypto';
-import { TypedError } from '../errors';
+import { firstLineOf, TypedError } from '../errors';
 import { parseCompactionKey, segmentId, stagedSegmentKey, type FamilyGroup } from '../keys';
 import type { JobRef } from '../protocol';
 import type { ObjectStore } from '../store';
@@ -106,8 +106,8 @@ export function checkProgress(job: JobRef, progress: unknown): string {
   try {
     text = JSON.stringify(progress);
   } catch (err) {
-    // The first line: V8 draws a cycle's path over several, and a failure's message is one line.
-    throw notJson((err instanceof Error ? err.message : String(err)).split('\n')[0]!);
+    // V8 draws a cycle's path over several lines.
+    throw notJson(firstLineOf(err));
   }
   if (text === undefined) throw notJson(`a ${typeof progress}`);
   const bytes = Buffer.byteLength(text);

@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import { isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Compactor } from '../compactor';
-import { TypedError } from '../errors';
+import { firstLineOf, TypedError } from '../errors';
 import type { RootCodec } from '../root';
 
 /** The module `startWorkerFromEnv`, the worker process and `compaction-lease worker` load a format from. */
@@ -36,8 +36,6 @@ export class FormatModuleError extends TypedError {
   }
 }
 
-const firstLine = (err: unknown): string => (err instanceof Error ? err.message : String(err)).split('\n')[0] ?? '';
-
 /** A path (`./`, `../`, absolute) from `cwd`, else a package as `require.resolve` finds it from `cwd`. */
 function resolveFormatModule(specifier: string, cwd: string): string {
   if (specifier.startsWith('.') || isAbsolute(specifier)) {
@@ -48,13 +46,18 @@ function resolveFormatModule(specifier: string, cwd: string): string {
   try {
     return createRequire(join(cwd, 'package.json')).resolve(specifier);
   } catch (err) {
-    throw new FormatModuleError(specifier, `cannot be resolved from ${cwd} (${firstLine(err)}): install the package there, or name a file with a path starting with ./`);
+    throw new FormatModuleError(specifier, `cannot be resolved from ${cwd} (${firstLineOf(err)}): install the package there, or name a file with a path starting with ./`);
   }
 }
 
 /** The methods of `names` that `value` lacks. */
 const missingMethods = (value: unknown, names: readonly string[]): string[] =>
   names.filter((name) => typeof (value as Record<string, unknown> | null)?.[name] !== 'function');
+
+/** The format module `specifier` names, else the one `env` names in {@link FORMAT_MODULE_ENV}; none: the defaults. */
+export async function configuredFormat(env: NodeJS.ProcessEnv, specifier = env[FORMAT_MODULE_ENV]): Promise<FormatModule | undefined> {
+  return specifier ? loadFormatModule(specifier) : undefined;
+}
 
 /**
  * Imports the format module `specifier` and checks its named exports: at least one of `compactor`
@@ -66,7 +69,7 @@ export async function loadFormatModule(specifier: string, cwd = process.cwd()): 
   try {
     exported = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
   } catch (err) {
-    throw new FormatModuleError(specifier, `cannot be loaded from ${file} (${firstLine(err)}): fix the module so that importing it succeeds`);
+    throw new FormatModuleError(specifier, `cannot be loaded from ${file} (${firstLineOf(err)}): fix the module so that importing it succeeds`);
   }
   const { compactor, rootCodec } = exported;
   if (compactor === undefined && rootCodec === undefined) {

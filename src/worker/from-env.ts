@@ -10,7 +10,7 @@ import { NativeConnection, type Worker } from '@temporalio/worker';
 import { settingsFromEnv, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
 import { objectStoreFromEnv, type ObjectStore } from '../store';
 import { temporalTarget, type TemporalTarget } from './connect';
-import { FORMAT_MODULE_ENV, loadFormatModule } from './format-module';
+import { configuredFormat } from './format-module';
 import { createWorker, type CreateWorkerOptions } from './index';
 import { installRuntime } from './runtime';
 import { roleTaskQueueFromEnv } from './task-queue';
@@ -45,8 +45,7 @@ export async function startWorkerFromEnv(options: StartWorkerFromEnvOptions = {}
   const temporal = temporalTarget(env);
   const role = workerRoleFromEnv(env);
   const taskQueue = roleTaskQueueFromEnv(role, env);
-  const formatModule = env[FORMAT_MODULE_ENV];
-  const format = formatModule ? await loadFormatModule(formatModule) : undefined;
+  const format = await configuredFormat(env);
   const connection = await NativeConnection.connect(temporal.connectionOptions);
   const serverLabel = `${temporal.address}/${temporal.namespace}`;
   let store: ObjectStore | undefined;
