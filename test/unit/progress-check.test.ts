@@ -7,7 +7,9 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import { toFailure } from '../../src/activities/failures';
-import { checkProgress, MAX_PROGRESS_BYTES, ProgressRefusedError, withCheckedProgress } from '../../src/compactor';
+import { checkProgress, MAX_PROGRESS_BYTES, ProgressRefusedError, withCheckedProgress, type CompactionProgress } from '../../src/compactor';
+import { planMerge } from '../../src/compactor/plan';
+import { resolveSettings } from '../../src/config';
 import { jobId, namespaceId } from '../../src/keys';
 
 const job = { namespaceId: namespaceId('progress'), jobId: jobId('cmp_0123456789abcdef0123456789abcdef') };
@@ -87,5 +89,21 @@ describe('withCheckedProgress', () => {
       }
     });
     await expect(attempt).rejects.toThrow(ProgressRefusedError);
+  });
+});
+
+describe("the reference compactor's progress, which the activity does not check", () => {
+  /** The largest progress of a job over `inputs` at `fanIn`: every intermediate run finished, 999 parts each, a 1 KiB last key. */
+  const largest = (inputs: number, fanIn: number): number =>
+    Buffer.byteLength(JSON.stringify({
+      segmentsFinished: 99_999, lastKey: 'k'.repeat(1024), recordsOut: 1e12, bytesOut: 1e15,
+      runs: { fanIn, parts: planMerge(inputs, fanIn).runs.map(() => 999) },
+    } satisfies CompactionProgress));
+
+  it('fits the limit at the default fan-in even for 100,000 inputs, and would pass it only at a fan-in of 2 with tens of thousands', () => {
+    expect(largest(100_000, resolveSettings({}).maxFanIn)).toBeLessThan(8 * 1024);
+    expect(largest(1000, 2)).toBeLessThan(MAX_PROGRESS_BYTES);
+    // Why it is exempt: refusing it would fail, after its runs, a job the package's own settings allow.
+    expect(largest(20_000, 2)).toBeGreaterThan(MAX_PROGRESS_BYTES);
   });
 });
