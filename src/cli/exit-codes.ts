@@ -9,7 +9,7 @@ import { DEFAULT_GC_SCHEDULE_ID } from '../client/schedule';
 import { SettingsError, TimingConfigError } from '../config';
 import { firstLineOf } from '../errors';
 import { InvalidKeyError } from '../keys';
-import { StoreConfigError, StoreUnavailableError } from '../store';
+import { StoreConfigError, StoreUnavailableError, StoreUnfitError } from '../store';
 import { FormatModuleError } from '../worker/format-module';
 
 export const ExitCode = {
@@ -22,6 +22,8 @@ export const ExitCode = {
   notFound: 3,
   /** Configuration: store settings, timings, or no reachable Temporal server. */
   config: 4,
+  /** The store failed a property of the store check (`store check`, or a worker refusing to start): the protocol is unsafe on it. */
+  unfitStore: 5,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
@@ -31,7 +33,8 @@ Exit codes:
   1  the operation failed (fenced or abandoned compaction, incomplete collector pass, store unavailable)
   2  usage or invalid input (unknown option, namespace or job id not of the grammar)
   3  not found (lease, job prefix or schedule missing)
-  4  configuration error (COMPACTION_S3_* / AWS settings, COMPACTION_*_MS timings, a format module, Temporal unreachable)`;
+  4  configuration error (COMPACTION_S3_* / AWS settings, COMPACTION_*_MS timings, a format module, Temporal unreachable)
+  5  the store failed the store check (store check, worker): a conditional write, ETag, visibility, clock or delete property`;
 
 /** A failure the CLI itself names, with the exit code it means; the message already says what to do. */
 export class CliError extends Error {
@@ -72,6 +75,7 @@ export function explainFailure(err: unknown): Explained {
   if (err instanceof StoreConfigError || err instanceof TimingConfigError || err instanceof TemporalUnreachableError || err instanceof FormatModuleError) {
     return { exitCode: ExitCode.config, line: err.message };
   }
+  if (err instanceof StoreUnfitError) return { exitCode: ExitCode.unfitStore, line: err.message };
   if (err instanceof SettingsError) return { exitCode: ExitCode.config, line: `${err.message}: fix the COMPACTION_* variable it names` };
   if (err instanceof ScheduleNotFoundError) {
     // The server's message names the scheduler's internal workflow id, not the schedule.

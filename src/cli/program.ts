@@ -7,6 +7,7 @@ import type { CliContext } from './context';
 import { EXIT_CODES_HELP, explainFailure, type ExitCode } from './exit-codes';
 import { addGcCommands } from './gc';
 import { addLeaseCommands } from './lease';
+import { addStoreCommands } from './store';
 import { addWorkerCommand } from './worker';
 
 const CONFIGURATION_HELP = `
@@ -34,6 +35,7 @@ export function buildProgram(ctx: CliContext): Command {
   addCompactCommands(program, ctx);
   addLeaseCommands(program, ctx);
   addGcCommands(program, ctx);
+  addStoreCommands(program, ctx);
   addWorkerCommand(program, ctx);
   return program;
 }

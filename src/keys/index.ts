@@ -73,6 +73,14 @@ export const newSegmentId = (fill: RandomFill = webCryptoFill): SegmentId =>
   segmentId(`seg_${randomHex128(fill)}`);
 
 export const NAMESPACES_PREFIX = 'namespaces/';
+/** Where the store probe (`verifyStore`) writes and deletes its few objects: outside `namespaces/`, so no collector ever lists it. */
+export const STORE_PROBE_PREFIX = 'store-probe/';
+
+/** The keys of one probe run, under a prefix of its own (128 random bits): probes of many workers starting at once never meet. */
+export function storeProbeKeys(fill: RandomFill = webCryptoFill): { readonly prefix: string; readonly object: string; readonly missing: string; readonly neverWritten: string } {
+  const prefix = `${STORE_PROBE_PREFIX}${randomHex128(fill)}/`;
+  return { prefix, object: `${prefix}object`, missing: `${prefix}missing`, neverWritten: `${prefix}never-written` };
+}
 // Every builder re-validates its ids: a brand type is erased at run time, so a caller holding a raw
 // string cast to an id (`'../demo' as NamespaceId`) would otherwise build a key outside its prefix.
 // Nothing builds a key without passing here, so no request can name an unvalidated id.

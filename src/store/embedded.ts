@@ -22,6 +22,7 @@ import {
   PreconditionFailedError,
   StoreConfigError,
   type DeleteResult,
+  type BucketVersioning,
   type ListPage,
   type ListRequest,
   type ObjectInfo,
@@ -225,6 +226,11 @@ class EmbeddedObjectStore implements ObjectStore {
 
   async verifyAccess(): Promise<void> {
     this.db.prepare('SELECT 1').get();
+  }
+
+  /** A deleted row is gone: the file keeps no versions. */
+  async versioning(): Promise<BucketVersioning> {
+    return 'unversioned';
   }
 
   async close(): Promise<void> {

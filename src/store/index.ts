@@ -5,6 +5,16 @@ import { createS3ObjectStore, S3_ENV, s3OptionsFromEnv } from './s3';
 
 export * from './port';
 export { createS3ObjectStore, s3OptionsFromEnv, S3_ENV, type S3StoreOptions } from './s3';
+export {
+  requireFitStore,
+  STORE_PROPERTIES,
+  StoreUnfitError,
+  verifyStore,
+  type StoreCheck,
+  type StorePropertyId,
+  type StorePropertyResult,
+  type VerifyStoreOptions,
+} from './probe';
 export { createEmbeddedObjectStore, EMBEDDED_ENV, type EmbeddedStoreOptions } from './embedded';
 
 /** The default embedded store file, relative to the working directory. */

@@ -60,6 +60,13 @@ export interface DeleteResult {
   readonly failed: readonly DeleteFailure[];
 }
 
+/**
+ * The bucket's versioning: with `enabled` (or `suspended`, for objects written while it was enabled)
+ * a deletion leaves a noncurrent version that still costs storage until a lifecycle rule expires it
+ * (docs/operations.md). `unknown`: the store would not say (e.g. no `s3:GetBucketVersioning` grant).
+ */
+export type BucketVersioning = 'enabled' | 'suspended' | 'unversioned' | 'unknown';
+
 /** Appended to a prefix, sorts after every key under it (listings order keys as UTF-8 bytes, like S3): resuming after a common prefix skips it whole. */
 export const AFTER_ALL_UNDER = '\u{10FFFF}';
 
@@ -89,6 +96,8 @@ export interface ObjectStore {
   deleteMany(keys: readonly string[]): Promise<DeleteResult>;
   /** Checks that the bucket exists and the credentials work; throws {@link StoreConfigError} naming the setting. */
   verifyAccess(): Promise<void>;
+  /** Whether deletions leave noncurrent versions behind; never throws (`unknown` instead). */
+  versioning(): Promise<BucketVersioning>;
   close(): Promise<void>;
 }
 

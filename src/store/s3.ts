@@ -11,6 +11,7 @@
 import type { Readable } from 'node:stream';
 import {
   DeleteObjectsCommand,
+  GetBucketVersioningCommand,
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
@@ -30,6 +31,7 @@ import {
   StoreError,
   StoreConfigError,
   StoreUnavailableError,
+  type BucketVersioning,
   type DeleteFailure,
   type DeleteResult,
   type ListPage,
@@ -310,6 +312,18 @@ class S3ObjectStore implements ObjectStore {
       }
       // A HEAD response has no body, so its 403 cannot tell rejected credentials from a denying policy; a listing's error names which.
       if (err instanceof StoreConfigError && err.setting === 'IAM policy') await this.list({ prefix: NAMESPACES_PREFIX, maxKeys: 1 });
+      throw err;
+    }
+  }
+
+  async versioning(): Promise<BucketVersioning> {
+    try {
+      const out = await this.send(this.bucket, 'read', (o) => this.client.send(new GetBucketVersioningCommand({ Bucket: this.bucket }), o));
+      // A bucket that was never versioned has no Status at all.
+      return out.Status === 'Enabled' ? 'enabled' : out.Status === 'Suspended' ? 'suspended' : 'unversioned';
+    } catch (err) {
+      // Only reported, never decided on: a worker's policy need not grant s3:GetBucketVersioning.
+      if (err instanceof StoreError) return 'unknown';
       throw err;
     }
   }

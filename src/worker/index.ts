@@ -5,7 +5,7 @@ import { createActivities } from '../activities';
 import { referenceCompactor, type Compactor } from '../compactor';
 import { jsonRootCodec, type RootCodec } from '../root';
 import { heartbeatEveryMs, SettingsError, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
-import type { ObjectStore } from '../store';
+import { requireFitStore, verifyStore, type ObjectStore } from '../store';
 import { temporalTarget } from './connect';
 import { roleTaskQueueFromEnv } from './task-queue';
 
@@ -45,6 +45,22 @@ export interface CreateWorkerOptions {
   readonly serverLabel?: string;
   /** Names the format module the plug-ins came from in that line ({@link FormatModule.label}); unset for plug-ins given in code. */
   readonly formatLabel?: string;
+  /**
+   * `run`: the store probe (`verifyStore`) before the worker is created, and no worker on a store that
+   * fails a property; `skip`: for a store verified out of band. Default: `COMPACTION_STORE_CHECK`, else `run`.
+   */
+  readonly storeCheck?: StoreCheckMode;
+}
+
+export const STORE_CHECK_ENV = 'COMPACTION_STORE_CHECK';
+export const STORE_CHECK_MODES = ['run', 'skip'] as const;
+export type StoreCheckMode = (typeof STORE_CHECK_MODES)[number];
+
+/** The mode `COMPACTION_STORE_CHECK` names, `run` when unset; any other value is a {@link SettingsError}. */
+export function storeCheckFromEnv(env: NodeJS.ProcessEnv = process.env): StoreCheckMode {
+  const value = env[STORE_CHECK_ENV] || 'run';
+  if ((STORE_CHECK_MODES as readonly string[]).includes(value)) return value as StoreCheckMode;
+  throw new SettingsError(`${STORE_CHECK_ENV} must be one of ${STORE_CHECK_MODES.join(', ')}, not ${JSON.stringify(value)}`);
 }
 
 /**
@@ -60,12 +76,17 @@ export const DEFAULT_ACTIVITY_SLOTS = 21_000;
 export const WORKFLOWS_PATH = join(__dirname, '..', 'workflows');
 
 /**
- * A worker of every workflow and its role's activities, its store's access verified first. Unset options mean
+ * A worker of every workflow and its role's activities, its store's access verified first and the store
+ * probed (a {@link StoreUnfitError} names the property it failed). Unset options mean
  * what they mean to the CLI and the worker process (role, task queue, namespace, activity slots from the
  * environment), and the store it writes to is logged once: an unset `COMPACTION_S3_BUCKET` means a local file.
  */
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
   await options.store.verifyAccess();
+  // Before any activity can run: every lease and root write rests on the store honouring its conditions.
+  if ((options.storeCheck ?? storeCheckFromEnv()) === 'run') {
+    requireFitStore(await verifyStore(options.store, { clockSafetyMarginMs: options.settings.timing.clockSafetyMarginMs }));
+  }
   const namespace = options.namespace ?? temporalTarget().namespace;
   const role = options.role ?? workerRoleFromEnv();
   const taskQueue = options.taskQueue ?? roleTaskQueueFromEnv(role);

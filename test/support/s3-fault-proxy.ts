@@ -7,10 +7,17 @@
  *
  * The Host header is forwarded unchanged, so SigV4 signatures (which cover the proxy's host:port the
  * client signed) stay valid. Requests are path-style (`/{bucket}/{key}?{query}`), as our clients send them.
+ *
+ * With {@link ProxyOptions.stripConditionsSignedAs} it also stands for a store that takes conditional
+ * writes and ignores them, as Google Cloud Storage's XML API and Garage do: it removes `If-Match` and
+ * `If-None-Match` and re-signs the request, so the server applies a plain PUT and answers 200.
  */
 import { Agent, createServer, request as forwardRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { Readable, Transform } from 'node:stream';
+import { Sha256 } from '@smithy/core/checksum';
+import { SignatureV4 } from '@smithy/signature-v4';
+import type { S3Endpoint } from '../../src/devservers';
 
 export type FaultKind = 'delay' | 'error500' | 'error503' | 'conflict409' | 'lostResponse' | 'timeout';
 export const FAULT_KINDS: readonly FaultKind[] = ['delay', 'error500', 'error503', 'conflict409', 'lostResponse', 'timeout'];
@@ -66,6 +73,40 @@ export interface S3Exchange {
   readonly responseBody: Buffer | undefined;
   /** The answer was dropped instead of relayed (a lost response): the server applied the request, the client cannot know. */
   readonly lost: boolean;
+}
+
+export interface ProxyOptions {
+  /**
+   * Drop `If-Match` and `If-None-Match` from every request and sign it anew with these credentials
+   * (the client signed the headers, so the server would refuse it otherwise): a store that ignores conditions.
+   */
+  readonly stripConditionsSignedAs?: S3Endpoint;
+}
+
+/** The headers a store that ignores conditional writes behaves as if it never received. */
+const CONDITIONAL_HEADERS = new Set(['if-match', 'if-none-match']);
+
+/**
+ * `req`'s headers without the conditional ones, signed by `signer` as the server will check them:
+ * the path as sent (already escaped once, as S3 signs it), the query decoded, and the client's own
+ * `x-amz-content-sha256` standing for the body, which passes through unchanged.
+ */
+async function withoutConditions(req: IncomingMessage, signer: SignatureV4): Promise<IncomingHttpHeaders> {
+  if (![...CONDITIONAL_HEADERS].some((h) => req.headers[h] !== undefined)) return req.headers;
+  const url = new URL(req.url ?? '/', 'http://proxy');
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined || CONDITIONAL_HEADERS.has(name) || name === 'authorization' || name === 'x-amz-date') continue;
+    headers[name] = Array.isArray(value) ? value.join(',') : value;
+  }
+  const query: Record<string, string | string[]> = {};
+  for (const [name, value] of url.searchParams) {
+    const seen = query[name];
+    query[name] = seen === undefined ? value : [...(Array.isArray(seen) ? seen : [seen]), value];
+  }
+  const [hostname = '', port] = (headers.host ?? '').split(':');
+  const signed = await signer.sign({ method: req.method ?? 'PUT', protocol: 'http:', hostname, port: Number(port), path: url.pathname, query, headers });
+  return signed.headers;
 }
 
 /** Bodies larger than this are not kept for observers. */
@@ -196,8 +237,12 @@ function pacedStream({ pacer, stallAfterBytes = Infinity }: BodyPace): Transform
 
 const escapeXml = (s: string) => s.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
-export async function startS3FaultProxy(target: string, initialPlan: FaultPlan = {}): Promise<S3FaultProxy> {
+export async function startS3FaultProxy(target: string, initialPlan: FaultPlan = {}, options: ProxyOptions = {}): Promise<S3FaultProxy> {
   const upstream = new URL(target);
+  const stripAs = options.stripConditionsSignedAs;
+  const signer =
+    stripAs &&
+    new SignatureV4({ service: 's3', region: stripAs.region, sha256: Sha256, uriEscapePath: false, credentials: { accessKeyId: stripAs.accessKey, secretAccessKey: stripAs.secretKey } });
   const agent = new Agent({ keepAlive: true });
   const injected = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
   const scripted: { fault: FaultKind; matches: (r: S3Request) => boolean; remaining: number }[] = [];
@@ -242,15 +287,18 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
   };
 
   /** Forwards the request unchanged; with `loseResponse`, reads the whole answer (the server has applied the request) and drops the client's connection instead of relaying it. */
-  const forward = (req: IncomingMessage, res: ServerResponse, request: S3Request, loseResponse: boolean) => {
+  const forward = async (req: IncomingMessage, res: ServerResponse, request: S3Request, loseResponse: boolean) => {
     const pace = paceFor(request);
     const requestBody = collectBody(req);
+    // Paused until piped below: no byte of the body flows while the headers are re-signed.
+    req.pause();
+    const headers = signer ? await withoutConditions(req, signer) : req.headers;
     const outgoing = forwardRequest({
       host: upstream.hostname,
       port: upstream.port,
       method: req.method,
       path: req.url,
-      headers: req.headers,
+      headers,
       agent,
     });
     outgoing.on('response', (answer) => {

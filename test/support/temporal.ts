@@ -52,8 +52,12 @@ export async function startTestWorker(
   settings: CompactionSettings,
   taskQueue = uniqueId('tq'),
   address = inject('temporalAddress'),
-  /** A single role, worker options such as an `identity` that tells it from other workers of the process, a format's plug-ins. */
-  extra: Pick<CreateWorkerOptions, 'role' | 'workerOptions' | 'compactor' | 'rootCodec'> = {},
+  /**
+   * A single role, worker options such as an `identity` that tells it from other workers of the process, a format's plug-ins;
+   * `storeCheck: 'run'` to probe the store first. Test workers skip the probe by default: their stores carry fault plans and
+   * recorders of every request, which the probe's writes would disturb; test/integration/store-probe.test.ts runs it.
+   */
+  extra: Pick<CreateWorkerOptions, 'role' | 'workerOptions' | 'compactor' | 'rootCodec' | 'storeCheck'> = {},
 ): Promise<RunningWorker> {
   const connection = await NativeConnection.connect({ address });
   const worker = await createWorker({
@@ -64,6 +68,7 @@ export async function startTestWorker(
     role: extra.role ?? 'all',
     compactor: extra.compactor,
     rootCodec: extra.rootCodec,
+    storeCheck: extra.storeCheck ?? 'skip',
     workerOptions: { shutdownGraceTime: '2 seconds', workflowBundle: await workflowBundle(), ...extra.workerOptions },
     log: () => {},
   });

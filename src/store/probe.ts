@@ -1,0 +1,203 @@
+/**
+ * The store probe: the properties of an S3-compatible store that the protocol takes for granted,
+ * checked against the configured bucket in a handful of requests under a probe prefix of its own,
+ * which it deletes again. A store that accepts `If-None-Match` / `If-Match` and ignores them gives
+ * two owners of one prefix and no error anywhere; this is where that shows, before a worker starts.
+ */
+import { TypedError } from '../errors';
+import { storeProbeKeys } from '../keys';
+import {
+  ConflictError,
+  NotFoundError,
+  PreconditionFailedError,
+  type BucketVersioning,
+  type ObjectStore,
+} from './port';
+
+/** The properties, in the order the probe checks them. */
+export const STORE_PROPERTIES = {
+  'create-race': 'a put-if-absent race of 16 writers has exactly one winner',
+  'stale-if-match': 'If-Match with a stale ETag is refused',
+  'if-match-missing': 'If-Match on a missing key is refused (404 or 412) and creates nothing',
+  'new-etag': 'every distinct write gets a new ETag',
+  'read-after-write': 'a write is visible at once to GET and LIST',
+  'clock-skew': "the store's LastModified is within half the clock safety margin of the local clock",
+  'delete-missing': 'DeleteObjects of a missing key succeeds',
+} as const;
+export type StorePropertyId = keyof typeof STORE_PROPERTIES;
+
+export interface StorePropertyResult {
+  readonly property: StorePropertyId;
+  /** The property in words, as docs/stores.md lists it. */
+  readonly statement: string;
+  readonly outcome: 'held' | 'failed';
+  /** What was seen: for a failure, what the store did instead. */
+  readonly detail: string;
+}
+
+export interface StoreCheck {
+  /** The store's description (backend and bucket or file). */
+  readonly store: string;
+  /** Every property of {@link STORE_PROPERTIES}, in that order. */
+  readonly properties: readonly StorePropertyResult[];
+  /** Reported, not checked: with versioning, deletions leave noncurrent versions (docs/operations.md has the lifecycle rule). */
+  readonly versioning: BucketVersioning;
+  /** Whether every property held: the store is fit for the protocol. */
+  readonly fit: boolean;
+  readonly durationMs: number;
+}
+
+export interface VerifyStoreOptions {
+  /** The allowed error between host clocks and the store's `LastModified` (`COMPACTION_CLOCK_SAFETY_MARGIN_MS`); the probe allows half of it. */
+  readonly clockSafetyMarginMs: number;
+}
+
+/** A worker refuses to start on a store that failed a property: the message names the property and the store. */
+export class StoreUnfitError extends TypedError {
+  override readonly name = 'StoreUnfitError';
+  readonly failureType = 'StoreUnfit';
+  readonly retryable = false;
+  constructor(
+    readonly check: StoreCheck,
+    readonly failed: StorePropertyResult,
+  ) {
+    super(
+      `store ${check.store} failed the store check: ${failed.property} (${failed.statement}): ${failed.detail}; ` +
+        'the protocol is unsafe on it (docs/stores.md); set COMPACTION_STORE_CHECK=skip only for a store verified out of band',
+    );
+  }
+}
+
+/** Throws {@link StoreUnfitError} naming the first property that failed. */
+export function requireFitStore(check: StoreCheck): void {
+  const failed = check.properties.find((p) => p.outcome === 'failed');
+  if (failed) throw new StoreUnfitError(check, failed);
+}
+
+/** How many writers race to create one key: enough to catch a store that lets several through, few enough to stay a handful of requests. */
+const RACE_WRITERS = 16;
+/** S3's `LastModified` has one-second resolution: a time truncated to the second is up to this much earlier than the write. */
+const LAST_MODIFIED_RESOLUTION_MS = 1000;
+
+const bytes = (text: string) => new TextEncoder().encode(text);
+const unquoted = (etag: string | undefined) => etag?.replace(/^W\//, '').replace(/"/g, '');
+
+/**
+ * Checks every property of {@link STORE_PROPERTIES} and reports each, held or failed. A store error
+ * that is no evidence either way (unavailable, denied, timed out) is thrown, not reported: the
+ * property is then unknown. Whatever happens, the probe deletes what it wrote before it returns.
+ */
+export async function verifyStore(store: ObjectStore, options: VerifyStoreOptions): Promise<StoreCheck> {
+  const started = performance.now();
+  const keys = storeProbeKeys();
+  const results: StorePropertyResult[] = [];
+  const report = (property: StorePropertyId, held: boolean, detail: string) =>
+    results.push({ property, statement: STORE_PROPERTIES[property], outcome: held ? 'held' : 'failed', detail });
+  let cleanedUp = false;
+  try {
+    // 1. The race: every loser must be refused (412) or told of a concurrent conditional write (409).
+    const attempts = await Promise.allSettled(Array.from({ length: RACE_WRITERS }, (_, i) => store.putIfAbsent(keys.object, bytes(`writer ${i}`))));
+    const unexpected = attempts.find((a) => a.status === 'rejected' && !(a.reason instanceof PreconditionFailedError || a.reason instanceof ConflictError));
+    if (unexpected?.status === 'rejected') throw unexpected.reason;
+    const winners = attempts.flatMap((a, i) => (a.status === 'fulfilled' ? [{ writer: i, etag: a.value.etag }] : []));
+    // No winner at all (every writer told of a conflict): the rest of the probe still needs the object.
+    if (winners.length === 0) await store.put(keys.object, bytes('after the race'));
+    const created = await store.get(keys.object);
+    const winner = winners.find((w) => unquoted(w.etag) === unquoted(created.etag));
+    report(
+      'create-race',
+      winners.length === 1 && winner !== undefined,
+      winners.length === 1
+        ? winner
+          ? `1 of ${RACE_WRITERS} writers created the key; ${RACE_WRITERS - 1} were refused`
+          : `the one winner's ETag ${winners[0]?.etag} is not the stored object's ${created.etag}`
+        : `${winners.length} of ${RACE_WRITERS} writers were told they created the key`,
+    );
+
+    // 2. Compare-and-swap from the created version, then once more from that stale ETag.
+    const first = created.etag;
+    const second = await store.putIfMatch(keys.object, bytes('second write'), first);
+    const stale = await outcomeOf(store.putIfMatch(keys.object, bytes('stale write'), first));
+    report(
+      'stale-if-match',
+      stale instanceof PreconditionFailedError,
+      stale instanceof PreconditionFailedError ? 'refused with 412' : stale instanceof Error ? `answered ${stale.name}, not 412` : 'the write with a stale ETag was accepted',
+    );
+
+    // 3. A CAS must never create: a missing lease is "fenced" to a job (404 or 412 both map there).
+    const onMissing = await outcomeOf(store.putIfMatch(keys.missing, bytes('never created'), first));
+    const refusedMissing = onMissing instanceof NotFoundError || onMissing instanceof PreconditionFailedError;
+    const createdMissing = !(await outcomeOf(store.head(keys.missing).then(() => undefined)) instanceof NotFoundError);
+    report(
+      'if-match-missing',
+      refusedMissing && !createdMissing,
+      createdMissing
+        ? 'the write created the key'
+        : refusedMissing
+          ? `refused with ${onMissing instanceof NotFoundError ? '404' : '412'}, nothing created`
+          : onMissing instanceof Error
+            ? `answered ${onMissing.name}`
+            : 'the write was accepted',
+    );
+
+    // 4. The last write, from the current ETag, timed against the local clock.
+    const current = stale instanceof Error ? second.etag : (await store.head(keys.object)).etag ?? second.etag;
+    const sentAt = Date.now();
+    const third = await store.putIfMatch(keys.object, bytes('third write'), current);
+    const answeredAt = Date.now();
+    const etags = [first, second.etag, third.etag].map(unquoted);
+    report('new-etag', new Set(etags).size === etags.length, `ETags of three writes of distinct bytes: ${etags.join(', ')}`);
+
+    // 5. Read-after-write: the GET and the LIST right after the write both see it.
+    const read = await store.get(keys.object);
+    const listed = (await store.list({ prefix: keys.prefix })).objects.find((o) => o.key === keys.object);
+    const readSeen = new TextDecoder().decode(read.body) === 'third write' && unquoted(read.etag) === unquoted(third.etag);
+    const listSeen = unquoted(listed?.etag) === unquoted(third.etag);
+    report(
+      'read-after-write',
+      readSeen && listSeen,
+      `GET ${readSeen ? 'saw' : 'did not see'} the last write, LIST ${listSeen ? 'saw' : `did not see it (${listed ? `ETag ${listed.etag}` : 'key absent'})`}`,
+    );
+
+    // 6. Clock skew, from the same write: its LastModified must lie between sending and answer, give or take the allowance.
+    report('clock-skew', ...clockSkew(read.lastModified, sentAt, answeredAt, options.clockSafetyMarginMs / 2));
+
+    // 7. Cleanup with a key never written: a missing key must count as deleted, as the collector assumes.
+    const deleted = await store.deleteMany([keys.object, keys.missing, keys.neverWritten]);
+    cleanedUp = true;
+    const missingFailure = deleted.failed.find((f) => f.key === keys.neverWritten);
+    report(
+      'delete-missing',
+      !missingFailure && deleted.deleted.includes(keys.neverWritten),
+      missingFailure ? `answered ${missingFailure.code}: ${missingFailure.message}` : 'counted as deleted',
+    );
+    return { store: store.description, properties: results, versioning: await store.versioning(), fit: results.every((r) => r.outcome === 'held'), durationMs: Math.round(performance.now() - started) };
+  } finally {
+    if (!cleanedUp) await store.deleteMany([keys.object, keys.missing]).catch(() => undefined);
+  }
+}
+
+/** The error a store call ended with, or undefined when it succeeded: a refusal is an outcome to judge, not a failure of the probe. */
+async function outcomeOf(call: Promise<unknown>): Promise<Error | undefined> {
+  return call.then(
+    () => undefined,
+    (err: unknown) => {
+      if (err instanceof PreconditionFailedError || err instanceof NotFoundError || err instanceof ConflictError) return err;
+      throw err;
+    },
+  );
+}
+
+/**
+ * The least skew the write's `LastModified` proves: ahead when it is later than the answer, behind
+ * when even its second ended before the request was sent. Round trips make it a lower bound only.
+ */
+function clockSkew(lastModified: Date | undefined, sentAt: number, answeredAt: number, allowedMs: number): [boolean, string] {
+  if (!lastModified) return [false, 'the store gave no LastModified: the collector would take every object for young'];
+  const at = lastModified.getTime();
+  const ahead = at - answeredAt;
+  const behind = sentAt - (at + LAST_MODIFIED_RESOLUTION_MS);
+  const skew = Math.max(0, ahead, behind);
+  const side = skew === 0 ? 'within the request' : ahead > 0 ? `${ahead} ms ahead` : `${behind} ms behind`;
+  return [skew <= allowedMs, `LastModified ${lastModified.toISOString()}: ${side} of the local clock (allowed ${allowedMs} ms)`];
+}

@@ -1,0 +1,78 @@
+/**
+ * The store probe's judgement, on the embedded store (a real store: src/store/embedded.ts). What S3
+ * servers do is shown against the servers themselves in test/integration/store-probe.test.ts.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SettingsError } from '../../src/config';
+import { STORE_PROBE_PREFIX } from '../../src/keys';
+import { createEmbeddedObjectStore, requireFitStore, STORE_PROPERTIES, StoreUnfitError, verifyStore, type ObjectStore } from '../../src/store';
+import { storeCheckFromEnv } from '../../src/worker';
+
+const margin = { clockSafetyMarginMs: 2000 };
+const opened: ObjectStore[] = [];
+const embedded = () => {
+  const store = createEmbeddedObjectStore({ path: join(mkdtempSync(join(tmpdir(), 'probe-')), 'store.sqlite') });
+  opened.push(store);
+  return store;
+};
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((s) => s.close()));
+});
+
+/** The embedded store whose clock runs `offsetMs` ahead of this process's. */
+const skewed = (store: ObjectStore, offsetMs: number): ObjectStore =>
+  Object.assign(Object.create(store) as ObjectStore, {
+    get: async (key: string) => {
+      const read = await store.get(key);
+      return { ...read, lastModified: new Date(read.lastModified!.getTime() + offsetMs) };
+    },
+  });
+
+describe('verifyStore', () => {
+  it('on the embedded store every property holds, in the documented order, and nothing is left under the probe prefix', async () => {
+    const store = embedded();
+    const check = await verifyStore(store, margin);
+    expect(check.properties.map((p) => [p.property, p.outcome])).toEqual(Object.keys(STORE_PROPERTIES).map((id) => [id, 'held']));
+    expect(check).toMatchObject({ fit: true, versioning: 'unversioned', store: store.description });
+    expect((await store.list({ prefix: STORE_PROBE_PREFIX })).objects).toEqual([]);
+    expect(() => requireFitStore(check)).not.toThrow();
+  });
+
+  it('a store clock ahead by more than half the clock safety margin fails clock-skew, and only that', async () => {
+    const check = await verifyStore(skewed(embedded(), 1500), margin);
+    expect(check.properties.filter((p) => p.outcome === 'failed').map((p) => p.property)).toEqual(['clock-skew']);
+    expect(check.properties.find((p) => p.property === 'clock-skew')?.detail).toMatch(/ms ahead of the local clock \(allowed 1000 ms\)/);
+  });
+
+  it('a store clock behind by a second (the resolution of S3 LastModified) still holds within the allowance', async () => {
+    const check = await verifyStore(skewed(embedded(), -1000), margin);
+    expect(check.fit).toBe(true);
+  });
+
+  it('requireFitStore throws StoreUnfitError naming the failed property and the store, non-retryable', async () => {
+    const store = embedded();
+    const check = await verifyStore(skewed(store, -60_000), margin);
+    const error = (() => {
+      try {
+        requireFitStore(check);
+      } catch (err) {
+        return err;
+      }
+    })();
+    expect(error).toBeInstanceOf(StoreUnfitError);
+    expect((error as StoreUnfitError).retryable).toBe(false);
+    expect((error as StoreUnfitError).message).toMatch(new RegExp(`^store ${store.description} failed the store check: clock-skew`));
+  });
+});
+
+describe('COMPACTION_STORE_CHECK', () => {
+  it('is run when unset, skip when set so, and anything else is a SettingsError naming it', () => {
+    expect(storeCheckFromEnv({})).toBe('run');
+    expect(storeCheckFromEnv({ COMPACTION_STORE_CHECK: 'skip' })).toBe('skip');
+    expect(() => storeCheckFromEnv({ COMPACTION_STORE_CHECK: 'off' })).toThrow(SettingsError);
+    expect(() => storeCheckFromEnv({ COMPACTION_STORE_CHECK: 'off' })).toThrow(/COMPACTION_STORE_CHECK must be one of run, skip/);
+  });
+});
