@@ -1,5 +1,6 @@
 import type { TestProject } from 'vitest/node';
-import { SEARCH_ATTRIBUTES, startMinio, startMoto, startTemporalDevServer } from '../src/devservers';
+import { SEARCH_ATTRIBUTES, startMinio, startMoto, startSeaweedfs, startTemporalDevServer } from '../src/devservers';
+import { extraStoreKinds } from './support/stores';
 
 /**
  * Starts one Temporal dev server, one MinIO and one moto for the whole integration run; test files
@@ -8,16 +9,18 @@ import { SEARCH_ATTRIBUTES, startMinio, startMoto, startTemporalDevServer } from
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const started = Date.now();
+  const withSeaweedfs = extraStoreKinds().includes('seaweedfs');
   const results = await Promise.allSettled([
     startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES }),
     startMinio(),
     startMoto(),
+    ...(withSeaweedfs ? [startSeaweedfs()] : []),
   ]);
   const stopAll = async (): Promise<void> => {
     await Promise.all(results.map((r) => (r.status === 'fulfilled' ? r.value.stop() : undefined)));
   };
-  const [temporal, minio, moto] = results;
-  if (temporal.status === 'rejected' || minio.status === 'rejected' || moto.status === 'rejected') {
+  const [temporal, minio, moto, seaweedfs] = results;
+  if (temporal.status === 'rejected' || minio.status === 'rejected' || moto.status === 'rejected' || seaweedfs?.status === 'rejected') {
     await stopAll();
     const reasons = results.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
     throw new AggregateError(reasons, `integration servers failed to start:\n${reasons.map(String).join('\n\n')}`);
@@ -27,6 +30,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('temporalAddress', temporal.value.address);
   project.provide('minio', s3(minio.value));
   project.provide('moto', s3(moto.value));
+  project.provide('seaweedfs', seaweedfs?.status === 'fulfilled' ? s3(seaweedfs.value) : undefined);
   console.log(`integration servers ready in ${Date.now() - started} ms`);
   return stopAll;
 }

@@ -8,5 +8,7 @@ declare module 'vitest' {
     minio: S3Endpoint;
     /** Single-threaded moto: conditional writes are atomic, as on real S3. */
     moto: S3Endpoint;
+    /** Only with `COMPACTION_TEST_STORES=seaweedfs` (scripts/check-stores.sh). */
+    seaweedfs: S3Endpoint | undefined;
   }
 }

@@ -7,8 +7,16 @@ import { inject } from 'vitest';
 import type { S3Endpoint } from '../../src/devservers';
 import { createEmbeddedObjectStore, createS3ObjectStore, type ObjectStore } from '../../src/store';
 
-export type StoreKind = 'minio' | 'moto' | 'embedded';
-export const STORE_KINDS: readonly StoreKind[] = ['minio', 'moto', 'embedded'];
+export type StoreKind = 'minio' | 'moto' | 'embedded' | 'seaweedfs';
+/**
+ * The stores every run covers, and SeaweedFS when `COMPACTION_TEST_STORES=seaweedfs` asks for it
+ * (scripts/check-stores.sh; its binary takes a long build, so the normal suite does without it).
+ */
+export const STORE_KINDS: readonly StoreKind[] = ['minio', 'moto', 'embedded', ...extraStoreKinds()];
+
+export function extraStoreKinds(env: NodeJS.ProcessEnv = process.env): StoreKind[] {
+  return (env.COMPACTION_TEST_STORES ?? '').split(',').includes('seaweedfs') ? ['seaweedfs'] : [];
+}
 
 let counter = 0;
 const uniqueName = (kind: string) => `${kind}-${process.pid}-${Date.now().toString(36)}-${counter++}`;
@@ -46,7 +54,8 @@ export async function openTestStore(kind: StoreKind, options: { client?: S3Clien
     const path = join(mkdtempSync(join(tmpdir(), 'compaction-lease-')), 'store.sqlite');
     return { kind, store: createEmbeddedObjectStore({ path }), path };
   }
-  const endpoint = inject(kind);
+  const endpoint = kind === 'seaweedfs' ? inject('seaweedfs') : inject(kind);
+  if (!endpoint) throw new Error(`no ${kind} server: the global setup starts it only with COMPACTION_TEST_STORES=${kind}`);
   const bucket = await createTestBucket(endpoint);
   const client = options.client ?? new S3Client(s3ClientConfig(endpoint));
   return { kind, endpoint, bucket, store: createS3ObjectStore({ bucket, client, operationDeadlineMs: 30_000 }) };
