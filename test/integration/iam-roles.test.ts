@@ -25,6 +25,7 @@ import {
   newJobId,
   newSegmentId,
   rootKey,
+  STORE_PROBE_PREFIX,
   stagedSegmentKey,
   type MetadataCompactionId,
   type NamespaceId,
@@ -32,7 +33,7 @@ import {
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import { claimLease, createJobLease, deleteLease, LeaseLostError, publishCompaction, readRoot, refreshJobLease, updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
-import { createS3ObjectStore, StoreConfigError, type ObjectStore } from '../../src/store';
+import { createS3ObjectStore, StoreConfigError, verifyStore, type ObjectStore } from '../../src/store';
 import type { GcReport } from '../../src/workflows/gc';
 import { createRoleUser, type Role } from '../support/iam';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
@@ -71,8 +72,8 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       endpoints[role] = await createRoleUser(root.endpoint!, root.bucket!, role);
       stores[role] = createS3ObjectStore({ bucket: root.bucket!, client: new S3Client(s3ClientConfig(endpoints[role])), operationDeadlineMs: 30_000 });
     }
-    // Each worker verifies its access (HeadBucket) at start-up, under its own policy.
-    compactionWorker = await startTestWorker(stores.worker, settings);
+    // Each worker verifies its access (HeadBucket) at start-up, under its own policy; the compaction worker probes the store too.
+    compactionWorker = await startTestWorker(stores.worker, settings, undefined, undefined, { storeCheck: 'run' });
     const collector = stores.collector;
     const recorded = Object.assign(Object.create(collector) as ObjectStore, {
       deleteMany: (keys: readonly string[]) => (collectorDeletes.push([...keys]), collector.deleteMany(keys)),
@@ -130,6 +131,13 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     for (const key of inputs) expect(await exists(key), key).toBe(true);
     // The root CAS dropped the record and nothing else.
     expect((await readRoot(root.store, ns, jsonRootCodec)).root).toEqual({ ...rootBefore.root, generation: rootBefore.root.generation + 1, retired: [] });
+  });
+
+  it.each(['worker', 'collector'] as const)("the %s's policy lets the store probe through: every property held, its versioning read, nothing left under store-probe/", async (role) => {
+    const check = await verifyStore(stores[role], { clockSafetyMarginMs: settings.timing.clockSafetyMarginMs });
+    expect(check.properties.filter((p) => p.outcome === 'failed')).toEqual([]);
+    expect(check.versioning).toBe('unversioned');
+    expect(await keysUnder(STORE_PROBE_PREFIX)).toEqual([]);
   });
 
   it("the worker's policy runs a compaction: its lease created and refreshed, its output staged, the root replaced by CAS", async () => {
@@ -220,10 +228,12 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       };
       compactionOnly = await startTestWorker(await roleStore('worker'), settings, uniqueId('tq-compaction'), undefined, {
         role: 'compaction',
+        storeCheck: 'run',
         workerOptions: { identity: identity.compaction },
       });
       collectorOnly = await startTestWorker(await roleStore('collector'), settings, uniqueId('tq-collector'), undefined, {
         role: 'collector',
+        storeCheck: 'run',
         workerOptions: { identity: identity.collector },
       });
     });

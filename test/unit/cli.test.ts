@@ -13,7 +13,7 @@ import { runCli } from '../../src/cli/program';
 import { resolveSettings, SettingsError, TimingConfigError } from '../../src/config';
 import { InvalidKeyError, jobId, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
 import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease';
-import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, type ObjectStore } from '../../src/store';
+import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, StoreUnfitError, type ObjectStore } from '../../src/store';
 
 const settings = resolveSettings({ timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 3600 }, heartbeatTimeoutMs: 2000 });
 const expiry = settings.timing.leaseExpiryMs;
@@ -24,6 +24,15 @@ interface Run {
   readonly stdout: string[];
   readonly stderr: string[];
 }
+
+/** A store check as the probe reports one that failed; the exit-code table needs only its shape. */
+const unfitCheck = {
+  store: 'embedded:x',
+  properties: [{ property: 'create-race', statement: 'a put-if-absent race of 16 writers has exactly one winner', outcome: 'failed', detail: '16 of 16 writers were told they created the key' }],
+  versioning: 'unknown',
+  fit: false,
+  durationMs: 1,
+} as const;
 
 const stores: ObjectStore[] = [];
 const embeddedStore = (): ObjectStore => {
@@ -119,6 +128,7 @@ describe('cli exit codes', () => {
     [failure('RootMissing'), ExitCode.notFound],
     [failure('GcPassIncomplete'), ExitCode.failed],
     [new StoreUnavailableError('k', 'timeout'), ExitCode.failed],
+    [new StoreUnfitError(unfitCheck, unfitCheck.properties[0]!), ExitCode.unfitStore],
     [new Error('anything else'), ExitCode.failed],
   ])('%s exits %i', (err, code) => {
     const explained = explainFailure(err);
@@ -128,6 +138,34 @@ describe('cli exit codes', () => {
 
   it('an unreachable Temporal names the setting to change', () => {
     expect(explainFailure(new TemporalUnreachableError('127.0.0.1:7233', false, new Error('refused'))).line).toContain('set TEMPORAL_ADDRESS');
+  });
+});
+
+describe('cli store check', () => {
+  /** The embedded store whose `LastModified` runs an hour behind: a store clock the age rules cannot trust. */
+  const hourBehind = (store: ObjectStore): ObjectStore =>
+    Object.assign(Object.create(store) as ObjectStore, {
+      get: async (key: string) => ({ ...(await store.get(key)), lastModified: new Date(Date.now() - 3_600_000) }),
+    });
+
+  it('prints the store, its versioning and one row per property, all held: exit 0', async () => {
+    const store = embeddedStore();
+    const run = await cli(['store', 'check'], store);
+    expect(run.code, run.stderr.join('\n')).toBe(0);
+    expect(run.stdout[0]).toBe(`store       ${store.description}`);
+    expect(run.stdout).toContain('versioning  off: deletions free the storage');
+    expect(run.stdout.find((l) => l.startsWith('PROPERTY'))).toMatch(/^PROPERTY\s+RESULT\s+DETAIL$/);
+    expect(run.stdout.filter((l) => /^\S+\s+held\s/.test(l))).toHaveLength(7);
+  });
+
+  it('--json gives the typed result; a failed property exits 5 with one line naming it and the store', async () => {
+    const store = embeddedStore();
+    const run = await cli(['store', 'check', '--json'], hourBehind(store));
+    expect(run.code).toBe(ExitCode.unfitStore);
+    const check = JSON.parse(run.stdout.join('\n'));
+    expect(check).toMatchObject({ store: store.description, fit: false, versioning: 'unversioned' });
+    expect(check.properties.find((p: { property: string }) => p.property === 'clock-skew')).toMatchObject({ outcome: 'failed' });
+    expect(run.stderr).toEqual([expect.stringMatching(new RegExp(`^store ${store.description} failed the store check: clock-skew`))]);
   });
 });
 

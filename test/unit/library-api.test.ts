@@ -26,6 +26,7 @@ describe('the public API', () => {
     'SEARCH_ATTRIBUTES', 'registerSearchAttributes', 'taskQueueFromEnv', 'installRuntime', 'temporalTarget', 'connectClientFromEnv',
     'startWorkerFromEnv', 'createWorker', 'startCompaction', 'ensureGcSchedule', 'runGcPass', 'startGcPass', 'gcPassResult',
     'waitForWorker', 'writeInputSegment', 'objectStoreFromEnv', 'settingsFromEnv', 'workerRoleFromEnv', 'collectorTaskQueueFromEnv',
+    'verifyStore', 'requireFitStore', 'StoreUnfitError', 'storeCheckFromEnv',
   ])('exports %s', (name) => {
     expect(library).toHaveProperty(name);
   });
