@@ -21,6 +21,7 @@ export const NON_RETRYABLE_TYPES = [
   'InvalidInput',
   'JobIdCollision',
   'StoreConfig',
+  'StoreUnfit',
   'TimingConfig',
   'InvalidSettings',
   'PlanOutOfStep',
