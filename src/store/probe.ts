@@ -7,9 +7,11 @@
 import { TypedError } from '../errors';
 import { storeProbeKeys } from '../keys';
 import {
+  AmbiguousError,
   ConflictError,
   NotFoundError,
   PreconditionFailedError,
+  StoreUnavailableError,
   type BucketVersioning,
   type ObjectStore,
 } from './port';
@@ -82,13 +84,29 @@ const LAST_MODIFIED_RESOLUTION_MS = 1000;
 const bytes = (text: string) => new TextEncoder().encode(text);
 const unquoted = (etag: string | undefined) => etag?.replace(/^W\//, '').replace(/"/g, '');
 
+/** Runs of the probe before a transient store error (a timeout, an unknown outcome) is thrown: each run is cheap, and a worker start should not fail on one slow request. */
+const PROBE_RUNS = 3;
+
 /**
  * Checks every property of {@link STORE_PROPERTIES} and reports each, held or failed. A store error
- * that is no evidence either way (unavailable, denied, timed out) is thrown, not reported: the
- * property is then unknown. Whatever happens, the probe deletes what it wrote before it returns.
+ * that is no evidence either way (unavailable, timed out, an unknown outcome) runs the probe again
+ * under fresh keys, at most {@link PROBE_RUNS} times, and is then thrown, as a denial is at once: the
+ * properties are then unknown. Whatever happens, each run deletes what it wrote before it ends.
  */
 export async function verifyStore(store: ObjectStore, options: VerifyStoreOptions): Promise<StoreCheck> {
   const started = performance.now();
+  for (let run = 1; ; run++) {
+    try {
+      const { properties, versioning } = await probeOnce(store, options);
+      return { store: store.description, properties, versioning, fit: properties.every((p) => p.outcome === 'held'), durationMs: Math.round(performance.now() - started) };
+    } catch (err) {
+      const transient = err instanceof AmbiguousError || err instanceof StoreUnavailableError || err instanceof ConflictError;
+      if (!transient || run >= PROBE_RUNS) throw err;
+    }
+  }
+}
+
+async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promise<Pick<StoreCheck, 'properties' | 'versioning'>> {
   const keys = storeProbeKeys();
   const results: StorePropertyResult[] = [];
   const report = (property: StorePropertyId, held: boolean, detail: string) =>
@@ -171,7 +189,7 @@ export async function verifyStore(store: ObjectStore, options: VerifyStoreOption
       !missingFailure && deleted.deleted.includes(keys.neverWritten),
       missingFailure ? `answered ${missingFailure.code}: ${missingFailure.message}` : 'counted as deleted',
     );
-    return { store: store.description, properties: results, versioning: await store.versioning(), fit: results.every((r) => r.outcome === 'held'), durationMs: Math.round(performance.now() - started) };
+    return { properties: results, versioning: await store.versioning() };
   } finally {
     if (!cleanedUp) await store.deleteMany([keys.object, keys.missing]).catch(() => undefined);
   }

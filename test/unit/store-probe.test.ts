@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SettingsError } from '../../src/config';
 import { STORE_PROBE_PREFIX } from '../../src/keys';
-import { createEmbeddedObjectStore, requireFitStore, STORE_PROPERTIES, StoreUnfitError, verifyStore, type ObjectStore } from '../../src/store';
+import { createEmbeddedObjectStore, requireFitStore, StoreConfigError, STORE_PROPERTIES, StoreUnavailableError, StoreUnfitError, verifyStore, type ObjectStore } from '../../src/store';
 import { storeCheckFromEnv } from '../../src/worker';
 
 const margin = { clockSafetyMarginMs: 2000 };
@@ -65,6 +65,33 @@ describe('verifyStore', () => {
     expect(error).toBeInstanceOf(StoreUnfitError);
     expect((error as StoreUnfitError).retryable).toBe(false);
     expect((error as StoreUnfitError).message).toMatch(new RegExp(`^store ${store.description} failed the store check: clock-skew`));
+  });
+});
+
+describe('verifyStore on a store that fails a request', () => {
+  /** The embedded store whose first `failures` conditional creates fail with `error`. */
+  const failingCreates = (store: ObjectStore, failures: number, error: () => Error): ObjectStore => {
+    let left = failures;
+    return Object.assign(Object.create(store) as ObjectStore, {
+      putIfAbsent: async (key: string, body: Uint8Array) => {
+        if (left-- > 0) throw error();
+        return store.putIfAbsent(key, body);
+      },
+    });
+  };
+
+  it('a timed-out request is no verdict: the probe runs again under fresh keys and reports what it measured', async () => {
+    const store = embedded();
+    const check = await verifyStore(failingCreates(store, 1, () => new StoreUnavailableError('k', 'timeout')), margin);
+    expect(check.fit).toBe(true);
+    expect((await store.list({ prefix: STORE_PROBE_PREFIX })).objects).toEqual([]);
+  });
+
+  it('a denied request is thrown at once, and the run deletes what it wrote', async () => {
+    const store = embedded();
+    const denied = new StoreConfigError('IAM policy', 'access denied');
+    await expect(verifyStore(failingCreates(store, 1, () => denied), margin)).rejects.toBe(denied);
+    expect((await store.list({ prefix: STORE_PROBE_PREFIX })).objects).toEqual([]);
   });
 });
 
