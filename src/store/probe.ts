@@ -174,7 +174,7 @@ async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promi
     report(
       'read-after-write',
       readSeen && listSeen,
-      `GET ${readSeen ? 'saw' : 'did not see'} the last write, LIST ${listSeen ? 'saw' : `did not see it (${listed ? `ETag ${listed.etag}` : 'key absent'})`}`,
+      `GET ${readSeen ? 'saw' : 'did not see'} the last write, LIST ${listSeen ? 'saw it' : `did not (${listed ? `ETag ${listed.etag}` : 'key absent'})`}`,
     );
 
     // 6. Clock skew, from the same write: its LastModified must lie between sending and answer, give or take the allowance.
@@ -216,6 +216,6 @@ function clockSkew(lastModified: Date | undefined, sentAt: number, answeredAt: n
   const ahead = at - answeredAt;
   const behind = sentAt - (at + LAST_MODIFIED_RESOLUTION_MS);
   const skew = Math.max(0, ahead, behind);
-  const side = skew === 0 ? 'within the request' : ahead > 0 ? `${ahead} ms ahead` : `${behind} ms behind`;
-  return [skew <= allowedMs, `LastModified ${lastModified.toISOString()}: ${side} of the local clock (allowed ${allowedMs} ms)`];
+  const side = skew === 0 ? 'between sending and answer by the local clock' : `${ahead > 0 ? `${ahead} ms ahead of` : `${behind} ms behind`} the local clock`;
+  return [skew <= allowedMs, `LastModified ${lastModified.toISOString()}: ${side} (allowed ${allowedMs} ms)`];
 }

@@ -15,6 +15,9 @@ import { startTestWorker, testSettings } from '../support/temporal';
 
 const settings = testSettings(2000);
 const probe = (store: ObjectStore) => verifyStore(store, { clockSafetyMarginMs: settings.timing.clockSafetyMarginMs });
+/** The measured rows of docs/stores.md (scripts/check-stores.sh prints SeaweedFS's). */
+const printCheck = (label: string, check: StoreCheck) =>
+  console.log(`store probe on ${label}: ${check.durationMs} ms, versioning ${check.versioning}\n${check.properties.map((p) => `  ${p.property}: ${p.outcome} (${p.detail})`).join('\n')}`);
 const failedProperties = (check: StoreCheck) => check.properties.filter((p) => p.outcome === 'failed').map((p) => p.property);
 
 describe.each(STORE_KINDS)('the store probe on %s', (kind) => {
@@ -26,8 +29,7 @@ describe.each(STORE_KINDS)('the store probe on %s', (kind) => {
 
   it('every property holds, and the probe leaves nothing under its prefix', async () => {
     const check = await probe(fixture.store);
-    // The measured row of docs/stores.md (scripts/check-stores.sh prints SeaweedFS's).
-    console.log(`store probe on ${kind}: ${check.durationMs} ms, versioning ${check.versioning}\n${check.properties.map((p) => `  ${p.property}: ${p.outcome} (${p.detail})`).join('\n')}`);
+    printCheck(kind, check);
     expect(check.properties.map((p) => [p.property, p.outcome])).toEqual(Object.keys(STORE_PROPERTIES).map((id) => [id, 'held']));
     expect(check).toMatchObject({ fit: true, versioning: 'unversioned' });
     expect((await fixture.store.list({ prefix: STORE_PROBE_PREFIX })).objects).toEqual([]);
@@ -62,6 +64,7 @@ describe('a store that ignores conditional writes (MinIO behind a proxy that str
 
   it('fails the create race (every writer wins), the stale and the missing If-Match', async () => {
     const check = await probe(stripped);
+    printCheck('MinIO behind the condition-stripping proxy', check);
     expect(check.fit).toBe(false);
     expect(failedProperties(check)).toEqual(['create-race', 'stale-if-match', 'if-match-missing']);
     expect(check.properties[0]?.detail).toBe('16 of 16 writers were told they created the key');
