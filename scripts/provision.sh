@@ -99,10 +99,12 @@ provision_minio() {
 }
 
 # SeaweedFS's go.mod has `replace` directives, which `go install module@version` refuses: build
-# ./weed from a writable copy of the downloaded module's own directory instead.
+# ./weed from a writable copy of the downloaded module's own directory instead. Built as the main
+# module, the binary records its version as "(devel)": a stamp beside it, written last, says which.
 provision_seaweedfs() {
   SEAWEEDFS_BIN=$CACHE/seaweedfs-bin/weed
-  if [[ $(go_module_version "$SEAWEEDFS_BIN") == "$SEAWEEDFS_VERSION" ]]; then
+  local stamp=$SEAWEEDFS_BIN.version
+  if [[ -x $SEAWEEDFS_BIN && $(cat "$stamp" 2>/dev/null) == "$SEAWEEDFS_VERSION" ]]; then
     log "seaweedfs $SEAWEEDFS_VERSION present"
     return
   fi
@@ -110,11 +112,12 @@ provision_seaweedfs() {
   log "building github.com/seaweedfs/seaweedfs@$SEAWEEDFS_VERSION into $SEAWEEDFS_BIN (~12 min on a cold cache)"
   local dir src=$CACHE/seaweedfs-src
   dir=$(go mod download -json "github.com/seaweedfs/seaweedfs@$SEAWEEDFS_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-  rm -rf "$src" "$SEAWEEDFS_BIN" && mkdir -p "$(dirname "$SEAWEEDFS_BIN")"
+  rm -rf "$src" "$SEAWEEDFS_BIN" "$stamp" && mkdir -p "$(dirname "$SEAWEEDFS_BIN")"
   cp -r "$dir" "$src" && chmod -R u+w "$src"
   (cd "$src" && go build -o "$SEAWEEDFS_BIN" ./weed)
   rm -rf "$src"
   [[ -x $SEAWEEDFS_BIN ]] || { log "$SEAWEEDFS_BIN missing after go build"; exit 1; }
+  printf '%s\n' "$SEAWEEDFS_VERSION" >"$stamp"
 }
 
 # True when the given python can import everything scripts/moto_server.py needs, at the pinned version.
