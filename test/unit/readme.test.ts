@@ -42,7 +42,8 @@ describe('README', () => {
       skipLibCheck: true,
       types: ['node'],
       typeRoots: [join(root, 'node_modules', '@types')],
-      paths: { 'compaction-lease': [join(root, 'src', 'index.ts')] },
+      // The example imports the service's own @temporalio/* (the package's peers) beside the package.
+      paths: { 'compaction-lease': [join(root, 'src', 'index.ts')], '@temporalio/*': [join(root, 'node_modules', '@temporalio', '*')] },
     });
     const errors = ts.getPreEmitDiagnostics(program).map((d) => `${d.file?.fileName ?? ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
     expect(errors).toEqual([]);

@@ -1,6 +1,8 @@
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import {
   connectClientFromEnv,
   ensureGcSchedule,
+  NoWorkerPollingError,
   registerSearchAttributes,
   runGcPass,
   startCompaction,
@@ -8,12 +10,25 @@ import {
   writeInputSegment,
 } from 'compaction-lease';
 
-// A worker configured by the environment, like `compaction-lease worker`: the store (COMPACTION_S3_BUCKET,
-// else the SQLite file COMPACTION_EMBEDDED_STORE), Temporal (TEMPORAL_ADDRESS), COMPACTION_TASK_QUEUE.
-const worker = await startWorkerFromEnv();
+// A service that runs Temporal workers of its own installs the process's one Runtime itself, first;
+// the package's worker then shares it.
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
 const client = await connectClientFromEnv();
 // Once per Temporal namespace; a dev server accepts it (Temporal Cloud: `tcld` or its console).
 await registerSearchAttributes(client.connection, client.options.namespace);
+
+// No worker polls the task queue yet: a start fails within seconds, naming the queue, and starts nothing.
+try {
+  await startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes', workerTimeoutMs: 1_000 });
+} catch (err) {
+  if (!(err instanceof NoWorkerPollingError)) throw err;
+  console.log(`before the worker: ${err.name} on task queue ${err.taskQueue}`);
+}
+
+// A worker configured by the environment, like `compaction-lease worker`: the store (COMPACTION_S3_BUCKET,
+// else the SQLite file COMPACTION_EMBEDDED_STORE), Temporal (TEMPORAL_ADDRESS), COMPACTION_TASK_QUEUE.
+const worker = await startWorkerFromEnv();
 
 // The service writes input segments; each lists itself in the namespace root.
 await writeInputSegment(worker.store, 'tenant-7', 'inodes', [
