@@ -2,7 +2,10 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import {
   connectClientFromEnv,
   ensureGcSchedule,
+  jsonRootCodec,
   NoWorkerPollingError,
+  readGroupRecords,
+  readGroupSnapshot,
   registerSearchAttributes,
   runGcPass,
   startCompaction,
@@ -43,6 +46,11 @@ await writeInputSegment(worker.store, 'tenant-7', 'inodes', [
 const handle = await startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes' }); // idempotent per group
 const compaction = await handle.result();
 console.log(`compaction ${compaction.outcome}: ${compaction.inputs.length} inputs, ${compaction.recordsOut} records out`);
+
+// Readers read the group's live segments at one root read (they stay readable for the reader grace
+// less T from it), merged: the latest version of each key, deleted keys left out.
+const snapshot = await readGroupSnapshot(worker.store, 'tenant-7', 'inodes', jsonRootCodec);
+for await (const record of readGroupRecords(worker.store, snapshot)) console.log(`read ${record.key} = ${record.value} from ${snapshot.segments.length} segment`);
 
 await ensureGcSchedule(client, { cron: '*/15 * * * *' }); // create or update the collector's schedule
 const pass = await runGcPass(client); // one pass now; an incomplete one still returns its report
