@@ -181,8 +181,20 @@ describe('cli lease reads', () => {
     expect(run.code).toBe(0);
     expect(JSON.parse(run.stdout.join('\n'))).toEqual([expect.objectContaining({ jobId: jobId(expired), status: 'expired', ownerId: 'w1' })]);
     const table = await cli(['lease', 'list'], store);
-    expect(table.stdout[0]).toMatch(/^NAMESPACE\s+JOB\s+STATUS\s+OWNER\s+HEARTBEAT$/);
+    expect(table.stdout[0]).toMatch(/^NAMESPACE\s+JOB\s+STATUS\s+HEARTBEAT\s+OWNER$/);
     expect(table.stdout.find((l) => l.includes(live))).toMatch(/\bactive\b/);
+  });
+
+  it('lease list lines its columns up across namespaces, which it lists a page at a time', async () => {
+    const store = embeddedStore();
+    for (const name of ['aaa-a-longer-namespace-name', 'zz']) {
+      const job = newJobId();
+      await store.put(leaseKey(namespaceId(name), job), encodeLease(createLeaseState({ jobId: job, namespaceId: namespaceId(name), ownerId: 'w1', nowMs: NOW })));
+    }
+    const table = await cli(['lease', 'list'], store);
+    expect(table.stdout).toHaveLength(3);
+    const jobColumn = table.stdout.map((line) => line.search(/\b(JOB|cmp_)/));
+    expect(new Set(jobColumn).size).toBe(1);
   });
 });
 
