@@ -14,6 +14,7 @@ export const NON_RETRYABLE_TYPES = [
   'LeaseLost',
   'LeaseCorrupt',
   'RootCorrupt',
+  'RootFormatMismatch',
   'RootMissing',
   'SegmentCorrupt',
   'InputMissing',

@@ -5,10 +5,10 @@ import { familyGroup, namespaceId } from '../keys';
 import type { CompactionResult } from '../workflows/compaction';
 import type { CliContext } from './context';
 import { CliError, ExitCode } from './exit-codes';
-import { waitForWorkerOption, workerPolls, type WorkerTimeout } from './options';
+import { withWorkerCheck, workerTimeoutMs, type WorkerCheck } from './options';
 import { printFields, printJson } from './output';
 
-interface StartOptions extends WorkerTimeout {
+interface StartOptions extends WorkerCheck {
   readonly namespace: string;
   readonly group: string;
   readonly wait?: boolean;
@@ -19,14 +19,13 @@ async function start(ctx: CliContext, options: StartOptions): Promise<void> {
   const ns = namespaceId(options.namespace);
   const group = familyGroup(options.group);
   const client = await ctx.client();
-  const handle = await startCompaction(client, { namespaceId: ns, group, taskQueue: ctx.taskQueue() });
+  const handle = await startCompaction(client, { namespaceId: ns, group, taskQueue: ctx.taskQueue(), workerTimeoutMs: workerTimeoutMs(options) });
   const started = { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, namespaceId: ns, group };
   if (!options.wait) {
     if (options.json) printJson(ctx.out, started);
     else printFields(ctx.out, [['workflow', started.workflowId], ['run', started.runId], ['wait', `compaction-lease compact start --namespace ${ns} --group ${group} --wait`]]);
     return;
   }
-  await workerPolls(ctx, client, handle.workflowId, options);
   const result: CompactionResult = await handle.result();
   if (options.json) printJson(ctx.out, { ...started, result });
   else {
@@ -47,13 +46,12 @@ async function start(ctx: CliContext, options: StartOptions): Promise<void> {
 
 export function addCompactCommands(program: Command, ctx: CliContext): void {
   const compact = program.command('compact').description('run compactions');
-  compact
+  const startCommand = compact
     .command('start')
     .description('start the compaction of one family group, or return the one already running (workflow id compaction:<namespace>:<group>)')
     .requiredOption('--namespace <namespace>', 'namespace id')
     .requiredOption('--group <group>', 'family group')
     .option('--wait', 'wait for the outcome; exit 1 unless it is published')
-    .addOption(waitForWorkerOption())
-    .option('--json', 'machine-readable output')
-    .action((options: StartOptions) => start(ctx, options));
+    .option('--json', 'machine-readable output');
+  withWorkerCheck(startCommand).action((options: StartOptions) => start(ctx, options));
 }

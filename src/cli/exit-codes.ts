@@ -6,6 +6,7 @@ import { ScheduleNotFoundError, WorkflowFailedError, isGrpcServiceError } from '
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import { CommanderError } from 'commander';
 import { DEFAULT_GC_SCHEDULE_ID } from '../client/schedule';
+import { NoWorkerPollingError } from '../client/workers';
 import { SettingsError, TimingConfigError } from '../config';
 import { firstLineOf } from '../errors';
 import { InvalidKeyError } from '../keys';
@@ -82,6 +83,8 @@ export function explainFailure(err: unknown): Explained {
     const option = err.scheduleId === DEFAULT_GC_SCHEDULE_ID ? '' : ` --schedule-id ${err.scheduleId}`;
     return { exitCode: ExitCode.notFound, line: `no schedule ${err.scheduleId}: create it with \`compaction-lease gc schedule ensure${option}\`` };
   }
+  // Its message names the queue and the fix, and nothing was started on it.
+  if (err instanceof NoWorkerPollingError) return { exitCode: ExitCode.failed, line: err.message };
   if (err instanceof WorkflowNotFoundError) return { exitCode: ExitCode.notFound, line: err.message };
   if (err instanceof WorkflowFailedError) {
     const cause = err.cause instanceof ApplicationFailure ? err.cause : undefined;

@@ -6,10 +6,10 @@ import type { GcReport } from '../workflows/gc';
 import type { CliContext } from './context';
 import { CliError, ExitCode } from './exit-codes';
 import { addGcScheduleCommands } from './gc-schedule';
-import { repeated, waitForWorkerOption, workerPolls, type WorkerTimeout } from './options';
+import { repeated, withWorkerCheck, workerTimeoutMs, type WorkerCheck } from './options';
 import { isoTime, printFields, printJson } from './output';
 
-interface RunOptions extends WorkerTimeout {
+interface RunOptions extends WorkerCheck {
   readonly dryRun?: boolean;
   readonly namespace?: string[];
   readonly wait?: boolean;
@@ -48,6 +48,7 @@ async function run(ctx: CliContext, options: RunOptions): Promise<void> {
     taskQueue: ctx.taskQueue(),
     collectorTaskQueue,
     dryRun,
+    workerTimeoutMs: workerTimeoutMs(options),
     ...(namespaces ? { namespaces } : {}),
     summary: `Collector pass from the CLI${dryRun ? ' (dry run)' : ''}${namespaces ? ` over ${namespaces.join(', ')}` : ''}`,
   });
@@ -57,7 +58,6 @@ async function run(ctx: CliContext, options: RunOptions): Promise<void> {
     else printFields(ctx.out, [['workflow', started.workflowId], ['run', started.runId]]);
     return;
   }
-  await workerPolls(ctx, client, handle.workflowId, { ...options, collectorTaskQueue });
   const { complete, report } = await gcPassResult(handle);
   if (options.json) printJson(ctx.out, { ...started, complete, report });
   else printReport(ctx, report);
@@ -73,13 +73,13 @@ async function run(ctx: CliContext, options: RunOptions): Promise<void> {
 
 export function addGcCommands(program: Command, ctx: CliContext): void {
   const gc = program.command('gc').description('the collector: claim expired leases and reclaim what no job owns');
-  gc.command('run')
+  const runCommand = gc
+    .command('run')
     .description('start one collector pass now (workflow gcWorkflow), beside any schedule')
     .option('--dry-run', 'report what a pass would claim and delete, changing nothing')
     .option('--namespace <namespace>', 'collect only this namespace (repeatable); by default every namespace', repeated)
     .option('--wait', 'wait for the pass and print its report; exit 1 if it is incomplete')
-    .addOption(waitForWorkerOption())
-    .option('--json', 'machine-readable output')
-    .action((options: RunOptions) => run(ctx, options));
+    .option('--json', 'machine-readable output');
+  withWorkerCheck(runCommand).action((options: RunOptions) => run(ctx, options));
   addGcScheduleCommands(gc, ctx);
 }

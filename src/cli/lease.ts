@@ -8,7 +8,7 @@ import { inBatches } from '../store/batches';
 import { NotFoundError, ObjectTooLargeError, type ObjectStore } from '../store';
 import type { CliContext } from './context';
 import { CliError, ExitCode } from './exit-codes';
-import { isoTime, jsonArrayWriter, printFields, printJson, printTable } from './output';
+import { isoTime, jsonArrayWriter, printFields, printJson, tableWriter } from './output';
 
 /** A prefix's state at one clock: `active` is live, `expired` is an active lease past its expiry, `orphaned` has no lease. */
 export const PREFIX_STATUSES = ['active', 'expired', 'reaping', 'corrupt', 'orphaned'] as const;
@@ -170,13 +170,14 @@ async function listLeases(ctx: CliContext, options: { namespace?: string; status
   const only = options.namespace === undefined ? undefined : namespaceId(options.namespace);
   const store = await ctx.store();
   const json = jsonArrayWriter(ctx.out);
+  // Job ids, statuses and times have one width; the owner, of any width, goes last.
+  const table = tableWriter(ctx.out, ['namespace', 'job', 'status', 'heartbeat', 'owner']);
   let shown = 0;
   for await (const page of leaseRows(ctx, store, only)) {
     const rows = page.filter((r) => !options.status || r.status === options.status);
     if (options.json) rows.forEach((r) => json.item(r));
     else if (rows.length) {
-      const table = rows.map((r) => ({ namespace: r.namespaceId, job: r.jobId, status: r.status, owner: r.ownerId ?? '-', heartbeat: isoTime(r.heartbeatAtMs) }));
-      printTable(ctx.out, ['namespace', 'job', 'status', 'owner', 'heartbeat'], table, shown === 0);
+      table.rows(rows.map((r) => ({ namespace: r.namespaceId, job: r.jobId, status: r.status, heartbeat: isoTime(r.heartbeatAtMs), owner: r.ownerId ?? '-' })));
     }
     shown += rows.length;
   }

@@ -1,10 +1,6 @@
 /** Option parsers shared by several commands. */
-import type { Client } from '@temporalio/client';
 import { msToNumber } from '@temporalio/common/lib/time';
-import { InvalidArgumentError, Option } from 'commander';
-import { NoWorkerPollingError, waitForWorker } from '../client';
-import type { CliContext } from './context';
-import { CliError, ExitCode } from './exit-codes';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 
 /** Collects a repeatable option's values in order (`--namespace a --namespace b`). */
 export const repeated = (value: string, previous: string[] = []): string[] => [...previous, value];
@@ -18,36 +14,26 @@ export function durationMs(value: string): number | undefined {
   }
 }
 
-export interface WorkerTimeout {
-  /** Milliseconds, parsed by the option. */
+export interface WorkerCheck {
+  /** Milliseconds, parsed by `--worker-timeout`. */
   readonly workerTimeout: number;
+  /** False with `--no-worker-check`. */
+  readonly workerCheck: boolean;
 }
 
-/** `--worker-timeout`: how long `--wait` looks for a worker on the task queue before it says none polls it. */
-export const waitForWorkerOption = (): Option =>
-  new Option('--worker-timeout <duration>', 'with --wait: how long to look for a worker polling the task queue before giving up')
-    .default(10_000, '10s')
-    .argParser((value) => {
-      const ms = durationMs(value);
-      if (ms === undefined || !(ms >= 0)) throw new InvalidArgumentError(`"${value}" is not a duration (e.g. 10s, 2m)`);
-      return ms;
-    });
+/** Adds `--worker-timeout` and `--no-worker-check`: how long a start looks for a live worker on its task queue, or not at all. */
+export const withWorkerCheck = (command: Command): Command =>
+  command
+    .addOption(
+      new Option('--worker-timeout <duration>', 'how long to look for a live worker polling the task queue before giving up, starting nothing')
+        .default(10_000, '10s')
+        .argParser((value) => {
+          const ms = durationMs(value);
+          if (ms === undefined || !(ms >= 0)) throw new InvalidArgumentError(`"${value}" is not a duration (e.g. 10s, 2m)`);
+          return ms;
+        }),
+    )
+    .addOption(new Option('--no-worker-check', 'start without looking for a worker (it runs when one polls the queue)'));
 
-/**
- * Before waiting on `workflowId`: a worker must poll the task queue, and the collector's queue when
- * the work goes there (`collectorTaskQueue`), else the wait would be silent and endless.
- */
-export async function workerPolls(ctx: CliContext, client: Client, workflowId: string, options: WorkerTimeout & { collectorTaskQueue?: string }): Promise<void> {
-  const timeoutMs = options.workerTimeout;
-  const collector = options.collectorTaskQueue;
-  try {
-    await Promise.all([
-      waitForWorker(client, ctx.taskQueue(), { timeoutMs }),
-      // The start queue's workers may be of role `all`, and then serve the collector there too.
-      collector === undefined || collector === ctx.taskQueue() ? undefined : waitForWorker(client, collector, { timeoutMs, polledFor: 'collector' }),
-    ]);
-  } catch (err) {
-    if (!(err instanceof NoWorkerPollingError)) throw err;
-    throw new CliError(ExitCode.failed, `${err.message}; ${workflowId} is started and runs when a worker polls`);
-  }
-}
+/** The library's worker check for the options a command was given. */
+export const workerTimeoutMs = (options: WorkerCheck): number | false => (options.workerCheck ? options.workerTimeout : false);

@@ -25,11 +25,26 @@ export function printFields(out: Output, fields: readonly (readonly [string, unk
 
 export type Row = Readonly<Record<string, string | number>>;
 
-/** Columns padded to their widest cell; `header` false continues an earlier page of the same table. */
-export function printTable(out: Output, columns: readonly string[], rows: readonly Row[], header = true): void {
-  const cells = [...(header ? [columns.map((c) => c.toUpperCase())] : []), ...rows.map((r) => columns.map((c) => String(r[c] ?? '-')))];
-  const widths = columns.map((_, i) => Math.max(...cells.map((row) => (row[i] as string).length)));
-  for (const row of cells) out.line(row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] as number))).join('  '));
+/**
+ * A table written a page at a time. Each column keeps the width of its widest cell in the first page
+ * (and its header), so later pages line up under it; a longer cell later only shifts its own row.
+ * The last column is never padded: put the one of unbounded width there.
+ */
+export function tableWriter(out: Output, columns: readonly string[]): { rows(rows: readonly Row[]): void } {
+  let widths: number[] | undefined;
+  return {
+    rows(rows) {
+      const cells = rows.map((r) => columns.map((c) => String(r[c] ?? '-')));
+      if (!widths) {
+        const header = columns.map((c) => c.toUpperCase());
+        const first = [header, ...cells];
+        widths = columns.map((_, i) => Math.max(...first.map((row) => (row[i] as string).length)));
+        cells.unshift(header);
+      }
+      const fixed = widths;
+      for (const row of cells) out.line(row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(fixed[i] as number))).join('  '));
+    },
+  };
 }
 
 /** A JSON array written an element at a time, so a listing of any length streams out page by page. */

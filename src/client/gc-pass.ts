@@ -7,11 +7,12 @@ import { WorkflowFailedError, type Client, type WorkflowHandleWithFirstExecution
 import { ApplicationFailure } from '@temporalio/common';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
 import type { GcOptions, GcReport, gcWorkflow } from '../workflows/gc';
+import { DEFAULT_WORKER_TIMEOUT_MS, waitForWorker, type WorkerCheckOptions } from './workers';
 
 /** The failure type of a pass that ran to its end but did not collect every namespace cleanly; its report is the failure's first detail. */
 export const GC_PASS_INCOMPLETE = 'GcPassIncomplete';
 
-export interface GcPassOptions extends GcOptions {
+export interface GcPassOptions extends GcOptions, WorkerCheckOptions {
   /** Default: `compaction-gc-run-<ISO time>`. */
   readonly workflowId?: string;
   /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`. `collectorTaskQueue` defaults to `COMPACTION_COLLECTOR_TASK_QUEUE`, else this queue. */
@@ -30,13 +31,25 @@ export interface GcPassResult {
   readonly report: GcReport;
 }
 
-/** Starts one pass now (workflow `gcWorkflow`), beside any schedule. */
-export function startGcPass(client: Client, options: GcPassOptions = {}): Promise<GcPassHandle> {
-  const { workflowId, taskQueue = taskQueueFromEnv(), summary, ...pass } = options;
+/**
+ * Starts one pass now (workflow `gcWorkflow`), beside any schedule. First it looks for live workers:
+ * on the start queue, and on the collector's queue for its activities when that is another one; it
+ * throws `NoWorkerPollingError` naming the queue when none polls within `workerTimeoutMs`, starting nothing.
+ */
+export async function startGcPass(client: Client, options: GcPassOptions = {}): Promise<GcPassHandle> {
+  const { workflowId, taskQueue = taskQueueFromEnv(), summary, workerTimeoutMs = DEFAULT_WORKER_TIMEOUT_MS, ...pass } = options;
+  const collectorTaskQueue = pass.collectorTaskQueue ?? collectorTaskQueueFromEnv(process.env, taskQueue);
+  if (workerTimeoutMs !== false) {
+    await Promise.all([
+      waitForWorker(client, taskQueue, { timeoutMs: workerTimeoutMs }),
+      // A worker of role `all` on the start queue serves the collector's activities there too.
+      collectorTaskQueue === taskQueue ? undefined : waitForWorker(client, collectorTaskQueue, { timeoutMs: workerTimeoutMs, polledFor: 'collector' }),
+    ]);
+  }
   return client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
     workflowId: workflowId ?? `compaction-gc-run-${new Date().toISOString()}`,
     taskQueue,
-    args: [{ ...pass, collectorTaskQueue: pass.collectorTaskQueue ?? collectorTaskQueueFromEnv(process.env, taskQueue) }],
+    args: [{ ...pass, collectorTaskQueue }],
     staticSummary: summary ?? `Collector pass on demand${pass.dryRun ? ' (dry run)' : ''}${pass.namespaces ? ` over ${pass.namespaces.join(', ')}` : ''}`,
   });
 }

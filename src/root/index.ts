@@ -38,8 +38,8 @@ export interface RetiredSegment {
 }
 
 export class RootCorruptError extends TypedError {
-  override readonly name = 'RootCorruptError';
-  readonly failureType = 'RootCorrupt';
+  override readonly name: string = 'RootCorruptError';
+  readonly failureType: string = 'RootCorrupt';
   readonly retryable = false;
   constructor(
     readonly key: string,
@@ -47,6 +47,40 @@ export class RootCorruptError extends TypedError {
   ) {
     super(`root ${key} is corrupt: ${reason}`);
   }
+}
+
+/**
+ * The root was written in another format than the worker's root codec reads: a worker started
+ * without the format module (or with another one) than the service's, not damage. Retention as for
+ * a corrupt root: nothing that depends on it is decided.
+ */
+export class RootFormatMismatchError extends RootCorruptError {
+  override readonly name = 'RootFormatMismatchError';
+  override readonly failureType = 'RootFormatMismatch';
+  constructor(
+    key: string,
+    /** What the worker's codec is, and what the bytes are or start with. */
+    readonly codec: string,
+    readonly found: string,
+  ) {
+    super(key, `it is ${found}, not a root this worker's codec (${codec}) reads: check the worker's format module (COMPACTION_FORMAT_MODULE, worker --format) before anything else`);
+  }
+}
+
+/** How the package's `root.json` begins, whatever its format version: bytes that begin otherwise were not written by it. */
+const ROOT_JSON_START = `{"kind":${JSON.stringify(ROOT_KIND)},`;
+
+/** The first bytes, printable, for an error that says what a root holds instead. */
+const startOf = (bytes: Uint8Array): string => JSON.stringify(Buffer.from(bytes.subarray(0, 24)).toString('latin1'));
+
+/**
+ * A codec's failure on `bytes`, told apart: bytes in the other format (the package's `root.json`
+ * under a plug-in codec, or anything but `root.json` under the package's) are a mismatch; the rest is corruption.
+ */
+function rootFormatMismatch(codec: RootCodec, bytes: Uint8Array, ns: NamespaceId): RootFormatMismatchError | undefined {
+  const isRootJson = Buffer.from(bytes.subarray(0, ROOT_JSON_START.length)).toString('latin1') === ROOT_JSON_START;
+  if (codec === jsonRootCodec) return isRootJson ? undefined : new RootFormatMismatchError(rootKey(ns), "the package's root.json", `not a root.json (it starts ${startOf(bytes)})`);
+  return isRootJson ? new RootFormatMismatchError(rootKey(ns), 'a plug-in root codec', "the package's root.json") : undefined;
 }
 
 /** Format 1: groups only. Format 2: groups and the retired list. */
@@ -120,6 +154,8 @@ export function decodeRootWith(codec: RootCodec, bytes: Uint8Array, ns: Namespac
   try {
     root = codec.decode(bytes, ns);
   } catch (err) {
+    const mismatch = rootFormatMismatch(codec, bytes, ns);
+    if (mismatch) throw mismatch;
     if (err instanceof TypedError) throw err;
     throw new RootCorruptError(rootKey(ns), `the root codec could not decode it: ${err instanceof Error ? err.message : String(err)}`);
   }

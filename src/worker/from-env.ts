@@ -18,7 +18,12 @@ import { roleTaskQueueFromEnv } from './task-queue';
 /** `compactor` and `rootCodec` given here win over the exports of the module `COMPACTION_FORMAT_MODULE` names. */
 export interface StartWorkerFromEnvOptions extends Pick<CreateWorkerOptions, 'compactor' | 'rootCodec' | 'workerOptions' | 'log'> {
   readonly env?: NodeJS.ProcessEnv;
-  /** False when the process installed its own Temporal Runtime already; `COMPACTION_LOG_LEVEL` and metrics then do not apply. */
+  /**
+   * Whether to install the Runtime from `COMPACTION_LOG_LEVEL` and `COMPACTION_METRICS_PROMETHEUS`. A
+   * process that has a Runtime already keeps it either way (see {@link installRuntime}); false skips
+   * those settings too.
+   * @default true
+   */
   readonly installRuntime?: boolean;
   /** Settings instead of the environment's `COMPACTION_*` ones (the demo's shrunk timings). */
   readonly settings?: CompactionSettings;

@@ -43,7 +43,7 @@ export interface CreateWorkerOptions {
   readonly log?: (line: string) => void;
   /** Names the Temporal server in that line (e.g. `127.0.0.1:7233/default`). */
   readonly serverLabel?: string;
-  /** Names the format module the plug-ins came from in that line ({@link FormatModule.label}); unset for plug-ins given in code. */
+  /** Names the format module the plug-ins came from in that line ({@link FormatModule.label}); unset, plug-ins given in code are named as such. */
   readonly formatLabel?: string;
   /**
    * `run`: the store probe (`verifyStore`) before the worker is created, and no worker on a store that
@@ -111,8 +111,11 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...options.workerOptions,
   });
   const log = options.log ?? console.log;
+  // Plug-ins are named however they came: a worker reading roots with an unexpected codec shows it here first.
+  const inCode = [options.compactor && 'compactor', options.rootCodec && 'rootCodec'].filter(Boolean);
+  const format = options.formatLabel ?? (inCode.length ? `given in code (${inCode.join(', ')})` : undefined);
   // A single role is named: in a two-role deployment it tells which credentials the worker should hold.
-  log(`worker ${options.settings.ownerId}${role === 'all' ? '' : ` (role ${role})`} on ${options.serverLabel ?? `Temporal namespace ${namespace}`}, task queue ${taskQueue}, store ${options.store.description}${options.formatLabel ? `, format ${options.formatLabel}` : ''}`);
+  log(`worker ${options.settings.ownerId}${role === 'all' ? '' : ` (role ${role})`} on ${options.serverLabel ?? `Temporal namespace ${namespace}`}, task queue ${taskQueue}, store ${options.store.description}${format ? `, format ${format}` : ''}`);
   return worker;
 }
 

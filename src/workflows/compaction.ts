@@ -61,7 +61,7 @@ export interface LeaseView {
 export const leaseStateQuery = defineQuery<LeaseView>('leaseState');
 
 const nonRetryableErrorTypes: (typeof NON_RETRYABLE_TYPES)[number][] = [
-  'LeaseLost', 'LeaseCorrupt', 'RootCorrupt', 'RootMissing', 'SegmentCorrupt', 'InputMissing', 'InputTooLarge', 'InvalidInput', 'JobIdCollision', 'StoreConfig', 'TimingConfig', 'InvalidSettings',
+  'LeaseLost', 'LeaseCorrupt', 'RootCorrupt', 'RootFormatMismatch', 'RootMissing', 'SegmentCorrupt', 'InputMissing', 'InputTooLarge', 'InvalidInput', 'JobIdCollision', 'StoreConfig', 'TimingConfig', 'InvalidSettings',
 ];
 
 const { compactionSettings } = proxyLocalActivities<CompactionActivities>({ startToCloseTimeout: '10 seconds', summary: "read the worker's timings" });

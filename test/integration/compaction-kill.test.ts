@@ -13,7 +13,7 @@ import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support
 import { binaryFormat, TEST_FORMATS, type TestFormat } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, testSettings, uniqueId } from '../support/temporal';
-import { spawnWorkerProcess } from '../support/worker-env';
+import { SPAWNED_WORKER_TIMEOUT_MS, spawnWorkerProcess } from '../support/worker-env';
 import { environmentFor, spawnWorker } from '../support/worker-process';
 
 /**
@@ -71,7 +71,7 @@ describe('compaction across a worker crash', () => {
     const taskQueue = uniqueId('kill-tq');
     const first = spawnWorker(fixture, taskQueue, format.workerEnv);
     children.push(first);
-    const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue });
+    const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue, workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS });
 
     const { heartbeated, job } = await killOnceHeartbeated(handle, first, (p) => format.outputsFinished(p) >= 40, 'progress');
     const finished = format.outputsFinished(heartbeated);
@@ -118,7 +118,7 @@ describe('compaction across a worker crash', () => {
     const fanIn = { COMPACTION_MAX_FAN_IN: '4', COMPACTION_TARGET_SEGMENT_BYTES: '4096' };
     const first = spawnWorker(fixture, taskQueue, fanIn);
     children.push(first);
-    const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue });
+    const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue, workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS });
 
     const { heartbeated, job } = await killOnceHeartbeated<CompactionProgress>(handle, first, (p) => (p.runs?.parts.length ?? 0) >= 2, 'two finished runs');
     expect(heartbeated?.segmentsFinished).toBe(0);
@@ -148,7 +148,7 @@ describe('compaction across a worker crash', () => {
     const taskQueue = uniqueId('dead-tq');
     const first = spawnWorkerProcess(environmentFor(fixture, taskQueue, settings));
     children.push(first);
-    const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue });
+    const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue, workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS });
 
     const deadline = Date.now() + 90_000;
     const started = async () => {

@@ -15,7 +15,7 @@ import { encodeSegment, SEGMENT_EXTENSION } from '../../src/segments';
 import { makeInputs, readRecords, referenceMerge } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, testSettings, uniqueId } from '../support/temporal';
-import { spawnWorkerProcess } from '../support/worker-env';
+import { SPAWNED_WORKER_TIMEOUT_MS, spawnWorkerProcess } from '../support/worker-env';
 import { environmentFor } from '../support/worker-process';
 
 const exited = (child: ChildProcess) => new Promise((resolve) => child.once('exit', resolve));
@@ -48,7 +48,7 @@ describe('a compaction of more inputs than the socket pool', () => {
     for (let i = 0; i < count; i += 50) await Promise.all(keys.slice(i, i + 50).map((key, j) => fixture.store.put(key, encodeSegment(inputs[i + j]!))));
     await updateRoot(fixture.store, namespaceId(ns), (root) => addSegments(root, familyGroup('bindings'), keys), jsonRootCodec);
     const { client, close } = await connectClient();
-    const handle = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue });
+    const handle = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue, workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS });
     const died = workerExit.then((code) => Promise.reject(new Error(`the worker process exited (${String(code)}) during the compaction`)));
     const result = await Promise.race([handle.result(), died]);
     await close();

@@ -29,7 +29,7 @@ describe('examples/metadata-service', () => {
     await close();
   });
 
-  it('installs from the packed tarball with one copy of each @temporalio package, type-checks, and on the embedded store and on S3 publishes a compaction and reports a collector pass', { timeout: 600_000 }, async () => {
+  it('installs from the packed tarball with one copy of each @temporalio package, type-checks, and on the embedded store and on S3, in a process that installed its own Temporal Runtime, is refused a start before its worker polls, then publishes a compaction, reads the group back and reports a collector pass', { timeout: 600_000 }, async () => {
     const timed = async <T>(label: string, step: () => Promise<T>): Promise<T> => {
       const started = Date.now();
       const result = await step();
@@ -54,8 +54,10 @@ describe('examples/metadata-service', () => {
     const embedded = { ...temporal, COMPACTION_TASK_QUEUE: uniqueId('example-tq') };
     const { stdout: onEmbedded } = await timed('npm start (embedded)', () => run('npm', ['start', '--silent'], { cwd: project, env: embedded }));
     expect(onEmbedded.trim().split('\n')).toEqual([
+      `before the worker: NoWorkerPollingError on task queue ${embedded.COMPACTION_TASK_QUEUE}`,
       expect.stringMatching(new RegExp(`^worker \\S+ on ${inject('temporalAddress')}/default, task queue ${embedded.COMPACTION_TASK_QUEUE}, store embedded:data/store.sqlite$`)),
       'compaction published: 2 inputs, 1 records out',
+      'read inode/1 = a2 from 1 segment',
       'collector pass complete: 1 namespaces, 0 objects deleted',
     ]);
 
@@ -72,8 +74,10 @@ describe('examples/metadata-service', () => {
     };
     const { stdout } = await timed('npm start (S3)', () => run('npm', ['start', '--silent'], { cwd: project, env }));
     expect(stdout.trim().split('\n')).toEqual([
+      `before the worker: NoWorkerPollingError on task queue ${env.COMPACTION_TASK_QUEUE}`,
       expect.stringMatching(new RegExp(`^worker \\S+ on ${inject('temporalAddress')}/default, task queue ${env.COMPACTION_TASK_QUEUE}, store s3://${env.COMPACTION_S3_BUCKET}$`)),
       'compaction published: 2 inputs, 1 records out',
+      'read inode/1 = a2 from 1 segment',
       'collector pass complete: 1 namespaces, 0 objects deleted',
     ]);
   });

@@ -7,6 +7,7 @@ import { namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src
 import { makeInputs, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, uniqueId } from '../support/temporal';
+import { SPAWNED_WORKER_TIMEOUT_MS } from '../support/worker-env';
 import { spawnWorker } from '../support/worker-process';
 
 describe('metrics', () => {
@@ -39,7 +40,7 @@ describe('metrics', () => {
     // Large enough that the work outlasts the 1 s refresh interval several times: the keeper stops when the
     // work ends, so it refreshes the lease only while the work runs.
     await writeInputs(fixture.store, ns, 'tombstones', makeInputs(6, 24_000, 160_000));
-    const result = await (await startCompaction(client, { namespaceId: ns, group: 'tombstones', taskQueue })).result();
+    const result = await (await startCompaction(client, { namespaceId: ns, group: 'tombstones', taskQueue, workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS })).result();
     expect(result.outcome).toBe('published');
     await new Promise((r) => setTimeout(r, Math.max(0, orphanWritten + 9000 - Date.now())));
     const pass = await client.workflow.execute('gcWorkflow', { taskQueue, workflowId: uniqueId('metrics-gc'), args: [{ namespaces: [ns] }] });

@@ -25,7 +25,7 @@ import { startS3FaultProxy, type S3FaultProxy, type S3Request } from '../support
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, uniqueId } from '../support/temporal';
 import { writeWideGroup } from '../support/wide-group';
-import { spawnWorkerProcess } from '../support/worker-env';
+import { SPAWNED_WORKER_TIMEOUT_MS, spawnWorkerProcess } from '../support/worker-env';
 import { environmentFor } from '../support/worker-process';
 
 const MB = 1_000_000;
@@ -127,7 +127,7 @@ describe('production-shape compaction on MinIO', () => {
 
       const taskQueue = uniqueId('tier-tq');
       const first = startWorker(taskQueue);
-      const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue });
+      const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue, workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS });
       const jobStarted = performance.now();
 
       /** Polls the workflow until `check` returns a value; a worker that dies, or a workflow that closes while `check` still waits, ends the wait. */

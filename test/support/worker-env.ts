@@ -49,6 +49,9 @@ export function workerEnvironment(target: WorkerTarget, settings: CompactionSett
   };
 }
 
+/** How long a start waits for a spawned worker process to poll: it loads tsx and bundles its workflows first, slowly on a busy machine. */
+export const SPAWNED_WORKER_TIMEOUT_MS = 60_000;
+
 /** Starts `src/worker/main.ts` under tsx with this environment and the crash guard. */
 export function spawnWorkerProcess(env: NodeJS.ProcessEnv, stdio: StdioOptions = ['ignore', 'inherit', 'inherit']): ChildProcess {
   const child = spawn(process.execPath, ['--import', crashGuard, '--import', 'tsx', workerMain], {

@@ -3,7 +3,8 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { ScheduleNotFoundError, WorkflowFailedError, type Client } from '@temporalio/client';
-import { ApplicationFailure, RetryState } from '@temporalio/common';
+import { ApplicationFailure, RetryState, WorkflowNotFoundError } from '@temporalio/common';
+import { msToTs } from '@temporalio/common/lib/time';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CliError, ExitCode, explainFailure, TemporalUnreachableError } from '../../src/cli/exit-codes';
 import { contextFromEnv, type CliContext } from '../../src/cli/context';
@@ -218,8 +219,20 @@ describe('cli lease reads', () => {
     expect(run.code).toBe(0);
     expect(JSON.parse(run.stdout.join('\n'))).toEqual([expect.objectContaining({ jobId: jobId(expired), status: 'expired', ownerId: 'w1' })]);
     const table = await cli(['lease', 'list'], store);
-    expect(table.stdout[0]).toMatch(/^NAMESPACE\s+JOB\s+STATUS\s+OWNER\s+HEARTBEAT$/);
+    expect(table.stdout[0]).toMatch(/^NAMESPACE\s+JOB\s+STATUS\s+HEARTBEAT\s+OWNER$/);
     expect(table.stdout.find((l) => l.includes(live))).toMatch(/\bactive\b/);
+  });
+
+  it('lease list lines its columns up across namespaces, which it lists a page at a time', async () => {
+    const store = embeddedStore();
+    for (const name of ['aaa-a-longer-namespace-name', 'zz']) {
+      const job = newJobId();
+      await store.put(leaseKey(namespaceId(name), job), encodeLease(createLeaseState({ jobId: job, namespaceId: namespaceId(name), ownerId: 'w1', nowMs: NOW })));
+    }
+    const table = await cli(['lease', 'list'], store);
+    expect(table.stdout).toHaveLength(3);
+    const jobColumn = table.stdout.map((line) => line.search(/\b(JOB|cmp_)/));
+    expect(new Set(jobColumn).size).toBe(1);
   });
 });
 
@@ -319,39 +332,85 @@ describe('cli operator paths', () => {
     expect(explainFailure(new ScheduleNotFoundError('…', 'compaction-gc')).line).toBe('no schedule compaction-gc: create it with `compaction-lease gc schedule ensure`');
   });
 
-  /** A client on which workflows start, `pollers` poll the task queue, and every result is `result`. */
-  const fakeClient = (pollers: string[], result: () => Promise<unknown>) =>
-    ({
+  /** A poller the server saw `agoMs` before now. */
+  const poller = (identity: string, agoMs = 0) => ({ identity, lastAccessTime: msToTs(Date.now() - agoMs) });
+
+  /**
+   * A client on which workflows start (recorded in `started`), `pollers` poll every task queue, no
+   * workflow runs yet unless `running` gives its task queue, and every result is `result`.
+   */
+  const fakeClient = (pollers: ReturnType<typeof poller>[], result: () => Promise<unknown>, running?: { taskQueue: string }) => {
+    const started: string[] = [];
+    const client = {
       options: { namespace: 'default' },
-      workflow: { start: async (_type: string, options: { workflowId: string }) => ({ workflowId: options.workflowId, firstExecutionRunId: 'run-1', result }) },
-      workflowService: { describeTaskQueue: async () => ({ pollers: pollers.map((identity) => ({ identity })) }) },
-    }) as unknown as Client;
+      workflow: {
+        start: async (_type: string, options: { workflowId: string }) => (started.push(options.workflowId), { workflowId: options.workflowId, firstExecutionRunId: 'run-1', result }),
+        getHandle: (workflowId: string) => ({
+          describe: async () => {
+            if (!running) throw new WorkflowNotFoundError('not found', workflowId, undefined);
+            return { status: { name: 'RUNNING' }, taskQueue: running.taskQueue };
+          },
+        }),
+      },
+      workflowService: { describeTaskQueue: async () => ({ pollers }) },
+    } as unknown as Client;
+    return Object.assign(client, { started });
+  };
 
   it.each([
-    [['gc', 'run', '--dry-run', '--wait', '--worker-timeout', '0s'], `compaction-gc-run-${new Date(NOW).toISOString()}`],
-    [['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--wait', '--worker-timeout', '0s'], 'compaction:unit:inodes'],
-  ])('%j with no worker polling the task queue exits 1 naming the queue, instead of waiting forever', async (argv, workflowId) => {
-    const run = await cli(argv, undefined, fakeClient([], () => new Promise(() => {})));
+    [['gc', 'run', '--dry-run', '--wait', '--worker-timeout', '0s']],
+    [['gc', 'run', '--dry-run', '--worker-timeout', '0s']],
+    [['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--wait', '--worker-timeout', '0s']],
+    [['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--worker-timeout', '0s']],
+  ])('%j with no worker polling the task queue exits 1 naming the queue and starts nothing, instead of leaving a run waiting forever', async (argv) => {
+    const client = fakeClient([], () => new Promise(() => {}));
+    const run = await cli(argv, undefined, client);
     expect(run.code).toBe(ExitCode.failed);
     expect(run.stderr).toEqual([
       'no worker polls task queue unit in Temporal namespace default (waited 0s): start one on it (`compaction-lease worker` with COMPACTION_TASK_QUEUE=unit), ' +
-        `or point COMPACTION_TASK_QUEUE at the queue your workers poll; ${workflowId} is started and runs when a worker polls`,
+        'or point COMPACTION_TASK_QUEUE at the queue your workers poll',
+    ]);
+    expect(client.started).toEqual([]);
+  });
+
+  it('a worker the server last saw polling more than 75 s ago is a stopped one: no live worker, nothing started', async () => {
+    const client = fakeClient([poller('stopped', 80_000)], () => new Promise(() => {}));
+    const run = await cli(['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--worker-timeout', '0s'], undefined, client);
+    expect(run.code).toBe(ExitCode.failed);
+    expect(run.stderr).toEqual([expect.stringMatching(/^no worker polls task queue unit /)]);
+    expect(client.started).toEqual([]);
+  });
+
+  it('compact start of a group that already runs on a queue no worker polls names that queue and the run, not the queue asked for', async () => {
+    const client = fakeClient([], () => new Promise(() => {}), { taskQueue: 'elsewhere' });
+    const run = await cli(['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--worker-timeout', '0s'], undefined, client);
+    expect(run.code).toBe(ExitCode.failed);
+    expect(run.stderr).toEqual([
+      'no worker polls task queue elsewhere in Temporal namespace default (waited 0s): compaction:unit:inodes already runs there and waits for one; ' +
+        'start a worker on it (`compaction-lease worker` with COMPACTION_TASK_QUEUE=elsewhere), or terminate that run to start on another queue',
     ]);
   });
 
-  it("gc run --wait with a collector queue of its own that no worker polls for activities exits 1 naming that queue and the collector's role", async () => {
-    const client = fakeClient(['w1'], () => new Promise(() => {}));
+  it('--no-worker-check starts without looking for a worker', async () => {
+    const client = fakeClient([], () => new Promise(() => {}));
+    const run = await cli(['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--no-worker-check'], undefined, client);
+    expect(run.code).toBe(ExitCode.ok);
+    expect(client.started).toEqual(['compaction:unit:inodes']);
+  });
+
+  it("gc run with a collector queue of its own that no worker polls for activities exits 1 naming that queue and the collector's role, starting nothing", async () => {
+    const client = fakeClient([poller('w1')], () => new Promise(() => {}));
     // Workflow tasks of the start queue are polled; nothing polls the collector's queue.
     client.workflowService.describeTaskQueue = (async (request: { taskQueue: { name: string } }) => ({
-      pollers: request.taskQueue.name === 'unit' ? [{ identity: 'w1' }] : [],
+      pollers: request.taskQueue.name === 'unit' ? [poller('w1')] : [],
     })) as unknown as typeof client.workflowService.describeTaskQueue;
     const run = await cli(['gc', 'run', '--wait', '--worker-timeout', '0s'], undefined, client, { collectorTaskQueue: () => 'unit-gc' });
     expect(run.code).toBe(ExitCode.failed);
     expect(run.stderr).toEqual([
       "no worker polls task queue unit-gc for the collector's activities in Temporal namespace default (waited 0s): start one on it " +
-        '(`compaction-lease worker --role collector` with COMPACTION_COLLECTOR_TASK_QUEUE=unit-gc), or point COMPACTION_COLLECTOR_TASK_QUEUE at the queue your workers poll; ' +
-        `compaction-gc-run-${new Date(NOW).toISOString()} is started and runs when a worker polls`,
+        '(`compaction-lease worker --role collector` with COMPACTION_COLLECTOR_TASK_QUEUE=unit-gc), or point COMPACTION_COLLECTOR_TASK_QUEUE at the queue your workers poll',
     ]);
+    expect(client.started).toEqual([]);
   });
 
   it('worker --role accepts only the three roles, as a usage error', async () => {
@@ -383,7 +442,7 @@ describe('cli operator paths', () => {
       totals: { namespaces: 1, failedNamespaces: 0, prefixesSeen: 1, live: 0, claimed: 0, orphaned: 0, corrupt: 1, failedPrefixes: 0, leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0 },
     };
     const failed = new WorkflowFailedError('failed', ApplicationFailure.create({ type: 'GcPassIncomplete', message: 'incomplete', details: [report] }), RetryState.NON_RETRYABLE_FAILURE);
-    const run = await cli(['gc', 'run', '--wait'], undefined, fakeClient(['w1'], () => Promise.reject(failed)));
+    const run = await cli(['gc', 'run', '--wait'], undefined, fakeClient([poller('w1')], () => Promise.reject(failed)));
     expect(run.code).toBe(ExitCode.failed);
     expect(run.stdout.filter((l) => l.includes(key))).toEqual([`corrupt lease  ${reason}`]);
     expect(run.stderr).toEqual([

@@ -1,17 +1,27 @@
 /** The library's public surface as a metadata service imports it: one reading of the environment, and a collector pass's report as a value. */
 import { WorkflowFailedError, type Client } from '@temporalio/client';
-import { ApplicationFailure, RetryState } from '@temporalio/common';
+import { ApplicationFailure, RetryState, WorkflowNotFoundError } from '@temporalio/common';
+import { msToTs } from '@temporalio/common/lib/time';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as library from '../../src';
 import { SettingsError } from '../../src/config';
 import type { GcReport } from '../../src/workflows/gc';
 
-/** A client whose `workflow.start` and `schedule.create` record their options and do nothing else. */
-function recordingClient() {
+/**
+ * A client whose `workflow.start` and `schedule.create` record their options and do nothing else; a
+ * worker polls every task queue (one the server saw `pollerAgoMs` ago, unless not `polled`), and no workflow runs yet.
+ */
+function recordingClient({ polled = true, pollerAgoMs = 0 } = {}) {
   const started: { taskQueue?: string; args?: unknown[] }[] = [];
   const handle = (workflowId: string) => ({ workflowId, firstExecutionRunId: 'run-1' });
   const client = {
-    workflow: { start: async (_type: string, options: { workflowId: string; taskQueue: string; args: unknown[] }) => (started.push(options), handle(options.workflowId)) },
+    options: { namespace: 'default' },
+    workflow: {
+      start: async (_type: string, options: { workflowId: string; taskQueue: string; args: unknown[] }) => (started.push(options), handle(options.workflowId)),
+      getHandle: (workflowId: string) => ({ describe: () => Promise.reject(new WorkflowNotFoundError('not found', workflowId, undefined)) }),
+    },
+    workflowService: { describeTaskQueue: async () => ({ pollers: !polled ? [] : [{ identity: 'w1', lastAccessTime: msToTs(Date.now() - pollerAgoMs) }] }) },
     schedule: { create: async (options: { action: { taskQueue: string; args: unknown[] } }) => (started.push(options.action), { scheduleId: 's' }) },
   } as unknown as Client;
   return { client, started };
@@ -77,9 +87,33 @@ describe('one task queue setting for the library, the CLI and the worker', () =>
     expect(started.map((s) => (s.args?.[0] as { collectorTaskQueue?: string }).collectorTaskQueue)).toEqual(['tq2', 'elsewhere']);
   });
 
+  it('startCompaction and startGcPass with no live worker on their queue throw NoWorkerPollingError naming it, within workerTimeoutMs, and start nothing', async () => {
+    const { client, started } = recordingClient({ polled: false });
+    const before = Date.now();
+    await expect(library.startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes', taskQueue: 'nobody', workerTimeoutMs: 200 })).rejects.toThrow(library.NoWorkerPollingError);
+    await expect(library.runGcPass(client, { taskQueue: 'nobody', workerTimeoutMs: 200 })).rejects.toThrow(/^no worker polls task queue nobody in Temporal namespace default \(waited 0.2s\)/);
+    expect(Date.now() - before).toBeLessThan(5_000);
+    expect(started).toEqual([]);
+  });
+
+  it('a poller the server last saw more than LIVE_POLLER_WINDOW_MS ago is a stopped worker; workerTimeoutMs: false starts without looking', async () => {
+    const { client, started } = recordingClient({ pollerAgoMs: library.LIVE_POLLER_WINDOW_MS + 5_000 });
+    await expect(library.startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes', workerTimeoutMs: 0 })).rejects.toThrow(library.NoWorkerPollingError);
+    await library.startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes', workerTimeoutMs: false });
+    expect(started).toHaveLength(1);
+  });
+
   it('a COMPACTION_LOG_LEVEL that is not a level stops the worker before the Runtime is installed', () => {
     expect(() => library.installRuntime({ COMPACTION_LOG_LEVEL: 'loud' })).toThrow(SettingsError);
     expect(() => library.installRuntime({ COMPACTION_LOG_LEVEL: 'loud' })).toThrow('COMPACTION_LOG_LEVEL must be one of TRACE, DEBUG, INFO, WARN, ERROR, not "loud"');
+  });
+
+  it('in a process that installed its own Runtime, installRuntime keeps that one, and refuses COMPACTION_LOG_LEVEL or metrics, which could not apply', () => {
+    Runtime.install({ logger: new DefaultLogger('ERROR') });
+    expect(library.installRuntime({})).toBe('existing');
+    expect(() => library.installRuntime({ COMPACTION_LOG_LEVEL: 'INFO', COMPACTION_METRICS_PROMETHEUS: '127.0.0.1:0' })).toThrow(
+      /^COMPACTION_LOG_LEVEL and COMPACTION_METRICS_PROMETHEUS cannot apply: this process already has a Temporal Runtime .*installRuntime: false/,
+    );
   });
 });
 

@@ -1,4 +1,4 @@
-/** The README's TypeScript is code that compiles, and its library section is the example CI runs (test/integration/example.test.ts). */
+/** The README's TypeScript (and docs/readers.md's) is code that compiles, and its library section is the example CI runs (test/integration/example.test.ts). */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,7 +9,8 @@ import { S3_ENV } from '../../src/store';
 
 const root = join(__dirname, '..', '..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
-const tsBlocks = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1] as string);
+const tsBlocksOf = (markdown: string): string[] => [...markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1] as string);
+const tsBlocks = [...tsBlocksOf(readme), ...tsBlocksOf(readFileSync(join(root, 'docs', 'readers.md'), 'utf8'))];
 
 describe('README', () => {
   it('shows examples/metadata-service/src/main.ts as its library snippet, unchanged', () => {
@@ -42,7 +43,8 @@ describe('README', () => {
       skipLibCheck: true,
       types: ['node'],
       typeRoots: [join(root, 'node_modules', '@types')],
-      paths: { 'compaction-lease': [join(root, 'src', 'index.ts')] },
+      // The example imports the service's own @temporalio/* (the package's peers) beside the package.
+      paths: { 'compaction-lease': [join(root, 'src', 'index.ts')], '@temporalio/*': [join(root, 'node_modules', '@temporalio', '*')] },
     });
     const errors = ts.getPreEmitDiagnostics(program).map((d) => `${d.file?.fileName ?? ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
     expect(errors).toEqual([]);

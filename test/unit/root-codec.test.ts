@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, rootKey } from '../../src/keys';
 import { withoutReclaimed } from '../../src/protocol/retired';
-import { addSegments, decodeRootWith, planPublication, RootCorruptError, type RootCodec, type RootState } from '../../src/root';
+import { addSegments, decodeRootWith, emptyRoot, encodeRoot, jsonRootCodec, planPublication, RootCorruptError, RootFormatMismatchError, type RootCodec, type RootState } from '../../src/root';
 
 const ns = namespaceId('codec');
 const group = familyGroup('inodes');
@@ -17,6 +17,31 @@ describe('a plug-in root codec', () => {
     });
     expect(() => decodeRootWith(throwing, new Uint8Array([1]), ns)).toThrow(RootCorruptError);
     expect(() => decodeRootWith(throwing, new Uint8Array([1]), ns)).toThrow(new RegExp(`${rootKey(ns)}.*bad magic`));
+  });
+
+  it("the package's root.json under a plug-in codec is a format mismatch, named as such, not corruption", () => {
+    const throwing = codecOf(() => {
+      throw new Error('not an acme-root v1');
+    });
+    const mismatch = (() => {
+      try {
+        return decodeRootWith(throwing, encodeRoot(emptyRoot(ns)), ns);
+      } catch (err) {
+        return err;
+      }
+    })();
+    expect(mismatch).toBeInstanceOf(RootFormatMismatchError);
+    expect(mismatch).toMatchObject({ failureType: 'RootFormatMismatch', retryable: false, key: rootKey(ns) });
+    expect((mismatch as Error).message).toMatch(/is the package's root\.json, not a root this worker's codec \(a plug-in root codec\) reads: check the worker's format module \(COMPACTION_FORMAT_MODULE/);
+  });
+
+  it("a plug-in's root under the package's codec is a format mismatch that quotes how the bytes start; a damaged root.json is corruption", () => {
+    expect(() => decodeRootWith(jsonRootCodec, new TextEncoder().encode('ACME1 generation=3'), ns)).toThrow(
+      /it is not a root\.json \(it starts "ACME1 generation=3"\), not a root this worker's codec \(the package's root\.json\) reads/,
+    );
+    const damaged = encodeRoot(emptyRoot(ns)).slice(0, -5);
+    expect(() => decodeRootWith(jsonRootCodec, damaged, ns)).toThrow(RootCorruptError);
+    expect(() => decodeRootWith(jsonRootCodec, damaged, ns)).not.toThrow(RootFormatMismatchError);
   });
 
   it.each([

@@ -1,6 +1,11 @@
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import {
   connectClientFromEnv,
   ensureGcSchedule,
+  jsonRootCodec,
+  NoWorkerPollingError,
+  readGroupRecords,
+  readGroupSnapshot,
   registerSearchAttributes,
   runGcPass,
   startCompaction,
@@ -8,12 +13,25 @@ import {
   writeInputSegment,
 } from 'compaction-lease';
 
-// A worker configured by the environment, like `compaction-lease worker`: the store (COMPACTION_S3_BUCKET,
-// else the SQLite file COMPACTION_EMBEDDED_STORE), Temporal (TEMPORAL_ADDRESS), COMPACTION_TASK_QUEUE.
-const worker = await startWorkerFromEnv();
+// A service that runs Temporal workers of its own installs the process's one Runtime itself, first;
+// the package's worker then shares it.
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
 const client = await connectClientFromEnv();
 // Once per Temporal namespace; a dev server accepts it (Temporal Cloud: `tcld` or its console).
 await registerSearchAttributes(client.connection, client.options.namespace);
+
+// No worker polls the task queue yet: a start fails within seconds, naming the queue, and starts nothing.
+try {
+  await startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes', workerTimeoutMs: 1_000 });
+} catch (err) {
+  if (!(err instanceof NoWorkerPollingError)) throw err;
+  console.log(`before the worker: ${err.name} on task queue ${err.taskQueue}`);
+}
+
+// A worker configured by the environment, like `compaction-lease worker`: the store (COMPACTION_S3_BUCKET,
+// else the SQLite file COMPACTION_EMBEDDED_STORE), Temporal (TEMPORAL_ADDRESS), COMPACTION_TASK_QUEUE.
+const worker = await startWorkerFromEnv();
 
 // The service writes input segments; each lists itself in the namespace root.
 await writeInputSegment(worker.store, 'tenant-7', 'inodes', [
@@ -28,6 +46,11 @@ await writeInputSegment(worker.store, 'tenant-7', 'inodes', [
 const handle = await startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes' }); // idempotent per group
 const compaction = await handle.result();
 console.log(`compaction ${compaction.outcome}: ${compaction.inputs.length} inputs, ${compaction.recordsOut} records out`);
+
+// Readers read the group's live segments at one root read (they stay readable for the reader grace
+// less T from it), merged: the latest version of each key, deleted keys left out.
+const snapshot = await readGroupSnapshot(worker.store, 'tenant-7', 'inodes', jsonRootCodec);
+for await (const record of readGroupRecords(worker.store, snapshot)) console.log(`read ${record.key} = ${record.value} from ${snapshot.segments.length} segment`);
 
 await ensureGcSchedule(client, { cron: '*/15 * * * *' }); // create or update the collector's schedule
 const pass = await runGcPass(client); // one pass now; an incomplete one still returns its report

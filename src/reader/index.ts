@@ -1,0 +1,74 @@
+/**
+ * The metadata service's read path over the reference formats (`root.json` by the given codec,
+ * `.mseg` segments): a group's live segments at one root generation, its merged records, and a point
+ * lookup. Readers read a root's `groups` and nothing else: `retired` lists segments that already
+ * left the group and only wait for the collector.
+ */
+import type { Timing } from '../config';
+import { familyGroup, namespaceId, type FamilyGroup, type NamespaceId } from '../keys';
+import { readRoot } from '../protocol/root-io';
+import { groupSegments, type RootCodec } from '../root';
+import { mergeSegments, readSegment, type SegmentRecord } from '../segments';
+import type { ObjectStore } from '../store';
+
+/** A record a reader sees: the latest version of a key that is not deleted. */
+export type LiveRecord = Extract<SegmentRecord, { readonly value: string }>;
+
+/** A group as one root showed it: the segments to read, all from the same root read. */
+export interface GroupSnapshot {
+  readonly namespaceId: NamespaceId;
+  readonly group: FamilyGroup;
+  /** The root's generation and ETag at the read: a later read with another ETag may name other segments. */
+  readonly rootGeneration: number;
+  readonly rootEtag: string;
+  /** The group's live segments; the empty list for a group the root does not name. */
+  readonly segments: readonly string[];
+  /** The local clock just before the root was read: the reader grace counts from here. */
+  readonly readAtMs: number;
+}
+
+/** Reads the root once and returns the group's live segments (`RootMissingError` when the namespace has no root). */
+export async function readGroupSnapshot(store: ObjectStore, ns: string, group: string, codec: RootCodec, clock: () => number = Date.now): Promise<GroupSnapshot> {
+  const namespace = namespaceId(ns);
+  const validGroup = familyGroup(group);
+  const readAtMs = clock();
+  const { root, etag } = await readRoot(store, namespace, codec);
+  return Object.freeze({ namespaceId: namespace, group: validGroup, rootGeneration: root.generation, rootEtag: etag, segments: groupSegments(root, validGroup), readAtMs });
+}
+
+/**
+ * Until when every segment of `snapshot` stays readable: the reader grace less T. A compaction
+ * retires a segment at its lease clock and its root lands up to T (`gcMinGraceMs`) later, so a root
+ * read at t keeps its segments until at least t + reader grace − T; a reader that needs longer reads
+ * the root again.
+ */
+export const readableUntilMs = (snapshot: GroupSnapshot, timing: Pick<Timing, 'readerGraceMs' | 'gcMinGraceMs'>): number =>
+  snapshot.readAtMs + timing.readerGraceMs - timing.gcMinGraceMs;
+
+/**
+ * The group's records as readers see them, in key order: one per key, the highest `seq` winning,
+ * tombstones applied (a deleted key does not appear). Every segment is opened at once and each is
+ * verified (its checksum) when its stream ends, after the records it yielded: treat what was read as
+ * unverified until this iteration ends without error.
+ */
+export async function* readGroupRecords(store: ObjectStore, snapshot: GroupSnapshot): AsyncGenerator<LiveRecord> {
+  const sources = await Promise.all(snapshot.segments.map(async (key) => readSegment(key, (await store.getStream(key)).body)));
+  for await (const record of mergeSegments(sources, { dropTombstones: false })) if ('value' in record) yield record;
+}
+
+/**
+ * The current record of `key` in the group, or undefined when no segment holds it or its latest
+ * version is a tombstone. Each segment is read to its end, so every byte that decided the answer has
+ * passed its checksum before the answer is returned (the `.mseg` checksum is in its footer).
+ */
+export async function lookupRecord(store: ObjectStore, snapshot: GroupSnapshot, key: string): Promise<LiveRecord | undefined> {
+  let found: SegmentRecord | undefined;
+  // Segments are read one at a time: memory stays at one segment's read window however wide the group.
+  for (const segment of snapshot.segments) {
+    for await (const record of readSegment(segment, (await store.getStream(segment)).body)) {
+      // Highest seq wins; on a tie the later segment, as in the merge.
+      if (record.key === key && (found === undefined || record.seq >= found.seq)) found = record;
+    }
+  }
+  return found !== undefined && 'value' in found ? found : undefined;
+}
