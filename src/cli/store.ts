@@ -6,7 +6,7 @@
 import type { Command } from 'commander';
 import { requireFitStore, verifyStore, type StoreCheck } from '../store';
 import type { CliContext } from './context';
-import { printFields, printJson, printTable } from './output';
+import { printFields, printJson, tableWriter } from './output';
 
 const VERSIONING_NOTE = {
   enabled: 'enabled: every deletion leaves a noncurrent version that is billed until a lifecycle rule expires it (docs/operations.md)',
@@ -22,7 +22,7 @@ function printCheck(ctx: CliContext, check: StoreCheck): void {
     ['verdict', `${check.fit ? 'fit' : 'UNFIT'} (${check.durationMs} ms)`],
   ]);
   ctx.out.line('');
-  printTable(ctx.out, ['property', 'result', 'detail'], check.properties.map((p) => ({ property: p.property, result: p.outcome, detail: p.detail })));
+  tableWriter(ctx.out, ['property', 'result', 'detail']).rows(check.properties.map((p) => ({ property: p.property, result: p.outcome, detail: p.detail })));
 }
 
 async function check(ctx: CliContext, options: { json?: boolean }): Promise<void> {
