@@ -68,7 +68,7 @@ export class RootFormatMismatchError extends RootCorruptError {
 }
 
 /** How the package's `root.json` begins, whatever its format version: bytes that begin otherwise were not written by it. */
-const ROOT_JSON_START = `{"kind":${JSON.stringify(ROOT_KIND)},`;
+const ROOT_JSON_START = Buffer.from(`{"kind":${JSON.stringify(ROOT_KIND)}`, 'latin1');
 
 /** The first bytes, printable, for an error that says what a root holds instead. */
 const startOf = (bytes: Uint8Array): string => JSON.stringify(Buffer.from(bytes.subarray(0, 24)).toString('latin1'));
@@ -78,7 +78,9 @@ const startOf = (bytes: Uint8Array): string => JSON.stringify(Buffer.from(bytes.
  * under a plug-in codec, or anything but `root.json` under the package's) are a mismatch; the rest is corruption.
  */
 function rootFormatMismatch(codec: RootCodec, bytes: Uint8Array, ns: NamespaceId): RootFormatMismatchError | undefined {
-  const isRootJson = Buffer.from(bytes.subarray(0, ROOT_JSON_START.length)).toString('latin1') === ROOT_JSON_START;
+  // A root.json cut short keeps its beginning: a prefix of the signature is ours too, damaged.
+  const head = bytes.subarray(0, ROOT_JSON_START.length);
+  const isRootJson = head.length > 0 && ROOT_JSON_START.subarray(0, head.length).equals(head);
   if (codec === jsonRootCodec) return isRootJson ? undefined : new RootFormatMismatchError(rootKey(ns), "the package's root.json", `not a root.json (it starts ${startOf(bytes)})`);
   return isRootJson ? new RootFormatMismatchError(rootKey(ns), 'a plug-in root codec', "the package's root.json") : undefined;
 }
