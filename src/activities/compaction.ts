@@ -7,7 +7,7 @@ import { Context } from '@temporalio/activity';
 import { recordFence, recordRefresh } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
 import { checkStagedKeys, referenceCompactor, stagedStore, withCheckedProgress, type CompactionOutputs, type Compactor } from '../compactor';
-import { asInputError, checkInputs } from '../compactor/inputs';
+import { asInputError, checkInputs, pinnedInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { ACTIVITY_BACKOFF, backoffDelayMs, type Backoff } from '../config/retry';
 import { TypedError } from '../errors';
@@ -48,6 +48,17 @@ export interface WorkflowSettings {
   readonly publicationTimeoutMs: number;
   readonly operationDeadlineMs: number;
   readonly maxFencedRuns: number;
+}
+
+/** A job's inputs as `readGroup` fixed them. */
+export interface PinnedGroup {
+  readonly group: string;
+  readonly inputs: string[];
+  /**
+   * The ETag of each input when the group was read, in the order of `inputs` (about 34 bytes each in
+   * the activity's input); absent in runs started before inputs were pinned.
+   */
+  readonly etags?: string[];
 }
 
 export interface CompactionOutput {
@@ -203,19 +214,22 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
 
   /**
    * Runs the compactor over the attempt's store, narrowed to its job's staged segments: every body it
-   * opened is closed when it ends, a vanished input reads as one, a plug-in's progress is checked before
+   * opened is closed when it ends, a vanished input reads as one, an input read at another version
+   * than `readGroup` saw (its ETag in `etags`; absent in runs that started before inputs were pinned)
+   * ends the job, a plug-in's progress is checked before
    * it reaches the heartbeat details, and the outputs it returns are checked to be its own staged
    * segments (publication trusts them: a plug-in's are checked, not believed).
    */
-  async function compact(ref: ReturnType<typeof job>, input: { group: string; inputs: string[] }, resume: unknown, heartbeat: (progress?: unknown) => void): Promise<CompactionOutputs> {
+  async function compact(ref: ReturnType<typeof job>, input: PinnedGroup, resume: unknown, heartbeat: (progress?: unknown) => void): Promise<CompactionOutputs> {
     const attempt = attemptStore(store);
+    const staged = stagedStore(attempt.store, ref);
     let result: CompactionOutputs;
     try {
       const run = (beat: typeof heartbeat) =>
         compactor.compact({
           job: { ...ref, group: familyGroup(input.group) },
           inputs: input.inputs,
-          store: stagedStore(attempt.store, ref),
+          store: input.etags ? pinnedInputs(staged, input.group, input.inputs, input.etags) : staged,
           limits: settings,
           resume,
           heartbeat: beat,
@@ -225,7 +239,7 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       // fan-in), and may pass it only at fan-in 2 to 4 with tens of thousands of inputs: not refused.
       result = compactor === referenceCompactor ? await run(heartbeat) : await withCheckedProgress(ref, heartbeat, run);
     } catch (err) {
-      // An input deleted after readGroup checked it: the same clear end as one missing from the start.
+      // An input deleted or rewritten after readGroup checked it: the same clear end as one missing from the start.
       throw asInputError(err, input.group, input.inputs);
     } finally {
       await attempt.closeBodies();
@@ -247,12 +261,15 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       };
     },
 
-    /** The group's current segments: the job's inputs, fixed and checked (listed once, present, not too large) before its lease exists. */
-    async readGroup(input: { namespaceId: string; group: string }): Promise<{ inputs: string[] }> {
+    /**
+     * The group's current segments: the job's inputs, fixed and checked (listed once, present, not too
+     * large) before its lease exists, with the ETag of each, which every later read of it must match.
+     */
+    async readGroup(input: { namespaceId: string; group: string }): Promise<{ inputs: string[]; etags: string[] }> {
       const { root } = await readRoot(store, namespaceId(input.namespaceId), rootCodec);
       const inputs = [...groupSegments(root, familyGroup(input.group))];
-      await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
-      return { inputs };
+      const etags = await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
+      return { inputs, etags };
     },
 
     async createLease(input: JobInput & { ownerId: string; startedAtMs: number }): Promise<HeldLease> {
@@ -267,7 +284,7 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
      * A failed refresh is retried while the work goes on; a lost lease or the attempt's cancellation
      * ends the work at its next record batch, and the attempt fails with the keeper's reason.
      */
-    async compactUnderLease(input: JobInput & { group: string; inputs: string[]; held: HeldLease }): Promise<LeasedCompactionOutput> {
+    async compactUnderLease(input: JobInput & PinnedGroup & { held: HeldLease }): Promise<LeasedCompactionOutput> {
       const ctx = Context.current();
       const ref = job(input);
       const resumed = ctx.info.heartbeatDetails as LeasedProgress | undefined;

@@ -27,6 +27,7 @@ export const NON_RETRYABLE_TYPES = [
   'OutsideJobPrefix',
   'ProgressRefused',
   'ProgressMismatch',
+  'InputChanged',
 ] as const;
 
 /** A typed error becomes a failure of its own type and retryability; other errors stay retryable, typed by their name. */
