@@ -10,8 +10,8 @@ import { checkStagedKeys, referenceCompactor, stagedStore, withCheckedProgress, 
 import { asInputError, checkInputs, pinnedInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { ACTIVITY_BACKOFF, backoffDelayMs, type Backoff } from '../config/retry';
-import { TypedError } from '../errors';
-import { familyGroup, jobId, namespaceId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
+import { firstLineOf, TypedError } from '../errors';
+import { familyGroup, jobId, leaseKey, namespaceId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { groupSegments, type RootCodec } from '../root';
 import {
   createJobLease,
@@ -159,13 +159,17 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
   // in a heartbeat response.
   const keepers = new Map<MetadataCompactionId, AbortController>();
   const beatEveryMs = heartbeatEveryMs(settings);
+  const troubleBeatMs = settings.heartbeatTimeoutMs / 3;
 
   /**
    * Refreshes the lease by CAS until `stop`, each refresh due one interval after the heartbeat last
    * written. A retried attempt starts from the lease its predecessor left in heartbeat details and
    * refreshes at once when that heartbeat is already an interval old (its predecessor died before
    * refreshing): waiting a full interval from its own start would leave the lease unrefreshed for up
-   * to two intervals plus the heartbeat timeout.
+   * to two intervals plus the heartbeat timeout. While a refresh is in flight or failing, the keeper
+   * beats every third of the heartbeat timeout: a store in trouble must not time out a healthy
+   * attempt and leave it running as a zombie beside its retry. A failing refresh that could no longer
+   * be sent a deadline before the lease expires ends the attempt as a lost lease.
    */
   async function keepLease(ctx: Context, ref: ReturnType<typeof job>, from: HeldLease, { stop, beat, retry }: KeeperHooks): Promise<void> {
     let held = from;
@@ -178,31 +182,50 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       beat(held);
       lastBeatMs = clock();
     };
+    /** Waits until `untilMs` on the attempt's clock (or the stop), beating every `everyMs` meanwhile. */
+    const waitBeating = async (untilMs: number, everyMs: number) => {
+      while (clock() < untilMs && !stop.aborted) {
+        const beatDue = lastBeatMs + everyMs;
+        await sleepUnless(ctx, Math.max(0, Math.min(beatDue, untilMs) - clock()), stop);
+        if (clock() >= beatDue) record();
+      }
+    };
+    /** `refresh`, beating every third of the heartbeat timeout until it settles: one can take a deadline per request. */
+    const beatingDuring = async <T>(refresh: Promise<T>): Promise<T> => {
+      const timer = setInterval(record, troubleBeatMs);
+      try {
+        return await refresh;
+      } finally {
+        clearInterval(timer);
+      }
+    };
     record();
     // The stop is looked at only between refreshes: a stopped keeper has no refresh in flight
     // once it returns, so none can land beside the publication's own.
     for (let failures = 0; ; ) {
-      const refreshAt = beatAtMs + timing.leaseRefreshIntervalMs;
-      while (clock() < refreshAt && !stop.aborted) {
-        // Between refreshes the keeper beats only as often as its heartbeat timeout needs (at the default timeout, never).
-        const beatDue = lastBeatMs + beatEveryMs;
-        await sleepUnless(ctx, Math.max(0, Math.min(beatDue, refreshAt) - clock()), stop);
-        if (clock() >= beatDue) record();
-      }
+      // Between refreshes the keeper beats only as often as its heartbeat timeout needs (at the default timeout, never).
+      await waitBeating(beatAtMs + timing.leaseRefreshIntervalMs, beatEveryMs);
       if (stop.aborted) return;
       const started = performance.now();
       const sentAtMs = clock();
       try {
-        held = await refreshJobLease(store, ref, held, clock);
+        held = await beatingDuring(refreshJobLease(store, ref, held, clock));
       } catch (err) {
-        if (err instanceof LeaseLostError) {
+        // A refresh sent later than this could land after the lease expired, when a collector may have claimed it.
+        const lastSendMs = beatAtMs + timing.leaseExpiryMs - timing.operationDeadlineMs;
+        const retrying = retry && !(err instanceof TypedError && !err.retryable);
+        const lost =
+          err instanceof LeaseLostError ? err
+          : retrying && clock() >= lastSendMs ? new LeaseLostError(leaseKey(ref.namespaceId, ref.jobId), `not refreshed before it would expire, the last refresh failing with: ${firstLineOf(err)}`)
+          : undefined;
+        if (lost) {
           recordFence();
-          throw ApplicationFailure.nonRetryable(err.message, 'LeaseLost');
+          throw ApplicationFailure.nonRetryable(lost.message, 'LeaseLost');
         }
-        if (!retry || (err instanceof TypedError && !err.retryable)) throw err;
+        if (!retrying) throw err;
         // The refresh is due at once after the wait: the lease's heartbeat has not moved. A write
         // that landed unseen is found by the next CAS (412, re-read, adopt).
-        await sleepUnless(ctx, backoffDelayMs(retry, failures++), stop);
+        await waitBeating(Math.min(clock() + backoffDelayMs(retry, failures++), lastSendMs), troubleBeatMs);
         continue;
       }
       failures = 0;
