@@ -5,8 +5,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { recordFence, recordRefresh } from './metrics';
-import { ApplicationFailure } from '@temporalio/common';
-import { checkStagedKeys, referenceCompactor, stagedStore, withCheckedProgress, type CompactionOutputs, type Compactor } from '../compactor';
+import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
+import { checkStagedKeys, MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, referenceCompactor, stagedStore, withCheckedProgress, type CompactionOutputs, type Compactor, type FailureStreak } from '../compactor';
 import { asInputError, checkInputs, pinnedInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { ACTIVITY_BACKOFF, backoffDelayMs, type Backoff } from '../config/retry';
@@ -123,6 +123,8 @@ export interface LeasedProgress {
   readonly held: HeldLease;
   /** The compactor's own position (plain JSON), undefined before its first heartbeat. */
   readonly progress: unknown;
+  /** How the latest attempts failed, while no progress was made since: the same error too often ends the job. */
+  readonly recurring?: FailureStreak;
 }
 
 export interface LeasedCompactionOutput extends CompactionOutput {
@@ -313,8 +315,22 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       const resumed = ctx.info.heartbeatDetails as LeasedProgress | undefined;
       let held = resumed?.held ?? input.held;
       let progress = resumed?.progress;
-      // Every beat carries the latest of both; the worker's heartbeat throttle sends at most one per beat interval.
-      const beat = () => ctx.heartbeat({ held, progress } satisfies LeasedProgress);
+      let recurring = resumed?.recurring;
+      const resumedAt = JSON.stringify(progress);
+      // Every beat carries the latest of all three; the worker's heartbeat throttle sends at most one per beat interval.
+      const beat = () => ctx.heartbeat({ held, progress, recurring } satisfies LeasedProgress);
+      /**
+       * The work's failure, or {@link RecurringFailureError} when an untyped error (a typed one decided
+       * its own retryability) ended this attempt as it ended the ones before, with no progress since.
+       * Otherwise the streak goes into the failure's last heartbeat, which the next attempt resumes from.
+       */
+      const endIfRecurring = (err: unknown): unknown => {
+        if (!(err instanceof Error) || err instanceof TypedError || err instanceof TemporalFailure) return err;
+        recurring = nextStreak(recurring, `${err.name}: ${firstLineOf(err)}`);
+        if (recurring.attempts >= MAX_RECURRING_ATTEMPTS) return new RecurringFailureError(ref, recurring);
+        beat();
+        return err;
+      };
       const workEnded = new AbortController();
       const keeperEnded = new AbortController();
       const keeping = keepLease(ctx, ref, held, {
@@ -331,6 +347,7 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       let workEndedAtMs = 0;
       const working = compact(ref, input, progress, (p) => {
         if (p !== undefined) progress = p;
+        if (recurring && JSON.stringify(progress) !== resumedAt) recurring = undefined;
         beat();
         if (keeperEnded.signal.aborted) throw keeperEnded.signal.reason;
       }).finally(() => {
@@ -340,7 +357,7 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       const [worked, kept] = await Promise.allSettled([working, keeping]);
       // The keeper's failure comes first: the work's, if any, followed from it.
       if (kept.status === 'rejected') throw kept.reason;
-      if (worked.status === 'rejected') throw worked.reason;
+      if (worked.status === 'rejected') throw endIfRecurring(worked.reason);
       const { outputs, recordsOut, bytesOut } = worked.value;
       return { outputs: [...outputs], progress: { recordsOut, bytesOut }, workEndedAtMs };
     },

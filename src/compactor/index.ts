@@ -139,9 +139,10 @@ export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress
 
 /**
  * The reference compactor, on the plug-in interface: {@link compactGroup}, its progress in the
- * heartbeat details, its outputs the keys of the segments it finished.
+ * heartbeat details, its outputs the keys of the segments it finished. It takes any `resume` and
+ * checks it is its own ({@link resumeProgress}).
  */
-export const referenceCompactor: Compactor<CompactionProgress> = {
+export const referenceCompactor: Compactor = {
   async compact({ job, inputs, store, limits, resume, heartbeat }) {
     const progress = await compactGroup(store, job, inputs, limits, resumeProgress(job, resume), {
       onSegmentFinished: heartbeat,
@@ -157,6 +158,7 @@ async function* readSegments(store: StagedStore, keys: readonly string[]): Async
 }
 
 export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan';
+export { MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, type FailureStreak } from './recurring';
 export { waitingCompactor } from './waiting';
 export {
   checkProgress,
