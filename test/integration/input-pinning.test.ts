@@ -6,7 +6,7 @@
  * never a mix of two versions. Through a real `compactionWorkflow` on the dev server, over MinIO
  * and the embedded store.
  */
-import { ApplicationFailure, WorkflowFailedError, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import { familyGroup, namespaceId, parseCompactionKey } from '../../src/keys';
@@ -16,7 +16,7 @@ import { readSegment, type SegmentRecord } from '../../src/segments';
 import { wrapStore } from '../support/faults';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { openTestStore, type StoreKind, type TestStore } from '../support/stores';
-import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId } from '../support/temporal';
+import { connectClient, expectReplays, failureOf, startTestWorker, testSettings, uniqueId } from '../support/temporal';
 
 const settings = testSettings(1000);
 
@@ -58,9 +58,7 @@ describe.each(['minio', 'embedded'] as StoreKind[])('inputs pinned (%s)', (kind)
     const running = await startTestWorker(store, settings);
     try {
       const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
-      const err = await handle.result().then(() => undefined, (e: unknown) => e);
-      expect(err).toBeInstanceOf(WorkflowFailedError);
-      const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
+      const cause = await failureOf(handle.result());
       expect(cause.type).toBe('InputChanged');
       expect(cause.message).toContain(rewritten);
       expect(failed).toBe(true);

@@ -11,7 +11,7 @@ import type { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import { parseCompactionKey } from '../../src/keys';
-import { StoreUnavailableError } from '../../src/store';
+import { StoreUnavailableError, type ObjectStore } from '../../src/store';
 import { gate, wrapStore } from '../support/faults';
 import { makeInputs, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
@@ -48,6 +48,19 @@ describe('a lease keeper while its refreshes fail', () => {
     await fixture?.store.close();
   });
 
+  /** Compacts group `inodes` of `ns` on a worker over `store`, following continue-as-new, and expects it published. */
+  async function publishThrough(store: ObjectStore, ns: string) {
+    const running = await startTestWorker(store, settings);
+    try {
+      const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+      const result = await handle.result();
+      expect(result.outcome).toBe('published');
+      return { handle, result };
+    } finally {
+      await running.stop();
+    }
+  }
+
   it('keeps its attempt alive through refreshes failing for over three heartbeat timeouts, and the job publishes on its first attempt', async () => {
     const ns = uniqueId('trouble').toLowerCase();
     await writeInputs(fixture.store, ns, 'inodes', makeInputs(2, 100));
@@ -69,19 +82,12 @@ describe('a lease keeper while its refreshes fail', () => {
       }
       return call();
     });
-    const running = await startTestWorker(store, settings);
-    try {
-      const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
-      const result = await handle.result();
-      expect(result.outcome).toBe('published');
-      expect(failed).toBeGreaterThanOrEqual(3);
-      const attempts = await compactionAttempts(client, handle.workflowId, handle.firstExecutionRunId);
-      expect(attempts.timedOut).toBe(0);
-      expect(attempts.startedAttempts.every((attempt) => attempt === 1)).toBe(true);
-      await expectReplays(client, handle.workflowId);
-    } finally {
-      await running.stop();
-    }
+    const { handle } = await publishThrough(store, ns);
+    expect(failed).toBeGreaterThanOrEqual(3);
+    const attempts = await compactionAttempts(client, handle.workflowId, handle.firstExecutionRunId);
+    expect(attempts.timedOut).toBe(0);
+    expect(attempts.startedAttempts.every((attempt) => attempt === 1)).toBe(true);
+    await expectReplays(client, handle.workflowId);
   });
 
   it('whose refreshes fail until the lease would expire ends its attempt as a lost lease, not a timeout, and the workflow publishes as a new job', async () => {
@@ -100,19 +106,12 @@ describe('a lease keeper while its refreshes fail', () => {
       }
       return call();
     });
-    const running = await startTestWorker(store, settings);
-    try {
-      const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
-      const result = await handle.result();
-      expect(result.outcome).toBe('published');
-      expect(result.fencedJobIds).toHaveLength(1);
-      expect(firstLease).toContain(result.fencedJobIds[0]);
-      const first = await compactionAttempts(client, handle.workflowId, handle.firstExecutionRunId);
-      expect(first.timedOut).toBe(0);
-      expect(first.failureTypes).toEqual(['LeaseLost']);
-      await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
-    } finally {
-      await running.stop();
-    }
+    const { handle, result } = await publishThrough(store, ns);
+    expect(result.fencedJobIds).toHaveLength(1);
+    expect(firstLease).toContain(result.fencedJobIds[0]);
+    const first = await compactionAttempts(client, handle.workflowId, handle.firstExecutionRunId);
+    expect(first.timedOut).toBe(0);
+    expect(first.failureTypes).toEqual(['LeaseLost']);
+    await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
   });
 });

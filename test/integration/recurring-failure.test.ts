@@ -6,13 +6,13 @@
  * `compactionWorkflow` on the dev server and MinIO, the reference compactor behind a test wrapper
  * that injects the errors.
  */
-import { ApplicationFailure, WorkflowFailedError, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import { MAX_RECURRING_ATTEMPTS, referenceCompactor, type Compactor } from '../../src/compactor';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId } from '../support/temporal';
+import { connectClient, expectReplays, failureOf, startTestWorker, testSettings, uniqueId } from '../support/temporal';
 
 const settings = testSettings(1000);
 const POISON = 'RangeError: record "k00000007" is 9000001 bytes as a line, more than a segment allows (8388608)';
@@ -46,9 +46,7 @@ describe('a compaction whose attempts keep failing', () => {
     const running = await startTestWorker(fixture.store, settings, undefined, undefined, { compactor });
     try {
       const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
-      const err = await handle.result().then(() => undefined, (e: unknown) => e);
-      expect(err).toBeInstanceOf(WorkflowFailedError);
-      const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
+      const cause = await failureOf(handle.result());
       expect(cause.type).toBe('RecurringFailure');
       expect(cause.message).toContain(`failed ${MAX_RECURRING_ATTEMPTS} attempts in a row`);
       expect(cause.message).toContain(POISON);
