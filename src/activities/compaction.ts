@@ -22,7 +22,8 @@ import {
   type HeldLease,
   type PublicationOutcome,
 } from '../protocol';
-import type { ObjectStore, StreamedObject } from '../store';
+import type { ObjectStore } from '../store';
+import { attemptStore } from '../store/attempt';
 
 export interface CompactionDeps {
   readonly store: ObjectStore;
@@ -77,40 +78,6 @@ function attemptClock(): () => number {
   const wallAtStart = Date.now();
   const monotonicAtStart = performance.now();
   return () => wallAtStart + (performance.now() - monotonicAtStart);
-}
-
-/**
- * The store as one compaction attempt sees it: every body it opened is closed when the attempt
- * ends. A merge that stops early (bad input, cancellation) leaves the other inputs' bodies unread,
- * and an unread S3 body fails later, at its request's deadline, with nobody listening: an uncaught
- * exception that would take down the worker and every lease keeper on it.
- */
-function attemptStore(store: ObjectStore): { store: ObjectStore; closeBodies: () => Promise<void> } {
-  const opened: Promise<StreamedObject>[] = [];
-  const getStream = (key: string): Promise<StreamedObject> => {
-    const object = store.getStream(key);
-    opened.push(object);
-    return object;
-  };
-  return {
-    store: new Proxy(store, {
-      get: (target, property) => {
-        if (property === 'getStream') return getStream;
-        const value: unknown = Reflect.get(target, property);
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-      },
-    }),
-    // Opens still under way when the attempt failed are waited for, so their bodies are closed too.
-    // A stream is destroyed: returning a fresh iterator of a stream never read would not touch it.
-    closeBodies: async () => {
-      for (const object of await Promise.allSettled(opened)) {
-        if (object.status !== 'fulfilled') continue;
-        const body = object.value.body as AsyncIterable<Uint8Array> & { destroy?: () => void };
-        if (body.destroy) body.destroy();
-        else await body[Symbol.asyncIterator]().return?.();
-      }
-    },
-  };
 }
 
 /** What a keeper that was stopped returns: it stopped because its job's work ended, not because the lease was lost. */
