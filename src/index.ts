@@ -6,6 +6,7 @@ export * from './segments';
 export {
   MAX_PROGRESS_BYTES,
   OutsideJobPrefixError,
+  ProgressMismatchError,
   ProgressRefusedError,
   referenceCompactor,
   stagedOutputKey,

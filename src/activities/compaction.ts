@@ -5,13 +5,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { recordFence, recordRefresh } from './metrics';
-import { ApplicationFailure } from '@temporalio/common';
-import { checkStagedKeys, referenceCompactor, stagedStore, withCheckedProgress, type CompactionOutputs, type Compactor } from '../compactor';
-import { asInputError, checkInputs } from '../compactor/inputs';
+import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
+import { checkStagedKeys, MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, referenceCompactor, stagedStore, withCheckedProgress, type CompactionOutputs, type Compactor, type FailureStreak } from '../compactor';
+import { asInputError, checkInputs, pinnedInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { ACTIVITY_BACKOFF, backoffDelayMs, type Backoff } from '../config/retry';
-import { TypedError } from '../errors';
-import { familyGroup, jobId, namespaceId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
+import { firstLineOf, TypedError } from '../errors';
+import { familyGroup, jobId, leaseKey, namespaceId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { groupSegments, type RootCodec } from '../root';
 import {
   createJobLease,
@@ -22,7 +22,8 @@ import {
   type HeldLease,
   type PublicationOutcome,
 } from '../protocol';
-import type { ObjectStore, StreamedObject } from '../store';
+import type { ObjectStore } from '../store';
+import { attemptStore } from '../store/attempt';
 
 export interface CompactionDeps {
   readonly store: ObjectStore;
@@ -50,6 +51,17 @@ export interface WorkflowSettings {
   readonly maxFencedRuns: number;
 }
 
+/** A job's inputs as `readGroup` fixed them. */
+export interface PinnedGroup {
+  readonly group: string;
+  readonly inputs: string[];
+  /**
+   * The ETag of each input when the group was read, in the order of `inputs` (about 34 bytes each in
+   * the activity's input); absent in runs started before inputs were pinned.
+   */
+  readonly etags?: string[];
+}
+
 export interface CompactionOutput {
   readonly outputs: string[];
   /** Named `progress` since the first histories: their recorded results hold these two counts under it. */
@@ -68,40 +80,6 @@ function attemptClock(): () => number {
   return () => wallAtStart + (performance.now() - monotonicAtStart);
 }
 
-/**
- * The store as one compaction attempt sees it: every body it opened is closed when the attempt
- * ends. A merge that stops early (bad input, cancellation) leaves the other inputs' bodies unread,
- * and an unread S3 body fails later, at its request's deadline, with nobody listening: an uncaught
- * exception that would take down the worker and every lease keeper on it.
- */
-function attemptStore(store: ObjectStore): { store: ObjectStore; closeBodies: () => Promise<void> } {
-  const opened: Promise<StreamedObject>[] = [];
-  const getStream = (key: string): Promise<StreamedObject> => {
-    const object = store.getStream(key);
-    opened.push(object);
-    return object;
-  };
-  return {
-    store: new Proxy(store, {
-      get: (target, property) => {
-        if (property === 'getStream') return getStream;
-        const value: unknown = Reflect.get(target, property);
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-      },
-    }),
-    // Opens still under way when the attempt failed are waited for, so their bodies are closed too.
-    // A stream is destroyed: returning a fresh iterator of a stream never read would not touch it.
-    closeBodies: async () => {
-      for (const object of await Promise.allSettled(opened)) {
-        if (object.status !== 'fulfilled') continue;
-        const body = object.value.body as AsyncIterable<Uint8Array> & { destroy?: () => void };
-        if (body.destroy) body.destroy();
-        else await body[Symbol.asyncIterator]().return?.();
-      }
-    },
-  };
-}
-
 /** What a keeper that was stopped returns: it stopped because its job's work ended, not because the lease was lost. */
 export interface KeeperStopped {
   readonly stopped: 'work ended';
@@ -112,6 +90,8 @@ export interface LeasedProgress {
   readonly held: HeldLease;
   /** The compactor's own position (plain JSON), undefined before its first heartbeat. */
   readonly progress: unknown;
+  /** How the latest attempts failed, while no progress was made since: the same error too often ends the job. */
+  readonly recurring?: FailureStreak;
 }
 
 export interface LeasedCompactionOutput extends CompactionOutput {
@@ -148,13 +128,17 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
   // in a heartbeat response.
   const keepers = new Map<MetadataCompactionId, AbortController>();
   const beatEveryMs = heartbeatEveryMs(settings);
+  const troubleBeatMs = settings.heartbeatTimeoutMs / 3;
 
   /**
    * Refreshes the lease by CAS until `stop`, each refresh due one interval after the heartbeat last
    * written. A retried attempt starts from the lease its predecessor left in heartbeat details and
    * refreshes at once when that heartbeat is already an interval old (its predecessor died before
    * refreshing): waiting a full interval from its own start would leave the lease unrefreshed for up
-   * to two intervals plus the heartbeat timeout.
+   * to two intervals plus the heartbeat timeout. While a refresh is in flight or failing, the keeper
+   * beats every third of the heartbeat timeout: a store in trouble must not time out a healthy
+   * attempt and leave it running as a zombie beside its retry. A failing refresh that could no longer
+   * be sent a deadline before the lease expires ends the attempt as a lost lease.
    */
   async function keepLease(ctx: Context, ref: ReturnType<typeof job>, from: HeldLease, { stop, beat, retry }: KeeperHooks): Promise<void> {
     let held = from;
@@ -167,31 +151,50 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       beat(held);
       lastBeatMs = clock();
     };
+    /** Waits until `untilMs` on the attempt's clock (or the stop), beating every `everyMs` meanwhile. */
+    const waitBeating = async (untilMs: number, everyMs: number) => {
+      while (clock() < untilMs && !stop.aborted) {
+        const beatDue = lastBeatMs + everyMs;
+        await sleepUnless(ctx, Math.max(0, Math.min(beatDue, untilMs) - clock()), stop);
+        if (clock() >= beatDue) record();
+      }
+    };
+    /** `refresh`, beating every third of the heartbeat timeout until it settles: one can take a deadline per request. */
+    const beatingDuring = async <T>(refresh: Promise<T>): Promise<T> => {
+      const timer = setInterval(record, troubleBeatMs);
+      try {
+        return await refresh;
+      } finally {
+        clearInterval(timer);
+      }
+    };
     record();
     // The stop is looked at only between refreshes: a stopped keeper has no refresh in flight
     // once it returns, so none can land beside the publication's own.
     for (let failures = 0; ; ) {
-      const refreshAt = beatAtMs + timing.leaseRefreshIntervalMs;
-      while (clock() < refreshAt && !stop.aborted) {
-        // Between refreshes the keeper beats only as often as its heartbeat timeout needs (at the default timeout, never).
-        const beatDue = lastBeatMs + beatEveryMs;
-        await sleepUnless(ctx, Math.max(0, Math.min(beatDue, refreshAt) - clock()), stop);
-        if (clock() >= beatDue) record();
-      }
+      // Between refreshes the keeper beats only as often as its heartbeat timeout needs (at the default timeout, never).
+      await waitBeating(beatAtMs + timing.leaseRefreshIntervalMs, beatEveryMs);
       if (stop.aborted) return;
       const started = performance.now();
       const sentAtMs = clock();
       try {
-        held = await refreshJobLease(store, ref, held, clock);
+        held = await beatingDuring(refreshJobLease(store, ref, held, clock));
       } catch (err) {
-        if (err instanceof LeaseLostError) {
+        // A refresh sent later than this could land after the lease expired, when a collector may have claimed it.
+        const lastSendMs = beatAtMs + timing.leaseExpiryMs - timing.operationDeadlineMs;
+        const retrying = retry && !(err instanceof TypedError && !err.retryable);
+        const lost =
+          err instanceof LeaseLostError ? err
+          : retrying && clock() >= lastSendMs ? new LeaseLostError(leaseKey(ref.namespaceId, ref.jobId), `not refreshed before it would expire, the last refresh failing with: ${firstLineOf(err)}`)
+          : undefined;
+        if (lost) {
           recordFence();
-          throw ApplicationFailure.nonRetryable(err.message, 'LeaseLost');
+          throw ApplicationFailure.nonRetryable(lost.message, 'LeaseLost');
         }
-        if (!retry || (err instanceof TypedError && !err.retryable)) throw err;
+        if (!retrying) throw err;
         // The refresh is due at once after the wait: the lease's heartbeat has not moved. A write
         // that landed unseen is found by the next CAS (412, re-read, adopt).
-        await sleepUnless(ctx, backoffDelayMs(retry, failures++), stop);
+        await waitBeating(Math.min(clock() + backoffDelayMs(retry, failures++), lastSendMs), troubleBeatMs);
         continue;
       }
       failures = 0;
@@ -203,19 +206,22 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
 
   /**
    * Runs the compactor over the attempt's store, narrowed to its job's staged segments: every body it
-   * opened is closed when it ends, a vanished input reads as one, a plug-in's progress is checked before
+   * opened is closed when it ends, a vanished input reads as one, an input read at another version
+   * than `readGroup` saw (its ETag in `etags`; absent in runs that started before inputs were pinned)
+   * ends the job, a plug-in's progress is checked before
    * it reaches the heartbeat details, and the outputs it returns are checked to be its own staged
    * segments (publication trusts them: a plug-in's are checked, not believed).
    */
-  async function compact(ref: ReturnType<typeof job>, input: { group: string; inputs: string[] }, resume: unknown, heartbeat: (progress?: unknown) => void): Promise<CompactionOutputs> {
+  async function compact(ref: ReturnType<typeof job>, input: PinnedGroup, resume: unknown, heartbeat: (progress?: unknown) => void): Promise<CompactionOutputs> {
     const attempt = attemptStore(store);
+    const staged = stagedStore(attempt.store, ref);
     let result: CompactionOutputs;
     try {
       const run = (beat: typeof heartbeat) =>
         compactor.compact({
           job: { ...ref, group: familyGroup(input.group) },
           inputs: input.inputs,
-          store: stagedStore(attempt.store, ref),
+          store: input.etags ? pinnedInputs(staged, input.group, input.inputs, input.etags) : staged,
           limits: settings,
           resume,
           heartbeat: beat,
@@ -225,7 +231,7 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       // fan-in), and may pass it only at fan-in 2 to 4 with tens of thousands of inputs: not refused.
       result = compactor === referenceCompactor ? await run(heartbeat) : await withCheckedProgress(ref, heartbeat, run);
     } catch (err) {
-      // An input deleted after readGroup checked it: the same clear end as one missing from the start.
+      // An input deleted or rewritten after readGroup checked it: the same clear end as one missing from the start.
       throw asInputError(err, input.group, input.inputs);
     } finally {
       await attempt.closeBodies();
@@ -247,12 +253,15 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       };
     },
 
-    /** The group's current segments: the job's inputs, fixed and checked (listed once, present, not too large) before its lease exists. */
-    async readGroup(input: { namespaceId: string; group: string }): Promise<{ inputs: string[] }> {
+    /**
+     * The group's current segments: the job's inputs, fixed and checked (listed once, present, not too
+     * large) before its lease exists, with the ETag of each, which every later read of it must match.
+     */
+    async readGroup(input: { namespaceId: string; group: string }): Promise<{ inputs: string[]; etags: string[] }> {
       const { root } = await readRoot(store, namespaceId(input.namespaceId), rootCodec);
       const inputs = [...groupSegments(root, familyGroup(input.group))];
-      await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
-      return { inputs };
+      const etags = await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
+      return { inputs, etags };
     },
 
     async createLease(input: JobInput & { ownerId: string; startedAtMs: number }): Promise<HeldLease> {
@@ -267,14 +276,28 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
      * A failed refresh is retried while the work goes on; a lost lease or the attempt's cancellation
      * ends the work at its next record batch, and the attempt fails with the keeper's reason.
      */
-    async compactUnderLease(input: JobInput & { group: string; inputs: string[]; held: HeldLease }): Promise<LeasedCompactionOutput> {
+    async compactUnderLease(input: JobInput & PinnedGroup & { held: HeldLease }): Promise<LeasedCompactionOutput> {
       const ctx = Context.current();
       const ref = job(input);
       const resumed = ctx.info.heartbeatDetails as LeasedProgress | undefined;
       let held = resumed?.held ?? input.held;
       let progress = resumed?.progress;
-      // Every beat carries the latest of both; the worker's heartbeat throttle sends at most one per beat interval.
-      const beat = () => ctx.heartbeat({ held, progress } satisfies LeasedProgress);
+      let recurring = resumed?.recurring;
+      const resumedAt = JSON.stringify(progress);
+      // Every beat carries the latest of all three; the worker's heartbeat throttle sends at most one per beat interval.
+      const beat = () => ctx.heartbeat({ held, progress, recurring } satisfies LeasedProgress);
+      /**
+       * The work's failure, or {@link RecurringFailureError} when an untyped error (a typed one decided
+       * its own retryability) ended this attempt as it ended the ones before, with no progress since.
+       * Otherwise the streak goes into the failure's last heartbeat, which the next attempt resumes from.
+       */
+      const endIfRecurring = (err: unknown): unknown => {
+        if (!(err instanceof Error) || err instanceof TypedError || err instanceof TemporalFailure) return err;
+        recurring = nextStreak(recurring, `${err.name}: ${firstLineOf(err)}`);
+        if (recurring.attempts >= MAX_RECURRING_ATTEMPTS) return new RecurringFailureError(ref, recurring);
+        beat();
+        return err;
+      };
       const workEnded = new AbortController();
       const keeperEnded = new AbortController();
       const keeping = keepLease(ctx, ref, held, {
@@ -291,6 +314,7 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       let workEndedAtMs = 0;
       const working = compact(ref, input, progress, (p) => {
         if (p !== undefined) progress = p;
+        if (recurring && JSON.stringify(progress) !== resumedAt) recurring = undefined;
         beat();
         if (keeperEnded.signal.aborted) throw keeperEnded.signal.reason;
       }).finally(() => {
@@ -300,7 +324,7 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       const [worked, kept] = await Promise.allSettled([working, keeping]);
       // The keeper's failure comes first: the work's, if any, followed from it.
       if (kept.status === 'rejected') throw kept.reason;
-      if (worked.status === 'rejected') throw worked.reason;
+      if (worked.status === 'rejected') throw endIfRecurring(worked.reason);
       const { outputs, recordsOut, bytesOut } = worked.value;
       return { outputs: [...outputs], progress: { recordsOut, bytesOut }, workEndedAtMs };
     },

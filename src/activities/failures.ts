@@ -28,6 +28,9 @@ export const NON_RETRYABLE_TYPES = [
   'PlanOutOfStep',
   'OutsideJobPrefix',
   'ProgressRefused',
+  'ProgressMismatch',
+  'InputChanged',
+  'RecurringFailure',
 ] as const;
 
 /** A typed error becomes a failure of its own type and retryability; other errors stay retryable, typed by their name. */

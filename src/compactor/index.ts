@@ -7,13 +7,15 @@
 import type { JobRef } from '../protocol';
 import { mergeSegments, readSegment, SEGMENT_EXTENSION, SegmentBuilder, type SegmentRecord } from '../segments';
 import { planMerge, type MergeSource } from './plan';
-import { stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
+import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
 /**
  * Where a compaction stands; kept in Temporal heartbeat details so a retried attempt resumes. Its
  * size does not grow with the job's bytes: one number per intermediate run at most.
  */
 export interface CompactionProgress {
+  /** This compactor's progress format: a resume of another version (or another compactor) is refused, never read as a position. */
+  readonly version: typeof PROGRESS_VERSION;
   readonly segmentsFinished: number;
   /** Last key of the last finished segment: a resumed attempt skips every key up to it. */
   readonly lastKey: string | null;
@@ -23,7 +25,10 @@ export interface CompactionProgress {
   readonly runs?: { readonly fanIn: number; readonly parts: readonly number[] };
 }
 
-export const NO_PROGRESS: CompactionProgress = { segmentsFinished: 0, lastKey: null, recordsOut: 0, bytesOut: 0 };
+/** Raised whenever the shape or meaning of {@link CompactionProgress} changes. */
+export const PROGRESS_VERSION = 1;
+
+export const NO_PROGRESS: CompactionProgress = { version: PROGRESS_VERSION, segmentsFinished: 0, lastKey: null, recordsOut: 0, bytesOut: 0 };
 
 export const outputSegmentKey = (job: JobRef, index: number): string => stagedOutputKey(job, String(index), SEGMENT_EXTENSION);
 
@@ -109,13 +114,37 @@ export async function compactGroup(
   return progress;
 }
 
+const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
+
+/**
+ * `resume` as this compactor's progress: undefined (a first attempt) is {@link NO_PROGRESS}; anything
+ * else must be a {@link CompactionProgress} of this version, field by field, or it is refused with
+ * {@link ProgressMismatchError}. Read loosely, a foreign progress (another format module, another
+ * version) would be a position past the end: no record written, no output, and a publication that
+ * replaces the group with nothing.
+ */
+export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress {
+  if (resume === undefined) return NO_PROGRESS;
+  const p = resume as Partial<Record<keyof CompactionProgress, unknown>> | null;
+  const runs = p?.runs as { fanIn?: unknown; parts?: unknown } | undefined;
+  const fits =
+    typeof p === 'object' && p !== null &&
+    p.version === PROGRESS_VERSION &&
+    isCount(p.segmentsFinished) && isCount(p.recordsOut) && isCount(p.bytesOut) &&
+    (p.lastKey === null ? p.segmentsFinished === 0 : typeof p.lastKey === 'string' && p.segmentsFinished > 0) &&
+    (runs === undefined || (typeof runs === 'object' && runs !== null && isCount(runs.fanIn) && runs.fanIn >= 2 && Array.isArray(runs.parts) && runs.parts.every(isCount)));
+  if (!fits) throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${PROGRESS_VERSION}`);
+  return resume as CompactionProgress;
+}
+
 /**
  * The reference compactor, on the plug-in interface: {@link compactGroup}, its progress in the
- * heartbeat details, its outputs the keys of the segments it finished.
+ * heartbeat details, its outputs the keys of the segments it finished. It takes any `resume` and
+ * checks it is its own ({@link resumeProgress}).
  */
-export const referenceCompactor: Compactor<CompactionProgress> = {
+export const referenceCompactor: Compactor = {
   async compact({ job, inputs, store, limits, resume, heartbeat }) {
-    const progress = await compactGroup(store, job, inputs, limits, resume ?? NO_PROGRESS, {
+    const progress = await compactGroup(store, job, inputs, limits, resumeProgress(job, resume), {
       onSegmentFinished: heartbeat,
       onRecords: () => heartbeat(),
     });
@@ -129,12 +158,14 @@ async function* readSegments(store: StagedStore, keys: readonly string[]): Async
 }
 
 export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan';
+export { MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, type FailureStreak } from './recurring';
 export { waitingCompactor } from './waiting';
 export {
   checkProgress,
   checkStagedKeys,
   MAX_PROGRESS_BYTES,
   OutsideJobPrefixError,
+  ProgressMismatchError,
   ProgressRefusedError,
   stagedOutputKey,
   stagedStore,

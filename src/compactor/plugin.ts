@@ -98,6 +98,39 @@ export class ProgressRefusedError extends TypedError {
   }
 }
 
+/**
+ * A retried attempt was handed progress that is not its compactor's own (another format module's,
+ * another version's, or no progress shape at all). It ends the job: read as a position, it could
+ * mean "nothing left to do" and publish an empty group; the next job starts over.
+ */
+export class ProgressMismatchError extends TypedError {
+  override readonly name = 'ProgressMismatchError';
+  readonly failureType = 'ProgressMismatch';
+  readonly retryable = false;
+  constructor(
+    readonly job: JobRef,
+    resume: unknown,
+    expected: string,
+  ) {
+    super(
+      `job ${job.jobId} (namespace ${job.namespaceId}) was resumed from progress that is not ${expected} (${describeResume(resume)}): ` +
+        'it was heartbeated by another compactor or another version of it; the job ends and the next job starts over',
+    );
+  }
+}
+
+/** The start of a resume's JSON, for a message: enough to tell whose progress it is. */
+const describeResume = (resume: unknown): string => {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(resume);
+  } catch {
+    text = undefined;
+  }
+  text ??= typeof resume;
+  return text.length > 120 ? `${text.slice(0, 120)}…` : text;
+};
+
 /** The JSON of `progress`, or {@link ProgressRefusedError} when it is not JSON or larger than {@link MAX_PROGRESS_BYTES}. */
 export function checkProgress(job: JobRef, progress: unknown): string {
   const notJson = (what: string) =>
@@ -156,7 +189,11 @@ export interface CompactionAttempt<P> {
   readonly inputs: readonly string[];
   readonly store: StagedStore;
   readonly limits: MergeLimits;
-  /** The progress the last attempt heartbeated, or undefined on the first attempt. */
+  /**
+   * The progress the last attempt heartbeated, or undefined on the first attempt. Unchecked: it may
+   * come from another compactor or another version of this one (a retry on another worker), so a
+   * compactor checks it is its own before trusting it, and throws {@link ProgressMismatchError} if not.
+   */
   readonly resume: P | undefined;
   /**
    * Records `progress` (when given) in the activity's heartbeat details, where a retried attempt

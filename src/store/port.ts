@@ -164,7 +164,8 @@ export class StoreUnavailableError extends StoreError {
 /**
  * An object read in several requests changed between them (its ETag or size is no longer the first
  * request's): the bytes read so far belong to another version. Inputs are immutable, so this is a
- * writer breaking the protocol; retrying reads the new version from the start.
+ * writer breaking the protocol. Retryable as a store error; a compaction makes it InputChanged,
+ * which is not (a retry would resume from progress made of the old version).
  */
 export class ObjectChangedError extends StoreError {
   override readonly name = 'ObjectChangedError';

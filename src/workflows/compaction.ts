@@ -177,7 +177,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     retry,
   });
 
-  const { inputs } = await readGroup.executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, group }]).catch((err: unknown) => {
+  const { inputs, etags } = await readGroup.executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, group }]).catch((err: unknown) => {
     throw jobFailure(err);
   });
   if (inputs.length === 0) throw ApplicationFailure.nonRetryable(`group ${group} of ${ns} has no segments in ${rootKey(ns)}: nothing to compact`, 'InvalidInput');
@@ -206,7 +206,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     if (fewerActions) {
       try {
         compaction = await compactUnderLease.executeWithOptions({ summary: `compact ${inputs.length} segments of ${group} under lease ${job}` }, [
-          { namespaceId: ns, jobId: job, group, inputs, held: lease },
+          { namespaceId: ns, jobId: job, group, inputs, etags, held: lease },
         ]);
       } catch (err) {
         if (!isLeaseLost(err)) throw jobFailure(err);

@@ -1,7 +1,7 @@
 /** Temporal fixtures: a client and a worker on a fresh task queue of the shared dev server. */
-import { Client, Connection } from '@temporalio/client';
+import { ApplicationFailure, Client, Connection, WorkflowFailedError } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
-import { inject } from 'vitest';
+import { expect, inject } from 'vitest';
 import { resolveSettings, shrunkTiming, type CompactionSettings } from '../../src/config';
 import type { ObjectStore } from '../../src/store';
 import { createWorker, WORKFLOWS_PATH, type CreateWorkerOptions } from '../../src/worker';
@@ -88,4 +88,13 @@ export async function startTestWorker(
 export async function expectReplays(client: Client, workflowId: string, runId?: string): Promise<void> {
   const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
   await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, workflowId);
+}
+
+/** The typed failure a workflow run ends with (its type and message), asserting that it failed with one. */
+export async function failureOf(run: Promise<unknown>): Promise<ApplicationFailure> {
+  const err: unknown = await run.then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(WorkflowFailedError);
+  const cause = (err as WorkflowFailedError).cause;
+  expect(cause).toBeInstanceOf(ApplicationFailure);
+  return cause as ApplicationFailure;
 }
