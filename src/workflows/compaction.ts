@@ -20,7 +20,7 @@ import {
 } from '@temporalio/workflow';
 import type { CompactionActivities, CompactionOutput } from '../activities/compaction';
 import type { HeldLease } from '../protocol';
-import type { NON_RETRYABLE_TYPES } from '../activities/failures';
+import { NON_RETRYABLE_TYPES } from '../activities/failures';
 import { familyGroup, InvalidKeyError, namespaceId, newJobId, rootKey, type MetadataCompactionId } from '../keys';
 import { ACTIVITY_BACKOFF, attemptsSpanning } from '../config/retry';
 import { CompactionGroup, CompactionJobId, CompactionNamespace, CompactionOutcome } from './search-attributes';
@@ -59,10 +59,6 @@ export interface LeaseView {
 }
 
 export const leaseStateQuery = defineQuery<LeaseView>('leaseState');
-
-const nonRetryableErrorTypes: (typeof NON_RETRYABLE_TYPES)[number][] = [
-  'LeaseLost', 'LeaseCorrupt', 'RootCorrupt', 'RootFormatMismatch', 'RootMissing', 'SegmentCorrupt', 'InputMissing', 'InputTooLarge', 'InvalidInput', 'JobIdCollision', 'StoreConfig', 'TimingConfig', 'InvalidSettings',
-];
 
 const { compactionSettings } = proxyLocalActivities<CompactionActivities>({ startToCloseTimeout: '10 seconds', summary: "read the worker's timings" });
 
@@ -159,7 +155,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
 
   const settings = await compactionSettings();
   const { initialIntervalMs, backoffCoefficient, maximumIntervalMs } = ACTIVITY_BACKOFF;
-  const retry = { initialInterval: initialIntervalMs, backoffCoefficient, maximumInterval: maximumIntervalMs, nonRetryableErrorTypes };
+  const retry = { initialInterval: initialIntervalMs, backoffCoefficient, maximumInterval: maximumIntervalMs, nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] };
   const shortCall = 4 * settings.operationDeadlineMs + 10_000;
   // The short calls retry for at least a lease expiry: no store outage the lease would outlive ends
   // the job, and past it a collector may have claimed the lease anyway. Runs whose settings were
