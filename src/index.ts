@@ -23,7 +23,7 @@ export * from './protocol';
 export * from './client';
 export * from './worker';
 export { startWorkerFromEnv, type StartWorkerFromEnvOptions, type WorkerFromEnv } from './worker/from-env';
-export { writeInputSegment } from './writer';
+export { writeInputSegment, WriterBudgetExceededError, type WriterOptions } from './writer';
 export { checkFormat, FormatCheckError, type FormatUnderTest } from './conformance';
 export type { CompactionInput, CompactionResult, CompactionOutcomeName, LeaseView } from './workflows/compaction';
 export type { GcInput, GcOptions, GcReport, GcTotals } from './workflows/gc';
