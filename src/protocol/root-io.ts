@@ -100,3 +100,12 @@ export async function updateRoot(
   };
   return casRoot(store, ns, codec, retiring, options.beforeWrite);
 }
+
+/**
+ * Fences the namespace's publications in flight (spec 6b): one CAS of the root with the generation
+ * + 1 and nothing else changed, so a root CAS sent with an older ETag fails however late it arrives.
+ * Undefined when the namespace has no root (no publication can land there either).
+ */
+export async function fenceRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<RootState | undefined> {
+  return casRoot(store, ns, codec, (current) => current && Object.freeze({ ...current.root, generation: current.root.generation + 1 }));
+}

@@ -11,12 +11,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveTiming } from '../../src/config';
 import { inputSegmentKey, inputSegmentsPrefix, namespaceId, newSegmentId, rootKey, type NamespaceId } from '../../src/keys';
-import { executeOnStore, readRoot, runNamespacePass, startNamespacePass, updateRoot, type PassRules } from '../../src/protocol';
+import { readRoot, updateRoot } from '../../src/protocol';
 import { encodeRoot, jsonRootCodec, type RootState } from '../../src/root';
-import type { GcReport } from '../../src/protocol/collector-report';
 import { NotFoundError, type ObjectStore } from '../../src/store';
 import { writeInputSegment, WriterBudgetExceededError } from '../../src/writer';
 import { interceptStore } from '../support/faults';
+import { passAhead } from '../support/pass';
 import { openTestStore, type StoreKind, type TestStore } from '../support/stores';
 
 const timing = resolveTiming();
@@ -36,22 +36,7 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
   });
   afterAll(() => fixture?.store.close());
 
-  /** One collector pass over `ns` whose clock is `aheadMs` past now. */
-  async function pass(ns: NamespaceId, aheadMs: number): Promise<GcReport> {
-    const rules: PassRules = {
-      nowMs: Date.now() + aheadMs,
-      leaseExpiryMs: timing.leaseExpiryMs,
-      stagingGraceMs: timing.stagingGraceMs,
-      readerGraceMs,
-      lostWriteGraceMs,
-      dryRun: false,
-      prefixesPerPage: 100,
-      prefixConcurrency: 4,
-      keysPerFlush: 100,
-      reportLimit: 10,
-    };
-    return runNamespacePass(startNamespacePass(ns, rules), (command, walk) => executeOnStore(store, ns, rules, command, walk, jsonRootCodec), async () => {});
-  }
+  const pass = (ns: NamespaceId, aheadMs: number) => passAhead(store, ns, aheadMs);
 
   const exists = (key: string) => store.head(key).then(() => true, (err: unknown) => (err instanceof NotFoundError ? false : Promise.reject(err)));
   const segmentsUnder = async (ns: NamespaceId) => (await store.list({ prefix: inputSegmentsPrefix(ns) })).objects.map((o) => o.key).sort();
