@@ -13,8 +13,8 @@
 import { S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveTiming } from '../../src/config';
-import { familyGroup, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey } from '../../src/keys';
-import { createJobLease, publishCompaction, readRoot } from '../../src/protocol';
+import { familyGroup, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type NamespaceId } from '../../src/keys';
+import { createJobLease, publishCompaction, readRoot, type PublicationRequest } from '../../src/protocol';
 import { jsonRootCodec, referencedKeys } from '../../src/root';
 import { createS3ObjectStore, NotFoundError, type ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
@@ -43,40 +43,52 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
     await fixture?.store.close();
   });
 
-  it('a root CAS held until the collector claimed the job and deleted its staged output is refused; the job ends fenced and no root ever names a deleted object', async () => {
+  /** A namespace of two inputs, a job with a fresh lease and one staged output, not yet published. */
+  async function prepare() {
     const ns = namespaceId(uniqueId('fence').toLowerCase());
     const inputs = [await writeInputSegment(fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]), await writeInputSegment(fixture.store, ns, group, [{ key: 'a', seq: 2, value: 'y' }])];
     const job = newJobId();
     await createJobLease(viaProxy, { namespaceId: ns, jobId: job, ownerId: 'test', startedAtMs: Date.now() });
     const output = stagedSegmentKey(ns, job, newSegmentId(), 'mseg');
     await fixture.store.put(output, new TextEncoder().encode('the merged segment'));
+    return { ns, inputs, output, request: { namespaceId: ns, jobId: job, group, inputs, outputs: [output] } };
+  }
 
-    const rootWrites: S3Exchange[] = [];
-    const unobserve = proxy.observe((exchange) => {
-      if (exchange.request.method === 'PUT' && exchange.request.key === rootKey(ns)) rootWrites.push(exchange);
-    });
-    const held = proxy.hold((r) => s3Requests.compareAndSwap(r) && r.key === rootKey(ns));
+  /** Starts the job's publication through the proxy and resolves once its root CAS, sent within the budget, is held there. */
+  async function publishHeld(request: PublicationRequest) {
+    const held = proxy.hold((r) => s3Requests.compareAndSwap(r) && r.key === rootKey(request.namespaceId));
     const start = performance.now();
     const publication = publishCompaction(
       viaProxy,
-      { namespaceId: ns, jobId: job, group, inputs, outputs: [output] },
+      request,
       { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 },
       { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start },
       false,
       jsonRootCodec,
     );
-    // The publication checked its budget and sent its CAS: it is in the proxy now.
     await held.arrived;
+    return { publication, release: held.release };
+  }
 
-    // The pass runs through the proxy, its clock past the job's lease expiry and its output's staging grace.
-    const report = await passAhead(viaProxy, ns, timing.stagingGraceMs + 60_000);
+  /** A pass through the proxy, its clock past the job's lease expiry and its output's staging grace. */
+  const lateIn = (ns: NamespaceId) => passAhead(viaProxy, ns, timing.stagingGraceMs + 60_000);
+
+  it('a root CAS held until the collector claimed the job and deleted its staged output is refused; the job ends fenced and no root ever names a deleted object', async () => {
+    const { ns, inputs, output, request } = await prepare();
+    const rootWrites: S3Exchange[] = [];
+    const unobserve = proxy.observe((exchange) => {
+      if (exchange.request.method === 'PUT' && exchange.request.key === rootKey(ns)) rootWrites.push(exchange);
+    });
+    const held = await publishHeld(request);
+
+    const report = await lateIn(ns);
     expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 1, leasesDeleted: 1, failedPrefixes: 0 });
     await expect(fixture.store.head(output)).rejects.toBeInstanceOf(NotFoundError);
     // The pass wrote one root: its fence, while the job's CAS was held.
     expect(rootWrites.map((w) => w.status)).toEqual([200]);
 
     held.release();
-    await expect(publication).resolves.toMatchObject({ outcome: 'fenced' });
+    await expect(held.publication).resolves.toEqual({ outcome: 'fenced', reason: 'the lease is gone' });
     unobserve();
 
     // The released CAS reached MinIO and was refused on its ETag.
@@ -86,5 +98,22 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
     for (const written of rootWrites.filter((w) => w.status === 200)) {
       expect(referencedKeys(jsonRootCodec.decode(written.requestBody!, ns)).has(output)).toBe(false);
     }
+  });
+
+  it("a held CAS released while the claimed lease is still reaping is refused, and the publication's next attempt finds the lease reaping: fenced", async () => {
+    const { ns, output, request } = await prepare();
+    const held = await publishHeld(request);
+    // The walk's delete batch goes through; the pass's second DeleteObjects, its lease last, waits in the proxy.
+    let deletes = 0;
+    const leaseDelete = proxy.hold((r) => s3Requests.deleteObjects(r) && ++deletes === 2);
+    const pass = lateIn(ns);
+    await leaseDelete.arrived;
+    await expect(fixture.store.head(output)).rejects.toBeInstanceOf(NotFoundError);
+
+    held.release();
+    await expect(held.publication).resolves.toEqual({ outcome: 'fenced', reason: 'a collector claimed the lease' });
+    expect(referencedKeys((await readRoot(fixture.store, ns, jsonRootCodec)).root).has(output)).toBe(false);
+    leaseDelete.release();
+    expect((await pass).totals).toMatchObject({ claimed: 1, objectsDeleted: 1, leasesDeleted: 1 });
   });
 });
