@@ -65,7 +65,7 @@ async function main(): Promise<void> {
     console.log(`seeded 2 × ${prefixes} job prefixes (orphaned, expired, live in thirds), ${load()}`);
 
     const rules: PassRules = {
-      nowMs: Date.now(), leaseExpiryMs: settings.timing.leaseExpiryMs, stagingGraceMs: settings.timing.stagingGraceMs, readerGraceMs: settings.timing.readerGraceMs, lostWriteGraceMs: settings.timing.gcMinGraceMs, dryRun: false,
+      nowMs: Date.now(), leaseExpiryMs: settings.timing.leaseExpiryMs, stagingGraceMs: settings.timing.stagingGraceMs, readerGraceMs: settings.timing.readerGraceMs, lostWriteGraceMs: settings.timing.lostWriteGraceMs, dryRun: false,
       prefixesPerPage: 100, prefixConcurrency: 8, keysPerFlush: 4000, reportLimit: REPORT_LIMIT,
     };
     let started = performance.now();

@@ -24,7 +24,7 @@ export * from './protocol';
 export * from './client';
 export * from './worker';
 export { startWorkerFromEnv, type StartWorkerFromEnvOptions, type WorkerFromEnv } from './worker/from-env';
-export { writeInputSegment } from './writer';
+export { writeInputSegment, WriterBudgetExceededError, type WriterOptions } from './writer';
 export { lookupRecord, readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupSnapshot, type LiveRecord } from './reader';
 export { checkFormat, FormatCheckError, type FormatUnderTest } from './conformance';
 export type { CompactionInput, CompactionResult, CompactionOutcomeName, LeaseView } from './workflows/compaction';

@@ -46,7 +46,7 @@ function demoSettings() {
 }
 
 /** A few thousand records over several input segments, overlapping keys, rising seqs, some tombstones. */
-async function seedDemoNamespace(store: ReturnType<typeof objectStoreFromEnv>): Promise<void> {
+async function seedDemoNamespace(store: ReturnType<typeof objectStoreFromEnv>, writerBudgetMs: number): Promise<void> {
   // The demo seeds with writeInputSegment: the reference root.
   if (await readRootIfAny(store, namespaceId(DEMO_NAMESPACE), jsonRootCodec)) return;
   let seq = 0;
@@ -57,7 +57,7 @@ async function seedDemoNamespace(store: ReturnType<typeof objectStoreFromEnv>): 
       if (records.some((r) => r.key === key)) continue;
       records.push(i % 17 === 0 ? { key, seq: ++seq, tombstone: true } : { key, seq: ++seq, value: `inode-${segment}-${i}` });
     }
-    await writeInputSegment(store, DEMO_NAMESPACE, DEMO_GROUP, records);
+    await writeInputSegment(store, DEMO_NAMESPACE, DEMO_GROUP, records, { writerBudgetMs });
   }
   console.log(`seeded namespace ${DEMO_NAMESPACE}: 6 input segments in group ${DEMO_GROUP}`);
 }
@@ -88,7 +88,7 @@ async function main(): Promise<void> {
   const connection = await Connection.connect({ address, tls: target.connectionOptions.tls, metadata: target.connectionOptions.metadata, apiKey: target.connectionOptions.apiKey });
   const client = new Client({ connection, namespace: target.namespace });
 
-  await seedDemoNamespace(store);
+  await seedDemoNamespace(store, settings.timing.writerBudgetMs);
   const handle = await startCompaction(client, { namespaceId: DEMO_NAMESPACE, group: DEMO_GROUP, taskQueue });
   console.log(`compaction ${handle.workflowId}: ${uiUrl}/namespaces/${target.namespace}/workflows/${encodeURIComponent(handle.workflowId)}`);
   const done = handle.result();

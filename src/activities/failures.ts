@@ -31,6 +31,7 @@ export const NON_RETRYABLE_TYPES = [
   'ProgressMismatch',
   'InputChanged',
   'RecurringFailure',
+  'WriterBudgetExceeded',
 ] as const;
 
 /** A typed error becomes a failure of its own type and retryability; other errors stay retryable, typed by their name. */

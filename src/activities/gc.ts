@@ -82,6 +82,7 @@ type ResultOf<K extends CollectorCommand['kind']> = Extract<
       deleteLease: 'leaseDeleted';
       collectPrefixes: 'collected';
       reclaimRetiredSegments: 'retiredReclaimed';
+      fenceRoot: 'rootFenced' | 'fenceFailed';
     }[K];
   }
 >;
@@ -93,8 +94,8 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
     (await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, progress, rootCodec)) as ResultOf<K>;
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {
-      const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs, readerGraceMs } = timing;
-      return { operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs: timing.gcMinGraceMs };
+      const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = timing;
+      return { operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs };
     },
 
     async listNamespaces(input: { after?: string; limit: number }): Promise<ChildrenPage<string>> {
@@ -185,6 +186,9 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
     },
 
     deleteLease: (input: Input<'deleteLease'>) => run(input),
+
+    /** The root fence of a page (spec 6b): one CAS of the root, generation + 1; retried on a lost race. */
+    fenceRoot: (input: Input<'fenceRoot'>) => run(input),
 
     /** Superseded segments and lost writes of one namespace (spec 6a), at the pass's clock and reader grace; heartbeats per listing page and batch. */
     async reclaimRetiredSegments(input: Input<'reclaimRetiredSegments'>) {

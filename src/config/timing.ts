@@ -28,6 +28,17 @@ export interface Timing {
    * that fetched the old root may read its segments for this long less T.
    */
   readonly readerGraceMs: number;
+  /**
+   * From before a writer's segment PUT until each root CAS that registers it is sent (spec 6a.4);
+   * past it the writer registers nothing, so its segment is an ordinary lost write.
+   */
+  readonly writerBudgetMs: number;
+  /**
+   * How old (`LastModified`) a segment under `metadata/segments/` that the root neither names nor
+   * retires must be before it goes as a lost write; at least writer budget + deadline + clock margin,
+   * so no segment goes while its writer may still register it.
+   */
+  readonly lostWriteGraceMs: number;
 }
 
 /** Thrown at start-up when timings break an invariant; the message names the settings. */
@@ -47,6 +58,8 @@ const partialSchema = z.strictObject({
   gcMinGraceMs: ms.optional(),
   stagingGraceMs: ms.optional(),
   readerGraceMs: ms.optional(),
+  writerBudgetMs: ms.optional(),
+  lostWriteGraceMs: ms.optional(),
 });
 
 /** Environment variable for each setting: the spec's name behind the `COMPACTION_` prefix. */
@@ -59,12 +72,15 @@ export const TIMING_ENV: Readonly<Record<keyof Timing, string>> = {
   gcMinGraceMs: 'COMPACTION_GC_MIN_GRACE_MS',
   stagingGraceMs: 'COMPACTION_STAGING_GRACE_MS',
   readerGraceMs: 'COMPACTION_READER_GRACE_MS',
+  writerBudgetMs: 'COMPACTION_WRITER_BUDGET_MS',
+  lostWriteGraceMs: 'COMPACTION_LOST_WRITE_GRACE_MS',
 };
 
 /**
  * Builds the timing from partial settings. Unset values take the spec's defaults, derived from
  * the ones that are set: expiry = 5 × refresh, T = budget + deadline + margin, staging = expiry + T,
- * reader grace = expiry + T (readers of a replaced root keep its segments for at least the lease expiry).
+ * reader grace = expiry + T (readers of a replaced root keep its segments for at least the lease expiry),
+ * writer budget 15 min, lost-write grace 24 h (or writer budget + deadline + margin when that is longer).
  */
 export function resolveTiming(settings: Partial<Timing> = {}): Timing {
   const parsed = partialSchema.safeParse(settings);
@@ -78,6 +94,8 @@ export function resolveTiming(settings: Partial<Timing> = {}): Timing {
   const leaseExpiryMs = s.leaseExpiryMs ?? Math.max(5 * leaseRefreshIntervalMs, gcMinGraceMs);
   const stagingGraceMs = s.stagingGraceMs ?? leaseExpiryMs + gcMinGraceMs;
   const readerGraceMs = s.readerGraceMs ?? leaseExpiryMs + gcMinGraceMs;
+  const writerBudgetMs = s.writerBudgetMs ?? 900_000;
+  const lostWriteGraceMs = s.lostWriteGraceMs ?? Math.max(86_400_000, writerBudgetMs + operationDeadlineMs + clockSafetyMarginMs);
   const timing: Timing = Object.freeze({
     leaseRefreshIntervalMs,
     leaseExpiryMs,
@@ -87,6 +105,8 @@ export function resolveTiming(settings: Partial<Timing> = {}): Timing {
     gcMinGraceMs,
     stagingGraceMs,
     readerGraceMs,
+    writerBudgetMs,
+    lostWriteGraceMs,
   });
   const broken = timingViolations(timing);
   if (broken.length) throw new TimingConfigError(`unsafe timing: ${broken.join('; ')}`);
@@ -117,6 +137,11 @@ function timingViolations(t: Timing): string[] {
       // A published job stops refreshing before its outputs can be retired, so this grace outlasts its lease: no object under a live lease goes.
       t.readerGraceMs >= t.leaseExpiryMs + t.clockSafetyMarginMs,
       `${env.readerGraceMs} (${t.readerGraceMs}) must be at least ${env.leaseExpiryMs} + ${env.clockSafetyMarginMs} (${t.leaseExpiryMs + t.clockSafetyMarginMs}): a superseded output would go while its job's lease is live`,
+    ],
+    [
+      // A writer sends its last registering CAS within the budget of its PUT's start; it lands within one deadline, and LastModified may be off by the margin.
+      t.lostWriteGraceMs >= t.writerBudgetMs + t.operationDeadlineMs + t.clockSafetyMarginMs,
+      `${env.lostWriteGraceMs} (${t.lostWriteGraceMs}) must be at least ${env.writerBudgetMs} + ${env.operationDeadlineMs} + ${env.clockSafetyMarginMs} (${t.writerBudgetMs + t.operationDeadlineMs + t.clockSafetyMarginMs}): a writer's segment would go before its registration lands`,
     ],
   ];
   return rules.filter(([ok]) => !ok).map(([, message]) => message);
@@ -165,6 +190,8 @@ export function defaultTimingDividedBy(factor: number): Timing {
  * scaled from it, and the expiry at least {@link minimumLeaseExpiryMs} for the keepers' heartbeat timeout.
  */
 export function shrunkTiming(unitMs: number, heartbeatTimeoutMs: number): Timing {
-  const scaled = { leaseRefreshIntervalMs: unitMs, operationDeadlineMs: Math.floor(unitMs / 2), publicationBudgetMs: unitMs, clockSafetyMarginMs: unitMs };
-  return resolveTiming({ ...scaled, leaseExpiryMs: Math.max(5 * unitMs, minimumLeaseExpiryMs(scaled, heartbeatTimeoutMs)) });
+  const scaled = { leaseRefreshIntervalMs: unitMs, operationDeadlineMs: Math.floor(unitMs / 2), publicationBudgetMs: unitMs, clockSafetyMarginMs: unitMs, writerBudgetMs: unitMs };
+  // The lost-write grace at its least, so a demo's lost writes go within seconds too.
+  const lostWriteGraceMs = scaled.writerBudgetMs + scaled.operationDeadlineMs + scaled.clockSafetyMarginMs;
+  return resolveTiming({ ...scaled, lostWriteGraceMs, leaseExpiryMs: Math.max(5 * unitMs, minimumLeaseExpiryMs(scaled, heartbeatTimeoutMs)) });
 }

@@ -2,7 +2,7 @@
  * Runs the commands of a namespace's pass plan against the store: the one executor behind the
  * collector's activities and behind tests and benchmarks that run a pass without Temporal.
  */
-import { jobId, type NamespaceId } from '../keys';
+import { jobId, rootKey, type NamespaceId } from '../keys';
 import type { RootCodec } from '../root';
 import type { ObjectStore } from '../store';
 import {
@@ -11,11 +11,13 @@ import {
   findRootProblem,
   listJobPrefixes,
   reclaimPrefix,
+  rootProblemOf,
   START_OF_WALK,
   surveyLeases,
 } from './collector';
 import { collectPrefixes, type CollectorCommand, type CollectorResult, type PassRules, type WalkProgress } from './collector-plan';
 import { reclaimRetiredSegments } from './retired-reclaim';
+import { fenceRoot } from './root-io';
 
 /**
  * Executes one command of a namespace's pass plan against the store, under the pass's rules, reading
@@ -50,5 +52,14 @@ export async function executeOnStore(
       return { kind: 'leaseDeleted' };
     case 'reclaimRetiredSegments':
       return { kind: 'retiredReclaimed', outcome: await reclaimRetiredSegments(store, ns, rules, progress.onRead ?? (() => {}), codec) };
+    case 'fenceRoot':
+      try {
+        return (await fenceRoot(store, ns, codec)) ? { kind: 'rootFenced' } : { kind: 'fenceFailed', message: `root ${rootKey(ns)} does not exist` };
+      } catch (err) {
+        // A corrupt root cannot be fenced, and no retry changes that; an unreachable store is retried.
+        const problem = rootProblemOf(err, ns);
+        if (problem?.problem !== 'corrupt') throw err;
+        return { kind: 'fenceFailed', message: problem.reason };
+      }
   }
 }

@@ -25,7 +25,7 @@ export interface PassRules {
   readonly stagingGraceMs: number;
   /** A retired segment stays this long after its `retired_at_ms`, for readers of older roots (spec 6a). */
   readonly readerGraceMs: number;
-  /** T: an input segment no root ever named (a lost write) goes once its `LastModified` is this old (spec 6a.4). */
+  /** An input segment the root neither names nor retires (a lost write) goes once its `LastModified` is this old (spec 6a.4); longer than any writer's budget. */
   readonly lostWriteGraceMs: number;
   /** Plan and report every claim and deletion, execute none. */
   readonly dryRun: boolean;
@@ -57,7 +57,12 @@ export type CollectorCommand =
   /** The collectable prefixes of a page, each by its own {@link planPrefix} (claim, walk, lease last): one activity per page, not three per prefix. */
   | { readonly kind: 'collectPrefixes'; readonly prefixes: readonly SurveyedPrefix[] }
   /** Superseded segments and lost writes (spec 6a), once every job prefix is done and none was corrupt. */
-  | { readonly kind: 'reclaimRetiredSegments' };
+  | { readonly kind: 'reclaimRetiredSegments' }
+  /**
+   * The root fence (spec 6b): one CAS of the namespace root, generation + 1 and nothing else, after a
+   * page's claims and before any of its walks, so a publication CAS a claimed job sent earlier fails.
+   */
+  | { readonly kind: 'fenceRoot' };
 
 /** What a command came to, by kind: `listJobPrefixes` → `listed`, …, `reclaimPrefix` → `reclaimed` or `reclaimFailed`. */
 export type CollectorResult =
@@ -73,7 +78,10 @@ export type CollectorResult =
   | { readonly kind: 'collected'; readonly report: GcReport }
   | { readonly kind: 'retiredReclaimed'; readonly outcome: RetiredReclaimOutcome }
   /** The reclaim failed for good (its retries spent). */
-  | { readonly kind: 'retiredFailed'; readonly message: string };
+  | { readonly kind: 'retiredFailed'; readonly message: string }
+  | { readonly kind: 'rootFenced' }
+  /** No fence was written (no root, a corrupt one, or the CAS failed for good): the page's claimed prefixes delete nothing. */
+  | { readonly kind: 'fenceFailed'; readonly message: string };
 
 /** Whom a command tells of its progress (Temporal heartbeats, or a test's own retries). */
 export interface WalkProgress {
@@ -275,6 +283,12 @@ export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined
     }
     case 'leaseDeleted':
       return { pass, delta: { totals: { leasesDeleted: 1 } }, next: 'done' };
+    case 'fenceFailed': {
+      // WARN: unfenced, a claimed prefix is neither walked nor released: a lease deleted now would leave its objects to passes that see no owner and fence nothing.
+      const key = jobPrefix(namespaceId(pass.namespaceId), jobId(pass.jobId));
+      const message = `not walked, the lease stays reaping for a later pass: the root fence was not written (${result.message})`;
+      return { pass, delta: { totals: { failedPrefixes: 1 }, failures: [{ key, message }] }, next: 'done' };
+    }
     default:
       throw new PlanOutOfStepError('a prefix-level result', result.kind);
   }
@@ -300,6 +314,8 @@ export interface PageCollection {
   readonly report: GcReport;
   /** Per prefix of the page, in order: not started (`null`), awaiting a command, or `done`. */
   readonly prefixes: readonly (PrefixAt | 'done' | null)[];
+  /** The page's root fence was written (or answered): its claims are all made and its walks may delete. */
+  readonly fenced?: boolean;
 }
 
 /** Where a `collectPrefixes` command resumes, and whom it tells of each step (a heartbeat). */
@@ -308,11 +324,17 @@ export interface PageProgress {
   readonly onProgress: (at: PageCollection) => void;
 }
 
+/** Whether a prefix awaits a walk of a prefix this pass owns: the fence must be written before it deletes anything there. */
+const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt => p !== null && p !== 'done' && p.command.kind === 'reclaimPrefix' && p.pass.owner.owner === 'collector';
+
 /**
  * Collects the prefixes of a page, `rules.prefixConcurrency` at a time, each by its own
- * {@link planPrefix}. A corrupt lease, or a command that failed, starts no further prefix; those in
- * flight finish and release their leases. A failed prefix stays at the command it awaits, and the
- * first failure is thrown once the others have settled, so a retry from `page.resume` redoes only that.
+ * {@link planPrefix}, in two rounds: every claim first, then one `fenceRoot` command if the page
+ * owns a prefix (not in a dry run), then the walks and lease deletions (spec 6b). A corrupt lease,
+ * or a command that failed, enters no further prefix in the round; those in flight finish (a
+ * walk's lease still goes last). A failed prefix stays at the command it awaits, and the first
+ * failure is thrown once the others have settled, so a retry from `page.resume` redoes only that.
+ * `fence` is false only to replay runs recorded before the fence: one round, no fence.
  */
 export async function collectPrefixes(
   namespace: string,
@@ -320,38 +342,54 @@ export async function collectPrefixes(
   rules: PassRules,
   execute: CollectorExecutor,
   page?: PageProgress,
+  fence = true,
 ): Promise<GcReport> {
   let report = page?.resume?.report ?? emptyReport(rules.nowMs, rules.dryRun);
   const at: (PrefixAt | 'done' | null)[] = page?.resume ? [...page.resume.prefixes] : prefixes.map(() => null);
+  let fenced = page?.resume?.fenced === true;
   let failure: { readonly error: unknown } | undefined;
   const advance = (index: number, step: PrefixStep): void => {
     report = mergeReport(report, step.delta);
     at[index] = step.next === 'done' ? 'done' : { pass: step.pass, command: step.command };
   };
-  const told = () => page?.onProgress({ report, prefixes: [...at] });
-  await inBatches(prefixes.map((found, index) => ({ found, index })), 1, rules.prefixConcurrency, async ([item]) => {
-    if (item === undefined || at[item.index] === 'done' || report.totals.corrupt > 0 || failure) return;
-    const { found, index } = item;
-    if (at[index] === null) advance(index, planPrefix({ namespaceId: namespace, ...found }, undefined, rules));
-    for (let now = at[index]; now && now !== 'done'; now = at[index]) {
-      const { pass, command } = now;
-      const walk: WalkProgress = {
-        onProgress: (p) => {
-          at[index] = { pass, command, position: p };
-          told();
-        },
-      };
-      let result: CollectorResult;
-      try {
-        result = await execute(commandOf(now), walk);
-      } catch (error) {
-        failure ??= { error };
-        return;
+  const told = () => page?.onProgress({ report, prefixes: [...at], ...(fenced && { fenced }) });
+  /** One round: each prefix goes on while `goesOn` its next command. */
+  const round = (goesOn: (command: CollectorCommand) => boolean) =>
+    inBatches(prefixes.map((found, index) => ({ found, index })), 1, rules.prefixConcurrency, async ([item]) => {
+      if (item === undefined || at[item.index] === 'done' || report.totals.corrupt > 0 || failure) return;
+      const { found, index } = item;
+      if (at[index] === null) advance(index, planPrefix({ namespaceId: namespace, ...found }, undefined, rules));
+      for (let now = at[index]; now && now !== 'done' && goesOn(now.command); now = at[index]) {
+        const { pass, command } = now;
+        const walk: WalkProgress = {
+          onProgress: (p) => {
+            at[index] = { pass, command, position: p };
+            told();
+          },
+        };
+        let result: CollectorResult;
+        try {
+          result = await execute(commandOf(now), walk);
+        } catch (error) {
+          failure ??= { error };
+          return;
+        }
+        advance(index, planPrefix(pass, result, rules));
+        told();
       }
-      advance(index, planPrefix(pass, result, rules));
+    });
+  if (fence) {
+    await round((command) => command.kind === 'claimLease');
+    if (failure) throw failure.error;
+    // WARN: the fence comes after every claim of the page and before any delete under a prefix it owns.
+    if (!fenced && !rules.dryRun && report.totals.corrupt === 0 && at.some(awaitsOwnedWalk)) {
+      const result = await execute({ kind: 'fenceRoot' }, { onProgress: () => {} });
+      if (result.kind === 'fenceFailed') at.forEach((p, index) => awaitsOwnedWalk(p) && advance(index, planPrefix(p.pass, result, rules)));
+      fenced = true;
       told();
     }
-  });
+  }
+  await round(() => true);
   if (failure) throw failure.error;
   return report;
 }

@@ -28,7 +28,7 @@ export interface GcTotals {
   readonly retainedUnrecognised: number;
   /** Retired segments deleted once their reader grace was over (also in objectsDeleted). */
   readonly retiredDeleted: number;
-  /** Segments under `metadata/segments/` no root knew, deleted past T (also in objectsDeleted). */
+  /** Segments under `metadata/segments/` no root knew, deleted past the lost-write grace (also in objectsDeleted). */
   readonly lostWritesDeleted: number;
   /** Records dropped from a root's retired list after their segments were gone. */
   readonly retiredRecordsDropped: number;
@@ -98,7 +98,7 @@ export const isIncomplete = ({ totals }: GcReport): boolean =>
 export interface RetiredTally {
   /** Retired segments deleted, inputs and published outputs alike. */
   readonly retiredDeleted: number;
-  /** Segments under `metadata/segments/` no root knew, older than T. */
+  /** Segments under `metadata/segments/` no root knew, older than the lost-write grace. */
   readonly lostWritesDeleted: number;
   readonly bytesDeleted: number;
   /** Records dropped from the retired list by root CAS after their segments were gone. */
@@ -106,7 +106,7 @@ export interface RetiredTally {
   readonly retainedReferenced: number;
   /** Retired segments whose reader grace is not over. */
   readonly retainedInGrace: number;
-  /** Unknown to the root and younger than T (or without a trustworthy timestamp). */
+  /** Unknown to the root and younger than the lost-write grace (or without a trustworthy timestamp). */
   readonly retainedYoung: number;
   readonly retainedUnrecognised: number;
   /** The first keys under `metadata/segments/` that are not segment keys of the namespace. */

@@ -12,7 +12,7 @@ export interface RetiredRules {
   readonly nowMs: number;
   /** How long a retired segment stays after its `retired_at_ms`. */
   readonly readerGraceMs: number;
-  /** T: the minimum `LastModified` age of a segment no root ever named (a lost write). */
+  /** The minimum `LastModified` age of a segment the root neither names nor retires (a lost write); longer than any writer's budget (spec 6a.4). */
   readonly lostWriteGraceMs: number;
 }
 
@@ -24,9 +24,9 @@ export type SegmentFate =
   | 'retired_due'
   /** Retired, and readers of an older root may still read it (a future `retired_at_ms` included). */
   | 'retired_in_grace'
-  /** Neither named nor retired, and older than T: a writer died before publishing it. */
+  /** Neither named nor retired, and older than the lost-write grace: its writer never registered it, and no longer may. */
   | 'lost_write'
-  /** Neither named nor retired, and younger than T (or with no trustworthy timestamp): its writer may still publish it. */
+  /** Neither named nor retired, and younger than the lost-write grace (or with no trustworthy timestamp): its writer may still register it. */
   | 'young'
   /** A staged output neither named nor retired: the job-prefix reclaim's, under its lease rules (spec 6), never this one's. */
   | 'job_prefix';

@@ -1,7 +1,7 @@
 /** Reading and replacing the namespace root: bytes and ETag from one GET, replaced only by CAS. */
 import { TypedError } from '../errors';
 import { rootKey, type NamespaceId } from '../keys';
-import { decodeRootWith, emptyRoot, MAX_ROOT_BYTES, type RootCodec, type RootState } from '../root';
+import { decodeRootWith, emptyRoot, MAX_ROOT_BYTES, retireRemoved, type RootCodec, type RootState } from '../root';
 import { ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
 
 /**
@@ -46,25 +46,66 @@ export async function readRootIfAny(store: ObjectStore, ns: NamespaceId, codec: 
   }
 }
 
+/** How the package's root writer writes: its clock, and a check before each CAS is sent. */
+export interface RootWriteOptions {
+  /** The writer's wall clock: every segment the write removes retires at its reading then (spec 6a.1). */
+  readonly clockMs?: () => number;
+  /** Called right before each CAS is sent; what it throws stops the write with nothing sent (a writer budget spent). */
+  readonly beforeWrite?: () => void;
+}
+
+/**
+ * Replaces the root by CAS with what `next` makes of the current one (undefined: nothing to write),
+ * re-reading and retrying on a lost race. An ambiguous answer is thrown: a change that landed may not be one to apply twice.
+ */
+async function casRoot<R extends RootState | undefined>(
+  store: ObjectStore,
+  ns: NamespaceId,
+  codec: RootCodec,
+  next: (current: ReadRoot | undefined) => R,
+  beforeWrite: () => void = () => {},
+): Promise<R> {
+  for (;;) {
+    const current = await readRootIfAny(store, ns, codec);
+    const root = next(current);
+    if (root === undefined) return root;
+    beforeWrite();
+    try {
+      if (current) await store.putIfMatch(rootKey(ns), codec.encode(root), current.etag);
+      else await store.putIfAbsent(rootKey(ns), codec.encode(root));
+      return root;
+    } catch (err) {
+      if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof NotFoundError)) throw err;
+    }
+  }
+}
+
 /**
  * Applies `change` to the current root by CAS, creating the root if absent, retrying lost races.
- * For the metadata service's own writer (stood in for by the demo and tests), not for publication.
+ * Every segment the change removes from the root is retired at the writer's clock in the same write
+ * (spec 6a.1), so readers of the old root get the reader grace. For the metadata service's own
+ * writer (stood in for by the demo and tests), not for publication.
  */
 export async function updateRoot(
   store: ObjectStore,
   ns: NamespaceId,
   change: (root: RootState) => RootState,
   codec: RootCodec,
+  options: RootWriteOptions = {},
 ): Promise<RootState> {
-  for (;;) {
-    const current = await readRootIfAny(store, ns, codec);
-    const next = change(current?.root ?? emptyRoot(ns));
-    try {
-      if (current) await store.putIfMatch(rootKey(ns), codec.encode(next), current.etag);
-      else await store.putIfAbsent(rootKey(ns), codec.encode(next));
-      return next;
-    } catch (err) {
-      if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof NotFoundError)) throw err;
-    }
-  }
+  const clockMs = options.clockMs ?? Date.now;
+  const retiring = (current: ReadRoot | undefined): RootState => {
+    const before = current?.root ?? emptyRoot(ns);
+    return retireRemoved(before, change(before), clockMs());
+  };
+  return casRoot(store, ns, codec, retiring, options.beforeWrite);
+}
+
+/**
+ * Fences the namespace's publications in flight (spec 6b): one CAS of the root with the generation
+ * + 1 and nothing else changed, so a root CAS sent with an older ETag fails however late it arrives.
+ * Undefined when the namespace has no root (no publication can land there either).
+ */
+export async function fenceRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<RootState | undefined> {
+  return casRoot(store, ns, codec, (current) => current && Object.freeze({ ...current.root, generation: current.root.generation + 1 }));
 }

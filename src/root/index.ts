@@ -214,9 +214,27 @@ export function planPublication(
   if (missingInputs.length) return { kind: 'abandoned', missingInputs };
   const replaced = new Set(inputs);
   const kept = current.filter((k) => !replaced.has(k));
-  const retired = [...(root.retired ?? []).filter((r) => !replaced.has(r.key)), ...[...replaced].map((key) => ({ key, retired_at_ms: retiredAtMs }))];
+  const retired = retire(root.retired, [...replaced], retiredAtMs);
   return {
     kind: 'publish',
     root: Object.freeze({ ...root, generation: root.generation + 1, groups: { ...root.groups, [group]: [...outputs, ...kept] }, retired }),
   };
+}
+
+/** `retired` with each of `keys` listed once, at `retiredAtMs`: a key retired before (referenced again since) takes its latest retirement. */
+function retire(retired: readonly RetiredSegment[] | undefined, keys: readonly string[], retiredAtMs: number): RetiredSegment[] {
+  const now = new Set(keys);
+  return [...(retired ?? []).filter((r) => !now.has(r.key)), ...keys.map((key) => ({ key, retired_at_ms: retiredAtMs }))];
+}
+
+/**
+ * `next` (a change the package's root writer made to `before`) with every segment that `before`
+ * names and `next` names in no group retired at `retiredAtMs`, the writer's clock at that write
+ * (spec 6a.1): a segment leaves the root only by retirement, so readers of `before` keep it for the
+ * reader grace, never only for the lost-write grace.
+ */
+export function retireRemoved(before: RootState, next: RootState, retiredAtMs: number): RootState {
+  const still = referencedKeys(next);
+  const removed = [...referencedKeys(before)].filter((k) => !still.has(k));
+  return removed.length ? Object.freeze({ ...next, retired: retire(next.retired, removed, retiredAtMs) }) : next;
 }

@@ -197,6 +197,8 @@ function gcActivities({ timeouts: { operationDeadlineMs, heartbeatTimeoutMs }, c
 
 const RETIRED_SEGMENTS_PATCH = 'gc-retired-segments';
 const PAGE_ACTIVITY_PATCH = 'gc-collect-page-in-one-activity';
+/** Runs recorded before the root fence (spec 6b) claimed and walked each prefix on its own, with no fence between. */
+const ROOT_FENCE_PATCH = 'gc-root-fence';
 
 /** Where a failed `collectPrefixes` activity stood: its failure's details, or its last heartbeat. */
 function pageCollectionOf(err: ActivityFailure): PageCollection | undefined {
@@ -233,16 +235,24 @@ function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
         return CancellationScope.nonCancellable(() => short.deleteLease.executeWithOptions({ summary: `delete lease of ${prefix(command.jobId)}` }, input(command)));
       case 'collectPrefixes': {
         // Runs recorded before this patch collected each prefix of a page by its own activities (about three per prefix).
-        if (!patched(PAGE_ACTIVITY_PATCH)) return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute) };
+        if (!patched(PAGE_ACTIVITY_PATCH)) return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, undefined, patched(ROOT_FENCE_PATCH)) };
         try {
           return await page.collectPrefixes.executeWithOptions({ summary: `collect ${command.prefixes.length} job prefixes of ${ns}` }, input(command));
         } catch (err) {
           if (!(err instanceof ActivityFailure)) throw err;
           // Its retries spent (or cancelled): each prefix goes on from where it stood (a walk after its saved position), one activity per command, so every claimed lease is still released.
           const resume = pageCollectionOf(err);
-          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, { ...(resume && { resume }), onProgress: () => {} }) };
+          const page = { ...(resume && { resume }), onProgress: () => {} };
+          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, page, patched(ROOT_FENCE_PATCH)) };
         }
       }
+      case 'fenceRoot':
+        try {
+          return await short.fenceRoot.executeWithOptions({ summary: `fence the root of ${ns}` }, input(command));
+        } catch (err) {
+          if (!(err instanceof ActivityFailure)) throw err;
+          return { kind: 'fenceFailed', message: message(err) };
+        }
       case 'reclaimRetiredSegments':
         // Runs recorded by the first pass-plan version (test/golden/gc-namespace-plan-history.json) end without this step.
         if (!patched(RETIRED_SEGMENTS_PATCH)) return { kind: 'retiredReclaimed', outcome: { tally: EMPTY_RETIRED_TALLY } };

@@ -2,6 +2,8 @@
  * A stand-in for the metadata service's own writer: writes sorted input segments and registers
  * them in the namespace root. The demo and the tests use it to give compactions something to do.
  */
+import { performance } from 'node:perf_hooks';
+import { timingFromEnv } from '../config/timing';
 import { TypedError } from '../errors';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, type FamilyGroup, type NamespaceId } from '../keys';
 import { updateRoot } from '../protocol/root-io';
@@ -23,6 +25,39 @@ export class InvalidSegmentInputError extends TypedError {
   ) {
     super(`input segment for group ${group} of namespace ${namespaceId} refused, nothing written: ${reason}`);
   }
+}
+
+/**
+ * The writer budget was spent before a root CAS could be sent: the segment was written but not
+ * registered, and never will be. It is an ordinary lost write, deleted after the lost-write grace;
+ * write the records again as a new segment.
+ */
+export class WriterBudgetExceededError extends TypedError {
+  override readonly name = 'WriterBudgetExceededError';
+  readonly failureType = 'WriterBudgetExceeded';
+  readonly retryable = false;
+  constructor(
+    readonly segmentKey: string,
+    readonly spentMs: number,
+    readonly budgetMs: number,
+  ) {
+    super(
+      `segment ${segmentKey} not registered: ${Math.round(spentMs)} ms since its PUT started exceeds the writer budget of ${budgetMs} ms; ` +
+        'it is a lost write the collector deletes after the lost-write grace',
+    );
+  }
+}
+
+/** How long {@link writeInputSegment} may take to register its segment, and the clock that measures it. */
+export interface WriterOptions {
+  /**
+   * From before the segment PUT until each root CAS is sent (spec 6a.4). Defaults to
+   * `COMPACTION_WRITER_BUDGET_MS` of the environment (15 min unset): it must be the budget the
+   * collectors' lost-write grace was validated against.
+   */
+  readonly writerBudgetMs?: number;
+  /** Monotonic milliseconds for the budget; `performance.now` unless a test brings its own. */
+  readonly elapsedMs?: () => number;
 }
 
 /**
@@ -65,13 +100,31 @@ function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readon
  * Writes one input segment of the reference format (`.mseg`, records sorted by key here) and adds it
  * to the group in the reference root (`root.json`); returns its key.
  * Ids and records are all checked before the first request: on refusal nothing is written.
+ * Registration happens within the writer budget or never ({@link WriterBudgetExceededError}): the
+ * collector deletes an unregistered segment once it is older than the lost-write grace, which is
+ * longer than the budget, so a registered segment was never deleted.
  */
-export async function writeInputSegment(store: ObjectStore, ns: string, group: string, records: readonly SegmentRecord[]): Promise<string> {
+export async function writeInputSegment(
+  store: ObjectStore,
+  ns: string,
+  group: string,
+  records: readonly SegmentRecord[],
+  options: WriterOptions = {},
+): Promise<string> {
   const namespace = namespaceId(ns);
   const validGroup = familyGroup(group);
   const bytes = encodeInputSegment(namespace, validGroup, records);
+  const budgetMs = options.writerBudgetMs ?? timingFromEnv().writerBudgetMs;
+  const elapsedMs = options.elapsedMs ?? (() => performance.now());
   const key = inputSegmentKey(namespace, newSegmentId(), SEGMENT_EXTENSION);
+  // The budget runs from before the PUT: the store may date the segment as early as its start.
+  const putSentAt = elapsedMs();
   await store.put(key, bytes);
-  await updateRoot(store, namespace, (root) => addSegments(root, validGroup, [key]), jsonRootCodec);
+  // Checked right before each CAS is sent, lost races included: a CAS sent later could register a segment already deleted.
+  const withinBudget = () => {
+    const spent = elapsedMs() - putSentAt;
+    if (spent > budgetMs) throw new WriterBudgetExceededError(key, spent, budgetMs);
+  };
+  await updateRoot(store, namespace, (root) => addSegments(root, validGroup, [key]), jsonRootCodec, { beforeWrite: withinBudget });
   return key;
 }

@@ -29,7 +29,7 @@ import { openTestStore } from '../support/stores';
 import { connectClient, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
 
 const settings = testSettings(1000);
-const { leaseExpiryMs, stagingGraceMs, readerGraceMs, gcMinGraceMs } = settings.timing;
+const { leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = settings.timing;
 
 type LeaseModel = 'missing' | 'active' | 'reaping' | 'garbage' | 'names another job';
 /** How the store dates an object relative to the pass clock; `undated` and `future` are young by rule. */
@@ -202,7 +202,7 @@ function oracle(bucket: BucketModel): { allowed: Set<string>; expected: Set<stri
     // A folder marker at metadata/compactions/ may hide a corrupt lease on MinIO: superseded segments wait until it is gone.
     const markerHidesLeases = ns.strays.includes(compactionsPrefix(ns.namespaceId));
     // Superseded segments of either family: a retired one goes past its reader grace unless a group names it again;
-    // an input no root knows goes past T (undated or future: young).
+    // an input no root knows goes past the lost-write grace (undated or future: young).
     for (const { key, segment } of [...ns.jobs.flatMap((j) => stagedKeys(ns, j)), ...inputKeys(ns)]) {
       if (markerHidesLeases || referenced.has(key) || segment.retired !== 'due') continue;
       allowed.add(key);
@@ -211,7 +211,7 @@ function oracle(bucket: BucketModel): { allowed: Set<string>; expected: Set<stri
     for (const { key, segment } of inputKeys(ns)) {
       if (markerHidesLeases || referenced.has(key) || segment.retired !== 'none') continue;
       allowed.add(key);
-      if (typeof segment.age === 'object' && segment.age.ms >= gcMinGraceMs) expected.add(key);
+      if (typeof segment.age === 'object' && segment.age.ms >= lostWriteGraceMs) expected.add(key);
     }
     for (const job of ns.jobs) {
       if (!ownedByCollectorOrNoOne(job)) continue;

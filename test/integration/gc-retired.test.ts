@@ -19,7 +19,7 @@ import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
 
 const settings = quickExpirySettings;
-const { readerGraceMs, gcMinGraceMs } = settings.timing;
+const { readerGraceMs, lostWriteGraceMs } = settings.timing;
 const bindings = 'bindings' as Parameters<typeof addSegments>[1];
 const bytes = (s: string) => new TextEncoder().encode(s);
 
@@ -114,7 +114,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     await expectReplays(client, `${late.workflowId}/${ns}`);
   });
 
-  it("a writer's young unreferenced segment survives; once older than T it is a lost write and goes", async () => {
+  it("a writer's young unreferenced segment survives; once older than the lost-write grace it is a lost write and goes", async () => {
     const ns = newNamespace('lost');
     await updateRoot(store, ns, (r) => r, rootCodec);
     const lost = inputSegmentKey(ns, newSegmentId(), format.extension);
@@ -123,7 +123,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     expect(young.report.totals).toMatchObject({ retainedYoung: 1, lostWritesDeleted: 0 });
     expect(await exists(lost)).toBe(true);
 
-    await sleep(gcMinGraceMs + 500);
+    await sleep(lostWriteGraceMs + 500);
     const old = await pass(ns);
     expect(old.report.totals).toMatchObject({ lostWritesDeleted: 1, objectsDeleted: 1 });
     expect(await exists(lost)).toBe(false);
@@ -135,7 +135,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     for (const k of [due, lost]) await store.put(k, bytes(k));
     await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: Date.now() - readerGraceMs - 1000 }] }), rootCodec);
     const rootBefore = await store.get(rootKey(ns));
-    await sleep(gcMinGraceMs + 500);
+    await sleep(lostWriteGraceMs + 500);
     const { report } = await pass(ns, undefined, true);
     expect(report.totals).toMatchObject({ retiredDeleted: 1, lostWritesDeleted: 1, retiredRecordsDropped: 1, objectsDeleted: 2, bytesDeleted: due.length + lost.length });
     for (const k of [due, lost]) expect(await exists(k), k).toBe(true);
@@ -161,7 +161,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     const keys = [inputSegmentKey(ns, newSegmentId(), format.extension), inputSegmentKey(ns, newSegmentId(), format.extension)];
     for (const k of keys) await store.put(k, bytes('old'));
     await breakRoot(ns);
-    await sleep(gcMinGraceMs + 500);
+    await sleep(lostWriteGraceMs + 500);
     const result = await pass(ns);
     expect(result.complete).toBe(false);
     expect(result.report.totals).toMatchObject({ skippedNamespaces: 1, objectsDeleted: 0 });
@@ -175,7 +175,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     for (const k of [due, adopted]) await store.put(k, bytes(k));
     const longAgo = Date.now() - readerGraceMs - 1000;
     await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo }] }), rootCodec);
-    await sleep(gcMinGraceMs + 500);
+    await sleep(lostWriteGraceMs + 500);
     // `adopted` is a lost write when the pass lists it; a writer publishes it before the delete batch's root read,
     // and writes and publishes `published` before the collector's CAS that drops the record of `due`.
     hooks = {

@@ -21,6 +21,7 @@ import {
   namespaceId,
   newJobId,
   newSegmentId,
+  rootKey,
   stagedSegmentKey,
   type MetadataCompactionId,
   type NamespaceId,
@@ -406,7 +407,9 @@ describe('collector pass', () => {
 
     expect(report.totals).toMatchObject({ prefixesSeen: 6, claimed: 6, live: 0, objectsDeleted: 6, leasesDeleted: 6, failedPrefixes: 0 });
     // A retry that started the page afresh would claim again with the survey's ETag, meet 412 and keep the prefix as live.
-    expect(seen.cas.sort()).toEqual(jobs.map((job) => leaseKey(ns, job)).sort());
+    expect(seen.cas.filter((key) => key !== rootKey(ns)).sort()).toEqual(jobs.map((job) => leaseKey(ns, job)).sort());
+    // The page's one root fence, after its claims: its retried attempt goes on from it and does not fence again.
+    expect(seen.cas.filter((key) => key === rootKey(ns))).toHaveLength(1);
     expect(await keysUnder(compactionsPrefix(ns))).toEqual([]);
     const history = await client.workflow.getHandle(`${workflowId}/${ns}`).fetchHistory();
     const activities = (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
@@ -434,26 +437,26 @@ describe('collector pass', () => {
     const options = { prefixConcurrency: 2, keysPerFlush: 2 };
     const uninterrupted = await pass({ namespaces: [clean], ...options });
 
-    // The walker's prefix is listed two keys a page, so its walk saves a position after its first batch (walked[0..2]).
-    // Then the second prefix's claim is refused as a missing IAM permission is (StoreConfig: non-retryable), so the page
-    // activity fails for good, as it does once its retries are spent; and the walk's second batch fails (a lost connection).
+    // The page claims all four and fences the root first. The walker's prefix is listed two keys a page, so its walk
+    // saves a position after its first batch (walked[0..2]). Then the second prefix's lease deletion is refused as a
+    // missing IAM permission is (StoreConfig: non-retryable), so the page activity fails for good, as it does once its
+    // retries are spent; and the walk's second batch fails (a lost connection).
     const midway = gate();
     const refused = gate();
     let failures = 0;
     faults = {
       smallPages: { prefix: jobPrefix(faulty, walker), maxKeys: 2 },
-      beforeLeaseCas: async (key) => {
-        if (key !== leaseKey(faulty, claimer) || failures > 0) return;
-        await midway.wait;
-        failures++;
-        refused.open();
-        throw new StoreConfigError('IAM policy', `${key}: access denied (injected)`);
-      },
       beforeDelete: async (keys) => {
+        if (keys.includes(leaseKey(faulty, claimer)) && failures === 0) {
+          await midway.wait;
+          failures++;
+          refused.open();
+          throw new StoreConfigError('IAM policy', `${leaseKey(faulty, claimer)}: access denied (injected)`);
+        }
         if (!keys.includes(walked[3] ?? '') || failures > 1) return;
         midway.open();
         await refused.wait;
-        // The refused claim reaches the page first (microtasks, no I/O in between): the page's failure is the non-retryable one.
+        // The refused deletion reaches the page first (microtasks, no I/O in between): the page's failure is the non-retryable one.
         await setImmediate();
         failures++;
         throw new StoreUnavailableError(jobPrefix(faulty, walker), 'connection reset (injected)');
@@ -467,9 +470,10 @@ describe('collector pass', () => {
     expect(report.totals).toEqual(uninterrupted.totals);
     expect(report.totals).toMatchObject({ prefixesSeen: 4, claimed: 4, live: 0, objectsDeleted: 9, leasesDeleted: 4, failedPrefixes: 0 });
     expect(await keysUnder(compactionsPrefix(faulty))).toEqual([]);
-    // Each lease is claimed once: the refused CAS never reached the store, and a second claim with the survey's ETag would meet 412.
+    // Each lease is claimed once, all in the page (a second claim with the survey's ETag would meet 412), and the root fenced once.
     const claims = seen.cas.filter((key) => key.startsWith(compactionsPrefix(faulty)));
-    expect(claims.sort()).toEqual([...jobs, claimer].map((job) => leaseKey(faulty, job)).sort());
+    expect(claims.sort()).toEqual(jobs.map((job) => leaseKey(faulty, job)).sort());
+    expect(seen.cas.filter((key) => key === rootKey(faulty))).toHaveLength(1);
     // The walk is listed from its start once, in the page; the fallback's walk goes on after its saved position.
     const walks = seen.lists.filter((l) => l.prefix === jobPrefix(faulty, walker));
     expect(walks.filter((l) => l.startAfter === undefined && l.cursor === undefined)).toHaveLength(1);
@@ -477,11 +481,13 @@ describe('collector pass', () => {
     const history = await client.workflow.getHandle(`${workflowId}/${faulty}`).fetchHistory();
     const activities = (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
     const scheduled = (name: string) => activities.filter((n) => n === name).length;
-    // The page's one activity, then the fallback's: a claim for each prefix the page had not claimed, a walk and a release for each.
-    expect(Object.fromEntries(['collectPrefixes', 'claimLease', 'reclaimPrefix', 'deleteLease'].map((name) => [name, scheduled(name)]))).toEqual({
+    // The page's one activity, then the fallback's from where each prefix stood: no claim and no second fence (the page made
+    // them), the walker's walk resumed and the two walks not started, and a release for each.
+    expect(Object.fromEntries(['collectPrefixes', 'claimLease', 'fenceRoot', 'reclaimPrefix', 'deleteLease'].map((name) => [name, scheduled(name)]))).toEqual({
       collectPrefixes: 1,
-      claimLease: 3,
-      reclaimPrefix: 4,
+      claimLease: 0,
+      fenceRoot: 0,
+      reclaimPrefix: 3,
       deleteLease: 4,
     });
     await expectReplays(client, `${workflowId}/${faulty}`);
@@ -501,7 +507,9 @@ describe('collector pass', () => {
     expect(report.totals).toMatchObject({ prefixesSeen: 9, live: 3, claimed: 3, orphaned: 3, objectsDeleted: 6, leasesDeleted: 3 });
     const leaseReads = seen.gets.filter((key) => key.endsWith('/lease.json'));
     expect(leaseReads.sort()).toEqual([...(live ?? []), ...(expired ?? []), ...(orphans ?? [])].map((job) => leaseKey(ns, job)).sort());
-    expect(seen.cas.sort()).toEqual((expired ?? []).map((job) => leaseKey(ns, job)).sort());
+    expect(seen.cas.filter((key) => key !== rootKey(ns)).sort()).toEqual((expired ?? []).map((job) => leaseKey(ns, job)).sort());
+    // And one root fence (spec 6b) for the page's claims.
+    expect(seen.cas.filter((key) => key === rootKey(ns))).toHaveLength(1);
     await expectReplays(client, `${workflowId}/${ns}`);
   });
 
@@ -518,7 +526,9 @@ describe('collector pass', () => {
     expect(report.totals).toMatchObject({ prefixesSeen: 7, live: 3, claimed: 4, orphaned: 0, objectsDeleted: 4, leasesDeleted: 4 });
     const leaseReads = seen.gets.filter((key) => key.endsWith('/lease.json')).sort();
     expect(leaseReads).toEqual(jobs.flatMap((job) => [leaseKey(ns, job), leaseKey(ns, job)]).sort());
-    expect(seen.cas.sort()).toEqual(expired.map((job) => leaseKey(ns, job)).sort());
+    expect(seen.cas.filter((key) => key !== rootKey(ns)).sort()).toEqual(expired.map((job) => leaseKey(ns, job)).sort());
+    // One root fence per page that claimed (each of the three pages holds an expired lease).
+    expect(seen.cas.filter((key) => key === rootKey(ns))).toHaveLength(3);
   });
 
   it('a corrupt lease in a page collected concurrently fails its namespace, which loses nothing; another namespace is collected', async () => {

@@ -129,8 +129,8 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     expect(Math.max(...stagedDeleted)).toBeLessThan(leaseDeleted);
     expect(await keysUnder(compactionsPrefix(ns))).toEqual([leaseKey(ns, live), ...kept].sort());
     for (const key of inputs) expect(await exists(key), key).toBe(true);
-    // The root CAS dropped the record and nothing else.
-    expect((await readRoot(root.store, ns, jsonRootCodec)).root).toEqual({ ...rootBefore.root, generation: rootBefore.root.generation + 1, retired: [] });
+    // The collector wrote the root twice and changed nothing else: its fence after the claim (spec 6b), and the CAS that dropped the record.
+    expect((await readRoot(root.store, ns, jsonRootCodec)).root).toEqual({ ...rootBefore.root, generation: rootBefore.root.generation + 2, retired: [] });
   });
 
   it.each(['worker', 'collector'] as const)("the %s's policy lets the store probe through: every property held, its versioning read, nothing left under store-probe/", async (role) => {

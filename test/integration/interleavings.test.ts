@@ -202,7 +202,7 @@ async function collectPass(run: Run, actor: string, store: ObjectStore): Promise
     leaseExpiryMs: timing.leaseExpiryMs,
     stagingGraceMs: timing.stagingGraceMs,
     readerGraceMs: timing.readerGraceMs,
-    lostWriteGraceMs: timing.gcMinGraceMs,
+    lostWriteGraceMs: timing.lostWriteGraceMs,
     dryRun: false,
     prefixesPerPage: 2,
     prefixConcurrency: 2,

@@ -109,6 +109,14 @@ async function withoutConditions(req: IncomingMessage, signer: SignatureV4): Pro
   return signed.headers;
 }
 
+/** A request {@link S3FaultProxy.hold} keeps from the server. */
+export interface HeldRequest {
+  /** Resolves when the request has arrived and is being held. */
+  readonly arrived: Promise<S3Request>;
+  /** Forwards the held request (or lets the next matching one through, if none has arrived). */
+  release(): void;
+}
+
 /** Bodies larger than this are not kept for observers. */
 export const MAX_OBSERVED_BODY_BYTES = 1024 * 1024;
 
@@ -119,6 +127,11 @@ export interface S3FaultProxy {
   setPlan(plan: FaultPlan): void;
   /** One-shot scripted faults, checked before the plan: the next `times` (default 1) matching requests get `fault`. */
   script(fault: FaultKind, matches: (r: S3Request) => boolean, times?: number): void;
+  /**
+   * Holds the next request that `matches` before it reaches the server, until `release()`; then it is
+   * forwarded as sent (a request stuck in a proxy, or a process paused right after sending it).
+   */
+  hold(matches: (r: S3Request) => boolean): HeldRequest;
   /** Replace the throttle (off = {}); requests already flowing keep the one they started with. */
   setThrottle(throttle: Throttle): void;
   /** Faults injected so far, by kind. */
@@ -254,6 +267,7 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
   let random = seededRandom(initialPlan.seed ?? 0);
   let requests = 0;
   let peakConnections = 0;
+  const holds: { matches: (r: S3Request) => boolean; arrive: (r: S3Request) => void; released: Promise<void> }[] = [];
 
   const chooseFault = (request: S3Request): FaultKind | undefined => {
     const script = scripted.find((s) => s.remaining > 0 && s.matches(request));
@@ -348,6 +362,12 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     requests++;
     const request = describeRequest(req);
+    const held = holds.findIndex((h) => h.matches(request));
+    if (held >= 0) {
+      const [{ arrive, released }] = holds.splice(held, 1) as [(typeof holds)[number]];
+      arrive(request);
+      await released;
+    }
     const fault = chooseFault(request);
     if (fault) injected[fault]++;
     switch (fault) {
@@ -386,6 +406,14 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
     setThrottle(next) {
       throttle = next;
       sharedPacers = {};
+    },
+    hold(matches) {
+      let arrive!: (r: S3Request) => void;
+      let release!: () => void;
+      const arrived = new Promise<S3Request>((resolve) => (arrive = resolve));
+      const released = new Promise<void>((resolve) => (release = resolve));
+      holds.push({ matches, arrive, released });
+      return { arrived, release };
     },
     script(fault, matches, times = 1) {
       scripted.push({ fault, matches, remaining: times });

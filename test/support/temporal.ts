@@ -31,7 +31,8 @@ export function testSettings(unitMs = 1000, overrides: Partial<Omit<CompactionSe
  * times out the collector's activities on a loaded machine.
  */
 export const quickExpirySettings: CompactionSettings = resolveSettings({
-  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 6600 },
+  // The lost-write grace at its least (writer budget + deadline + margin), so lost writes go within a second too.
+  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 6600, writerBudgetMs: 400, lostWriteGraceMs: 1000 },
   targetSegmentBytes: 4096,
   heartbeatTimeoutMs: 5000,
 });

@@ -7,9 +7,11 @@ import {
   REPORT_LIMIT,
   collectPrefixes,
   executeOnStore,
+  readRoot,
   updateRoot,
   type CollectorCommand,
   type CollectorExecutor,
+  type CollectorResult,
   type PageCollection,
   type PassRules,
   type SurveyedPrefix,
@@ -24,7 +26,7 @@ const rules: PassRules = {
 const expired = (): SurveyedPrefix => ({ jobId: newJobId(), owner: { owner: 'expired', etag: '"e"', lease: '{}' } });
 
 /** Answers each command as the store would for an expired lease with one old staged segment; `failing` throws once for its command. */
-function scripted(failing?: (command: CollectorCommand) => boolean) {
+function scripted(failing?: (command: CollectorCommand) => boolean, fence: CollectorResult = { kind: 'rootFenced' }) {
   const commands: string[] = [];
   let failed = false;
   const execute: CollectorExecutor = async (command) => {
@@ -42,6 +44,8 @@ function scripted(failing?: (command: CollectorCommand) => boolean) {
         return { kind: 'reclaimed', tally: { ...EMPTY_TALLY, objectsDeleted: 1, bytesDeleted: 6 } };
       case 'deleteLease':
         return { kind: 'leaseDeleted' };
+      case 'fenceRoot':
+        return fence;
       default:
         throw new Error(`unexpected ${command.kind}`);
     }
@@ -58,16 +62,17 @@ describe('collecting a page by the pass plan', () => {
 
     await expect(collectPrefixes('ns', prefixes, rules, execute, { onProgress: (p) => (at = p) })).rejects.toThrow(/injected: reclaimPrefix/);
 
-    // The second prefix, in flight beside the first, finished; none after them started.
-    expect(at?.prefixes.map((p) => (p === null || p === 'done' ? p : p.command.kind))).toEqual(['reclaimPrefix', 'done', null, null, null]);
+    // Every claim came first (then the fence); the second prefix, in flight beside the first, finished; none after them started its walk.
+    expect(at?.prefixes.map((p) => (p === null || p === 'done' ? p : p.command.kind))).toEqual(['reclaimPrefix', 'done', 'reclaimPrefix', 'reclaimPrefix', 'reclaimPrefix']);
+    expect(at?.fenced).toBe(true);
     expect(commands.filter((c) => c.startsWith('deleteLease'))).toEqual([`deleteLease ${prefixes[1]!.jobId}`]);
 
     commands.length = 0;
     const report = await collectPrefixes('ns', prefixes, rules, execute, { ...(at && { resume: at }), onProgress: () => {} });
 
     expect(report.totals).toMatchObject({ claimed: 5, objectsDeleted: 5, leasesDeleted: 5, failedPrefixes: 0 });
-    // No prefix is claimed twice: the first resumes at its walk, the second is done.
-    expect(commands.filter((c) => c.startsWith('claimLease'))).toEqual(prefixes.slice(2).map((p) => `claimLease ${p.jobId}`));
+    // No prefix is claimed twice, and the page is not fenced twice: the first resumes at its walk, the second is done.
+    expect(commands.filter((c) => c.startsWith('claimLease') || c.startsWith('fenceRoot'))).toEqual([]);
     expect(commands).toContain(`reclaimPrefix ${victim}`);
     expect(commands).toContain(`deleteLease ${victim}`);
   });
@@ -123,6 +128,65 @@ describe('collecting a page by the pass plan', () => {
       expect(walks[0]).toMatchObject({ startAfter: walked[2] });
       expect(walks.filter((l) => l.startAfter === undefined && l.cursor === undefined)).toEqual([]);
       expect((await store.list({ prefix: compactionsPrefix(ns) })).objects).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('the root fence of a page (spec 6b)', () => {
+  const kinds = (commands: readonly string[]) => commands.map((c) => c.split(' ')[0]);
+
+  it('a page makes all its claims, then writes one root fence, then walks: no delete under a claimed prefix precedes the fence', async () => {
+    const prefixes = Array.from({ length: 5 }, expired);
+    const { execute, commands } = scripted();
+    const report = await collectPrefixes('ns', prefixes, rules, execute);
+    expect(report.totals).toMatchObject({ claimed: 5, objectsDeleted: 5, leasesDeleted: 5 });
+    const fence = kinds(commands).indexOf('fenceRoot');
+    expect(kinds(commands).filter((k) => k === 'fenceRoot')).toHaveLength(1);
+    expect(kinds(commands).slice(0, fence)).toEqual(Array(5).fill('claimLease'));
+    expect(kinds(commands).slice(fence + 1).filter((k) => k === 'claimLease')).toEqual([]);
+  });
+
+  it('a prefix found reaping (an earlier pass claimed it) is fenced before it is walked too', async () => {
+    const { execute, commands } = scripted();
+    await collectPrefixes('ns', [{ jobId: newJobId(), owner: { owner: 'collector' } }], rules, execute);
+    expect(kinds(commands)).toEqual(['fenceRoot', 'reclaimPrefix', 'deleteLease']);
+  });
+
+  it('a page that owns no prefix (only orphans without a lease) writes no fence', async () => {
+    const { execute, commands } = scripted();
+    await collectPrefixes('ns', [{ jobId: newJobId(), owner: { owner: 'none' } }, { jobId: newJobId(), owner: { owner: 'none' } }], rules, execute);
+    expect(kinds(commands)).toEqual(['reclaimPrefix', 'reclaimPrefix']);
+  });
+
+  it('a dry run writes no fence', async () => {
+    const { execute, commands } = scripted();
+    const report = await collectPrefixes('ns', [expired(), expired()], { ...rules, dryRun: true }, execute);
+    expect(report.totals).toMatchObject({ claimed: 2 });
+    expect(kinds(commands)).not.toContain('fenceRoot');
+  });
+
+  it('a fence that could not be written walks no claimed prefix and deletes no lease: each is a failed prefix whose lease stays reaping', async () => {
+    const [claimed, orphan] = [expired(), { jobId: newJobId(), owner: { owner: 'none' as const } }];
+    const { execute, commands } = scripted(undefined, { kind: 'fenceFailed', message: 'root corrupt' });
+    const report = await collectPrefixes('ns', [claimed, orphan], rules, execute);
+    expect(report.totals).toMatchObject({ claimed: 1, orphaned: 1, failedPrefixes: 1, leasesDeleted: 0 });
+    expect(report.failures[0]?.message).toMatch(/the root fence was not written \(root corrupt\)/);
+    expect(commands).toEqual([`claimLease ${claimed.jobId}`, 'fenceRoot ', `reclaimPrefix ${orphan.jobId}`]);
+  });
+
+  it('on the store, the fence is the root with its generation + 1 and nothing else changed', async () => {
+    const store = createEmbeddedObjectStore({ path: ':memory:' });
+    try {
+      const ns = namespaceId('fenced');
+      const segment = stagedSegmentKey(ns, newJobId(), newSegmentId(), 'seg');
+      const before = await updateRoot(store, ns, (root) => ({ ...root, generation: 7, groups: { inodes: [segment] }, retired: [] }), jsonRootCodec);
+      const result = await executeOnStore(store, ns, rules, { kind: 'fenceRoot' }, { onProgress: () => {} }, jsonRootCodec);
+      expect(result).toEqual({ kind: 'rootFenced' });
+      expect((await readRoot(store, ns, jsonRootCodec)).root).toEqual({ ...before, generation: 8 });
+      const missing = await executeOnStore(store, namespaceId('rootless'), rules, { kind: 'fenceRoot' }, { onProgress: () => {} }, jsonRootCodec);
+      expect(missing).toMatchObject({ kind: 'fenceFailed', message: expect.stringMatching(/does not exist/) });
     } finally {
       await store.close();
     }

@@ -25,7 +25,28 @@ describe('timing configuration', () => {
       gcMinGraceMs: 1_230_000,
       stagingGraceMs: 2_730_000,
       readerGraceMs: 2_730_000,
+      writerBudgetMs: 900_000,
+      lostWriteGraceMs: 86_400_000,
     });
+  });
+
+  it('rejects a lost-write grace shorter than writer budget + operation deadline + clock margin, naming the settings', () => {
+    expect(() => resolveTiming({ lostWriteGraceMs: 1_229_999 })).toThrow(
+      /COMPACTION_LOST_WRITE_GRACE_MS \(1229999\) must be at least COMPACTION_WRITER_BUDGET_MS \+ COMPACTION_OPERATION_DEADLINE_MS \+ COMPACTION_CLOCK_SAFETY_MARGIN_MS \(1230000\)/,
+    );
+    expect(resolveTiming({ lostWriteGraceMs: 1_230_000 }).lostWriteGraceMs).toBe(1_230_000);
+    expect(() => timingFromEnv({ COMPACTION_WRITER_BUDGET_MS: '86400000', COMPACTION_LOST_WRITE_GRACE_MS: '86400000' })).toThrow(/COMPACTION_LOST_WRITE_GRACE_MS/);
+  });
+
+  it('derives a lost-write grace that covers a writer budget set longer than the default allows', () => {
+    const t = timingFromEnv({ COMPACTION_WRITER_BUDGET_MS: '86400000' });
+    expect(t.lostWriteGraceMs).toBe(86_400_000 + 150_000 + 180_000);
+  });
+
+  it('shrunk timings keep the lost-write grace at writer budget + deadline + margin, so lost writes go within seconds', () => {
+    const t = shrunkTiming(1000, 2000);
+    expect(t.writerBudgetMs).toBe(1000);
+    expect(t.lostWriteGraceMs).toBe(1000 + 500 + 1000);
   });
 
   it('rejects a reader grace shorter than T or than the lease expiry plus the clock margin, naming the settings', () => {

@@ -1,0 +1,28 @@
+/** A collector pass run by the pass plan against a store directly, without Temporal: the decisions a pass makes, at a clock a test chooses. */
+import { resolveTiming, type Timing } from '../../src/config';
+import type { NamespaceId } from '../../src/keys';
+import { executeOnStore, runNamespacePass, startNamespacePass, type PassRules } from '../../src/protocol';
+import type { GcReport } from '../../src/protocol/collector-report';
+import { jsonRootCodec } from '../../src/root';
+import type { ObjectStore } from '../../src/store';
+
+/**
+ * One pass over `ns` whose clock is `aheadMs` past now, under `timing` (the defaults unless given):
+ * ahead of the store's `LastModified` and of the leases' heartbeats by the age a test needs.
+ */
+export function passAhead(store: ObjectStore, ns: NamespaceId, aheadMs: number, timing: Timing = resolveTiming()): Promise<GcReport> {
+  const { leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = timing;
+  const rules: PassRules = {
+    nowMs: Date.now() + aheadMs,
+    leaseExpiryMs,
+    stagingGraceMs,
+    readerGraceMs,
+    lostWriteGraceMs,
+    dryRun: false,
+    prefixesPerPage: 100,
+    prefixConcurrency: 4,
+    keysPerFlush: 100,
+    reportLimit: 10,
+  };
+  return runNamespacePass(startNamespacePass(ns, rules), (command, walk) => executeOnStore(store, ns, rules, command, walk, jsonRootCodec), async () => {});
+}
