@@ -5,10 +5,12 @@ export * from './root';
 export * from './segments';
 export {
   MAX_PROGRESS_BYTES,
+  OutputMissingError,
   OutsideJobPrefixError,
   ProgressRefusedError,
   referenceCompactor,
   stagedOutputKey,
+  WriteAfterAttemptError,
   type CompactionAttempt,
   type CompactionJob,
   type CompactionOutputs,

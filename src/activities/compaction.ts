@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { recordFence, recordRefresh } from './metrics';
 import { ApplicationFailure } from '@temporalio/common';
-import { checkStagedKeys, referenceCompactor, stagedStore, withCheckedProgress, type CompactionOutputs, type Compactor } from '../compactor';
+import { attemptWrites, checkOutputsExist, checkStagedKeys, referenceCompactor, withCheckedProgress, type CompactionOutputs, type Compactor } from '../compactor';
 import { asInputError, checkInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { ACTIVITY_BACKOFF, backoffDelayMs, type Backoff } from '../config/retry';
@@ -205,17 +205,20 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
    * Runs the compactor over the attempt's store, narrowed to its job's staged segments: every body it
    * opened is closed when it ends, a vanished input reads as one, a plug-in's progress is checked before
    * it reaches the heartbeat details, and the outputs it returns are checked to be its own staged
-   * segments (publication trusts them: a plug-in's are checked, not believed).
+   * segments, written and in the store (publication trusts them: a plug-in's are checked, not
+   * believed). Its writes end when it returns or throws: later puts are refused, those in flight
+   * are waited for, so no write lands under an output once the attempt has handed it on.
    */
   async function compact(ref: ReturnType<typeof job>, input: { group: string; inputs: string[] }, resume: unknown, heartbeat: (progress?: unknown) => void): Promise<CompactionOutputs> {
     const attempt = attemptStore(store);
+    const writes = attemptWrites(attempt.store, ref);
     let result: CompactionOutputs;
     try {
       const run = (beat: typeof heartbeat) =>
         compactor.compact({
           job: { ...ref, group: familyGroup(input.group) },
           inputs: input.inputs,
-          store: stagedStore(attempt.store, ref),
+          store: writes.store,
           limits: settings,
           resume,
           heartbeat: beat,
@@ -228,9 +231,11 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       // An input deleted after readGroup checked it: the same clear end as one missing from the start.
       throw asInputError(err, input.group, input.inputs);
     } finally {
+      await writes.end();
       await attempt.closeBodies();
     }
     checkStagedKeys(ref, result.outputs);
+    await checkOutputsExist(store, ref, result.outputs);
     return result;
   }
 

@@ -131,14 +131,19 @@ async function* readSegments(store: StagedStore, keys: readonly string[]): Async
 export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan';
 export { waitingCompactor } from './waiting';
 export {
+  attemptWrites,
+  checkOutputsExist,
   checkProgress,
   checkStagedKeys,
   MAX_PROGRESS_BYTES,
+  OutputMissingError,
   OutsideJobPrefixError,
   ProgressRefusedError,
   stagedOutputKey,
   stagedStore,
   withCheckedProgress,
+  WriteAfterAttemptError,
+  type AttemptWrites,
   type CompactionAttempt,
   type CompactionJob,
   type CompactionOutputs,
