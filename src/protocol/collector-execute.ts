@@ -15,7 +15,7 @@ import {
   surveyLeases,
 } from './collector';
 import { collectPrefixes, type CollectorCommand, type CollectorResult, type PassRules, type WalkProgress } from './collector-plan';
-import { reclaimRetiredSegments } from './retired-reclaim';
+import { reclaimRetiredSegments, START_OF_RETIRED } from './retired-reclaim';
 
 /**
  * Executes one command of a namespace's pass plan against the store, under the pass's rules, reading
@@ -49,6 +49,9 @@ export async function executeOnStore(
       await deleteLease(store, { namespaceId: ns, jobId: jobId(command.jobId) });
       return { kind: 'leaseDeleted' };
     case 'reclaimRetiredSegments':
-      return { kind: 'retiredReclaimed', outcome: await reclaimRetiredSegments(store, ns, rules, progress.onRead ?? (() => {}), codec) };
+      return {
+        kind: 'retiredReclaimed',
+        outcome: await reclaimRetiredSegments(store, ns, rules, command.from ?? START_OF_RETIRED, progress.onRetiredProgress ?? (() => {}), codec),
+      };
   }
 }
