@@ -41,12 +41,6 @@ export const START_OF_RETIRED: RetiredPosition = Object.freeze({ phase: 'segment
 /** Root CAS rounds to drop a batch's records; records left behind are dropped by a later pass (their segments are gone). */
 const MAX_RECORD_ROUNDS = 5;
 
-/** A key the pass may delete under the root it was judged by. */
-const isDoomed = (root: RootState, o: ObjectInfo, rules: RetiredRules): boolean => {
-  const fate = decideSegment(root, o.key, o.lastModified, rules);
-  return fate === 'retired_due' || fate === 'lost_write';
-};
-
 function addTally(a: RetiredTally, b: RetiredTally, limit: number): RetiredTally {
   const sum = { ...a, unrecognisedKeys: [...a.unrecognisedKeys, ...b.unrecognisedKeys].slice(0, limit) };
   for (const name of Object.keys(EMPTY_RETIRED_TALLY) as (keyof RetiredTally)[]) if (name !== 'unrecognisedKeys') sum[name] = a[name] + b[name];
@@ -205,13 +199,16 @@ async function reclaimBatch(
 ): Promise<{ readonly tally: RetiredTally; readonly failure?: DeleteFailedError }> {
   if (candidates.length === 0 && gone.length === 0) return { tally: EMPTY_RETIRED_TALLY };
   const fresh = (await readRoot(store, ns, codec)).root;
-  const doomed = candidates.filter((o) => isDoomed(fresh, o, options));
-  const failed = options.dryRun || doomed.length === 0 ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;
+  const doomed = candidates.flatMap((o) => {
+    const fate = decideSegment(fresh, o.key, o.lastModified, options);
+    return fate === 'retired_due' || fate === 'lost_write' ? [{ o, fate }] : [];
+  });
+  const failed = options.dryRun || doomed.length === 0 ? [] : (await store.deleteMany(doomed.map(({ o }) => o.key))).failed;
   const failedKeys = new Set(failed.map((f) => f.key));
   const reclaimed = new Set(gone);
   const tally: Mutable<RetiredTally> = { ...EMPTY_RETIRED_TALLY, retainedReferenced: candidates.length - doomed.length };
-  for (const o of doomed.filter((d) => !failedKeys.has(d.key))) {
-    if (decideSegment(fresh, o.key, o.lastModified, options) === 'retired_due') {
+  for (const { o, fate } of doomed.filter(({ o }) => !failedKeys.has(o.key))) {
+    if (fate === 'retired_due') {
       tally.retiredDeleted++;
       reclaimed.add(o.key);
     } else tally.lostWritesDeleted++;
