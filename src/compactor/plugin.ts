@@ -5,7 +5,7 @@
  * The lease, publication and the collector never look inside a segment: they see only keys.
  */
 import { createHash } from 'node:crypto';
-import { firstLineOf, TypedError } from '../errors';
+import { firstLineOf, quoted, TypedError } from '../errors';
 import { parseCompactionKey, segmentId, stagedSegmentKey, type FamilyGroup } from '../keys';
 import type { JobRef } from '../protocol';
 import { NotFoundError, type ObjectStore } from '../store';
@@ -41,19 +41,43 @@ export function stagedOutputKey(job: JobRef, name: string, extension: string): s
   return stagedSegmentKey(job.namespaceId, job.jobId, segmentId(`seg_${digest.slice(0, 32)}`), extension);
 }
 
-/** A compactor wrote, or returned as output, a key that is not a staged segment of its own job. */
-export class OutsideJobPrefixError extends TypedError {
-  override readonly name = 'OutsideJobPrefixError';
-  readonly failureType = 'OutsideJobPrefix';
+/** A compactor broke a rule the worker enforces on it, with `key`: a plug-in's bug, which no retry fixes. */
+abstract class CompactorRuleError extends TypedError {
   readonly retryable = false;
   constructor(
     readonly key: string,
     readonly job: JobRef,
+    what: string,
+    fix: string,
   ) {
-    super(
-      `the compactor of job ${job.jobId} (namespace ${job.namespaceId}) used ${JSON.stringify(key)}, which is not a staged segment key of its job: ` +
-        'name every output with stagedOutputKey(job, name, extension)',
-    );
+    super(`the compactor of job ${job.jobId} (namespace ${job.namespaceId}) ${what.replace('KEY', () => quoted(key))}: ${fix}`);
+  }
+}
+
+/** A compactor wrote, or returned as output, a key that is not a staged segment of its own job. */
+export class OutsideJobPrefixError extends CompactorRuleError {
+  override readonly name = 'OutsideJobPrefixError';
+  readonly failureType = 'OutsideJobPrefix';
+  constructor(key: string, job: JobRef) {
+    super(key, job, 'used KEY, which is not a staged segment key of its job', 'name every output with stagedOutputKey(job, name, extension)');
+  }
+}
+
+/** A compactor wrote after its attempt had returned: publication may already trust that attempt's outputs, so nothing may change under them. */
+export class WriteAfterAttemptError extends CompactorRuleError {
+  override readonly name = 'WriteAfterAttemptError';
+  readonly failureType = 'WriteAfterAttempt';
+  constructor(key: string, job: JobRef) {
+    super(key, job, 'wrote KEY after its attempt had returned', 'await every put before compact() returns or throws');
+  }
+}
+
+/** A compactor returned an output that is not in the store: publication would name a missing key. */
+export class OutputMissingError extends CompactorRuleError {
+  override readonly name = 'OutputMissingError';
+  readonly failureType = 'OutputMissing';
+  constructor(key: string, job: JobRef) {
+    super(key, job, 'returned KEY as an output, which is not in the store', 'write (and await) every output before returning it');
   }
 }
 
@@ -80,38 +104,6 @@ export function stagedStore(store: ObjectStore, job: JobRef): StagedStore {
       return store.put(key, body);
     },
   };
-}
-
-/** A compactor wrote after its attempt had returned: publication may already trust that attempt's outputs, so nothing may change under them. */
-export class WriteAfterAttemptError extends TypedError {
-  override readonly name = 'WriteAfterAttemptError';
-  readonly failureType = 'WriteAfterAttempt';
-  readonly retryable = false;
-  constructor(
-    readonly key: string,
-    readonly job: JobRef,
-  ) {
-    super(
-      `the compactor of job ${job.jobId} (namespace ${job.namespaceId}) wrote ${JSON.stringify(key)} after its attempt had returned: ` +
-        'await every put before compact() returns or throws',
-    );
-  }
-}
-
-/** A compactor returned an output that is not in the store: publication would name a missing key. */
-export class OutputMissingError extends TypedError {
-  override readonly name = 'OutputMissingError';
-  readonly failureType = 'OutputMissing';
-  readonly retryable = false;
-  constructor(
-    readonly key: string,
-    readonly job: JobRef,
-  ) {
-    super(
-      `the compactor of job ${job.jobId} (namespace ${job.namespaceId}) returned ${JSON.stringify(key)} as an output, which is not in the store: ` +
-        'write (and await) every output before returning it',
-    );
-  }
 }
 
 /** The writes of one attempt: its staged store, and the end that closes it. */
