@@ -5,11 +5,13 @@ export * from './root';
 export * from './segments';
 export {
   MAX_PROGRESS_BYTES,
+  OutputMissingError,
   OutsideJobPrefixError,
   ProgressMismatchError,
   ProgressRefusedError,
   referenceCompactor,
   stagedOutputKey,
+  WriteAfterAttemptError,
   type CompactionAttempt,
   type CompactionJob,
   type CompactionOutputs,

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { recordFence, recordRefresh } from './metrics';
 import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
-import { checkStagedKeys, MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, referenceCompactor, stagedStore, withCheckedProgress, type CompactionOutputs, type Compactor, type FailureStreak } from '../compactor';
+import { attemptWrites, checkOutputsExist, checkStagedKeys, MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, referenceCompactor, withCheckedProgress, type CompactionOutputs, type Compactor, type FailureStreak } from '../compactor';
 import { asInputError, checkInputs, pinnedInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { ACTIVITY_BACKOFF, backoffDelayMs, type Backoff } from '../config/retry';
@@ -210,18 +210,20 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
    * than `readGroup` saw (its ETag in `etags`; absent in runs that started before inputs were pinned)
    * ends the job, a plug-in's progress is checked before
    * it reaches the heartbeat details, and the outputs it returns are checked to be its own staged
-   * segments (publication trusts them: a plug-in's are checked, not believed).
+   * segments, written and in the store (publication trusts them: a plug-in's are checked, not
+   * believed). Its writes end when it returns or throws: later puts are refused, those in flight
+   * are waited for, so no write lands under an output once the attempt has handed it on.
    */
   async function compact(ref: ReturnType<typeof job>, input: PinnedGroup, resume: unknown, heartbeat: (progress?: unknown) => void): Promise<CompactionOutputs> {
     const attempt = attemptStore(store);
-    const staged = stagedStore(attempt.store, ref);
+    const writes = attemptWrites(attempt.store, ref);
     let result: CompactionOutputs;
     try {
       const run = (beat: typeof heartbeat) =>
         compactor.compact({
           job: { ...ref, group: familyGroup(input.group) },
           inputs: input.inputs,
-          store: input.etags ? pinnedInputs(staged, input.group, input.inputs, input.etags) : staged,
+          store: input.etags ? pinnedInputs(writes.store, input.group, input.inputs, input.etags) : writes.store,
           limits: settings,
           resume,
           heartbeat: beat,
@@ -234,9 +236,11 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       // An input deleted or rewritten after readGroup checked it: the same clear end as one missing from the start.
       throw asInputError(err, input.group, input.inputs);
     } finally {
+      await writes.end();
       await attempt.closeBodies();
     }
     checkStagedKeys(ref, result.outputs);
+    await checkOutputsExist(store, ref, result.outputs);
     return result;
   }
 

@@ -4,7 +4,7 @@
  * retryable ({@link TypedError}); an error of no such class stays retryable, typed by its name.
  */
 import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
-import { TypedError } from '../errors';
+import { bounded, MESSAGE_LIMIT, TypedError } from '../errors';
 
 /**
  * The failure types of the non-retryable error classes, for the workflows' retry policies (which
@@ -32,14 +32,19 @@ export const NON_RETRYABLE_TYPES = [
   'InputChanged',
   'RecurringFailure',
   'WriterBudgetExceeded',
+  'WriteAfterAttempt',
+  'OutputMissing',
 ] as const;
 
-/** A typed error becomes a failure of its own type and retryability; other errors stay retryable, typed by their name. */
+/**
+ * A typed error becomes a failure of its own type and retryability; other errors stay retryable,
+ * typed by their name. Its message is {@link bounded}: it may quote what a bucket holds.
+ */
 export function toFailure(err: unknown): unknown {
   // Temporal's own failures (cancellation above all) must reach the SDK unchanged.
   if (!(err instanceof Error) || err instanceof TemporalFailure) return err;
   const typed = err instanceof TypedError ? err : undefined;
-  return ApplicationFailure.create({ type: typed?.failureType ?? err.name, message: err.message, nonRetryable: typed ? !typed.retryable : false, cause: err });
+  return ApplicationFailure.create({ type: typed?.failureType ?? err.name, message: bounded(err.message, MESSAGE_LIMIT), nonRetryable: typed ? !typed.retryable : false, cause: err });
 }
 
 /** Wraps every activity of a set so that its typed errors reach Temporal as typed failures. */

@@ -8,7 +8,7 @@
 import { Context } from '@temporalio/activity';
 import { recordClaim, recordReclaim, recordRetiredReclaim } from './metrics';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import type { CompactionSettings } from '../config';
+import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { namespaceId } from '../keys';
 import {
   collectPrefixes,
@@ -25,11 +25,15 @@ import {
   type ReclaimTally,
   type WalkProgress,
 } from '../protocol';
+import type { RetiredPosition } from '../protocol/retired-reclaim';
 import type { RootCodec } from '../root';
 import type { ObjectStore } from '../store';
 import { toFailure } from './failures';
 
 export type { CorruptLease } from '../protocol';
+
+/** The longest a reclaim of superseded segments goes without a heartbeat, whatever a request takes. */
+const RETIRED_BEAT_MS = 10_000;
 
 export interface GcDeps {
   readonly store: ObjectStore;
@@ -154,7 +158,7 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
       let at = ctx.info.heartbeatDetails as PageCollection | undefined;
       const execute: CollectorExecutor = async (command, walk) => {
         if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
-        let position = 'from' in command ? command.from : undefined;
+        let position = command.kind === 'reclaimPrefix' ? command.from : undefined;
         const onProgress = (p: ReclaimPosition) => {
           position = p;
           walk.onProgress(p);
@@ -190,12 +194,26 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
     /** The root fence of a page (spec 6b): one CAS of the root, generation + 1; retried on a lost race. */
     fenceRoot: (input: Input<'fenceRoot'>) => run(input),
 
-    /** Superseded segments and lost writes of one namespace (spec 6a), at the pass's clock and reader grace; heartbeats per listing page and batch. */
+    /**
+     * Superseded segments and lost writes of one namespace (spec 6a), at the pass's clock and reader
+     * grace. Its position travels in heartbeats, after every listing page and batch and at least every
+     * {@link RETIRED_BEAT_MS} while a request is in flight, so a retried attempt resumes where the last stood.
+     */
     async reclaimRetiredSegments(input: Input<'reclaimRetiredSegments'>) {
       const ctx = Context.current();
-      const result = await run(input, { onProgress: () => {}, onRead: () => ctx.heartbeat() });
-      if ('tally' in result.outcome) recordRetiredReclaim(result.outcome.tally, input.rules.dryRun);
-      return result;
+      let position = (ctx.info.heartbeatDetails as RetiredPosition | undefined) ?? input.command.from;
+      const beat = setInterval(() => ctx.heartbeat(position), Math.min(RETIRED_BEAT_MS, heartbeatEveryMs(settings)));
+      const onRetiredProgress = (p: RetiredPosition) => {
+        position = p;
+        ctx.heartbeat(p);
+      };
+      try {
+        const result = await run({ ...input, command: { ...input.command, ...(position && { from: position }) } }, { onProgress: () => {}, onRetiredProgress });
+        if ('tally' in result.outcome) recordRetiredReclaim(result.outcome.tally, input.rules.dryRun);
+        return result;
+      } finally {
+        clearInterval(beat);
+      }
     },
   };
 }

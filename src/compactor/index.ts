@@ -161,15 +161,20 @@ export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan'
 export { MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, type FailureStreak } from './recurring';
 export { waitingCompactor } from './waiting';
 export {
+  attemptWrites,
+  checkOutputsExist,
   checkProgress,
   checkStagedKeys,
   MAX_PROGRESS_BYTES,
+  OutputMissingError,
   OutsideJobPrefixError,
   ProgressMismatchError,
   ProgressRefusedError,
   stagedOutputKey,
   stagedStore,
   withCheckedProgress,
+  WriteAfterAttemptError,
+  type AttemptWrites,
   type CompactionAttempt,
   type CompactionJob,
   type CompactionOutputs,

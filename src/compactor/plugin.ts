@@ -5,10 +5,11 @@
  * The lease, publication and the collector never look inside a segment: they see only keys.
  */
 import { createHash } from 'node:crypto';
-import { firstLineOf, TypedError } from '../errors';
+import { firstLineOf, quoted, TypedError } from '../errors';
 import { parseCompactionKey, segmentId, stagedSegmentKey, type FamilyGroup } from '../keys';
 import type { JobRef } from '../protocol';
-import type { ObjectStore } from '../store';
+import { NotFoundError, type ObjectStore } from '../store';
+import { inBatches } from '../store/batches';
 
 /** The job a compactor works for: its output goes under this job's prefix and nowhere else. */
 export interface CompactionJob extends JobRef {
@@ -40,19 +41,43 @@ export function stagedOutputKey(job: JobRef, name: string, extension: string): s
   return stagedSegmentKey(job.namespaceId, job.jobId, segmentId(`seg_${digest.slice(0, 32)}`), extension);
 }
 
-/** A compactor wrote, or returned as output, a key that is not a staged segment of its own job. */
-export class OutsideJobPrefixError extends TypedError {
-  override readonly name = 'OutsideJobPrefixError';
-  readonly failureType = 'OutsideJobPrefix';
+/** A compactor broke a rule the worker enforces on it, with `key`: a plug-in's bug, which no retry fixes. */
+abstract class CompactorRuleError extends TypedError {
   readonly retryable = false;
   constructor(
     readonly key: string,
     readonly job: JobRef,
+    what: string,
+    fix: string,
   ) {
-    super(
-      `the compactor of job ${job.jobId} (namespace ${job.namespaceId}) used ${JSON.stringify(key)}, which is not a staged segment key of its job: ` +
-        'name every output with stagedOutputKey(job, name, extension)',
-    );
+    super(`the compactor of job ${job.jobId} (namespace ${job.namespaceId}) ${what.replace('KEY', () => quoted(key))}: ${fix}`);
+  }
+}
+
+/** A compactor wrote, or returned as output, a key that is not a staged segment of its own job. */
+export class OutsideJobPrefixError extends CompactorRuleError {
+  override readonly name = 'OutsideJobPrefixError';
+  readonly failureType = 'OutsideJobPrefix';
+  constructor(key: string, job: JobRef) {
+    super(key, job, 'used KEY, which is not a staged segment key of its job', 'name every output with stagedOutputKey(job, name, extension)');
+  }
+}
+
+/** A compactor wrote after its attempt had returned: publication may already trust that attempt's outputs, so nothing may change under them. */
+export class WriteAfterAttemptError extends CompactorRuleError {
+  override readonly name = 'WriteAfterAttemptError';
+  readonly failureType = 'WriteAfterAttempt';
+  constructor(key: string, job: JobRef) {
+    super(key, job, 'wrote KEY after its attempt had returned', 'await every put before compact() returns or throws');
+  }
+}
+
+/** A compactor returned an output that is not in the store: publication would name a missing key. */
+export class OutputMissingError extends CompactorRuleError {
+  override readonly name = 'OutputMissingError';
+  readonly failureType = 'OutputMissing';
+  constructor(key: string, job: JobRef) {
+    super(key, job, 'returned KEY as an output, which is not in the store', 'write (and await) every output before returning it');
   }
 }
 
@@ -79,6 +104,59 @@ export function stagedStore(store: ObjectStore, job: JobRef): StagedStore {
       return store.put(key, body);
     },
   };
+}
+
+/** The writes of one attempt: its staged store, and the end that closes it. */
+export interface AttemptWrites {
+  readonly store: StagedStore;
+  /**
+   * Ends the attempt's writes: every later `put` is refused with {@link WriteAfterAttemptError}, and
+   * the puts still in flight are waited for, so no write of the attempt lands after it ended.
+   */
+  end(): Promise<void>;
+}
+
+/** {@link stagedStore} for one attempt, whose writes end with {@link AttemptWrites.end}. */
+export function attemptWrites(store: ObjectStore, job: JobRef): AttemptWrites {
+  const staged = stagedStore(store, job);
+  const inFlight = new Set<Promise<unknown>>();
+  let ended = false;
+  return {
+    store: {
+      ...staged,
+      put: (key, body) => {
+        if (ended) return Promise.reject(new WriteAfterAttemptError(key, job));
+        const written = staged.put(key, body);
+        const settled: Promise<boolean> = written.then(
+          () => inFlight.delete(settled),
+          () => inFlight.delete(settled),
+        );
+        inFlight.add(settled);
+        return written;
+      },
+    },
+    end: async () => {
+      ended = true;
+      await Promise.all([...inFlight]);
+    },
+  };
+}
+
+/** Outputs looked up at once: the DeleteObjects parallelism of the S3 adapter. */
+const OUTPUT_CHECK_CONCURRENCY = 8;
+
+/**
+ * Throws {@link OutputMissingError} for the first of `outputs` the store does not hold (one HEAD each,
+ * a GetObject grant the worker has on staged segments): publication names only keys that exist.
+ */
+export async function checkOutputsExist(store: Pick<ObjectStore, 'head'>, job: JobRef, outputs: readonly string[]): Promise<void> {
+  await inBatches(outputs, 1, OUTPUT_CHECK_CONCURRENCY, async ([key]) => {
+    try {
+      await store.head(key as string);
+    } catch (err) {
+      throw err instanceof NotFoundError ? new OutputMissingError(key as string, job) : err;
+    }
+  });
 }
 
 /** Heartbeat details are stored by Temporal with every beat and handed to every retried attempt: progress is a position, never the data. */

@@ -14,7 +14,7 @@ import { checkStagedKeys, stagedStore, withCheckedProgress, type Compactor, type
 import { TypedError } from '../errors';
 import { familyGroup, namespaceId, newJobId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { createJobLease, publishCompaction, readRoot } from '../protocol';
-import { reclaimRetiredSegments } from '../protocol/retired-reclaim';
+import { reclaimRetiredSegments, START_OF_RETIRED } from '../protocol/retired-reclaim';
 import { decodeRootWith, planPublication, type RootCodec, type RootState } from '../root';
 import { createEmbeddedObjectStore, type ObjectStore } from '../store';
 
@@ -133,7 +133,7 @@ async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<r
   });
   await check('the collector reads the codec: retired inputs past the reader grace go, with their records; outputs stay', async (fail) => {
     const rules = { nowMs: Date.now() + 1000, readerGraceMs: 0, lostWriteGraceMs: Number.MAX_SAFE_INTEGER, dryRun: false, keysPerFlush: 100, reportLimit: 10 };
-    const outcome = await reclaimRetiredSegments(store, ns, rules, () => {}, rootCodec);
+    const outcome = await reclaimRetiredSegments(store, ns, rules, START_OF_RETIRED, () => {}, rootCodec);
     if (!('tally' in outcome)) return fail(`the collector could not use the root: ${outcome.rootProblem.reason}`);
     if (outcome.tally.retiredDeleted !== inputs.length) fail(`${outcome.tally.retiredDeleted} of ${inputs.length} retired inputs deleted`);
     const after = (await readRoot(store, ns, rootCodec)).root;

@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { bounded, quoted } from '../errors';
 
 export const FORMAT_VERSION = 1;
 
@@ -62,7 +63,7 @@ export function decodeEnvelope(
   const envelope = envelopeSchema.safeParse(parsed);
   if (!envelope.success) throw corrupt(`envelope: ${describeIssues(envelope.error)}`);
   const { data } = envelope;
-  if (data.kind !== kind) throw corrupt(`kind is ${JSON.stringify(data.kind)}, expected ${JSON.stringify(kind)}`);
+  if (data.kind !== kind) throw corrupt(`kind is ${quoted(data.kind)}, expected ${JSON.stringify(kind)}`);
   if (!versions.includes(data.format_version)) throw corrupt(`unknown format_version ${data.format_version}`);
   const payloadText = topLevelMemberText(text, 'payload');
   if (payloadText === undefined || sha256(payloadText) !== data.payload_checksum) {
@@ -73,7 +74,7 @@ export function decodeEnvelope(
 
 /** Formats zod issues as `path: message; …` for error messages an operator can act on. */
 export function describeIssues(error: z.ZodError): string {
-  return error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`).join('; ');
+  return bounded(error.issues.map((i) => `${i.path.length ? i.path.map(String).map((p) => bounded(p)).join('.') : '(root)'}: ${i.message}`).join('; '));
 }
 
 /**

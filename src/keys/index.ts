@@ -3,7 +3,7 @@
  * back into ids. Nothing else in the package concatenates key strings, so a key the collector
  * deletes has always been through {@link parseCompactionKey}.
  */
-import { TypedError } from '../errors';
+import { quoted, TypedError } from '../errors';
 
 declare const brand: unique symbol;
 type Brand<T, B extends string> = T & { readonly [brand]: B };
@@ -27,7 +27,7 @@ export class InvalidKeyError extends TypedError {
     readonly value: string,
     readonly reason: string,
   ) {
-    super(`invalid ${subject} ${JSON.stringify(value)}: ${reason}`);
+    super(`invalid ${subject} ${quoted(value)}: ${reason}`);
   }
 }
 

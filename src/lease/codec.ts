@@ -1,5 +1,5 @@
 /** The lease on the wire: the envelope of kind `compaction_lease` around the seed's fields. */
-import { TypedError } from '../errors';
+import { bounded, TypedError } from '../errors';
 import { z } from 'zod';
 import { decodeEnvelope, describeIssues, encodeEnvelope } from '../envelope';
 import type { MetadataCompactionId, NamespaceId } from '../keys';
@@ -15,11 +15,14 @@ export class LeaseCorruptError extends TypedError {
   override readonly name = 'LeaseCorruptError';
   readonly failureType = 'LeaseCorrupt';
   readonly retryable = false;
+  /** What is wrong, {@link bounded}: a lease's bytes are anyone's, and the reason travels in survey results and reports. */
+  readonly reason: string;
   constructor(
     readonly key: string,
-    readonly reason: string,
+    reason: string,
   ) {
-    super(`lease ${key} is corrupt: ${reason}`);
+    super(`lease ${key} is corrupt: ${bounded(reason)}`);
+    this.reason = bounded(reason);
   }
 }
 

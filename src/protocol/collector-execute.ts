@@ -16,7 +16,7 @@ import {
   surveyLeases,
 } from './collector';
 import { collectPrefixes, type CollectorCommand, type CollectorResult, type PassRules, type WalkProgress } from './collector-plan';
-import { reclaimRetiredSegments } from './retired-reclaim';
+import { reclaimRetiredSegments, START_OF_RETIRED } from './retired-reclaim';
 import { fenceRoot } from './root-io';
 
 /**
@@ -51,7 +51,10 @@ export async function executeOnStore(
       await deleteLease(store, { namespaceId: ns, jobId: jobId(command.jobId) });
       return { kind: 'leaseDeleted' };
     case 'reclaimRetiredSegments':
-      return { kind: 'retiredReclaimed', outcome: await reclaimRetiredSegments(store, ns, rules, progress.onRead ?? (() => {}), codec) };
+      return {
+        kind: 'retiredReclaimed',
+        outcome: await reclaimRetiredSegments(store, ns, rules, command.from ?? START_OF_RETIRED, progress.onRetiredProgress ?? (() => {}), codec),
+      };
     case 'fenceRoot':
       try {
         return (await fenceRoot(store, ns, codec)) ? { kind: 'rootFenced' } : { kind: 'fenceFailed', message: `root ${rootKey(ns)} does not exist` };

@@ -13,7 +13,7 @@ import { compactionsPrefix, inputSegmentsPrefix, jobId, jobPrefix, namespaceId }
 import { inBatches } from '../store/batches';
 import type { ChildrenPage, ExpiredLease, PrefixOwner, ReclaimPosition, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
 import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './collector-report';
-import type { RetiredReclaimOutcome } from './retired-reclaim';
+import type { RetiredPosition, RetiredReclaimOutcome } from './retired-reclaim';
 
 /** Everything a pass decides by; fixed when the pass starts and carried in its input, never read from a worker. */
 export interface PassRules {
@@ -56,8 +56,11 @@ export type CollectorCommand =
   | { readonly kind: 'deleteLease'; readonly jobId: string }
   /** The collectable prefixes of a page, each by its own {@link planPrefix} (claim, walk, lease last): one activity per page, not three per prefix. */
   | { readonly kind: 'collectPrefixes'; readonly prefixes: readonly SurveyedPrefix[] }
-  /** Superseded segments and lost writes (spec 6a), once every job prefix is done and none was corrupt. */
-  | { readonly kind: 'reclaimRetiredSegments' }
+  /**
+   * Superseded segments and lost writes (spec 6a), once every job prefix is done and none was corrupt;
+   * `from`: a reclaim an earlier attempt started goes on after its position, its tally counted on.
+   */
+  | { readonly kind: 'reclaimRetiredSegments'; readonly from?: RetiredPosition }
   /**
    * The root fence (spec 6b): one CAS of the namespace root, generation + 1 and nothing else, after a
    * page's claims and before any of its walks, so a publication CAS a claimed job sent earlier fails.
@@ -87,8 +90,10 @@ export type CollectorResult =
 export interface WalkProgress {
   /** Called with a walk's position after each page, so a retried walk can go on from there. */
   readonly onProgress: (position: ReclaimPosition) => void;
-  /** Called after each lease a survey reads and each page or batch of superseded segments: a sign of life. */
+  /** Called after each lease a survey reads: a sign of life. */
   readonly onRead?: () => void;
+  /** Called with the reclaim of superseded segments' position after each page and batch, so a retried reclaim can go on from there. */
+  readonly onRetiredProgress?: (position: RetiredPosition) => void;
   /** Where a `collectPrefixes` command resumes and whom it tells of each step of its prefixes. */
   readonly page?: PageProgress;
 }

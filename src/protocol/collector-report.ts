@@ -2,6 +2,7 @@
  * What a collector pass reports, and how the reports of its pages, prefixes and namespaces add
  * up. Pure: the workflow and the planner both fold results into one report with {@link mergeReport}.
  */
+import { bounded, MESSAGE_LIMIT } from '../errors';
 import type { ReclaimTally, RootProblem } from './collector';
 
 export interface CorruptLease {
@@ -42,7 +43,10 @@ export interface NamespaceRootProblem extends RootProblem {
   readonly namespaceId: string;
 }
 
-/** What a pass (or one namespace of it) did; lists hold the first {@link REPORT_LIMIT} entries, counts are complete. */
+/**
+ * What a pass (or one namespace of it) did; lists hold the first {@link REPORT_LIMIT} entries, at most
+ * {@link REPORT_LIST_BYTES} of JSON each, every key and message in them {@link bounded}; counts are complete.
+ */
 export interface GcReport {
   readonly nowMs: number;
   readonly dryRun: boolean;
@@ -72,7 +76,34 @@ export const emptyReport = (nowMs: number, dryRun: boolean): GcReport => ({
   nowMs, dryRun, totals: ZERO, corruptNamespaces: [], corruptLeases: [], failures: [], unrecognisedKeys: [], rootProblems: [],
 });
 
-const capped = <T>(a: readonly T[], b: readonly T[]): T[] => [...a, ...b].slice(0, REPORT_LIMIT);
+/**
+ * JSON bytes one list of a report may hold: five lists and the totals stay under 256 KiB, whatever
+ * the bucket holds (Temporal refuses a payload over 2 MiB, and a report is a workflow result and a
+ * continue-as-new input).
+ */
+export const REPORT_LIST_BYTES = 40 * 1024;
+
+/** A report entry with every string in it bounded: keys and values alike come from the bucket. */
+function boundedEntry<T>(entry: T): T {
+  if (typeof entry === 'string') return bounded(entry) as T;
+  const fields = Object.entries(entry as Record<string, unknown>).map(([k, v]) => [k, typeof v === 'string' ? bounded(v, MESSAGE_LIMIT) : v]);
+  return Object.fromEntries(fields) as T;
+}
+
+/** `a` followed by as many (bounded) entries of `b` as fit in {@link REPORT_LIMIT} and {@link REPORT_LIST_BYTES}. */
+function capped<T>(a: readonly T[], b: readonly T[]): T[] {
+  const out = [...a];
+  let bytes = JSON.stringify(a).length;
+  for (const entry of b) {
+    if (out.length >= REPORT_LIMIT) break;
+    const next = boundedEntry(entry);
+    const size = JSON.stringify(next).length + 1;
+    if (bytes + size > REPORT_LIST_BYTES) break;
+    out.push(next);
+    bytes += size;
+  }
+  return out;
+}
 
 export function mergeReport(a: GcReport, b: ReportDelta): GcReport {
   const totals = { ...a.totals };

@@ -1,48 +1,114 @@
 /**
  * The collector's reclaim of superseded segments and lost writes (spec 6a), over the store port:
- * the decisions are src/protocol/retired's, made at the pass's fixed clock. Data first, records
- * last: the objects are deleted, then their records dropped from the retired list by root CAS, so
- * a record never outlives nothing and a segment never loses its record while it still exists.
+ * the decisions are src/protocol/retired's, made at the pass's fixed clock. It streams like the
+ * job-prefix walk: one listing of `metadata/segments/`, then one listing per job prefix that holds
+ * due retired outputs, each deleted in batches as it is listed, so its memory is a batch and the
+ * root's own lists, never the keys under `metadata/segments/`. Data first, records last: a batch's
+ * objects are deleted, then their records dropped from the retired list by root CAS, so a record
+ * never outlives nothing and a segment never loses its record while it still exists.
  */
-import { inputSegmentsPrefix, isInputSegmentKeyOf, rootKey, type NamespaceId } from '../keys';
+import { inputSegmentsPrefix, isInputSegmentKeyOf, jobPrefix, parseCompactionKey, rootKey, type NamespaceId } from '../keys';
 import type { RootCodec, RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectInfo, type ObjectStore } from '../store';
-import { inBatches } from '../store/batches';
 import { DeleteFailedError, rootProblemOf, type RootProblem } from './collector';
-import { decideSegment, droppableRecords, dueRetiredKeys, withoutReclaimed, type RetiredRules, type SegmentFate } from './retired';
+import { decideSegment, droppableRecords, dueRetiredKeys, withoutReclaimed, type RetiredRules } from './retired';
 import { EMPTY_RETIRED_TALLY, type RetiredTally } from './collector-report';
 import { readRoot } from './root-io';
 
 export interface RetiredReclaimOptions extends RetiredRules {
   readonly dryRun: boolean;
-  /** Candidates deleted per batch, each after a fresh read of the root. */
+  /** Candidates (and due keys found gone) collected before the root is re-read and they are deleted. */
   readonly keysPerFlush: number;
   readonly reportLimit: number;
 }
 
 export type RetiredReclaimOutcome = { readonly tally: RetiredTally } | { readonly rootProblem: RootProblem };
 
-/** Look-ups of due retired outputs in flight at once: the collector's DeleteObjects parallelism. */
-const LOOKUP_CONCURRENCY = 8;
-/** Root CAS rounds to drop records; records left behind are dropped by a later pass (their segments are gone). */
+/**
+ * Where a reclaim stands: every key up to `after` (in listing order) of its phase is settled and
+ * counted in `tally`, its records dropped. Travels in Temporal heartbeats: a few hundred bytes plus
+ * the report's bounded key list.
+ */
+export interface RetiredPosition {
+  /** `segments`: the listing of `metadata/segments/`; `outputs`: the due retired outputs, job prefix by job prefix. */
+  readonly phase: 'segments' | 'outputs';
+  readonly after: string | undefined;
+  readonly tally: RetiredTally;
+}
+
+export const START_OF_RETIRED: RetiredPosition = Object.freeze({ phase: 'segments', after: undefined, tally: EMPTY_RETIRED_TALLY });
+
+/** Root CAS rounds to drop a batch's records; records left behind are dropped by a later pass (their segments are gone). */
 const MAX_RECORD_ROUNDS = 5;
 
-/** A key the pass may delete under the root it was judged by. */
-const isDoomed = (root: RootState, o: ObjectInfo, rules: RetiredRules): boolean => {
-  const fate = decideSegment(root, o.key, o.lastModified, rules);
-  return fate === 'retired_due' || fate === 'lost_write';
-};
+function addTally(a: RetiredTally, b: RetiredTally, limit: number): RetiredTally {
+  const sum = { ...a, unrecognisedKeys: [...a.unrecognisedKeys, ...b.unrecognisedKeys].slice(0, limit) };
+  for (const name of Object.keys(EMPTY_RETIRED_TALLY) as (keyof RetiredTally)[]) if (name !== 'unrecognisedKeys') sum[name] = a[name] + b[name];
+  return sum;
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** One page of a listing, with the due keys it settles: those it holds are among `objects`, those it passed over are `gone`. */
+interface JoinedPage {
+  readonly objects: readonly ObjectInfo[];
+  readonly gone: readonly string[];
+  /** The last key the listing has passed (a gone key included): the position once this page is settled. */
+  readonly upTo: string | undefined;
+}
 
 /**
- * Reclaims a namespace's due retired segments and lost writes. A root that is missing, corrupt or
- * unreadable deletes nothing and is reported (a missing root only when `metadata/segments/` holds
- * anything: otherwise there is nothing to retain). `onProgress` is called after every page and batch.
+ * Lists `prefix` after `after` as one listing (resumed with `StartAfter`, continued by cursor) and
+ * joins it with `due`, sorted keys under `prefix`: a due key the listing passes without meeting is
+ * gone. Listings are strongly consistent and a retired key existed when it was published, so not
+ * listed means deleted. (Keys of the grammar are ASCII: string order is the listing's byte order.)
+ */
+async function* joinedListing(store: ObjectStore, prefix: string, due: readonly string[], after: string | undefined): AsyncGenerator<JoinedPage> {
+  let next = after === undefined ? 0 : due.findIndex((k) => k > after);
+  if (next < 0) next = due.length;
+  let cursor: string | undefined;
+  let listedUpTo = after;
+  do {
+    const page = await store.list(cursor === undefined ? { prefix, startAfter: listedUpTo } : { prefix, cursor });
+    const gone: string[] = [];
+    for (const o of page.objects) {
+      while (next < due.length && (due[next] as string) < o.key) gone.push(due[next++] as string);
+      if (due[next] === o.key) next++;
+    }
+    cursor = page.nextCursor;
+    listedUpTo = page.objects.at(-1)?.key ?? listedUpTo;
+    if (cursor === undefined) while (next < due.length) gone.push(due[next++] as string);
+    const upTo = [listedUpTo, gone.at(-1)].filter((k): k is string => k !== undefined).sort().at(-1);
+    yield { objects: page.objects, gone, upTo };
+  } while (cursor !== undefined);
+}
+
+/** The due retired outputs (keys under job prefixes), sorted, by job prefix in key order. */
+function dueOutputsByPrefix(ns: NamespaceId, due: readonly string[]): Map<string, string[]> {
+  const byPrefix = new Map<string, string[]>();
+  for (const key of due) {
+    const parsed = parseCompactionKey(key);
+    if (parsed.kind !== 'staged_segment') continue;
+    const prefix = jobPrefix(ns, parsed.jobId);
+    const keys = byPrefix.get(prefix);
+    if (keys) keys.push(key);
+    else byPrefix.set(prefix, [key]);
+  }
+  return byPrefix;
+}
+
+/**
+ * Reclaims a namespace's due retired segments and lost writes from `resume`. A root that is missing,
+ * corrupt or unreadable deletes nothing and is reported (a missing root only when
+ * `metadata/segments/` holds anything: otherwise there is nothing to retain). `onProgress` gets the
+ * position after every listing page and every batch, so a retried attempt resumes there.
  */
 export async function reclaimRetiredSegments(
   store: ObjectStore,
   ns: NamespaceId,
   options: RetiredReclaimOptions,
-  onProgress: () => void,
+  resume: RetiredPosition,
+  onProgress: (position: RetiredPosition) => void,
   codec: RootCodec,
 ): Promise<RetiredReclaimOutcome> {
   let root: RootState;
@@ -57,78 +123,99 @@ export async function reclaimRetiredSegments(
     return { rootProblem: problem };
   }
 
-  const counts: Record<SegmentFate, number> = { referenced: 0, retired_due: 0, retired_in_grace: 0, lost_write: 0, young: 0, job_prefix: 0 };
-  const unrecognisedKeys: string[] = [];
-  let unrecognised = 0;
-  const candidates: ObjectInfo[] = [];
-  const listed = new Set<string>();
-  let cursor: string | undefined;
-  do {
-    const page = await store.list({ prefix: inputSegmentsPrefix(ns), cursor });
-    for (const o of page.objects) {
-      listed.add(o.key);
-      if (!isInputSegmentKeyOf(ns, o.key)) {
-        unrecognised++;
-        if (unrecognisedKeys.length < options.reportLimit) unrecognisedKeys.push(o.key);
-        continue;
+  const segments = inputSegmentsPrefix(ns);
+  const due = dueRetiredKeys(root, options).sort();
+  let position = resume;
+  let candidates: ObjectInfo[] = [];
+  let gone: string[] = [];
+  let retained: Mutable<RetiredTally> & { unrecognisedKeys: string[] } = { ...EMPTY_RETIRED_TALLY, unrecognisedKeys: [] };
+
+  /** Deletes the batch in hand, drops its records, and moves the position past it (in `phase`, up to `upTo`). */
+  const flush = async (phase: RetiredPosition['phase'], upTo: string | undefined): Promise<void> => {
+    const settled = await reclaimBatch(store, ns, candidates, gone, options, codec);
+    const tally = addTally(retained, settled.tally, options.reportLimit);
+    candidates = [];
+    gone = [];
+    retained = { ...EMPTY_RETIRED_TALLY, unrecognisedKeys: [] };
+    // A failed delete leaves the position where it was: the batch is listed again on retry (the deleted keys then as gone).
+    const at = settled.failure ? position : { phase, after: upTo };
+    position = { phase: at.phase, after: at.after, tally: addTally(position.tally, tally, options.reportLimit) };
+    onProgress(position);
+    if (settled.failure) throw settled.failure;
+  };
+
+  if (position.phase === 'segments') {
+    let upTo = position.after;
+    for await (const page of joinedListing(store, segments, due.filter((k) => k.startsWith(segments)), position.after)) {
+      for (const o of page.objects) {
+        if (!isInputSegmentKeyOf(ns, o.key)) {
+          retained.retainedUnrecognised++;
+          if (retained.unrecognisedKeys.length < options.reportLimit) retained.unrecognisedKeys.push(o.key);
+          continue;
+        }
+        const fate = decideSegment(root, o.key, o.lastModified, options);
+        if (fate === 'retired_due' || fate === 'lost_write') candidates.push(o);
+        else if (fate === 'referenced') retained.retainedReferenced++;
+        else if (fate === 'retired_in_grace') retained.retainedInGrace++;
+        else if (fate === 'young') retained.retainedYoung++;
       }
-      if (isDoomed(root, o, options)) candidates.push(o);
-      else counts[decideSegment(root, o.key, o.lastModified, options)]++;
+      gone.push(...page.gone);
+      upTo = page.upTo;
+      if (candidates.length + gone.length >= options.keysPerFlush) await flush('segments', upTo);
+      else onProgress(position);
     }
-    cursor = page.nextCursor;
-    onProgress();
-  } while (cursor !== undefined);
-
-  // Due retired outputs live under job prefixes, which the listing above does not cover: a listing of each
-  // key finds it (or finds it gone). A listing, not a HEAD: the collector's policy grants no GetObject on segments.
-  const gone = new Set<string>();
-  const dueElsewhere = dueRetiredKeys(root, options).filter((k) => !listed.has(k));
-  const found = await inBatches(dueElsewhere, 1, LOOKUP_CONCURRENCY, async ([key]) => {
-    const object = (await store.list({ prefix: key as string, maxKeys: 1 })).objects.find((o) => o.key === key);
-    if (!object) gone.add(key as string);
-    return object ? [object] : [];
-  });
-  candidates.push(...found.flat());
-  onProgress();
-
-  let retiredDeleted = 0;
-  let lostWritesDeleted = 0;
-  let bytesDeleted = 0;
-  let retainedLate = 0;
-  for (let i = 0; i < candidates.length; i += options.keysPerFlush) {
-    const batch = candidates.slice(i, i + options.keysPerFlush);
-    // Candidate selection may be stale, deletion may not: the batch is judged again by the root as it is now.
-    const fresh = (await readRoot(store, ns, codec)).root;
-    const doomed = batch.filter((o) => isDoomed(fresh, o, options));
-    retainedLate += batch.length - doomed.length;
-    const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;
-    const failedKeys = new Set(failed.map((f) => f.key));
-    for (const o of doomed.filter((d) => !failedKeys.has(d.key))) {
-      if (decideSegment(fresh, o.key, o.lastModified, options) === 'retired_due') {
-        retiredDeleted++;
-        gone.add(o.key);
-      } else lostWritesDeleted++;
-      bytesDeleted += o.size;
-    }
-    onProgress();
-    if (failed.length) throw new DeleteFailedError(inputSegmentsPrefix(ns), failed);
+    await flush('outputs', undefined);
   }
 
-  const retiredRecordsDropped = options.dryRun ? droppableRecords(root, gone, options).length : await dropRecords(store, ns, gone, options, codec);
-  return {
-    tally: {
-      retiredDeleted,
-      lostWritesDeleted,
-      bytesDeleted,
-      retiredRecordsDropped,
-      // A key the fresh root kept was referenced again or retired again since the first read.
-      retainedReferenced: counts.referenced + retainedLate,
-      retainedInGrace: counts.retired_in_grace,
-      retainedYoung: counts.young,
-      retainedUnrecognised: unrecognised,
-      unrecognisedKeys,
-    },
-  };
+  // Due retired outputs live under job prefixes: one listing of each such prefix finds them (or finds
+  // them gone). A listing, not a HEAD: the collector's policy grants no GetObject on segments.
+  for (const [prefix, keys] of dueOutputsByPrefix(ns, due)) {
+    const after = position.after;
+    if (after !== undefined && (keys.at(-1) as string) <= after) continue;
+    const wanted = new Set(keys);
+    for await (const page of joinedListing(store, prefix, keys, after?.startsWith(prefix) ? after : undefined)) {
+      candidates.push(...page.objects.filter((o) => wanted.has(o.key)));
+      gone.push(...page.gone);
+      if (candidates.length + gone.length >= options.keysPerFlush) await flush('outputs', page.upTo);
+      else onProgress(position);
+    }
+  }
+  await flush('outputs', due.at(-1));
+  return { tally: position.tally };
+}
+
+/**
+ * Deletes the candidates the root as it is now still dooms (candidate selection may be stale,
+ * deletion may not), then drops the records of the retired ones and of the due keys found gone.
+ * A DeleteObjects that failed for some keys is returned as `failure`, after the records of the rest are dropped.
+ */
+async function reclaimBatch(
+  store: ObjectStore,
+  ns: NamespaceId,
+  candidates: readonly ObjectInfo[],
+  gone: readonly string[],
+  options: RetiredReclaimOptions,
+  codec: RootCodec,
+): Promise<{ readonly tally: RetiredTally; readonly failure?: DeleteFailedError }> {
+  if (candidates.length === 0 && gone.length === 0) return { tally: EMPTY_RETIRED_TALLY };
+  const fresh = (await readRoot(store, ns, codec)).root;
+  const doomed = candidates.flatMap((o) => {
+    const fate = decideSegment(fresh, o.key, o.lastModified, options);
+    return fate === 'retired_due' || fate === 'lost_write' ? [{ o, fate }] : [];
+  });
+  const failed = options.dryRun || doomed.length === 0 ? [] : (await store.deleteMany(doomed.map(({ o }) => o.key))).failed;
+  const failedKeys = new Set(failed.map((f) => f.key));
+  const reclaimed = new Set(gone);
+  const tally: Mutable<RetiredTally> = { ...EMPTY_RETIRED_TALLY, retainedReferenced: candidates.length - doomed.length };
+  for (const { o, fate } of doomed.filter(({ o }) => !failedKeys.has(o.key))) {
+    if (fate === 'retired_due') {
+      tally.retiredDeleted++;
+      reclaimed.add(o.key);
+    } else tally.lostWritesDeleted++;
+    tally.bytesDeleted += o.size;
+  }
+  tally.retiredRecordsDropped = options.dryRun ? droppableRecords(fresh, reclaimed, options).length : await dropRecords(store, ns, reclaimed, options, codec);
+  return { tally, ...(failed.length && { failure: new DeleteFailedError(inputSegmentsPrefix(ns), failed) }) };
 }
 
 /**
@@ -136,6 +223,7 @@ export async function reclaimRetiredSegments(
  * how many it dropped (none counted for a CAS whose answer was lost, though it may have landed).
  */
 async function dropRecords(store: ObjectStore, ns: NamespaceId, gone: ReadonlySet<string>, rules: RetiredRules, codec: RootCodec): Promise<number> {
+  if (gone.size === 0) return 0;
   for (let round = 0; round < MAX_RECORD_ROUNDS; round++) {
     const current = await readRoot(store, ns, codec);
     const next = withoutReclaimed(current.root, gone, rules);

@@ -8,7 +8,7 @@
  * format 1, byte for byte what earlier versions wrote, so they keep reading it until the first
  * retirement; both formats are read.
  */
-import { TypedError } from '../errors';
+import { bounded, MESSAGE_LIMIT, quoted, TypedError } from '../errors';
 import { z } from 'zod';
 import { decodeEnvelope, describeIssues, encodeEnvelope } from '../envelope';
 import { isSegmentKeyOf, rootKey, type FamilyGroup, type NamespaceId } from '../keys';
@@ -41,11 +41,14 @@ export class RootCorruptError extends TypedError {
   override readonly name: string = 'RootCorruptError';
   readonly failureType: string = 'RootCorrupt';
   readonly retryable = false;
+  /** What is wrong, {@link bounded}: it may quote anything the root holds. */
+  readonly reason: string;
   constructor(
     readonly key: string,
-    readonly reason: string,
+    reason: string,
   ) {
-    super(`root ${key} is corrupt: ${reason}`);
+    super(`root ${key} is corrupt: ${bounded(reason, MESSAGE_LIMIT)}`);
+    this.reason = bounded(reason, MESSAGE_LIMIT);
   }
 }
 
@@ -138,12 +141,12 @@ export function checkRoot(root: RootState, ns: NamespaceId): RootState {
   if (!Number.isSafeInteger(root.generation) || root.generation < 0) throw corrupt(`generation ${root.generation} is not a non-negative integer`);
   for (const [group, keys] of Object.entries(root.groups)) {
     const foreign = keys.find((k) => !isSegmentKeyOf(ns, k));
-    if (foreign !== undefined) throw corrupt(`group ${group} names ${JSON.stringify(foreign)}, which is not a segment key of ${ns}`);
+    if (foreign !== undefined) throw corrupt(`group ${quoted(group)} names ${quoted(foreign)}, which is not a segment key of ${ns}`);
   }
   const seen = new Set<string>();
   for (const { key } of root.retired ?? []) {
-    if (!isSegmentKeyOf(ns, key)) throw corrupt(`retired names ${JSON.stringify(key)}, which is not a segment key of ${ns}`);
-    if (seen.has(key)) throw corrupt(`retired names ${JSON.stringify(key)} twice`);
+    if (!isSegmentKeyOf(ns, key)) throw corrupt(`retired names ${quoted(key)}, which is not a segment key of ${ns}`);
+    if (seen.has(key)) throw corrupt(`retired names ${quoted(key)} twice`);
     seen.add(key);
   }
   return Object.freeze({ ...root, namespace_id: ns, retired: root.retired ?? [] });

@@ -12,7 +12,7 @@ import { gcPassResult, startCompaction, type GcPassHandle } from '../../src/clie
 import { inputSegmentKey, inputSegmentsPrefix, namespaceId, newSegmentId, rootKey, type NamespaceId } from '../../src/keys';
 import { readRoot, updateRoot } from '../../src/protocol';
 import { addSegments, type RootState } from '../../src/root';
-import type { ObjectStore } from '../../src/store';
+import { StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import type { gcWorkflow, GcReport } from '../../src/workflows/gc';
 import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
@@ -27,9 +27,14 @@ const bytes = (s: string) => new TextEncoder().encode(s);
 interface RootHooks {
   ns?: NamespaceId;
   /** Root GETs and CASes of `ns` seen so far. */
-  seen?: { get: number; cas: number };
+  seen?: { get: number; cas: number; deletes: number };
   beforeRootGet?: (count: number) => Promise<void>;
   beforeRootCas?: (count: number) => Promise<void>;
+  /** Listings of `ns`'s `metadata/segments/` come in pages of this many keys, each request recorded in `segmentsListed`. */
+  segmentsPage?: number;
+  segmentsListed?: ListRequest[];
+  /** Runs before each DeleteObjects of `ns`'s input segments (numbered from 1); a throw fails it. */
+  beforeSegmentsDelete?: (count: number) => Promise<void>;
 }
 
 function hookedStore(inner: ObjectStore, hooks: () => RootHooks): ObjectStore {
@@ -43,6 +48,17 @@ function hookedStore(inner: ObjectStore, hooks: () => RootHooks): ObjectStore {
       const h = hooks();
       if (h.ns && h.seen && key === rootKey(h.ns)) await h.beforeRootCas?.(++h.seen.cas);
       return inner.putIfMatch(key, body, etag);
+    },
+    async list(request: ListRequest) {
+      const h = hooks();
+      if (!h.ns || !h.segmentsPage || request.prefix !== inputSegmentsPrefix(h.ns)) return inner.list(request);
+      h.segmentsListed?.push(request);
+      return inner.list({ ...request, maxKeys: h.segmentsPage });
+    },
+    async deleteMany(keys: readonly string[]) {
+      const h = hooks();
+      if (h.ns && h.seen && keys[0]?.startsWith(inputSegmentsPrefix(h.ns))) await h.beforeSegmentsDelete?.(++h.seen.deletes);
+      return inner.deleteMany(keys);
     },
   });
 }
@@ -180,7 +196,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     // and writes and publishes `published` before the collector's CAS that drops the record of `due`.
     hooks = {
       ns,
-      seen: { get: 0, cas: 0 },
+      seen: { get: 0, cas: 0, deletes: 0 },
       beforeRootGet: async (n) => {
         if (n === 2) await updateRoot(store, ns, (r) => addSegments(r, bindings, [adopted]), rootCodec);
       },
@@ -202,5 +218,40 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     const { root } = await readRoot(store, ns, rootCodec);
     expect(root.groups.bindings).toEqual([adopted, published]);
     expect(root.retired ?? []).toEqual([]);
+  });
+
+  it('a reclaim retried after a failed delete resumes from the position its attempt heartbeated: settled keys are not listed again, nothing is counted twice', async () => {
+    const ns = newNamespace('resume');
+    await updateRoot(store, ns, (r) => r, rootCodec);
+    const lost = Array.from({ length: 6 }, () => inputSegmentKey(ns, newSegmentId(), format.extension)).sort();
+    for (const k of lost) await store.put(k, bytes(k));
+    await sleep(lostWriteGraceMs + 500);
+    const segmentsListed: ListRequest[] = [];
+    hooks = {
+      ns,
+      seen: { get: 0, cas: 0, deletes: 0 },
+      segmentsPage: 2,
+      segmentsListed,
+      beforeSegmentsDelete: async (n) => {
+        if (n === 2) throw new StoreUnavailableError(inputSegmentsPrefix(ns), 'connection reset (injected)');
+      },
+    };
+    let result: Awaited<ReturnType<typeof pass>>;
+    try {
+      const handle = await client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
+        workflowId: uniqueId('gc-retired'),
+        taskQueue: worker.taskQueue,
+        args: [{ namespaces: [ns], dryRun: false, keysPerFlush: 2 }],
+      });
+      result = { ...(await gcPassResult(handle)), workflowId: handle.workflowId };
+    } finally {
+      hooks = {};
+    }
+    expect(result.complete).toBe(true);
+    expect(result.report.totals).toMatchObject({ lostWritesDeleted: lost.length, objectsDeleted: lost.length });
+    for (const key of lost) expect(await exists(key), key).toBe(false);
+    // The first attempt listed from the start; the retry started after the first batch, the last position heartbeated.
+    const fresh = segmentsListed.filter((r) => r.cursor === undefined);
+    expect(fresh.map((r) => r.startAfter)).toEqual([undefined, lost[1]]);
   });
 });

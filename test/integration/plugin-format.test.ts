@@ -3,7 +3,7 @@
  * The plug-in format of test/support/binary-format.ts runs through the same compaction, fencing,
  * publication and collector tests as the reference (`describe.each(TEST_FORMATS)`, support/formats.ts);
  * here, a compactor that writes outside its job's prefix, or names an output it does not own, is
- * refused by the writer it is handed, and a dead job's prefix is reclaimed through the text root.
+ * refused by the writer it is handed, as is a write after its attempt returned or an output it never wrote, and a dead job's prefix is reclaimed through the text root.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
@@ -23,6 +23,7 @@ import {
   type Compactor,
   type NamespaceId,
   type ObjectStore,
+  WriteAfterAttemptError,
 } from '../../src/index';
 import type { gcWorkflow } from '../../src/workflows/gc';
 import { binaryCompactor, sampleBinaryInputs, textRootCodec, writeBinaryInputs } from '../support/binary-format';
@@ -122,6 +123,66 @@ describe('a plug-in format (binary segments, text root)', () => {
     }
   });
 
+  it('a compactor that returns an output it never wrote is refused before publication: OutputMissing, the root unchanged', async () => {
+    const ns = newNamespace('lpbmissing');
+    const [input] = await writeBinaryInputs(store, ns, group, sampleBinaryInputs(1, 10));
+    const rogue: Compactor = { compact: async ({ job }) => ({ outputs: [stagedOutputKey(job, 'never-written', 'lpb')], recordsOut: 0, bytesOut: 0 }) };
+    const own = await startTestWorker(store, settings, undefined, undefined, { compactor: rogue, rootCodec: textRootCodec });
+    try {
+      const err: unknown = await compact(ns, own.taskQueue).then(() => undefined, (e: unknown) => e);
+      const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
+      expect(cause.type).toBe('OutputMissing');
+      expect(cause.nonRetryable).toBe(true);
+      expect((await readRoot(store, ns, textRootCodec)).root.groups[group]).toEqual([input]);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  it('a write a compactor makes after its attempt returned is refused with WriteAfterAttempt and never lands', async () => {
+    const ns = newNamespace('lpblate');
+    await writeBinaryInputs(store, ns, group, sampleBinaryInputs(1, 10));
+    let lateKey = '';
+    let late: Promise<unknown> = Promise.resolve();
+    const rogue: Compactor = {
+      async compact({ job, store: staged }) {
+        const output = stagedOutputKey(job, '0', 'lpb');
+        await staged.put(output, Buffer.from('LPB1'));
+        lateKey = stagedOutputKey(job, 'late', 'lpb');
+        late = sleep(100).then(() => staged.put(lateKey, Buffer.from('LPB1'))).then(() => undefined, (e: unknown) => e);
+        return { outputs: [output], recordsOut: 0, bytesOut: 0 };
+      },
+    };
+    const own = await startTestWorker(store, settings, undefined, undefined, { compactor: rogue, rootCodec: textRootCodec });
+    try {
+      const result = await compact(ns, own.taskQueue);
+      expect(result.outcome).toBe('published');
+      expect(await late).toBeInstanceOf(WriteAfterAttemptError);
+      expect(await exists(lateKey)).toBe(false);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  it('a write the compactor did not await ends with its attempt: its output is in the store when it is published', async () => {
+    const ns = newNamespace('lpbfloat');
+    await writeBinaryInputs(store, ns, group, sampleBinaryInputs(1, 10));
+    const rogue: Compactor = {
+      async compact({ job, store: staged }) {
+        const output = stagedOutputKey(job, '0', 'lpb');
+        void staged.put(output, Buffer.alloc(4 * 1024 * 1024, 1));
+        return { outputs: [output], recordsOut: 0, bytesOut: 0 };
+      },
+    };
+    const own = await startTestWorker(store, settings, undefined, undefined, { compactor: rogue, rootCodec: textRootCodec });
+    try {
+      const result = await compact(ns, own.taskQueue);
+      expect(result.outcome).toBe('published');
+      for (const key of result.outputs) expect((await store.head(key)).size).toBe(4 * 1024 * 1024);
+    } finally {
+      await own.stop();
+    }
+  });
 });
 
 const inputKeyOf = (ns: NamespaceId): string => inputSegmentKey(ns, newSegmentId(), 'lpb');
