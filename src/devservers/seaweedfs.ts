@@ -34,7 +34,9 @@ export async function startSeaweedfs(opts: SeaweedfsOptions = {}): Promise<S3Ser
       'server', `-dir=${dataDir}`, '-ip=127.0.0.1', '-ip.bind=127.0.0.1',
       // No anonymous statistics to the project's telemetry server: the machine reaches no such host.
       '-master.telemetry=false', `-master.port=${master}`, `-master.port.grpc=${masterGrpc}`, '-master.volumeSizeLimitMB=64',
-      `-volume.port=${volume}`, `-volume.port.grpc=${volumeGrpc}`,
+      // Every bucket is a collection of its own volumes: the default cap of 8 volumes is spent by the second bucket
+      // ("No writable volumes and no free volumes left", a 500 on every PUT); 0 sizes the cap by the free disk.
+      `-volume.port=${volume}`, `-volume.port.grpc=${volumeGrpc}`, '-volume.max=0',
       '-filer', `-filer.port=${filer}`, `-filer.port.grpc=${filerGrpc}`,
       '-s3', `-s3.port=${s3}`, `-s3.port.grpc=${s3Grpc}`, '-s3.port.iceberg=0', '-s3.port.lance=0',
     ],
