@@ -1,7 +1,7 @@
 /**
  * One conformance suite, run unchanged against MinIO, moto (single-threaded) and the embedded
- * store, and SeaweedFS by scripts/check-stores.sh. A store that lets two writers win one compare-and-swap is unfit for the protocol, and
- * this suite fails loudly on it.
+ * store, and against SeaweedFS by scripts/check-stores.sh. A store that lets two writers win one
+ * compare-and-swap is unfit for the protocol, and this suite fails loudly on it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
