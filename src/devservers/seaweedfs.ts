@@ -27,6 +27,7 @@ export async function startSeaweedfs(opts: SeaweedfsOptions = {}): Promise<S3Ser
   const [master, masterGrpc, volume, volumeGrpc, filer, filerGrpc, s3, s3Grpc] = await Promise.all(Array.from({ length: 8 }, () => freePort()));
   const dataDir = mkdtempSync(join(tmpdir(), 'compaction-lease-seaweedfs-'));
   const endpoint = `http://127.0.0.1:${s3}`;
+  const removeDataDir = () => rmSync(dataDir, { recursive: true, force: true });
   const server = await startServer({
     name: 'seaweedfs',
     command: binPath,
@@ -47,17 +48,12 @@ export async function startSeaweedfs(opts: SeaweedfsOptions = {}): Promise<S3Ser
     probe: async () => (await httpOk(`${endpoint}/healthz`)) && httpOk(`http://127.0.0.1:${master}/dir/assign`),
     readyTimeoutMs: opts.readyTimeoutMs ?? 120_000,
   }).catch((err: unknown) => {
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDataDir();
     throw err;
   });
-  return {
-    endpoint,
-    accessKey,
-    secretKey,
-    region: 'us-east-1',
-    stop: async () => {
-      await server.stop();
-      rmSync(dataDir, { recursive: true, force: true });
-    },
+  const stop = async () => {
+    await server.stop();
+    removeDataDir();
   };
+  return { endpoint, accessKey, secretKey, region: 'us-east-1', stop };
 }
