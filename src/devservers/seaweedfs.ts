@@ -27,6 +27,7 @@ export async function startSeaweedfs(opts: SeaweedfsOptions = {}): Promise<S3Ser
   const [master, masterGrpc, volume, volumeGrpc, filer, filerGrpc, s3, s3Grpc] = await Promise.all(Array.from({ length: 8 }, () => freePort()));
   const dataDir = mkdtempSync(join(tmpdir(), 'compaction-lease-seaweedfs-'));
   const endpoint = `http://127.0.0.1:${s3}`;
+  const removeDataDir = () => rmSync(dataDir, { recursive: true, force: true });
   const server = await startServer({
     name: 'seaweedfs',
     command: binPath,
@@ -34,7 +35,9 @@ export async function startSeaweedfs(opts: SeaweedfsOptions = {}): Promise<S3Ser
       'server', `-dir=${dataDir}`, '-ip=127.0.0.1', '-ip.bind=127.0.0.1',
       // No anonymous statistics to the project's telemetry server: the machine reaches no such host.
       '-master.telemetry=false', `-master.port=${master}`, `-master.port.grpc=${masterGrpc}`, '-master.volumeSizeLimitMB=64',
-      `-volume.port=${volume}`, `-volume.port.grpc=${volumeGrpc}`,
+      // Every bucket is a collection of its own volumes: the default cap of 8 volumes is spent by the second bucket
+      // ("No writable volumes and no free volumes left", a 500 on every PUT); 0 sizes the cap by the free disk.
+      `-volume.port=${volume}`, `-volume.port.grpc=${volumeGrpc}`, '-volume.max=0',
       '-filer', `-filer.port=${filer}`, `-filer.port.grpc=${filerGrpc}`,
       '-s3', `-s3.port=${s3}`, `-s3.port.grpc=${s3Grpc}`, '-s3.port.iceberg=0', '-s3.port.lance=0',
     ],
@@ -45,17 +48,12 @@ export async function startSeaweedfs(opts: SeaweedfsOptions = {}): Promise<S3Ser
     probe: async () => (await httpOk(`${endpoint}/healthz`)) && httpOk(`http://127.0.0.1:${master}/dir/assign`),
     readyTimeoutMs: opts.readyTimeoutMs ?? 120_000,
   }).catch((err: unknown) => {
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDataDir();
     throw err;
   });
-  return {
-    endpoint,
-    accessKey,
-    secretKey,
-    region: 'us-east-1',
-    stop: async () => {
-      await server.stop();
-      rmSync(dataDir, { recursive: true, force: true });
-    },
+  const stop = async () => {
+    await server.stop();
+    removeDataDir();
   };
+  return { endpoint, accessKey, secretKey, region: 'us-east-1', stop };
 }
