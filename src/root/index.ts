@@ -140,8 +140,32 @@ export const jsonRootCodec: RootCodec = {
 
 export const decodeRoot = (bytes: Uint8Array, ns: NamespaceId): RootState => decodeRootWith(jsonRootCodec, bytes, ns);
 
+/** A root's look-ups, so that every per-key decision costs the same whatever the root's size. */
+export interface RootIndex {
+  /** Every key a group names: the set the collector must never delete from. */
+  readonly referenced: ReadonlySet<string>;
+  /** Each retired key's `retired_at_ms`. */
+  readonly retiredAtMs: ReadonlyMap<string, number>;
+}
+
+// A root is an immutable value (every change builds a new one), so its index is built once per root
+// read and shared by every decision made against it; it goes when the root does.
+const indexes = new WeakMap<RootState, RootIndex>();
+
+/** The index of `root`, built on its first use. */
+export function rootIndex(root: RootState): RootIndex {
+  let index = indexes.get(root);
+  if (index === undefined) {
+    const referenced = new Set<string>();
+    for (const keys of Object.values(root.groups)) for (const key of keys) referenced.add(key);
+    index = { referenced, retiredAtMs: new Map((root.retired ?? []).map((r) => [r.key, r.retired_at_ms])) };
+    indexes.set(root, index);
+  }
+  return index;
+}
+
 /** Every key the root references: the set the collector must never delete from. */
-export const referencedKeys = (root: RootState): ReadonlySet<string> => new Set(Object.values(root.groups).flat());
+export const referencedKeys = (root: RootState): ReadonlySet<string> => rootIndex(root).referenced;
 
 export const groupSegments = (root: RootState, group: FamilyGroup): readonly string[] => root.groups[group] ?? [];
 
@@ -172,7 +196,8 @@ export function planPublication(
   retiredAtMs: number,
 ): PublicationPlan {
   const current = groupSegments(root, group);
-  const missingInputs = inputs.filter((k) => !current.includes(k));
+  const inGroup = new Set(current);
+  const missingInputs = inputs.filter((k) => !inGroup.has(k));
   if (missingInputs.length) return { kind: 'abandoned', missingInputs };
   const replaced = new Set(inputs);
   const kept = current.filter((k) => !replaced.has(k));
