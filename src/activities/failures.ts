@@ -15,6 +15,7 @@ export const NON_RETRYABLE_TYPES = [
   'LeaseCorrupt',
   'RootCorrupt',
   'RootMissing',
+  'RootTooLarge',
   'SegmentCorrupt',
   'InputMissing',
   'InputTooLarge',

@@ -18,7 +18,7 @@ import {
   type NamespaceId,
 } from '../keys';
 import { claimLeaseState, decideOwner, encodeLease } from '../lease';
-import { RootCorruptError, type RootCodec } from '../root';
+import { MAX_COLLECTED_ROOT_BYTES, MAX_ROOT_BYTES, RootCorruptError, RootTooLargeError, type RootCodec } from '../root';
 import {
   AFTER_ALL_UNDER,
   AmbiguousError,
@@ -175,25 +175,31 @@ export async function claimLease(store: ObjectStore, job: JobRef, rules: OwnerRu
 /** Why a namespace's root cannot be trusted; the namespace's pass then claims and deletes nothing. */
 export interface RootProblem {
   readonly key: string;
-  readonly problem: 'missing' | 'corrupt' | 'unreadable';
+  /** `oversize`: readable to the collector only, past what readers accept; only its superseded segments are reclaimed, to shrink it. */
+  readonly problem: 'missing' | 'corrupt' | 'unreadable' | 'oversize';
   readonly reason: string;
 }
 
 /**
  * Reads the root once and says what is wrong with it, if anything. Retention wins: without a root
  * to read there is no telling referenced segments from unreferenced ones, so a namespace whose root
- * is missing, corrupt or unreadable (after the store's own retries) is skipped for the pass.
+ * is missing, corrupt or unreadable (after the store's own retries) is skipped for the pass. A root
+ * over the readers' limit (up to {@link MAX_COLLECTED_ROOT_BYTES}) is `oversize`: its job prefixes
+ * wait, and its superseded segments are reclaimed, which is what shrinks it.
  */
 export async function findRootProblem(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<RootProblem | undefined> {
   try {
-    await readRoot(store, ns, codec);
-    return undefined;
+    return oversizeProblem(ns, (await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES)).bytes);
   } catch (err) {
     const problem = rootProblemOf(err, ns);
     if (problem) return problem;
     throw err;
   }
 }
+
+/** The problem of a root of `bytes` that the collector read, if it is past what readers accept. */
+export const oversizeProblem = (ns: NamespaceId, bytes: number): RootProblem | undefined =>
+  bytes > MAX_ROOT_BYTES ? { key: rootKey(ns), problem: 'oversize', reason: new RootTooLargeError(ns, bytes, false).message } : undefined;
 
 /** What a failed read of the root says about it; undefined for a failure that is not about the root (a bug). */
 export function rootProblemOf(err: unknown, ns: NamespaceId): RootProblem | undefined {

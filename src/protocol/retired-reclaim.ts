@@ -5,10 +5,10 @@
  * a record never outlives nothing and a segment never loses its record while it still exists.
  */
 import { inputSegmentsPrefix, isInputSegmentKeyOf, rootKey, type NamespaceId } from '../keys';
-import type { RootCodec, RootState } from '../root';
+import { encodeRootForWrite, MAX_COLLECTED_ROOT_BYTES, type RootCodec, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectInfo, type ObjectStore } from '../store';
 import { inBatches } from '../store/batches';
-import { DeleteFailedError, rootProblemOf, type RootProblem } from './collector';
+import { DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } from './collector';
 import { decideSegment, droppableRecords, dueRetiredKeys, withoutReclaimed, type RetiredRules, type SegmentFate } from './retired';
 import { EMPTY_RETIRED_TALLY, type RetiredTally } from './collector-report';
 import { readRoot } from './root-io';
@@ -20,7 +20,8 @@ export interface RetiredReclaimOptions extends RetiredRules {
   readonly reportLimit: number;
 }
 
-export type RetiredReclaimOutcome = { readonly tally: RetiredTally } | { readonly rootProblem: RootProblem };
+/** `oversize`: the root was past the readers' limit when the reclaim read it (it reclaimed, and shrank it, all the same). */
+export type RetiredReclaimOutcome = { readonly tally: RetiredTally; readonly oversize?: RootProblem } | { readonly rootProblem: RootProblem };
 
 /** Look-ups of due retired outputs in flight at once: the collector's DeleteObjects parallelism. */
 const LOOKUP_CONCURRENCY = 8;
@@ -36,7 +37,8 @@ const isDoomed = (root: RootState, o: ObjectInfo, rules: RetiredRules): boolean 
 /**
  * Reclaims a namespace's due retired segments and lost writes. A root that is missing, corrupt or
  * unreadable deletes nothing and is reported (a missing root only when `metadata/segments/` holds
- * anything: otherwise there is nothing to retain). `onProgress` is called after every page and batch.
+ * anything: otherwise there is nothing to retain). A root past the readers' limit is read (up to
+ * `MAX_COLLECTED_ROOT_BYTES`, at most two decoded at once) and shrunk: dropping records is how it gets back under. `onProgress` is called after every page and batch.
  */
 export async function reclaimRetiredSegments(
   store: ObjectStore,
@@ -46,8 +48,11 @@ export async function reclaimRetiredSegments(
   codec: RootCodec,
 ): Promise<RetiredReclaimOutcome> {
   let root: RootState;
+  let oversize: RootProblem | undefined;
   try {
-    root = (await readRoot(store, ns, codec)).root;
+    const read = await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
+    root = read.root;
+    oversize = oversizeProblem(ns, read.bytes);
   } catch (err) {
     const problem = rootProblemOf(err, ns);
     if (!problem) throw err;
@@ -98,7 +103,7 @@ export async function reclaimRetiredSegments(
   for (let i = 0; i < candidates.length; i += options.keysPerFlush) {
     const batch = candidates.slice(i, i + options.keysPerFlush);
     // Candidate selection may be stale, deletion may not: the batch is judged again by the root as it is now.
-    const fresh = (await readRoot(store, ns, codec)).root;
+    const fresh = (await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES)).root;
     const doomed = batch.filter((o) => isDoomed(fresh, o, options));
     retainedLate += batch.length - doomed.length;
     const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;
@@ -116,6 +121,7 @@ export async function reclaimRetiredSegments(
 
   const retiredRecordsDropped = options.dryRun ? droppableRecords(root, gone, options).length : await dropRecords(store, ns, gone, options, codec);
   return {
+    ...(oversize && { oversize }),
     tally: {
       retiredDeleted,
       lostWritesDeleted,
@@ -137,11 +143,11 @@ export async function reclaimRetiredSegments(
  */
 async function dropRecords(store: ObjectStore, ns: NamespaceId, gone: ReadonlySet<string>, rules: RetiredRules, codec: RootCodec): Promise<number> {
   for (let round = 0; round < MAX_RECORD_ROUNDS; round++) {
-    const current = await readRoot(store, ns, codec);
+    const current = await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
     const next = withoutReclaimed(current.root, gone, rules);
     if (!next) return 0;
     try {
-      await store.putIfMatch(rootKey(ns), codec.encode(next), current.etag);
+      await store.putIfMatch(rootKey(ns), encodeRootForWrite(codec, next, current.bytes), current.etag);
       return droppableRecords(current.root, gone, rules).length;
     } catch (err) {
       // A publication or a writer won the race, or our own CAS answered late: the next round reads the root again.

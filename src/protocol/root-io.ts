@@ -1,7 +1,7 @@
 /** Reading and replacing the namespace root: bytes and ETag from one GET, replaced only by CAS. */
 import { TypedError } from '../errors';
 import { rootKey, type NamespaceId } from '../keys';
-import { decodeRootWith, emptyRoot, MAX_ROOT_BYTES, type RootCodec, type RootState } from '../root';
+import { decodeRootWith, emptyRoot, encodeRootForWrite, MAX_ROOT_BYTES, type RootCodec, type RootState } from '../root';
 import { ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
 
 /**
@@ -20,17 +20,20 @@ export class RootMissingError extends TypedError {
 export interface ReadRoot {
   readonly root: RootState;
   readonly etag: string;
+  /** The size of the bytes read. */
+  readonly bytes: number;
 }
 
 /**
  * Reads the root with `codec` and checks what it decoded. The codec has no default: a caller that
  * forgot the worker's would read a plug-in's root as `root.json` (pass `jsonRootCodec` for the reference root).
+ * `maxBytes`: the readers' limit, unless the collector reads a root past it to shrink it (`MAX_COLLECTED_ROOT_BYTES`).
  */
-export async function readRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<ReadRoot> {
+export async function readRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec, maxBytes = MAX_ROOT_BYTES): Promise<ReadRoot> {
   const key = rootKey(ns);
   try {
-    const object = await store.get(key, { maxBytes: MAX_ROOT_BYTES });
-    return { root: decodeRootWith(codec, object.body, ns), etag: object.etag };
+    const object = await store.get(key, { maxBytes });
+    return { root: decodeRootWith(codec, object.body, ns, maxBytes), etag: object.etag, bytes: object.body.length };
   } catch (err) {
     throw err instanceof NotFoundError ? new RootMissingError(key) : err;
   }
@@ -49,6 +52,7 @@ export async function readRootIfAny(store: ObjectStore, ns: NamespaceId, codec: 
 /**
  * Applies `change` to the current root by CAS, creating the root if absent, retrying lost races.
  * For the metadata service's own writer (stood in for by the demo and tests), not for publication.
+ * A root the change makes larger than readers accept is refused (`RootTooLargeError`) and not written.
  */
 export async function updateRoot(
   store: ObjectStore,
@@ -60,8 +64,9 @@ export async function updateRoot(
     const current = await readRootIfAny(store, ns, codec);
     const next = change(current?.root ?? emptyRoot(ns));
     try {
-      if (current) await store.putIfMatch(rootKey(ns), codec.encode(next), current.etag);
-      else await store.putIfAbsent(rootKey(ns), codec.encode(next));
+      const bytes = encodeRootForWrite(codec, next);
+      if (current) await store.putIfMatch(rootKey(ns), bytes, current.etag);
+      else await store.putIfAbsent(rootKey(ns), bytes);
       return next;
     } catch (err) {
       if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof NotFoundError)) throw err;

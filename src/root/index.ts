@@ -14,8 +14,14 @@ import { decodeEnvelope, describeIssues, encodeEnvelope } from '../envelope';
 import { isSegmentKeyOf, rootKey, type FamilyGroup, type NamespaceId } from '../keys';
 
 export const ROOT_KIND = 'metadata_root';
-/** A root names segment keys only; a few MB is far beyond any real one. */
+/** A root names segment keys only; a few MB is far beyond any real one. Readers refuse more, so no writer of this package writes more. */
 export const MAX_ROOT_BYTES = 16 * 1024 * 1024;
+/**
+ * The largest root the collector still reads, to shrink it: one written past {@link MAX_ROOT_BYTES}
+ * by an older version or a foreign writer. Only the reclaim of superseded segments reads this far,
+ * and it holds at most two decoded roots at once, so a worker's memory stays bounded.
+ */
+export const MAX_COLLECTED_ROOT_BYTES = 2 * MAX_ROOT_BYTES;
 
 export interface RootState {
   /** Namespace this root belongs to; must match its key. */
@@ -47,6 +53,38 @@ export class RootCorruptError extends TypedError {
   ) {
     super(`root ${key} is corrupt: ${reason}`);
   }
+}
+
+const ROOT_SIZE_FIX =
+  'the collector shrinks a root by dropping the records of retired segments whose reader grace is over: keep its schedule running ' +
+  '(docs/operations.md, "A root near its size limit"), and compact groups of many segments into fewer';
+
+/** A root larger than readers accept: refused before it is written, or met (written by an older version or a foreign writer). */
+export class RootTooLargeError extends TypedError {
+  override readonly name = 'RootTooLargeError';
+  readonly failureType = 'RootTooLarge';
+  readonly retryable = false;
+  constructor(
+    readonly namespaceId: NamespaceId,
+    readonly bytes: number,
+    written: boolean,
+  ) {
+    super(
+      `the root of namespace ${namespaceId} ${written ? 'would be' : 'is'} ${bytes} bytes, more than readers accept (${MAX_ROOT_BYTES})` +
+        `${written ? ', so it is not written' : ''}: ${ROOT_SIZE_FIX}`,
+    );
+  }
+}
+
+/**
+ * The bytes of `root` for a write, refused when readers would refuse them. Only a write that shrinks
+ * a root already over the limit (`replacingBytes`: the size of the root it replaces) may stay over it:
+ * the collector dropping records is how such a root gets back under.
+ */
+export function encodeRootForWrite(codec: RootCodec, root: RootState, replacingBytes = 0): Uint8Array {
+  const bytes = codec.encode(root);
+  if (bytes.length > MAX_ROOT_BYTES && bytes.length >= replacingBytes) throw new RootTooLargeError(root.namespace_id, bytes.length, true);
+  return bytes;
 }
 
 /** Format 1: groups only. Format 2: groups and the retired list. */
@@ -113,9 +151,12 @@ export function checkRoot(root: RootState, ns: NamespaceId): RootState {
   return Object.freeze({ ...root, namespace_id: ns, retired: root.retired ?? [] });
 }
 
-/** Reads `bytes` with `codec` and checks the result; a codec's own failure is a {@link RootCorruptError} naming the key. */
-export function decodeRootWith(codec: RootCodec, bytes: Uint8Array, ns: NamespaceId): RootState {
-  if (bytes.length > MAX_ROOT_BYTES) throw new RootCorruptError(rootKey(ns), `${bytes.length} bytes, more than a root may be (${MAX_ROOT_BYTES})`);
+/**
+ * Reads `bytes` with `codec` and checks the result; a codec's own failure is a {@link RootCorruptError}
+ * naming the key. Past `maxBytes` (the readers' limit unless the collector reads to shrink it) nothing is decoded.
+ */
+export function decodeRootWith(codec: RootCodec, bytes: Uint8Array, ns: NamespaceId, maxBytes = MAX_ROOT_BYTES): RootState {
+  if (bytes.length > maxBytes) throw new RootCorruptError(rootKey(ns), `${bytes.length} bytes, more than a root may be (${maxBytes})`);
   let root: RootState;
   try {
     root = codec.decode(bytes, ns);
