@@ -38,7 +38,8 @@ const isDoomed = (root: RootState, o: ObjectInfo, rules: RetiredRules): boolean 
  * Reclaims a namespace's due retired segments and lost writes. A root that is missing, corrupt or
  * unreadable deletes nothing and is reported (a missing root only when `metadata/segments/` holds
  * anything: otherwise there is nothing to retain). A root past the readers' limit is read (up to
- * `MAX_COLLECTED_ROOT_BYTES`, at most two decoded at once) and shrunk: dropping records is how it gets back under. `onProgress` is called after every page and batch.
+ * `MAX_COLLECTED_ROOT_BYTES`, at most two decoded at once) and shrunk: dropping records is how it
+ * gets back under. `onProgress` is called after every page and batch.
  */
 export async function reclaimRetiredSegments(
   store: ObjectStore,

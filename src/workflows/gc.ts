@@ -46,13 +46,13 @@ import { inBatches } from '../store/batches';
 import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcIncomplete, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
 
 export type { GcReport, GcTotals, NamespaceRootProblem } from '../protocol/collector-report';
+export { REPORT_LIMIT } from '../protocol/collector-report';
 
 /** What a pass returns: its report, and whether every namespace was collected cleanly. */
 export interface GcPassReport extends GcReport {
   /** False when a namespace was left incomplete for its own reason (a corrupt lease, a root problem): `corruptLeases` and `rootProblems` say which. */
   readonly complete: boolean;
 }
-export { REPORT_LIMIT } from '../protocol/collector-report';
 
 export interface GcOptions {
   /** Report exactly what a real pass would do, claiming and deleting nothing. */
