@@ -30,7 +30,7 @@ export { writeInputSegment, WriterBudgetExceededError, type WriterOptions } from
 export { lookupRecord, readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupSnapshot, type LiveRecord } from './reader';
 export { checkFormat, FormatCheckError, type FormatUnderTest } from './conformance';
 export type { CompactionInput, CompactionResult, CompactionOutcomeName, LeaseView } from './workflows/compaction';
-export type { GcInput, GcOptions, GcReport, GcTotals } from './workflows/gc';
+export type { GcInput, GcOptions, GcPassReport, GcReport, GcTotals } from './workflows/gc';
 export type { CorruptLease } from './activities/gc';
 /** The workflow functions, as types: `client.workflow.start<typeof gcWorkflow>('gcWorkflow', …)`; workers load them from `WORKFLOWS_PATH`. */
 export type { compactionWorkflow, gcWorkflow } from './workflows';

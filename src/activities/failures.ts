@@ -16,6 +16,7 @@ export const NON_RETRYABLE_TYPES = [
   'RootCorrupt',
   'RootFormatMismatch',
   'RootMissing',
+  'RootTooLarge',
   'SegmentCorrupt',
   'InputMissing',
   'InputTooLarge',

@@ -9,7 +9,7 @@ import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queu
 import type { GcOptions, GcReport, gcWorkflow } from '../workflows/gc';
 import { DEFAULT_WORKER_TIMEOUT_MS, waitForWorker, type WorkerCheckOptions } from './workers';
 
-/** The failure type of a pass that ran to its end but did not collect every namespace cleanly; its report is the failure's first detail. */
+/** The failure type of a pass that ran to its end but failed somewhere (a walk, a namespace's pass); its report is the failure's first detail. */
 export const GC_PASS_INCOMPLETE = 'GcPassIncomplete';
 
 export interface GcPassOptions extends GcOptions, WorkerCheckOptions {
@@ -26,7 +26,10 @@ export type GcPassHandle = WorkflowHandleWithFirstExecutionRunId<typeof gcWorkfl
 export interface GcPassResult {
   readonly workflowId: string;
   readonly runId: string;
-  /** False when the pass met corrupt leases or failures: the schedule would pause on such a pass, and the report names them. */
+  /**
+   * False when the pass met corrupt leases, root problems or failures, which the report names. Only a
+   * failure of the pass itself (a failed walk or namespace) fails the workflow and pauses a schedule.
+   */
   readonly complete: boolean;
   readonly report: GcReport;
 }
@@ -64,7 +67,8 @@ export function gcReportOfFailure(err: unknown): GcReport | undefined {
 export async function gcPassResult(handle: GcPassHandle): Promise<GcPassResult> {
   const runId = handle.firstExecutionRunId;
   try {
-    return { workflowId: handle.workflowId, runId, complete: true, report: await handle.result() };
+    const { complete = true, ...report } = await handle.result();
+    return { workflowId: handle.workflowId, runId, complete, report };
   } catch (err) {
     const report = gcReportOfFailure(err);
     if (!report) throw err;

@@ -43,7 +43,8 @@ export async function ensureGcSchedule(client: Client, options: GcScheduleOption
     staticSummary: `Collector pass${options.pass?.dryRun ? ' (dry run)' : ''}: claim expired compaction leases and reclaim what no one owns`,
     staticDetails:
       'One child workflow per namespace. Current details and memo `gcTotals`: prefixes seen, claimed, deleted objects and bytes, retained; ' +
-      'search attributes `GcPrefixesSeen`, `GcObjectsDeleted`, `GcCorruptLeases`. A failed pass pauses the schedule.',
+      'search attributes `GcPrefixesSeen`, `GcObjectsDeleted`, `GcCorruptLeases`, `GcIncomplete`. A namespace left incomplete for its own reason ' +
+      '(a corrupt lease, a root problem) is reported and the schedule keeps running; a failed pass (a walk or a namespace failed) pauses it.',
   };
   const policies = { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: options.catchupWindow ?? '5 minutes', pauseOnFailure: true };
   try {

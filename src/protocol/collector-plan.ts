@@ -168,11 +168,16 @@ function reclaimRetired(pass: NamespacePass): NamespaceStep {
   return { pass: { ...pass, phase: 'retired' }, next: 'command', command: { kind: 'reclaimRetiredSegments' } };
 }
 
-/** What the reclaim of superseded segments adds to the report; a root problem skips them and is reported. */
-function retiredDelta(namespace: string, outcome: RetiredReclaimOutcome): ReportDelta {
+/**
+ * What the reclaim of superseded segments adds to the report; a root problem skips them and is
+ * reported. An oversize root is reported once: the namespace's own read may have found it first.
+ */
+function retiredDelta(pass: NamespacePass, outcome: RetiredReclaimOutcome): ReportDelta {
+  const namespace = pass.namespaceId;
   if ('rootProblem' in outcome) return { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: namespace, ...outcome.rootProblem }] };
   const { unrecognisedKeys, ...counts } = outcome.tally;
-  return { totals: { ...counts, objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted }, unrecognisedKeys };
+  const oversize = outcome.oversize && !pass.report.rootProblems.some((p) => p.problem === 'oversize') ? [{ namespaceId: namespace, ...outcome.oversize }] : [];
+  return { totals: { ...counts, objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted }, unrecognisedKeys, rootProblems: oversize };
 }
 
 function endPage(pass: NamespacePass): NamespaceStep {
@@ -224,8 +229,14 @@ export function planNamespace(pass: NamespacePass, result: CollectorResult | und
     }
     case 'rootRead': {
       const { problem } = result;
-      // Retention wins: without a trusted root nothing is claimed or deleted in this namespace this pass.
-      if (problem) return done(withReport({ ...pass, rootChecked: true }, { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: pass.namespaceId, ...problem }] }));
+      if (problem) {
+        const skipped = withReport({ ...pass, rootChecked: true }, { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: pass.namespaceId, ...problem }] });
+        // A root past the readers' limit: its job prefixes wait for a root every reader can read, and its
+        // superseded segments are reclaimed now, since dropping their records is what shrinks it.
+        if (problem.problem === 'oversize') return reclaimRetired({ ...skipped, page: undefined });
+        // Retention wins: without a trusted root nothing is claimed or deleted in this namespace this pass.
+        return done(skipped);
+      }
       return surveyPage({ ...pass, rootChecked: true });
     }
     case 'surveyed':
@@ -233,7 +244,7 @@ export function planNamespace(pass: NamespacePass, result: CollectorResult | und
     case 'collected':
       return endPage(withReport(pass, result.report));
     case 'retiredReclaimed':
-      return done(withReport(pass, retiredDelta(pass.namespaceId, result.outcome)));
+      return done(withReport(pass, retiredDelta(pass, result.outcome)));
     case 'retiredFailed': {
       const key = inputSegmentsPrefix(namespaceId(pass.namespaceId));
       return done(withReport(pass, { totals: { failedPrefixes: 1 }, failures: [{ key, message: result.message }] }));

@@ -121,9 +121,18 @@ export function mergeReport(a: GcReport, b: ReportDelta): GcReport {
 
 export const tallyDelta = ({ unrecognisedKeys, ...counts }: ReclaimTally): ReportDelta => ({ totals: counts, unrecognisedKeys });
 
-/** A pass is incomplete when something was not collected cleanly: it then fails, with the report as details. */
-export const isIncomplete = ({ totals }: GcReport): boolean =>
-  totals.corrupt > 0 || totals.failedPrefixes > 0 || totals.failedNamespaces > 0 || totals.skippedNamespaces > 0;
+/** A pass is incomplete when something was not collected cleanly: for a namespace's own reason, or because the pass failed somewhere. */
+export const isIncomplete = (report: GcReport): boolean => hasNamespaceProblems(report) || passFailed(report);
+
+/**
+ * A namespace's own problem (a corrupt lease, a root that is missing, corrupt, unreadable or past the
+ * readers' limit) leaves it incomplete, and the pass says so in its result: another pass cannot mend
+ * it, and pausing the schedule would stop every other namespace too.
+ */
+export const hasNamespaceProblems = ({ totals, rootProblems }: GcReport): boolean => totals.corrupt > 0 || totals.skippedNamespaces > 0 || rootProblems.length > 0;
+
+/** A failure of the pass itself (a walk or a namespace's pass failed after its retries): the pass fails, and a schedule pauses. */
+export const passFailed = ({ totals }: GcReport): boolean => totals.failedPrefixes > 0 || totals.failedNamespaces > 0;
 
 /** What one namespace's reclaim of superseded segments did (in a dry run: would do). */
 export interface RetiredTally {

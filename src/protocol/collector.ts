@@ -18,7 +18,7 @@ import {
   type NamespaceId,
 } from '../keys';
 import { claimLeaseState, decideOwner, encodeLease } from '../lease';
-import { RootCorruptError, type RootCodec } from '../root';
+import { MAX_COLLECTED_ROOT_BYTES, MAX_ROOT_BYTES, RootCorruptError, RootTooLargeError, type RootCodec } from '../root';
 import {
   AFTER_ALL_UNDER,
   AmbiguousError,
@@ -139,28 +139,33 @@ export async function surveyLease(store: ObjectStore, job: JobRef, rules: OwnerR
 
 /**
  * Decides the owner from one GET (or from `seen`, a survey's earlier read of the same lease) and,
- * for an expired `active` lease, claims it by CAS with the ETag of that same read. 412/404/409 mean
- * the job refreshed (or the lease went) in between: live for this pass. An ambiguous CAS is re-read
- * and decided again, never guessed. A dry run makes no claim and reports the prefix as the claim
- * would leave it.
+ * for an expired `active` lease, claims it by CAS with the ETag of that same read. A refused CAS
+ * (412/404/409) or an ambiguous one is settled by a fresh read, never guessed: the refusal may be
+ * our own claim met again (its reply lost and the SDK's retry refused, or a page retried after a
+ * worker crash). `reaping` is terminal and only collectors write it, so a lease found `reaping` is
+ * ours to reclaim; `active` with a newer heartbeat than the one we claimed is a job that refreshed in
+ * between, live for this pass however old that heartbeat is at the pass's clock; gone, no one owns
+ * the prefix. A dry run makes no claim and reports the prefix as the claim would leave it.
  */
 export async function claimLease(store: ObjectStore, job: JobRef, rules: OwnerRules, seen?: ExpiredLease): Promise<SettledOwner> {
   const key = leaseKey(job.namespaceId, job.jobId);
   let lastError: unknown;
+  let claimedHeartbeatMs: number | undefined;
   for (let read = 0; read < MAX_CLAIM_READS; read++) {
     const found = read === 0 && seen ? leaseReadOf({ body: new TextEncoder().encode(seen.lease), etag: seen.etag }, job) : await readLease(store, job);
     const owner = ownerOf(found, rules, key);
+    if (owner.owner === 'job') return { owner: 'job', raced: claimedHeartbeatMs !== undefined };
     if (owner.owner !== 'expired') return owner;
-    if (rules.dryRun) return { owner: 'collector' };
     const { lease } = found as Extract<LeaseRead, { etag: string }>;
+    if (claimedHeartbeatMs !== undefined && lease.heartbeat_at_ms > claimedHeartbeatMs) return { owner: 'job', raced: true };
+    if (rules.dryRun) return { owner: 'collector' };
     try {
+      claimedHeartbeatMs = lease.heartbeat_at_ms;
       await store.putIfMatch(key, encodeLease(claimLeaseState(lease)), owner.etag);
       return { owner: 'collector' };
     } catch (err) {
-      if (err instanceof PreconditionFailedError || err instanceof NotFoundError || err instanceof ConflictError) {
-        return { owner: 'job', raced: true };
-      }
-      if (!(err instanceof AmbiguousError)) throw err;
+      const unclear = err instanceof PreconditionFailedError || err instanceof NotFoundError || err instanceof ConflictError || err instanceof AmbiguousError;
+      if (!unclear) throw err;
       lastError = err;
     }
   }
@@ -170,25 +175,31 @@ export async function claimLease(store: ObjectStore, job: JobRef, rules: OwnerRu
 /** Why a namespace's root cannot be trusted; the namespace's pass then claims and deletes nothing. */
 export interface RootProblem {
   readonly key: string;
-  readonly problem: 'missing' | 'corrupt' | 'unreadable';
+  /** `oversize`: readable to the collector only, past what readers accept; only its superseded segments are reclaimed, to shrink it. */
+  readonly problem: 'missing' | 'corrupt' | 'unreadable' | 'oversize';
   readonly reason: string;
 }
 
 /**
  * Reads the root once and says what is wrong with it, if anything. Retention wins: without a root
  * to read there is no telling referenced segments from unreferenced ones, so a namespace whose root
- * is missing, corrupt or unreadable (after the store's own retries) is skipped for the pass.
+ * is missing, corrupt or unreadable (after the store's own retries) is skipped for the pass. A root
+ * over the readers' limit (up to {@link MAX_COLLECTED_ROOT_BYTES}) is `oversize`: its job prefixes
+ * wait, and its superseded segments are reclaimed, which is what shrinks it.
  */
 export async function findRootProblem(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<RootProblem | undefined> {
   try {
-    await readRoot(store, ns, codec);
-    return undefined;
+    return oversizeProblem(ns, (await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES)).bytes);
   } catch (err) {
     const problem = rootProblemOf(err, ns);
     if (problem) return problem;
     throw err;
   }
 }
+
+/** The problem of a root of `bytes` that the collector read, if it is past what readers accept. */
+export const oversizeProblem = (ns: NamespaceId, bytes: number): RootProblem | undefined =>
+  bytes > MAX_ROOT_BYTES ? { key: rootKey(ns), problem: 'oversize', reason: new RootTooLargeError(ns, bytes, false).message } : undefined;
 
 /** What a failed read of the root says about it; undefined for a failure that is not about the root (a bug). */
 export function rootProblemOf(err: unknown, ns: NamespaceId): RootProblem | undefined {

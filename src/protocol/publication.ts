@@ -8,7 +8,7 @@
  */
 import { TypedError } from '../errors';
 import { rootKey, type FamilyGroup } from '../keys';
-import { groupSegments, planPublication, type RootCodec, type RootState } from '../root';
+import { encodeRootForWrite, groupSegments, planPublication, type RootCodec, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectStore } from '../store';
 import { LeaseLostError, refreshJobLease, type HeldLease } from './job-lease';
 import { readLease, type JobRef } from './lease-read';
@@ -78,13 +78,16 @@ export async function publishCompaction(
     // The inputs retire at this attempt's lease clock (spec 6a.1): the heartbeat the refresh wrote.
     const plan = planPublication(current.root, request.group, request.inputs, request.outputs, held.lease.heartbeat_at_ms);
     if (plan.kind === 'abandoned') return { outcome: 'abandoned', missingInputs: plan.missingInputs };
+    // Encoded before the budget is checked, which then counts it. A root readers would refuse is never
+    // written: the job fails (RootTooLarge), its outputs left to the collector.
+    const bytes = encodeRootForWrite(codec, plan.root);
     const spent = clock.elapsedMs() - refreshSentAt;
     if (spent > limits.budgetMs) {
       throw new PublicationBudgetExceededError(`${spent.toFixed(0)} ms since the refresh exceeds the publication budget of ${limits.budgetMs} ms`);
     }
     sent.push(plan.root);
     try {
-      await store.putIfMatch(rootKey(request.namespaceId), codec.encode(plan.root), current.etag);
+      await store.putIfMatch(rootKey(request.namespaceId), bytes, current.etag);
       return { outcome: 'published', rootGeneration: plan.root.generation };
     } catch (err) {
       // A lost race, or our own write answered late: 412 is what the SDK's retry meets after a lost

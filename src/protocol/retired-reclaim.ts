@@ -8,9 +8,9 @@
  * never outlives nothing and a segment never loses its record while it still exists.
  */
 import { inputSegmentsPrefix, isInputSegmentKeyOf, jobPrefix, parseCompactionKey, rootKey, type NamespaceId } from '../keys';
-import type { RootCodec, RootState } from '../root';
+import { encodeRootForWrite, MAX_COLLECTED_ROOT_BYTES, type RootCodec, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectInfo, type ObjectStore } from '../store';
-import { DeleteFailedError, rootProblemOf, type RootProblem } from './collector';
+import { DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } from './collector';
 import { decideSegment, droppableRecords, dueRetiredKeys, withoutReclaimed, type RetiredRules } from './retired';
 import { EMPTY_RETIRED_TALLY, type RetiredTally } from './collector-report';
 import { readRoot } from './root-io';
@@ -22,7 +22,8 @@ export interface RetiredReclaimOptions extends RetiredRules {
   readonly reportLimit: number;
 }
 
-export type RetiredReclaimOutcome = { readonly tally: RetiredTally } | { readonly rootProblem: RootProblem };
+/** `oversize`: the root was past the readers' limit when the reclaim read it (it reclaimed, and shrank it, all the same). */
+export type RetiredReclaimOutcome = { readonly tally: RetiredTally; readonly oversize?: RootProblem } | { readonly rootProblem: RootProblem };
 
 /**
  * Where a reclaim stands: every key up to `after` (in listing order) of its phase is settled and
@@ -100,8 +101,10 @@ function dueOutputsByPrefix(ns: NamespaceId, due: readonly string[]): Map<string
 /**
  * Reclaims a namespace's due retired segments and lost writes from `resume`. A root that is missing,
  * corrupt or unreadable deletes nothing and is reported (a missing root only when
- * `metadata/segments/` holds anything: otherwise there is nothing to retain). `onProgress` gets the
- * position after every listing page and every batch, so a retried attempt resumes there.
+ * `metadata/segments/` holds anything: otherwise there is nothing to retain). A root past the readers'
+ * limit is read (up to `MAX_COLLECTED_ROOT_BYTES`, at most two decoded at once) and shrunk: dropping
+ * records is how it gets back under. `onProgress` gets the position after every listing page and
+ * every batch, so a retried attempt resumes there.
  */
 export async function reclaimRetiredSegments(
   store: ObjectStore,
@@ -112,8 +115,11 @@ export async function reclaimRetiredSegments(
   codec: RootCodec,
 ): Promise<RetiredReclaimOutcome> {
   let root: RootState;
+  let oversize: RootProblem | undefined;
   try {
-    root = (await readRoot(store, ns, codec)).root;
+    const read = await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
+    root = read.root;
+    oversize = oversizeProblem(ns, read.bytes);
   } catch (err) {
     const problem = rootProblemOf(err, ns);
     if (!problem) throw err;
@@ -181,7 +187,7 @@ export async function reclaimRetiredSegments(
     }
   }
   await flush('outputs', due.at(-1));
-  return { tally: position.tally };
+  return { ...(oversize && { oversize }), tally: position.tally };
 }
 
 /**
@@ -198,7 +204,7 @@ async function reclaimBatch(
   codec: RootCodec,
 ): Promise<{ readonly tally: RetiredTally; readonly failure?: DeleteFailedError }> {
   if (candidates.length === 0 && gone.length === 0) return { tally: EMPTY_RETIRED_TALLY };
-  const fresh = (await readRoot(store, ns, codec)).root;
+  const fresh = (await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES)).root;
   const doomed = candidates.flatMap((o) => {
     const fate = decideSegment(fresh, o.key, o.lastModified, options);
     return fate === 'retired_due' || fate === 'lost_write' ? [{ o, fate }] : [];
@@ -225,11 +231,11 @@ async function reclaimBatch(
 async function dropRecords(store: ObjectStore, ns: NamespaceId, gone: ReadonlySet<string>, rules: RetiredRules, codec: RootCodec): Promise<number> {
   if (gone.size === 0) return 0;
   for (let round = 0; round < MAX_RECORD_ROUNDS; round++) {
-    const current = await readRoot(store, ns, codec);
+    const current = await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
     const next = withoutReclaimed(current.root, gone, rules);
     if (!next) return 0;
     try {
-      await store.putIfMatch(rootKey(ns), codec.encode(next), current.etag);
+      await store.putIfMatch(rootKey(ns), encodeRootForWrite(codec, next, current.bytes), current.etag);
       return droppableRecords(current.root, gone, rules).length;
     } catch (err) {
       // A publication or a writer won the race, or our own CAS answered late: the next round reads the root again.

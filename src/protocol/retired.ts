@@ -1,10 +1,11 @@
 /**
  * Superseded segments (spec 6a), decided: pure functions of a root, a key's `LastModified` and the
- * pass's rules, with no I/O and no clock of their own. The collector applies them to the root it
+ * pass's rules, with no I/O and no clock of their own. Each key is judged against the root's index
+ * (`rootIndex`, built once per root read), so a page costs the same however large the root is. The collector applies them to the root it
  * read at the start and again to the root it re-reads before every delete batch.
  */
 import { isInputSegmentKeyOf } from '../keys';
-import { referencedKeys, type RootState } from '../root';
+import { rootIndex, type RootState } from '../root';
 
 /** What a pass knows when it judges superseded segments; fixed at the start of the pass. */
 export interface RetiredRules {
@@ -39,9 +40,10 @@ const isDue = (retiredAtMs: number, rules: Pick<RetiredRules, 'nowMs' | 'readerG
  * a missing or future timestamp means young.
  */
 export function decideSegment(root: RootState, key: string, lastModified: Date | undefined, rules: RetiredRules): SegmentFate {
-  if (referencedKeys(root).has(key)) return 'referenced';
-  const retired = root.retired?.find((r) => r.key === key);
-  if (retired) return isDue(retired.retired_at_ms, rules) ? 'retired_due' : 'retired_in_grace';
+  const { referenced, retiredAtMs } = rootIndex(root);
+  if (referenced.has(key)) return 'referenced';
+  const retiredAt = retiredAtMs.get(key);
+  if (retiredAt !== undefined) return isDue(retiredAt, rules) ? 'retired_due' : 'retired_in_grace';
   if (!isInputSegmentKeyOf(root.namespace_id, key)) return 'job_prefix';
   const at = lastModified?.getTime();
   return at !== undefined && at <= rules.nowMs && rules.nowMs - at >= rules.lostWriteGraceMs ? 'lost_write' : 'young';
@@ -49,7 +51,7 @@ export function decideSegment(root: RootState, key: string, lastModified: Date |
 
 /** The retired keys whose grace is over and that no group names again: the ones the pass deletes. */
 export function dueRetiredKeys(root: RootState, rules: RetiredRules): string[] {
-  const referenced = referencedKeys(root);
+  const { referenced } = rootIndex(root);
   return (root.retired ?? []).filter((r) => !referenced.has(r.key) && isDue(r.retired_at_ms, rules)).map((r) => r.key);
 }
 
@@ -59,9 +61,10 @@ export function dueRetiredKeys(root: RootState, rules: RetiredRules): string[] {
  * from its retirement, not from when it was written.
  */
 export function isRetainedByRoot(root: RootState, key: string, rules: Pick<RetiredRules, 'nowMs' | 'readerGraceMs'>): boolean {
-  if (referencedKeys(root).has(key)) return true;
-  const retired = root.retired?.find((r) => r.key === key);
-  return retired !== undefined && !isDue(retired.retired_at_ms, rules);
+  const { referenced, retiredAtMs } = rootIndex(root);
+  if (referenced.has(key)) return true;
+  const retiredAt = retiredAtMs.get(key);
+  return retiredAt !== undefined && !isDue(retiredAt, rules);
 }
 
 /**

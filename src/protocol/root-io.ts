@@ -1,7 +1,7 @@
 /** Reading and replacing the namespace root: bytes and ETag from one GET, replaced only by CAS. */
 import { TypedError } from '../errors';
 import { rootKey, type NamespaceId } from '../keys';
-import { decodeRootWith, emptyRoot, MAX_ROOT_BYTES, retireRemoved, type RootCodec, type RootState } from '../root';
+import { decodeRootWith, emptyRoot, encodeRootForWrite, MAX_ROOT_BYTES, retireRemoved, type RootCodec, type RootState } from '../root';
 import { ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
 
 /**
@@ -20,17 +20,20 @@ export class RootMissingError extends TypedError {
 export interface ReadRoot {
   readonly root: RootState;
   readonly etag: string;
+  /** The size of the bytes read. */
+  readonly bytes: number;
 }
 
 /**
  * Reads the root with `codec` and checks what it decoded. The codec has no default: a caller that
  * forgot the worker's would read a plug-in's root as `root.json` (pass `jsonRootCodec` for the reference root).
+ * `maxBytes`: the readers' limit, unless the collector reads a root past it to shrink it (`MAX_COLLECTED_ROOT_BYTES`).
  */
-export async function readRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<ReadRoot> {
+export async function readRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec, maxBytes = MAX_ROOT_BYTES): Promise<ReadRoot> {
   const key = rootKey(ns);
   try {
-    const object = await store.get(key, { maxBytes: MAX_ROOT_BYTES });
-    return { root: decodeRootWith(codec, object.body, ns), etag: object.etag };
+    const object = await store.get(key, { maxBytes });
+    return { root: decodeRootWith(codec, object.body, ns, maxBytes), etag: object.etag, bytes: object.body.length };
   } catch (err) {
     throw err instanceof NotFoundError ? new RootMissingError(key) : err;
   }
@@ -69,10 +72,11 @@ async function casRoot<R extends RootState | undefined>(
     const current = await readRootIfAny(store, ns, codec);
     const root = next(current);
     if (root === undefined) return root;
+    const bytes = encodeRootForWrite(codec, root);
     beforeWrite();
     try {
-      if (current) await store.putIfMatch(rootKey(ns), codec.encode(root), current.etag);
-      else await store.putIfAbsent(rootKey(ns), codec.encode(root));
+      if (current) await store.putIfMatch(rootKey(ns), bytes, current.etag);
+      else await store.putIfAbsent(rootKey(ns), bytes);
       return root;
     } catch (err) {
       if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof NotFoundError)) throw err;
@@ -85,6 +89,7 @@ async function casRoot<R extends RootState | undefined>(
  * Every segment the change removes from the root is retired at the writer's clock in the same write
  * (spec 6a.1), so readers of the old root get the reader grace. For the metadata service's own
  * writer (stood in for by the demo and tests), not for publication.
+ * A root the change makes larger than readers accept is refused (`RootTooLargeError`) and not written.
  */
 export async function updateRoot(
   store: ObjectStore,

@@ -14,8 +14,14 @@ import { decodeEnvelope, describeIssues, encodeEnvelope } from '../envelope';
 import { isSegmentKeyOf, rootKey, type FamilyGroup, type NamespaceId } from '../keys';
 
 export const ROOT_KIND = 'metadata_root';
-/** A root names segment keys only; a few MB is far beyond any real one. */
+/** A root names segment keys only; a few MB is far beyond any real one. Readers refuse more, so no writer of this package writes more. */
 export const MAX_ROOT_BYTES = 16 * 1024 * 1024;
+/**
+ * The largest root the collector still reads, to shrink it: one written past {@link MAX_ROOT_BYTES}
+ * by an older version or a foreign writer. Only the reclaim of superseded segments reads this far,
+ * and it holds at most two decoded roots at once, so a worker's memory stays bounded.
+ */
+export const MAX_COLLECTED_ROOT_BYTES = 2 * MAX_ROOT_BYTES;
 
 export interface RootState {
   /** Namespace this root belongs to; must match its key. */
@@ -88,6 +94,38 @@ function rootFormatMismatch(codec: RootCodec, bytes: Uint8Array, ns: NamespaceId
   return isRootJson ? new RootFormatMismatchError(rootKey(ns), 'a plug-in root codec', "the package's root.json") : undefined;
 }
 
+const ROOT_SIZE_FIX =
+  'the collector shrinks a root by dropping the records of retired segments whose reader grace is over: keep its schedule running ' +
+  '(docs/operations.md, "A root near its size limit"), and compact groups of many segments into fewer';
+
+/** A root larger than readers accept: refused before it is written, or met (written by an older version or a foreign writer). */
+export class RootTooLargeError extends TypedError {
+  override readonly name = 'RootTooLargeError';
+  readonly failureType = 'RootTooLarge';
+  readonly retryable = false;
+  constructor(
+    readonly namespaceId: NamespaceId,
+    readonly bytes: number,
+    written: boolean,
+  ) {
+    super(
+      `the root of namespace ${namespaceId} ${written ? 'would be' : 'is'} ${bytes} bytes, more than readers accept (${MAX_ROOT_BYTES})` +
+        `${written ? ', so it is not written' : ''}: ${ROOT_SIZE_FIX}`,
+    );
+  }
+}
+
+/**
+ * The bytes of `root` for a write, refused when readers would refuse them. Only a write that shrinks
+ * a root already over the limit (`replacingBytes`: the size of the root it replaces) may stay over it:
+ * the collector dropping records is how such a root gets back under.
+ */
+export function encodeRootForWrite(codec: RootCodec, root: RootState, replacingBytes = 0): Uint8Array {
+  const bytes = codec.encode(root);
+  if (bytes.length > MAX_ROOT_BYTES && bytes.length >= replacingBytes) throw new RootTooLargeError(root.namespace_id, bytes.length, true);
+  return bytes;
+}
+
 /** Format 1: groups only. Format 2: groups and the retired list. */
 const ROOT_FORMAT_VERSIONS = [1, 2] as const;
 const millis = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
@@ -152,9 +190,12 @@ export function checkRoot(root: RootState, ns: NamespaceId): RootState {
   return Object.freeze({ ...root, namespace_id: ns, retired: root.retired ?? [] });
 }
 
-/** Reads `bytes` with `codec` and checks the result; a codec's own failure is a {@link RootCorruptError} naming the key. */
-export function decodeRootWith(codec: RootCodec, bytes: Uint8Array, ns: NamespaceId): RootState {
-  if (bytes.length > MAX_ROOT_BYTES) throw new RootCorruptError(rootKey(ns), `${bytes.length} bytes, more than a root may be (${MAX_ROOT_BYTES})`);
+/**
+ * Reads `bytes` with `codec` and checks the result; a codec's own failure is a {@link RootCorruptError}
+ * naming the key. Past `maxBytes` (the readers' limit unless the collector reads to shrink it) nothing is decoded.
+ */
+export function decodeRootWith(codec: RootCodec, bytes: Uint8Array, ns: NamespaceId, maxBytes = MAX_ROOT_BYTES): RootState {
+  if (bytes.length > maxBytes) throw new RootCorruptError(rootKey(ns), `${bytes.length} bytes, more than a root may be (${maxBytes})`);
   let root: RootState;
   try {
     root = codec.decode(bytes, ns);
@@ -181,8 +222,32 @@ export const jsonRootCodec: RootCodec = {
 
 export const decodeRoot = (bytes: Uint8Array, ns: NamespaceId): RootState => decodeRootWith(jsonRootCodec, bytes, ns);
 
+/** A root's look-ups, so that every per-key decision costs the same whatever the root's size. */
+export interface RootIndex {
+  /** Every key a group names: the set the collector must never delete from. */
+  readonly referenced: ReadonlySet<string>;
+  /** Each retired key's `retired_at_ms`. */
+  readonly retiredAtMs: ReadonlyMap<string, number>;
+}
+
+// A root is an immutable value (every change builds a new one), so its index is built once per root
+// read and shared by every decision made against it; it goes when the root does.
+const indexes = new WeakMap<RootState, RootIndex>();
+
+/** The index of `root`, built on its first use. */
+export function rootIndex(root: RootState): RootIndex {
+  let index = indexes.get(root);
+  if (index === undefined) {
+    const referenced = new Set<string>();
+    for (const keys of Object.values(root.groups)) for (const key of keys) referenced.add(key);
+    index = { referenced, retiredAtMs: new Map((root.retired ?? []).map((r) => [r.key, r.retired_at_ms])) };
+    indexes.set(root, index);
+  }
+  return index;
+}
+
 /** Every key the root references: the set the collector must never delete from. */
-export const referencedKeys = (root: RootState): ReadonlySet<string> => new Set(Object.values(root.groups).flat());
+export const referencedKeys = (root: RootState): ReadonlySet<string> => rootIndex(root).referenced;
 
 export const groupSegments = (root: RootState, group: FamilyGroup): readonly string[] => root.groups[group] ?? [];
 
@@ -213,7 +278,8 @@ export function planPublication(
   retiredAtMs: number,
 ): PublicationPlan {
   const current = groupSegments(root, group);
-  const missingInputs = inputs.filter((k) => !current.includes(k));
+  const inGroup = new Set(current);
+  const missingInputs = inputs.filter((k) => !inGroup.has(k));
   if (missingInputs.length) return { kind: 'abandoned', missingInputs };
   const replaced = new Set(inputs);
   const kept = current.filter((k) => !replaced.has(k));

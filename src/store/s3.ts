@@ -126,6 +126,16 @@ interface SdkError {
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 
+/**
+ * Answers that say "not now", whatever their status class: S3's `400 RequestTimeout` (the body came
+ * too slowly), throttling (`429` from S3-compatible stores, `SlowDown`), and the gateway and server
+ * statuses. They are retried (the SDK retries them too); only a 4xx outside these is configuration.
+ */
+const TRANSIENT_STATUSES = new Set([429, 500, 502, 503, 504]);
+const TRANSIENT_CODES = new Set(['RequestTimeout', 'SlowDown', 'Throttling', 'ThrottlingException', 'TooManyRequests', 'TooManyRequestsException', 'RequestThrottled', 'ServiceUnavailable', 'InternalError']);
+const isTransient = (err: SdkError, status: number | undefined): boolean =>
+  (status !== undefined && TRANSIENT_STATUSES.has(status)) || TRANSIENT_CODES.has(err.name ?? '') || TRANSIENT_CODES.has(err.code ?? '');
+
 /** 416: a range starting at 0 of an empty object; only `readWindow` meets it. */
 class RangeNotSatisfiableError extends StoreError {
   override readonly name = 'RangeNotSatisfiableError';
@@ -398,10 +408,10 @@ class S3ObjectStore implements ObjectStore {
       const endpoint = 'AWS_ENDPOINT_URL_S3';
       if (mode === 'probe') return new StoreConfigError(endpoint, `cannot reach the S3 endpoint (${reason}); check ${endpoint}`, { cause: err });
     }
-    if (status !== undefined && status >= 400 && status < 500) {
+    if (status !== undefined && status >= 400 && status < 500 && !isTransient(err, status)) {
       return new StoreConfigError('request', `the store rejected a request for ${key}: ${reason}`, { cause: err });
     }
-    // Timeouts, 5xx after the SDK's retries, dropped connections: a write may have landed.
+    // Timeouts, throttling and 5xx after the SDK's retries, dropped connections: a write may have landed.
     return mode === 'write' ? new AmbiguousError(key, reason, { cause: err }) : new StoreUnavailableError(key, reason, { cause: err });
   }
 }

@@ -16,6 +16,7 @@ import {
   ChildWorkflowFailure,
   continueAsNew,
   executeChild,
+  metricMeter,
   patched,
   proxyActivities,
   proxyLocalActivities,
@@ -40,12 +41,18 @@ import {
   type PageCollection,
   type PassRules,
 } from '../protocol/collector-plan';
-import { emptyReport, EMPTY_RETIRED_TALLY, isIncomplete, mergeReport, REPORT_LIMIT, type GcReport } from '../protocol/collector-report';
+import { emptyReport, EMPTY_RETIRED_TALLY, hasNamespaceProblems, isIncomplete, mergeReport, passFailed, REPORT_LIMIT, type GcReport } from '../protocol/collector-report';
 import { inBatches } from '../store/batches';
-import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
+import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcIncomplete, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
 
 export type { GcReport, GcTotals, NamespaceRootProblem } from '../protocol/collector-report';
 export { REPORT_LIMIT } from '../protocol/collector-report';
+
+/** What a pass returns: its report, and whether every namespace was collected cleanly. */
+export interface GcPassReport extends GcReport {
+  /** False when a namespace was left incomplete for its own reason (a corrupt lease, a root problem): `corruptLeases` and `rootProblems` say which. */
+  readonly complete: boolean;
+}
 
 export interface GcOptions {
   /** Report exactly what a real pass would do, claiming and deleting nothing. */
@@ -196,6 +203,8 @@ function gcActivities({ timeouts: { operationDeadlineMs, heartbeatTimeoutMs }, c
 }
 
 const RETIRED_SEGMENTS_PATCH = 'gc-retired-segments';
+/** Runs recorded before it failed on a namespace's own problems too. */
+const NAMESPACE_PROBLEMS_PATCH = 'gc-namespace-problems-complete-false';
 const PAGE_ACTIVITY_PATCH = 'gc-collect-page-in-one-activity';
 /** Runs recorded before the root fence (spec 6b) claimed and walked each prefix on its own, with no fence between. */
 const ROOT_FENCE_PATCH = 'gc-root-fence';
@@ -278,7 +287,9 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
   });
   show(
     report,
-    report.totals.skippedNamespaces > 0
+    report.rootProblems[0]?.problem === 'oversize'
+      ? `${ns}: root past the readers' limit, only superseded segments reclaimed`
+      : report.totals.skippedNamespaces > 0
       ? `${ns} skipped: root ${report.rootProblems[0]?.problem}, nothing claimed or deleted`
       : report.totals.corrupt > 0
         ? `${ns} has corrupt leases: nothing more deleted`
@@ -294,8 +305,13 @@ function pageOfGiven(namespaces: readonly string[], after: string | undefined, l
   return { found, next: rest.length > limit ? found.at(-1) : undefined };
 }
 
-/** One collector pass over every namespace (or the given ones). Fails at the end, with the report as details, if any namespace was not collected cleanly. */
-export async function gcWorkflow(input: GcInput = {}): Promise<GcReport> {
+/**
+ * One collector pass over every namespace (or the given ones). A namespace left incomplete for its
+ * own reason is reported (`complete: false`, search attribute `GcIncomplete`, metric
+ * `compaction_lease_gc_incomplete_passes`) and the pass succeeds, so a schedule keeps collecting the
+ * others; a failure of the pass itself (a walk or a namespace's pass failed) fails it at the end, with the report as details.
+ */
+export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
   let given: string[] | undefined;
   try {
     given = input.namespaces?.map((ns) => namespaceId(ns));
@@ -334,7 +350,9 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcReport> {
     if (after === undefined) break;
     if (historyIsLong()) await continueAsNew<typeof gcWorkflow>({ ...input, carried: { setup, after, report } });
   }
-  if (isIncomplete(report)) {
+  const failsOnNamespaceProblems = !patched(NAMESPACE_PROBLEMS_PATCH);
+  if (!failsOnNamespaceProblems) upsertSearchAttributes([{ key: GcIncomplete, value: isIncomplete(report) }]);
+  if (passFailed(report) || (failsOnNamespaceProblems && isIncomplete(report))) {
     throw ApplicationFailure.create({
       type: 'GcPassIncomplete',
       message:
@@ -344,5 +362,6 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcReport> {
       details: [report],
     });
   }
-  return report;
+  if (hasNamespaceProblems(report)) metricMeter.createCounter('compaction_lease_gc_incomplete_passes', '1', 'collector passes that left a namespace incomplete for its own reason').add(1, { dry_run: rules.dryRun });
+  return { ...report, complete: !isIncomplete(report) };
 }

@@ -9,6 +9,8 @@ export const GcPrefixesSeen = defineSearchAttributeKey('GcPrefixesSeen', SearchA
 export const GcObjectsDeleted = defineSearchAttributeKey('GcObjectsDeleted', SearchAttributeType.INT);
 export const GcCorruptLeases = defineSearchAttributeKey('GcCorruptLeases', SearchAttributeType.INT);
 export const GcDryRun = defineSearchAttributeKey('GcDryRun', SearchAttributeType.BOOL);
+/** Set when a pass ends: true when a namespace was left incomplete for its own reason (the pass's report says which). */
+export const GcIncomplete = defineSearchAttributeKey('GcIncomplete', SearchAttributeType.BOOL);
 
 export const SEARCH_ATTRIBUTE_KEYS = [
   CompactionNamespace,
@@ -19,4 +21,5 @@ export const SEARCH_ATTRIBUTE_KEYS = [
   GcObjectsDeleted,
   GcCorruptLeases,
   GcDryRun,
+  GcIncomplete,
 ] as const;

@@ -19,6 +19,7 @@ import {
   jobPrefix,
   leaseKey,
   namespaceId,
+  namespacePrefix,
   newJobId,
   newSegmentId,
   rootKey,
@@ -32,7 +33,7 @@ import { claimLease } from '../../src/protocol/collector';
 import { jsonRootCodec, referencedKeys } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
 import { StoreConfigError, StoreUnavailableError, type DeleteResult, type ListPage, type ListRequest, type ObjectStore } from '../../src/store';
-import type { GcInput, GcReport } from '../../src/workflows/gc';
+import type { GcInput, GcPassReport, GcReport } from '../../src/workflows/gc';
 import { gate } from '../support/faults';
 import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
@@ -109,7 +110,13 @@ describe('collector pass', () => {
   const newNamespace = () => namespaceId(uniqueId('gc').toLowerCase());
   const pass = (input: GcInput, workflowId = uniqueId('gc-pass'), taskQueue = worker.taskQueue): Promise<GcReport> =>
     client.workflow.execute('gcWorkflow', { taskQueue, workflowId, args: [input] });
-  /** A pass expected to fail: its report travels in the failure's details. */
+  /** A pass a namespace's own problem left incomplete: it succeeds, and its report says `complete: false`. */
+  const incompletePass = async (input: GcInput): Promise<GcReport> => {
+    const report = (await pass(input)) as GcPassReport;
+    expect(report.complete).toBe(false);
+    return report;
+  };
+  /** A pass expected to fail (a walk or a namespace failed): its report travels in the failure's details. */
   const failingPass = async (input: GcInput): Promise<GcReport> => {
     const err: unknown = await pass(input).then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(WorkflowFailedError);
@@ -224,7 +231,7 @@ describe('collector pass', () => {
     await stage(healthy, orphan, 3);
     await ageBeyondStagingGrace();
 
-    const report = await failingPass({ namespaces: [undecodable, otherJob, otherNamespace, healthy], namespaceConcurrency: 2 });
+    const report = await incompletePass({ namespaces: [undecodable, otherJob, otherNamespace, healthy], namespaceConcurrency: 2 });
 
     expect([...report.corruptNamespaces].sort()).toEqual([undecodable, otherJob, otherNamespace].sort());
     expect(report.corruptLeases.map((l) => l.key).sort()).toEqual([a, b, c].map(({ ns, job }) => leaseKey(ns, job)).sort());
@@ -247,7 +254,7 @@ describe('collector pass', () => {
     const reaping = { ...(JSON.parse(live) as { payload: object }).payload, status: 'reaping' };
     await store.put(leaseKey(ns, job), new TextEncoder().encode(`${live.slice(0, -1)},"payload":${JSON.stringify(reaping)}}`));
 
-    const report = await failingPass({ namespaces: [ns] });
+    const report = await incompletePass({ namespaces: [ns] });
 
     expect(report.totals).toMatchObject({ corrupt: 1, claimed: 0, live: 0, objectsDeleted: 0, leasesDeleted: 0 });
     expect(report.corruptLeases).toEqual([{ key: leaseKey(ns, job), reason: expect.stringMatching(/member "payload" appears twice/) }]);
@@ -544,7 +551,7 @@ describe('collector pass', () => {
     await store.put(leaseKey(ns, corrupt), new TextEncoder().encode('{"kind":"compaction_lease", truncated'));
     const before = await keysUnder(compactionsPrefix(ns));
 
-    const report = await failingPass({ namespaces: [ns, healthy], prefixConcurrency: 8, prefixesPerPage: jobs.length });
+    const report = await incompletePass({ namespaces: [ns, healthy], prefixConcurrency: 8, prefixesPerPage: jobs.length });
 
     expect(report.corruptNamespaces).toEqual([ns]);
     expect(report.totals).toMatchObject({ corrupt: 1, claimed: 0, orphaned: 1, objectsDeleted: 2 });
@@ -594,7 +601,7 @@ describe('collector pass', () => {
     expect(before.length - (await keysUnder(compactionsPrefix(ns))).length).toBe(real.totals.objectsDeleted + real.totals.leasesDeleted);
   });
 
-  it('ensureGcSchedule twice gives one schedule; a failing pass pauses it', async () => {
+  it("ensureGcSchedule twice gives one schedule; a namespace's corrupt lease leaves it running, a failing pass pauses it", async () => {
     const scheduleId = uniqueId('gc-schedule');
     const ns = newNamespace();
     await ensureRoot(ns);
@@ -603,6 +610,7 @@ describe('collector pass', () => {
     const options = { scheduleId, taskQueue: worker.taskQueue, pass: { prefixesPerPage: 2 } };
     await ensureGcSchedule(client, { ...options, cron: '*/15 * * * *' });
     const handle = await ensureGcSchedule(client, { ...options, every: '1 hour' });
+    const passes = async () => (await describeGcSchedule(client, { scheduleId })).info.recentActions.map((a) => a.action.workflow.workflowId);
     try {
       const ids: string[] = [];
       for await (const s of client.schedule.list()) if (s.scheduleId === scheduleId) ids.push(s.scheduleId);
@@ -612,7 +620,21 @@ describe('collector pass', () => {
       expect(described.policies).toMatchObject({ overlap: 'SKIP', pauseOnFailure: true });
 
       await triggerGcPass(client, { scheduleId });
-      await expect.poll(async () => (await describeGcSchedule(client, { scheduleId })).state.paused, { timeout: 30_000, interval: 250 }).toBe(true);
+      await expect.poll(passes, { timeout: 30_000, interval: 250 }).toHaveLength(1);
+      const incomplete = (await client.workflow.getHandle((await passes())[0]!).result()) as GcPassReport;
+      expect(incomplete.complete).toBe(false);
+      expect(incomplete.corruptNamespaces).toContain(ns);
+      expect((await describeGcSchedule(client, { scheduleId })).state.paused).toBe(false);
+
+      // A walk that fails for good (delete permission revoked in one namespace) fails the pass itself.
+      const failing = newNamespace();
+      await stage(failing, newJobId(), 1);
+      await ageBeyondStagingGrace();
+      faults.beforeDelete = async (keys) => {
+        if (keys.some((k) => k.startsWith(namespacePrefix(failing)))) throw new StoreConfigError('IAM policy', 'access denied to DeleteObjects (injected)');
+      };
+      await triggerGcPass(client, { scheduleId });
+      await expect.poll(async () => (await describeGcSchedule(client, { scheduleId })).state.paused, { timeout: 60_000, interval: 250 }).toBe(true);
     } finally {
       await handle.delete();
     }

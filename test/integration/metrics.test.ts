@@ -3,7 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
 import { startCompaction } from '../../src/client';
 import { freePort } from '../../src/devservers';
-import { namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
+import { leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
+import { updateRoot } from '../../src/protocol';
+import { jsonRootCodec } from '../../src/root';
 import { makeInputs, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, uniqueId } from '../support/temporal';
@@ -57,6 +59,26 @@ describe('metrics', () => {
       'temporal_activity_execution_latency',
     ]) {
       expect(text, `${name} missing from /metrics`).toContain(name);
+    }
+  });
+
+  it('a pass a corrupt lease left incomplete is counted by compaction_lease_gc_incomplete_passes', async () => {
+    const port = await freePort();
+    const taskQueue = uniqueId('metrics-incomplete');
+    const incompleteWorker = spawnWorker(fixture, taskQueue, { COMPACTION_METRICS_PROMETHEUS: `127.0.0.1:${port}` });
+    try {
+      const { client, close } = await connectClient();
+      const ns = namespaceId(uniqueId('metrics-corrupt').toLowerCase());
+      await updateRoot(fixture.store, ns, (root) => root, jsonRootCodec);
+      await fixture.store.put(leaseKey(ns, newJobId()), new TextEncoder().encode('not a lease'));
+      const pass = await client.workflow.execute('gcWorkflow', { taskQueue, workflowId: uniqueId('metrics-gc'), args: [{ namespaces: [ns] }] });
+      expect(pass).toMatchObject({ complete: false, totals: { corrupt: 1 } });
+      await close();
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(text).toMatch(/^compaction_lease_gc_incomplete_passes\{[^}]*\} 1$/m);
+    } finally {
+      incompleteWorker.kill('SIGKILL');
+      if (incompleteWorker.exitCode === null) await new Promise((r) => incompleteWorker.once('exit', r));
     }
   });
 });

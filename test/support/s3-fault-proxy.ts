@@ -1,8 +1,9 @@
 /**
  * S3 fault injection: a loopback HTTP proxy in front of a real S3 server (MinIO) that forwards
  * requests byte for byte and, by a probabilistic plan or a one-shot script, delays them, answers
- * 500 / 503 / 409 with S3's XML error body, loses the response of a request the server applied, or
- * times out; and, by a throttle, limits the bandwidth of bodies or stalls them part-way. Test-only: it lives under test/ (not shipped), and no production setting routes through
+ * 500 / 503 / 409 (or any status and S3 error code a script names) with S3's XML error body, loses
+ * the response of a request the server applied, resets the connection before forwarding, or times
+ * out; and, by a throttle, limits the bandwidth of bodies or stalls them part-way. Test-only: it lives under test/ (not shipped), and no production setting routes through
  * it — a client reaches it only when a test or the soak points its endpoint at `proxy.endpoint`.
  *
  * The Host header is forwarded unchanged, so SigV4 signatures (which cover the proxy's host:port the
@@ -19,8 +20,19 @@ import { Sha256 } from '@smithy/core/checksum';
 import { SignatureV4 } from '@smithy/signature-v4';
 import type { S3Endpoint } from '../../src/devservers';
 
-export type FaultKind = 'delay' | 'error500' | 'error503' | 'conflict409' | 'lostResponse' | 'timeout';
-export const FAULT_KINDS: readonly FaultKind[] = ['delay', 'error500', 'error503', 'conflict409', 'lostResponse', 'timeout'];
+export type FaultKind = 'delay' | 'error500' | 'error503' | 'conflict409' | 'lostResponse' | 'timeout' | 'reset';
+/** The order of a plan's draw: a kind added at the end leaves the faults an existing seed chooses unchanged. */
+export const FAULT_KINDS: readonly FaultKind[] = ['delay', 'error500', 'error503', 'conflict409', 'lostResponse', 'timeout', 'reset'];
+
+/**
+ * An answer of any status a script may give instead of forwarding: with `code`, S3's XML error body
+ * (the SDK reads the code from it); without, a plain HTML page, as a load balancer in front of the store sends.
+ */
+export interface ErrorAnswer {
+  readonly status: number;
+  readonly code?: string;
+  readonly message?: string;
+}
 
 export interface S3Request {
   method: string;
@@ -125,8 +137,11 @@ export interface S3FaultProxy {
   readonly endpoint: string;
   /** Replace the probabilistic plan (off = {}). */
   setPlan(plan: FaultPlan): void;
-  /** One-shot scripted faults, checked before the plan: the next `times` (default 1) matching requests get `fault`. */
-  script(fault: FaultKind, matches: (r: S3Request) => boolean, times?: number): void;
+  /**
+   * One-shot scripted faults, checked before the plan: the next `times` (default 1) matching requests
+   * get `fault`, a kind or an answer of its own (counted in {@link injected} as `answer`).
+   */
+  script(fault: FaultKind | ErrorAnswer, matches: (r: S3Request) => boolean, times?: number): void;
   /**
    * Holds the next request that `matches` before it reaches the server, until `release()`; then it is
    * forwarded as sent (a request stuck in a proxy, or a process paused right after sending it).
@@ -134,8 +149,8 @@ export interface S3FaultProxy {
   hold(matches: (r: S3Request) => boolean): HeldRequest;
   /** Replace the throttle (off = {}); requests already flowing keep the one they started with. */
   setThrottle(throttle: Throttle): void;
-  /** Faults injected so far, by kind. */
-  readonly injected: Readonly<Record<FaultKind, number>>;
+  /** Faults injected so far, by kind; `answer` counts scripted {@link ErrorAnswer}s. */
+  readonly injected: Readonly<Record<FaultKind | 'answer', number>>;
   /** Requests seen so far, faulted or not. */
   readonly requests: number;
   /** Client connections open now, and the most open at once since the proxy started: the sockets a client pool holds. */
@@ -152,11 +167,11 @@ const DEFAULT_DELAY_MS = 200;
 const DEFAULT_TIMEOUT_MS = 2_000;
 
 /** The error bodies S3 sends; the SDK reads the code from them (a 503 SlowDown is throttling and retried with backoff). */
-const ERROR_ANSWERS = {
+const ERROR_ANSWERS: Readonly<Record<'error500' | 'error503' | 'conflict409', ErrorAnswer>> = {
   error500: { status: 500, code: 'InternalError', message: 'We encountered an internal error. Please try again.' },
   error503: { status: 503, code: 'SlowDown', message: 'Please reduce your request rate.' },
   conflict409: { status: 409, code: 'ConditionalRequestConflict', message: 'A conflicting conditional operation is currently in progress against this resource. Please try again.' },
-} as const;
+};
 
 /** mulberry32: a small seeded generator, so a plan's faults can be replayed. */
 function seededRandom(seed: number): () => number {
@@ -257,8 +272,8 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
     stripAs &&
     new SignatureV4({ service: 's3', region: stripAs.region, sha256: Sha256, uriEscapePath: false, credentials: { accessKeyId: stripAs.accessKey, secretAccessKey: stripAs.secretKey } });
   const agent = new Agent({ keepAlive: true });
-  const injected = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
-  const scripted: { fault: FaultKind; matches: (r: S3Request) => boolean; remaining: number }[] = [];
+  const injected = Object.fromEntries([...FAULT_KINDS, 'answer'].map((k) => [k, 0])) as Record<FaultKind | 'answer', number>;
+  const scripted: { fault: FaultKind | ErrorAnswer; matches: (r: S3Request) => boolean; remaining: number }[] = [];
   const sockets = new Set<Socket>();
   const observers = new Set<(exchange: S3Exchange) => void>();
   let plan = initialPlan;
@@ -269,7 +284,7 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
   let peakConnections = 0;
   const holds: { matches: (r: S3Request) => boolean; arrive: (r: S3Request) => void; released: Promise<void> }[] = [];
 
-  const chooseFault = (request: S3Request): FaultKind | undefined => {
+  const chooseFault = (request: S3Request): FaultKind | ErrorAnswer | undefined => {
     const script = scripted.find((s) => s.remaining > 0 && s.matches(request));
     if (script) {
       script.remaining--;
@@ -344,12 +359,14 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
     else req.pipe(outgoing);
   };
 
-  const answerError = async (req: IncomingMessage, res: ServerResponse, request: S3Request, fault: keyof typeof ERROR_ANSWERS) => {
+  const answerError = async (req: IncomingMessage, res: ServerResponse, request: S3Request, { status, code, message = '' }: ErrorAnswer) => {
     await drain(req);
-    const { status, code, message } = ERROR_ANSWERS[fault];
     const resource = `/${request.bucket}/${request.key}`;
-    const body = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${escapeXml(message)}</Message><Resource>${escapeXml(resource)}</Resource><RequestId>fault-proxy</RequestId></Error>`;
-    res.writeHead(status, { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(body), 'x-amz-request-id': 'fault-proxy' });
+    const [type, body] =
+      code === undefined
+        ? ['text/html', `<html><head><title>${status}</title></head><body><h1>${status}</h1></body></html>`]
+        : ['application/xml', `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${escapeXml(message)}</Message><Resource>${escapeXml(resource)}</Resource><RequestId>fault-proxy</RequestId></Error>`];
+    res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body), 'x-amz-request-id': 'fault-proxy' });
     res.end(body);
   };
 
@@ -369,6 +386,10 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
       await released;
     }
     const fault = chooseFault(request);
+    if (typeof fault === 'object') {
+      injected.answer++;
+      return answerError(req, res, request, fault);
+    }
     if (fault) injected[fault]++;
     switch (fault) {
       case undefined:
@@ -380,8 +401,11 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
         return forward(req, res, request, true);
       case 'timeout':
         return timeOut(req);
+      case 'reset':
+        // The connection drops before anything is forwarded: the server never sees the request.
+        return req.socket.destroy();
       default:
-        return answerError(req, res, request, fault);
+        return answerError(req, res, request, ERROR_ANSWERS[fault]);
     }
   };
 

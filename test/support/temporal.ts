@@ -1,10 +1,13 @@
 /** Temporal fixtures: a client and a worker on a fresh task queue of the shared dev server. */
+import { S3Client } from '@aws-sdk/client-s3';
 import { ApplicationFailure, Client, Connection, WorkflowFailedError } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { expect, inject } from 'vitest';
 import { resolveSettings, shrunkTiming, type CompactionSettings } from '../../src/config';
-import type { ObjectStore } from '../../src/store';
+import { createS3ObjectStore, type ObjectStore } from '../../src/store';
 import { createWorker, WORKFLOWS_PATH, type CreateWorkerOptions } from '../../src/worker';
+import { startS3FaultProxy, type S3Exchange, type S3FaultProxy } from './s3-fault-proxy';
+import { openTestStore, s3ClientConfig, type TestStore } from './stores';
 
 // Worker state changes at INFO drown test output; warnings and errors still show.
 Runtime.install({ logger: new DefaultLogger('WARN') });
@@ -98,4 +101,34 @@ export async function failureOf(run: Promise<unknown>): Promise<ApplicationFailu
   const cause = (err as WorkflowFailedError).cause;
   expect(cause).toBeInstanceOf(ApplicationFailure);
   return cause as ApplicationFailure;
+}
+
+/** A worker whose store reaches MinIO through the S3 fault proxy, beside a direct store on the same bucket. */
+export interface WorkerBehindProxy {
+  readonly direct: TestStore;
+  readonly proxy: S3FaultProxy;
+  readonly worker: RunningWorker;
+  /** Every request the server answered, as the proxy saw it: the ground truth of what the worker did. */
+  readonly exchanges: S3Exchange[];
+  stop(): Promise<void>;
+}
+
+export async function startWorkerBehindProxy(settings: CompactionSettings): Promise<WorkerBehindProxy> {
+  const direct = await openTestStore('minio');
+  const proxy = await startS3FaultProxy(direct.endpoint!.endpoint);
+  const exchanges: S3Exchange[] = [];
+  proxy.observe((exchange) => exchanges.push(exchange));
+  const client = new S3Client({ ...s3ClientConfig(direct.endpoint!), endpoint: proxy.endpoint });
+  const worker = await startTestWorker(createS3ObjectStore({ bucket: direct.bucket!, client, operationDeadlineMs: 10_000 }), settings);
+  return {
+    direct,
+    proxy,
+    worker,
+    exchanges,
+    async stop() {
+      await worker.stop();
+      await proxy.stop();
+      await direct.store.close();
+    },
+  };
 }

@@ -20,7 +20,7 @@ import {
 } from '../../src/protocol/collector';
 import { jsonRootCodec } from '../../src/root';
 import { RootMissingError, updateRoot } from '../../src/protocol/root-io';
-import { AmbiguousError, createEmbeddedObjectStore, type ListPage, type ObjectStore } from '../../src/store';
+import { AmbiguousError, createEmbeddedObjectStore, PreconditionFailedError, type ListPage, type ObjectStore } from '../../src/store';
 
 const ns = namespaceId('unit');
 const expiry = 1000;
@@ -67,7 +67,7 @@ describe('collector', () => {
     expect(await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'collector' });
   });
 
-  it('a survey claims nothing; a claim handed its read makes one CAS and no GET, and loses to a refresh made since', async () => {
+  it('a survey claims nothing; a claim handed its read makes one CAS and no GET, and loses to a refresh made since, which one re-read confirms', async () => {
     await writeLease(1);
     const clock = { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false };
     const surveyed = await surveyLease(store, ref(), clock);
@@ -83,13 +83,26 @@ describe('collector', () => {
     await writeLease(2); // the job refreshed after the survey: the survey's ETag no longer matches
     expect(await claimLease(counting, ref(), clock, seen)).toEqual({ owner: 'job', raced: true });
     expect(await status()).toBe('active');
-    expect(calls).toEqual([`cas ${leaseKey(ns, job)}`]);
+    expect(calls).toEqual([`cas ${leaseKey(ns, job)}`, `get ${leaseKey(ns, job)}`]);
 
     calls.length = 0;
     const again = (await surveyLease(store, ref(), clock)) as ExpiredLease;
     expect(await claimLease(counting, ref(), clock, again)).toEqual({ owner: 'collector' });
     expect(await status()).toBe('reaping');
     expect(calls).toEqual([`cas ${leaseKey(ns, job)}`]);
+  });
+
+  it('a refused claim is re-read: a lease found reaping is this collector’s, as when the reply of its own claim was lost', async () => {
+    await writeLease(1);
+    const lostReply = Object.assign(Object.create(store) as ObjectStore, {
+      async putIfMatch(key: string, body: Uint8Array, etag: string) {
+        await store.putIfMatch(key, body, etag);
+        // What the SDK's retry of the same CAS meets once the first attempt landed.
+        throw new PreconditionFailedError(key);
+      },
+    });
+    expect(await claimLease(lostReply, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'collector' });
+    expect(await status()).toBe('reaping');
   });
 
   it('a survey settles live, missing, claimed and corrupt leases without a claim', async () => {

@@ -2,13 +2,31 @@
 import { describe, expect, it } from 'vitest';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, rootKey } from '../../src/keys';
 import { withoutReclaimed } from '../../src/protocol/retired';
-import { addSegments, decodeRootWith, emptyRoot, encodeRoot, jsonRootCodec, planPublication, RootCorruptError, RootFormatMismatchError, type RootCodec, type RootState } from '../../src/root';
+import { addSegments, decodeRootWith, emptyRoot, encodeRoot, encodeRootForWrite, jsonRootCodec, MAX_ROOT_BYTES, planPublication, RootCorruptError, RootFormatMismatchError, RootTooLargeError, type RootCodec, type RootState } from '../../src/root';
 
 const ns = namespaceId('codec');
 const group = familyGroup('inodes');
 const codecOf = (decoded: () => RootState): RootCodec => ({ decode: decoded, encode: () => new Uint8Array() });
 const twice = inputSegmentKey(ns, newSegmentId(), 'lpb');
 const root = (overrides: Partial<RootState> = {}): RootState => ({ namespace_id: ns, generation: 1, groups: {}, retired: [], ...overrides });
+
+describe('the size of a root written', () => {
+  /** A codec whose bytes are as many as the root's generation: sizes without building megabytes of keys. */
+  const sized: RootCodec = { decode: () => root(), encode: (r) => new Uint8Array(r.generation) };
+
+  it('a root past the readers\' limit is refused, naming the namespace, the size and the fix', () => {
+    expect(encodeRootForWrite(sized, root({ generation: MAX_ROOT_BYTES }))).toHaveLength(MAX_ROOT_BYTES);
+    expect(() => encodeRootForWrite(sized, root({ generation: MAX_ROOT_BYTES + 1 }))).toThrow(RootTooLargeError);
+    expect(() => encodeRootForWrite(sized, root({ generation: MAX_ROOT_BYTES + 1 }))).toThrow(
+      new RegExp(`^the root of namespace ${ns} would be ${MAX_ROOT_BYTES + 1} bytes, more than readers accept \\(${MAX_ROOT_BYTES}\\), so it is not written: the collector shrinks`),
+    );
+  });
+
+  it('only a write that shrinks a root already past the limit may stay past it', () => {
+    expect(encodeRootForWrite(sized, root({ generation: MAX_ROOT_BYTES + 10 }), MAX_ROOT_BYTES + 11)).toHaveLength(MAX_ROOT_BYTES + 10);
+    expect(() => encodeRootForWrite(sized, root({ generation: MAX_ROOT_BYTES + 10 }), MAX_ROOT_BYTES + 10)).toThrow(RootTooLargeError);
+  });
+});
 
 describe('a plug-in root codec', () => {
   it("a codec's own error is a RootCorruptError naming the root's key", () => {
