@@ -26,6 +26,7 @@ export const NON_RETRYABLE_TYPES = [
   'PlanOutOfStep',
   'OutsideJobPrefix',
   'ProgressRefused',
+  'EmptyCompaction',
 ] as const;
 
 /** A typed error becomes a failure of its own type and retryability; other errors stay retryable, typed by their name. */

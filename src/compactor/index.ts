@@ -17,13 +17,15 @@ export interface CompactionProgress {
   readonly segmentsFinished: number;
   /** Last key of the last finished segment: a resumed attempt skips every key up to it. */
   readonly lastKey: string | null;
+  /** Tombstone segments finished: the final merge's tombstones, cut at the same places as the outputs. Absent in progress written before them. */
+  readonly tombstoneSegmentsFinished?: number;
   readonly recordsOut: number;
   readonly bytesOut: number;
   /** Parts of each intermediate run finished so far, in plan order, and the fan-in they were planned with; absent until one is. */
   readonly runs?: { readonly fanIn: number; readonly parts: readonly number[] };
 }
 
-export const NO_PROGRESS: CompactionProgress = { segmentsFinished: 0, lastKey: null, recordsOut: 0, bytesOut: 0 };
+export const NO_PROGRESS: CompactionProgress = { segmentsFinished: 0, tombstoneSegmentsFinished: 0, lastKey: null, recordsOut: 0, bytesOut: 0 };
 
 export const outputSegmentKey = (job: JobRef, index: number): string => stagedOutputKey(job, String(index), SEGMENT_EXTENSION);
 
@@ -31,8 +33,14 @@ export const outputSegmentKey = (job: JobRef, index: number): string => stagedOu
 export const runPartKey = (job: JobRef, fanIn: number, run: number, part: number): string =>
   stagedOutputKey(job, `run/${fanIn}/${run}/${part}`, SEGMENT_EXTENSION);
 
+/** Tombstone segment `index`: the tombstones the final merge left out of the outputs, staged for publication to name when it must. */
+export const tombstoneSegmentKey = (job: JobRef, index: number): string => stagedOutputKey(job, `tombstones/${index}`, SEGMENT_EXTENSION);
+
 export const outputSegmentKeys = (job: JobRef, progress: CompactionProgress): string[] =>
   Array.from({ length: progress.segmentsFinished }, (_, i) => outputSegmentKey(job, i));
+
+export const tombstoneSegmentKeys = (job: JobRef, progress: CompactionProgress): string[] =>
+  Array.from({ length: progress.tombstoneSegmentsFinished ?? 0 }, (_, i) => tombstoneSegmentKey(job, i));
 
 export interface CompactionHooks {
   /** Called after each output segment, and each intermediate run, is stored; the activity heartbeats it. */
@@ -63,49 +71,66 @@ export async function compactGroup(
   const plan = planMerge(inputs.length, maxFanIn);
   // Runs finished under another fan-in belong to another plan: this attempt writes its own.
   const runParts = resume.runs?.fanIn === maxFanIn ? [...resume.runs.parts] : [];
-  let progress = resume;
+  // Progress from before tombstone segments: its finished outputs left out tombstones that no
+  // tombstone segment holds, so the final merge starts over (its keys are rewritten, never published).
+  let progress: CompactionProgress = resume.tombstoneSegmentsFinished === undefined ? { ...NO_PROGRESS, ...(resume.runs && { runs: resume.runs }) } : resume;
   let recordsIn = 0;
+  const counted = () => {
+    if (++recordsIn % 2048 === 0) hooks.onRecords(recordsIn);
+  };
   const open = (source: MergeSource): AsyncIterator<SegmentRecord> =>
     'input' in source
       ? readSegments(store, [inputs[source.input]!])
       : readSegments(store, Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)));
-  const merge = (sources: readonly MergeSource[], options: { dropTombstones: boolean; after?: string }) => mergeSegments(sources.map(open), options);
-  /** Cuts `records` into segments of about `targetSegmentBytes`, each stored by `store` before the next is started. */
-  const writeSegments = async (records: AsyncIterable<SegmentRecord>, store: (builder: SegmentBuilder) => Promise<void>) => {
-    let builder = new SegmentBuilder();
-    for await (const record of records) {
-      builder.add(record);
-      if (++recordsIn % 2048 === 0) hooks.onRecords(recordsIn);
-      if (builder.size >= targetSegmentBytes) {
-        await store(builder);
-        builder = new SegmentBuilder();
-      }
-    }
-    if (builder.count > 0) await store(builder);
-  };
+  const merge = (sources: readonly MergeSource[], after?: string) => mergeSegments(sources.map(open), { dropTombstones: false, after });
 
   for (let run = runParts.length; run < plan.runs.length; run++) {
     let parts = 0;
-    await writeSegments(merge(plan.runs[run]!, { dropTombstones: false }), async (builder) => {
+    let builder = new SegmentBuilder();
+    const storePart = async () => {
       await store.put(runPartKey(job, maxFanIn, run, parts++), builder.encode());
-    });
+      builder = new SegmentBuilder();
+    };
+    for await (const record of merge(plan.runs[run]!)) {
+      builder.add(record);
+      counted();
+      if (builder.size >= targetSegmentBytes) await storePart();
+    }
+    if (builder.count > 0) await storePart();
     runParts.push(parts);
     progress = { ...progress, runs: { fanIn: maxFanIn, parts: [...runParts] } };
     hooks.onSegmentFinished(progress);
   }
 
-  const after = resume.lastKey ?? undefined;
-  await writeSegments(merge(plan.final, { dropTombstones: true, after }), async (builder) => {
-    await store.put(outputSegmentKey(job, progress.segmentsFinished), builder.encode());
+  // The final merge reads every input, so each key's winner is final here. A winning tombstone
+  // leaves the outputs but not the job: it goes to a tombstone segment, which publication names
+  // beside the outputs only when the group holds segments other than the inputs (one of them may
+  // hold an older version of the key). Both are cut at the same record, so one position resumes both.
+  let live = new SegmentBuilder();
+  let dead = new SegmentBuilder();
+  let lastKey = progress.lastKey;
+  const storeCut = async () => {
+    if (dead.count > 0) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished ?? 0), dead.encode());
+    if (live.count > 0) await store.put(outputSegmentKey(job, progress.segmentsFinished), live.encode());
     progress = {
       ...progress,
-      segmentsFinished: progress.segmentsFinished + 1,
-      lastKey: builder.lastKey,
-      recordsOut: progress.recordsOut + builder.count,
-      bytesOut: progress.bytesOut + builder.size,
+      segmentsFinished: progress.segmentsFinished + Math.sign(live.count),
+      tombstoneSegmentsFinished: (progress.tombstoneSegmentsFinished ?? 0) + Math.sign(dead.count),
+      lastKey,
+      recordsOut: progress.recordsOut + live.count,
+      bytesOut: progress.bytesOut + live.size,
     };
     hooks.onSegmentFinished(progress);
-  });
+    live = new SegmentBuilder();
+    dead = new SegmentBuilder();
+  };
+  for await (const record of merge(plan.final, progress.lastKey ?? undefined)) {
+    ('tombstone' in record ? dead : live).add(record);
+    lastKey = record.key;
+    counted();
+    if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+  }
+  if (live.count > 0 || dead.count > 0) await storeCut();
   return progress;
 }
 
@@ -119,7 +144,7 @@ export const referenceCompactor: Compactor<CompactionProgress> = {
       onSegmentFinished: heartbeat,
       onRecords: () => heartbeat(),
     });
-    return { outputs: outputSegmentKeys(job, progress), recordsOut: progress.recordsOut, bytesOut: progress.bytesOut };
+    return { outputs: outputSegmentKeys(job, progress), tombstones: tombstoneSegmentKeys(job, progress), recordsOut: progress.recordsOut, bytesOut: progress.bytesOut };
   },
 };
 

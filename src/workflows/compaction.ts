@@ -61,7 +61,7 @@ export interface LeaseView {
 export const leaseStateQuery = defineQuery<LeaseView>('leaseState');
 
 const nonRetryableErrorTypes: (typeof NON_RETRYABLE_TYPES)[number][] = [
-  'LeaseLost', 'LeaseCorrupt', 'RootCorrupt', 'RootMissing', 'SegmentCorrupt', 'InputMissing', 'InputTooLarge', 'InvalidInput', 'JobIdCollision', 'StoreConfig', 'TimingConfig', 'InvalidSettings',
+  'LeaseLost', 'LeaseCorrupt', 'RootCorrupt', 'RootMissing', 'SegmentCorrupt', 'InputMissing', 'InputTooLarge', 'InvalidInput', 'JobIdCollision', 'StoreConfig', 'TimingConfig', 'InvalidSettings', 'EmptyCompaction',
 ];
 
 const { compactionSettings } = proxyLocalActivities<CompactionActivities>({ startToCloseTimeout: '10 seconds', summary: "read the worker's timings" });
@@ -235,7 +235,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
     const published = await publish.executeWithOptions(
       { summary: `publish ${compaction.outputs.length} segments of ${job}`, startToCloseTimeout: settings.publicationTimeoutMs },
-      [{ namespaceId: ns, jobId: job, group, inputs, outputs: compaction.outputs }],
+      [{ namespaceId: ns, jobId: job, group, inputs, outputs: compaction.outputs, tombstones: compaction.tombstones ?? [] }],
     ).catch((err: unknown) => {
       throw jobFailure(err);
     });
