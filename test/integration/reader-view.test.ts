@@ -14,7 +14,9 @@ import type { Compactor } from '../../src/compactor';
 import { familyGroup, namespaceId } from '../../src/keys';
 import { readRoot } from '../../src/protocol';
 import { groupSegments } from '../../src/root';
+import type { SegmentRecord } from '../../src/segments';
 import { TEST_FORMATS, type FormatRecord, type TestFormat } from '../support/formats';
+import { readerView } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
 
@@ -37,16 +39,14 @@ const scenario = fc.record({
 });
 type Scenario = typeof scenario extends fc.Arbitrary<infer S> ? S : never;
 
-/** The reader's view of `group`: per key the newest record (a later segment on a tie), tombstones applied. */
+/** The reader's view of `group` (records.ts: per key the newest record, tombstones applied), in either format. */
 async function groupView(store: TestStore['store'], format: TestFormat, ns: string): Promise<Record<string, string>> {
   const { root } = await readRoot(store, namespaceId(ns), format.plugins.rootCodec);
-  const newest = new Map<string, FormatRecord>();
+  const segments: SegmentRecord[][] = [];
   for (const key of groupSegments(root, familyGroup(group))) {
-    for (const r of await format.readRecords(store, [key])) if ((newest.get(r.key)?.seq ?? -1) <= r.seq) newest.set(r.key, r);
+    segments.push((await format.readRecords(store, [key])).map(({ key: k, seq, value }) => (value === null ? { key: k, seq, tombstone: true } : { key: k, seq, value })));
   }
-  const view: Record<string, string> = {};
-  for (const r of [...newest.values()].sort((a, b) => (a.key < b.key ? -1 : 1))) if (r.value !== null) view[r.key] = r.value;
-  return view;
+  return readerView(segments);
 }
 
 describe.each(TEST_FORMATS)('the reader view through the compaction workflow, $name format', (format) => {

@@ -70,20 +70,25 @@ async function publish(store: ObjectStore, job: { namespaceId: NamespaceId; jobI
   );
 }
 
+/** The issue's group, compacted: `inode/1` written, then deleted; `inode/2` live. */
+async function compactIssueGroup() {
+  const store = createEmbeddedObjectStore({ path: ':memory:' });
+  const inputs = [
+    await writeInputSegment(store, ns, group, [{ key: 'inode/1', seq: 5, value: 'live' }]),
+    await writeInputSegment(store, ns, group, [
+      { key: 'inode/1', seq: 7, tombstone: true },
+      { key: 'inode/2', seq: 8, value: 'x' },
+    ]),
+  ];
+  const job = { namespaceId: ns, jobId: newJobId() };
+  return { store, job, inputs, result: await compactWithKills(store, job, inputs, limits) };
+}
+
 const groupKeys = async (store: ObjectStore): Promise<readonly string[]> => groupSegments((await readRoot(store, ns, jsonRootCodec)).root, group);
 
 describe('a publication leaves the reader view of its group unchanged', () => {
   it('a key the inputs deleted stays deleted when a segment registered during the job holds an older version of it', async () => {
-    const store = createEmbeddedObjectStore({ path: ':memory:' });
-    const inputs = [
-      await writeInputSegment(store, ns, group, [{ key: 'inode/1', seq: 5, value: 'live' }]),
-      await writeInputSegment(store, ns, group, [
-        { key: 'inode/1', seq: 7, tombstone: true },
-        { key: 'inode/2', seq: 8, value: 'x' },
-      ]),
-    ];
-    const job = { namespaceId: ns, jobId: newJobId() };
-    const result = await compactWithKills(store, job, inputs, limits);
+    const { store, job, inputs, result } = await compactIssueGroup();
     // Written while the job ran, by a writer that was slow to register an older version.
     await writeInputSegment(store, ns, group, [{ key: 'inode/1', seq: 1, value: 'stale' }]);
     const before = await readGroupView(store, ns, group);
@@ -94,16 +99,7 @@ describe('a publication leaves the reader view of its group unchanged', () => {
   });
 
   it('with nothing registered during the job the group is the outputs alone: no tombstone is published', async () => {
-    const store = createEmbeddedObjectStore({ path: ':memory:' });
-    const inputs = [
-      await writeInputSegment(store, ns, group, [{ key: 'inode/1', seq: 5, value: 'live' }]),
-      await writeInputSegment(store, ns, group, [
-        { key: 'inode/1', seq: 7, tombstone: true },
-        { key: 'inode/2', seq: 8, value: 'x' },
-      ]),
-    ];
-    const job = { namespaceId: ns, jobId: newJobId() };
-    const result = await compactWithKills(store, job, inputs, limits);
+    const { store, job, inputs, result } = await compactIssueGroup();
     expect(result.tombstones).toHaveLength(1);
 
     await expect(publish(store, job, inputs, result)).resolves.toMatchObject({ outcome: 'published' });
