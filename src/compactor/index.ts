@@ -43,19 +43,19 @@ export const tombstoneSegmentKeys = (job: JobRef, progress: CompactionProgress):
   Array.from({ length: progress.tombstoneSegmentsFinished ?? 0 }, (_, i) => tombstoneSegmentKey(job, i));
 
 export interface CompactionHooks {
-  /** Called after each output segment, and each intermediate run, is stored; the activity heartbeats it. */
+  /** Called after each cut of the final merge (its output and tombstone segments), and each intermediate run, is stored; the activity heartbeats it. */
   readonly onSegmentFinished: (progress: CompactionProgress) => void;
   /** Called every few thousand records, so the activity can heartbeat and notice cancellation. */
   readonly onRecords: (recordsIn: number) => void;
 }
 
 /**
- * Merges all of the group's segments (so tombstones are dropped) from `resume` on, reading at most
- * `maxFanIn` sources at once: a wider group first merges spans of its inputs into intermediate runs
+ * Merges all of the group's segments from `resume` on into output segments and, for the tombstones
+ * that win their key, tombstone segments; it reads at most `maxFanIn` sources at once: a wider group first merges spans of its inputs into intermediate runs
  * (see {@link planMerge}), staged under the job's prefix at keys derived from the job, the fan-in
  * and the run, and never referenced by a root (the collector reclaims them with the job's prefix).
  * Runs keep tombstones and every source's winner, so the outputs are byte for byte those of one
- * merge of all inputs. Memory: one segment being built plus, per source read at once, about two of
+ * merge of all inputs. Memory: one output and one tombstone segment being built plus, per source read at once, about two of
  * the store's read windows and its inflate state; an input or run part is opened only when its
  * merge starts and is closed by the end of its last record.
  */

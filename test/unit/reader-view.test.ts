@@ -14,7 +14,7 @@ import type { SegmentRecord } from '../../src/segments';
 import { AmbiguousError, createEmbeddedObjectStore, type ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
 import { wrapStore } from '../support/faults';
-import { readGroupView } from '../support/records';
+import { readGroupView, readRecords } from '../support/records';
 
 const ns = namespaceId('readers');
 const group = familyGroup('inodes');
@@ -105,6 +105,36 @@ describe('a publication leaves the reader view of its group unchanged', () => {
     await expect(publish(store, job, inputs, result)).resolves.toMatchObject({ outcome: 'published' });
     expect(await groupKeys(store)).toEqual(result.outputs);
     expect(await readGroupView(store, ns, group)).toEqual({ 'inode/2': 'x' });
+  });
+
+  it('progress heartbeated before tombstone segments existed restarts the final merge, so no tombstone before its position is lost', async () => {
+    const store = createEmbeddedObjectStore({ path: ':memory:' });
+    const records = (n: number, s: number): SegmentRecord[] =>
+      Array.from({ length: n }, (_, i) => ((i + s) % 3 === 0 ? { key: `inode/${i}`, seq: s * 100 + i, tombstone: true } : { key: `inode/${i}`, seq: s * 100 + i, value: 'v'.repeat(50) }));
+    const inputs = [await writeInputSegment(store, ns, group, records(40, 1)), await writeInputSegment(store, ns, group, records(40, 2))];
+    const small = { targetSegmentBytes: 256, maxFanIn: 16 };
+    const job = { namespaceId: ns, jobId: newJobId() };
+    let older: CompactionProgress | undefined;
+    await expect(
+      referenceCompactor.compact({
+        job: { ...job, group },
+        inputs,
+        store: stagedStore(store, job),
+        limits: small,
+        resume: undefined,
+        heartbeat: (progress) => {
+          if (progress === undefined) return;
+          older = { ...progress, tombstoneSegmentsFinished: undefined };
+          throw new Killed();
+        },
+      }),
+    ).rejects.toBeInstanceOf(Killed);
+    expect(older?.lastKey).not.toBeNull();
+    const resumed = await referenceCompactor.compact({ job: { ...job, group }, inputs, store: stagedStore(store, job), limits: small, resume: older, heartbeat: () => {} });
+    const uninterrupted = await compactWithKills(store, { namespaceId: ns, jobId: newJobId() }, inputs, small);
+    expect([resumed.outputs.length, resumed.tombstones?.length]).toEqual([uninterrupted.outputs.length, uninterrupted.tombstones?.length]);
+    expect(await readRecords(store, resumed.tombstones ?? [])).toEqual(await readRecords(store, uninterrupted.tombstones ?? []));
+    await store.close();
   });
 
   it('a publication whose compactor returned neither outputs nor tombstones for inputs that exist is refused, and the group is left as it was', async () => {
