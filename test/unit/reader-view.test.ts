@@ -208,8 +208,8 @@ describe('the reader view, model-based', () => {
         if (!s.late.some((l) => l.when === 'racing the root CAS')) expect(after).toEqual(before);
         await inner.close();
       }),
-      { numRuns: 2000 },
+      { numRuns: 4000 },
     );
-    expect(runs).toBe(2000);
-  }, 120_000);
+    expect(runs).toBe(4000);
+  }, 240_000);
 });
