@@ -64,6 +64,8 @@ export interface PinnedGroup {
 
 export interface CompactionOutput {
   readonly outputs: string[];
+  /** The compactor's tombstone segments; absent in results recorded before them. */
+  readonly tombstones?: string[];
   /** Named `progress` since the first histories: their recorded results hold these two counts under it. */
   readonly progress: { readonly recordsOut: number; readonly bytesOut: number };
 }
@@ -239,8 +241,9 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       await writes.end();
       await attempt.closeBodies();
     }
-    checkStagedKeys(ref, result.outputs);
-    await checkOutputsExist(store, ref, result.outputs);
+    const written = [...result.outputs, ...(result.tombstones ?? [])];
+    checkStagedKeys(ref, written);
+    await checkOutputsExist(store, ref, written);
     return result;
   }
 
@@ -329,8 +332,8 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       // The keeper's failure comes first: the work's, if any, followed from it.
       if (kept.status === 'rejected') throw kept.reason;
       if (worked.status === 'rejected') throw endIfRecurring(worked.reason);
-      const { outputs, recordsOut, bytesOut } = worked.value;
-      return { outputs: [...outputs], progress: { recordsOut, bytesOut }, workEndedAtMs };
+      const { outputs, tombstones = [], recordsOut, bytesOut } = worked.value;
+      return { outputs: [...outputs], tombstones: [...tombstones], progress: { recordsOut, bytesOut }, workEndedAtMs };
     },
 
     /**
@@ -370,14 +373,14 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       // The work is done: the keeper of this job, if it runs here, stops now (the workflow's
       // cancellation stays the way to stop one on another worker).
       keepers.get(ref.jobId)?.abort();
-      return { outputs: [...result.outputs], progress: { recordsOut: result.recordsOut, bytesOut: result.bytesOut } };
+      return { outputs: [...result.outputs], tombstones: [...(result.tombstones ?? [])], progress: { recordsOut: result.recordsOut, bytesOut: result.bytesOut } };
     },
 
-    async publish(input: JobInput & { group: string; inputs: string[]; outputs: string[] }): Promise<PublicationOutcome> {
+    async publish(input: JobInput & { group: string; inputs: string[]; outputs: string[]; tombstones?: string[] }): Promise<PublicationOutcome> {
       const start = performance.now();
       const outcome = await publishCompaction(
         store,
-        { ...job(input), group: familyGroup(input.group) as FamilyGroup, inputs: input.inputs, outputs: input.outputs },
+        { ...job(input), group: familyGroup(input.group) as FamilyGroup, inputs: input.inputs, outputs: input.outputs, tombstones: input.tombstones ?? [] },
         { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
         { leaseClockMs: attemptClock(), elapsedMs: () => performance.now() - start },
         Context.current().info.attempt > 1,

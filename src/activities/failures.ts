@@ -35,6 +35,7 @@ export const NON_RETRYABLE_TYPES = [
   'WriterBudgetExceeded',
   'WriteAfterAttempt',
   'OutputMissing',
+  'EmptyCompaction',
 ] as const;
 
 /**

@@ -19,6 +19,8 @@ export interface CompactionProgress {
   readonly segmentsFinished: number;
   /** Last key of the last finished segment: a resumed attempt skips every key up to it. */
   readonly lastKey: string | null;
+  /** Tombstone segments finished: the final merge's tombstones, cut at the same places as the outputs. */
+  readonly tombstoneSegmentsFinished: number;
   readonly recordsOut: number;
   readonly bytesOut: number;
   /** Parts of each intermediate run finished so far, in plan order, and the fan-in they were planned with; absent until one is. */
@@ -28,7 +30,7 @@ export interface CompactionProgress {
 /** Raised whenever the shape or meaning of {@link CompactionProgress} changes. */
 export const PROGRESS_VERSION = 1;
 
-export const NO_PROGRESS: CompactionProgress = { version: PROGRESS_VERSION, segmentsFinished: 0, lastKey: null, recordsOut: 0, bytesOut: 0 };
+export const NO_PROGRESS: CompactionProgress = { version: PROGRESS_VERSION, segmentsFinished: 0, tombstoneSegmentsFinished: 0, lastKey: null, recordsOut: 0, bytesOut: 0 };
 
 export const outputSegmentKey = (job: JobRef, index: number): string => stagedOutputKey(job, String(index), SEGMENT_EXTENSION);
 
@@ -36,23 +38,29 @@ export const outputSegmentKey = (job: JobRef, index: number): string => stagedOu
 export const runPartKey = (job: JobRef, fanIn: number, run: number, part: number): string =>
   stagedOutputKey(job, `run/${fanIn}/${run}/${part}`, SEGMENT_EXTENSION);
 
+/** Tombstone segment `index`: the tombstones the final merge left out of the outputs, staged for publication to name when it must. */
+export const tombstoneSegmentKey = (job: JobRef, index: number): string => stagedOutputKey(job, `tombstones/${index}`, SEGMENT_EXTENSION);
+
 export const outputSegmentKeys = (job: JobRef, progress: CompactionProgress): string[] =>
   Array.from({ length: progress.segmentsFinished }, (_, i) => outputSegmentKey(job, i));
 
+export const tombstoneSegmentKeys = (job: JobRef, progress: CompactionProgress): string[] =>
+  Array.from({ length: progress.tombstoneSegmentsFinished }, (_, i) => tombstoneSegmentKey(job, i));
+
 export interface CompactionHooks {
-  /** Called after each output segment, and each intermediate run, is stored; the activity heartbeats it. */
+  /** Called after each cut of the final merge (its output and tombstone segments), and each intermediate run, is stored; the activity heartbeats it. */
   readonly onSegmentFinished: (progress: CompactionProgress) => void;
   /** Called every few thousand records, so the activity can heartbeat and notice cancellation. */
   readonly onRecords: (recordsIn: number) => void;
 }
 
 /**
- * Merges all of the group's segments (so tombstones are dropped) from `resume` on, reading at most
- * `maxFanIn` sources at once: a wider group first merges spans of its inputs into intermediate runs
+ * Merges all of the group's segments from `resume` on into output segments and, for the tombstones
+ * that win their key, tombstone segments; it reads at most `maxFanIn` sources at once: a wider group first merges spans of its inputs into intermediate runs
  * (see {@link planMerge}), staged under the job's prefix at keys derived from the job, the fan-in
  * and the run, and never referenced by a root (the collector reclaims them with the job's prefix).
  * Runs keep tombstones and every source's winner, so the outputs are byte for byte those of one
- * merge of all inputs. Memory: one segment being built plus, per source read at once, about two of
+ * merge of all inputs. Memory: one output and one tombstone segment being built plus, per source read at once, about two of
  * the store's read windows and its inflate state; an input or run part is opened only when its
  * merge starts and is closed by the end of its last record.
  */
@@ -70,47 +78,62 @@ export async function compactGroup(
   const runParts = resume.runs?.fanIn === maxFanIn ? [...resume.runs.parts] : [];
   let progress = resume;
   let recordsIn = 0;
+  const counted = () => {
+    if (++recordsIn % 2048 === 0) hooks.onRecords(recordsIn);
+  };
   const open = (source: MergeSource): AsyncIterator<SegmentRecord> =>
     'input' in source
       ? readSegments(store, [inputs[source.input]!])
       : readSegments(store, Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)));
-  const merge = (sources: readonly MergeSource[], options: { dropTombstones: boolean; after?: string }) => mergeSegments(sources.map(open), options);
-  /** Cuts `records` into segments of about `targetSegmentBytes`, each stored by `store` before the next is started. */
-  const writeSegments = async (records: AsyncIterable<SegmentRecord>, store: (builder: SegmentBuilder) => Promise<void>) => {
-    let builder = new SegmentBuilder();
-    for await (const record of records) {
-      builder.add(record);
-      if (++recordsIn % 2048 === 0) hooks.onRecords(recordsIn);
-      if (builder.size >= targetSegmentBytes) {
-        await store(builder);
-        builder = new SegmentBuilder();
-      }
-    }
-    if (builder.count > 0) await store(builder);
-  };
+  const merge = (sources: readonly MergeSource[], after?: string) => mergeSegments(sources.map(open), { dropTombstones: false, after });
 
   for (let run = runParts.length; run < plan.runs.length; run++) {
     let parts = 0;
-    await writeSegments(merge(plan.runs[run]!, { dropTombstones: false }), async (builder) => {
+    let builder = new SegmentBuilder();
+    const storePart = async () => {
       await store.put(runPartKey(job, maxFanIn, run, parts++), builder.encode());
-    });
+      builder = new SegmentBuilder();
+    };
+    for await (const record of merge(plan.runs[run]!)) {
+      builder.add(record);
+      counted();
+      if (builder.size >= targetSegmentBytes) await storePart();
+    }
+    if (builder.count > 0) await storePart();
     runParts.push(parts);
     progress = { ...progress, runs: { fanIn: maxFanIn, parts: [...runParts] } };
     hooks.onSegmentFinished(progress);
   }
 
-  const after = resume.lastKey ?? undefined;
-  await writeSegments(merge(plan.final, { dropTombstones: true, after }), async (builder) => {
-    await store.put(outputSegmentKey(job, progress.segmentsFinished), builder.encode());
+  // The final merge reads every input, so each key's winner is final here. A winning tombstone
+  // leaves the outputs but not the job: it goes to a tombstone segment, which publication names
+  // beside the outputs only when the group holds segments other than the inputs (one of them may
+  // hold an older version of the key). Both are cut at the same record, so one position resumes both.
+  let live = new SegmentBuilder();
+  let dead = new SegmentBuilder();
+  let lastKey = progress.lastKey;
+  const storeCut = async () => {
+    if (dead.count > 0) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), dead.encode());
+    if (live.count > 0) await store.put(outputSegmentKey(job, progress.segmentsFinished), live.encode());
     progress = {
       ...progress,
-      segmentsFinished: progress.segmentsFinished + 1,
-      lastKey: builder.lastKey,
-      recordsOut: progress.recordsOut + builder.count,
-      bytesOut: progress.bytesOut + builder.size,
+      segmentsFinished: progress.segmentsFinished + Math.sign(live.count),
+      tombstoneSegmentsFinished: (progress.tombstoneSegmentsFinished) + Math.sign(dead.count),
+      lastKey,
+      recordsOut: progress.recordsOut + live.count,
+      bytesOut: progress.bytesOut + live.size,
     };
     hooks.onSegmentFinished(progress);
-  });
+    live = new SegmentBuilder();
+    dead = new SegmentBuilder();
+  };
+  for await (const record of merge(plan.final, progress.lastKey ?? undefined)) {
+    ('tombstone' in record ? dead : live).add(record);
+    lastKey = record.key;
+    counted();
+    if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+  }
+  if (live.count > 0 || dead.count > 0) await storeCut();
   return progress;
 }
 
@@ -130,7 +153,7 @@ export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress
   const fits =
     typeof p === 'object' && p !== null &&
     p.version === PROGRESS_VERSION &&
-    isCount(p.segmentsFinished) && isCount(p.recordsOut) && isCount(p.bytesOut) &&
+    isCount(p.segmentsFinished) && isCount(p.tombstoneSegmentsFinished) && isCount(p.recordsOut) && isCount(p.bytesOut) &&
     (p.lastKey === null ? p.segmentsFinished === 0 : typeof p.lastKey === 'string' && p.segmentsFinished > 0) &&
     (runs === undefined || (typeof runs === 'object' && runs !== null && isCount(runs.fanIn) && runs.fanIn >= 2 && Array.isArray(runs.parts) && runs.parts.every(isCount)));
   if (!fits) throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${PROGRESS_VERSION}`);
@@ -148,7 +171,7 @@ export const referenceCompactor: Compactor = {
       onSegmentFinished: heartbeat,
       onRecords: () => heartbeat(),
     });
-    return { outputs: outputSegmentKeys(job, progress), recordsOut: progress.recordsOut, bytesOut: progress.bytesOut };
+    return { outputs: outputSegmentKeys(job, progress), tombstones: tombstoneSegmentKeys(job, progress), recordsOut: progress.recordsOut, bytesOut: progress.bytesOut };
   },
 };
 

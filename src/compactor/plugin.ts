@@ -286,6 +286,14 @@ export interface CompactionAttempt<P> {
 /** What a compaction produced: the staged keys to publish, in the order the group should list them. */
 export interface CompactionOutputs {
   readonly outputs: readonly string[];
+  /**
+   * Staged segments holding the tombstones left out of `outputs` (every key whose newest record
+   * in the inputs is a tombstone, by the format's own rule). Publication names them beside the
+   * outputs when the group holds segments registered since the job read it, one of which may hold
+   * an older version of a deleted key; otherwise they stay unreferenced and go with the job's
+   * prefix. Absent: `outputs` hold every tombstone that wins its key.
+   */
+  readonly tombstones?: readonly string[];
   readonly recordsOut: number;
   readonly bytesOut: number;
 }
@@ -297,6 +305,12 @@ export interface CompactionOutputs {
  * details (enforced by the heartbeat it is given), and a resumed attempt returns the same outputs
  * as an uninterrupted one. A worker holds a compactor of any progress type: `resume` is whatever
  * the previous attempt heartbeated.
+ *
+ * What it may drop: any record that does not win its key (a newer one does), and a winning
+ * tombstone only by writing it to a segment of `tombstones`. Every other winner is in `outputs`. A
+ * reader of the group then sees the same before and after publication, whatever was registered
+ * during the job; a compaction of inputs holding any record returns at least one key in the two
+ * lists, and publication refuses one that returns none (a compactor that lost its work).
  */
 export interface Compactor<P = unknown> {
   compact(attempt: CompactionAttempt<P>): Promise<CompactionOutputs>;

@@ -86,19 +86,21 @@ async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<r
   });
 
   let uninterrupted: readonly string[] = [];
+  let tombstones: readonly string[] = [];
   let written: string[] = [];
   const job = newJobId();
-  await check('the compactor writes only staged keys of its job, and its outputs are among them', async (fail) => {
+  await check('the compactor writes only staged keys of its job, and its outputs and tombstone segments are among them', async (fail) => {
     const run = await runCompactor(store, compactor, ns, group, job, inputs, limits, undefined);
-    ({ outputs: uninterrupted, written } = run);
-    checkStagedKeys({ namespaceId: ns, jobId: job }, uninterrupted);
-    const missing = uninterrupted.filter((k) => !written.includes(k));
+    ({ outputs: uninterrupted, tombstones, written } = run);
+    const returned = [...uninterrupted, ...tombstones];
+    checkStagedKeys({ namespaceId: ns, jobId: job }, returned);
+    const missing = returned.filter((k) => !written.includes(k));
     if (missing.length) fail(`outputs ${missing.join(', ')} were never written`);
-    if (new Set(uninterrupted).size !== uninterrupted.length) fail('an output is listed twice');
+    if (new Set(returned).size !== returned.length) fail('an output or tombstone segment is listed twice');
   });
   await check('output keys are deterministic: a second attempt of the job writes the same keys', async (fail) => {
     const again = await runCompactor(store, compactor, ns, group, job, inputs, limits, undefined);
-    if (!isDeepStrictEqual(again.outputs, uninterrupted)) fail(`a second attempt returned ${JSON.stringify(again.outputs)}, the first ${JSON.stringify(uninterrupted)}: derive every key with stagedOutputKey(job, name, extension) from names that do not change between attempts`);
+    if (!isDeepStrictEqual([again.outputs, again.tombstones], [uninterrupted, tombstones])) fail(`a second attempt returned ${JSON.stringify(again.outputs)}, the first ${JSON.stringify(uninterrupted)}: derive every key with stagedOutputKey(job, name, extension) from names that do not change between attempts`);
     if (!isDeepStrictEqual([...again.written].sort(), [...written].sort())) fail('a second attempt wrote other keys than the first: a resumed job would leave twins under its prefix');
   });
   await check('progress is small plain JSON, and an attempt resumed from it ends with the same outputs', async (fail) => {
@@ -118,14 +120,14 @@ async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<r
     const text = JSON.stringify(progress);
     if (!isDeepStrictEqual(JSON.parse(text), progress)) fail('progress does not survive JSON: Temporal stores heartbeat details as JSON');
     const resumed = await runCompactor(store, compactor, ns, group, job, inputs, limits, JSON.parse(text));
-    if (!isDeepStrictEqual(resumed.outputs, uninterrupted)) fail(`the resumed attempt returned ${JSON.stringify(resumed.outputs)}, an uninterrupted one ${JSON.stringify(uninterrupted)}`);
+    if (!isDeepStrictEqual([resumed.outputs, resumed.tombstones], [uninterrupted, tombstones])) fail(`the resumed attempt returned ${JSON.stringify(resumed.outputs)}, an uninterrupted one ${JSON.stringify(uninterrupted)}`);
   });
 
   await check('publication through the codec replaces the inputs by the outputs and retires the inputs', async (fail) => {
     await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'conformance', startedAtMs: Date.now() });
     const start = performance.now();
     const clock = { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start };
-    const outcome = await publishCompaction(store, { namespaceId: ns, jobId: job, group, inputs, outputs: uninterrupted }, { budgetMs: 60_000, maxRootRaces: 3 }, clock, false, rootCodec);
+    const outcome = await publishCompaction(store, { namespaceId: ns, jobId: job, group, inputs, outputs: uninterrupted, tombstones }, { budgetMs: 60_000, maxRootRaces: 3 }, clock, false, rootCodec);
     if (outcome.outcome !== 'published') fail(`publication ended ${JSON.stringify(outcome)}`);
     const after = (await readRoot(store, ns, rootCodec)).root;
     if (!isDeepStrictEqual(after.groups[group], uninterrupted)) fail(`the group lists ${JSON.stringify(after.groups[group])} after publication, not the outputs`);
@@ -162,7 +164,7 @@ async function runCompactor(
   limits: MergeLimits,
   resume: unknown,
   onProgress: (progress: unknown) => void = () => {},
-): Promise<{ outputs: readonly string[]; written: string[] }> {
+): Promise<{ outputs: readonly string[]; tombstones: readonly string[]; written: string[] }> {
   const ref = { namespaceId: ns, jobId: job };
   const staged = stagedStore(store, ref);
   const written: string[] = [];
@@ -188,5 +190,5 @@ async function runCompactor(
         heartbeat,
       }),
   );
-  return { outputs: result.outputs, written };
+  return { outputs: result.outputs, tombstones: result.tombstones ?? [], written };
 }

@@ -31,6 +31,18 @@ export interface PublicationRequest extends JobRef {
   readonly group: FamilyGroup;
   readonly inputs: readonly string[];
   readonly outputs: readonly string[];
+  /**
+   * The job's staged tombstone segments (`CompactionOutputs.tombstones`): named beside the outputs
+   * only when the group holds segments other than the inputs (see {@link publishedKeys}). Absent: none.
+   */
+  readonly tombstones?: readonly string[];
+}
+
+/** The compactor returned no output and no tombstone segment for inputs that exist: publishing that would empty the group. */
+export class EmptyCompactionError extends TypedError {
+  override readonly name = 'EmptyCompactionError';
+  readonly failureType = 'EmptyCompaction';
+  readonly retryable = false;
 }
 
 export interface PublicationClock {
@@ -49,6 +61,14 @@ export async function publishCompaction(
   resumed: boolean,
   codec: RootCodec,
 ): Promise<PublicationOutcome> {
+  // Inputs hold at least one record each, and every key's winner is in an output or a tombstone
+  // segment: nothing at all means the compactor lost its work (e.g. progress it misread), and
+  // publishing it would retire every input. Refused before anything is written; the group stays.
+  if (request.inputs.length > 0 && request.outputs.length === 0 && !request.tombstones?.length) {
+    throw new EmptyCompactionError(
+      `job ${request.jobId} compacted ${request.inputs.length} input segments of group ${request.group} (namespace ${request.namespaceId}) into no output and no tombstone segment: nothing is published; check the compactor and its progress, then start the compaction again`,
+    );
+  }
   // Every root this activity sent by CAS: with no outputs, the only evidence that one landed.
   const sent: RootState[] = [];
   for (let race = 0; ; race++) {
@@ -76,7 +96,9 @@ export async function publishCompaction(
     // A CAS of an earlier activity attempt still in flight may have landed since the first read.
     if (holdsPublication(current.root, request, sent, codec)) return { outcome: 'published', rootGeneration: current.root.generation };
     // The inputs retire at this attempt's lease clock (spec 6a.1): the heartbeat the refresh wrote.
-    const plan = planPublication(current.root, request.group, request.inputs, request.outputs, held.lease.heartbeat_at_ms);
+    // WARN: which keys to name is decided on the root the CAS below is conditional on: a segment
+    // registered after this read fails the CAS, and the next round decides again.
+    const plan = planPublication(current.root, request.group, request.inputs, publishedKeys(current.root, request), held.lease.heartbeat_at_ms);
     if (plan.kind === 'abandoned') return { outcome: 'abandoned', missingInputs: plan.missingInputs };
     // Encoded before the budget is checked, which then counts it. A root readers would refuse is never
     // written: the job fails (RootTooLarge), its outputs left to the collector.
@@ -98,17 +120,32 @@ export async function publishCompaction(
 }
 
 /**
- * Whether `root` holds this job's publication. Output keys live under the job's prefix and only
- * this job publishes them, so a group naming every output was written by this job's CAS. With no
- * outputs (every record was a tombstone) nothing in the root names the job: only a root equal, byte
- * for byte and generation included, to one this activity sent shows the CAS landed (or a writer made
- * exactly the same change). Anything else is not proof, and a publication is never assumed.
+ * The keys that replace the inputs in `root`, so that a reader's view of the group (the newest
+ * record of each key, tombstones applied) is the same before and after the publication. The
+ * outputs hold no tombstone; that is exact only while the group is the inputs alone. A segment
+ * registered since the job read the group may hold an older version of a key the inputs deleted,
+ * so then the job's tombstone segments are named too, and keep deleting it.
+ */
+export function publishedKeys(root: RootState, request: PublicationRequest): readonly string[] {
+  const inputs = new Set(request.inputs);
+  const late = groupSegments(root, request.group).some((k) => !inputs.has(k));
+  return late ? [...request.outputs, ...(request.tombstones ?? [])] : request.outputs;
+}
+
+/**
+ * Whether `root` holds this job's publication. Output and tombstone segment keys live under the
+ * job's prefix and only this job publishes them, so a group naming every output (or, with no
+ * outputs, every tombstone segment) was written by this job's CAS. With neither named (every record
+ * was a tombstone, and nothing was registered during the job) nothing in the root names the job:
+ * only a root equal, byte for byte and generation included, to one this activity sent shows the
+ * CAS landed (or a writer made exactly the same change). Anything else is not proof, and a
+ * publication is never assumed.
  */
 function holdsPublication(root: RootState, request: PublicationRequest, sent: readonly RootState[], codec: RootCodec): boolean {
-  if (request.outputs.length > 0) {
-    const current = new Set(groupSegments(root, request.group));
-    return request.outputs.every((k) => current.has(k));
-  }
+  const current = new Set(groupSegments(root, request.group));
+  if (request.outputs.length > 0) return request.outputs.every((k) => current.has(k));
+  const tombstones = request.tombstones ?? [];
+  if (tombstones.length > 0 && tombstones.every((k) => current.has(k))) return true;
   const bytes = Buffer.from(codec.encode(root));
   return sent.some((candidate) => bytes.equals(codec.encode(candidate)));
 }

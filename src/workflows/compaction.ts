@@ -42,6 +42,8 @@ export interface CompactionResult {
   readonly fencedJobIds: readonly string[];
   readonly inputs: readonly string[];
   readonly outputs: readonly string[];
+  /** The job's staged tombstone segments: the root names them after the outputs only when segments were registered during the job. */
+  readonly tombstones: readonly string[];
   readonly recordsOut: number;
   readonly bytesOut: number;
   readonly detail?: string;
@@ -218,7 +220,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     view.leaseStatus = outcome === 'fenced' ? 'lost' : 'left in place';
     const result: CompactionResult = {
       outcome, namespaceId: ns, group, jobId: job, fencedJobIds, inputs,
-      outputs: compaction?.outputs ?? [], recordsOut: compaction?.progress.recordsOut ?? 0, bytesOut: compaction?.progress.bytesOut ?? 0, detail,
+      outputs: compaction?.outputs ?? [], tombstones: compaction?.tombstones ?? [], recordsOut: compaction?.progress.recordsOut ?? 0, bytesOut: compaction?.progress.bytesOut ?? 0, detail,
     };
     show(outcome, `${result.outputs.length} output segments, ${result.recordsOut} records, ${result.bytesOut} bytes${detail ? `\n\n${detail}` : ''}`);
     return result;
@@ -231,7 +233,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
     const published = await publish.executeWithOptions(
       { summary: `publish ${compaction.outputs.length} segments of ${job}`, startToCloseTimeout: settings.publicationTimeoutMs },
-      [{ namespaceId: ns, jobId: job, group, inputs, outputs: compaction.outputs }],
+      [{ namespaceId: ns, jobId: job, group, inputs, outputs: compaction.outputs, tombstones: compaction.tombstones ?? [] }],
     ).catch((err: unknown) => {
       throw jobFailure(err);
     });

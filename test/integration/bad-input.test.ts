@@ -35,6 +35,7 @@ import {
   type MetadataCompactionId,
   type NamespaceId,
 } from '../../src/keys';
+import { tombstoneSegmentKey } from '../../src/compactor';
 import { createLeaseState, encodeLease, MAX_LEASE_BYTES } from '../../src/lease';
 import { readRoot, updateRoot } from '../../src/protocol';
 import { encodeRoot, jsonRootCodec, type RootState } from '../../src/root';
@@ -395,7 +396,13 @@ describe('bad-input catalogue', () => {
         await writeInputs(store, ns, group, inputs);
         const rootBefore = (await readRoot(store, ns, jsonRootCodec)).root;
         const outputs: string[] = [];
-        const isOutputPut = (r: { method: string; key: string }) => r.method === 'PUT' && parseCompactionKey(r.key).kind === 'staged_segment' && r.key.startsWith(`namespaces/${ns}/`);
+        // The job's tombstone segments are staged beside its outputs (the first 64 of any job); they are not outputs.
+        const tombstoneSegmentsOf = (key: string) => {
+          const parsed = parseCompactionKey(key);
+          return parsed.kind === 'staged_segment' ? Array.from({ length: 64 }, (_, i) => tombstoneSegmentKey({ namespaceId: parsed.namespaceId, jobId: parsed.jobId }, i)) : [];
+        };
+        const isOutputPut = (r: { method: string; key: string }) =>
+          r.method === 'PUT' && parseCompactionKey(r.key).kind === 'staged_segment' && r.key.startsWith(`namespaces/${ns}/`) && !tombstoneSegmentsOf(r.key).includes(r.key);
         // Every SDK attempt (3) of the second output segment's PUT: the first output is written, the second is not.
         proxy.script('error500', (r) => {
           if (isOutputPut(r) && !outputs.includes(r.key)) outputs.push(r.key);
@@ -422,7 +429,8 @@ describe('bad-input catalogue', () => {
         expect(root.generation).toBe(rootBefore.generation + 1);
         const job = jobPrefix(ns, jobId(result.jobId));
         expect(written.filter((k) => !k.startsWith(job))).toEqual([rootKey(ns)]);
-        expect((await keysUnder(job)).filter((k) => parseCompactionKey(k).kind === 'staged_segment').sort()).toEqual([...result.outputs].sort());
+        const staged = (await keysUnder(job)).filter((k) => parseCompactionKey(k).kind === 'staged_segment');
+        expect(staged.filter((k) => !tombstoneSegmentsOf(k).includes(k)).sort()).toEqual([...result.outputs].sort());
       } finally {
         await faulted.stop();
         await viaProxy.close();

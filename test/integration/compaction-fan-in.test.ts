@@ -4,7 +4,7 @@
  * of all inputs; a resumed attempt picks up the runs its predecessor finished.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compactGroup, NO_PROGRESS, outputSegmentKeys, planMerge, runPartKey, type CompactionHooks, type CompactionProgress, type MergeLimits } from '../../src/compactor';
+import { compactGroup, NO_PROGRESS, outputSegmentKeys, planMerge, runPartKey, tombstoneSegmentKeys, type CompactionHooks, type CompactionProgress, type MergeLimits } from '../../src/compactor';
 import { jobPrefix, inputSegmentKey, namespaceId, newJobId, newSegmentId } from '../../src/keys';
 import { encodeSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../../src/segments';
 import type { ObjectStore, StreamedObject } from '../../src/store';
@@ -139,11 +139,12 @@ describe('a merge of more inputs than the fan-in', () => {
     const uninterrupted = await compact(fixture.store, ns, keys, limits);
     expect(await outputBytes(job, progress)).toEqual(uninterrupted.bytes);
 
-    // Under the prefix: the runs' parts of the plan and the outputs, nothing twice and nothing else.
+    // Under the prefix: the runs' parts of the plan, the outputs and the tombstone segments, nothing twice and nothing else.
     const listed = (await fixture.store.list({ prefix: `${jobPrefix(job.namespaceId, job.jobId)}segments/` })).objects.map((o) => o.key).sort();
     const expected = [
       ...progress.runs!.parts.flatMap((parts, run) => Array.from({ length: parts }, (_, part) => runPartKey(job, limits.maxFanIn, run, part))),
       ...outputSegmentKeys(job, progress),
+      ...tombstoneSegmentKeys(job, progress),
     ].sort();
     expect(listed).toEqual(expected);
   });

@@ -78,32 +78,42 @@ interface BinaryProgress {
 }
 
 /**
- * Merges every input in memory (a test format: small groups only), drops tombstones, and cuts the
- * sorted survivors into segments of about `targetSegmentBytes`, each named by its index.
+ * Merges every input in memory (a test format: small groups only) and cuts the sorted survivors into
+ * segments of about `targetSegmentBytes`, each named by its index; the winning tombstones go to
+ * tombstone segments cut the same way (the plug-in contract: a tombstone leaves the outputs only into
+ * one of those). Progress counts the stored segments, outputs first.
  */
 export const binaryCompactor: Compactor<BinaryProgress> = {
   async compact({ job, inputs, store, limits, resume, heartbeat }) {
-    const live = await readBinaryGroup(store, inputs);
-    const segments: BinaryRecord[][] = [];
-    let size = 0;
-    for (const record of live) {
-      if (segments.length === 0 || size >= limits.targetSegmentBytes) {
-        segments.push([]);
-        size = 0;
+    const newest = await newestOfGroup(store, inputs);
+    const cut = (records: readonly BinaryRecord[]): BinaryRecord[][] => {
+      const segments: BinaryRecord[][] = [];
+      let size = 0;
+      for (const record of records) {
+        if (segments.length === 0 || size >= limits.targetSegmentBytes) {
+          segments.push([]);
+          size = 0;
+        }
+        segments.at(-1)!.push(record);
+        size += record.key.length + (record.value?.length ?? 0) + 13;
       }
-      segments.at(-1)!.push(record);
-      size += record.key.length + (record.value?.length ?? 0) + 13;
-    }
-    const outputs = segments.map((_, i) => stagedOutputKey(job, String(i), BINARY_EXTENSION));
+      return segments;
+    };
+    const live = cut(newest.filter((r) => r.value !== null));
+    const dead = cut(newest.filter((r) => r.value === null));
+    const outputs = live.map((_, i) => stagedOutputKey(job, String(i), BINARY_EXTENSION));
+    const tombstones = dead.map((_, i) => stagedOutputKey(job, `tombstones/${i}`, BINARY_EXTENSION));
+    const all = [...live, ...dead];
+    const keys = [...outputs, ...tombstones];
     let bytesOut = 0;
-    for (let i = 0; i < segments.length; i++) {
-      const body = encodeBinarySegment(segments[i]!);
-      bytesOut += body.length;
+    for (let i = 0; i < all.length; i++) {
+      const body = encodeBinarySegment(all[i]!);
+      if (i < live.length) bytesOut += body.length;
       if (i < (resume?.written ?? 0)) continue;
-      await store.put(outputs[i]!, body);
+      await store.put(keys[i]!, body);
       heartbeat({ written: i + 1 });
     }
-    return { outputs, recordsOut: live.length, bytesOut };
+    return { outputs, tombstones, recordsOut: live.flat().length, bytesOut };
   },
 };
 
@@ -150,8 +160,8 @@ export async function writeBinaryInputs(store: ObjectStore, ns: string, group: s
   return keys;
 }
 
-/** Every live record of `keys` (the highest `seq` of a key wins, a later segment on a tie), sorted by key: what a reader of the group sees. */
-export async function readBinaryGroup(store: Pick<ObjectStore, 'get'>, keys: readonly string[]): Promise<BinaryRecord[]> {
+/** Per key of `keys` the record of the highest `seq` (a later segment on a tie), tombstones included, sorted by key. */
+async function newestOfGroup(store: Pick<ObjectStore, 'get'>, keys: readonly string[]): Promise<BinaryRecord[]> {
   const newest = new Map<string, BinaryRecord>();
   for (const key of keys) {
     for (const record of decodeBinarySegment((await store.get(key)).body)) {
@@ -159,7 +169,12 @@ export async function readBinaryGroup(store: Pick<ObjectStore, 'get'>, keys: rea
       if (!seen || record.seq >= seen.seq) newest.set(record.key, record);
     }
   }
-  return [...newest.values()].filter((r) => r.value !== null).sort((a, b) => (a.key < b.key ? -1 : 1));
+  return [...newest.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
+}
+
+/** Every live record of `keys` (the highest `seq` of a key wins, a later segment on a tie), sorted by key: what a reader of the group sees. */
+export async function readBinaryGroup(store: Pick<ObjectStore, 'get'>, keys: readonly string[]): Promise<BinaryRecord[]> {
+  return (await newestOfGroup(store, keys)).filter((r) => r.value !== null);
 }
 
 /** `count` segments of `perSegment` records over `keySpace` overlapping keys; later segments overwrite and delete earlier keys. */

@@ -5,7 +5,7 @@
  * assertions on both, with one worker per format.
  */
 import { join } from 'node:path';
-import { jsonRootCodec, referenceCompactor, SEGMENT_EXTENSION, type CompactionProgress, type Compactor, type ObjectStore, type RootCodec, type SegmentRecord } from '../../src/index';
+import { jsonRootCodec, referenceCompactor, SEGMENT_EXTENSION, writeInputSegment, type CompactionProgress, type Compactor, type ObjectStore, type RootCodec, type SegmentRecord } from '../../src/index';
 import { BINARY_EXTENSION, binaryCompactor, decodeBinarySegment, sampleBinaryInputs, textRootCodec, writeBinaryInputs, type BinaryRecord } from './binary-format';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from './records';
 
@@ -35,6 +35,8 @@ export interface TestFormat {
   writeInputs(store: ObjectStore, ns: string, group: string, segments: number, perSegment: number, keySpace?: number): Promise<{ keys: string[]; merge: FormatRecord[] }>;
   /** Every record the segments `keys` hold, in order: for a compaction's outputs, the merge it published. */
   readRecords(store: ObjectStore, keys: readonly string[]): Promise<FormatRecord[]>;
+  /** Writes `records` (unique keys) as one input segment of `group` and lists it in the root, as the service's writer would; returns its key. */
+  writeRecords(store: ObjectStore, ns: string, group: string, records: readonly FormatRecord[]): Promise<string>;
 }
 
 const fromSegmentRecord = (r: SegmentRecord): FormatRecord => ({ key: r.key, seq: r.seq, value: 'tombstone' in r ? null : r.value });
@@ -51,6 +53,7 @@ export const referenceFormat: TestFormat = {
     return { keys: await writeInputs(store, ns, group, inputs), merge: referenceMerge(inputs).map(fromSegmentRecord) };
   },
   readRecords: async (store, keys) => (await readRecords(store, keys)).map(fromSegmentRecord),
+  writeRecords: (store, ns, group, records) => writeInputSegment(store, ns, group, records.map(toSegmentRecord)),
 };
 
 export const binaryFormat: TestFormat = {
@@ -70,6 +73,7 @@ export const binaryFormat: TestFormat = {
     for (const key of keys) records.push(...decodeBinarySegment((await store.get(key)).body));
     return records;
   },
+  writeRecords: async (store, ns, group, records) => (await writeBinaryInputs(store, ns, group, [records]))[0]!,
 };
 
 export const TEST_FORMATS: readonly TestFormat[] = [referenceFormat, binaryFormat];

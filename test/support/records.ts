@@ -1,4 +1,7 @@
 /** Test data for compactions: random input records and the reference merge they must compact to. */
+import { familyGroup, namespaceId } from '../../src/keys';
+import { readRoot } from '../../src/protocol';
+import { groupSegments, jsonRootCodec } from '../../src/root';
 import { readSegment, type SegmentRecord } from '../../src/segments';
 import type { ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
@@ -33,4 +36,24 @@ export async function readRecords(store: ObjectStore, keys: readonly string[]): 
   const out: SegmentRecord[] = [];
   for (const key of keys) for await (const r of readSegment(key, (await store.getStream(key)).body)) out.push(r);
   return out;
+}
+
+/**
+ * What a reader of a group sees, given its segments in the root's order: per key the record of the
+ * highest seq (a later segment on a tie), tombstones applied, as `key → value` sorted by key.
+ */
+export function readerView(segments: readonly (readonly SegmentRecord[])[]): Record<string, string> {
+  const newest = new Map<string, SegmentRecord>();
+  for (const records of segments) for (const r of records) if ((newest.get(r.key)?.seq ?? -1) <= r.seq) newest.set(r.key, r);
+  const view: Record<string, string> = {};
+  for (const r of [...newest.values()].sort((a, b) => (a.key < b.key ? -1 : 1))) if (!('tombstone' in r)) view[r.key] = r.value;
+  return view;
+}
+
+/** The reader's view of `group` in the root as it stands in `store`. */
+export async function readGroupView(store: ObjectStore, ns: string, group: string): Promise<Record<string, string>> {
+  const { root } = await readRoot(store, namespaceId(ns), jsonRootCodec);
+  const segments: SegmentRecord[][] = [];
+  for (const key of groupSegments(root, familyGroup(group))) segments.push(await readRecords(store, [key]));
+  return readerView(segments);
 }
