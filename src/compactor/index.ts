@@ -154,7 +154,8 @@ export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress
     typeof p === 'object' && p !== null &&
     p.version === PROGRESS_VERSION &&
     isCount(p.segmentsFinished) && isCount(p.tombstoneSegmentsFinished) && isCount(p.recordsOut) && isCount(p.bytesOut) &&
-    (p.lastKey === null ? p.segmentsFinished === 0 : typeof p.lastKey === 'string' && p.segmentsFinished > 0) &&
+    // A cut finishes an output, a tombstone segment or both: lastKey is set once either count is.
+    (p.lastKey === null ? p.segmentsFinished === 0 && p.tombstoneSegmentsFinished === 0 : typeof p.lastKey === 'string' && (p.segmentsFinished as number) + (p.tombstoneSegmentsFinished as number) > 0) &&
     (runs === undefined || (typeof runs === 'object' && runs !== null && isCount(runs.fanIn) && runs.fanIn >= 2 && Array.isArray(runs.parts) && runs.parts.every(isCount)));
   if (!fits) throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${PROGRESS_VERSION}`);
   return resume as CompactionProgress;

@@ -54,6 +54,11 @@ describe("the reference compactor's resume", () => {
     expect(resumeProgress(job, JSON.parse(JSON.stringify({ ...own, runs: { fanIn: 4, parts: [2, 3] } })))).toEqual({ ...own, runs: { fanIn: 4, parts: [2, 3] } });
   });
 
+  it('takes as its own the progress of a cut that finished only a tombstone segment: a position with no output yet', () => {
+    const tombstonesOnly: CompactionProgress = { ...NO_PROGRESS, tombstoneSegmentsFinished: 1, lastKey: 'inode/0' };
+    expect(resumeProgress(job, tombstonesOnly)).toBe(tombstonesOnly);
+  });
+
   it('is a non-retryable failure of type ProgressMismatch naming the job and the progress it was given', () => {
     let refused: unknown;
     try {
