@@ -87,9 +87,11 @@ const startOf = (bytes: Uint8Array): string => JSON.stringify(Buffer.from(bytes.
  * under a plug-in codec, or anything but `root.json` under the package's) are a mismatch; the rest is corruption.
  */
 function rootFormatMismatch(codec: RootCodec, bytes: Uint8Array, ns: NamespaceId): RootFormatMismatchError | undefined {
-  // A root.json cut short keeps its beginning: a prefix of the signature is ours too, damaged.
+  // An empty object is no format at all; a root.json cut short keeps its beginning, so a prefix of
+  // the signature is ours too, damaged.
+  if (bytes.length === 0) return undefined;
   const head = bytes.subarray(0, ROOT_JSON_START.length);
-  const isRootJson = head.length > 0 && ROOT_JSON_START.subarray(0, head.length).equals(head);
+  const isRootJson = ROOT_JSON_START.subarray(0, head.length).equals(head);
   if (codec === jsonRootCodec) return isRootJson ? undefined : new RootFormatMismatchError(rootKey(ns), "the package's root.json", `not a root.json (it starts ${startOf(bytes)})`);
   return isRootJson ? new RootFormatMismatchError(rootKey(ns), 'a plug-in root codec', "the package's root.json") : undefined;
 }

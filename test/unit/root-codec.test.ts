@@ -53,10 +53,11 @@ describe('a plug-in root codec', () => {
     expect((mismatch as Error).message).toMatch(/is the package's root\.json, not a root this worker's codec \(a plug-in root codec\) reads: check the worker's format module \(COMPACTION_FORMAT_MODULE/);
   });
 
-  it("a plug-in's root under the package's codec is a format mismatch that quotes how the bytes start; a damaged root.json is corruption", () => {
+  it("a plug-in's root under the package's codec is a format mismatch that quotes how the bytes start; an empty object or a damaged root.json is corruption", () => {
     expect(() => decodeRootWith(jsonRootCodec, new TextEncoder().encode('ACME1 generation=3'), ns)).toThrow(
       /it is not a root\.json \(it starts "ACME1 generation=3"\), not a root this worker's codec \(the package's root\.json\) reads/,
     );
+    expect(() => decodeRootWith(jsonRootCodec, new Uint8Array(), ns)).not.toThrow(RootFormatMismatchError);
     const damaged = encodeRoot(emptyRoot(ns)).slice(0, -5);
     expect(() => decodeRootWith(jsonRootCodec, damaged, ns)).toThrow(RootCorruptError);
     expect(() => decodeRootWith(jsonRootCodec, damaged, ns)).not.toThrow(RootFormatMismatchError);
