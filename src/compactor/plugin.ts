@@ -276,6 +276,7 @@ export interface CompactionAttempt<P> {
   /**
    * Records `progress` (when given) in the activity's heartbeat details, where a retried attempt
    * finds it as `resume`, and throws the cancellation when the job was cancelled (its lease lost).
+   * A bare `heartbeat()` only beats: the progress last recorded stays what a retry resumes from.
    * Call it after each finished output and every few thousand records. Progress must be plain JSON
    * of at most {@link MAX_PROGRESS_BYTES} (Temporal heartbeat details): a position, never the data.
    * Other progress throws {@link ProgressRefusedError}, which fails the job.

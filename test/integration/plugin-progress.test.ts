@@ -19,21 +19,32 @@ describe("a plug-in compactor's progress", () => {
   let worker: RunningWorker;
   let client: Client;
   let closeClient: () => Promise<void>;
-  /** Attempts the bulky compactor started, by namespace. */
+  /** Attempts the compactor started, by namespace. */
   const attempts = new Map<string, number>();
+  /** The `resume` each attempt was given, by namespace. */
+  const resumes = new Map<string, unknown[]>();
 
   beforeAll(async () => {
     fixture = await openTestStore('minio');
     store = fixture.store;
-    // The binary compactor, heartbeating what it has read as its progress: the data, not a position.
-    const bulky: Compactor = {
+    // The binary compactor, heartbeating what it has read as its progress (the data, not a position);
+    // in namespaces named `bare-…`, a first attempt that records a position, then beats bare, then dies.
+    const compactor: Compactor = {
       async compact(attempt) {
-        attempts.set(attempt.job.namespaceId, (attempts.get(attempt.job.namespaceId) ?? 0) + 1);
-        attempt.heartbeat({ seen: 'x'.repeat(100 * 1024) });
-        return (binaryCompactor as Compactor).compact(attempt);
+        const ns = attempt.job.namespaceId;
+        const attemptNo = (attempts.get(ns) ?? 0) + 1;
+        attempts.set(ns, attemptNo);
+        resumes.set(ns, [...(resumes.get(ns) ?? []), attempt.resume]);
+        if (!ns.startsWith('bare-')) attempt.heartbeat({ seen: 'x'.repeat(100 * 1024) });
+        else if (attemptNo === 1) {
+          attempt.heartbeat({ position: 1 });
+          attempt.heartbeat();
+          throw new Error('the first attempt dies after a bare heartbeat');
+        }
+        return (binaryCompactor as Compactor).compact({ ...attempt, resume: undefined });
       },
     };
-    worker = await startTestWorker(store, quickExpirySettings, undefined, undefined, { compactor: bulky, rootCodec: textRootCodec });
+    worker = await startTestWorker(store, quickExpirySettings, undefined, undefined, { compactor, rootCodec: textRootCodec });
     ({ client, close: closeClient } = await connectClient());
   });
   afterAll(async () => {
@@ -60,5 +71,13 @@ describe("a plug-in compactor's progress", () => {
     expect(attempts.get(ns)).toBe(1);
     expect((await store.get(rootKey(ns))).etag).toBe(rootBefore.etag);
     expect((await readRoot(store, ns, textRootCodec)).root.groups[group]).toEqual(inputs);
+  });
+
+  it('a bare heartbeat() keeps the progress last recorded: the retried attempt resumes from it', async () => {
+    const ns = namespaceId(uniqueId('bare').toLowerCase());
+    await writeBinaryInputs(store, ns, group, sampleBinaryInputs(2, 20));
+    const result = await (await startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue })).result();
+    expect(result.outcome).toBe('published');
+    expect(resumes.get(ns)).toEqual([undefined, { position: 1 }]);
   });
 });

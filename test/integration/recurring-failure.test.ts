@@ -68,17 +68,22 @@ describe('a compaction whose attempts keep failing', () => {
     const records = makeInputs(3, 300);
     await writeInputs(fixture.store, ns, 'inodes', records);
     let attempts = 0;
-    // Each of the first attempts writes one more output (heartbeated as progress), then fails on the next write.
+    // Each of the first attempts finishes one more cut (an output, and a tombstone segment when the cut
+    // held tombstones), heartbeats it as progress, then fails on its next write.
     const compactor: Compactor = {
       async compact(attempt) {
         const failing = ++attempts <= MAX_RECURRING_ATTEMPTS + 1;
-        let puts = 0;
+        let progressed = false;
         return referenceCompactor.compact({
           ...attempt,
+          heartbeat: (progress) => {
+            if (progress !== undefined) progressed = true;
+            attempt.heartbeat(progress);
+          },
           store: {
             ...attempt.store,
             put: async (key, body) => {
-              if (failing && ++puts === 2) throw new Error('socket hang up');
+              if (failing && progressed) throw new Error('socket hang up');
               return attempt.store.put(key, body);
             },
           },
