@@ -84,26 +84,34 @@ const LAST_MODIFIED_RESOLUTION_MS = 1000;
 const bytes = (text: string) => new TextEncoder().encode(text);
 const unquoted = (etag: string | undefined) => etag?.replace(/^W\//, '').replace(/"/g, '');
 
-/** Runs of the probe before a transient store error (a timeout, an unknown outcome) is thrown: each run is cheap, and a worker start should not fail on one slow request. */
-const PROBE_RUNS = 3;
+/** Runs of a start-up check before a transient store error (a timeout, an unknown outcome) is thrown: each run is cheap, and a worker start should not fail on one slow request. */
+const START_CHECK_RUNS = 3;
+
+/**
+ * Runs `check` again while it fails with a store error that is no evidence either way (unavailable,
+ * timed out, an unknown outcome), at most {@link START_CHECK_RUNS} times; a denial or any other error is thrown at once.
+ */
+export async function retryInconclusive<T>(check: () => Promise<T>): Promise<T> {
+  for (let run = 1; ; run++) {
+    try {
+      return await check();
+    } catch (err) {
+      const inconclusive = err instanceof AmbiguousError || err instanceof StoreUnavailableError || err instanceof ConflictError;
+      if (!inconclusive || run >= START_CHECK_RUNS) throw err;
+    }
+  }
+}
 
 /**
  * Checks every property of {@link STORE_PROPERTIES} and reports each, held or failed. A store error
- * that is no evidence either way (unavailable, timed out, an unknown outcome) runs the probe again
- * under fresh keys, at most {@link PROBE_RUNS} times, and is then thrown, as a denial is at once: the
- * properties are then unknown. Whatever happens, each run deletes what it wrote before it ends.
+ * that is no evidence either way runs the probe again under fresh keys ({@link retryInconclusive}),
+ * and is then thrown, as a denial is at once: the properties are then unknown. Whatever happens,
+ * each run deletes what it wrote before it ends.
  */
 export async function verifyStore(store: ObjectStore, options: VerifyStoreOptions): Promise<StoreCheck> {
   const started = performance.now();
-  for (let run = 1; ; run++) {
-    try {
-      const { properties, versioning } = await probeOnce(store, options);
-      return { store: store.description, properties, versioning, fit: properties.every((p) => p.outcome === 'held'), durationMs: Math.round(performance.now() - started) };
-    } catch (err) {
-      const transient = err instanceof AmbiguousError || err instanceof StoreUnavailableError || err instanceof ConflictError;
-      if (!transient || run >= PROBE_RUNS) throw err;
-    }
-  }
+  const { properties, versioning } = await retryInconclusive(() => probeOnce(store, options));
+  return { store: store.description, properties, versioning, fit: properties.every((p) => p.outcome === 'held'), durationMs: Math.round(performance.now() - started) };
 }
 
 async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promise<Pick<StoreCheck, 'properties' | 'versioning'>> {

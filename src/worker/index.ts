@@ -6,6 +6,7 @@ import { referenceCompactor, type Compactor } from '../compactor';
 import { jsonRootCodec, type RootCodec } from '../root';
 import { heartbeatEveryMs, SettingsError, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
 import { requireFitStore, verifyStore, type ObjectStore } from '../store';
+import { retryInconclusive } from '../store/probe';
 import { temporalTarget } from './connect';
 import { roleTaskQueueFromEnv } from './task-queue';
 
@@ -82,7 +83,8 @@ export const WORKFLOWS_PATH = join(__dirname, '..', 'workflows');
  * environment), and the store it writes to is logged once: an unset `COMPACTION_S3_BUCKET` means a local file.
  */
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
-  await options.store.verifyAccess();
+  // Its bucket check too is retried on an inconclusive answer: one slow HEAD under load is no verdict on the credentials.
+  await retryInconclusive(() => options.store.verifyAccess());
   // Before any activity can run: every lease and root write rests on the store honouring its conditions.
   if ((options.storeCheck ?? storeCheckFromEnv()) === 'run') {
     requireFitStore(await verifyStore(options.store, { clockSafetyMarginMs: options.settings.timing.clockSafetyMarginMs }));

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { SettingsError } from '../../src/config';
 import { STORE_PROBE_PREFIX } from '../../src/keys';
 import { createEmbeddedObjectStore, requireFitStore, StoreConfigError, STORE_PROPERTIES, StoreUnavailableError, StoreUnfitError, verifyStore, type ObjectStore } from '../../src/store';
+import { retryInconclusive } from '../../src/store/probe';
 import { storeCheckFromEnv } from '../../src/worker';
 
 const margin = { clockSafetyMarginMs: 2000 };
@@ -92,6 +93,23 @@ describe('verifyStore on a store that fails a request', () => {
     const denied = new StoreConfigError('IAM policy', 'access denied');
     await expect(verifyStore(failingCreates(store, 1, () => denied), margin)).rejects.toBe(denied);
     expect((await store.list({ prefix: STORE_PROBE_PREFIX })).objects).toEqual([]);
+  });
+});
+
+describe('start-up checks and an inconclusive store', () => {
+  it('a check that times out twice and then answers passes; a third timeout is thrown; a denial is thrown at once', async () => {
+    const failingTimes = (n: number, error: Error) => {
+      let calls = 0;
+      return { calls: () => calls, check: async () => (++calls <= n ? Promise.reject(error) : 'answered') };
+    };
+    const slow = failingTimes(2, new StoreUnavailableError('bucket', 'timeout'));
+    await expect(retryInconclusive(slow.check)).resolves.toBe('answered');
+    const down = failingTimes(3, new StoreUnavailableError('bucket', 'timeout'));
+    await expect(retryInconclusive(down.check)).rejects.toThrow(StoreUnavailableError);
+    expect(down.calls()).toBe(3);
+    const denied = failingTimes(1, new StoreConfigError('IAM policy', 'access denied'));
+    await expect(retryInconclusive(denied.check)).rejects.toThrow(StoreConfigError);
+    expect(denied.calls()).toBe(1);
   });
 });
 
