@@ -4,8 +4,8 @@
  * formats (support/formats.ts); a lost refresh response and bad input run on the reference.
  */
 import { S3Client } from '@aws-sdk/client-s3';
-import { ApplicationFailure, WorkflowFailedError, type Client } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
+import { describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import {
   familyGroup,
@@ -26,8 +26,8 @@ import { AmbiguousError, createS3ObjectStore, type ObjectStore } from '../../src
 import { gate, interceptStore, loseResponses, wrapStore } from '../support/faults';
 import { referenceFormat, TEST_FORMATS, type TestFormat } from '../support/formats';
 import { makeInputs, writeInputs } from '../support/records';
-import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
-import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId } from '../support/temporal';
+import { s3ClientConfig } from '../support/stores';
+import { expectReplays, startTestWorker, storeAndClient, testSettings, uniqueId } from '../support/temporal';
 
 const settings = testSettings(1000);
 const until = async (condition: () => Promise<boolean>, timeoutMs = 60_000) => {
@@ -40,22 +40,12 @@ const until = async (condition: () => Promise<boolean>, timeoutMs = 60_000) => {
 const isLeaseKey = (subject: unknown) => typeof subject === 'string' && parseCompactionKey(subject).kind === 'lease';
 
 describe('compaction workflow under faults', () => {
-  let fixture: TestStore;
-  let client: Client;
-  let closeClient: () => Promise<void>;
-  beforeAll(async () => {
-    fixture = await openTestStore('minio');
-    ({ client, close: closeClient } = await connectClient());
-  });
-  afterAll(async () => {
-    await closeClient?.();
-    await fixture?.store.close();
-  });
+  const servers = storeAndClient('minio');
 
   /** Runs one compaction of a fresh namespace on a worker over `store` with a format's plug-ins; returns the handle. */
   async function compactWith(store: ObjectStore, ns: string, plugins: TestFormat['plugins']) {
     const running = await startTestWorker(store, settings, undefined, undefined, plugins);
-    const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+    const handle = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
     return { handle, stop: running.stop };
   }
 
@@ -66,9 +56,9 @@ describe('compaction workflow under faults', () => {
 
     /** A compaction of two fresh input segments, held after its lease exists and before it reads: another writer acts meanwhile. */
     async function compactionHeldBeforeReading(ns: string) {
-      const { keys } = await format.writeInputs(fixture.store, ns, 'inodes', 2, 200);
+      const { keys } = await format.writeInputs(servers.fixture.store, ns, 'inodes', 2, 200);
       const held = gate();
-      const store = interceptStore(fixture.store, async (operation, subject) => {
+      const store = interceptStore(servers.fixture.store, async (operation, subject) => {
         if (readsInput(keys, operation, subject)) await held.wait;
       });
       const { handle, stop } = await compactWith(store, ns, format.plugins);
@@ -78,11 +68,11 @@ describe('compaction workflow under faults', () => {
 
     it('a job whose lease expired and was claimed reports fenced, publishes nothing, and runs again as a new job that publishes', async () => {
       const ns = uniqueId('fenced').toLowerCase();
-      const inputs = await format.writeInputs(fixture.store, ns, 'inodes', 3, 300);
+      const inputs = await format.writeInputs(servers.fixture.store, ns, 'inodes', 3, 300);
       const compactionHeld = gate();
       let firstJob: string | undefined;
       let blockRefreshes = true;
-      const store = interceptStore(fixture.store, async (operation, subject) => {
+      const store = interceptStore(servers.fixture.store, async (operation, subject) => {
         if (operation === 'putIfMatch' && isLeaseKey(subject) && blockRefreshes) throw new Error('store unreachable for the job');
         if (readsInput(inputs.keys, operation, subject) && !compactionHeld.opened) await compactionHeld.wait;
       });
@@ -90,14 +80,14 @@ describe('compaction workflow under faults', () => {
       const nsId = namespaceId(ns);
       await until(async () => {
         firstJob = (await handle.query<{ jobId?: string }>('leaseState')).jobId;
-        return firstJob !== undefined && (await fixture.store.list({ prefix: leaseKey(nsId, jobId(firstJob)) })).objects.length === 1;
+        return firstJob !== undefined && (await servers.fixture.store.list({ prefix: leaseKey(nsId, jobId(firstJob)) })).objects.length === 1;
       });
       const key = leaseKey(nsId, jobId(firstJob!));
-      await until(async () => !isLeaseLive(decodeLease((await fixture.store.get(key)).body, { namespaceId: nsId, jobId: jobId(firstJob!) }), Date.now(), settings.timing.leaseExpiryMs));
-      const expired = await fixture.store.get(key);
+      await until(async () => !isLeaseLive(decodeLease((await servers.fixture.store.get(key)).body, { namespaceId: nsId, jobId: jobId(firstJob!) }), Date.now(), settings.timing.leaseExpiryMs));
+      const expired = await servers.fixture.store.get(key);
       const lease = decodeLease(expired.body, { namespaceId: nsId, jobId: jobId(firstJob!) });
-      await fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), expired.etag);
-      const rootWhileFenced = await readRoot(fixture.store, nsId, format.plugins.rootCodec);
+      await servers.fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), expired.etag);
+      const rootWhileFenced = await readRoot(servers.fixture.store, nsId, format.plugins.rootCodec);
       blockRefreshes = false;
       compactionHeld.open();
 
@@ -106,27 +96,27 @@ describe('compaction workflow under faults', () => {
       expect(result.fencedJobIds).toEqual([firstJob]);
       expect(result.jobId).not.toBe(firstJob);
       expect(result.outcome).toBe('published');
-      const { root } = await readRoot(fixture.store, nsId, format.plugins.rootCodec);
+      const { root } = await readRoot(servers.fixture.store, nsId, format.plugins.rootCodec);
       expect(root.generation).toBe(rootWhileFenced.root.generation + 1);
       expect([...referencedKeys(root)].some((k) => k.includes(firstJob!))).toBe(false);
-      expect(await format.readRecords(fixture.store, result.outputs)).toEqual(inputs.merge);
-      await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
-      await expectReplays(client, handle.workflowId);
+      expect(await format.readRecords(servers.fixture.store, result.outputs)).toEqual(inputs.merge);
+      await expectReplays(servers.client, handle.workflowId, handle.firstExecutionRunId);
+      await expectReplays(servers.client, handle.workflowId);
     });
 
     it('a job whose lease create landed unseen and was claimed before the retry reports fenced and runs again as a new job that publishes', async () => {
       const ns = uniqueId('claimedcreate').toLowerCase();
-      const inputs = await format.writeInputs(fixture.store, ns, 'inodes', 2, 200);
+      const inputs = await format.writeInputs(servers.fixture.store, ns, 'inodes', 2, 200);
       let firstJob: string | undefined;
       // The first create lands, a collector claims it (as after expiry), and the job is told nothing certain.
-      const store = wrapStore(fixture.store, async (operation, args, call) => {
+      const store = wrapStore(servers.fixture.store, async (operation, args, call) => {
         const result = await call();
         if (operation === 'putIfAbsent' && isLeaseKey(args[0]) && firstJob === undefined) {
           const key = args[0] as string;
-          const landed = await fixture.store.get(key);
+          const landed = await servers.fixture.store.get(key);
           const lease = decodeLease(landed.body, parseCompactionKey(key) as { namespaceId: NamespaceId; jobId: MetadataCompactionId });
           firstJob = lease.job_id;
-          await fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), landed.etag);
+          await servers.fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), landed.etag);
           throw new AmbiguousError(key, 'response lost');
         }
         return result;
@@ -136,47 +126,47 @@ describe('compaction workflow under faults', () => {
       await stop();
       expect(result.fencedJobIds).toEqual([firstJob]);
       expect(result.outcome).toBe('published');
-      expect(await format.readRecords(fixture.store, result.outputs)).toEqual(inputs.merge);
-      expect((await fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map((o) => o.key)).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!))]);
-      await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
+      expect(await format.readRecords(servers.fixture.store, result.outputs)).toEqual(inputs.merge);
+      expect((await servers.fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map((o) => o.key)).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!))]);
+      await expectReplays(servers.client, handle.workflowId, handle.firstExecutionRunId);
     });
 
     it('inputs replaced by another writer before publication: abandoned, the root keeps the other writer', async () => {
       const ns = uniqueId('abandoned').toLowerCase();
       const { handle, stop, release } = await compactionHeldBeforeReading(ns);
       const replacement = inputSegmentKey(namespaceId(ns), newSegmentId(), format.extension);
-      await fixture.store.put(replacement, (await fixture.store.get((await readRoot(fixture.store, namespaceId(ns), format.plugins.rootCodec)).root.groups.inodes![0]!)).body);
-      const after = await updateRoot(fixture.store, namespaceId(ns), (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, inodes: [replacement] } }), format.plugins.rootCodec);
+      await servers.fixture.store.put(replacement, (await servers.fixture.store.get((await readRoot(servers.fixture.store, namespaceId(ns), format.plugins.rootCodec)).root.groups.inodes![0]!)).body);
+      const after = await updateRoot(servers.fixture.store, namespaceId(ns), (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, inodes: [replacement] } }), format.plugins.rootCodec);
       release();
       const result = await handle.result();
       await stop();
       expect(result.outcome).toBe('abandoned');
-      expect((await readRoot(fixture.store, namespaceId(ns), format.plugins.rootCodec)).root).toEqual(after);
-      await expectReplays(client, handle.workflowId);
+      expect((await readRoot(servers.fixture.store, namespaceId(ns), format.plugins.rootCodec)).root).toEqual(after);
+      await expectReplays(servers.client, handle.workflowId);
     });
 
     it('a segment added to the group during the compaction is kept beside the outputs and the tombstone segments', async () => {
       const ns = uniqueId('kept').toLowerCase();
       const { handle, stop, release } = await compactionHeldBeforeReading(ns);
-      const [added] = (await format.writeInputs(fixture.store, ns, 'inodes', 1, 10)).keys;
+      const [added] = (await format.writeInputs(servers.fixture.store, ns, 'inodes', 1, 10)).keys;
       release();
       const result = await handle.result();
       await stop();
       expect(result.outcome).toBe('published');
       // The added segment may hold an older version of a key the inputs deleted: their tombstones stay named (docs/protocol.md, the reader view).
       expect(result.tombstones.length).toBeGreaterThan(0);
-      expect((await readRoot(fixture.store, namespaceId(ns), format.plugins.rootCodec)).root.groups.inodes).toEqual([...result.outputs, ...result.tombstones, added]);
+      expect((await readRoot(servers.fixture.store, namespaceId(ns), format.plugins.rootCodec)).root.groups.inodes).toEqual([...result.outputs, ...result.tombstones, added]);
     });
   });
 
   it('a refresh whose response is lost is re-read and adopted: the job is not fenced', async () => {
     const ns = uniqueId('lost').toLowerCase();
     const inputs = makeInputs(3, 300);
-    await writeInputs(fixture.store, ns, 'inodes', inputs);
-    const client3 = new S3Client(s3ClientConfig(fixture.endpoint!));
+    await writeInputs(servers.fixture.store, ns, 'inodes', inputs);
+    const client3 = new S3Client(s3ClientConfig(servers.fixture.endpoint!));
     let budget = 3;
     const lost = loseResponses(client3, (command, input) => command === 'PutObjectCommand' && input.IfMatch !== undefined && isLeaseKey(input.Key) && budget-- > 0);
-    const slow = interceptStore(createS3ObjectStore({ bucket: fixture.bucket!, client: client3 }), async (operation) => {
+    const slow = interceptStore(createS3ObjectStore({ bucket: servers.fixture.bucket!, client: client3 }), async (operation) => {
       // Long enough for several refreshes while the work runs.
       if (operation === 'getStream') await new Promise((r) => setTimeout(r, 4 * settings.timing.leaseRefreshIntervalMs));
     });
@@ -186,13 +176,13 @@ describe('compaction workflow under faults', () => {
     expect(lost.dropped).toBeGreaterThan(0);
     expect(result.outcome).toBe('published');
     expect(result.fencedJobIds).toEqual([]);
-    await expectReplays(client, handle.workflowId);
+    await expectReplays(servers.client, handle.workflowId);
   });
 
   it('bad input fails with a typed failure and writes no lease: invalid namespace, missing root, corrupt input segment', async () => {
-    const running = await startTestWorker(fixture.store, settings);
+    const running = await startTestWorker(servers.fixture.store, settings);
     const failureType = async (args: { namespaceId: string; group: string }) => {
-      const handle = await client.workflow.start('compactionWorkflow', { taskQueue: running.taskQueue, workflowId: uniqueId('bad'), args: [args] });
+      const handle = await servers.client.workflow.start('compactionWorkflow', { taskQueue: running.taskQueue, workflowId: uniqueId('bad'), args: [args] });
       const err = await handle.result().then(() => undefined, (e: unknown) => e);
       expect(err).toBeInstanceOf(WorkflowFailedError);
       const cause = (err as WorkflowFailedError).cause;
@@ -202,16 +192,16 @@ describe('compaction workflow under faults', () => {
     expect(await failureType({ namespaceId: 'ok', group: 'UPPER' })).toBe('InvalidInput');
     const missing = uniqueId('noroot').toLowerCase();
     expect(await failureType({ namespaceId: missing, group: 'inodes' })).toBe('RootMissing');
-    expect((await fixture.store.list({ prefix: `namespaces/${missing}/` })).objects).toEqual([]);
+    expect((await servers.fixture.store.list({ prefix: `namespaces/${missing}/` })).objects).toEqual([]);
 
     const corrupt = uniqueId('corrupt').toLowerCase();
-    const [good] = await writeInputs(fixture.store, corrupt, 'inodes', makeInputs(1, 50));
+    const [good] = await writeInputs(servers.fixture.store, corrupt, 'inodes', makeInputs(1, 50));
     const bad = inputSegmentKey(namespaceId(corrupt), newSegmentId(), 'mseg');
-    await fixture.store.put(bad, new TextEncoder().encode('not a segment'));
-    await updateRoot(fixture.store, namespaceId(corrupt), (root) => addSegments(root, familyGroup('inodes'), [bad]), jsonRootCodec);
-    const before = await readRoot(fixture.store, namespaceId(corrupt), jsonRootCodec);
+    await servers.fixture.store.put(bad, new TextEncoder().encode('not a segment'));
+    await updateRoot(servers.fixture.store, namespaceId(corrupt), (root) => addSegments(root, familyGroup('inodes'), [bad]), jsonRootCodec);
+    const before = await readRoot(servers.fixture.store, namespaceId(corrupt), jsonRootCodec);
     expect(await failureType({ namespaceId: corrupt, group: 'inodes' })).toBe('SegmentCorrupt');
-    expect((await readRoot(fixture.store, namespaceId(corrupt), jsonRootCodec)).root).toEqual(before.root);
+    expect((await readRoot(servers.fixture.store, namespaceId(corrupt), jsonRootCodec)).root).toEqual(before.root);
     expect(before.root.groups.inodes).toEqual([good, bad]);
     await running.stop();
   });

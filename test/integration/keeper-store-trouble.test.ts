@@ -8,14 +8,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import { parseCompactionKey } from '../../src/keys';
 import { StoreUnavailableError, type ObjectStore } from '../../src/store';
 import { gate, wrapStore } from '../support/faults';
 import { makeInputs, writeInputs } from '../support/records';
-import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId } from '../support/temporal';
+import { expectReplays, startTestWorker, storeAndClient, testSettings, uniqueId } from '../support/temporal';
 
 // A 1.5 s heartbeat timeout against backoffs of 1, 2 and 4 s: a keeper silent while it backs off times out.
 const settings = testSettings(2000, { heartbeatTimeoutMs: 1500 });
@@ -36,23 +35,13 @@ async function compactionAttempts(client: Client, workflowId: string, runId: str
 }
 
 describe('a lease keeper while its refreshes fail', () => {
-  let fixture: TestStore;
-  let client: Client;
-  let closeClient: () => Promise<void>;
-  beforeAll(async () => {
-    fixture = await openTestStore('embedded');
-    ({ client, close: closeClient } = await connectClient());
-  });
-  afterAll(async () => {
-    await closeClient?.();
-    await fixture?.store.close();
-  });
+  const servers = storeAndClient('embedded');
 
   /** Compacts group `inodes` of `ns` on a worker over `store`, following continue-as-new, and expects it published. */
   async function publishThrough(store: ObjectStore, ns: string) {
     const running = await startTestWorker(store, settings);
     try {
-      const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+      const handle = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
       const result = await handle.result();
       expect(result.outcome).toBe('published');
       return { handle, result };
@@ -63,11 +52,11 @@ describe('a lease keeper while its refreshes fail', () => {
 
   it('keeps its attempt alive through refreshes failing for over three heartbeat timeouts, and the job publishes on its first attempt', async () => {
     const ns = uniqueId('trouble').toLowerCase();
-    await writeInputs(fixture.store, ns, 'inodes', makeInputs(2, 100));
+    await writeInputs(servers.fixture.store, ns, 'inodes', makeInputs(2, 100));
     let failingSince: number | undefined;
     let failed = 0;
     const work = gate();
-    const store = wrapStore(fixture.store, async (operation, args, call) => {
+    const store = wrapStore(servers.fixture.store, async (operation, args, call) => {
       if (operation === 'getStream') await work.wait;
       if (isLeaseWrite(operation, args[0])) {
         failingSince ??= Date.now();
@@ -84,18 +73,18 @@ describe('a lease keeper while its refreshes fail', () => {
     });
     const { handle } = await publishThrough(store, ns);
     expect(failed).toBeGreaterThanOrEqual(3);
-    const attempts = await compactionAttempts(client, handle.workflowId, handle.firstExecutionRunId);
+    const attempts = await compactionAttempts(servers.client, handle.workflowId, handle.firstExecutionRunId);
     expect(attempts.timedOut).toBe(0);
     expect(attempts.startedAttempts.every((attempt) => attempt === 1)).toBe(true);
-    await expectReplays(client, handle.workflowId);
+    await expectReplays(servers.client, handle.workflowId);
   });
 
   it('whose refreshes fail until the lease would expire ends its attempt as a lost lease, not a timeout, and the workflow publishes as a new job', async () => {
     const ns = uniqueId('expiring').toLowerCase();
-    await writeInputs(fixture.store, ns, 'inodes', makeInputs(2, 100));
+    await writeInputs(servers.fixture.store, ns, 'inodes', makeInputs(2, 100));
     let firstLease: string | undefined;
     let failingSince: number | undefined;
-    const store = wrapStore(fixture.store, async (operation, args, call) => {
+    const store = wrapStore(servers.fixture.store, async (operation, args, call) => {
       const key = args[0];
       if (operation === 'putIfAbsent' && typeof key === 'string' && parseCompactionKey(key).kind === 'lease') firstLease ??= key;
       // The first job's work waits until its lease has gone unrefreshed past its expiry; the next job's does not.
@@ -109,9 +98,9 @@ describe('a lease keeper while its refreshes fail', () => {
     const { handle, result } = await publishThrough(store, ns);
     expect(result.fencedJobIds).toHaveLength(1);
     expect(firstLease).toContain(result.fencedJobIds[0]);
-    const first = await compactionAttempts(client, handle.workflowId, handle.firstExecutionRunId);
+    const first = await compactionAttempts(servers.client, handle.workflowId, handle.firstExecutionRunId);
     expect(first.timedOut).toBe(0);
     expect(first.failureTypes).toEqual(['LeaseLost']);
-    await expectReplays(client, handle.workflowId, handle.firstExecutionRunId);
+    await expectReplays(servers.client, handle.workflowId, handle.firstExecutionRunId);
   });
 });

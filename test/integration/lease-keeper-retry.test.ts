@@ -5,14 +5,12 @@
  * refreshes at once for the same reason (compaction-kill.test.ts). Through a real
  * `compactionWorkflow` on Temporal and MinIO; the heartbeats are read off the lease writes.
  */
-import type { Client } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import { parseCompactionKey } from '../../src/keys';
 import { gate, wrapStore } from '../support/faults';
 import { makeInputs, writeInputs } from '../support/records';
-import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId } from '../support/temporal';
+import { expectReplays, startTestWorker, storeAndClient, testSettings, uniqueId } from '../support/temporal';
 
 // A 3 s interval against Temporal's 1 s retry delay: an immediate refresh and one a full interval late are seconds apart.
 // The heartbeat timeout is long enough that the held compaction is not timed out meanwhile.
@@ -20,26 +18,16 @@ const settings = testSettings(3000, { heartbeatTimeoutMs: 15_000 });
 const interval = settings.timing.leaseRefreshIntervalMs;
 
 describe('a retried lease keeper', () => {
-  let fixture: TestStore;
-  let client: Client;
-  let closeClient: () => Promise<void>;
-  beforeAll(async () => {
-    fixture = await openTestStore('minio');
-    ({ client, close: closeClient } = await connectClient());
-  });
-  afterAll(async () => {
-    await closeClient?.();
-    await fixture?.store.close();
-  });
+  const servers = storeAndClient('minio');
 
   it('whose refresh failed just before it was sent refreshes again after the first backoff: the lease goes about one interval unrefreshed, not two', async () => {
     const ns = uniqueId('keeper').toLowerCase();
-    await writeInputs(fixture.store, ns, 'inodes', makeInputs(2, 100));
+    await writeInputs(servers.fixture.store, ns, 'inodes', makeInputs(2, 100));
     /** heartbeat_at_ms of every lease write that landed, in order; the failed refresh is marked by its position. */
     const heartbeats: number[] = [];
     let failedAfter: number | undefined;
     const work = gate();
-    const store = wrapStore(fixture.store, async (operation, args, call) => {
+    const store = wrapStore(servers.fixture.store, async (operation, args, call) => {
       const key = args[0];
       const leaseWrite = (operation === 'putIfMatch' || operation === 'putIfAbsent') && typeof key === 'string' && parseCompactionKey(key).kind === 'lease';
       if (operation === 'getStream') await work.wait;
@@ -58,10 +46,10 @@ describe('a retried lease keeper', () => {
     });
     const running = await startTestWorker(store, settings);
     try {
-      const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+      const handle = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
       const result = await handle.result();
       expect(result.outcome).toBe('published');
-      await expectReplays(client, handle.workflowId);
+      await expectReplays(servers.client, handle.workflowId);
     } finally {
       await running.stop();
     }

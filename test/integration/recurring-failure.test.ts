@@ -6,34 +6,22 @@
  * `compactionWorkflow` on the dev server and MinIO, the reference compactor behind a test wrapper
  * that injects the errors.
  */
-import type { Client } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import { MAX_RECURRING_ATTEMPTS, referenceCompactor, type Compactor } from '../../src/compactor';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
-import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, expectReplays, failureOf, startTestWorker, testSettings, uniqueId } from '../support/temporal';
+import { expectReplays, failureOf, startTestWorker, storeAndClient, testSettings, uniqueId } from '../support/temporal';
 
 const settings = testSettings(1000);
 const POISON = 'RangeError: record "k00000007" is 9000001 bytes as a line, more than a segment allows (8388608)';
 
 describe('a compaction whose attempts keep failing', () => {
-  let fixture: TestStore;
-  let client: Client;
-  let closeClient: () => Promise<void>;
-  beforeAll(async () => {
-    fixture = await openTestStore('minio');
-    ({ client, close: closeClient } = await connectClient());
-  });
-  afterAll(async () => {
-    await closeClient?.();
-    await fixture?.store.close();
-  });
+  const servers = storeAndClient('minio');
 
   it(`ends after ${MAX_RECURRING_ATTEMPTS} attempts failing alike without progress, with RecurringFailure naming the record; the next job publishes once it is fixed`, async () => {
     const ns = uniqueId('poison').toLowerCase();
     const records = makeInputs(3, 200);
-    await writeInputs(fixture.store, ns, 'inodes', records);
+    await writeInputs(servers.fixture.store, ns, 'inodes', records);
     let poisoned = true;
     let attempts = 0;
     const compactor: Compactor = {
@@ -43,21 +31,21 @@ describe('a compaction whose attempts keep failing', () => {
         return referenceCompactor.compact(attempt);
       },
     };
-    const running = await startTestWorker(fixture.store, settings, undefined, undefined, { compactor });
+    const running = await startTestWorker(servers.fixture.store, settings, undefined, undefined, { compactor });
     try {
-      const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+      const handle = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
       const cause = await failureOf(handle.result());
       expect(cause.type).toBe('RecurringFailure');
       expect(cause.message).toContain(`failed ${MAX_RECURRING_ATTEMPTS} attempts in a row`);
       expect(cause.message).toContain(POISON);
       expect(attempts).toBe(MAX_RECURRING_ATTEMPTS);
-      await expectReplays(client, handle.workflowId);
+      await expectReplays(servers.client, handle.workflowId);
 
       poisoned = false;
-      const next = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+      const next = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
       const result = await next.result();
       expect(result.outcome).toBe('published');
-      expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(records));
+      expect(await readRecords(servers.fixture.store, result.outputs)).toEqual(referenceMerge(records));
     } finally {
       await running.stop();
     }
@@ -66,7 +54,7 @@ describe('a compaction whose attempts keep failing', () => {
   it(`goes on while each attempt makes progress, however often the same error ends one (${MAX_RECURRING_ATTEMPTS + 1} in a row here)`, async () => {
     const ns = uniqueId('progressing').toLowerCase();
     const records = makeInputs(3, 300);
-    await writeInputs(fixture.store, ns, 'inodes', records);
+    await writeInputs(servers.fixture.store, ns, 'inodes', records);
     let attempts = 0;
     // Each of the first attempts finishes one more cut (an output, and a tombstone segment when the cut
     // held tombstones), heartbeats it as progress, then fails on its next write.
@@ -90,13 +78,13 @@ describe('a compaction whose attempts keep failing', () => {
         });
       },
     };
-    const running = await startTestWorker(fixture.store, settings, undefined, undefined, { compactor });
+    const running = await startTestWorker(servers.fixture.store, settings, undefined, undefined, { compactor });
     try {
-      const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+      const handle = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
       const result = await handle.result();
       expect(result.outcome).toBe('published');
       expect(attempts).toBe(MAX_RECURRING_ATTEMPTS + 2);
-      expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(records));
+      expect(await readRecords(servers.fixture.store, result.outputs)).toEqual(referenceMerge(records));
     } finally {
       await running.stop();
     }

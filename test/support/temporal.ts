@@ -2,12 +2,12 @@
 import { S3Client } from '@aws-sdk/client-s3';
 import { ApplicationFailure, Client, Connection, WorkflowFailedError } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
-import { expect, inject } from 'vitest';
+import { afterAll, beforeAll, expect, inject } from 'vitest';
 import { resolveSettings, shrunkTiming, type CompactionSettings } from '../../src/config';
 import { createS3ObjectStore, type ObjectStore } from '../../src/store';
 import { createWorker, WORKFLOWS_PATH, type CreateWorkerOptions } from '../../src/worker';
 import { startS3FaultProxy, type S3Exchange, type S3FaultProxy } from './s3-fault-proxy';
-import { openTestStore, s3ClientConfig, type TestStore } from './stores';
+import { openTestStore, s3ClientConfig, type StoreKind, type TestStore } from './stores';
 
 // Worker state changes at INFO drown test output; warnings and errors still show.
 Runtime.install({ logger: new DefaultLogger('WARN') });
@@ -19,6 +19,27 @@ export const uniqueId = (prefix: string) => `${prefix}-${process.pid}-${Date.now
 export async function connectClient(address = inject('temporalAddress')): Promise<{ client: Client; close: () => Promise<void> }> {
   const connection = await Connection.connect({ address });
   return { client: new Client({ connection }), close: () => connection.close() };
+}
+
+/** A test store of `kind` and a Temporal client for one describe block: opened before its tests, closed after them. */
+export function storeAndClient(kind: StoreKind): { readonly fixture: TestStore; readonly client: Client } {
+  const opened: { fixture?: TestStore; client?: Client; close?: () => Promise<void> } = {};
+  beforeAll(async () => {
+    opened.fixture = await openTestStore(kind);
+    ({ client: opened.client, close: opened.close } = await connectClient());
+  });
+  afterAll(async () => {
+    await opened.close?.();
+    await opened.fixture?.store.close();
+  });
+  return {
+    get fixture() {
+      return opened.fixture as TestStore;
+    },
+    get client() {
+      return opened.client as Client;
+    },
+  };
 }
 
 /** Settings at shrunk timings: a lease refresh every `unitMs`, everything else scaled to keep the invariants. */
