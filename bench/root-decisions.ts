@@ -12,7 +12,8 @@
  */
 import { cpus, loadavg } from 'node:os';
 import { familyGroup, inputSegmentKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../src/keys';
-import { decideSegment, isRetainedByRoot, type RetiredRules } from '../src/protocol/retired';
+import { decideSegment, isRetainedByRoot } from '../src/protocol/retired';
+import type { RetiredRules } from '../src/protocol/rules';
 import { decodeRoot, encodeRoot, planPublication, type RootState } from '../src/root';
 
 const option = (name: string, fallback: number): number => {

@@ -1,13 +1,83 @@
 /**
- * The base of the package's typed errors. Each class decides, next to its definition, the stable
- * `type` of the Temporal failure it becomes and whether retrying can help; both are abstract, so a
- * new error class cannot be added without deciding them. src/activities/failures translates.
+ * Every failure type the package's errors become, and whether retrying can help: the one place a
+ * type's retryability is decided. The rule: corruption, invalid input, broken configuration and a
+ * plug-in's or the plan's bug are final (no retry can fix them); a store's transient answer, a lost
+ * race and an idempotent step that failed are retryable. A type is a stable string that retry
+ * policies, operators and callers name: its error class's name without `Error`, except where several
+ * classes share one (`InvalidInput`, `InvalidSettings`). Pure and import-free, so workflows import it.
+ */
+export const FAILURE_TYPES = {
+  // Stores: transient, or a race the caller re-reads after.
+  NotFound: 'retryable',
+  PreconditionFailed: 'retryable',
+  Conflict: 'retryable',
+  Ambiguous: 'retryable',
+  StoreUnavailable: 'retryable',
+  ObjectChanged: 'retryable',
+  ObjectTooLarge: 'retryable',
+  RangeNotSatisfiable: 'retryable',
+  StoreConfig: 'final',
+  StoreUnfit: 'final',
+  // Leases and roots.
+  LeaseLost: 'final',
+  LeaseCorrupt: 'final',
+  LeaseTransition: 'retryable',
+  JobIdCollision: 'final',
+  RootCorrupt: 'final',
+  RootFormatMismatch: 'final',
+  RootMissing: 'final',
+  RootTooLarge: 'final',
+  PublicationBudgetExceeded: 'retryable',
+  EmptyCompaction: 'final',
+  // Inputs, segments and writers.
+  SegmentCorrupt: 'final',
+  InputMissing: 'final',
+  InputTooLarge: 'final',
+  InputChanged: 'final',
+  InvalidInput: 'final',
+  WriterBudgetExceeded: 'final',
+  // Compactor plug-ins and their progress.
+  OutsideJobPrefix: 'final',
+  WriteAfterAttempt: 'final',
+  OutputMissing: 'final',
+  ProgressRefused: 'final',
+  ProgressMismatch: 'final',
+  RecurringFailure: 'final',
+  FormatModule: 'final',
+  FormatCheck: 'final',
+  // The collector.
+  DeleteFailed: 'retryable',
+  PlanOutOfStep: 'final',
+  // Configuration.
+  TimingConfig: 'final',
+  InvalidSettings: 'final',
+} as const satisfies Record<string, 'retryable' | 'final'>;
+
+export type FailureType = keyof typeof FAILURE_TYPES;
+
+/** The failure types no retry can fix, for the activities' retry policies: derived from {@link FAILURE_TYPES}. */
+export const NON_RETRYABLE_FAILURE_TYPES: readonly FailureType[] = Object.freeze(
+  (Object.keys(FAILURE_TYPES) as FailureType[]).filter((type) => FAILURE_TYPES[type] === 'final'),
+);
+
+/**
+ * The base of the package's typed errors. A class names its failure type (abstract, so a new class
+ * cannot be added without one); its retryability is its type's ({@link FAILURE_TYPES}) and its
+ * `name` its class's. src/activities/failures translates them into Temporal failures.
  */
 export abstract class TypedError extends Error {
   /** The Temporal failure's `type`: what retry policies, operators and callers name. */
-  abstract readonly failureType: string;
+  abstract readonly failureType: FailureType;
+
+  constructor(message?: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+
   /** False for corruption, invalid input and broken configuration: no retry can fix those. */
-  abstract readonly retryable: boolean;
+  get retryable(): boolean {
+    return FAILURE_TYPES[this.failureType] === 'retryable';
+  }
 }
 
 /** The first line of an error's message: failures and CLI lines are one line, and V8's and gRPC's messages can span several. */

@@ -1,42 +1,10 @@
 /**
  * Translation of the package's typed errors into Temporal failures with a stable `type`, so retry
- * policies and operators can name them. Each error class decides its type and whether it is
- * retryable ({@link TypedError}); an error of no such class stays retryable, typed by its name.
+ * policies and operators can name them. Each error class names its type, whose retryability
+ * `FAILURE_TYPES` in src/errors decides; an error of no such class stays retryable, typed by its name.
  */
 import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
 import { bounded, MESSAGE_LIMIT, TypedError } from '../errors';
-
-/**
- * The failure types of the non-retryable error classes, for the workflows' retry policies (which
- * cannot import the classes). test/unit/failures.test.ts holds this list to the classes' own decisions.
- */
-export const NON_RETRYABLE_TYPES = [
-  'LeaseLost',
-  'LeaseCorrupt',
-  'RootCorrupt',
-  'RootFormatMismatch',
-  'RootMissing',
-  'RootTooLarge',
-  'SegmentCorrupt',
-  'InputMissing',
-  'InputTooLarge',
-  'InvalidInput',
-  'JobIdCollision',
-  'StoreConfig',
-  'StoreUnfit',
-  'TimingConfig',
-  'InvalidSettings',
-  'PlanOutOfStep',
-  'OutsideJobPrefix',
-  'ProgressRefused',
-  'ProgressMismatch',
-  'InputChanged',
-  'RecurringFailure',
-  'WriterBudgetExceeded',
-  'WriteAfterAttempt',
-  'OutputMissing',
-  'EmptyCompaction',
-] as const;
 
 /**
  * A typed error becomes a failure of its own type and retryability; other errors stay retryable,

@@ -10,9 +10,7 @@ import type { StagedStore } from './plugin';
 
 /** An input the root names is not in the store (deleted, or a lost write of the metadata service). */
 export class InputMissingError extends TypedError {
-  override readonly name = 'InputMissingError';
   readonly failureType = 'InputMissing';
-  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly group: string,
@@ -23,9 +21,7 @@ export class InputMissingError extends TypedError {
 
 /** An input larger than `COMPACTION_MAX_INPUT_SEGMENT_BYTES`: refused from its size alone, before a byte of it is read. */
 export class InputTooLargeError extends TypedError {
-  override readonly name = 'InputTooLargeError';
   readonly failureType = 'InputTooLarge';
-  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly size: number,
@@ -37,9 +33,7 @@ export class InputTooLargeError extends TypedError {
 
 /** The group lists one segment more than once: merging it twice is harmless, but a root that does so was written wrongly. */
 export class DuplicateInputError extends TypedError {
-  override readonly name = 'DuplicateInputError';
   readonly failureType = 'InvalidInput';
-  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly group: string,
@@ -55,9 +49,7 @@ export class DuplicateInputError extends TypedError {
  * mix of both versions; the next job reads the group again and starts over.
  */
 export class InputChangedError extends TypedError {
-  override readonly name = 'InputChangedError';
   readonly failureType = 'InputChanged';
-  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly group: string,

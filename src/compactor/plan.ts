@@ -16,9 +16,7 @@ export interface MergePlan {
 
 /** The fan-in is out of range; a merge of fewer than two sources at a time never shrinks the group. */
 export class FanInError extends TypedError {
-  override readonly name = 'FanInError';
   readonly failureType = 'InvalidSettings';
-  readonly retryable = false;
 }
 
 /**

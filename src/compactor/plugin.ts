@@ -43,7 +43,6 @@ export function stagedOutputKey(job: JobRef, name: string, extension: string): s
 
 /** A compactor broke a rule the worker enforces on it, with `key`: a plug-in's bug, which no retry fixes. */
 abstract class CompactorRuleError extends TypedError {
-  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly job: JobRef,
@@ -56,7 +55,6 @@ abstract class CompactorRuleError extends TypedError {
 
 /** A compactor wrote, or returned as output, a key that is not a staged segment of its own job. */
 export class OutsideJobPrefixError extends CompactorRuleError {
-  override readonly name = 'OutsideJobPrefixError';
   readonly failureType = 'OutsideJobPrefix';
   constructor(key: string, job: JobRef) {
     super(key, job, 'used KEY, which is not a staged segment key of its job', 'name every output with stagedOutputKey(job, name, extension)');
@@ -65,7 +63,6 @@ export class OutsideJobPrefixError extends CompactorRuleError {
 
 /** A compactor wrote after its attempt had returned: publication may already trust that attempt's outputs, so nothing may change under them. */
 export class WriteAfterAttemptError extends CompactorRuleError {
-  override readonly name = 'WriteAfterAttemptError';
   readonly failureType = 'WriteAfterAttempt';
   constructor(key: string, job: JobRef) {
     super(key, job, 'wrote KEY after its attempt had returned', 'await every put before compact() returns or throws');
@@ -74,7 +71,6 @@ export class WriteAfterAttemptError extends CompactorRuleError {
 
 /** A compactor returned an output that is not in the store: publication would name a missing key. */
 export class OutputMissingError extends CompactorRuleError {
-  override readonly name = 'OutputMissingError';
   readonly failureType = 'OutputMissing';
   constructor(key: string, job: JobRef) {
     super(key, job, 'returned KEY as an output, which is not in the store', 'write (and await) every output before returning it');
@@ -164,9 +160,7 @@ export const MAX_PROGRESS_BYTES = 64 * 1024;
 
 /** A compactor heartbeated progress that cannot travel in heartbeat details: larger than {@link MAX_PROGRESS_BYTES}, or not JSON. */
 export class ProgressRefusedError extends TypedError {
-  override readonly name = 'ProgressRefusedError';
   readonly failureType = 'ProgressRefused';
-  readonly retryable = false;
   constructor(
     readonly job: JobRef,
     reason: string,
@@ -182,9 +176,7 @@ export class ProgressRefusedError extends TypedError {
  * mean "nothing left to do" and publish an empty group; the next job starts over.
  */
 export class ProgressMismatchError extends TypedError {
-  override readonly name = 'ProgressMismatchError';
   readonly failureType = 'ProgressMismatch';
-  readonly retryable = false;
   constructor(
     readonly job: JobRef,
     resume: unknown,

@@ -26,9 +26,7 @@ export const nextStreak = (previous: FailureStreak | undefined, error: string): 
 
 /** The same error ended {@link MAX_RECURRING_ATTEMPTS} attempts in a row without progress: retrying cannot help. */
 export class RecurringFailureError extends TypedError {
-  override readonly name = 'RecurringFailureError';
   readonly failureType = 'RecurringFailure';
-  readonly retryable = false;
   constructor(
     readonly job: JobRef,
     readonly streak: FailureStreak,

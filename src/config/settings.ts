@@ -7,9 +7,7 @@ import { KEEPER_RETRY_DELAY_MS, minimumLeaseExpiryMs, resolveTiming, TIMING_ENV,
 
 /** A worker setting is out of range; the message names it. */
 export class SettingsError extends TypedError {
-  override readonly name = 'SettingsError';
   readonly failureType = 'InvalidSettings';
-  readonly retryable = false;
 }
 
 export interface CompactionSettings {

@@ -43,9 +43,7 @@ export interface Timing {
 
 /** Thrown at start-up when timings break an invariant; the message names the settings. */
 export class TimingConfigError extends TypedError {
-  override readonly name = 'TimingConfigError';
   readonly failureType = 'TimingConfig';
-  readonly retryable = false;
 }
 
 const ms = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);

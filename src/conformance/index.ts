@@ -33,9 +33,7 @@ export interface FormatUnderTest {
 
 /** A check the format failed: which one, what was seen, and what the plug-in must do instead. */
 export class FormatCheckError extends TypedError {
-  override readonly name = 'FormatCheckError';
-  readonly failureType = 'FormatCheckFailed';
-  readonly retryable = false;
+  readonly failureType = 'FormatCheck';
   constructor(
     readonly check: string,
     reason: string,

@@ -19,9 +19,7 @@ export type FamilyGroup = Brand<string, 'FamilyGroup'>;
 
 /** An id or key that is not of the grammar; `subject` names what was being parsed. */
 export class InvalidKeyError extends TypedError {
-  override readonly name = 'InvalidKeyError';
   readonly failureType = 'InvalidInput';
-  readonly retryable = false;
   constructor(
     readonly subject: string,
     readonly value: string,

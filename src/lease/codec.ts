@@ -12,9 +12,7 @@ export const MAX_LEASE_BYTES = 64 * 1024;
 
 /** The lease at `key` does not decode, or names another job or namespace than its key. */
 export class LeaseCorruptError extends TypedError {
-  override readonly name = 'LeaseCorruptError';
   readonly failureType = 'LeaseCorrupt';
-  readonly retryable = false;
   /** What is wrong, {@link bounded}: a lease's bytes are anyone's, and the reason travels in survey results and reports. */
   readonly reason: string;
   constructor(

@@ -26,9 +26,7 @@ export interface LeaseState {
 
 /** A transition the protocol forbids (e.g. refreshing a `reaping` lease, a heartbeat that does not increase). */
 export class LeaseTransitionError extends TypedError {
-  override readonly name = 'LeaseTransitionError';
-  readonly failureType = 'LeaseTransitionError';
-  readonly retryable = true;
+  readonly failureType = 'LeaseTransition';
 }
 
 /** The lease a job creates before its first output object: started and heartbeat are the same clock reading. */

@@ -14,30 +14,9 @@ import { inBatches } from '../store/batches';
 import type { ChildrenPage, ExpiredLease, PrefixOwner, ReclaimPosition, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
 import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './collector-report';
 import type { RetiredPosition, RetiredReclaimOutcome } from './retired-reclaim';
+import type { PassRules } from './rules';
 
-/** Everything a pass decides by; fixed when the pass starts and carried in its input, never read from a worker. */
-export interface PassRules {
-  /** The pass's clock: every expiry and age decision of the pass uses it. */
-  readonly nowMs: number;
-  /** An `active` lease whose heartbeat is older than this at `nowMs` is expired. */
-  readonly leaseExpiryMs: number;
-  /** A staged segment younger than this at `nowMs` is retained: its job may still publish it. */
-  readonly stagingGraceMs: number;
-  /** A retired segment stays this long after its `retired_at_ms`, for readers of older roots (spec 6a). */
-  readonly readerGraceMs: number;
-  /** An input segment the root neither names nor retires (a lost write) goes once its `LastModified` is this old (spec 6a.4); longer than any writer's budget. */
-  readonly lostWriteGraceMs: number;
-  /** Plan and report every claim and deletion, execute none. */
-  readonly dryRun: boolean;
-  /** Job prefixes per listing page; a run may continue as new between pages. */
-  readonly prefixesPerPage: number;
-  /** Job prefixes of a page claimed and reclaimed at once. */
-  readonly prefixConcurrency: number;
-  /** Staged candidates collected before the root is re-read and they are deleted. */
-  readonly keysPerFlush: number;
-  /** Bounds every list of a report. */
-  readonly reportLimit: number;
-}
+export type { PassRules } from './rules';
 
 /** Store work the plan asks for, always within the namespace of its pass. */
 export type CollectorCommand =
@@ -132,9 +111,7 @@ export type NamespaceStep =
 
 /** A plan step met a result of another command than the one it asked for: a bug in an executor. */
 export class PlanOutOfStepError extends TypedError {
-  override readonly name = 'PlanOutOfStepError';
   readonly failureType = 'PlanOutOfStep';
-  readonly retryable = false;
   constructor(expected: string, got: string) {
     super(`collector plan expected ${expected}, got ${got}: the executor answered another command than the one asked`);
   }
@@ -350,7 +327,6 @@ const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt => p !== nu
  * or a command that failed, enters no further prefix in the round; those in flight finish (a
  * walk's lease still goes last). A failed prefix stays at the command it awaits, and the first
  * failure is thrown once the others have settled, so a retry from `page.resume` redoes only that.
- * `fence` is false only to replay runs recorded before the fence: one round, no fence.
  */
 export async function collectPrefixes(
   namespace: string,
@@ -358,7 +334,6 @@ export async function collectPrefixes(
   rules: PassRules,
   execute: CollectorExecutor,
   page?: PageProgress,
-  fence = true,
 ): Promise<GcReport> {
   let report = page?.resume?.report ?? emptyReport(rules.nowMs, rules.dryRun);
   const at: (PrefixAt | 'done' | null)[] = page?.resume ? [...page.resume.prefixes] : prefixes.map(() => null);
@@ -394,19 +369,21 @@ export async function collectPrefixes(
         told();
       }
     });
-  if (fence) {
-    await round((command) => command.kind === 'claimLease');
+  /** The first failure of a round, once its other prefixes have settled. */
+  const throwFailure = (): void => {
     if (failure) throw failure.error;
-    // WARN: the fence comes after every claim of the page and before any delete under a prefix it owns.
-    if (!fenced && !rules.dryRun && report.totals.corrupt === 0 && at.some(awaitsOwnedWalk)) {
-      const result = await execute({ kind: 'fenceRoot' }, { onProgress: () => {} });
-      if (result.kind === 'fenceFailed') at.forEach((p, index) => awaitsOwnedWalk(p) && advance(index, planPrefix(p.pass, result, rules)));
-      fenced = true;
-      told();
-    }
+  };
+  await round((command) => command.kind === 'claimLease');
+  throwFailure();
+  // WARN: the fence comes after every claim of the page and before any delete under a prefix it owns.
+  if (!fenced && !rules.dryRun && report.totals.corrupt === 0 && at.some(awaitsOwnedWalk)) {
+    const result = await execute({ kind: 'fenceRoot' }, { onProgress: () => {} });
+    if (result.kind === 'fenceFailed') at.forEach((p, index) => awaitsOwnedWalk(p) && advance(index, planPrefix(p.pass, result, rules)));
+    fenced = true;
+    told();
   }
   await round(() => true);
-  if (failure) throw failure.error;
+  throwFailure();
   return report;
 }
 

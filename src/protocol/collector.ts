@@ -34,6 +34,7 @@ import {
 import { leaseReadOf, readLease, type JobRef, type LeaseRead } from './lease-read';
 import { readRoot, RootMissingError } from './root-io';
 import { isRetainedByRoot } from './retired';
+import type { OwnerRules, ReclaimOptions } from './rules';
 import { inBatches } from '../store/batches';
 
 /**
@@ -105,15 +106,6 @@ export type PrefixOwner =
 /** An owner the pass acts on without a claim. */
 export type SettledOwner = Exclude<PrefixOwner, { owner: 'expired' }>;
 export type ExpiredLease = Extract<PrefixOwner, { owner: 'expired' }>;
-
-/** The part of a pass's rules an owner decision uses: fixed when the pass starts, the same for every prefix. */
-export interface OwnerRules {
-  /** The pass's clock, taken once when it starts; every expiry and age decision of the pass uses it. */
-  readonly nowMs: number;
-  readonly leaseExpiryMs: number;
-  /** Decide and report as the real pass would, but claim nothing. */
-  readonly dryRun: boolean;
-}
 
 function ownerOf(found: LeaseRead, rules: OwnerRules, key: string): PrefixOwner {
   const decision = decideOwner(found, rules.nowMs, rules.leaseExpiryMs);
@@ -212,9 +204,7 @@ export function rootProblemOf(err: unknown, ns: NamespaceId): RootProblem | unde
 
 /** A DeleteObjects request reported per-key errors; the keys were not deleted. Retryable: deletes are idempotent. */
 export class DeleteFailedError extends TypedError {
-  override readonly name = 'DeleteFailedError';
-  readonly failureType = 'DeleteFailedError';
-  readonly retryable = true;
+  readonly failureType = 'DeleteFailed';
   constructor(
     readonly prefix: string,
     readonly failures: readonly DeleteFailure[],
@@ -265,17 +255,6 @@ export const START_OF_WALK: ReclaimPosition = Object.freeze({ after: undefined, 
  */
 export const reclaimPositionFrom = (details: unknown, from: ReclaimPosition = START_OF_WALK): ReclaimPosition =>
   details === undefined || details === null ? from : (details as ReclaimPosition);
-
-export interface ReclaimOptions {
-  readonly nowMs: number;
-  readonly stagingGraceMs: number;
-  /** A published output a later compaction retired stays this long after its `retired_at_ms` (spec 6a.6). */
-  readonly readerGraceMs: number;
-  readonly dryRun: boolean;
-  /** Candidates collected before the root is re-read and they are deleted (in DeleteObjects of ≤ 1000, in parallel). */
-  readonly keysPerFlush: number;
-  readonly reportLimit: number;
-}
 
 /** A missing or future `LastModified` means young: retention wins every unclear age. */
 const isOldEnough = (o: ObjectInfo, options: ReclaimOptions): boolean =>

@@ -16,9 +16,7 @@ export interface HeldLease {
 
 /** The job has lost its prefix for good: the lease was claimed, deleted or is unreadable. It publishes nothing. */
 export class LeaseLostError extends TypedError {
-  override readonly name = 'LeaseLostError';
   readonly failureType = 'LeaseLost';
-  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly reason: string,
@@ -29,9 +27,7 @@ export class LeaseLostError extends TypedError {
 
 /** Put-if-absent found another job's lease under a fresh job id: an internal error; the job writes nothing. */
 export class JobIdCollisionError extends TypedError {
-  override readonly name = 'JobIdCollisionError';
   readonly failureType = 'JobIdCollision';
-  readonly retryable = false;
 }
 
 /**

@@ -22,9 +22,7 @@ export type PublicationOutcome =
 
 /** The time since this attempt's refresh ran past the publication budget before the root CAS: the attempt published nothing. */
 export class PublicationBudgetExceededError extends TypedError {
-  override readonly name = 'PublicationBudgetExceededError';
-  readonly failureType = 'PublicationBudgetExceededError';
-  readonly retryable = true;
+  readonly failureType = 'PublicationBudgetExceeded';
 }
 
 export interface PublicationRequest extends JobRef {
@@ -40,9 +38,7 @@ export interface PublicationRequest extends JobRef {
 
 /** The compactor returned no output and no tombstone segment for inputs that exist: publishing that would empty the group. */
 export class EmptyCompactionError extends TypedError {
-  override readonly name = 'EmptyCompactionError';
   readonly failureType = 'EmptyCompaction';
-  readonly retryable = false;
 }
 
 export interface PublicationClock {

@@ -11,16 +11,10 @@ import { inputSegmentsPrefix, isInputSegmentKeyOf, jobPrefix, parseCompactionKey
 import { encodeRootForWrite, MAX_COLLECTED_ROOT_BYTES, type RootCodec, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectInfo, type ObjectStore } from '../store';
 import { DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } from './collector';
-import { decideSegment, droppableRecords, dueRetiredKeys, withoutReclaimed, type RetiredRules } from './retired';
+import { decideSegment, droppableRecords, dueRetiredKeys, withoutReclaimed } from './retired';
+import type { RetiredReclaimOptions, RetiredRules } from './rules';
 import { EMPTY_RETIRED_TALLY, type RetiredTally } from './collector-report';
 import { readRoot } from './root-io';
-
-export interface RetiredReclaimOptions extends RetiredRules {
-  readonly dryRun: boolean;
-  /** Candidates (and due keys found gone) collected before the root is re-read and they are deleted. */
-  readonly keysPerFlush: number;
-  readonly reportLimit: number;
-}
 
 /** `oversize`: the root was past the readers' limit when the reclaim read it (it reclaimed, and shrank it, all the same). */
 export type RetiredReclaimOutcome = { readonly tally: RetiredTally; readonly oversize?: RootProblem } | { readonly rootProblem: RootProblem };

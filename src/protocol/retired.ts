@@ -6,16 +6,7 @@
  */
 import { isInputSegmentKeyOf } from '../keys';
 import { rootIndex, type RootState } from '../root';
-
-/** What a pass knows when it judges superseded segments; fixed at the start of the pass. */
-export interface RetiredRules {
-  /** The pass's fixed clock. */
-  readonly nowMs: number;
-  /** How long a retired segment stays after its `retired_at_ms`. */
-  readonly readerGraceMs: number;
-  /** The minimum `LastModified` age of a segment the root neither names nor retires (a lost write); longer than any writer's budget (spec 6a.4). */
-  readonly lostWriteGraceMs: number;
-}
+import type { RetiredRules } from './rules';
 
 /** What becomes of one segment key in this pass. */
 export type SegmentFate =

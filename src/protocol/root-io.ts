@@ -9,9 +9,7 @@ import { ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore
  * to tell referenced segments from unreferenced ones (the collector deletes nothing there).
  */
 export class RootMissingError extends TypedError {
-  override readonly name = 'RootMissingError';
   readonly failureType = 'RootMissing';
-  readonly retryable = false;
   constructor(readonly key: string) {
     super(`root ${key} does not exist: the namespace has no metadata to compact, and the collector deletes nothing in it`);
   }

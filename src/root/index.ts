@@ -8,7 +8,7 @@
  * format 1, byte for byte what earlier versions wrote, so they keep reading it until the first
  * retirement; both formats are read.
  */
-import { bounded, MESSAGE_LIMIT, quoted, TypedError } from '../errors';
+import { bounded, MESSAGE_LIMIT, quoted, TypedError, type FailureType } from '../errors';
 import { z } from 'zod';
 import { decodeEnvelope, describeIssues, encodeEnvelope } from '../envelope';
 import { isSegmentKeyOf, rootKey, type FamilyGroup, type NamespaceId } from '../keys';
@@ -44,9 +44,7 @@ export interface RetiredSegment {
 }
 
 export class RootCorruptError extends TypedError {
-  override readonly name: string = 'RootCorruptError';
-  readonly failureType: string = 'RootCorrupt';
-  readonly retryable = false;
+  readonly failureType: FailureType = 'RootCorrupt';
   /** What is wrong, {@link bounded}: it may quote anything the root holds. */
   readonly reason: string;
   constructor(
@@ -64,7 +62,6 @@ export class RootCorruptError extends TypedError {
  * a corrupt root: nothing that depends on it is decided.
  */
 export class RootFormatMismatchError extends RootCorruptError {
-  override readonly name = 'RootFormatMismatchError';
   override readonly failureType = 'RootFormatMismatch';
   constructor(
     key: string,
@@ -102,9 +99,7 @@ const ROOT_SIZE_FIX =
 
 /** A root larger than readers accept: refused before it is written, or met (written by an older version or a foreign writer). */
 export class RootTooLargeError extends TypedError {
-  override readonly name = 'RootTooLargeError';
   readonly failureType = 'RootTooLarge';
-  readonly retryable = false;
   constructor(
     readonly namespaceId: NamespaceId,
     readonly bytes: number,

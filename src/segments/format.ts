@@ -32,9 +32,7 @@ export type SegmentRecord =
   | { readonly key: string; readonly seq: number; readonly tombstone: true };
 
 export class SegmentCorruptError extends TypedError {
-  override readonly name = 'SegmentCorruptError';
   readonly failureType = 'SegmentCorrupt';
-  readonly retryable = false;
   constructor(
     readonly key: string,
     readonly reason: string,

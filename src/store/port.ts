@@ -113,9 +113,7 @@ export abstract class StoreError extends TypedError {
 }
 
 export class NotFoundError extends StoreError {
-  override readonly name = 'NotFoundError';
-  readonly failureType = 'NotFoundError';
-  readonly retryable = true;
+  readonly failureType = 'NotFound';
   constructor(key: string) {
     super(key, `${key}: not found`);
   }
@@ -123,9 +121,7 @@ export class NotFoundError extends StoreError {
 
 /** 412: the object changed (CAS) or exists (create). */
 export class PreconditionFailedError extends StoreError {
-  override readonly name = 'PreconditionFailedError';
-  readonly failureType = 'PreconditionFailedError';
-  readonly retryable = true;
+  readonly failureType = 'PreconditionFailed';
   constructor(key: string) {
     super(key, `${key}: precondition failed`);
   }
@@ -133,9 +129,7 @@ export class PreconditionFailedError extends StoreError {
 
 /** 409 ConditionalRequestConflict: a concurrent conditional write; outcome unknown until re-read. */
 export class ConflictError extends StoreError {
-  override readonly name = 'ConflictError';
-  readonly failureType = 'ConflictError';
-  readonly retryable = true;
+  readonly failureType = 'Conflict';
   constructor(key: string) {
     super(key, `${key}: concurrent conditional write (409)`);
   }
@@ -143,9 +137,7 @@ export class ConflictError extends StoreError {
 
 /** Timeout, 5xx after retries, lost response: the write may or may not have landed. Re-read, never guess. */
 export class AmbiguousError extends StoreError {
-  override readonly name = 'AmbiguousError';
-  readonly failureType = 'AmbiguousError';
-  readonly retryable = true;
+  readonly failureType = 'Ambiguous';
   constructor(key: string, reason: string, options?: { cause?: unknown }) {
     super(key, `${key}: outcome unknown (${reason})`, options);
   }
@@ -153,9 +145,7 @@ export class AmbiguousError extends StoreError {
 
 /** A read failed for a transient reason (timeout, 5xx, connection): retry later. */
 export class StoreUnavailableError extends StoreError {
-  override readonly name = 'StoreUnavailableError';
-  readonly failureType = 'StoreUnavailableError';
-  readonly retryable = true;
+  readonly failureType = 'StoreUnavailable';
   constructor(key: string, reason: string, options?: { cause?: unknown }) {
     super(key, `${key}: store unavailable (${reason})`, options);
   }
@@ -168,9 +158,7 @@ export class StoreUnavailableError extends StoreError {
  * which is not (a retry would resume from progress made of the old version).
  */
 export class ObjectChangedError extends StoreError {
-  override readonly name = 'ObjectChangedError';
-  readonly failureType = 'ObjectChangedError';
-  readonly retryable = true;
+  readonly failureType = 'ObjectChanged';
   constructor(
     key: string,
     readonly etag: string,
@@ -181,9 +169,7 @@ export class ObjectChangedError extends StoreError {
 
 /** The object is larger than the caller allows (e.g. a 100 MB object at a lease key); nothing was read. */
 export class ObjectTooLargeError extends StoreError {
-  override readonly name = 'ObjectTooLargeError';
-  readonly failureType = 'ObjectTooLargeError';
-  readonly retryable = true;
+  readonly failureType = 'ObjectTooLarge';
   constructor(
     key: string,
     readonly size: number,
@@ -195,9 +181,7 @@ export class ObjectTooLargeError extends StoreError {
 
 /** A setting is wrong (missing bucket, rejected credentials, unreachable endpoint); `setting` names it. */
 export class StoreConfigError extends StoreError {
-  override readonly name = 'StoreConfigError';
   readonly failureType = 'StoreConfig';
-  readonly retryable = false;
   constructor(
     readonly setting: string,
     message: string,

@@ -56,9 +56,7 @@ export interface VerifyStoreOptions {
 
 /** A worker refuses to start on a store that failed a property: the message names the property and the store. */
 export class StoreUnfitError extends TypedError {
-  override readonly name = 'StoreUnfitError';
   readonly failureType = 'StoreUnfit';
-  readonly retryable = false;
   constructor(
     readonly check: StoreCheck,
     readonly failed: StorePropertyResult,

@@ -137,10 +137,8 @@ const isTransient = (err: SdkError, status: number | undefined): boolean =>
   (status !== undefined && TRANSIENT_STATUSES.has(status)) || TRANSIENT_CODES.has(err.name ?? '') || TRANSIENT_CODES.has(err.code ?? '');
 
 /** 416: a range starting at 0 of an empty object; only `readWindow` meets it. */
-class RangeNotSatisfiableError extends StoreError {
-  override readonly name = 'RangeNotSatisfiableError';
-  readonly failureType = 'RangeNotSatisfiableError';
-  readonly retryable = true;
+export class RangeNotSatisfiableError extends StoreError {
+  readonly failureType = 'RangeNotSatisfiable';
   constructor(key: string) {
     super(key, `${key}: range not satisfiable`);
   }

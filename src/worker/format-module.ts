@@ -25,9 +25,7 @@ export interface FormatModule {
 
 /** A format module that cannot be resolved or loaded, or does not export the plug-ins' shapes; the message names the module and what is missing. */
 export class FormatModuleError extends TypedError {
-  override readonly name = 'FormatModuleError';
   readonly failureType = 'FormatModule';
-  readonly retryable = false;
   constructor(
     readonly module: string,
     reason: string,

@@ -20,9 +20,9 @@ import {
 } from '@temporalio/workflow';
 import type { CompactionActivities, CompactionOutput } from '../activities/compaction';
 import type { HeldLease } from '../protocol';
-import { NON_RETRYABLE_TYPES } from '../activities/failures';
 import { familyGroup, InvalidKeyError, namespaceId, newJobId, rootKey, type MetadataCompactionId } from '../keys';
-import { ACTIVITY_BACKOFF, attemptsSpanning } from '../config/retry';
+import { attemptsSpanning } from '../config/retry';
+import { activityOptions } from './activity-options';
 import { CompactionGroup, CompactionJobId, CompactionNamespace, CompactionOutcome } from './search-attributes';
 
 export interface CompactionInput {
@@ -156,23 +156,19 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   show('reading group');
 
   const settings = await compactionSettings();
-  const { initialIntervalMs, backoffCoefficient, maximumIntervalMs } = ACTIVITY_BACKOFF;
-  const retry = { initialInterval: initialIntervalMs, backoffCoefficient, maximumInterval: maximumIntervalMs, nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] };
-  const shortCall = 4 * settings.operationDeadlineMs + 10_000;
+  const options = activityOptions(settings);
   // The short calls retry for at least a lease expiry: no store outage the lease would outlive ends
   // the job, and past it a collector may have claimed the lease anyway. Runs whose settings were
   // recorded before the expiry was among them keep the unlimited retries they started with.
   const maximumAttempts = settings.leaseExpiryMs === undefined ? undefined : attemptsSpanning(settings.leaseExpiryMs);
-  const { readGroup, createLease, publish } = proxyActivities<CompactionActivities>({ startToCloseTimeout: shortCall, retry: { ...retry, maximumAttempts } });
+  const { readGroup, createLease, publish } = proxyActivities<CompactionActivities>(options.short(maximumAttempts));
   // Cancelling these waits until the activity has really stopped (the SDK default, TRY_CANCEL, would not).
   // No attempt limit: their attempts include every worker restart of a job that may run for hours,
   // so a count would end healthy jobs. The work under its lease ends on success, on a non-retryable
   // type (missing, oversized or corrupt input, a lost lease) or when cancelled.
   const { compactUnderLease, holdLease, compactSegments } = proxyActivities<CompactionActivities>({
-    startToCloseTimeout: '7 days',
-    heartbeatTimeout: settings.heartbeatTimeoutMs,
+    ...options.heartbeated('7 days'),
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    retry,
   });
 
   const { inputs, etags } = await readGroup.executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, group }]).catch((err: unknown) => {

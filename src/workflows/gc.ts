@@ -17,7 +17,6 @@ import {
   continueAsNew,
   executeChild,
   metricMeter,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -26,7 +25,6 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import { NON_RETRYABLE_TYPES } from '../activities/failures';
 import type { CommandInput, GcActivities, GcWorkflowSettings } from '../activities/gc';
 import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix } from '../keys';
 import type { ReclaimTally } from '../protocol/collector';
@@ -41,8 +39,9 @@ import {
   type PageCollection,
   type PassRules,
 } from '../protocol/collector-plan';
-import { emptyReport, EMPTY_RETIRED_TALLY, hasNamespaceProblems, isIncomplete, mergeReport, passFailed, REPORT_LIMIT, type GcReport } from '../protocol/collector-report';
+import { emptyReport, hasNamespaceProblems, isIncomplete, mergeReport, passFailed, REPORT_LIMIT, type GcReport } from '../protocol/collector-report';
 import { inBatches } from '../store/batches';
+import { activityOptions } from './activity-options';
 import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcIncomplete, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
 
 export type { GcReport, GcTotals, NamespaceRootProblem } from '../protocol/collector-report';
@@ -105,8 +104,8 @@ export interface GcNamespaceInput {
 const HISTORY_EVENTS_PER_RUN = 4000;
 /**
  * A run checks its history length between pages. A page collected in one activity costs a few
- * events; collected command by command (runs recorded before, a page whose activity failed for
- * good) one job prefix costs about 12 (bench/reclaim.ts measured 12,043 events for a run with
+ * events; collected command by command (a page whose activity failed for good) one job prefix
+ * costs about 12 (bench/reclaim.ts measured 12,043 events for a run with
  * pages of 1,000): 4,000 + 400 × 12 stays under Temporal's 10,000-event comfort limit either way.
  */
 const MAX_PREFIXES_PER_PAGE = 400;
@@ -178,36 +177,20 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   };
 }
 
+/** Attempts of each collector activity: a step that fails them all fails its prefix or namespace, which the next pass retries. */
+const GC_ATTEMPTS = 10;
+
 /** The collector's activities, on the collector's task queue when the pass names one. */
-function gcActivities({ timeouts: { operationDeadlineMs, heartbeatTimeoutMs }, collectorTaskQueue }: PassSetup) {
-  const retry = {
-    initialInterval: '1 second',
-    backoffCoefficient: 2,
-    maximumInterval: '1 minute',
-    maximumAttempts: 10,
-    nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES],
-  };
+function gcActivities({ timeouts, collectorTaskQueue }: PassSetup) {
+  const options = activityOptions(timeouts);
   const queue = collectorTaskQueue === undefined ? {} : { taskQueue: collectorTaskQueue };
-  const short = proxyActivities<GcActivities>({ startToCloseTimeout: 4 * operationDeadlineMs + 10_000, retry, ...queue });
+  const short = proxyActivities<GcActivities>({ ...options.short(GC_ATTEMPTS), ...queue });
   // The survey and the walk make many store calls; their heartbeats tell a dead worker from a long prefix.
-  const long = proxyActivities<GcActivities>({ startToCloseTimeout: '1 day', heartbeatTimeout: heartbeatTimeoutMs, retry, ...queue });
+  const long = proxyActivities<GcActivities>({ ...options.heartbeated('1 day', GC_ATTEMPTS), ...queue });
   // A cancelled page finishes its prefixes in flight and reports where it stood, so the pass releases what it claimed.
-  const page = proxyActivities<GcActivities>({
-    startToCloseTimeout: '1 day',
-    heartbeatTimeout: heartbeatTimeoutMs,
-    retry,
-    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    ...queue,
-  });
+  const page = proxyActivities<GcActivities>({ ...options.heartbeated('1 day', GC_ATTEMPTS), cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED, ...queue });
   return { short, long, page };
 }
-
-const RETIRED_SEGMENTS_PATCH = 'gc-retired-segments';
-/** Runs recorded before it failed on a namespace's own problems too. */
-const NAMESPACE_PROBLEMS_PATCH = 'gc-namespace-problems-complete-false';
-const PAGE_ACTIVITY_PATCH = 'gc-collect-page-in-one-activity';
-/** Runs recorded before the root fence (spec 6b) claimed and walked each prefix on its own, with no fence between. */
-const ROOT_FENCE_PATCH = 'gc-root-fence';
 
 /** Where a failed `collectPrefixes` activity stood: its failure's details, or its last heartbeat. */
 function pageCollectionOf(err: ActivityFailure): PageCollection | undefined {
@@ -243,8 +226,6 @@ function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
         // Even when the pass is cancelled: a claimed lease is never stranded.
         return CancellationScope.nonCancellable(() => short.deleteLease.executeWithOptions({ summary: `delete lease of ${prefix(command.jobId)}` }, input(command)));
       case 'collectPrefixes': {
-        // Runs recorded before this patch collected each prefix of a page by its own activities (about three per prefix).
-        if (!patched(PAGE_ACTIVITY_PATCH)) return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, undefined, patched(ROOT_FENCE_PATCH)) };
         try {
           return await page.collectPrefixes.executeWithOptions({ summary: `collect ${command.prefixes.length} job prefixes of ${ns}` }, input(command));
         } catch (err) {
@@ -252,7 +233,7 @@ function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
           // Its retries spent (or cancelled): each prefix goes on from where it stood (a walk after its saved position), one activity per command, so every claimed lease is still released.
           const resume = pageCollectionOf(err);
           const page = { ...(resume && { resume }), onProgress: () => {} };
-          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, page, patched(ROOT_FENCE_PATCH)) };
+          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, page) };
         }
       }
       case 'fenceRoot':
@@ -263,8 +244,6 @@ function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
           return { kind: 'fenceFailed', message: message(err) };
         }
       case 'reclaimRetiredSegments':
-        // Runs recorded by the first pass-plan version (test/golden/gc-namespace-plan-history.json) end without this step.
-        if (!patched(RETIRED_SEGMENTS_PATCH)) return { kind: 'retiredReclaimed', outcome: { tally: EMPTY_RETIRED_TALLY } };
         try {
           return await long.reclaimRetiredSegments.executeWithOptions({ summary: `reclaim superseded segments of ${ns}` }, input(command));
         } catch (err) {
@@ -350,9 +329,8 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
     if (after === undefined) break;
     if (historyIsLong()) await continueAsNew<typeof gcWorkflow>({ ...input, carried: { setup, after, report } });
   }
-  const failsOnNamespaceProblems = !patched(NAMESPACE_PROBLEMS_PATCH);
-  if (!failsOnNamespaceProblems) upsertSearchAttributes([{ key: GcIncomplete, value: isIncomplete(report) }]);
-  if (passFailed(report) || (failsOnNamespaceProblems && isIncomplete(report))) {
+  upsertSearchAttributes([{ key: GcIncomplete, value: isIncomplete(report) }]);
+  if (passFailed(report)) {
     throw ApplicationFailure.create({
       type: 'GcPassIncomplete',
       message:

@@ -13,9 +13,7 @@ import type { ObjectStore } from '../store';
 
 /** The records handed to {@link writeInputSegment} cannot form a segment; nothing was written. */
 export class InvalidSegmentInputError extends TypedError {
-  override readonly name = 'InvalidSegmentInputError';
-  readonly failureType = 'InvalidSegmentInputError';
-  readonly retryable = true;
+  readonly failureType = 'InvalidInput';
   constructor(
     readonly namespaceId: string,
     readonly group: string,
@@ -33,9 +31,7 @@ export class InvalidSegmentInputError extends TypedError {
  * write the records again as a new segment.
  */
 export class WriterBudgetExceededError extends TypedError {
-  override readonly name = 'WriterBudgetExceededError';
   readonly failureType = 'WriterBudgetExceeded';
-  readonly retryable = false;
   constructor(
     readonly segmentKey: string,
     readonly spentMs: number,

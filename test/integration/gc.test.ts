@@ -560,11 +560,14 @@ describe('collector pass', () => {
     expect(await keysUnder(jobPrefix(healthy, orphan))).toEqual([]);
   });
 
-  it('a namespace pass recorded by the pass-plan version replays', async () => {
-    // Recorded from the first pass-plan version (issue 16), pages of 2, 2 at a time: two expired leases, a live one,
-    // two orphans. Runs recorded by earlier versions are not replayed: that upgrade drains (docs/operations.md).
-    const history: unknown = JSON.parse(readFileSync(join(__dirname, '..', 'golden', 'gc-namespace-plan-history.json'), 'utf8'));
-    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, 'gc-golden-plan-1796362443062/golden-plan');
+  it.each([
+    ['a pass', 'gc-pass-history.json', 'gc-golden'],
+    ['a namespace pass', 'gc-namespace-history.json', 'gc-golden/golden-gc'],
+  ])('%s recorded from today\'s code replays (pages of 2, 2 at a time: two expired leases, a live one, two orphans)', async (_, file, workflowId) => {
+    // Recorded by `npm run golden` (scripts/write-golden.ts), under the workflow ids given here: a child's id is its parent's and its namespace.
+    // Runs of earlier versions are not replayed: upgrades drain (docs/operations.md).
+    const history: unknown = JSON.parse(readFileSync(join(__dirname, '..', 'golden', file), 'utf8'));
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, workflowId);
   });
 
   it.each([0, 101, 2.5])('a prefixConcurrency of %s fails the pass as InvalidInput naming the option', async (prefixConcurrency) => {

@@ -14,10 +14,10 @@ import {
   reclaimPrefix,
   START_OF_WALK,
   surveyLease,
-  type ReclaimOptions,
   type ReclaimPosition,
   type ExpiredLease,
 } from '../../src/protocol/collector';
+import type { ReclaimOptions } from '../../src/protocol/rules';
 import { jsonRootCodec } from '../../src/root';
 import { RootMissingError, updateRoot } from '../../src/protocol/root-io';
 import { AmbiguousError, createEmbeddedObjectStore, PreconditionFailedError, type ListPage, type ObjectStore } from '../../src/store';

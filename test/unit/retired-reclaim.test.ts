@@ -2,7 +2,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { inputSegmentKey, inputSegmentsPrefix, jobPrefix, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
 import { readRoot, updateRoot } from '../../src/protocol';
-import { reclaimRetiredSegments, START_OF_RETIRED, type RetiredPosition, type RetiredReclaimOptions } from '../../src/protocol/retired-reclaim';
+import { reclaimRetiredSegments, START_OF_RETIRED, type RetiredPosition } from '../../src/protocol/retired-reclaim';
+import type { RetiredReclaimOptions } from '../../src/protocol/rules';
 import { jsonRootCodec } from '../../src/root';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 

@@ -1,7 +1,8 @@
 /** The versioned root and the pure decisions of spec 6a: retirement in the publication CAS, the reader grace, lost writes. */
 import { describe, expect, it } from 'vitest';
 import { familyGroup, inputSegmentKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
-import { decideSegment, dueRetiredKeys, isRetainedByRoot, withoutReclaimed, type RetiredRules } from '../../src/protocol/retired';
+import { decideSegment, dueRetiredKeys, isRetainedByRoot, withoutReclaimed } from '../../src/protocol/retired';
+import type { RetiredRules } from '../../src/protocol/rules';
 import { decodeRoot, encodeRoot, planPublication, RootCorruptError, type RootState } from '../../src/root';
 
 const ns = namespaceId('demo');

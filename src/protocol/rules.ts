@@ -1,0 +1,40 @@
+/**
+ * The rules a collector pass decides by, declared once: each step takes the part of them it uses
+ * (`Pick`), so a rule has one name and one meaning from the workflow's input down to the store.
+ */
+
+/** Everything a pass decides by; fixed when the pass starts and carried in its input, never read from a worker. */
+export interface PassRules {
+  /** The pass's clock: every expiry and age decision of the pass uses it. */
+  readonly nowMs: number;
+  /** An `active` lease whose heartbeat is older than this at `nowMs` is expired. */
+  readonly leaseExpiryMs: number;
+  /** A staged segment younger than this at `nowMs` is retained: its job may still publish it. */
+  readonly stagingGraceMs: number;
+  /** A retired segment stays this long after its `retired_at_ms`, for readers of older roots (spec 6a). */
+  readonly readerGraceMs: number;
+  /** An input segment the root neither names nor retires (a lost write) goes once its `LastModified` is this old (spec 6a.4); longer than any writer's budget. */
+  readonly lostWriteGraceMs: number;
+  /** Plan and report every claim and deletion, execute none. */
+  readonly dryRun: boolean;
+  /** Job prefixes per listing page; a run may continue as new between pages. */
+  readonly prefixesPerPage: number;
+  /** Job prefixes of a page claimed and reclaimed at once. */
+  readonly prefixConcurrency: number;
+  /** Staged candidates collected before the root is re-read and they are deleted. */
+  readonly keysPerFlush: number;
+  /** Bounds every list of a report. */
+  readonly reportLimit: number;
+}
+
+/** What an owner decision uses. */
+export type OwnerRules = Pick<PassRules, 'nowMs' | 'leaseExpiryMs' | 'dryRun'>;
+
+/** What the walk of a claimed or orphaned job prefix uses. */
+export type ReclaimOptions = Pick<PassRules, 'nowMs' | 'stagingGraceMs' | 'readerGraceMs' | 'dryRun' | 'keysPerFlush' | 'reportLimit'>;
+
+/** What the judgement of a superseded segment uses (spec 6a). */
+export type RetiredRules = Pick<PassRules, 'nowMs' | 'readerGraceMs' | 'lostWriteGraceMs'>;
+
+/** What the reclaim of a namespace's superseded segments uses. */
+export type RetiredReclaimOptions = Pick<PassRules, 'nowMs' | 'readerGraceMs' | 'lostWriteGraceMs' | 'dryRun' | 'keysPerFlush' | 'reportLimit'>;
