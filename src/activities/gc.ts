@@ -8,7 +8,7 @@
 import { Context } from '@temporalio/activity';
 import { recordClaim, recordReclaim, recordRetiredReclaim } from './metrics';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { heartbeatEveryMs, type CompactionSettings } from '../config';
+import { heartbeatEveryMs, type CompactionSettings, type Timing } from '../config';
 import { namespaceId } from '../keys';
 import {
   collectPrefixes,
@@ -25,7 +25,6 @@ import {
   type ReclaimTally,
   type WalkProgress,
 } from '../protocol';
-import type { RetiredPosition } from '../protocol/retired-reclaim';
 import type { RootCodec } from '../root';
 import type { ObjectStore } from '../store';
 import { toFailure } from './failures';
@@ -46,14 +45,8 @@ export interface GcDeps {
  * The worker's settings a pass takes once, when it starts, through a local activity: the rules
  * travel in the pass's input from then on, so every activity of the pass decides by the same ones.
  */
-export interface GcWorkflowSettings {
-  readonly operationDeadlineMs: number;
-  readonly heartbeatTimeoutMs: number;
-  readonly leaseExpiryMs: number;
-  readonly stagingGraceMs: number;
-  readonly readerGraceMs: number;
-  readonly lostWriteGraceMs: number;
-}
+export type GcWorkflowSettings = Pick<Timing, 'operationDeadlineMs' | 'leaseExpiryMs' | 'stagingGraceMs' | 'readerGraceMs' | 'lostWriteGraceMs'> &
+  Pick<CompactionSettings, 'heartbeatTimeoutMs'>;
 
 /** A command of a namespace's pass plan, with the pass's rules. */
 export interface CommandInput<C extends CollectorCommand> {
@@ -91,109 +84,103 @@ type ResultOf<K extends CollectorCommand['kind']> = Extract<
   }
 >;
 
+/** The metrics of a command's result: what every path that claims, walks or reclaims reports. */
+function recordResult(result: CollectorResult, dryRun: boolean): void {
+  if (result.kind === 'surveyed') for (const { owner } of result.prefixes) recordClaim(owner, dryRun);
+  if (result.kind === 'claimed') recordClaim(result.owner, dryRun);
+  if (result.kind === 'reclaimed') recordReclaim(result.tally, dryRun);
+  if (result.kind === 'retiredReclaimed' && 'tally' in result.outcome) recordRetiredReclaim(result.outcome.tally, dryRun);
+}
+
+type Run = <K extends CollectorCommand['kind']>(input: Input<K>, progress?: WalkProgress) => Promise<ResultOf<K>>;
+
+/**
+ * The executor of a page's commands inside its activity: a cancelled attempt starts no further
+ * command, and a walk no retry can finish fails its prefix now, as its own activity would, so the
+ * plan still releases the lease.
+ */
+function pageExecutor(run: Run, input: Input<'collectPrefixes'>, signal: AbortSignal): CollectorExecutor {
+  return async (command, walk) => {
+    if (signal.aborted) throw signal.reason;
+    let position = command.kind === 'reclaimPrefix' ? command.from : undefined;
+    const onProgress = (p: ReclaimPosition) => {
+      position = p;
+      walk.onProgress(p);
+    };
+    try {
+      return await run({ ...input, command } as Input<typeof command.kind>, { ...walk, onProgress });
+    } catch (err) {
+      const failure = toFailure(err);
+      if (command.kind !== 'reclaimPrefix' || !(failure instanceof ApplicationFailure) || !failure.nonRetryable) throw err;
+      return { kind: 'reclaimFailed', tally: position?.tally, message: failure.message };
+    }
+  };
+}
+
+/**
+ * Where an activity stands, told to Temporal in heartbeats: it starts where a retried attempt's
+ * predecessor last stood (else at `from`), and `failed` hands it to the workflow on a failure.
+ */
+function heartbeated<P>(from: P) {
+  const ctx = Context.current();
+  const at = { position: (ctx.info.heartbeatDetails as P | undefined) ?? from };
+  return {
+    at,
+    tell: (p: P) => {
+      at.position = p;
+      ctx.heartbeat(p);
+    },
+  };
+}
+
 export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
-  const { timing } = settings;
   /** Every command runs through the same executor as a pass run without Temporal. */
-  const run = async <K extends CollectorCommand['kind']>(input: Input<K>, progress: WalkProgress = { onProgress: () => {} }): Promise<ResultOf<K>> =>
-    (await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, progress, rootCodec)) as ResultOf<K>;
+  const run: Run = async (input, progress = { onProgress: () => {} }) => {
+    const result = await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, progress, rootCodec);
+    recordResult(result, input.rules.dryRun);
+    return result as ResultOf<typeof input.command.kind>;
+  };
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {
-      const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = timing;
+      const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = settings.timing;
       return { operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs };
     },
-
-    async listNamespaces(input: { after?: string; limit: number }): Promise<ChildrenPage<string>> {
-      return listNamespaces(store, input.after, input.limit);
-    },
-
+    listNamespaces: async (input: { after?: string; limit: number }): Promise<ChildrenPage<string>> => listNamespaces(store, input.after, input.limit),
     listJobPrefixes: (input: Input<'listJobPrefixes'>) => run(input),
-
     /** Reads the namespace's root once; a problem (missing, corrupt, unreadable) skips the namespace for the pass. */
     readRoot: (input: Input<'readRoot'>) => run(input),
-
     /** Reads the leases of one page once and decides each owner at the pass's clock, claiming nothing; heartbeats after each read. */
-    async surveyLeases(input: Input<'surveyLeases'>) {
-      const ctx = Context.current();
-      const result = await run(input, { onProgress: () => {}, onRead: () => ctx.heartbeat() });
-      for (const { owner } of result.prefixes) recordClaim(owner, input.rules.dryRun);
-      return result;
-    },
-
+    surveyLeases: (input: Input<'surveyLeases'>) => run(input, { onProgress: () => {}, onRead: () => Context.current().heartbeat() }),
     /** Claims the prefix with the survey's read: one CAS, no GET. */
-    async claimLease(input: Input<'claimLease'>) {
-      const result = await run(input);
-      recordClaim(result.owner, input.rules.dryRun);
-      return result;
-    },
-
-    /**
-     * Walks the prefix from the command's `from`; its position travels in Temporal heartbeats, so a
-     * retried attempt resumes where the last one stood.
-     */
+    claimLease: (input: Input<'claimLease'>) => run(input),
+    /** Walks the prefix from the command's `from`; its position travels in heartbeats, so a retried attempt resumes where the last one stood. */
     async reclaimPrefix(input: Input<'reclaimPrefix'>) {
-      const ctx = Context.current();
-      let position = reclaimPositionFrom(ctx.info.heartbeatDetails, input.command.from);
-      const onProgress = (p: ReclaimPosition) => {
-        position = p;
-        ctx.heartbeat(p);
-      };
+      const walk = heartbeated(reclaimPositionFrom(undefined, input.command.from));
       try {
-        const result = await run({ ...input, command: { ...input.command, from: position } }, { onProgress });
-        recordReclaim(result.tally, input.rules.dryRun);
-        return result;
+        return await run({ ...input, command: { ...input.command, from: walk.at.position } }, { onProgress: walk.tell });
       } catch (err) {
-        throw withProgress(err, position.tally);
+        throw withProgress(err, walk.at.position.tally);
       }
     },
-
     /**
-     * Collects a page's prefixes in one activity, each by the plan's own steps (claim, walk, lease
-     * last) through the same executor. Every step and walk page is heartbeated, so a retried
-     * attempt resumes each prefix at the command it awaited (a walk at its position); a cancelled
-     * attempt starts no further command, and a failed one hands where it stood to the workflow.
+     * Collects a page's prefixes in one activity, each by the plan's own steps (claim, fence, walk,
+     * lease last) through the same executor. Every step and walk page is heartbeated, so a retried
+     * attempt resumes each prefix at the command it awaited (a walk at its position); a failed one
+     * hands where it stood to the workflow.
      */
     async collectPrefixes(input: Input<'collectPrefixes'>) {
-      const ctx = Context.current();
-      const { rules } = input;
-      let at = ctx.info.heartbeatDetails as PageCollection | undefined;
-      const execute: CollectorExecutor = async (command, walk) => {
-        if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
-        let position = command.kind === 'reclaimPrefix' ? command.from : undefined;
-        const onProgress = (p: ReclaimPosition) => {
-          position = p;
-          walk.onProgress(p);
-        };
-        try {
-          const result = await executeOnStore(store, namespaceId(input.namespaceId), rules, command, { ...walk, onProgress }, rootCodec);
-          if (result.kind === 'claimed') recordClaim(result.owner, rules.dryRun);
-          if (result.kind === 'reclaimed') recordReclaim(result.tally, rules.dryRun);
-          return result;
-        } catch (err) {
-          // A walk no retry can finish fails its prefix now, as its own activity would: the plan still releases the lease.
-          const failure = toFailure(err);
-          if (command.kind !== 'reclaimPrefix' || !(failure instanceof ApplicationFailure) || !failure.nonRetryable) throw err;
-          return { kind: 'reclaimFailed', tally: position?.tally, message: failure.message };
-        }
-      };
-      const page = {
-        ...(at && { resume: at }),
-        onProgress: (p: PageCollection) => {
-          at = p;
-          ctx.heartbeat(p);
-        },
-      };
+      const page = heartbeated<PageCollection | undefined>(undefined);
+      const resume = page.at.position;
+      const execute = pageExecutor(run, input, Context.current().cancellationSignal);
       try {
-        return { kind: 'collected' as const, report: await collectPrefixes(input.namespaceId, input.command.prefixes, rules, execute, page) };
+        return { kind: 'collected' as const, report: await collectPrefixes(input.namespaceId, input.command.prefixes, input.rules, execute, { ...(resume && { resume }), onProgress: page.tell }) };
       } catch (err) {
-        throw withProgress(err, at);
+        throw withProgress(err, page.at.position);
       }
     },
-
     deleteLease: (input: Input<'deleteLease'>) => run(input),
-
     /** The root fence of a page (spec 6b): one CAS of the root, generation + 1; retried on a lost race. */
     fenceRoot: (input: Input<'fenceRoot'>) => run(input),
-
     /**
      * Superseded segments and lost writes of one namespace (spec 6a), at the pass's clock and reader
      * grace. Its position travels in heartbeats, after every listing page and batch and at least every
@@ -201,16 +188,11 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
      */
     async reclaimRetiredSegments(input: Input<'reclaimRetiredSegments'>) {
       const ctx = Context.current();
-      let position = (ctx.info.heartbeatDetails as RetiredPosition | undefined) ?? input.command.from;
-      const beat = setInterval(() => ctx.heartbeat(position), Math.min(RETIRED_BEAT_MS, heartbeatEveryMs(settings)));
-      const onRetiredProgress = (p: RetiredPosition) => {
-        position = p;
-        ctx.heartbeat(p);
-      };
+      const reclaim = heartbeated(input.command.from);
+      const beat = setInterval(() => ctx.heartbeat(reclaim.at.position), Math.min(RETIRED_BEAT_MS, heartbeatEveryMs(settings)));
       try {
-        const result = await run({ ...input, command: { ...input.command, ...(position && { from: position }) } }, { onProgress: () => {}, onRetiredProgress });
-        if ('tally' in result.outcome) recordRetiredReclaim(result.outcome.tally, input.rules.dryRun);
-        return result;
+        const from = reclaim.at.position;
+        return await run({ ...input, command: { ...input.command, ...(from && { from }) } }, { onProgress: () => {}, onRetiredProgress: reclaim.tell });
       } finally {
         clearInterval(beat);
       }

@@ -18,7 +18,11 @@ export interface Timing {
   readonly operationDeadlineMs: number;
   /** Allowed error between host clocks and the store's `LastModified`. */
   readonly clockSafetyMarginMs: number;
-  /** T: at least publication budget + operation deadline + clock margin. */
+  /**
+   * T, the collector's minimum grace (spec section 4, `GC_MIN_GRACE_MS`; env
+   * `COMPACTION_GC_MIN_GRACE_MS`): at least publication budget + operation deadline + clock margin.
+   * "T" in comments and docs is this setting and nothing else; the lost-write grace is its own (spec 6a.4).
+   */
   readonly gcMinGraceMs: number;
   /** Minimum store age before an unowned staged object may be deleted; at least expiry + T. */
   readonly stagingGraceMs: number;

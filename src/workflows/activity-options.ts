@@ -5,12 +5,11 @@
 import type { ActivityOptions, Duration, RetryPolicy } from '@temporalio/common';
 import { NON_RETRYABLE_FAILURE_TYPES } from '../errors';
 import { ACTIVITY_BACKOFF } from '../config/retry';
+import type { CompactionSettings } from '../config/settings';
+import type { Timing } from '../config/timing';
 
 /** The worker's settings the policy is made of; a run takes them once, from its first worker. */
-export interface ActivitySettings {
-  readonly operationDeadlineMs: number;
-  readonly heartbeatTimeoutMs: number;
-}
+export type ActivitySettings = Pick<Timing, 'operationDeadlineMs'> & Pick<CompactionSettings, 'heartbeatTimeoutMs'>;
 
 /**
  * The retry policy of every activity: the backoff of src/config/retry, no retry of a failure type no

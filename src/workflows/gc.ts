@@ -25,7 +25,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { CommandInput, GcActivities, GcWorkflowSettings } from '../activities/gc';
+import type { CommandInput, GcActivities } from '../activities/gc';
 import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix } from '../keys';
 import type { ReclaimTally } from '../protocol/collector';
 import {
@@ -41,7 +41,7 @@ import {
 } from '../protocol/collector-plan';
 import { emptyReport, hasNamespaceProblems, isIncomplete, mergeReport, passFailed, REPORT_LIMIT, type GcReport } from '../protocol/collector-report';
 import { inBatches } from '../store/batches';
-import { activityOptions } from './activity-options';
+import { activityOptions, type ActivitySettings } from './activity-options';
 import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcIncomplete, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
 
 export type { GcReport, GcTotals, NamespaceRootProblem } from '../protocol/collector-report';
@@ -78,7 +78,7 @@ export interface GcOptions {
 interface PassSetup {
   readonly rules: PassRules;
   readonly namespaceConcurrency: number;
-  readonly timeouts: Pick<GcWorkflowSettings, 'operationDeadlineMs' | 'heartbeatTimeoutMs'>;
+  readonly timeouts: ActivitySettings;
   /** Where the pass's activities and per-namespace workflows run (see {@link GcOptions.collectorTaskQueue}). */
   readonly collectorTaskQueue?: string;
 }
