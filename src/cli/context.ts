@@ -8,6 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import { settingsFromEnv, type CompactionSettings } from '../config';
 import { objectStoreFromEnv, type ObjectStore } from '../store';
 import { temporalTarget, type TemporalTarget } from '../worker/connect';
+import { workerSetupFromEnv, type WorkerSetup, type WorkerSetupOverrides } from '../worker/setup';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
 import { TemporalUnreachableError } from './exit-codes';
 import { processOutput, type Output } from './output';
@@ -25,6 +26,8 @@ export interface CliContext {
   taskQueue(): string;
   /** Where collector passes send their work: `COMPACTION_COLLECTOR_TASK_QUEUE`, else {@link taskQueue}. */
   collectorTaskQueue(): string;
+  /** A worker's setup from this context's environment, settings and Temporal, with the `worker` command's flags over them. */
+  workerSetup(overrides: Pick<WorkerSetupOverrides, 'role' | 'formatModule'>): Promise<WorkerSetup>;
   nowMs(): number;
   close(): Promise<void>;
 }
@@ -70,6 +73,7 @@ export function contextFromEnv(env: NodeJS.ProcessEnv = process.env, out: Output
     client,
     taskQueue: () => taskQueueFromEnv(env),
     collectorTaskQueue: () => collectorTaskQueueFromEnv(env),
+    workerSetup: (overrides) => workerSetupFromEnv(env, { ...overrides, settings: settings(), temporal: temporal() }),
     nowMs: () => Date.now(),
     async close() {
       await Promise.allSettled(closers.splice(0).map((close) => close()));
