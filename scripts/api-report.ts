@@ -4,6 +4,7 @@
  * builds first); `--check` (run by `npm test`) only compares, and fails naming the command when the
  * surface changed and the report was not updated with it.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Extractor, ExtractorConfig } from '@microsoft/api-extractor';
@@ -14,6 +15,8 @@ mkdirSync(dirname(config.reportFilePath), { recursive: true });
 const result = Extractor.invoke(config, { localBuild: !check, showVerboseMessages: false });
 
 if (check && result.apiReportChanged) {
+  // The change itself, for the CI log.
+  spawnSync('diff', ['-u', config.reportFilePath, config.reportTempFilePath], { stdio: 'inherit' });
   console.error(
     `The public API changed and ${config.reportFilePath} does not show it.\n` +
       `Run \`npm run api\` and commit the report, so that a reviewer sees the change (the new report is ${config.reportTempFilePath}).`,
