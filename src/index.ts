@@ -4,7 +4,7 @@
  * The public surface, by name: what a metadata service (client, worker, writer, reader), a format's
  * plug-ins (docs/plugins.md) and a store adapter (docs/stores.md) use. The planner, the lease's
  * transitions and the collector's steps stay inside. etc/compaction-lease.api.md records every
- * signature; `npm run api` updates it (CONTRIBUTING.md).
+ * signature; `npm run api` updates it (docs/architecture.md).
  */
 
 /** Every error of the package: its Temporal failure type, and whether a retry can help. */
