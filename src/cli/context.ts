@@ -18,9 +18,9 @@ export interface CliContext {
   settings(): CompactionSettings;
   /**
    * The configured store, its access verified (a wrong bucket or credential is a configuration error).
-   * Commands that only read or repair need one that exists; `create` is for the worker alone.
+   * Commands read or repair a store that exists; only the worker, which opens its own, creates one.
    */
-  store(options?: { create?: boolean }): Promise<ObjectStore>;
+  store(): Promise<ObjectStore>;
   temporal(): TemporalTarget;
   client(): Promise<Client>;
   taskQueue(): string;
@@ -50,15 +50,12 @@ export function contextFromEnv(env: NodeJS.ProcessEnv = process.env, out: Output
   const closers: (() => Promise<void>)[] = [];
   const settings = once(() => settingsFromEnv(env));
   const temporal = once(() => temporalTarget(env));
-  // One store per process: the first command to ask decides whether a missing embedded store may be created.
-  let opened: Promise<ObjectStore> | undefined;
-  const store = ({ create = false } = {}) =>
-    (opened ??= (async () => {
-      const made = objectStoreFromEnv(env, settings().timing.operationDeadlineMs, { existing: !create });
-      closers.push(() => made.close());
-      await made.verifyAccess();
-      return made;
-    })());
+  const store = once(async () => {
+    const made = objectStoreFromEnv(env, settings().timing.operationDeadlineMs, { existing: true });
+    closers.push(() => made.close());
+    await made.verifyAccess();
+    return made;
+  });
   const client = once(async () => {
     const target = temporal();
     const connection = await connectTemporal(target, () => Connection.connect(target.connectionOptions));
