@@ -90,7 +90,9 @@ async function main(): Promise<void> {
   const done = handle.result();
   let last = '';
   let finished = false;
-  const progress = setInterval(() => void printProgress(), 250);
+  // One poll at a time, and the last one awaited: a query still retrying once the client closes would throw from its timer.
+  let polling = Promise.resolve();
+  const progress = setInterval(() => (polling = polling.then(printProgress)), 250);
   async function printProgress() {
     const view = await handle.query<LeaseView>('leaseState').catch(() => undefined);
     const pending = (await handle.describe().catch(() => undefined))?.raw.pendingActivities ?? [];
@@ -101,9 +103,10 @@ async function main(): Promise<void> {
     const line = `  ${view?.phase ?? 'starting'}${view?.jobId ? ` job ${view.jobId}` : ''}${p ? `: ${p.segmentsFinished} segments, ${p.recordsOut} records written` : ''}`;
     if (line !== last && !finished) console.log((last = line));
   }
-  const result = await done.finally(() => {
+  const result = await done.finally(async () => {
     finished = true;
     clearInterval(progress);
+    await polling;
   });
   console.log(
     `outcome ${result.outcome}: job ${result.jobId}, ${result.inputs.length} inputs → ${result.outputs.length} outputs, ` +
