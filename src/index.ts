@@ -1,8 +1,172 @@
-/** compaction-lease: streaming metadata compactions under an S3 lease, and the collector that reclaims what dead jobs left. */
-export * from './keys';
-export * from './lease';
-export * from './root';
-export * from './segments';
+/**
+ * compaction-lease: streaming metadata compactions under an S3 lease, and the collector that reclaims what dead jobs left.
+ *
+ * The public surface, by name: what a metadata service (client, worker, writer, reader), a format's
+ * plug-ins (docs/plugins.md) and a store adapter (docs/stores.md) use. The planner, the lease's
+ * transitions and the collector's steps stay inside. etc/compaction-lease.api.md records every
+ * signature; `npm run api` updates it (docs/architecture.md).
+ */
+
+/** Every error of the package: its Temporal failure type, and whether a retry can help. */
+export { TypedError } from './errors';
+
+// Ids and keys: the key grammar of the store's layout (docs/protocol.md).
+export {
+  compactionsPrefix,
+  familyGroup,
+  InvalidKeyError,
+  inputSegmentKey,
+  inputSegmentsPrefix,
+  jobId,
+  jobPrefix,
+  leaseKey,
+  namespaceId,
+  namespacePrefix,
+  newJobId,
+  newSegmentId,
+  rootKey,
+  segmentId,
+  stagedSegmentKey,
+  type FamilyGroup,
+  type MetadataCompactionId,
+  type NamespaceId,
+  type RandomFill,
+  type SegmentId,
+} from './keys';
+
+// Settings and timings (README, Configuration).
+export {
+  defaultTimingDividedBy,
+  resolveSettings,
+  resolveTiming,
+  SETTINGS_ENV,
+  SettingsError,
+  settingsFromEnv,
+  shrunkTiming,
+  TIMING_ENV,
+  TimingConfigError,
+  timingFromEnv,
+  WORKER_ROLE_ENV,
+  WORKER_ROLES,
+  workerRoleFromEnv,
+  type CompactionSettings,
+  type Timing,
+  type WorkerRole,
+} from './config';
+
+// Starting and watching work from the metadata service.
+export { connectClientFromEnv } from './client/connect';
+export { compactionWorkflowId, startCompaction, type StartCompactionOptions } from './client';
+export { gcPassResult, runGcPass, startGcPass, type GcPassHandle, type GcPassOptions, type GcPassResult } from './client/gc-pass';
+export {
+  DEFAULT_GC_SCHEDULE_ID,
+  describeGcSchedule,
+  ensureGcSchedule,
+  pauseGcSchedule,
+  triggerGcPass,
+  unpauseGcSchedule,
+  type GcCadence,
+  type GcScheduleOptions,
+} from './client/schedule';
+export { registerSearchAttributes, SEARCH_ATTRIBUTES, type SearchAttributeType } from './client/search-attributes';
+export {
+  DEFAULT_WORKER_TIMEOUT_MS,
+  LIVE_POLLER_WINDOW_MS,
+  NoWorkerPollingError,
+  waitForWorker,
+  type PolledFor,
+  type WaitForWorkerOptions,
+  type WorkerCheckOptions,
+} from './client/workers';
+export type { CompactionInput, CompactionOutcomeName, CompactionPhase, CompactionResult, LeaseView } from './workflows/compaction';
+export type { GcInput, GcOptions, GcPassReport } from './workflows/gc';
+export type { CorruptLease, GcReport, GcTotals, NamespaceRootProblem } from './protocol/collector-report';
+export type { RootProblem } from './protocol/collector';
+/** The workflow functions, as types: `client.workflow.start<typeof gcWorkflow>('gcWorkflow', …)`; workers load them from `WORKFLOWS_PATH`. */
+export type { compactionWorkflow, gcWorkflow } from './workflows';
+
+// Workers.
+export {
+  ACTIVITY_SLOTS_ENV,
+  createWorker,
+  DEFAULT_ACTIVITY_SLOTS,
+  STORE_CHECK_ENV,
+  STORE_CHECK_MODES,
+  storeCheckFromEnv,
+  workerOptionsFromEnv,
+  WORKFLOWS_PATH,
+  type CreateWorkerOptions,
+  type StoreCheckMode,
+} from './worker';
+export { startWorkerFromEnv, type StartWorkerFromEnvOptions, type StartWorkerOptions, type WorkerFromEnv } from './worker/from-env';
+export { installRuntime, LOG_LEVEL_ENV, METRICS_ENV } from './worker/runtime';
+export { temporalTarget, type TemporalTarget } from './worker/connect';
+export { COLLECTOR_TASK_QUEUE_ENV, collectorTaskQueueFromEnv, DEFAULT_TASK_QUEUE, roleTaskQueueFromEnv, TASK_QUEUE_ENV, taskQueueFromEnv } from './worker/task-queue';
+export { FORMAT_MODULE_ENV, FormatModuleError, loadFormatModule, type FormatModule } from './worker/format-module';
+
+// The object store: the port an adapter implements (docs/stores.md), its errors, the two adapters, the probe.
+export {
+  AmbiguousError,
+  ConflictError,
+  NotFoundError,
+  ObjectChangedError,
+  ObjectTooLargeError,
+  PreconditionFailedError,
+  StoreConfigError,
+  StoreError,
+  StoreUnavailableError,
+  type BucketVersioning,
+  type DeleteFailure,
+  type DeleteResult,
+  type ListPage,
+  type ListRequest,
+  type ObjectInfo,
+  type ObjectStore,
+  type StoredObject,
+  type StreamedObject,
+} from './store/port';
+export {
+  createEmbeddedObjectStore,
+  createS3ObjectStore,
+  DEFAULT_EMBEDDED_PATH,
+  EMBEDDED_ENV,
+  objectStoreFromEnv,
+  requireFitStore,
+  S3_ENV,
+  s3OptionsFromEnv,
+  STORE_PROPERTIES,
+  StoreUnfitError,
+  verifyStore,
+  type EmbeddedStoreOptions,
+  type S3StoreOptions,
+  type StoreCheck,
+  type StorePropertyId,
+  type StorePropertyResult,
+  type VerifyStoreOptions,
+} from './store';
+
+// The namespace root, through a root codec (docs/plugins.md, docs/formats.md).
+export {
+  addSegments,
+  checkRoot,
+  groupSegments,
+  jsonRootCodec,
+  MAX_ROOT_BYTES,
+  RootCorruptError,
+  RootFormatMismatchError,
+  RootTooLargeError,
+  type RetiredSegment,
+  type RootCodec,
+  type RootState,
+} from './root';
+export { readRoot, readRootIfAny, RootMissingError, updateRoot, type ReadRoot, type RootWriteOptions } from './protocol/root-io';
+
+// Segments: the reference format, its writer and its readers (docs/formats.md, docs/readers.md).
+export { MAX_SEGMENT_LINE_BYTES, SEGMENT_EXTENSION, SegmentCorruptError, type SegmentRecord } from './segments/format';
+export { writeInputSegment, WriterBudgetExceededError, type WriterOptions } from './writer';
+export { lookupRecord, readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupSnapshot, type LiveRecord } from './reader';
+
+// A format's compactor (docs/plugins.md) and the conformance kit.
 export {
   MAX_PROGRESS_BYTES,
   OutputMissingError,
@@ -20,17 +184,5 @@ export {
   type MergeLimits,
   type StagedStore,
 } from './compactor';
-export * from './config';
-export * from './store';
-export * from './protocol';
-export * from './client';
-export * from './worker';
-export { startWorkerFromEnv, type StartWorkerFromEnvOptions, type WorkerFromEnv } from './worker/from-env';
-export { writeInputSegment, WriterBudgetExceededError, type WriterOptions } from './writer';
-export { lookupRecord, readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupSnapshot, type LiveRecord } from './reader';
+export type { JobRef } from './protocol/lease-read';
 export { checkFormat, FormatCheckError, type FormatUnderTest } from './conformance';
-export type { CompactionInput, CompactionResult, CompactionOutcomeName, LeaseView } from './workflows/compaction';
-export type { GcInput, GcOptions, GcPassReport, GcReport, GcTotals } from './workflows/gc';
-export type { CorruptLease } from './activities/gc';
-/** The workflow functions, as types: `client.workflow.start<typeof gcWorkflow>('gcWorkflow', …)`; workers load them from `WORKFLOWS_PATH`. */
-export type { compactionWorkflow, gcWorkflow } from './workflows';

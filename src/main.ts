@@ -7,22 +7,19 @@
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { NativeConnection } from '@temporalio/worker';
 import { Command } from 'commander';
 import { DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, runGcPass, startCompaction } from './client';
 import type { LeasedProgress } from './activities/compaction';
 import type { CompactionProgress } from './compactor';
-import { resolveSettings, SETTINGS_ENV, SettingsError, settingsFromEnv, shrunkTiming, TIMING_ENV, WORKER_ROLE_ENV, workerRoleFromEnv } from './config';
+import { resolveSettings, SETTINGS_ENV, SettingsError, settingsFromEnv, shrunkTiming, TIMING_ENV, WORKER_ROLE_ENV } from './config';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer } from './devservers';
 import { namespaceId } from './keys';
 import { readRootIfAny } from './protocol';
 import { jsonRootCodec } from './root';
 import type { SegmentRecord } from './segments';
-import { objectStoreFromEnv } from './store';
-import { createWorker } from './worker';
-import { installRuntime } from './worker/runtime';
-import { taskQueueFromEnv } from './worker/task-queue';
-import { temporalTarget } from './worker/connect';
+import type { ObjectStore } from './store';
+import { startWorker } from './worker/from-env';
+import { workerSetupFromEnv } from './worker/setup';
 import { writeInputSegment } from './writer';
 import type { LeaseView } from './workflows/compaction';
 
@@ -46,7 +43,7 @@ function demoSettings() {
 }
 
 /** A few thousand records over several input segments, overlapping keys, rising seqs, some tombstones. */
-async function seedDemoNamespace(store: ReturnType<typeof objectStoreFromEnv>, writerBudgetMs: number): Promise<void> {
+async function seedDemoNamespace(store: ObjectStore, writerBudgetMs: number): Promise<void> {
   // The demo seeds with writeInputSegment: the reference root.
   if (await readRootIfAny(store, namespaceId(DEMO_NAMESPACE), jsonRootCodec)) return;
   let seq = 0;
@@ -67,47 +64,49 @@ async function main(): Promise<void> {
     .option('--once', 'exit after the demo instead of serving')
     .parse()
     .opts<{ once?: boolean }>();
-  installRuntime();
+  // Assembled as every worker is (src/worker/from-env.ts): the environment's store, role, task queue,
+  // format module and Runtime settings; only the timings are the demo's own.
+  const setup = await workerSetupFromEnv(process.env, { settings: demoSettings() });
   // The demo's one worker runs its compaction and its collector pass: it must serve both roles.
-  const role = workerRoleFromEnv();
-  if (role !== 'all') throw new SettingsError(`the demo runs a compaction and a collector pass on its one worker: ${WORKER_ROLE_ENV} must be all or unset, not ${role}`);
-  const settings = demoSettings();
-  const store = objectStoreFromEnv(process.env, settings.timing.operationDeadlineMs);
-  const target = temporalTarget();
-  const devServer = target.configured
+  if (setup.role !== 'all') throw new SettingsError(`the demo runs a compaction and a collector pass on its one worker: ${WORKER_ROLE_ENV} must be all or unset, not ${setup.role}`);
+  const { settings, taskQueue } = setup;
+  const devServer = setup.temporal.configured
     ? undefined
     : await startTemporalDevServer({ port: 7233, uiPort: 8233, dbFilename: join('data', 'temporal.db'), searchAttributes: SEARCH_ATTRIBUTES });
-  const address = devServer?.address ?? target.address;
+  const address = devServer?.address ?? setup.temporal.address;
+  const target = { ...setup.temporal, address, connectionOptions: { ...setup.temporal.connectionOptions, address } };
   const uiUrl = devServer?.uiUrl ?? 'your Temporal UI';
+  const started = await startWorker({ ...setup, temporal: target });
+  const { store } = started;
   console.log(`store ${store.description}; Temporal ${address}${devServer ? ` (dev server, UI ${devServer.uiUrl})` : ''}`);
-
-  const workerConnection = await NativeConnection.connect({ ...target.connectionOptions, address });
-  const taskQueue = taskQueueFromEnv();
-  const worker = await createWorker({ store, settings, connection: workerConnection, namespace: target.namespace, role, taskQueue, serverLabel: `${address}/${target.namespace}` });
-  const running = worker.run();
   const connection = await Connection.connect({ address, tls: target.connectionOptions.tls, metadata: target.connectionOptions.metadata, apiKey: target.connectionOptions.apiKey });
   const client = new Client({ connection, namespace: target.namespace });
 
-  await seedDemoNamespace(store, settings.timing.writerBudgetMs);
+  // The seed is in the reference formats: a format module's plug-ins compact what its own writer left there.
+  if (setup.format) console.log(`format ${setup.format.label}: namespace ${DEMO_NAMESPACE} is not seeded, group ${DEMO_GROUP} is compacted as your writer left it`);
+  else await seedDemoNamespace(store, settings.timing.writerBudgetMs);
   const handle = await startCompaction(client, { namespaceId: DEMO_NAMESPACE, group: DEMO_GROUP, taskQueue });
   console.log(`compaction ${handle.workflowId}: ${uiUrl}/namespaces/${target.namespace}/workflows/${encodeURIComponent(handle.workflowId)}`);
   const done = handle.result();
   let last = '';
   let finished = false;
-  const progress = setInterval(() => void printProgress(), 250);
+  // One poll at a time, and the last one awaited: a query still retrying once the client closes would throw from its timer.
+  let polling = Promise.resolve();
+  const progress = setInterval(() => (polling = polling.then(printProgress)), 250);
   async function printProgress() {
     const view = await handle.query<LeaseView>('leaseState').catch(() => undefined);
     const pending = (await handle.describe().catch(() => undefined))?.raw.pendingActivities ?? [];
     const compacting = pending.find((a) => a.activityType?.name === 'compactUnderLease');
     const details = compacting?.heartbeatDetails?.payloads?.[0];
-    // The demo runs the reference compactor, whose progress is a CompactionProgress.
-    const p = details ? (defaultPayloadConverter.fromPayload<LeasedProgress>(details).progress as CompactionProgress | undefined) : undefined;
+    // Only the reference compactor's progress is a CompactionProgress.
+    const p = details && !setup.format?.compactor ? (defaultPayloadConverter.fromPayload<LeasedProgress>(details).progress as CompactionProgress | undefined) : undefined;
     const line = `  ${view?.phase ?? 'starting'}${view?.jobId ? ` job ${view.jobId}` : ''}${p ? `: ${p.segmentsFinished} segments, ${p.recordsOut} records written` : ''}`;
     if (line !== last && !finished) console.log((last = line));
   }
-  const result = await done.finally(() => {
+  const result = await done.finally(async () => {
     finished = true;
     clearInterval(progress);
+    await polling;
   });
   console.log(
     `outcome ${result.outcome}: job ${result.jobId}, ${result.inputs.length} inputs → ${result.outputs.length} outputs, ` +
@@ -129,12 +128,9 @@ async function main(): Promise<void> {
     console.log(`serving: worker on task queue ${taskQueue}${devServer ? `, UI ${devServer.uiUrl}` : ''}. Ctrl-C to stop.`);
     await new Promise<void>((resolve) => process.once('SIGINT', resolve).once('SIGTERM', resolve));
   }
-  // Ctrl-C already shuts the worker down through the Runtime's shutdown signals.
-  if (worker.getState() === 'RUNNING') worker.shutdown();
-  await running;
+  // Ctrl-C already shuts the worker down through the Runtime's shutdown signals; this also closes its connection and store.
+  await started.stop();
   await connection.close();
-  await workerConnection.close();
-  await store.close();
   await devServer?.stop();
 }
 

@@ -8,6 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import { settingsFromEnv, type CompactionSettings } from '../config';
 import { objectStoreFromEnv, type ObjectStore } from '../store';
 import { temporalTarget, type TemporalTarget } from '../worker/connect';
+import { workerSetupFromEnv, type WorkerSetup, type WorkerSetupOverrides } from '../worker/setup';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
 import { TemporalUnreachableError } from './exit-codes';
 import { processOutput, type Output } from './output';
@@ -17,14 +18,16 @@ export interface CliContext {
   settings(): CompactionSettings;
   /**
    * The configured store, its access verified (a wrong bucket or credential is a configuration error).
-   * Commands that only read or repair need one that exists; `create` is for the worker alone.
+   * Commands read or repair a store that exists; only the worker, which opens its own, creates one.
    */
-  store(options?: { create?: boolean }): Promise<ObjectStore>;
+  store(): Promise<ObjectStore>;
   temporal(): TemporalTarget;
   client(): Promise<Client>;
   taskQueue(): string;
   /** Where collector passes send their work: `COMPACTION_COLLECTOR_TASK_QUEUE`, else {@link taskQueue}. */
   collectorTaskQueue(): string;
+  /** A worker's setup from this context's environment, settings and Temporal, with the `worker` command's flags over them. */
+  workerSetup(overrides: Pick<WorkerSetupOverrides, 'role' | 'formatModule'>): Promise<WorkerSetup>;
   nowMs(): number;
   close(): Promise<void>;
 }
@@ -47,15 +50,12 @@ export function contextFromEnv(env: NodeJS.ProcessEnv = process.env, out: Output
   const closers: (() => Promise<void>)[] = [];
   const settings = once(() => settingsFromEnv(env));
   const temporal = once(() => temporalTarget(env));
-  // One store per process: the first command to ask decides whether a missing embedded store may be created.
-  let opened: Promise<ObjectStore> | undefined;
-  const store = ({ create = false } = {}) =>
-    (opened ??= (async () => {
-      const made = objectStoreFromEnv(env, settings().timing.operationDeadlineMs, { existing: !create });
-      closers.push(() => made.close());
-      await made.verifyAccess();
-      return made;
-    })());
+  const store = once(async () => {
+    const made = objectStoreFromEnv(env, settings().timing.operationDeadlineMs, { existing: true });
+    closers.push(() => made.close());
+    await made.verifyAccess();
+    return made;
+  });
   const client = once(async () => {
     const target = temporal();
     const connection = await connectTemporal(target, () => Connection.connect(target.connectionOptions));
@@ -70,6 +70,7 @@ export function contextFromEnv(env: NodeJS.ProcessEnv = process.env, out: Output
     client,
     taskQueue: () => taskQueueFromEnv(env),
     collectorTaskQueue: () => collectorTaskQueueFromEnv(env),
+    workerSetup: (overrides) => workerSetupFromEnv(env, { ...overrides, settings: settings(), temporal: temporal() }),
     nowMs: () => Date.now(),
     async close() {
       await Promise.allSettled(closers.splice(0).map((close) => close()));

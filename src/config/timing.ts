@@ -80,8 +80,9 @@ export const TIMING_ENV: Readonly<Record<keyof Timing, string>> = {
 
 /**
  * Builds the timing from partial settings. Unset values take the spec's defaults, derived from
- * the ones that are set: expiry = 5 × refresh, T = budget + deadline + margin, staging = expiry + T,
- * reader grace = expiry + T (readers of a replaced root keep its segments for at least the lease expiry),
+ * the ones that are set: T = budget + deadline + margin, expiry = max(5 × refresh, T) (never shorter
+ * than T; 5 × refresh at the defaults), staging = expiry + T, reader grace = expiry + T (readers of a
+ * replaced root keep its segments for at least the lease expiry),
  * writer budget 15 min, lost-write grace 24 h (or writer budget + deadline + margin when that is longer).
  */
 export function resolveTiming(settings: Partial<Timing> = {}): Timing {

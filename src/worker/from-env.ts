@@ -1,23 +1,23 @@
 /**
- * The worker configured by the environment alone, the same reading everywhere: the library's
- * {@link startWorkerFromEnv}, the worker process (src/worker/main.ts), `compaction-lease worker` and
- * the demo. Store: `COMPACTION_S3_*` and the AWS SDK's chain, else the embedded store; Temporal:
+ * The one place a worker is assembled. Every entry point reads a {@link WorkerSetup} the same way
+ * ({@link workerSetupFromEnv}) and starts through {@link startWorker}: the library's
+ * {@link startWorkerFromEnv}, the worker process (src/worker/main.ts), `compaction-lease worker` (its
+ * flags override the role and the format module) and the demo (its shrunk timings override the
+ * settings). Store: `COMPACTION_S3_*` and the AWS SDK's chain, else the embedded store; Temporal:
  * `TEMPORAL_*` / envconfig profile; `COMPACTION_WORKER_ROLE` and its queue (`COMPACTION_TASK_QUEUE`, or
  * `COMPACTION_COLLECTOR_TASK_QUEUE` for a collector); timings `COMPACTION_*_MS`; the Runtime:
  * `COMPACTION_LOG_LEVEL`, `COMPACTION_METRICS_PROMETHEUS`; a format's plug-ins: `COMPACTION_FORMAT_MODULE`.
  */
 import { NativeConnection, type Worker } from '@temporalio/worker';
-import { settingsFromEnv, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
+import type { CompactionSettings, WorkerRole } from '../config';
 import { objectStoreFromEnv, type ObjectStore } from '../store';
-import { temporalTarget, type TemporalTarget } from './connect';
-import { configuredFormat } from './format-module';
+import type { TemporalTarget } from './connect';
 import { createWorker, type CreateWorkerOptions } from './index';
 import { installRuntime } from './runtime';
-import { roleTaskQueueFromEnv } from './task-queue';
+import { workerSetupFromEnv, type WorkerSetup } from './setup';
 
-/** `compactor` and `rootCodec` given here win over the exports of the module `COMPACTION_FORMAT_MODULE` names. */
-export interface StartWorkerFromEnvOptions extends Pick<CreateWorkerOptions, 'compactor' | 'rootCodec' | 'workerOptions' | 'log'> {
-  readonly env?: NodeJS.ProcessEnv;
+/** `compactor` and `rootCodec` given here win over the exports of the format module. */
+export interface StartWorkerOptions extends Pick<CreateWorkerOptions, 'compactor' | 'rootCodec' | 'workerOptions' | 'log'> {
   /**
    * Whether to install the Runtime from `COMPACTION_LOG_LEVEL` and `COMPACTION_METRICS_PROMETHEUS`. A
    * process that has a Runtime already keeps it either way (see {@link installRuntime}); false skips
@@ -25,7 +25,13 @@ export interface StartWorkerFromEnvOptions extends Pick<CreateWorkerOptions, 'co
    * @default true
    */
   readonly installRuntime?: boolean;
-  /** Settings instead of the environment's `COMPACTION_*` ones (the demo's shrunk timings). */
+  /** Opens the worker's connection; the CLI's names the setting to change when the server is unreachable. */
+  readonly connect?: (temporal: TemporalTarget) => Promise<NativeConnection>;
+}
+
+export interface StartWorkerFromEnvOptions extends StartWorkerOptions {
+  readonly env?: NodeJS.ProcessEnv;
+  /** Settings instead of the environment's `COMPACTION_*` ones (shrunk timings for a demo or a test). */
   readonly settings?: CompactionSettings;
 }
 
@@ -42,27 +48,24 @@ export interface WorkerFromEnv {
   stop(): Promise<void>;
 }
 
-/** Starts a worker configured by the environment and runs it in the background until {@link WorkerFromEnv.stop}. */
-export async function startWorkerFromEnv(options: StartWorkerFromEnvOptions = {}): Promise<WorkerFromEnv> {
-  const env = options.env ?? process.env;
+/** Starts a worker of `setup` and runs it in the background until {@link WorkerFromEnv.stop}; it owns its connection and store. */
+export async function startWorker(setup: WorkerSetup, options: StartWorkerOptions = {}): Promise<WorkerFromEnv> {
+  const { env, settings, temporal, role, taskQueue, format } = setup;
   if (options.installRuntime !== false) installRuntime(env);
-  const settings = options.settings ?? settingsFromEnv(env);
-  const temporal = temporalTarget(env);
-  const role = workerRoleFromEnv(env);
-  const taskQueue = roleTaskQueueFromEnv(role, env);
-  const format = await configuredFormat(env);
-  const connection = await NativeConnection.connect(temporal.connectionOptions);
-  const serverLabel = `${temporal.address}/${temporal.namespace}`;
+  const { connect = (target: TemporalTarget) => NativeConnection.connect(target.connectionOptions) } = options;
+  const connection = await connect(temporal);
   let store: ObjectStore | undefined;
   let worker: Worker;
   try {
     store = objectStoreFromEnv(env, settings.timing.operationDeadlineMs);
     worker = await createWorker({
-      ...options,
+      workerOptions: options.workerOptions,
+      log: options.log,
       compactor: options.compactor ?? format?.compactor,
       rootCodec: options.rootCodec ?? format?.rootCodec,
       formatLabel: format?.label,
-      store, settings, connection, namespace: temporal.namespace, role, taskQueue, serverLabel,
+      store, settings, connection, namespace: temporal.namespace, role, taskQueue,
+      serverLabel: `${temporal.address}/${temporal.namespace}`,
     });
   } catch (err) {
     await Promise.allSettled([connection.close(), store?.close()]);
@@ -80,4 +83,16 @@ export async function startWorkerFromEnv(options: StartWorkerFromEnvOptions = {}
       });
     },
   };
+}
+
+/** Starts a worker configured by the environment and runs it in the background until {@link WorkerFromEnv.stop}. */
+export async function startWorkerFromEnv(options: StartWorkerFromEnvOptions = {}): Promise<WorkerFromEnv> {
+  const setup = await workerSetupFromEnv(options.env ?? process.env, { settings: options.settings });
+  return startWorker(setup, options);
+}
+
+/** Waits until the worker has stopped (SIGINT, SIGTERM), then closes its connection and store; settles as its run did. */
+export async function serveUntilStopped(started: WorkerFromEnv): Promise<void> {
+  await started.running.catch(() => undefined);
+  await started.stop();
 }

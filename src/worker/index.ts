@@ -131,9 +131,3 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Part
   if (!Number.isSafeInteger(slots) || slots < 1) throw new SettingsError(`${ACTIVITY_SLOTS_ENV} must be a positive integer, not ${JSON.stringify(raw)}`);
   return { maxConcurrentActivityTaskExecutions: slots };
 }
-
-/** Creates a worker and runs it until the Runtime's shutdown signals (SIGINT, SIGTERM): the entry points of worker processes share this. */
-export async function serveWorker(options: CreateWorkerOptions): Promise<void> {
-  const worker = await createWorker(options);
-  await worker.run();
-}

@@ -2,17 +2,14 @@
  * A standalone worker process, configured only by the environment (see ./from-env.ts). Runs until
  * SIGINT or SIGTERM.
  */
-import { startWorkerFromEnv, type StartWorkerFromEnvOptions } from './from-env';
+import { serveUntilStopped, startWorkerFromEnv, type StartWorkerFromEnvOptions } from './from-env';
 
 /**
  * Serves a worker configured by the environment alone until SIGINT or SIGTERM. `extra` is for the
  * benchmark's worker process (a test compactor, other worker options); operators pass nothing.
  */
 export async function serveWorkerFromEnv(extra: Pick<StartWorkerFromEnvOptions, 'compactor' | 'workerOptions' | 'log'> = {}): Promise<void> {
-  const started = await startWorkerFromEnv(extra);
-  await started.running.catch(() => undefined);
-  // After the run ended this closes the connection and the store, and settles as the run did.
-  await started.stop();
+  await serveUntilStopped(await startWorkerFromEnv(extra));
 }
 
 if (require.main === module) {

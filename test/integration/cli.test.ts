@@ -33,9 +33,9 @@ describe('compaction-lease CLI', () => {
   const scheduleId = uniqueId('cli-gc');
   const ns = namespaceId(uniqueId('cli').toLowerCase());
 
-  const spawnCli = (args: string[], taskQueue = worker.taskQueue) => {
+  const spawnCli = (args: string[], taskQueue = worker.taskQueue, extraEnv: NodeJS.ProcessEnv = {}) => {
     return spawn(process.execPath, ['--import', 'tsx', cliMain, ...args], {
-      env: { ...environmentFor(fixture, taskQueue, settings), NODE_NO_WARNINGS: '1' },
+      env: { ...environmentFor(fixture, taskQueue, settings), NODE_NO_WARNINGS: '1', ...extraEnv },
     });
   };
   const finished = (child: ChildProcessWithoutNullStreams): Promise<Run> => {
@@ -143,10 +143,13 @@ describe('compaction-lease CLI', () => {
     expect(run.stdout).toContain(`task queue ${taskQueue}`);
   });
 
-  it("worker --format serves a format module's plug-ins: binary inputs publish in the text root, and a collector pass reads that root", async () => {
+  const formatModule = './test/support/binary-format-module.mts';
+  it.each([
+    ['worker --format', ['--format', formatModule], {}],
+    ['worker with COMPACTION_FORMAT_MODULE', [], { COMPACTION_FORMAT_MODULE: formatModule }],
+  ])("%s serves a format module's plug-ins: binary inputs publish in the text root, and a collector pass reads that root", async (_, flags, env) => {
     const taskQueue = uniqueId('cli-format-tq');
-    const module = './test/support/binary-format-module.mts';
-    const child = spawnCli(['worker', '--format', module], taskQueue);
+    const child = spawnCli(['worker', ...flags], taskQueue, env);
     const exited = finished(child);
     try {
       const formatted = namespaceId(uniqueId('cli-format').toLowerCase());
@@ -168,7 +171,7 @@ describe('compaction-lease CLI', () => {
     const run = await exited;
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain(`task queue ${taskQueue}`);
-    expect(run.stdout).toContain(`format ${module} (compactor, rootCodec)`);
+    expect(run.stdout).toContain(`format ${formatModule} (compactor, rootCodec)`);
   });
 
   it('gc run --dry-run --wait --json reports the pass and deletes nothing', async () => {

@@ -8,6 +8,7 @@ import { msToTs } from '@temporalio/common/lib/time';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CliError, ExitCode, explainFailure, TemporalUnreachableError } from '../../src/cli/exit-codes';
 import { contextFromEnv, type CliContext } from '../../src/cli/context';
+import { workerSetupFromEnv } from '../../src/worker/setup';
 import { parseCron } from '../../src/cli/gc-schedule';
 import { prefixStatus } from '../../src/cli/lease';
 import { runCli } from '../../src/cli/program';
@@ -58,6 +59,7 @@ async function cli(argv: string[], store?: ObjectStore, client?: Client, overrid
     client: async () => client ?? expect.fail('the command connected to Temporal'),
     taskQueue: () => 'unit',
     collectorTaskQueue: () => 'unit',
+    workerSetup: (overrides) => workerSetupFromEnv(process.env, { ...overrides, settings }),
     nowMs: () => NOW,
     close: async () => {},
     ...overrides,

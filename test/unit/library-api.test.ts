@@ -1,4 +1,6 @@
 /** The library's public surface as a metadata service imports it: one reading of the environment, and a collector pass's report as a value. */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, RetryState, WorkflowNotFoundError } from '@temporalio/common';
 import { msToTs } from '@temporalio/common/lib/time';
@@ -39,6 +41,10 @@ describe('the public API', () => {
     'verifyStore', 'requireFitStore', 'StoreUnfitError', 'storeCheckFromEnv',
   ])('exports %s', (name) => {
     expect(library).toHaveProperty(name);
+  });
+
+  it('is named export by export: a name a module adds stays inside until src/index.ts names it', () => {
+    expect(readFileSync(join(__dirname, '..', '..', 'src', 'index.ts'), 'utf8')).not.toMatch(/export \*|export type \*/);
   });
 
   it('registers every search attribute the workflows upsert, by the type the Temporal CLI names', () => {
