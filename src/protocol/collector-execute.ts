@@ -5,6 +5,7 @@
 import { jobId, rootKey, type NamespaceId } from '../keys';
 import type { RootCodec } from '../root';
 import type { ObjectStore } from '../store';
+import { dryRunStore } from '../store/dry-run';
 import {
   claimLease,
   deleteLease,
@@ -22,9 +23,19 @@ import { fenceRoot } from './root-io';
 /**
  * Executes one command of a namespace's pass plan against the store, under the pass's rules, reading
  * the root with `codec` (the worker's). Failures are thrown, for the caller to retry (an activity's
- * retry policy, a test's loop).
+ * retry policy, a test's loop). A dry run is the same execution against a store that records its
+ * writes instead of making them: the one place the flag decides anything but the report and metrics.
  */
-export async function executeOnStore(
+export const executeOnStore = (
+  store: ObjectStore,
+  ns: NamespaceId,
+  rules: PassRules,
+  command: CollectorCommand,
+  progress: WalkProgress,
+  codec: RootCodec,
+): Promise<CollectorResult> => execute(rules.dryRun ? dryRunStore(store) : store, ns, rules, command, progress, codec);
+
+async function execute(
   store: ObjectStore,
   ns: NamespaceId,
   rules: PassRules,
@@ -44,8 +55,8 @@ export async function executeOnStore(
     case 'reclaimPrefix':
       return { kind: 'reclaimed', tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.from ?? START_OF_WALK, progress.onProgress, codec) };
     case 'collectPrefixes': {
-      const execute = (inner: CollectorCommand, walk: WalkProgress) => executeOnStore(store, ns, rules, inner, walk, codec);
-      return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, execute, progress.page) };
+      const inner = (next: CollectorCommand, walk: WalkProgress) => execute(store, ns, rules, next, walk, codec);
+      return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, inner, progress.page) };
     }
     case 'deleteLease':
       await deleteLease(store, { namespaceId: ns, jobId: jobId(command.jobId) });

@@ -27,7 +27,7 @@ export interface PassRules {
   readonly readerGraceMs: number;
   /** An input segment the root neither names nor retires (a lost write) goes once its `LastModified` is this old (spec 6a.4); longer than any writer's budget. */
   readonly lostWriteGraceMs: number;
-  /** Plan and report every claim and deletion, execute none. */
+  /** Plan and report every claim and deletion, execute none: the executor runs the plan against a dry-run store (src/store/dry-run). */
   readonly dryRun: boolean;
   /** Job prefixes per listing page; a run may continue as new between pages. */
   readonly prefixesPerPage: number;
@@ -265,10 +265,9 @@ export type PrefixStep =
   | { readonly pass: PrefixPass; readonly delta: ReportDelta; readonly next: 'command'; readonly command: CollectorCommand }
   | { readonly pass: PrefixPass; readonly delta: ReportDelta; readonly next: 'done' };
 
-/** After the walk: the lease this pass owns goes last, whatever became of the walk (a dry run only counts it). */
-function afterWalk(pass: PrefixPass, delta: ReportDelta, rules: PassRules): PrefixStep {
+/** After the walk: the lease this pass owns goes last, whatever became of the walk. */
+function afterWalk(pass: PrefixPass, delta: ReportDelta): PrefixStep {
   if (pass.owner.owner !== 'collector') return { pass, delta, next: 'done' };
-  if (rules.dryRun) return { pass, delta: { ...delta, totals: { ...delta.totals, leasesDeleted: 1 } }, next: 'done' };
   return { pass, delta, next: 'command', command: { kind: 'deleteLease', jobId: pass.jobId } };
 }
 
@@ -282,7 +281,7 @@ function actOn(pass: PrefixPass, owner: SettledOwner): PrefixStep {
 }
 
 /** A prefix's next step: claim an expired lease, walk, release; `delta` is what the step adds to the report. */
-export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined, rules: PassRules): PrefixStep {
+export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined): PrefixStep {
   if (result === undefined) {
     const { owner } = pass;
     return owner.owner === 'expired' ? { pass, delta: {}, next: 'command', command: { kind: 'claimLease', jobId: pass.jobId, seen: owner } } : actOn(pass, owner);
@@ -291,11 +290,11 @@ export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined
     case 'claimed':
       return actOn(pass, result.owner);
     case 'reclaimed':
-      return afterWalk(pass, tallyDelta(result.tally), rules);
+      return afterWalk(pass, tallyDelta(result.tally));
     case 'reclaimFailed': {
       const before = result.tally ? tallyDelta(result.tally) : {};
       const key = jobPrefix(namespaceId(pass.namespaceId), jobId(pass.jobId));
-      return afterWalk(pass, { ...before, totals: { ...before.totals, failedPrefixes: 1 }, failures: [{ key, message: result.message }] }, rules);
+      return afterWalk(pass, { ...before, totals: { ...before.totals, failedPrefixes: 1 }, failures: [{ key, message: result.message }] });
     }
     case 'leaseDeleted':
       return { pass, delta: { totals: { leasesDeleted: 1 } }, next: 'done' };
@@ -346,7 +345,7 @@ const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt => p !== nu
 /**
  * Collects the prefixes of a page, `rules.prefixConcurrency` at a time, each by its own
  * {@link planPrefix}, in two rounds: every claim first, then one `fenceRoot` command if the page
- * owns a prefix (not in a dry run), then the walks and lease deletions (spec 6b). A corrupt lease,
+ * owns a prefix, then the walks and lease deletions (spec 6b). A corrupt lease,
  * or a command that failed, enters no further prefix in the round; those in flight finish (a
  * walk's lease still goes last). A failed prefix stays at the command it awaits, and the first
  * failure is thrown once the others have settled, so a retry from `page.resume` redoes only that.
@@ -374,7 +373,7 @@ export async function collectPrefixes(
     inBatches(prefixes.map((found, index) => ({ found, index })), 1, rules.prefixConcurrency, async ([item]) => {
       if (item === undefined || at[item.index] === 'done' || report.totals.corrupt > 0 || failure) return;
       const { found, index } = item;
-      if (at[index] === null) advance(index, planPrefix({ namespaceId: namespace, ...found }, undefined, rules));
+      if (at[index] === null) advance(index, planPrefix({ namespaceId: namespace, ...found }, undefined));
       for (let now = at[index]; now && now !== 'done' && goesOn(now.command); now = at[index]) {
         const { pass, command } = now;
         const walk: WalkProgress = {
@@ -390,7 +389,7 @@ export async function collectPrefixes(
           failure ??= { error };
           return;
         }
-        advance(index, planPrefix(pass, result, rules));
+        advance(index, planPrefix(pass, result));
         told();
       }
     });
@@ -398,9 +397,9 @@ export async function collectPrefixes(
     await round((command) => command.kind === 'claimLease');
     if (failure) throw failure.error;
     // WARN: the fence comes after every claim of the page and before any delete under a prefix it owns.
-    if (!fenced && !rules.dryRun && report.totals.corrupt === 0 && at.some(awaitsOwnedWalk)) {
+    if (!fenced && report.totals.corrupt === 0 && at.some(awaitsOwnedWalk)) {
       const result = await execute({ kind: 'fenceRoot' }, { onProgress: () => {} });
-      if (result.kind === 'fenceFailed') at.forEach((p, index) => awaitsOwnedWalk(p) && advance(index, planPrefix(p.pass, result, rules)));
+      if (result.kind === 'fenceFailed') at.forEach((p, index) => awaitsOwnedWalk(p) && advance(index, planPrefix(p.pass, result)));
       fenced = true;
       told();
     }

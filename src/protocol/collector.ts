@@ -145,7 +145,7 @@ export async function surveyLease(store: ObjectStore, job: JobRef, rules: OwnerR
  * worker crash). `reaping` is terminal and only collectors write it, so a lease found `reaping` is
  * ours to reclaim; `active` with a newer heartbeat than the one we claimed is a job that refreshed in
  * between, live for this pass however old that heartbeat is at the pass's clock; gone, no one owns
- * the prefix. A dry run makes no claim and reports the prefix as the claim would leave it.
+ * the prefix. A dry run's store records the claim instead of making it, and answers as if it landed.
  */
 export async function claimLease(store: ObjectStore, job: JobRef, rules: OwnerRules, seen?: ExpiredLease): Promise<SettledOwner> {
   const key = leaseKey(job.namespaceId, job.jobId);
@@ -158,7 +158,6 @@ export async function claimLease(store: ObjectStore, job: JobRef, rules: OwnerRu
     if (owner.owner !== 'expired') return owner;
     const { lease } = found as Extract<LeaseRead, { etag: string }>;
     if (claimedHeartbeatMs !== undefined && lease.heartbeat_at_ms > claimedHeartbeatMs) return { owner: 'job', raced: true };
-    if (rules.dryRun) return { owner: 'collector' };
     try {
       claimedHeartbeatMs = lease.heartbeat_at_ms;
       await store.putIfMatch(key, encodeLease(claimLeaseState(lease)), owner.etag);
@@ -339,7 +338,7 @@ export async function reclaimPrefix(
         const { root } = await readRoot(store, job.namespaceId, codec);
         const doomed = batch.filter((o) => !isRetainedByRoot(root, o.key, options));
         referencedCount = batch.length - doomed.length;
-        const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;
+        const { failed } = await store.deleteMany(doomed.map((o) => o.key));
         const failedKeys = new Set(failed.map((f) => f.key));
         deleted = doomed.filter((o) => !failedKeys.has(o.key));
         if (failed.length) throw new DeleteFailedError(prefix, failed);

@@ -209,7 +209,7 @@ async function reclaimBatch(
     const fate = decideSegment(fresh, o.key, o.lastModified, options);
     return fate === 'retired_due' || fate === 'lost_write' ? [{ o, fate }] : [];
   });
-  const failed = options.dryRun || doomed.length === 0 ? [] : (await store.deleteMany(doomed.map(({ o }) => o.key))).failed;
+  const failed = doomed.length === 0 ? [] : (await store.deleteMany(doomed.map(({ o }) => o.key))).failed;
   const failedKeys = new Set(failed.map((f) => f.key));
   const reclaimed = new Set(gone);
   const tally: Mutable<RetiredTally> = { ...EMPTY_RETIRED_TALLY, retainedReferenced: candidates.length - doomed.length };
@@ -220,7 +220,7 @@ async function reclaimBatch(
     } else tally.lostWritesDeleted++;
     tally.bytesDeleted += o.size;
   }
-  tally.retiredRecordsDropped = options.dryRun ? droppableRecords(fresh, reclaimed, options).length : await dropRecords(store, ns, reclaimed, options, codec);
+  tally.retiredRecordsDropped = await dropRecords(store, ns, reclaimed, options, codec);
   return { tally, ...(failed.length && { failure: new DeleteFailedError(inputSegmentsPrefix(ns), failed) }) };
 }
 

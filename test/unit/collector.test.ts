@@ -21,6 +21,7 @@ import {
 import { jsonRootCodec } from '../../src/root';
 import { RootMissingError, updateRoot } from '../../src/protocol/root-io';
 import { AmbiguousError, createEmbeddedObjectStore, PreconditionFailedError, type ListPage, type ObjectStore } from '../../src/store';
+import { dryRunStore, type RecordedWrite } from '../../src/store/dry-run';
 
 const ns = namespaceId('unit');
 const expiry = 1000;
@@ -52,8 +53,10 @@ describe('collector', () => {
 
   it('a dry run makes no claim but reports the prefix as the claim would leave it', async () => {
     await writeLease(1);
-    expect(await claimLease(store, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: true })).toEqual({ owner: 'collector' });
+    const writes: RecordedWrite[] = [];
+    expect(await claimLease(dryRunStore(store, (w) => writes.push(w)), ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: true })).toEqual({ owner: 'collector' });
     expect(await status()).toBe('active');
+    expect(writes).toEqual([expect.objectContaining({ kind: 'putIfMatch', key: leaseKey(ns, job) })]);
   });
 
   it('an ambiguous claim is re-read: a claim that landed is this collector’s, never a guess', async () => {
