@@ -6,7 +6,7 @@
  * missing key succeeds.
  */
 import { Context } from '@temporalio/activity';
-import { recordClaim, recordReclaim, recordRetiredReclaim } from './metrics';
+import { recordClaim, recordManifestPart, recordReclaim, recordRetiredReclaim } from './metrics';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { namespaceId } from '../keys';
@@ -94,8 +94,10 @@ type ResultOf<K extends CollectorCommand['kind']> = Extract<
 export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
   const { timing } = settings;
   /** Every command runs through the same executor as a pass run without Temporal. */
+  const executeCommand = (input: CommandInput<CollectorCommand>, command: CollectorCommand, progress: WalkProgress) =>
+    executeOnStore(store, namespaceId(input.namespaceId), input.rules, command, { onManifestPart: (key, lines) => recordManifestPart(key, lines, input.rules.dryRun), ...progress }, rootCodec);
   const run = async <K extends CollectorCommand['kind']>(input: Input<K>, progress: WalkProgress = { onProgress: () => {} }): Promise<ResultOf<K>> =>
-    (await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, progress, rootCodec)) as ResultOf<K>;
+    (await executeCommand(input, input.command, progress)) as ResultOf<K>;
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {
       const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = timing;
@@ -164,7 +166,7 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
           walk.onProgress(p);
         };
         try {
-          const result = await executeOnStore(store, namespaceId(input.namespaceId), rules, command, { ...walk, onProgress }, rootCodec);
+          const result = await executeCommand(input, command, { ...walk, onProgress });
           if (result.kind === 'claimed') recordClaim(result.owner, rules.dryRun);
           if (result.kind === 'reclaimed') recordReclaim(result.tally, rules.dryRun);
           return result;

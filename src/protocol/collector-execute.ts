@@ -2,7 +2,7 @@
  * Runs the commands of a namespace's pass plan against the store: the one executor behind the
  * collector's activities and behind tests and benchmarks that run a pass without Temporal.
  */
-import { jobId, rootKey, type NamespaceId } from '../keys';
+import { jobId, passId, rootKey, type NamespaceId } from '../keys';
 import type { RootCodec } from '../root';
 import type { ObjectStore } from '../store';
 import { dryRunStore } from '../store/dry-run';
@@ -19,6 +19,7 @@ import {
 import { collectPrefixes, type CollectorCommand, type CollectorResult, type PassRules, type WalkProgress } from './collector-plan';
 import { reclaimRetiredSegments, START_OF_RETIRED } from './retired-reclaim';
 import { fenceRoot } from './root-io';
+import { deleterOf, type Deleter } from './manifest';
 
 /**
  * Executes one command of a namespace's pass plan against the store, under the pass's rules, reading
@@ -33,10 +34,15 @@ export const executeOnStore = (
   command: CollectorCommand,
   progress: WalkProgress,
   codec: RootCodec,
-): Promise<CollectorResult> => execute(rules.dryRun ? dryRunStore(store) : store, ns, rules, command, progress, codec);
+): Promise<CollectorResult> => {
+  const manifest = rules.passId === undefined ? undefined : { store, namespaceId: ns, passId: passId(rules.passId), nowMs: rules.nowMs, dryRun: rules.dryRun, ...(progress.onManifestPart && { onPart: progress.onManifestPart }) };
+  const target = rules.dryRun ? dryRunStore(store) : store;
+  return execute(target, deleterOf(target, manifest), ns, rules, command, progress, codec);
+};
 
 async function execute(
   store: ObjectStore,
+  deletes: Deleter,
   ns: NamespaceId,
   rules: PassRules,
   command: CollectorCommand,
@@ -53,18 +59,21 @@ async function execute(
     case 'claimLease':
       return { kind: 'claimed', owner: await claimLease(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.seen) };
     case 'reclaimPrefix':
-      return { kind: 'reclaimed', tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.from ?? START_OF_WALK, progress.onProgress, codec) };
+      return {
+        kind: 'reclaimed',
+        tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.from ?? START_OF_WALK, progress.onProgress, codec, deletes, command.why),
+      };
     case 'collectPrefixes': {
-      const inner = (next: CollectorCommand, walk: WalkProgress) => execute(store, ns, rules, next, walk, codec);
+      const inner = (next: CollectorCommand, walk: WalkProgress) => execute(store, deletes, ns, rules, next, walk, codec);
       return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, inner, progress.page) };
     }
     case 'deleteLease':
-      await deleteLease(store, { namespaceId: ns, jobId: jobId(command.jobId) });
+      await deleteLease(store, { namespaceId: ns, jobId: jobId(command.jobId) }, deletes, command.lease);
       return { kind: 'leaseDeleted' };
     case 'reclaimRetiredSegments':
       return {
         kind: 'retiredReclaimed',
-        outcome: await reclaimRetiredSegments(store, ns, rules, command.from ?? START_OF_RETIRED, progress.onRetiredProgress ?? (() => {}), codec),
+        outcome: await reclaimRetiredSegments(store, ns, rules, command.from ?? START_OF_RETIRED, progress.onRetiredProgress ?? (() => {}), codec, deletes),
       };
     case 'fenceRoot':
       try {

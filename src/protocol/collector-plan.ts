@@ -9,9 +9,10 @@
  * namespace's retired segments) is a new command, a new result and a new case in the step.
  */
 import { TypedError } from '../errors';
-import { compactionsPrefix, inputSegmentsPrefix, jobId, jobPrefix, namespaceId } from '../keys';
+import { compactionsPrefix, inputSegmentsPrefix, jobId, jobPrefix, namespaceId, namespaceId as toNamespaceId, passId, passManifestPrefix } from '../keys';
 import { inBatches } from '../store/batches';
-import type { ChildrenPage, ExpiredLease, PrefixOwner, ReclaimPosition, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
+import type { ChildrenPage, ExpiredLease, PrefixOwner, PrefixRule, ReclaimPosition, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
+import type { LeaseFacts } from './manifest';
 import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './collector-report';
 import type { RetiredPosition, RetiredReclaimOutcome } from './retired-reclaim';
 
@@ -37,6 +38,8 @@ export interface PassRules {
   readonly keysPerFlush: number;
   /** Bounds every list of a report. */
   readonly reportLimit: number;
+  /** The pass's id: its manifests go under `namespaces/{ns}/metadata/gc/{passId}/`. Unset, the pass writes none (a benchmark's baseline). */
+  readonly passId?: string;
 }
 
 /** Store work the plan asks for, always within the namespace of its pass. */
@@ -51,9 +54,9 @@ export type CollectorCommand =
    * Walk the prefix, deleting old unreferenced staged segments (none in a dry run); `from`: a walk an
    * earlier activity started goes on after its position, its tally counted on, so nothing is counted twice or lost.
    */
-  | { readonly kind: 'reclaimPrefix'; readonly jobId: string; readonly from?: ReclaimPosition }
-  /** Delete the lease this pass owns, last, also after a failed walk. */
-  | { readonly kind: 'deleteLease'; readonly jobId: string }
+  | { readonly kind: 'reclaimPrefix'; readonly jobId: string; readonly from?: ReclaimPosition; readonly why?: PrefixRule }
+  /** Delete the lease this pass owns, last, also after a failed walk; `lease`: as the claim read it, for the manifest. */
+  | { readonly kind: 'deleteLease'; readonly jobId: string; readonly lease?: LeaseFacts }
   /** The collectable prefixes of a page, each by its own {@link planPrefix} (claim, walk, lease last): one activity per page, not three per prefix. */
   | { readonly kind: 'collectPrefixes'; readonly prefixes: readonly SurveyedPrefix[] }
   /**
@@ -96,6 +99,8 @@ export interface WalkProgress {
   readonly onRetiredProgress?: (position: RetiredPosition) => void;
   /** Where a `collectPrefixes` command resumes and whom it tells of each step of its prefixes. */
   readonly page?: PageProgress;
+  /** Called after each part of the pass's manifest is written, with its key and number of lines (metrics). */
+  readonly onManifestPart?: (key: string, lines: number) => void;
 }
 
 /** Runs one command (a walk from its `from`, telling `walk.onProgress`); transient failures are its own to retry. */
@@ -121,6 +126,8 @@ export interface NamespacePass {
    * listing there, so job prefixes after it, and a corrupt lease among them, may be unseen.
    */
   readonly folderMarker?: boolean;
+  /** Where the pass's manifest of this namespace goes (none for a pass without a pass id). */
+  readonly manifest?: string;
   readonly report: GcReport;
 }
 
@@ -142,6 +149,7 @@ export class PlanOutOfStepError extends TypedError {
 
 export const startNamespacePass = (namespaceId: string, rules: PassRules): NamespacePass => ({
   namespaceId, phase: 'scan', after: undefined, rootChecked: false, page: undefined, report: emptyReport(rules.nowMs, rules.dryRun),
+  ...(rules.passId !== undefined && { manifest: passManifestPrefix(toNamespaceId(namespaceId), passId(rules.passId)) }),
 });
 
 /** The page is the whole namespace (the first and last at once): its one survey is both the scan and the collect read. */
@@ -149,8 +157,12 @@ const collecting = (pass: NamespacePass): boolean => pass.phase === 'collect' ||
 
 const withReport = (pass: NamespacePass, delta: ReportDelta): NamespacePass => ({ ...pass, report: mergeReport(pass.report, delta) });
 
+/** The namespace is done: a corrupt one is named, and so is its manifest if anything was deleted (every deletion has its line). */
 function done(pass: NamespacePass): NamespaceStep {
-  return { pass: pass.report.totals.corrupt > 0 ? withReport(pass, { corruptNamespaces: [pass.namespaceId] }) : pass, next: 'done' };
+  const { totals } = pass.report;
+  const deleted = totals.objectsDeleted + totals.leasesDeleted > 0;
+  const delta = { corruptNamespaces: totals.corrupt > 0 ? [pass.namespaceId] : [], manifests: deleted && pass.manifest ? [pass.manifest] : [] };
+  return { pass: withReport(pass, delta), next: 'done' };
 }
 
 /**
@@ -268,7 +280,8 @@ export type PrefixStep =
 /** After the walk: the lease this pass owns goes last, whatever became of the walk. */
 function afterWalk(pass: PrefixPass, delta: ReportDelta): PrefixStep {
   if (pass.owner.owner !== 'collector') return { pass, delta, next: 'done' };
-  return { pass, delta, next: 'command', command: { kind: 'deleteLease', jobId: pass.jobId } };
+  const { lease } = pass.owner;
+  return { pass, delta, next: 'command', command: { kind: 'deleteLease', jobId: pass.jobId, ...(lease && { lease }) } };
 }
 
 /** Acts on an owner the pass may collect: counts it and walks its prefix, or it is live or corrupt after all. */
@@ -277,7 +290,8 @@ function actOn(pass: PrefixPass, owner: SettledOwner): PrefixStep {
   if (owner.owner === 'job') return { pass: next, delta: { totals: { live: 1 } }, next: 'done' };
   if (owner.owner === 'corrupt') return { pass: next, delta: { totals: { corrupt: 1 }, corruptLeases: [{ key: owner.key, reason: owner.reason }] }, next: 'done' };
   const delta = { totals: owner.owner === 'collector' ? { claimed: 1 } : { orphaned: 1 } };
-  return { pass: next, delta, next: 'command', command: { kind: 'reclaimPrefix', jobId: pass.jobId } };
+  const why: PrefixRule = owner.owner === 'collector' ? { rule: 'claimed_prefix', ...(owner.lease && { lease: owner.lease }) } : { rule: 'orphaned_prefix' };
+  return { pass: next, delta, next: 'command', command: { kind: 'reclaimPrefix', jobId: pass.jobId, why } };
 }
 
 /** A prefix's next step: claim an expired lease, walk, release; `delta` is what the step adds to the report. */

@@ -58,6 +58,8 @@ export interface GcReport {
   readonly unrecognisedKeys: readonly string[];
   /** Why each skipped namespace was skipped. */
   readonly rootProblems: readonly NamespaceRootProblem[];
+  /** The manifest of each namespace where the pass deleted (or would delete) anything: `namespaces/{ns}/metadata/gc/{pass}/`, its parts under it. */
+  readonly manifests: readonly string[];
 }
 
 /** Part of a report, added to another by {@link mergeReport}. */
@@ -73,7 +75,7 @@ const ZERO: GcTotals = {
 };
 
 export const emptyReport = (nowMs: number, dryRun: boolean): GcReport => ({
-  nowMs, dryRun, totals: ZERO, corruptNamespaces: [], corruptLeases: [], failures: [], unrecognisedKeys: [], rootProblems: [],
+  nowMs, dryRun, totals: ZERO, corruptNamespaces: [], corruptLeases: [], failures: [], unrecognisedKeys: [], rootProblems: [], manifests: [],
 });
 
 /**
@@ -116,6 +118,8 @@ export function mergeReport(a: GcReport, b: ReportDelta): GcReport {
     failures: capped(a.failures, b.failures ?? []),
     unrecognisedKeys: capped(a.unrecognisedKeys, b.unrecognisedKeys ?? []),
     rootProblems: capped(a.rootProblems, b.rootProblems ?? []),
+    // A report carried from a run that predates manifests has none.
+    manifests: capped(a.manifests ?? [], b.manifests ?? []),
   };
 }
 

@@ -14,6 +14,7 @@ import { DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } f
 import { decideSegment, droppableRecords, dueRetiredKeys, withoutReclaimed, type RetiredRules } from './retired';
 import { EMPTY_RETIRED_TALLY, type RetiredTally } from './collector-report';
 import { readRoot } from './root-io';
+import { deleterOf, type Deleter } from './manifest';
 
 export interface RetiredReclaimOptions extends RetiredRules {
   readonly dryRun: boolean;
@@ -113,6 +114,7 @@ export async function reclaimRetiredSegments(
   resume: RetiredPosition,
   onProgress: (position: RetiredPosition) => void,
   codec: RootCodec,
+  deletes: Deleter = deleterOf(store, undefined),
 ): Promise<RetiredReclaimOutcome> {
   let root: RootState;
   let oversize: RootProblem | undefined;
@@ -138,7 +140,7 @@ export async function reclaimRetiredSegments(
 
   /** Deletes the batch in hand, drops its records, and moves the position past it (in `phase`, up to `upTo`). */
   const flush = async (phase: RetiredPosition['phase'], upTo: string | undefined): Promise<void> => {
-    const settled = await reclaimBatch(store, ns, candidates, gone, options, codec);
+    const settled = await reclaimBatch(store, ns, candidates, gone, options, codec, deletes);
     const tally = addTally(retained, settled.tally, options.reportLimit);
     candidates = [];
     gone = [];
@@ -202,6 +204,7 @@ async function reclaimBatch(
   gone: readonly string[],
   options: RetiredReclaimOptions,
   codec: RootCodec,
+  deletes: Deleter,
 ): Promise<{ readonly tally: RetiredTally; readonly failure?: DeleteFailedError }> {
   if (candidates.length === 0 && gone.length === 0) return { tally: EMPTY_RETIRED_TALLY };
   const fresh = (await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES)).root;
@@ -209,7 +212,14 @@ async function reclaimBatch(
     const fate = decideSegment(fresh, o.key, o.lastModified, options);
     return fate === 'retired_due' || fate === 'lost_write' ? [{ o, fate }] : [];
   });
-  const failed = doomed.length === 0 ? [] : (await store.deleteMany(doomed.map(({ o }) => o.key))).failed;
+  const retiredAtMs = new Map((fresh.retired ?? []).map((r) => [r.key, r.retired_at_ms]));
+  const { failed } = await deletes(
+    doomed.map(({ o, fate }) => {
+      const retiredAt = retiredAtMs.get(o.key);
+      const read = { rootGeneration: fresh.generation, ...(retiredAt !== undefined && { retiredAtMs: retiredAt }) };
+      return { object: o, rule: fate === 'retired_due' ? 'retired_segment' : 'lost_write', read };
+    }),
+  );
   const failedKeys = new Set(failed.map((f) => f.key));
   const reclaimed = new Set(gone);
   const tally: Mutable<RetiredTally> = { ...EMPTY_RETIRED_TALLY, retainedReferenced: candidates.length - doomed.length };

@@ -28,7 +28,8 @@ import {
 } from '@temporalio/workflow';
 import { NON_RETRYABLE_TYPES } from '../activities/failures';
 import type { CommandInput, GcActivities, GcWorkflowSettings } from '../activities/gc';
-import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix } from '../keys';
+import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix, newPassId } from '../keys';
+import { workflowRandom } from './compaction';
 import type { ReclaimTally } from '../protocol/collector';
 import {
   collectPrefixes,
@@ -134,6 +135,7 @@ function describe(report: GcReport, phase: string): string {
     `retained: referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}` +
     `\n\nsuperseded segments: deleted ${t.retiredDeleted} retired and ${t.lostWritesDeleted} lost writes, ` +
     `dropped ${t.retiredRecordsDropped} records, ${t.retainedInGrace} in reader grace` +
+    (report.manifests?.length ? `\n\nmanifests: ${report.manifests.join(', ')}` : '') +
     (report.corruptLeases.length ? `\n\ncorrupt leases: ${report.corruptLeases.map((c) => c.key).join(', ')}` : '') +
     (report.rootProblems.length ? `\n\nskipped, root ${report.rootProblems.map((r) => `${r.problem}: ${r.key}`).join(', ')}` : '')
   );
@@ -172,7 +174,10 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   }
   return {
     ...(collectorTaskQueue !== undefined && { collectorTaskQueue }),
-    rules: { nowMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT },
+    rules: {
+      nowMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT,
+      passId: newPassId(nowMs, workflowRandom),
+    },
     namespaceConcurrency,
     timeouts: { operationDeadlineMs, heartbeatTimeoutMs },
   };

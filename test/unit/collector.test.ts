@@ -47,14 +47,14 @@ describe('collector', () => {
     await writeLease(5000);
     expect(await claimLease(store, ref(), { nowMs: 5000 + expiry, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'job', raced: false });
     expect(await status()).toBe('active');
-    expect(await claimLease(store, ref(), { nowMs: 5001 + expiry, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'collector' });
+    expect(await claimLease(store, ref(), { nowMs: 5001 + expiry, leaseExpiryMs: expiry, dryRun: false })).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('reaping');
   });
 
   it('a dry run makes no claim but reports the prefix as the claim would leave it', async () => {
     await writeLease(1);
     const writes: RecordedWrite[] = [];
-    expect(await claimLease(dryRunStore(store, (w) => writes.push(w)), ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: true })).toEqual({ owner: 'collector' });
+    expect(await claimLease(dryRunStore(store, (w) => writes.push(w)), ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: true })).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('active');
     expect(writes).toEqual([expect.objectContaining({ kind: 'putIfMatch', key: leaseKey(ns, job) })]);
   });
@@ -67,7 +67,7 @@ describe('collector', () => {
         throw new AmbiguousError(key, 'response lost (injected)');
       },
     });
-    expect(await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'collector' });
+    expect(await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false })).toMatchObject({ owner: 'collector' });
   });
 
   it('a survey claims nothing; a claim handed its read makes one CAS and no GET, and loses to a refresh made since, which one re-read confirms', async () => {
@@ -90,7 +90,7 @@ describe('collector', () => {
 
     calls.length = 0;
     const again = (await surveyLease(store, ref(), clock)) as ExpiredLease;
-    expect(await claimLease(counting, ref(), clock, again)).toEqual({ owner: 'collector' });
+    expect(await claimLease(counting, ref(), clock, again)).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('reaping');
     expect(calls).toEqual([`cas ${leaseKey(ns, job)}`]);
   });
@@ -104,7 +104,7 @@ describe('collector', () => {
         throw new PreconditionFailedError(key);
       },
     });
-    expect(await claimLease(lostReply, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'collector' });
+    expect(await claimLease(lostReply, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false })).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('reaping');
   });
 
@@ -115,7 +115,7 @@ describe('collector', () => {
     expect(await surveyLease(store, ref(), clock)).toEqual({ owner: 'job', raced: false });
     await writeLease(1);
     await claimLease(store, ref(), clock);
-    expect(await surveyLease(store, ref(), clock)).toEqual({ owner: 'collector' });
+    expect(await surveyLease(store, ref(), clock)).toMatchObject({ owner: 'collector' });
     await store.put(leaseKey(ns, job), bytes('garbage'));
     expect(await surveyLease(store, ref(), clock)).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
   });
