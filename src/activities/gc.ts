@@ -53,6 +53,7 @@ export interface GcWorkflowSettings {
   readonly stagingGraceMs: number;
   readonly readerGraceMs: number;
   readonly lostWriteGraceMs: number;
+  readonly manifestRetentionMs: number;
 }
 
 /** A command of a namespace's pass plan, with the pass's rules. */
@@ -101,7 +102,8 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {
       const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = timing;
-      return { operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs };
+      const { heartbeatTimeoutMs, manifestRetentionMs } = settings;
+      return { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, manifestRetentionMs };
     },
 
     async listNamespaces(input: { after?: string; limit: number }): Promise<ChildrenPage<string>> {

@@ -20,6 +20,7 @@ import { collectPrefixes, type CollectorCommand, type CollectorResult, type Pass
 import { reclaimRetiredSegments, START_OF_RETIRED } from './retired-reclaim';
 import { fenceRoot } from './root-io';
 import { deleterOf, type Deleter } from './manifest';
+import { reclaimExpiredManifests } from './manifest-reclaim';
 
 /**
  * Executes one command of a namespace's pass plan against the store, under the pass's rules, reading
@@ -70,11 +71,13 @@ async function execute(
     case 'deleteLease':
       await deleteLease(store, { namespaceId: ns, jobId: jobId(command.jobId) }, deletes, command.lease);
       return { kind: 'leaseDeleted' };
-    case 'reclaimRetiredSegments':
-      return {
-        kind: 'retiredReclaimed',
-        outcome: await reclaimRetiredSegments(store, ns, rules, command.from ?? START_OF_RETIRED, progress.onRetiredProgress ?? (() => {}), codec, deletes),
-      };
+    case 'reclaimRetiredSegments': {
+      const outcome = await reclaimRetiredSegments(store, ns, rules, command.from ?? START_OF_RETIRED, progress.onRetiredProgress ?? (() => {}), codec, deletes);
+      // The namespace's expired manifests go last, like superseded segments only where the root was readable.
+      if (!('tally' in outcome) || rules.manifestRetentionMs === undefined) return { kind: 'retiredReclaimed', outcome };
+      const manifestPartsDeleted = await reclaimExpiredManifests(store, ns, rules.nowMs, rules.manifestRetentionMs, deletes);
+      return { kind: 'retiredReclaimed', outcome: { ...outcome, manifestPartsDeleted } };
+    }
     case 'fenceRoot':
       try {
         return (await fenceRoot(store, ns, codec)) ? { kind: 'rootFenced' } : { kind: 'fenceFailed', message: `root ${rootKey(ns)} does not exist` };

@@ -40,6 +40,8 @@ export interface PassRules {
   readonly reportLimit: number;
   /** The pass's id: its manifests go under `namespaces/{ns}/metadata/gc/{passId}/`. Unset, the pass writes none (a benchmark's baseline). */
   readonly passId?: string;
+  /** A pass's manifests older than this at `nowMs` (by the clock in their pass id) are reclaimed; unset, none are. */
+  readonly manifestRetentionMs?: number;
 }
 
 /** Store work the plan asks for, always within the namespace of its pass. */
@@ -160,7 +162,7 @@ const withReport = (pass: NamespacePass, delta: ReportDelta): NamespacePass => (
 /** The namespace is done: a corrupt one is named, and so is its manifest if anything was deleted (every deletion has its line). */
 function done(pass: NamespacePass): NamespaceStep {
   const { totals } = pass.report;
-  const deleted = totals.objectsDeleted + totals.leasesDeleted > 0;
+  const deleted = totals.objectsDeleted + totals.leasesDeleted + totals.manifestPartsDeleted > 0;
   const delta = { corruptNamespaces: totals.corrupt > 0 ? [pass.namespaceId] : [], manifests: deleted && pass.manifest ? [pass.manifest] : [] };
   return { pass: withReport(pass, delta), next: 'done' };
 }
@@ -189,7 +191,8 @@ function retiredDelta(pass: NamespacePass, outcome: RetiredReclaimOutcome): Repo
   if ('rootProblem' in outcome) return { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: namespace, ...outcome.rootProblem }] };
   const { unrecognisedKeys, ...counts } = outcome.tally;
   const oversize = outcome.oversize && !pass.report.rootProblems.some((p) => p.problem === 'oversize') ? [{ namespaceId: namespace, ...outcome.oversize }] : [];
-  return { totals: { ...counts, objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted }, unrecognisedKeys, rootProblems: oversize };
+  const totals = { ...counts, objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted, manifestPartsDeleted: outcome.manifestPartsDeleted ?? 0 };
+  return { totals, unrecognisedKeys, rootProblems: oversize };
 }
 
 function endPage(pass: NamespacePass): NamespaceStep {

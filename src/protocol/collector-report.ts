@@ -37,6 +37,8 @@ export interface GcTotals {
   readonly retainedInGrace: number;
   /** Namespaces that claimed and deleted nothing because their root was missing, corrupt or unreadable. */
   readonly skippedNamespaces: number;
+  /** Parts of earlier passes' manifests deleted past the manifest retention (not in objectsDeleted). */
+  readonly manifestPartsDeleted: number;
 }
 
 export interface NamespaceRootProblem extends RootProblem {
@@ -71,7 +73,7 @@ export const REPORT_LIMIT = 100;
 const ZERO: GcTotals = {
   namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, corrupt: 0, failedPrefixes: 0,
   leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0, skippedNamespaces: 0,
-  retiredDeleted: 0, lostWritesDeleted: 0, retiredRecordsDropped: 0, retainedInGrace: 0,
+  retiredDeleted: 0, lostWritesDeleted: 0, retiredRecordsDropped: 0, retainedInGrace: 0, manifestPartsDeleted: 0,
 };
 
 export const emptyReport = (nowMs: number, dryRun: boolean): GcReport => ({
@@ -109,7 +111,7 @@ function capped<T>(a: readonly T[], b: readonly T[]): T[] {
 
 export function mergeReport(a: GcReport, b: ReportDelta): GcReport {
   const totals = { ...a.totals };
-  for (const [name, n] of Object.entries(b.totals ?? {}) as [keyof GcTotals, number][]) totals[name] += n;
+  for (const [name, n] of Object.entries(b.totals ?? {}) as [keyof GcTotals, number][]) totals[name] = (totals[name] ?? 0) + n;
   return {
     ...a,
     totals,

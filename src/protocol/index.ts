@@ -7,3 +7,5 @@ export * from './collector-execute';
 export * from './collector-plan';
 export * from './collector-report';
 export * from './manifest';
+export * from './manifest-read';
+export * from './manifest-reclaim';

@@ -7,8 +7,8 @@
  * names at least everything it deleted (and maybe a batch it never deleted).
  */
 import { promisify } from 'node:util';
-import { gunzip, gzip } from 'node:zlib';
-import { manifestPartKey, manifestsPrefix, parseManifestPartKey, parsePassPrefix, passManifestPrefix, type NamespaceId, type PassId } from '../keys';
+import { gzip } from 'node:zlib';
+import { manifestPartKey, type NamespaceId, type PassId } from '../keys';
 import type { LeaseStatus } from '../lease';
 import type { DeleteResult, ObjectInfo, ObjectStore } from '../store';
 
@@ -40,6 +40,8 @@ export interface DeletionEvidence {
   readonly rootGeneration?: number;
   /** A retired segment's `retired_at_ms`: the reader grace counts from here. */
   readonly retiredAtMs?: number;
+  /** An expired manifest's pass clock: the retention counts from here. */
+  readonly passClockMs?: number;
 }
 
 /** One object a pass deletes, and why. */
@@ -112,46 +114,3 @@ export function deleterOf(store: ObjectStore, manifest: ManifestTarget | undefin
   };
 }
 
-/** The lines of one manifest part, in the order written. */
-export async function readManifestPart(store: ObjectStore, key: string): Promise<ManifestLine[]> {
-  const text = new TextDecoder().decode(await promisify(gunzip)((await store.get(key)).body));
-  return text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as ManifestLine);
-}
-
-/** Every key under `prefix`, listed to the end. */
-async function keysUnder(store: ObjectStore, prefix: string): Promise<string[]> {
-  const keys: string[] = [];
-  for (let cursor: string | undefined, first = true; first || cursor !== undefined; first = false) {
-    const page = await store.list({ prefix, ...(cursor !== undefined && { cursor }) });
-    keys.push(...page.objects.map((o) => o.key));
-    cursor = page.nextCursor;
-  }
-  return keys;
-}
-
-/** A manifest part and its lines. */
-export interface ManifestPart {
-  readonly key: string;
-  readonly lines: readonly ManifestLine[];
-}
-
-/** One namespace's manifest of one pass: every part, each with its lines. */
-export async function readPassManifest(store: ObjectStore, ns: NamespaceId, pass: PassId): Promise<ManifestPart[]> {
-  const keys = (await keysUnder(store, passManifestPrefix(ns, pass))).filter((k) => parseManifestPartKey(k) !== undefined);
-  return Promise.all(keys.map(async (key) => ({ key, lines: await readManifestPart(store, key) })));
-}
-
-/** The passes with a manifest in namespace `ns`, oldest first (pass ids sort by their clock). */
-export async function listManifestPasses(store: ObjectStore, ns: NamespaceId): Promise<PassId[]> {
-  const passes: PassId[] = [];
-  for (let cursor: string | undefined, first = true; first || cursor !== undefined; first = false) {
-    const page = await store.list({ prefix: manifestsPrefix(ns), delimiter: '/', ...(cursor !== undefined && { cursor }) });
-    // A prefix not of the grammar is someone else's: readers and retention alike leave it alone.
-    for (const p of page.commonPrefixes) {
-      const id = parsePassPrefix(ns, p);
-      if (id) passes.push(id);
-    }
-    cursor = page.nextCursor;
-  }
-  return passes;
-}

@@ -24,7 +24,10 @@ export interface RetiredReclaimOptions extends RetiredRules {
 }
 
 /** `oversize`: the root was past the readers' limit when the reclaim read it (it reclaimed, and shrank it, all the same). */
-export type RetiredReclaimOutcome = { readonly tally: RetiredTally; readonly oversize?: RootProblem } | { readonly rootProblem: RootProblem };
+export type RetiredReclaimOutcome =
+  /** `manifestPartsDeleted`: parts of the namespace's manifests past the retention, reclaimed after the segments. */
+  | { readonly tally: RetiredTally; readonly oversize?: RootProblem; readonly manifestPartsDeleted?: number }
+  | { readonly rootProblem: RootProblem };
 
 /**
  * Where a reclaim stands: every key up to `after` (in listing order) of its phase is settled and

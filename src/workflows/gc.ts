@@ -167,7 +167,7 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   const nowMs = input.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });
-  const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = await gcSettings();
+  const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, manifestRetentionMs } = await gcSettings();
   const { dryRun, prefixesPerPage, prefixConcurrency, keysPerFlush, namespaceConcurrency, collectorTaskQueue } = options;
   if (collectorTaskQueue !== undefined && (typeof collectorTaskQueue !== 'string' || collectorTaskQueue === '')) {
     invalidInput(`collectorTaskQueue must be a task queue name, not ${JSON.stringify(collectorTaskQueue)}`);
@@ -177,6 +177,7 @@ async function setUp(input: GcInput): Promise<PassSetup> {
     rules: {
       nowMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT,
       passId: newPassId(nowMs, workflowRandom),
+      manifestRetentionMs,
     },
     namespaceConcurrency,
     timeouts: { operationDeadlineMs, heartbeatTimeoutMs },

@@ -12,8 +12,13 @@ import {
   namespaceId,
   newJobId,
   newSegmentId,
+  manifestPartKey,
+  manifestsPrefix,
+  newPassId,
   parseManifestPartKey,
   parseManifestPrefix,
+  passClockMs,
+  type PassId,
   passId,
   stagedSegmentKey,
   type MetadataCompactionId,
@@ -145,5 +150,23 @@ describe('deletion manifests', () => {
     const again = await pass({ namespaces: [ns] });
     expect(again.totals.objectsDeleted).toBe(0);
     expect(await listManifestPasses(store, ns)).toHaveLength(2);
+  });
+
+  it('manifests older than the retention are reclaimed by a later pass, each recorded in its manifest; younger ones and keys not of the grammar stay', async () => {
+    const ns = namespaceId(uniqueId('retention').toLowerCase());
+    await updateRoot(store, ns, (r) => r, jsonRootCodec);
+    const { manifestRetentionMs } = settings;
+    const old = manifestPartKey(ns, newPassId(Date.now() - manifestRetentionMs - 60_000));
+    const young = manifestPartKey(ns, newPassId(Date.now() - manifestRetentionMs + 600_000));
+    const foreign = `${manifestsPrefix(ns)}notes/readme.txt`;
+    for (const key of [old, young, foreign]) await store.put(key, bytes(key));
+
+    const report = await pass({ namespaces: [ns] });
+    expect(report.totals.manifestPartsDeleted).toBe(1);
+    const lines = await manifestOf(ns, report);
+    expect([...lines.values()]).toEqual([expect.objectContaining({ key: old, rule: 'expired_manifest', read: { passClockMs: passClockMs(parseManifestPartKey(old)?.passId as PassId) } })]);
+    const left = (await store.list({ prefix: manifestsPrefix(ns) })).objects.map((o) => o.key);
+    expect(left).not.toContain(old);
+    for (const key of [young, foreign]) expect(left).toContain(key);
   });
 });
