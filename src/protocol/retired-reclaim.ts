@@ -103,6 +103,33 @@ function dueOutputsByPrefix(ns: NamespaceId, due: readonly string[]): Map<string
 }
 
 /**
+ * The root the reclaim decides by, read once (up to `MAX_COLLECTED_ROOT_BYTES`), and whether it is
+ * past the readers' limit; or, for a root that cannot be trusted, the outcome: nothing to reclaim
+ * (missing, and `metadata/segments/` empty), else the problem.
+ */
+async function rootToReclaimBy(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<{ root: RootState; oversize?: RootProblem } | RetiredReclaimOutcome> {
+  try {
+    const read = await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
+    const oversize = oversizeProblem(ns, read.bytes);
+    return { root: read.root, ...(oversize && { oversize }) };
+  } catch (err) {
+    const problem = rootProblemOf(err, ns);
+    if (!problem) throw err;
+    const empty = problem.problem === 'missing' && (await store.list({ prefix: inputSegmentsPrefix(ns), maxKeys: 1 })).objects.length === 0;
+    return empty ? { tally: EMPTY_RETIRED_TALLY } : { rootProblem: problem };
+  }
+}
+
+type RetainedCount = 'retainedUnrecognised' | 'retainedReferenced' | 'retainedInGrace' | 'retainedYoung';
+
+/** What the listing of `metadata/segments/` does with an object: a delete candidate, the count it is retained under, or nothing (a key of a job prefix). */
+function listedFate(ns: NamespaceId, root: RootState, o: ObjectInfo, rules: RetiredRules): 'candidate' | RetainedCount | undefined {
+  if (!isInputSegmentKeyOf(ns, o.key)) return 'retainedUnrecognised';
+  const fate = decideSegment(root, o.key, o.lastModified, rules);
+  return ({ retired_due: 'candidate', lost_write: 'candidate', referenced: 'retainedReferenced', retired_in_grace: 'retainedInGrace', young: 'retainedYoung', job_prefix: undefined } as const)[fate];
+}
+
+/**
  * Reclaims a namespace's due retired segments and lost writes from `resume`. A root that is missing,
  * corrupt or unreadable deletes nothing and is reported (a missing root only when
  * `metadata/segments/` holds anything: otherwise there is nothing to retain). A root past the readers'
@@ -119,21 +146,9 @@ export async function reclaimRetiredSegments(
   codec: RootCodec,
   deletes: Deleter = deleterOf(store, undefined),
 ): Promise<RetiredReclaimOutcome> {
-  let root: RootState;
-  let oversize: RootProblem | undefined;
-  try {
-    const read = await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
-    root = read.root;
-    oversize = oversizeProblem(ns, read.bytes);
-  } catch (err) {
-    const problem = rootProblemOf(err, ns);
-    if (!problem) throw err;
-    if (problem.problem === 'missing' && (await store.list({ prefix: inputSegmentsPrefix(ns), maxKeys: 1 })).objects.length === 0) {
-      return { tally: EMPTY_RETIRED_TALLY };
-    }
-    return { rootProblem: problem };
-  }
-
+  const read = await rootToReclaimBy(store, ns, codec);
+  if (!('root' in read)) return read;
+  const { root, oversize } = read;
   const segments = inputSegmentsPrefix(ns);
   const due = dueRetiredKeys(root, options).sort();
   let position = resume;
@@ -159,16 +174,10 @@ export async function reclaimRetiredSegments(
     let upTo = position.after;
     for await (const page of joinedListing(store, segments, due.filter((k) => k.startsWith(segments)), position.after)) {
       for (const o of page.objects) {
-        if (!isInputSegmentKeyOf(ns, o.key)) {
-          retained.retainedUnrecognised++;
-          if (retained.unrecognisedKeys.length < options.reportLimit) retained.unrecognisedKeys.push(o.key);
-          continue;
-        }
-        const fate = decideSegment(root, o.key, o.lastModified, options);
-        if (fate === 'retired_due' || fate === 'lost_write') candidates.push(o);
-        else if (fate === 'referenced') retained.retainedReferenced++;
-        else if (fate === 'retired_in_grace') retained.retainedInGrace++;
-        else if (fate === 'young') retained.retainedYoung++;
+        const fate = listedFate(ns, root, o, options);
+        if (fate === 'candidate') candidates.push(o);
+        else if (fate) retained[fate]++;
+        if (fate === 'retainedUnrecognised' && retained.unrecognisedKeys.length < options.reportLimit) retained.unrecognisedKeys.push(o.key);
       }
       gone.push(...page.gone);
       upTo = page.upTo;
