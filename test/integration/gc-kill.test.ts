@@ -1,35 +1,28 @@
 /** A collector worker SIGKILLed mid-pass (issue 32): the pass's manifest already names everything it deleted, and the next worker's deletions too. */
 import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { compactionsPrefix, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../../src/keys';
 import { listManifestPasses, readPassManifest, updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
 import type { GcReport } from '../../src/workflows/gc';
-import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, testSettings, uniqueId } from '../support/temporal';
+import { storeAndClient, testSettings, uniqueId } from '../support/temporal';
 import { spawnWorker } from '../support/worker-process';
 
 const PREFIXES = 400;
 const killed = (child: ChildProcess) => new Promise((resolve) => child.once('exit', resolve));
 
 describe('a collector pass across a worker crash', () => {
-  let fixture: TestStore;
+  const opened = storeAndClient('minio');
   const children: ChildProcess[] = [];
-  beforeAll(async () => {
-    fixture = await openTestStore('minio');
-  });
-  afterAll(async () => {
-    await Promise.all(children.filter((c) => c.exitCode === null && c.signalCode === null).map((c) => (c.kill('SIGKILL'), killed(c))));
-    await fixture?.store.close();
-  });
+  afterAll(() => Promise.all(children.filter((c) => c.exitCode === null && c.signalCode === null).map((c) => (c.kill('SIGKILL'), killed(c)))));
 
   const stagedLeft = async (ns: NamespaceId): Promise<Set<string>> => {
     const keys = new Set<string>();
     let cursor: string | undefined;
     do {
-      const page = await fixture.store.list({ prefix: compactionsPrefix(ns), cursor });
+      const page = await opened.fixture.store.list({ prefix: compactionsPrefix(ns), cursor });
       for (const o of page.objects) keys.add(o.key);
       cursor = page.nextCursor;
     } while (cursor);
@@ -37,21 +30,21 @@ describe('a collector pass across a worker crash', () => {
   };
   const manifestKeys = async (ns: NamespaceId): Promise<Set<string>> => {
     const keys = new Set<string>();
-    for (const pass of await listManifestPasses(fixture.store, ns)) for (const part of await readPassManifest(fixture.store, ns, pass)) for (const l of part.lines) keys.add(l.key);
+    for (const pass of await listManifestPasses(opened.fixture.store, ns)) for (const part of await readPassManifest(opened.fixture.store, ns, pass)) for (const l of part.lines) keys.add(l.key);
     return keys;
   };
 
   it('a worker SIGKILLed while its pass deletes leaves a manifest naming every object already gone; the pass resumed elsewhere ends with every deletion named', async () => {
-    const { client, close } = await connectClient();
+    const { client } = opened;
     const ns = namespaceId(uniqueId('gc-kill').toLowerCase());
-    await updateRoot(fixture.store, ns, (r) => r, jsonRootCodec);
+    await updateRoot(opened.fixture.store, ns, (r) => r, jsonRootCodec);
     const seeded = Array.from({ length: PREFIXES }, () => stagedSegmentKey(ns, newJobId(), newSegmentId(), 'seg'));
-    await inBatches(seeded, 1, 16, ([key]) => fixture.store.put(key as string, new TextEncoder().encode('orphaned')));
+    await inBatches(seeded, 1, 16, ([key]) => opened.fixture.store.put(key as string, new TextEncoder().encode('orphaned')));
     // The spawned worker's timings (support/worker-process.ts): every staged segment past its staging grace.
     await sleep(testSettings(1000, { heartbeatTimeoutMs: 2000 }).timing.stagingGraceMs + 500);
 
     const taskQueue = uniqueId('gc-kill-tq');
-    const first = spawnWorker(fixture, taskQueue);
+    const first = spawnWorker(opened.fixture, taskQueue);
     children.push(first);
     const handle = await client.workflow.start('gcWorkflow', {
       taskQueue,
@@ -74,12 +67,11 @@ describe('a collector pass across a worker crash', () => {
     const named = await manifestKeys(ns);
     expect(goneAtKill.filter((k) => !named.has(k))).toEqual([]);
 
-    children.push(spawnWorker(fixture, taskQueue));
+    children.push(spawnWorker(opened.fixture, taskQueue));
     const report = (await handle.result()) as GcReport;
     expect(await stagedLeft(ns)).toEqual(new Set());
     const namedAfter = await manifestKeys(ns);
     expect(seeded.filter((k) => !namedAfter.has(k))).toEqual([]);
     expect(report.manifests).toHaveLength(1);
-    await close();
   });
 });

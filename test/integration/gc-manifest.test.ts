@@ -3,7 +3,6 @@
  * each pass's manifest names exactly what it deleted, with the rule and what the rule read, each
  * batch's part written before its DeleteObjects; a dry run's manifest is the next real pass's deletions.
  */
-import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -29,8 +28,7 @@ import { listManifestPasses, readPassManifest, updateRoot, type ManifestLine } f
 import { jsonRootCodec, type RootState } from '../../src/root';
 import type { DeleteResult, ObjectStore } from '../../src/store';
 import type { GcInput, GcReport } from '../../src/workflows/gc';
-import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, quickExpirySettings as settings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+import { quickExpirySettings as settings, startTestWorker, storeAndClient, uniqueId, type RunningWorker } from '../support/temporal';
 
 const { leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = settings.timing;
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -51,26 +49,18 @@ function loggingStore(inner: ObjectStore, log: { op: 'put' | 'delete'; keys: str
 }
 
 describe('deletion manifests', () => {
-  let fixture: TestStore;
+  const opened = storeAndClient('minio');
   let store: ObjectStore;
   let worker: RunningWorker;
-  let client: Client;
-  let closeClient: () => Promise<void>;
   const log: { op: 'put' | 'delete'; keys: string[] }[] = [];
 
   beforeAll(async () => {
-    fixture = await openTestStore('minio');
-    store = fixture.store;
+    store = opened.fixture.store;
     worker = await startTestWorker(loggingStore(store, log), settings);
-    ({ client, close: closeClient } = await connectClient());
   });
-  afterAll(async () => {
-    await worker?.stop();
-    await closeClient?.();
-    await store?.close();
-  });
+  afterAll(() => worker?.stop());
 
-  const pass = (input: GcInput): Promise<GcReport> => client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId: uniqueId('gc-manifest'), args: [input] });
+  const pass = (input: GcInput): Promise<GcReport> => opened.client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId: uniqueId('gc-manifest'), args: [input] });
   const stage = async (ns: NamespaceId, job: MetadataCompactionId, n: number): Promise<string[]> => {
     const keys = Array.from({ length: n }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg'));
     for (const k of keys) await store.put(k, bytes(k));
