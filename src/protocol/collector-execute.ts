@@ -28,18 +28,18 @@ import { reclaimExpiredManifests } from './manifest-reclaim';
  * retry policy, a test's loop). A dry run is the same execution against a store that records its
  * writes instead of making them: the one place the flag decides anything but the report and metrics.
  */
-export const executeOnStore = (
+export async function executeOnStore(
   store: ObjectStore,
   ns: NamespaceId,
   rules: PassRules,
   command: CollectorCommand,
   progress: WalkProgress,
   codec: RootCodec,
-): Promise<CollectorResult> => {
+): Promise<CollectorResult> {
   const manifest = rules.passId === undefined ? undefined : { store, namespaceId: ns, passId: passId(rules.passId), nowMs: rules.nowMs, dryRun: rules.dryRun, ...(progress.onManifestPart && { onPart: progress.onManifestPart }) };
   const target = rules.dryRun ? dryRunStore(store) : store;
   return execute(target, deleterOf(target, manifest), ns, rules, command, progress, codec);
-};
+}
 
 async function execute(
   store: ObjectStore,
