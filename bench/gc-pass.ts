@@ -6,6 +6,8 @@
  * (the same S3 requests with the same concurrency, no Temporal); the pass is gcWorkflow on an
  * in-process worker, which collects a page's prefixes in one activity. Prints the machine, both
  * times, their ratio and the history length of every run of the pass.
+ * The bare scan runs twice, on namespaces seeded alike, without and with deletion manifests (issue
+ * 32 item 5: one PUT of a manifest part before each delete batch), and prints their ratio.
  * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/gc-pass.ts --prefixes 3000`.
  */
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
@@ -15,7 +17,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { Command, InvalidArgumentError } from 'commander';
 import { resolveSettings } from '../src/config';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
-import { leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
+import { leaseKey, namespaceId, newJobId, newPassId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
 import { createLeaseState, encodeLease } from '../src/lease';
 import { executeOnStore, REPORT_LIMIT, runNamespacePass, startNamespacePass, updateRoot, type PassRules } from '../src/protocol';
 import { jsonRootCodec } from '../src/root';
@@ -58,28 +60,35 @@ async function main(): Promise<void> {
   const temporal = await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES });
   try {
     const { store } = await createBucket(minio, 'gc-pass');
-    const [bare, viaTemporal] = [namespaceId('bare'), namespaceId('pass')];
-    for (const ns of [bare, viaTemporal]) await seed(store, ns, prefixes);
+    const [bare, manifested, viaTemporal] = [namespaceId('bare'), namespaceId('manifested'), namespaceId('pass')];
+    for (const ns of [bare, manifested, viaTemporal]) await seed(store, ns, prefixes);
     // Every staged segment older than the staging grace, so both sides delete the same objects.
     await sleep(settings.timing.stagingGraceMs + 1000);
-    console.log(`seeded 2 × ${prefixes} job prefixes (orphaned, expired, live in thirds), ${load()}`);
+    console.log(`seeded 3 × ${prefixes} job prefixes (orphaned, expired, live in thirds), ${load()}`);
 
     const rules: PassRules = {
       nowMs: Date.now(), leaseExpiryMs: settings.timing.leaseExpiryMs, stagingGraceMs: settings.timing.stagingGraceMs, readerGraceMs: settings.timing.readerGraceMs, lostWriteGraceMs: settings.timing.lostWriteGraceMs, dryRun: false,
       prefixesPerPage: 100, prefixConcurrency: 8, keysPerFlush: 4000, reportLimit: REPORT_LIMIT,
     };
-    let started = performance.now();
-    const scan = await runNamespacePass(startNamespacePass(bare, rules), (command, walk) => executeOnStore(store, bare, rules, command, walk, jsonRootCodec), async () => {});
-    const bareMs = performance.now() - started;
-    console.log(`bare scan (the pass's plan on the store, no Temporal): ${(bareMs / 1000).toFixed(1)} s, ${(prefixes / (bareMs / 1000)).toFixed(0)} prefixes/s; ` +
-      `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted}, ${load()}`);
+    /** The pass's plan on the store from this process, no Temporal; `passId` set, it writes manifests. */
+    const bareScan = async (ns: NamespaceId, scanRules: PassRules, label: string): Promise<number> => {
+      const started = performance.now();
+      const scan = await runNamespacePass(startNamespacePass(ns, scanRules), (command, walk) => executeOnStore(store, ns, scanRules, command, walk, jsonRootCodec), async () => {});
+      const ms = performance.now() - started;
+      console.log(`bare scan ${label}: ${(ms / 1000).toFixed(1)} s, ${(prefixes / (ms / 1000)).toFixed(0)} prefixes/s; ` +
+        `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted}, manifests ${scan.manifests.length}, ${load()}`);
+      return ms;
+    };
+    const bareMs = await bareScan(bare, rules, 'without manifests');
+    const manifestedMs = await bareScan(manifested, { ...rules, passId: newPassId(rules.nowMs) }, 'with manifests');
+    console.log(`ratio with/without manifests: ${(manifestedMs / bareMs).toFixed(2)}`);
 
     const connection = await NativeConnection.connect({ address: temporal.address });
     const worker = await createWorker({ store, settings, connection, taskQueue: 'gc-pass', log: () => {} });
     const running = worker.run();
     const client = new Client({ connection: await Connection.connect({ address: temporal.address }) });
     try {
-      started = performance.now();
+      const started = performance.now();
       const report = await client.workflow.execute<(input: { namespaces: string[] }) => Promise<GcReport>>('gcWorkflow', {
         taskQueue: 'gc-pass', workflowId: 'gc-pass-bench', args: [{ namespaces: [viaTemporal] }],
       });

@@ -162,7 +162,7 @@ async function timeReclaim(store: ObjectStore, target: { ns: NamespaceId; job: R
     tally = await reclaimPrefix(
       store,
       { namespaceId: target.ns, jobId: target.job },
-      { nowMs: Date.now(), stagingGraceMs: STAGING_GRACE_MS, readerGraceMs: STAGING_GRACE_MS, dryRun: false, keysPerFlush, reportLimit: 100 },
+      { nowMs: Date.now(), stagingGraceMs: STAGING_GRACE_MS, readerGraceMs: STAGING_GRACE_MS, keysPerFlush, reportLimit: 100 },
       START_OF_WALK,
       () => {},
       jsonRootCodec,

@@ -95,7 +95,7 @@ async function run(tree: string, seeded: string, dir: string): Promise<void> {
   // Each tree's own module, its imports resolved in its own tree.
   const { reclaimRetiredSegments } = (await import(resolve(tree, 'protocol/retired-reclaim.ts'))) as { reclaimRetiredSegments: Reclaim };
   const m: Measure = { lists: 0, deletedBeforeListingEnded: 0, segmentsListed: false };
-  const options: RetiredReclaimOptions = { nowMs: Date.now() + 600_000, readerGraceMs: 1000, lostWriteGraceMs: 60_000, dryRun: false, keysPerFlush: 4000, reportLimit: 100 };
+  const options: RetiredReclaimOptions = { nowMs: Date.now() + 600_000, readerGraceMs: 1000, lostWriteGraceMs: 60_000, keysPerFlush: 4000, reportLimit: 100 };
   gc?.();
   const base = process.memoryUsage();
   const peak = { heap: base.heapUsed, rss: base.rss };

@@ -6,7 +6,7 @@
  * missing key succeeds.
  */
 import { Context } from '@temporalio/activity';
-import { recordClaim, recordReclaim, recordRetiredReclaim } from './metrics';
+import { recordClaim, recordManifestPart, recordReclaim, recordRetiredReclaim } from './metrics';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { heartbeatEveryMs, type CompactionSettings, type Timing } from '../config';
 import { namespaceId } from '../keys';
@@ -46,7 +46,7 @@ export interface GcDeps {
  * travel in the pass's input from then on, so every activity of the pass decides by the same ones.
  */
 export type GcWorkflowSettings = Pick<Timing, 'operationDeadlineMs' | 'leaseExpiryMs' | 'stagingGraceMs' | 'readerGraceMs' | 'lostWriteGraceMs'> &
-  Pick<CompactionSettings, 'heartbeatTimeoutMs'>;
+  Pick<CompactionSettings, 'heartbeatTimeoutMs' | 'manifestRetentionMs'>;
 
 /** A command of a namespace's pass plan, with the pass's rules. */
 export interface CommandInput<C extends CollectorCommand> {
@@ -136,14 +136,16 @@ function heartbeated<P>(from: P) {
 export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
   /** Every command runs through the same executor as a pass run without Temporal. */
   const run: Run = async (input, progress = { onProgress: () => {} }) => {
-    const result = await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, progress, rootCodec);
-    recordResult(result, input.rules.dryRun);
+    const { dryRun } = input.rules;
+    const result = await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, { onManifestPart: (key, lines) => recordManifestPart(key, lines, dryRun), ...progress }, rootCodec);
+    recordResult(result, dryRun);
     return result as ResultOf<typeof input.command.kind>;
   };
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {
       const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = settings.timing;
-      return { operationDeadlineMs, heartbeatTimeoutMs: settings.heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs };
+      const { heartbeatTimeoutMs, manifestRetentionMs } = settings;
+      return { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, manifestRetentionMs };
     },
     listNamespaces: async (input: { after?: string; limit: number }): Promise<ChildrenPage<string>> => listNamespaces(store, input.after, input.limit),
     listJobPrefixes: (input: Input<'listJobPrefixes'>) => run(input),

@@ -6,6 +6,7 @@
 import { Context } from '@temporalio/activity';
 import type { PrefixOwner, ReclaimTally } from '../protocol';
 import type { RetiredTally } from '../protocol/collector-report';
+import { parseManifestPartKey } from '../keys';
 
 const meter = () => Context.current().metricMeter;
 
@@ -47,4 +48,10 @@ export function recordRetiredReclaim(tally: RetiredTally, dryRun: boolean): void
   retained.add(tally.retainedInGrace, { reason: 'reader_grace' });
   retained.add(tally.retainedYoung, { reason: 'young' });
   retained.add(tally.retainedUnrecognised, { reason: 'unrecognised' });
+}
+
+/** A part of a pass's manifest, tagged with the pass: its manifests are `namespaces/{ns}/metadata/gc/{pass}/` (one series per pass). */
+export function recordManifestPart(key: string, lines: number, dryRun: boolean): void {
+  const pass = parseManifestPartKey(key)?.passId ?? 'unknown';
+  meter().createCounter('compaction_lease_manifest_lines', '1', 'deletions recorded in collector manifests before they were sent, by pass').add(lines, { pass, dry_run: dryRun });
 }

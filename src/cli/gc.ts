@@ -5,6 +5,7 @@ import { namespaceId } from '../keys';
 import type { GcReport } from '../workflows/gc';
 import type { CliContext } from './context';
 import { CliError, ExitCode } from './exit-codes';
+import { addGcManifestCommands } from './gc-manifest';
 import { addGcScheduleCommands } from './gc-schedule';
 import { repeated, withWorkerCheck, workerTimeoutMs, type WorkerCheck } from './options';
 import { isoTime, printFields, printJson } from './output';
@@ -35,6 +36,8 @@ function printReport(ctx: CliContext, report: GcReport): void {
     ...report.failures.map((f) => ['failure', `${f.key}: ${f.message}`] as const),
     // Reports of passes that predate the root check have no such list.
     ...(report.rootProblems ?? []).map((r) => ['skipped namespace', `${r.namespaceId}: root ${r.problem}: ${r.reason}`] as const),
+    // Reports of passes that predate manifests have none.
+    ...(report.manifests ?? []).map((m) => ['manifest', m] as const),
   ]);
 }
 
@@ -82,4 +85,5 @@ export function addGcCommands(program: Command, ctx: CliContext): void {
     .option('--json', 'machine-readable output');
   withWorkerCheck(runCommand).action((options: RunOptions) => run(ctx, options));
   addGcScheduleCommands(gc, ctx);
+  addGcManifestCommands(gc, ctx);
 }

@@ -26,6 +26,8 @@ export interface CompactionSettings {
   readonly maxFencedRuns: number;
   /** Lost root races a publication retries before it reports `superseded`. */
   readonly maxRootRaces: number;
+  /** How long the collector keeps a pass's deletion manifests (from the pass's clock) before a later pass reclaims them. Default 30 days. */
+  readonly manifestRetentionMs: number;
 }
 
 const schema = z.strictObject({
@@ -36,6 +38,7 @@ const schema = z.strictObject({
   heartbeatTimeoutMs: z.number().int().min(1000).optional(),
   maxFencedRuns: z.number().int().nonnegative().optional(),
   maxRootRaces: z.number().int().positive().optional(),
+  manifestRetentionMs: z.number().int().positive().optional(),
 });
 
 /**
@@ -65,6 +68,7 @@ export const SETTINGS_ENV = {
   maxFanIn: 'COMPACTION_MAX_FAN_IN',
   maxInputSegmentBytes: 'COMPACTION_MAX_INPUT_SEGMENT_BYTES',
   heartbeatTimeoutMs: 'COMPACTION_HEARTBEAT_TIMEOUT_MS',
+  manifestRetentionMs: 'COMPACTION_MANIFEST_RETENTION_MS',
 } as const;
 
 export function resolveSettings(
@@ -93,6 +97,7 @@ export function resolveSettings(
     heartbeatTimeoutMs,
     maxFencedRuns: s.maxFencedRuns ?? 3,
     maxRootRaces: s.maxRootRaces ?? 5,
+    manifestRetentionMs: s.manifestRetentionMs ?? 30 * 86_400_000,
   });
 }
 
@@ -106,6 +111,7 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv = process.env): Compactio
     maxFanIn: number(SETTINGS_ENV.maxFanIn),
     maxInputSegmentBytes: number(SETTINGS_ENV.maxInputSegmentBytes),
     heartbeatTimeoutMs: number(SETTINGS_ENV.heartbeatTimeoutMs),
+    manifestRetentionMs: number(SETTINGS_ENV.manifestRetentionMs),
   });
 }
 

@@ -96,6 +96,51 @@ export const leaseKey = (ns: NamespaceId, job: MetadataCompactionId): string => 
 export const stagedSegmentKey = (ns: NamespaceId, job: MetadataCompactionId, seg: SegmentId, ext: string): string =>
   `${jobPrefix(ns, job)}segments/${segmentId(seg)}.${segmentExtension(ext)}`;
 
+/** A collector pass: `gc_` + its clock (13 digits of Unix ms, so passes sort by time) + `_` + 64 random bits (two passes may share a clock). */
+export type PassId = Brand<string, 'PassId'>;
+const PASS_ID_PATTERN = /^gc_[0-9]{13}_[0-9a-f]{16}$/;
+export const passId = (value: unknown): PassId => validate('pass id', PASS_ID_PATTERN, '"gc_", 13 digits of Unix ms, "_" and 16 lowercase hex digits', value);
+
+/** A fresh pass id for a pass whose clock is `nowMs`; workflows pass their deterministic random source. */
+export function newPassId(nowMs: number, fill: RandomFill = webCryptoFill): PassId {
+  return passId(`gc_${String(nowMs).padStart(13, '0')}_${randomHex128(fill).slice(0, 16)}`);
+}
+
+/** The clock of the pass `id` names. */
+export const passClockMs = (id: PassId): number => Number(passId(id).slice(3, 16));
+
+/**
+ * Where the collector writes each pass's deletion manifests: under the namespace, beside and never
+ * under `compactions/` or `segments/`, so no rule that reclaims those ever lists a manifest.
+ */
+export const manifestsPrefix = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/gc/`;
+/** One pass's manifest of one namespace: its parts, one per delete batch. */
+export const passManifestPrefix = (ns: NamespaceId, pass: PassId): string => `${manifestsPrefix(ns)}${passId(pass)}/`;
+/** A part of a pass's manifest: gzip-compressed NDJSON, under a fresh 128-bit id (parts of concurrent batches never meet). */
+export const manifestPartKey = (ns: NamespaceId, pass: PassId, fill: RandomFill = webCryptoFill): string =>
+  `${passManifestPrefix(ns, pass)}part_${randomHex128(fill)}.ndjson.gz`;
+
+/** The pass named by a `…/metadata/gc/{pass}/` common prefix of namespace `ns`, or undefined. */
+export function parsePassPrefix(ns: NamespaceId, prefix: string): PassId | undefined {
+  const base = manifestsPrefix(ns);
+  const rest = prefix.startsWith(base) ? prefix.slice(base.length) : '';
+  return rest.endsWith('/') && PASS_ID_PATTERN.test(rest.slice(0, -1)) ? (rest.slice(0, -1) as PassId) : undefined;
+}
+
+/** The namespace and pass of a pass's manifest prefix (as a report names it), or undefined. */
+export function parseManifestPrefix(prefix: string): { readonly namespaceId: NamespaceId; readonly passId: PassId } | undefined {
+  const m = /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/metadata\/gc\/(gc_[0-9]{13}_[0-9a-f]{16})\/$/.exec(prefix);
+  return m ? { namespaceId: m[1] as NamespaceId, passId: m[2] as PassId } : undefined;
+}
+
+const MANIFEST_PART_KEY = /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/metadata\/gc\/(gc_[0-9]{13}_[0-9a-f]{16})\/part_[0-9a-f]{32}\.ndjson\.gz$/;
+
+/** The namespace and pass of a manifest part key, or undefined for any other key. */
+export function parseManifestPartKey(key: string): { readonly namespaceId: NamespaceId; readonly passId: PassId } | undefined {
+  const m = MANIFEST_PART_KEY.exec(key);
+  return m ? { namespaceId: m[1] as NamespaceId, passId: m[2] as PassId } : undefined;
+}
+
 /** What a key under a compactions prefix is; anything else is retained and reported. */
 export type CompactionKey =
   | { readonly kind: 'lease'; readonly namespaceId: NamespaceId; readonly jobId: MetadataCompactionId }

@@ -2,9 +2,10 @@
  * Runs the commands of a namespace's pass plan against the store: the one executor behind the
  * collector's activities and behind tests and benchmarks that run a pass without Temporal.
  */
-import { jobId, rootKey, type NamespaceId } from '../keys';
+import { jobId, passId, rootKey, type NamespaceId } from '../keys';
 import type { RootCodec } from '../root';
 import type { ObjectStore } from '../store';
+import { dryRunStore } from '../store/dry-run';
 import {
   claimLease,
   deleteLease,
@@ -18,14 +19,31 @@ import {
 import { collectPrefixes, type CollectorCommand, type CollectorResult, type PassRules, type WalkProgress } from './collector-plan';
 import { reclaimRetiredSegments, START_OF_RETIRED } from './retired-reclaim';
 import { fenceRoot } from './root-io';
+import { deleterOf, type Deleter } from './manifest';
+import { reclaimExpiredManifests } from './manifest-reclaim';
 
 /**
  * Executes one command of a namespace's pass plan against the store, under the pass's rules, reading
  * the root with `codec` (the worker's). Failures are thrown, for the caller to retry (an activity's
- * retry policy, a test's loop).
+ * retry policy, a test's loop). A dry run is the same execution against a store that records its
+ * writes instead of making them: the one place the flag decides anything but the report and metrics.
  */
 export async function executeOnStore(
   store: ObjectStore,
+  ns: NamespaceId,
+  rules: PassRules,
+  command: CollectorCommand,
+  progress: WalkProgress,
+  codec: RootCodec,
+): Promise<CollectorResult> {
+  const manifest = rules.passId === undefined ? undefined : { store, namespaceId: ns, passId: passId(rules.passId), nowMs: rules.nowMs, dryRun: rules.dryRun, ...(progress.onManifestPart && { onPart: progress.onManifestPart }) };
+  const target = rules.dryRun ? dryRunStore(store) : store;
+  return execute(target, deleterOf(target, manifest), ns, rules, command, progress, codec);
+}
+
+async function execute(
+  store: ObjectStore,
+  deletes: Deleter,
   ns: NamespaceId,
   rules: PassRules,
   command: CollectorCommand,
@@ -42,19 +60,24 @@ export async function executeOnStore(
     case 'claimLease':
       return { kind: 'claimed', owner: await claimLease(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.seen) };
     case 'reclaimPrefix':
-      return { kind: 'reclaimed', tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.from ?? START_OF_WALK, progress.onProgress, codec) };
+      return {
+        kind: 'reclaimed',
+        tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.from ?? START_OF_WALK, progress.onProgress, codec, deletes, command.why),
+      };
     case 'collectPrefixes': {
-      const execute = (inner: CollectorCommand, walk: WalkProgress) => executeOnStore(store, ns, rules, inner, walk, codec);
-      return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, execute, progress.page) };
+      const inner = (next: CollectorCommand, walk: WalkProgress) => execute(store, deletes, ns, rules, next, walk, codec);
+      return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, inner, progress.page) };
     }
     case 'deleteLease':
-      await deleteLease(store, { namespaceId: ns, jobId: jobId(command.jobId) });
+      await deleteLease(store, { namespaceId: ns, jobId: jobId(command.jobId) }, deletes, command.lease);
       return { kind: 'leaseDeleted' };
-    case 'reclaimRetiredSegments':
-      return {
-        kind: 'retiredReclaimed',
-        outcome: await reclaimRetiredSegments(store, ns, rules, command.from ?? START_OF_RETIRED, progress.onRetiredProgress ?? (() => {}), codec),
-      };
+    case 'reclaimRetiredSegments': {
+      const outcome = await reclaimRetiredSegments(store, ns, rules, command.from ?? START_OF_RETIRED, progress.onRetiredProgress ?? (() => {}), codec, deletes);
+      // The namespace's expired manifests go last, like superseded segments only where the root was readable.
+      if (!('tally' in outcome) || rules.manifestRetentionMs === undefined) return { kind: 'retiredReclaimed', outcome };
+      const manifestPartsDeleted = await reclaimExpiredManifests(store, ns, rules.nowMs, rules.manifestRetentionMs, deletes);
+      return { kind: 'retiredReclaimed', outcome: { ...outcome, manifestPartsDeleted } };
+    }
     case 'fenceRoot':
       try {
         return (await fenceRoot(store, ns, codec)) ? { kind: 'rootFenced' } : { kind: 'fenceFailed', message: `root ${rootKey(ns)} does not exist` };

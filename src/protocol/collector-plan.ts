@@ -9,9 +9,10 @@
  * namespace's retired segments) is a new command, a new result and a new case in the step.
  */
 import { TypedError } from '../errors';
-import { compactionsPrefix, inputSegmentsPrefix, jobId, jobPrefix, namespaceId } from '../keys';
+import { compactionsPrefix, inputSegmentsPrefix, jobId, jobPrefix, namespaceId, namespaceId as toNamespaceId, passId, passManifestPrefix } from '../keys';
 import { inBatches } from '../store/batches';
-import type { ChildrenPage, ExpiredLease, PrefixOwner, ReclaimPosition, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
+import type { ChildrenPage, ExpiredLease, PrefixOwner, PrefixRule, ReclaimPosition, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
+import type { LeaseFacts } from './manifest';
 import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './collector-report';
 import type { RetiredPosition, RetiredReclaimOutcome } from './retired-reclaim';
 import type { PassRules } from './rules';
@@ -30,9 +31,9 @@ export type CollectorCommand =
    * Walk the prefix, deleting old unreferenced staged segments (none in a dry run); `from`: a walk an
    * earlier activity started goes on after its position, its tally counted on, so nothing is counted twice or lost.
    */
-  | { readonly kind: 'reclaimPrefix'; readonly jobId: string; readonly from?: ReclaimPosition }
-  /** Delete the lease this pass owns, last, also after a failed walk. */
-  | { readonly kind: 'deleteLease'; readonly jobId: string }
+  | { readonly kind: 'reclaimPrefix'; readonly jobId: string; readonly from?: ReclaimPosition; readonly why?: PrefixRule }
+  /** Delete the lease this pass owns, last, also after a failed walk; `lease`: as the claim read it, for the manifest. */
+  | { readonly kind: 'deleteLease'; readonly jobId: string; readonly lease?: LeaseFacts }
   /** The collectable prefixes of a page, each by its own {@link planPrefix} (claim, walk, lease last): one activity per page, not three per prefix. */
   | { readonly kind: 'collectPrefixes'; readonly prefixes: readonly SurveyedPrefix[] }
   /**
@@ -75,6 +76,8 @@ export interface WalkProgress {
   readonly onRetiredProgress?: (position: RetiredPosition) => void;
   /** Where a `collectPrefixes` command resumes and whom it tells of each step of its prefixes. */
   readonly page?: PageProgress;
+  /** Called after each part of the pass's manifest is written, with its key and number of lines (metrics). */
+  readonly onManifestPart?: (key: string, lines: number) => void;
 }
 
 /** Runs one command (a walk from its `from`, telling `walk.onProgress`); transient failures are its own to retry. */
@@ -100,6 +103,8 @@ export interface NamespacePass {
    * listing there, so job prefixes after it, and a corrupt lease among them, may be unseen.
    */
   readonly folderMarker?: boolean;
+  /** Where the pass's manifest of this namespace goes (none for a pass without a pass id). */
+  readonly manifest?: string;
   readonly report: GcReport;
 }
 
@@ -119,6 +124,7 @@ export class PlanOutOfStepError extends TypedError {
 
 export const startNamespacePass = (namespaceId: string, rules: PassRules): NamespacePass => ({
   namespaceId, phase: 'scan', after: undefined, rootChecked: false, page: undefined, report: emptyReport(rules.nowMs, rules.dryRun),
+  ...(rules.passId !== undefined && { manifest: passManifestPrefix(toNamespaceId(namespaceId), passId(rules.passId)) }),
 });
 
 /** The page is the whole namespace (the first and last at once): its one survey is both the scan and the collect read. */
@@ -126,8 +132,12 @@ const collecting = (pass: NamespacePass): boolean => pass.phase === 'collect' ||
 
 const withReport = (pass: NamespacePass, delta: ReportDelta): NamespacePass => ({ ...pass, report: mergeReport(pass.report, delta) });
 
+/** The namespace is done: a corrupt one is named, and so is its manifest if anything was deleted (every deletion has its line). */
 function done(pass: NamespacePass): NamespaceStep {
-  return { pass: pass.report.totals.corrupt > 0 ? withReport(pass, { corruptNamespaces: [pass.namespaceId] }) : pass, next: 'done' };
+  const { totals } = pass.report;
+  const deleted = totals.objectsDeleted + totals.leasesDeleted + totals.manifestPartsDeleted > 0;
+  const delta = { corruptNamespaces: totals.corrupt > 0 ? [pass.namespaceId] : [], manifests: deleted && pass.manifest ? [pass.manifest] : [] };
+  return { pass: withReport(pass, delta), next: 'done' };
 }
 
 /**
@@ -154,7 +164,8 @@ function retiredDelta(pass: NamespacePass, outcome: RetiredReclaimOutcome): Repo
   if ('rootProblem' in outcome) return { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: namespace, ...outcome.rootProblem }] };
   const { unrecognisedKeys, ...counts } = outcome.tally;
   const oversize = outcome.oversize && !pass.report.rootProblems.some((p) => p.problem === 'oversize') ? [{ namespaceId: namespace, ...outcome.oversize }] : [];
-  return { totals: { ...counts, objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted }, unrecognisedKeys, rootProblems: oversize };
+  const totals = { ...counts, objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted, manifestPartsDeleted: outcome.manifestPartsDeleted ?? 0 };
+  return { totals, unrecognisedKeys, rootProblems: oversize };
 }
 
 function endPage(pass: NamespacePass): NamespaceStep {
@@ -242,11 +253,11 @@ export type PrefixStep =
   | { readonly pass: PrefixPass; readonly delta: ReportDelta; readonly next: 'command'; readonly command: CollectorCommand }
   | { readonly pass: PrefixPass; readonly delta: ReportDelta; readonly next: 'done' };
 
-/** After the walk: the lease this pass owns goes last, whatever became of the walk (a dry run only counts it). */
-function afterWalk(pass: PrefixPass, delta: ReportDelta, rules: PassRules): PrefixStep {
+/** After the walk: the lease this pass owns goes last, whatever became of the walk. */
+function afterWalk(pass: PrefixPass, delta: ReportDelta): PrefixStep {
   if (pass.owner.owner !== 'collector') return { pass, delta, next: 'done' };
-  if (rules.dryRun) return { pass, delta: { ...delta, totals: { ...delta.totals, leasesDeleted: 1 } }, next: 'done' };
-  return { pass, delta, next: 'command', command: { kind: 'deleteLease', jobId: pass.jobId } };
+  const { lease } = pass.owner;
+  return { pass, delta, next: 'command', command: { kind: 'deleteLease', jobId: pass.jobId, ...(lease && { lease }) } };
 }
 
 /** Acts on an owner the pass may collect: counts it and walks its prefix, or it is live or corrupt after all. */
@@ -255,11 +266,12 @@ function actOn(pass: PrefixPass, owner: SettledOwner): PrefixStep {
   if (owner.owner === 'job') return { pass: next, delta: { totals: { live: 1 } }, next: 'done' };
   if (owner.owner === 'corrupt') return { pass: next, delta: { totals: { corrupt: 1 }, corruptLeases: [{ key: owner.key, reason: owner.reason }] }, next: 'done' };
   const delta = { totals: owner.owner === 'collector' ? { claimed: 1 } : { orphaned: 1 } };
-  return { pass: next, delta, next: 'command', command: { kind: 'reclaimPrefix', jobId: pass.jobId } };
+  const why: PrefixRule = owner.owner === 'collector' ? { rule: 'claimed_prefix', ...(owner.lease && { lease: owner.lease }) } : { rule: 'orphaned_prefix' };
+  return { pass: next, delta, next: 'command', command: { kind: 'reclaimPrefix', jobId: pass.jobId, why } };
 }
 
 /** A prefix's next step: claim an expired lease, walk, release; `delta` is what the step adds to the report. */
-export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined, rules: PassRules): PrefixStep {
+export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined): PrefixStep {
   if (result === undefined) {
     const { owner } = pass;
     return owner.owner === 'expired' ? { pass, delta: {}, next: 'command', command: { kind: 'claimLease', jobId: pass.jobId, seen: owner } } : actOn(pass, owner);
@@ -268,11 +280,11 @@ export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined
     case 'claimed':
       return actOn(pass, result.owner);
     case 'reclaimed':
-      return afterWalk(pass, tallyDelta(result.tally), rules);
+      return afterWalk(pass, tallyDelta(result.tally));
     case 'reclaimFailed': {
       const before = result.tally ? tallyDelta(result.tally) : {};
       const key = jobPrefix(namespaceId(pass.namespaceId), jobId(pass.jobId));
-      return afterWalk(pass, { ...before, totals: { ...before.totals, failedPrefixes: 1 }, failures: [{ key, message: result.message }] }, rules);
+      return afterWalk(pass, { ...before, totals: { ...before.totals, failedPrefixes: 1 }, failures: [{ key, message: result.message }] });
     }
     case 'leaseDeleted':
       return { pass, delta: { totals: { leasesDeleted: 1 } }, next: 'done' };
@@ -323,7 +335,7 @@ const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt => p !== nu
 /**
  * Collects the prefixes of a page, `rules.prefixConcurrency` at a time, each by its own
  * {@link planPrefix}, in two rounds: every claim first, then one `fenceRoot` command if the page
- * owns a prefix (not in a dry run), then the walks and lease deletions (spec 6b). A corrupt lease,
+ * owns a prefix, then the walks and lease deletions (spec 6b). A corrupt lease,
  * or a command that failed, enters no further prefix in the round; those in flight finish (a
  * walk's lease still goes last). A failed prefix stays at the command it awaits, and the first
  * failure is thrown once the others have settled, so a retry from `page.resume` redoes only that.
@@ -349,7 +361,7 @@ export async function collectPrefixes(
     inBatches(prefixes.map((found, index) => ({ found, index })), 1, rules.prefixConcurrency, async ([item]) => {
       if (item === undefined || at[item.index] === 'done' || report.totals.corrupt > 0 || failure) return;
       const { found, index } = item;
-      if (at[index] === null) advance(index, planPrefix({ namespaceId: namespace, ...found }, undefined, rules));
+      if (at[index] === null) advance(index, planPrefix({ namespaceId: namespace, ...found }, undefined));
       for (let now = at[index]; now && now !== 'done' && goesOn(now.command); now = at[index]) {
         const { pass, command } = now;
         const walk: WalkProgress = {
@@ -365,7 +377,7 @@ export async function collectPrefixes(
           failure ??= { error };
           return;
         }
-        advance(index, planPrefix(pass, result, rules));
+        advance(index, planPrefix(pass, result));
         told();
       }
     });
@@ -376,9 +388,9 @@ export async function collectPrefixes(
   await round((command) => command.kind === 'claimLease');
   throwFailure();
   // WARN: the fence comes after every claim of the page and before any delete under a prefix it owns.
-  if (!fenced && !rules.dryRun && report.totals.corrupt === 0 && at.some(awaitsOwnedWalk)) {
+  if (!fenced && report.totals.corrupt === 0 && at.some(awaitsOwnedWalk)) {
     const result = await execute({ kind: 'fenceRoot' }, { onProgress: () => {} });
-    if (result.kind === 'fenceFailed') at.forEach((p, index) => awaitsOwnedWalk(p) && advance(index, planPrefix(p.pass, result, rules)));
+    if (result.kind === 'fenceFailed') at.forEach((p, index) => awaitsOwnedWalk(p) && advance(index, planPrefix(p.pass, result)));
     fenced = true;
     told();
   }

@@ -37,6 +37,8 @@ export interface GcTotals {
   readonly retainedInGrace: number;
   /** Namespaces that claimed and deleted nothing because their root was missing, corrupt or unreadable. */
   readonly skippedNamespaces: number;
+  /** Parts of earlier passes' manifests deleted past the manifest retention (not in objectsDeleted). */
+  readonly manifestPartsDeleted: number;
 }
 
 export interface NamespaceRootProblem extends RootProblem {
@@ -58,6 +60,8 @@ export interface GcReport {
   readonly unrecognisedKeys: readonly string[];
   /** Why each skipped namespace was skipped. */
   readonly rootProblems: readonly NamespaceRootProblem[];
+  /** The manifest of each namespace where the pass deleted (or would delete) anything: `namespaces/{ns}/metadata/gc/{pass}/`, its parts under it. */
+  readonly manifests: readonly string[];
 }
 
 /** Part of a report, added to another by {@link mergeReport}. */
@@ -69,11 +73,11 @@ export const REPORT_LIMIT = 100;
 const ZERO: GcTotals = {
   namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, corrupt: 0, failedPrefixes: 0,
   leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0, skippedNamespaces: 0,
-  retiredDeleted: 0, lostWritesDeleted: 0, retiredRecordsDropped: 0, retainedInGrace: 0,
+  retiredDeleted: 0, lostWritesDeleted: 0, retiredRecordsDropped: 0, retainedInGrace: 0, manifestPartsDeleted: 0,
 };
 
 export const emptyReport = (nowMs: number, dryRun: boolean): GcReport => ({
-  nowMs, dryRun, totals: ZERO, corruptNamespaces: [], corruptLeases: [], failures: [], unrecognisedKeys: [], rootProblems: [],
+  nowMs, dryRun, totals: ZERO, corruptNamespaces: [], corruptLeases: [], failures: [], unrecognisedKeys: [], rootProblems: [], manifests: [],
 });
 
 /**
@@ -107,7 +111,7 @@ function capped<T>(a: readonly T[], b: readonly T[]): T[] {
 
 export function mergeReport(a: GcReport, b: ReportDelta): GcReport {
   const totals = { ...a.totals };
-  for (const [name, n] of Object.entries(b.totals ?? {}) as [keyof GcTotals, number][]) totals[name] += n;
+  for (const [name, n] of Object.entries(b.totals ?? {}) as [keyof GcTotals, number][]) totals[name] = (totals[name] ?? 0) + n;
   return {
     ...a,
     totals,
@@ -116,6 +120,8 @@ export function mergeReport(a: GcReport, b: ReportDelta): GcReport {
     failures: capped(a.failures, b.failures ?? []),
     unrecognisedKeys: capped(a.unrecognisedKeys, b.unrecognisedKeys ?? []),
     rootProblems: capped(a.rootProblems, b.rootProblems ?? []),
+    // A report carried from a run that predates manifests has none.
+    manifests: capped(a.manifests ?? [], b.manifests ?? []),
   };
 }
 

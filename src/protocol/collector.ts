@@ -17,7 +17,7 @@ import {
   type MetadataCompactionId,
   type NamespaceId,
 } from '../keys';
-import { claimLeaseState, decideOwner, encodeLease } from '../lease';
+import { claimLeaseState, decideOwner, encodeLease, type LeaseState } from '../lease';
 import { MAX_COLLECTED_ROOT_BYTES, MAX_ROOT_BYTES, RootCorruptError, RootTooLargeError, type RootCodec } from '../root';
 import {
   AFTER_ALL_UNDER,
@@ -36,6 +36,9 @@ import { readRoot, RootMissingError } from './root-io';
 import { isRetainedByRoot } from './retired';
 import type { OwnerRules, ReclaimOptions } from './rules';
 import { inBatches } from '../store/batches';
+import { deleterOf, type Deleter, type DeletionRule, type LeaseFacts } from './manifest';
+
+const leaseFacts = (lease: LeaseState): LeaseFacts => ({ status: lease.status, heartbeatAtMs: lease.heartbeat_at_ms });
 
 /**
  * A position ending in `/` is a common prefix: resuming after it must skip everything under it too.
@@ -91,8 +94,11 @@ export const listJobPrefixes = async (
 export type PrefixOwner =
   /** No lease: the prefix holds plain orphans. */
   | { readonly owner: 'none' }
-  /** `reaping`: claimed by this pass just now (or, in a dry run, would be) or by an earlier pass that did not finish. */
-  | { readonly owner: 'collector' }
+  /**
+   * `reaping`: claimed by this pass just now (or, in a dry run, would be) or by an earlier pass that
+   * did not finish; `lease`: the lease as read when it was claimed or found reaping (for the manifest).
+   */
+  | { readonly owner: 'collector'; readonly lease?: LeaseFacts }
   /** Live, or the job refreshed between our read and our claim (`raced`): retain the whole prefix. */
   | { readonly owner: 'job'; readonly raced: boolean }
   /**
@@ -111,9 +117,10 @@ function ownerOf(found: LeaseRead, rules: OwnerRules, key: string): PrefixOwner 
   const decision = decideOwner(found, rules.nowMs, rules.leaseExpiryMs);
   if (decision.owner === 'corrupt') return { owner: 'corrupt', key, reason: decision.reason };
   if (decision.owner === 'job') return { owner: 'job', raced: false };
-  if (decision.owner !== 'expired') return { owner: decision.owner };
-  // decideOwner answers `expired` only for a lease that was read, so this GET's ETag and bytes exist.
+  if (decision.owner === 'none') return { owner: 'none' };
+  // decideOwner answers `collector` and `expired` only for a lease that was read, so this GET's ETag and bytes exist.
   const read = found as Extract<LeaseRead, { etag: string }>;
+  if (decision.owner === 'collector') return { owner: 'collector', lease: leaseFacts(read.lease) };
   return { owner: 'expired', etag: read.etag, lease: new TextDecoder().decode(read.bytes) };
 }
 
@@ -137,7 +144,7 @@ export async function surveyLease(store: ObjectStore, job: JobRef, rules: OwnerR
  * worker crash). `reaping` is terminal and only collectors write it, so a lease found `reaping` is
  * ours to reclaim; `active` with a newer heartbeat than the one we claimed is a job that refreshed in
  * between, live for this pass however old that heartbeat is at the pass's clock; gone, no one owns
- * the prefix. A dry run makes no claim and reports the prefix as the claim would leave it.
+ * the prefix. A dry run's store records the claim instead of making it, and answers as if it landed.
  */
 export async function claimLease(store: ObjectStore, job: JobRef, rules: OwnerRules, seen?: ExpiredLease): Promise<SettledOwner> {
   const key = leaseKey(job.namespaceId, job.jobId);
@@ -150,11 +157,10 @@ export async function claimLease(store: ObjectStore, job: JobRef, rules: OwnerRu
     if (owner.owner !== 'expired') return owner;
     const { lease } = found as Extract<LeaseRead, { etag: string }>;
     if (claimedHeartbeatMs !== undefined && lease.heartbeat_at_ms > claimedHeartbeatMs) return { owner: 'job', raced: true };
-    if (rules.dryRun) return { owner: 'collector' };
     try {
       claimedHeartbeatMs = lease.heartbeat_at_ms;
       await store.putIfMatch(key, encodeLease(claimLeaseState(lease)), owner.etag);
-      return { owner: 'collector' };
+      return { owner: 'collector', lease: leaseFacts(lease) };
     } catch (err) {
       const unclear = err instanceof PreconditionFailedError || err instanceof NotFoundError || err instanceof ConflictError || err instanceof AmbiguousError;
       if (!unclear) throw err;
@@ -214,11 +220,28 @@ export class DeleteFailedError extends TypedError {
   }
 }
 
-/** Deletes the lease this collector owns. Called after the prefix was walked, also when the walk failed. */
-export async function deleteLease(store: ObjectStore, job: JobRef): Promise<void> {
+/**
+ * Deletes the lease this collector owns, its manifest line first (its size, ETag and LastModified
+ * from a HEAD; a lease already gone needs neither). Called after the prefix was walked, also when
+ * the walk failed. `lease`: the lease as the claim read it.
+ */
+export async function deleteLease(store: ObjectStore, job: JobRef, deletes: Deleter = deleterOf(store, undefined), lease?: LeaseFacts): Promise<void> {
   const key = leaseKey(job.namespaceId, job.jobId);
-  const { failed } = await store.deleteMany([key]);
+  let object: ObjectInfo;
+  try {
+    object = await store.head(key);
+  } catch (err) {
+    if (err instanceof NotFoundError) return;
+    throw err;
+  }
+  const { failed } = await deletes([{ object, rule: 'lease', read: lease ? { lease } : {} }]);
   if (failed.length) throw new DeleteFailedError(key, failed);
+}
+
+/** How a walk's deletions are recorded: the rule of its prefix and the lease that made it the collector's. */
+export interface PrefixRule {
+  readonly rule: Extract<DeletionRule, 'claimed_prefix' | 'orphaned_prefix'>;
+  readonly lease?: LeaseFacts;
 }
 
 /** What the walk of one prefix did; counts are exact for a walk that was not interrupted. */
@@ -304,6 +327,8 @@ export async function reclaimPrefix(
   resume: ReclaimPosition,
   onProgress: (position: ReclaimPosition) => void,
   codec: RootCodec,
+  deletes: Deleter = deleterOf(store, undefined),
+  why: PrefixRule = { rule: 'orphaned_prefix' },
 ): Promise<ReclaimTally> {
   const prefix = jobPrefix(job.namespaceId, job.jobId);
   let position = resume;
@@ -318,7 +343,8 @@ export async function reclaimPrefix(
         const { root } = await readRoot(store, job.namespaceId, codec);
         const doomed = batch.filter((o) => !isRetainedByRoot(root, o.key, options));
         referencedCount = batch.length - doomed.length;
-        const failed = options.dryRun ? [] : (await store.deleteMany(doomed.map((o) => o.key))).failed;
+        const read = { ...(why.lease && { lease: why.lease }), rootGeneration: root.generation };
+        const { failed } = await deletes(doomed.map((object) => ({ object, rule: why.rule, read })));
         const failedKeys = new Set(failed.map((f) => f.key));
         deleted = doomed.filter((o) => !failedKeys.has(o.key));
         if (failed.length) throw new DeleteFailedError(prefix, failed);

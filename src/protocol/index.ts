@@ -7,3 +7,6 @@ export type { OwnerRules, ReclaimOptions } from './rules';
 export * from './collector-execute';
 export * from './collector-plan';
 export * from './collector-report';
+export * from './manifest';
+export * from './manifest-read';
+export * from './manifest-reclaim';

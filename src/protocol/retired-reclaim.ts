@@ -15,9 +15,13 @@ import { decideSegment, droppableRecords, dueRetiredKeys, withoutReclaimed } fro
 import type { RetiredReclaimOptions, RetiredRules } from './rules';
 import { EMPTY_RETIRED_TALLY, type RetiredTally } from './collector-report';
 import { readRoot } from './root-io';
+import { deleterOf, type Deleter } from './manifest';
 
 /** `oversize`: the root was past the readers' limit when the reclaim read it (it reclaimed, and shrank it, all the same). */
-export type RetiredReclaimOutcome = { readonly tally: RetiredTally; readonly oversize?: RootProblem } | { readonly rootProblem: RootProblem };
+export type RetiredReclaimOutcome =
+  /** `manifestPartsDeleted`: parts of the namespace's manifests past the retention, reclaimed after the segments. */
+  | { readonly tally: RetiredTally; readonly oversize?: RootProblem; readonly manifestPartsDeleted?: number }
+  | { readonly rootProblem: RootProblem };
 
 /**
  * Where a reclaim stands: every key up to `after` (in listing order) of its phase is settled and
@@ -93,6 +97,33 @@ function dueOutputsByPrefix(ns: NamespaceId, due: readonly string[]): Map<string
 }
 
 /**
+ * The root the reclaim decides by, read once (up to `MAX_COLLECTED_ROOT_BYTES`), and whether it is
+ * past the readers' limit; or, for a root that cannot be trusted, the outcome: nothing to reclaim
+ * (missing, and `metadata/segments/` empty), else the problem.
+ */
+async function rootToReclaimBy(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<{ root: RootState; oversize?: RootProblem } | RetiredReclaimOutcome> {
+  try {
+    const read = await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
+    const oversize = oversizeProblem(ns, read.bytes);
+    return { root: read.root, ...(oversize && { oversize }) };
+  } catch (err) {
+    const problem = rootProblemOf(err, ns);
+    if (!problem) throw err;
+    const empty = problem.problem === 'missing' && (await store.list({ prefix: inputSegmentsPrefix(ns), maxKeys: 1 })).objects.length === 0;
+    return empty ? { tally: EMPTY_RETIRED_TALLY } : { rootProblem: problem };
+  }
+}
+
+type RetainedCount = 'retainedUnrecognised' | 'retainedReferenced' | 'retainedInGrace' | 'retainedYoung';
+
+/** What the listing of `metadata/segments/` does with an object: a delete candidate, the count it is retained under, or nothing (a key of a job prefix). */
+function listedFate(ns: NamespaceId, root: RootState, o: ObjectInfo, rules: RetiredRules): 'candidate' | RetainedCount | undefined {
+  if (!isInputSegmentKeyOf(ns, o.key)) return 'retainedUnrecognised';
+  const fate = decideSegment(root, o.key, o.lastModified, rules);
+  return ({ retired_due: 'candidate', lost_write: 'candidate', referenced: 'retainedReferenced', retired_in_grace: 'retainedInGrace', young: 'retainedYoung', job_prefix: undefined } as const)[fate];
+}
+
+/**
  * Reclaims a namespace's due retired segments and lost writes from `resume`. A root that is missing,
  * corrupt or unreadable deletes nothing and is reported (a missing root only when
  * `metadata/segments/` holds anything: otherwise there is nothing to retain). A root past the readers'
@@ -107,22 +138,11 @@ export async function reclaimRetiredSegments(
   resume: RetiredPosition,
   onProgress: (position: RetiredPosition) => void,
   codec: RootCodec,
+  deletes: Deleter = deleterOf(store, undefined),
 ): Promise<RetiredReclaimOutcome> {
-  let root: RootState;
-  let oversize: RootProblem | undefined;
-  try {
-    const read = await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
-    root = read.root;
-    oversize = oversizeProblem(ns, read.bytes);
-  } catch (err) {
-    const problem = rootProblemOf(err, ns);
-    if (!problem) throw err;
-    if (problem.problem === 'missing' && (await store.list({ prefix: inputSegmentsPrefix(ns), maxKeys: 1 })).objects.length === 0) {
-      return { tally: EMPTY_RETIRED_TALLY };
-    }
-    return { rootProblem: problem };
-  }
-
+  const read = await rootToReclaimBy(store, ns, codec);
+  if (!('root' in read)) return read;
+  const { root, oversize } = read;
   const segments = inputSegmentsPrefix(ns);
   const due = dueRetiredKeys(root, options).sort();
   let position = resume;
@@ -132,7 +152,7 @@ export async function reclaimRetiredSegments(
 
   /** Deletes the batch in hand, drops its records, and moves the position past it (in `phase`, up to `upTo`). */
   const flush = async (phase: RetiredPosition['phase'], upTo: string | undefined): Promise<void> => {
-    const settled = await reclaimBatch(store, ns, candidates, gone, options, codec);
+    const settled = await reclaimBatch(store, ns, candidates, gone, options, codec, deletes);
     const tally = addTally(retained, settled.tally, options.reportLimit);
     candidates = [];
     gone = [];
@@ -148,16 +168,10 @@ export async function reclaimRetiredSegments(
     let upTo = position.after;
     for await (const page of joinedListing(store, segments, due.filter((k) => k.startsWith(segments)), position.after)) {
       for (const o of page.objects) {
-        if (!isInputSegmentKeyOf(ns, o.key)) {
-          retained.retainedUnrecognised++;
-          if (retained.unrecognisedKeys.length < options.reportLimit) retained.unrecognisedKeys.push(o.key);
-          continue;
-        }
-        const fate = decideSegment(root, o.key, o.lastModified, options);
-        if (fate === 'retired_due' || fate === 'lost_write') candidates.push(o);
-        else if (fate === 'referenced') retained.retainedReferenced++;
-        else if (fate === 'retired_in_grace') retained.retainedInGrace++;
-        else if (fate === 'young') retained.retainedYoung++;
+        const fate = listedFate(ns, root, o, options);
+        if (fate === 'candidate') candidates.push(o);
+        else if (fate) retained[fate]++;
+        if (fate === 'retainedUnrecognised' && retained.unrecognisedKeys.length < options.reportLimit) retained.unrecognisedKeys.push(o.key);
       }
       gone.push(...page.gone);
       upTo = page.upTo;
@@ -196,6 +210,7 @@ async function reclaimBatch(
   gone: readonly string[],
   options: RetiredReclaimOptions,
   codec: RootCodec,
+  deletes: Deleter,
 ): Promise<{ readonly tally: RetiredTally; readonly failure?: DeleteFailedError }> {
   if (candidates.length === 0 && gone.length === 0) return { tally: EMPTY_RETIRED_TALLY };
   const fresh = (await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES)).root;
@@ -203,7 +218,14 @@ async function reclaimBatch(
     const fate = decideSegment(fresh, o.key, o.lastModified, options);
     return fate === 'retired_due' || fate === 'lost_write' ? [{ o, fate }] : [];
   });
-  const failed = options.dryRun || doomed.length === 0 ? [] : (await store.deleteMany(doomed.map(({ o }) => o.key))).failed;
+  const retiredAtMs = new Map((fresh.retired ?? []).map((r) => [r.key, r.retired_at_ms]));
+  const { failed } = await deletes(
+    doomed.map(({ o, fate }) => {
+      const retiredAt = retiredAtMs.get(o.key);
+      const read = { rootGeneration: fresh.generation, ...(retiredAt !== undefined && { retiredAtMs: retiredAt }) };
+      return { object: o, rule: fate === 'retired_due' ? 'retired_segment' : 'lost_write', read };
+    }),
+  );
   const failedKeys = new Set(failed.map((f) => f.key));
   const reclaimed = new Set(gone);
   const tally: Mutable<RetiredTally> = { ...EMPTY_RETIRED_TALLY, retainedReferenced: candidates.length - doomed.length };
@@ -214,7 +236,7 @@ async function reclaimBatch(
     } else tally.lostWritesDeleted++;
     tally.bytesDeleted += o.size;
   }
-  tally.retiredRecordsDropped = options.dryRun ? droppableRecords(fresh, reclaimed, options).length : await dropRecords(store, ns, reclaimed, options, codec);
+  tally.retiredRecordsDropped = await dropRecords(store, ns, reclaimed, options, codec);
   return { tally, ...(failed.length && { failure: new DeleteFailedError(inputSegmentsPrefix(ns), failed) }) };
 }
 

@@ -15,7 +15,7 @@ export interface PassRules {
   readonly readerGraceMs: number;
   /** An input segment the root neither names nor retires (a lost write) goes once its `LastModified` is this old (spec 6a.4); longer than any writer's budget. */
   readonly lostWriteGraceMs: number;
-  /** Plan and report every claim and deletion, execute none. */
+  /** Plan and report every claim and deletion, execute none: the executor runs the plan against a dry-run store (src/store/dry-run). */
   readonly dryRun: boolean;
   /** Job prefixes per listing page; a run may continue as new between pages. */
   readonly prefixesPerPage: number;
@@ -25,16 +25,20 @@ export interface PassRules {
   readonly keysPerFlush: number;
   /** Bounds every list of a report. */
   readonly reportLimit: number;
+  /** The pass's id: its manifests go under `namespaces/{ns}/metadata/gc/{passId}/`. Unset, the pass writes none (a benchmark's baseline). */
+  readonly passId?: string;
+  /** A pass's manifests older than this at `nowMs` (by the clock in their pass id) are reclaimed; unset, none are. */
+  readonly manifestRetentionMs?: number;
 }
 
 /** What an owner decision uses. */
-export type OwnerRules = Pick<PassRules, 'nowMs' | 'leaseExpiryMs' | 'dryRun'>;
+export type OwnerRules = Pick<PassRules, 'nowMs' | 'leaseExpiryMs'>;
 
 /** What the walk of a claimed or orphaned job prefix uses. */
-export type ReclaimOptions = Pick<PassRules, 'nowMs' | 'stagingGraceMs' | 'readerGraceMs' | 'dryRun' | 'keysPerFlush' | 'reportLimit'>;
+export type ReclaimOptions = Pick<PassRules, 'nowMs' | 'stagingGraceMs' | 'readerGraceMs' | 'keysPerFlush' | 'reportLimit'>;
 
 /** What the judgement of a superseded segment uses (spec 6a). */
 export type RetiredRules = Pick<PassRules, 'nowMs' | 'readerGraceMs' | 'lostWriteGraceMs'>;
 
 /** What the reclaim of a namespace's superseded segments uses. */
-export type RetiredReclaimOptions = Pick<PassRules, 'nowMs' | 'readerGraceMs' | 'lostWriteGraceMs' | 'dryRun' | 'keysPerFlush' | 'reportLimit'>;
+export type RetiredReclaimOptions = Pick<PassRules, 'nowMs' | 'readerGraceMs' | 'lostWriteGraceMs' | 'keysPerFlush' | 'reportLimit'>;

@@ -16,6 +16,7 @@ export {
   type VerifyStoreOptions,
 } from './probe';
 export { createEmbeddedObjectStore, EMBEDDED_ENV, type EmbeddedStoreOptions } from './embedded';
+export { dryRunStore, type RecordedWrite } from './dry-run';
 
 /** The default embedded store file, relative to the working directory. */
 export const DEFAULT_EMBEDDED_PATH = 'data/store.sqlite';

@@ -64,8 +64,8 @@ export const leaseStateQuery = defineQuery<LeaseView>('leaseState');
 
 const { compactionSettings } = proxyLocalActivities<CompactionActivities>({ startToCloseTimeout: '10 seconds', summary: "read the worker's timings" });
 
-/** Math.random in a workflow is seeded per execution: a deterministic 128-bit source. */
-const workflowRandom = (bytes: Uint8Array) => {
+/** Math.random in a workflow is seeded per execution: a deterministic random source (job ids, pass ids). */
+export const workflowRandom = (bytes: Uint8Array) => {
   for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(Math.random() * 256);
 };
 

@@ -25,8 +25,9 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { CommandInput, GcActivities } from '../activities/gc';
-import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix } from '../keys';
+import type { CommandInput, GcActivities, GcWorkflowSettings } from '../activities/gc';
+import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix, newPassId } from '../keys';
+import { workflowRandom } from './compaction';
 import type { ReclaimTally } from '../protocol/collector';
 import {
   collectPrefixes,
@@ -133,6 +134,7 @@ function describe(report: GcReport, phase: string): string {
     `retained: referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}` +
     `\n\nsuperseded segments: deleted ${t.retiredDeleted} retired and ${t.lostWritesDeleted} lost writes, ` +
     `dropped ${t.retiredRecordsDropped} records, ${t.retainedInGrace} in reader grace` +
+    (report.manifests?.length ? `\n\nmanifests: ${report.manifests.join(', ')}` : '') +
     (report.corruptLeases.length ? `\n\ncorrupt leases: ${report.corruptLeases.map((c) => c.key).join(', ')}` : '') +
     (report.rootProblems.length ? `\n\nskipped, root ${report.rootProblems.map((r) => `${r.problem}: ${r.key}`).join(', ')}` : '')
   );
@@ -164,14 +166,18 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   const nowMs = input.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });
-  const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = await gcSettings();
+  const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, manifestRetentionMs } = await gcSettings();
   const { dryRun, prefixesPerPage, prefixConcurrency, keysPerFlush, namespaceConcurrency, collectorTaskQueue } = options;
   if (collectorTaskQueue !== undefined && (typeof collectorTaskQueue !== 'string' || collectorTaskQueue === '')) {
     invalidInput(`collectorTaskQueue must be a task queue name, not ${JSON.stringify(collectorTaskQueue)}`);
   }
   return {
     ...(collectorTaskQueue !== undefined && { collectorTaskQueue }),
-    rules: { nowMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT },
+    rules: {
+      nowMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT,
+      passId: newPassId(nowMs, workflowRandom),
+      manifestRetentionMs,
+    },
     namespaceConcurrency,
     timeouts: { operationDeadlineMs, heartbeatTimeoutMs },
   };

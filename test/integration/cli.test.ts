@@ -188,6 +188,31 @@ describe('compaction-lease CLI', () => {
     expect(after).toMatchObject({ status: 'expired', lease: { status: 'active' } });
   });
 
+  it('gc passes, gc show and gc why read what a pass deleted and why from its manifest', async () => {
+    const other = namespaceId(uniqueId('cli-manifest').toLowerCase());
+    await updateRoot(fixture.store, other, (root) => root, jsonRootCodec);
+    const job = newJobId();
+    const staged = `namespaces/${other}/metadata/compactions/${job}/segments/${newSegmentId()}.seg`;
+    await fixture.store.put(staged, new TextEncoder().encode('staged'));
+    await fixture.store.put(leaseKey(other, job), encodeLease(createLeaseState({ jobId: job, namespaceId: other, ownerId: 'cli-test', nowMs: Date.now() - 10 * settings.timing.leaseExpiryMs })));
+    await new Promise((resolve) => setTimeout(resolve, settings.timing.stagingGraceMs + 500));
+    const run = json(await cli('gc', 'run', '--namespace', other, '--wait', '--json')) as { report: { manifests: string[] } };
+    expect(run.report.manifests).toHaveLength(1);
+    const pass = run.report.manifests[0]?.split('/').at(-2) as string;
+
+    const passes = json(await cli('gc', 'passes', '--namespace', other, '--json')) as { passId: string; objects: number; dryRun: boolean; byRule: Record<string, number> }[];
+    expect(passes).toEqual([expect.objectContaining({ passId: pass, objects: 2, dryRun: false, byRule: { claimed_prefix: 1, lease: 1 } })]);
+    const shown = json(await cli('gc', 'show', pass, '--namespace', other, '--json')) as { namespaceId: string; lines: { key: string; rule: string }[] }[];
+    expect(shown).toEqual([{ namespaceId: other, lines: [expect.objectContaining({ key: leaseKey(other, job), rule: 'lease' }), expect.objectContaining({ key: staged, rule: 'claimed_prefix' })] }]);
+    const why = await cli('gc', 'why', staged);
+    expect(why.code, why.stderr).toBe(0);
+    expect(why.stdout).toContain(pass);
+    expect(why.stdout).toMatch(/claimed_prefix +lease active, heartbeat/);
+    const never = await cli('gc', 'why', leaseKey(other, newJobId()));
+    expect(never.code).toBe(3);
+    expect(never.stderr).toMatch(/no manifest names/);
+  });
+
   it('gc schedule ensure twice leaves one schedule, updated in place, which describe --json shows', async () => {
     expect((await cli('gc', 'schedule', 'ensure', '--schedule-id', scheduleId, '--cron', '0 3 * * *')).code).toBe(0);
     const ensured = json(await cli('gc', 'schedule', 'ensure', '--schedule-id', scheduleId, '--every', '2h', '--dry-run', '--json'));

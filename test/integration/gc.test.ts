@@ -301,7 +301,7 @@ describe('collector pass', () => {
       const held = await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'racer', startedAtMs: Date.now() - leaseExpiryMs - 1000 });
       const [refresh, claim] = await Promise.allSettled([
         refreshJobLease(store, { namespaceId: ns, jobId: job }, held, () => Date.now()),
-        claimLease(store, { namespaceId: ns, jobId: job }, { nowMs: Date.now(), leaseExpiryMs, dryRun: false }),
+        claimLease(store, { namespaceId: ns, jobId: job }, { nowMs: Date.now(), leaseExpiryMs }),
       ]);
       if (claim.status === 'rejected') throw claim.reason;
       const final = decodeLease((await store.get(leaseKey(ns, job))).body, { namespaceId: ns, jobId: job });

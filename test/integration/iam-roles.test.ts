@@ -19,11 +19,15 @@ import {
   jobId,
   jobPrefix,
   leaseKey,
+  manifestPartKey,
   namespaceId,
   namespacePrefix,
   NAMESPACES_PREFIX,
   newJobId,
+  newPassId,
   newSegmentId,
+  parseManifestPrefix,
+  passId,
   rootKey,
   STORE_PROBE_PREFIX,
   stagedSegmentKey,
@@ -31,7 +35,7 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
-import { claimLease, createJobLease, deleteLease, LeaseLostError, publishCompaction, readRoot, refreshJobLease, updateRoot } from '../../src/protocol';
+import { claimLease, createJobLease, deleteLease, LeaseLostError, publishCompaction, readPassManifest, readRoot, refreshJobLease, updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { createS3ObjectStore, StoreConfigError, verifyStore, type ObjectStore } from '../../src/store';
 import type { GcReport } from '../../src/workflows/gc';
@@ -129,6 +133,11 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     expect(Math.max(...stagedDeleted)).toBeLessThan(leaseDeleted);
     expect(await keysUnder(compactionsPrefix(ns))).toEqual([leaseKey(ns, live), ...kept].sort());
     for (const key of inputs) expect(await exists(key), key).toBe(true);
+    // Its manifest, read with the operator's read-only statements, names exactly what it deleted.
+    const pass = parseManifestPrefix(report.manifests[0] ?? '');
+    expect(pass?.namespaceId).toBe(ns);
+    const lines = (await readPassManifest(stores.reader, ns, passId(pass?.passId))).flatMap((p) => p.lines.map((l) => l.key));
+    expect([...new Set(lines)].sort()).toEqual([...doomed, leaseKey(ns, expired)].sort());
     // The collector wrote the root twice and changed nothing else: its fence after the claim (spec 6b), and the CAS that dropped the record.
     expect((await readRoot(root.store, ns, jsonRootCodec)).root).toEqual({ ...rootBefore.root, generation: rootBefore.root.generation + 2, retired: [] });
   });
@@ -166,7 +175,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const outputs = [stagedSegmentKey(ns, job.jobId, newSegmentId(), 'seg')];
     await stores.worker.put(outputs[0] as string, bytes('staged output'));
 
-    expect(await claimLease(stores.collector, job, { nowMs: Date.now(), leaseExpiryMs, dryRun: false })).toEqual({ owner: 'collector' });
+    expect(await claimLease(stores.collector, job, { nowMs: Date.now(), leaseExpiryMs })).toMatchObject({ owner: 'collector' });
 
     await expect(refreshJobLease(stores.worker, job, held, Date.now)).rejects.toThrow(LeaseLostError);
     const startedAt = performance.now();
@@ -324,6 +333,8 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const job = newJobId();
     const outside = 'outside-namespaces/object';
     let keys: { root: string; input: string; lease: string; staged: string };
+    /** A part of a pass's manifest: the operator's to read, not to write or delete. */
+    const manifestKey = manifestPartKey(ns, newPassId(Date.now()));
 
     beforeAll(async () => {
       const [input] = await writeInputs(root.store, ns, 'bindings', makeInputs(1, 10));
@@ -331,6 +342,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       const [staged] = await stage(ns, job, 1);
       keys = { root: rootKey(ns), input: input as string, lease: leaseKey(ns, job), staged: staged as string };
       await root.store.put(outside, bytes('not the package’s'));
+      await root.store.put(manifestKey, bytes('a manifest part'));
     });
 
     /** Every object the refusals aimed at is still there, unchanged. */
@@ -378,6 +390,9 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       const before = await snapshot();
       await expectRefused(reader.putIfMatch(keys.lease, bytes('{}'), before.get(keys.lease) ?? ''), keys.lease);
       await expectRefused(reader.put(keys.staged, bytes('x')), keys.staged);
+      await expectRefused(reader.put(manifestKey, bytes('x')), manifestKey);
+      await expectRefused(reader.deleteMany([manifestKey]), manifestKey);
+      expect(new TextDecoder().decode((await reader.get(manifestKey)).body)).toBe('a manifest part');
       for (const key of [...Object.values(keys), outside]) await expectRefused(reader.deleteMany([key]), key);
       await expectRefused(reader.get(outside), outside);
       await expectRefused(reader.list({ prefix: 'outside-namespaces/' }), 'outside-namespaces/');

@@ -55,7 +55,7 @@ describe('raw ids at the protocol functions', () => {
     ['surveyLease', (ref) => surveyLease(store, ref, clock)],
     ['claimLease', (ref) => claimLease(store, ref, clock)],
     ['deleteLease', (ref) => deleteLease(store, ref)],
-    ['reclaimPrefix', (ref) => reclaimPrefix(store, ref, { nowMs: clock.nowMs, stagingGraceMs: 0, readerGraceMs: 0, dryRun: false, keysPerFlush: 10, reportLimit: 10 }, START_OF_WALK, () => {}, jsonRootCodec)],
+    ['reclaimPrefix', (ref) => reclaimPrefix(store, ref, { nowMs: clock.nowMs, stagingGraceMs: 0, readerGraceMs: 0, keysPerFlush: 10, reportLimit: 10 }, START_OF_WALK, () => {}, jsonRootCodec)],
     [
       'publishCompaction',
       (ref) =>

@@ -27,7 +27,7 @@ const SECURITY_DOC = join(__dirname, '..', '..', 'docs', 'security.md');
 
 /** Where each role's policy is in the document; the reader is the collector's statements the document names for the CLI. */
 const HEADINGS = { worker: '### Compaction worker', collector: '### Collector (GC) worker' } as const;
-const READER_STATEMENTS = ['HeadBucket', 'ListNamespacesAndJobPrefixes', 'ReadRootAndLeases'];
+const READER_STATEMENTS = ['HeadBucket', 'ListNamespacesAndJobPrefixes', 'ReadRootAndLeases', 'ReadManifests'];
 
 /** The first json block after `heading` and before the next heading of docs/security.md, as written there. */
 function policyUnder(heading: string): PolicyDocument {

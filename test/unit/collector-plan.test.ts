@@ -8,6 +8,8 @@ import {
   collectPrefixes,
   executeOnStore,
   readRoot,
+  runNamespacePass,
+  startNamespacePass,
   updateRoot,
   type CollectorCommand,
   type CollectorExecutor,
@@ -160,11 +162,32 @@ describe('the root fence of a page (spec 6b)', () => {
     expect(kinds(commands)).toEqual(['reclaimPrefix', 'reclaimPrefix']);
   });
 
-  it('a dry run writes no fence', async () => {
-    const { execute, commands } = scripted();
-    const report = await collectPrefixes('ns', [expired(), expired()], { ...rules, dryRun: true }, execute);
-    expect(report.totals).toMatchObject({ claimed: 2 });
-    expect(kinds(commands)).not.toContain('fenceRoot');
+  it('a dry run plans exactly the commands of a real pass (its store, not its plan, leaves the bucket alone)', async () => {
+    const [dry, real] = [scripted(), scripted()];
+    const prefixes = [expired(), expired()];
+    const report = await collectPrefixes('ns', prefixes, { ...rules, dryRun: true }, dry.execute);
+    await collectPrefixes('ns', prefixes, rules, real.execute);
+    expect(report.totals).toMatchObject({ claimed: 2, leasesDeleted: 2 });
+    expect(dry.commands).toEqual(real.commands);
+  });
+
+  it('a dry run on the store writes and deletes nothing, fence and leases included', async () => {
+    const store = createEmbeddedObjectStore({ path: ':memory:' });
+    try {
+      const ns = namespaceId('dry');
+      const job = newJobId();
+      await updateRoot(store, ns, (root) => root, jsonRootCodec);
+      await store.putIfAbsent(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w', nowMs: 1 })));
+      const staged = stagedSegmentKey(ns, job, newSegmentId(), 'seg');
+      await store.put(staged, new Uint8Array([1]));
+      const before = await store.list({ prefix: 'namespaces/' });
+      const dry = { ...rules, nowMs: Date.now() + 60_000, dryRun: true };
+      const report = await runNamespacePass(startNamespacePass(ns, dry), (command, walk) => executeOnStore(store, ns, dry, command, walk, jsonRootCodec), async () => {});
+      expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 1, leasesDeleted: 1 });
+      expect(await store.list({ prefix: 'namespaces/' })).toEqual(before);
+    } finally {
+      await store.close();
+    }
   });
 
   it('a fence that could not be written walks no claimed prefix and deletes no lease: each is a failed prefix whose lease stays reaping', async () => {

@@ -21,6 +21,7 @@ import type { ReclaimOptions } from '../../src/protocol/rules';
 import { jsonRootCodec } from '../../src/root';
 import { RootMissingError, updateRoot } from '../../src/protocol/root-io';
 import { AmbiguousError, createEmbeddedObjectStore, PreconditionFailedError, type ListPage, type ObjectStore } from '../../src/store';
+import { dryRunStore, type RecordedWrite } from '../../src/store/dry-run';
 
 const ns = namespaceId('unit');
 const expiry = 1000;
@@ -44,16 +45,18 @@ describe('collector', () => {
 
   it('a lease is live at heartbeat + expiry and claimed 1 ms later', async () => {
     await writeLease(5000);
-    expect(await claimLease(store, ref(), { nowMs: 5000 + expiry, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'job', raced: false });
+    expect(await claimLease(store, ref(), { nowMs: 5000 + expiry, leaseExpiryMs: expiry })).toEqual({ owner: 'job', raced: false });
     expect(await status()).toBe('active');
-    expect(await claimLease(store, ref(), { nowMs: 5001 + expiry, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'collector' });
+    expect(await claimLease(store, ref(), { nowMs: 5001 + expiry, leaseExpiryMs: expiry })).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('reaping');
   });
 
   it('a dry run makes no claim but reports the prefix as the claim would leave it', async () => {
     await writeLease(1);
-    expect(await claimLease(store, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: true })).toEqual({ owner: 'collector' });
+    const writes: RecordedWrite[] = [];
+    expect(await claimLease(dryRunStore(store, (w) => writes.push(w)), ref(), { nowMs: 10_000, leaseExpiryMs: expiry })).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('active');
+    expect(writes).toEqual([expect.objectContaining({ kind: 'putIfMatch', key: leaseKey(ns, job) })]);
   });
 
   it('an ambiguous claim is re-read: a claim that landed is this collector’s, never a guess', async () => {
@@ -64,7 +67,7 @@ describe('collector', () => {
         throw new AmbiguousError(key, 'response lost (injected)');
       },
     });
-    expect(await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'collector' });
+    expect(await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry })).toMatchObject({ owner: 'collector' });
   });
 
   it('a survey claims nothing; a claim handed its read makes one CAS and no GET, and loses to a refresh made since, which one re-read confirms', async () => {
@@ -87,7 +90,7 @@ describe('collector', () => {
 
     calls.length = 0;
     const again = (await surveyLease(store, ref(), clock)) as ExpiredLease;
-    expect(await claimLease(counting, ref(), clock, again)).toEqual({ owner: 'collector' });
+    expect(await claimLease(counting, ref(), clock, again)).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('reaping');
     expect(calls).toEqual([`cas ${leaseKey(ns, job)}`]);
   });
@@ -101,7 +104,7 @@ describe('collector', () => {
         throw new PreconditionFailedError(key);
       },
     });
-    expect(await claimLease(lostReply, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'collector' });
+    expect(await claimLease(lostReply, ref(), { nowMs: 10_000, leaseExpiryMs: expiry })).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('reaping');
   });
 
@@ -112,15 +115,15 @@ describe('collector', () => {
     expect(await surveyLease(store, ref(), clock)).toEqual({ owner: 'job', raced: false });
     await writeLease(1);
     await claimLease(store, ref(), clock);
-    expect(await surveyLease(store, ref(), clock)).toEqual({ owner: 'collector' });
+    expect(await surveyLease(store, ref(), clock)).toMatchObject({ owner: 'collector' });
     await store.put(leaseKey(ns, job), bytes('garbage'));
     expect(await surveyLease(store, ref(), clock)).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
   });
 
   it('a missing lease means no owner, a corrupt one is reported by key', async () => {
-    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry, dryRun: false })).toEqual({ owner: 'none' });
+    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry })).toEqual({ owner: 'none' });
     await store.put(leaseKey(ns, job), bytes('garbage'));
-    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry, dryRun: false })).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
+    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry })).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
   });
 
   it('a missing or future LastModified is young: nothing is deleted on an unknown age', async () => {
@@ -134,7 +137,7 @@ describe('collector', () => {
         return { ...page, objects };
       },
     });
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10 };
     const tally = await reclaimPrefix(skewed, ref(), options, START_OF_WALK, () => {}, jsonRootCodec);
     expect(tally).toMatchObject({ objectsDeleted: 0, retainedYoung: 2 });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
@@ -144,7 +147,7 @@ describe('collector', () => {
     const keys = [stagedSegmentKey(ns, job, newSegmentId(), 'seg'), stagedSegmentKey(ns, job, newSegmentId(), 'seg')];
     for (const k of keys) await store.put(k, bytes(k));
     await store.deleteMany([rootKey(ns)]);
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10 };
     await expect(reclaimPrefix(store, ref(), options, START_OF_WALK, () => {}, jsonRootCodec)).rejects.toThrow(RootMissingError);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
     expect(await findRootProblem(store, ns, jsonRootCodec)).toEqual({ key: rootKey(ns), problem: 'missing', reason: expect.stringContaining('does not exist') });
@@ -157,7 +160,7 @@ describe('collector', () => {
     for (const k of keys) await store.put(k, bytes(k));
     const resume: ReclaimPosition = { after: keys[1], tally: { ...EMPTY_TALLY, objectsDeleted: 2 } };
     const positions: ReclaimPosition[] = [];
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, dryRun: false, keysPerFlush: 1000, reportLimit: 10 };
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10 };
     const tally = await reclaimPrefix(store, ref(), options, resume, (p) => positions.push(p), jsonRootCodec);
     expect(tally.objectsDeleted).toBe(5);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key)).toEqual(keys.slice(0, 2));

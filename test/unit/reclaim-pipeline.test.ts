@@ -11,7 +11,7 @@ import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, typ
 import { gate } from '../support/faults';
 
 const ns = namespaceId('pipeline');
-const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, dryRun: false, keysPerFlush: 2, reportLimit: 10 };
+const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 2, reportLimit: 10 };
 
 describe('reclaim walk: pipeline', () => {
   let store: ObjectStore;

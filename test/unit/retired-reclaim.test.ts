@@ -9,7 +9,7 @@ import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, typ
 
 const ns = namespaceId('retiredstream');
 const nowMs = Date.now() + 60_000;
-const options: RetiredReclaimOptions = { nowMs, readerGraceMs: 1000, lostWriteGraceMs: 1000, dryRun: false, keysPerFlush: 2, reportLimit: 10 };
+const options: RetiredReclaimOptions = { nowMs, readerGraceMs: 1000, lostWriteGraceMs: 1000, keysPerFlush: 2, reportLimit: 10 };
 const bytes = (s: string) => new TextEncoder().encode(s);
 
 describe('reclaim of superseded segments: streaming', () => {

@@ -1,0 +1,116 @@
+/**
+ * Every deletion accounted for (issue 32): each pass writes, per namespace, a manifest of what it
+ * deletes (or, in a dry run, would delete) under `namespaces/{ns}/metadata/gc/{pass}/`, one part per
+ * delete batch, gzip-compressed NDJSON with one line per object: its key, size, ETag and
+ * LastModified, the rule that doomed it and what the rule read. Intent first: a batch's part is
+ * durable before its DeleteObjects is sent, so a pass killed at any point leaves a manifest that
+ * names at least everything it deleted (and maybe a batch it never deleted).
+ */
+import { promisify } from 'node:util';
+import { gzip } from 'node:zlib';
+import { manifestPartKey, type NamespaceId, type PassId } from '../keys';
+import type { LeaseStatus } from '../lease';
+import type { DeleteResult, ObjectInfo, ObjectStore } from '../store';
+
+/** The rule that doomed an object. */
+export type DeletionRule =
+  /** An old unreferenced staged object under a prefix whose expired lease this pass (or an unfinished earlier one) claimed. */
+  | 'claimed_prefix'
+  /** An old unreferenced staged object under a prefix with no lease. */
+  | 'orphaned_prefix'
+  /** A segment a publication retired, past the reader grace and referenced by no group (spec 6a). */
+  | 'retired_segment'
+  /** An input segment no root names or retires, older than the lost-write grace (spec 6a.4). */
+  | 'lost_write'
+  /** The `reaping` lease of a prefix this pass walked, deleted last. */
+  | 'lease'
+  /** A manifest part of a pass older than the manifest retention. */
+  | 'expired_manifest';
+
+/** A lease as the rule read it: what made its prefix the collector's. */
+export interface LeaseFacts {
+  readonly status: LeaseStatus;
+  readonly heartbeatAtMs: number;
+}
+
+/** What the rule read when it decided; only the fields its rule reads. */
+export interface DeletionEvidence {
+  readonly lease?: LeaseFacts;
+  /** The generation of the root re-read just before the batch was deleted. */
+  readonly rootGeneration?: number;
+  /** A retired segment's `retired_at_ms`: the reader grace counts from here. */
+  readonly retiredAtMs?: number;
+  /** An expired manifest's pass clock: the retention counts from here. */
+  readonly passClockMs?: number;
+}
+
+/** One object a pass deletes, and why. */
+export interface Deletion {
+  readonly object: ObjectInfo;
+  readonly rule: DeletionRule;
+  readonly read: DeletionEvidence;
+}
+
+/** One line of a manifest part. */
+export interface ManifestLine {
+  readonly key: string;
+  readonly size: number;
+  readonly etag: string | null;
+  /** ISO 8601, or null when the store gave none. */
+  readonly lastModified: string | null;
+  readonly rule: DeletionRule;
+  readonly read: DeletionEvidence;
+  /** The pass's clock: every decision of the pass was made at it. */
+  readonly decidedAtMs: number;
+  /** Present in a dry run's manifest: nothing was deleted, this is what a real pass at the same clock would delete. */
+  readonly dryRun?: true;
+}
+
+/** Where one namespace's manifest of one pass goes, and how its lines are stamped. */
+export interface ManifestTarget {
+  /** The real store, also in a dry run: a dry run's manifest is its whole plan. */
+  readonly store: ObjectStore;
+  readonly namespaceId: NamespaceId;
+  readonly passId: PassId;
+  readonly nowMs: number;
+  readonly dryRun: boolean;
+  /** Told of every part written (metrics). */
+  readonly onPart?: (key: string, lines: number) => void;
+}
+
+/** Deletes objects after recording them: the only way the collector deletes. */
+export type Deleter = (deletions: readonly Deletion[]) => Promise<DeleteResult>;
+
+const lineOf = (d: Deletion, target: ManifestTarget): ManifestLine => ({
+  key: d.object.key,
+  size: d.object.size,
+  etag: d.object.etag ?? null,
+  lastModified: d.object.lastModified?.toISOString() ?? null,
+  rule: d.rule,
+  read: d.read,
+  decidedAtMs: target.nowMs,
+  ...(target.dryRun && { dryRun: true as const }),
+});
+
+/** Writes one part of the target's manifest holding `deletions`; returns its key. */
+export async function writeManifestPart(target: ManifestTarget, deletions: readonly Deletion[]): Promise<string> {
+  const key = manifestPartKey(target.namespaceId, target.passId);
+  const text = deletions.map((d) => JSON.stringify(lineOf(d, target)) + '\n').join('');
+  await target.store.put(key, await promisify(gzip)(text));
+  target.onPart?.(key, deletions.length);
+  return key;
+}
+
+/**
+ * Deletes through `store` (in a dry run, the dry-run store), each batch's part of the manifest
+ * written first when there is a `manifest` (a pass without one is a benchmark's baseline).
+ */
+export function deleterOf(store: ObjectStore, manifest: ManifestTarget | undefined): Deleter {
+  return async (deletions) => {
+    if (deletions.length === 0) return { deleted: [], failed: [] };
+    // WARN: the part must be durable before DeleteObjects is sent: a worker killed in between leaves a manifest naming at least what it deleted.
+    if (manifest) await writeManifestPart(manifest, deletions);
+    return store.deleteMany(deletions.map((d) => d.object.key));
+  };
+}
+
