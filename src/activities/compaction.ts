@@ -9,7 +9,7 @@ import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
 import { attemptWrites, checkOutputsExist, checkStagedKeys, MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, referenceCompactor, withCheckedProgress, type CompactionOutputs, type Compactor, type FailureStreak } from '../compactor';
 import { asInputError, checkInputs, pinnedInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
-import { ACTIVITY_BACKOFF, backoffDelayMs, type Backoff } from '../config/retry';
+import { ACTIVITY_BACKOFF, backoffDelayMs } from '../config/retry';
 import { firstLineOf, TypedError } from '../errors';
 import { familyGroup, jobId, leaseKey, namespaceId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { groupSegments, type RootCodec } from '../root';
@@ -28,7 +28,7 @@ import { attemptStore } from '../store/attempt';
 export interface CompactionDeps {
   readonly store: ObjectStore;
   readonly settings: CompactionSettings;
-  /** What `compactUnderLease` (and `compactSegments` of older runs) runs: the segment format's plug-in. */
+  /** What `compactUnderLease` runs: the segment format's plug-in. */
   readonly compactor: Compactor;
   /** How the root is read and written, by publication and the collector alike; no default, so no path can forget it. */
   readonly rootCodec: RootCodec;
@@ -44,8 +44,7 @@ export interface WorkflowSettings {
   readonly ownerId: string;
   readonly heartbeatTimeoutMs: number;
   readonly leaseRefreshIntervalMs: number;
-  /** Absent in the recorded settings of runs that started before it was added. */
-  readonly leaseExpiryMs?: number;
+  readonly leaseExpiryMs: number;
   readonly publicationTimeoutMs: number;
   readonly operationDeadlineMs: number;
   readonly maxFencedRuns: number;
@@ -55,17 +54,14 @@ export interface WorkflowSettings {
 export interface PinnedGroup {
   readonly group: string;
   readonly inputs: string[];
-  /**
-   * The ETag of each input when the group was read, in the order of `inputs` (about 34 bytes each in
-   * the activity's input); absent in runs started before inputs were pinned.
-   */
-  readonly etags?: string[];
+  /** The ETag of each input when the group was read, in the order of `inputs`. */
+  readonly etags: string[];
 }
 
 export interface CompactionOutput {
   readonly outputs: string[];
-  /** The compactor's tombstone segments; absent in results recorded before them. */
-  readonly tombstones?: string[];
+  /** The compactor's tombstone segments. */
+  readonly tombstones: string[];
   /** Named `progress` since the first histories: their recorded results hold these two counts under it. */
   readonly progress: { readonly recordsOut: number; readonly bytesOut: number };
 }
@@ -80,11 +76,6 @@ function attemptClock(): () => number {
   const wallAtStart = Date.now();
   const monotonicAtStart = performance.now();
   return () => wallAtStart + (performance.now() - monotonicAtStart);
-}
-
-/** What a keeper that was stopped returns: it stopped because its job's work ended, not because the lease was lost. */
-export interface KeeperStopped {
-  readonly stopped: 'work ended';
 }
 
 /** The heartbeat details of {@link compactUnderLease}: the lease as last held and the work's progress, one stream for both. */
@@ -119,16 +110,10 @@ interface KeeperHooks {
   readonly stop: AbortSignal;
   /** Puts the lease as now held into the attempt's heartbeat details. */
   readonly beat: (held: HeldLease) => void;
-  /** Set: a failed refresh is retried within the attempt on this backoff. Unset: it fails the attempt. */
-  readonly retry?: Backoff;
 }
 
 export function createCompactionActivities({ store, settings, compactor, rootCodec }: CompactionDeps) {
   const { timing } = settings;
-  // The keepers of runs that hold the lease in a separate activity, by job: a job's work that ends
-  // here stops its keeper at once instead of waiting for cancellation, which reaches an activity only
-  // in a heartbeat response.
-  const keepers = new Map<MetadataCompactionId, AbortController>();
   const beatEveryMs = heartbeatEveryMs(settings);
   const troubleBeatMs = settings.heartbeatTimeoutMs / 3;
 
@@ -142,7 +127,7 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
    * attempt and leave it running as a zombie beside its retry. A failing refresh that could no longer
    * be sent a deadline before the lease expires ends the attempt as a lost lease.
    */
-  async function keepLease(ctx: Context, ref: ReturnType<typeof job>, from: HeldLease, { stop, beat, retry }: KeeperHooks): Promise<void> {
+  async function keepLease(ctx: Context, ref: ReturnType<typeof job>, from: HeldLease, { stop, beat }: KeeperHooks): Promise<void> {
     let held = from;
     const clock = attemptClock();
     // When the held heartbeat was written, on this attempt's clock: never later than now, since an
@@ -184,7 +169,7 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       } catch (err) {
         // A refresh sent later than this could land after the lease expired, when a collector may have claimed it.
         const lastSendMs = beatAtMs + timing.leaseExpiryMs - timing.operationDeadlineMs;
-        const retrying = retry && !(err instanceof TypedError && !err.retryable);
+        const retrying = !(err instanceof TypedError && !err.retryable);
         const lost =
           err instanceof LeaseLostError ? err
           : retrying && clock() >= lastSendMs ? new LeaseLostError(leaseKey(ref.namespaceId, ref.jobId), `not refreshed before it would expire, the last refresh failing with: ${firstLineOf(err)}`)
@@ -196,7 +181,7 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
         if (!retrying) throw err;
         // The refresh is due at once after the wait: the lease's heartbeat has not moved. A write
         // that landed unseen is found by the next CAS (412, re-read, adopt).
-        await waitBeating(Math.min(clock() + backoffDelayMs(retry, failures++), lastSendMs), troubleBeatMs);
+        await waitBeating(Math.min(clock() + backoffDelayMs(ACTIVITY_BACKOFF, failures++), lastSendMs), troubleBeatMs);
         continue;
       }
       failures = 0;
@@ -209,8 +194,7 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
   /**
    * Runs the compactor over the attempt's store, narrowed to its job's staged segments: every body it
    * opened is closed when it ends, a vanished input reads as one, an input read at another version
-   * than `readGroup` saw (its ETag in `etags`; absent in runs that started before inputs were pinned)
-   * ends the job, a plug-in's progress is checked before
+   * than `readGroup` saw (its ETag in `etags`) ends the job, a plug-in's progress is checked before
    * it reaches the heartbeat details, and the outputs it returns are checked to be its own staged
    * segments, written and in the store (publication trusts them: a plug-in's are checked, not
    * believed). Its writes end when it returns or throws: later puts are refused, those in flight
@@ -225,7 +209,7 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
         compactor.compact({
           job: { ...ref, group: familyGroup(input.group) },
           inputs: input.inputs,
-          store: input.etags ? pinnedInputs(writes.store, input.group, input.inputs, input.etags) : writes.store,
+          store: pinnedInputs(writes.store, input.group, input.inputs, input.etags),
           limits: settings,
           resume,
           heartbeat: beat,
@@ -313,7 +297,6 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
           held = h;
           beat();
         },
-        retry: ACTIVITY_BACKOFF,
       }).catch((err: unknown) => {
         keeperEnded.abort(err);
         throw err;
@@ -336,51 +319,11 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
       return { outputs: [...outputs], tombstones: [...tombstones], progress: { recordsOut, bytesOut }, workEndedAtMs };
     },
 
-    /**
-     * The lease keeper of runs started before {@link compactUnderLease}, beside {@link compactSegments}:
-     * holds the lease until the work ends on this worker (then it returns {@link KeeperStopped}) or it
-     * is cancelled. The held lease travels in heartbeat details; a failed refresh fails the attempt,
-     * which Temporal retries.
-     */
-    async holdLease(input: JobInput & { held: HeldLease }): Promise<KeeperStopped> {
-      const ctx = Context.current();
-      const ref = job(input);
-      const stop = new AbortController();
-      keepers.set(ref.jobId, stop);
-      try {
-        await keepLease(ctx, ref, (ctx.info.heartbeatDetails as HeldLease | undefined) ?? input.held, { stop: stop.signal, beat: (held) => ctx.heartbeat(held) });
-        return { stopped: 'work ended' };
-      } finally {
-        if (keepers.get(ref.jobId) === stop) keepers.delete(ref.jobId);
-      }
-    },
-
-    /** The work of runs started before {@link compactUnderLease}, resumable from its heartbeat details (its progress). */
-    async compactSegments(input: JobInput & { group: string; inputs: string[] }): Promise<CompactionOutput> {
-      const ctx = Context.current();
-      const ref = job(input);
-      let latest: unknown = ctx.info.heartbeatDetails;
-      ctx.heartbeat(latest);
-      // Reading the first bytes of every input and skipping to the resume key emit no records, and
-      // can outlast the heartbeat timeout on a wide group: beat on a timer too, not only when the
-      // compactor calls (the worker's heartbeat throttle sends at most one of these per beat interval).
-      const beat = setInterval(() => ctx.heartbeat(latest), beatEveryMs);
-      const result = await compact(ref, input, latest, (progress) => {
-        if (progress !== undefined) latest = progress;
-        ctx.heartbeat(latest);
-        if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
-      }).finally(() => clearInterval(beat));
-      // The work is done: the keeper of this job, if it runs here, stops now (the workflow's
-      // cancellation stays the way to stop one on another worker).
-      keepers.get(ref.jobId)?.abort();
-      return { outputs: [...result.outputs], tombstones: [...(result.tombstones ?? [])], progress: { recordsOut: result.recordsOut, bytesOut: result.bytesOut } };
-    },
-
-    async publish(input: JobInput & { group: string; inputs: string[]; outputs: string[]; tombstones?: string[] }): Promise<PublicationOutcome> {
+    async publish(input: JobInput & { group: string; inputs: string[]; outputs: string[]; tombstones: string[] }): Promise<PublicationOutcome> {
       const start = performance.now();
       const outcome = await publishCompaction(
         store,
-        { ...job(input), group: familyGroup(input.group) as FamilyGroup, inputs: input.inputs, outputs: input.outputs, tombstones: input.tombstones ?? [] },
+        { ...job(input), group: familyGroup(input.group) as FamilyGroup, inputs: input.inputs, outputs: input.outputs, tombstones: input.tombstones },
         { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
         { leaseClockMs: attemptClock(), elapsedMs: () => performance.now() - start },
         Context.current().info.attempt > 1,

@@ -7,10 +7,8 @@ import {
   ActivityCancellationType,
   ActivityFailure,
   ApplicationFailure,
-  CancellationScope,
   continueAsNew,
   defineQuery,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -49,7 +47,7 @@ export interface CompactionResult {
   readonly detail?: string;
 }
 
-export type CompactionPhase = 'reading group' | 'creating lease' | 'compacting' | 'stopping lease keeper' | 'publishing' | CompactionOutcomeName;
+export type CompactionPhase = 'reading group' | 'creating lease' | 'compacting' | 'publishing' | CompactionOutcomeName;
 
 export interface LeaseView {
   readonly phase: CompactionPhase;
@@ -82,46 +80,6 @@ const jobFailure = (err: unknown): unknown =>
     ? ApplicationFailure.create({ type: err.cause.type ?? undefined, message: err.cause.message, nonRetryable: true, cause: err })
     : err;
 
-/** The patch of the job's layout in fewer billable actions (issue 19): the keeper inside the work's activity, no upsert the start already made. */
-const FEWER_ACTIONS = 'fewer-actions-per-job';
-
-type Proxied = ReturnType<typeof proxyActivities<CompactionActivities>>;
-
-/**
- * The keeper and the work as two activities, as runs recorded before {@link FEWER_ACTIONS} scheduled
- * them: a keeper that completes was stopped by the work's end on its worker; both are stopped before
- * the function returns, so no refresh runs beside the publication's own.
- */
-async function holdBesideWork(
-  show: (phase: CompactionPhase) => void,
-  holdLease: Proxied['holdLease'],
-  compactSegments: Proxied['compactSegments'],
-  input: { namespaceId: string; jobId: string; group: string; inputs: string[]; held: HeldLease },
-): Promise<{ compaction?: CompactionOutput; lost: boolean }> {
-  const { held, ...work } = input;
-  const holdScope = new CancellationScope();
-  const workScope = new CancellationScope();
-  const holding = holdScope.run(() => holdLease.executeWithOptions({ summary: `hold lease ${input.jobId}` }, [{ namespaceId: input.namespaceId, jobId: input.jobId, held }]));
-  const working = workScope.run(() =>
-    compactSegments.executeWithOptions({ summary: `compact ${input.inputs.length} segments of ${input.group}` }, [work]),
-  );
-  let compaction: CompactionOutput | undefined;
-  let lost = false;
-  try {
-    compaction = await Promise.race([working, holding.then(() => working)]);
-  } catch (err) {
-    if (!isLeaseLost(err)) throw jobFailure(err);
-    lost = true;
-  } finally {
-    show('stopping lease keeper');
-    workScope.cancel();
-    holdScope.cancel();
-    const [, hold] = await Promise.allSettled([working, holding]);
-    if (hold.status === 'rejected' && isLeaseLost(hold.reason)) lost = true;
-  }
-  return { compaction, lost };
-}
-
 export async function compactionWorkflow(input: CompactionInput): Promise<CompactionResult> {
   let ns, group;
   try {
@@ -142,12 +100,9 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
         (extra ? `\n\n${extra}` : ''),
     );
   };
-  // Runs recorded before this patch hold the lease in a separate activity beside the work and
-  // upsert the namespace and group; new runs hold it inside the work's activity and upsert them only
-  // when their start lacks them (startCompaction sets them): each upsert is a billable action.
-  const fewerActions = patched(FEWER_ACTIONS);
+  // Upserted only when the start lacks them (startCompaction sets them): each upsert is a billable action.
   const started = workflowInfo().typedSearchAttributes;
-  if (!fewerActions || started.get(CompactionNamespace) !== ns || started.get(CompactionGroup) !== group) {
+  if (started.get(CompactionNamespace) !== ns || started.get(CompactionGroup) !== group) {
     upsertSearchAttributes([
       { key: CompactionNamespace, value: ns },
       { key: CompactionGroup, value: group },
@@ -160,15 +115,14 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   const retry = { initialInterval: initialIntervalMs, backoffCoefficient, maximumInterval: maximumIntervalMs, nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] };
   const shortCall = 4 * settings.operationDeadlineMs + 10_000;
   // The short calls retry for at least a lease expiry: no store outage the lease would outlive ends
-  // the job, and past it a collector may have claimed the lease anyway. Runs whose settings were
-  // recorded before the expiry was among them keep the unlimited retries they started with.
-  const maximumAttempts = settings.leaseExpiryMs === undefined ? undefined : attemptsSpanning(settings.leaseExpiryMs);
+  // the job, and past it a collector may have claimed the lease anyway.
+  const maximumAttempts = attemptsSpanning(settings.leaseExpiryMs);
   const { readGroup, createLease, publish } = proxyActivities<CompactionActivities>({ startToCloseTimeout: shortCall, retry: { ...retry, maximumAttempts } });
   // Cancelling these waits until the activity has really stopped (the SDK default, TRY_CANCEL, would not).
   // No attempt limit: their attempts include every worker restart of a job that may run for hours,
   // so a count would end healthy jobs. The work under its lease ends on success, on a non-retryable
   // type (missing, oversized or corrupt input, a lost lease) or when cancelled.
-  const { compactUnderLease, holdLease, compactSegments } = proxyActivities<CompactionActivities>({
+  const { compactUnderLease } = proxyActivities<CompactionActivities>({
     startToCloseTimeout: '7 days',
     heartbeatTimeout: settings.heartbeatTimeoutMs,
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
@@ -201,17 +155,13 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     show('compacting', `${inputs.length} input segments`);
 
     // One activity holds the lease beside the work: one heartbeat stream, one slot per job.
-    if (fewerActions) {
-      try {
-        compaction = await compactUnderLease.executeWithOptions({ summary: `compact ${inputs.length} segments of ${group} under lease ${job}` }, [
-          { namespaceId: ns, jobId: job, group, inputs, etags, held: lease },
-        ]);
-      } catch (err) {
-        if (!isLeaseLost(err)) throw jobFailure(err);
-        lost = true;
-      }
-    } else {
-      ({ compaction, lost } = await holdBesideWork(show, holdLease, compactSegments, { namespaceId: ns, jobId: job, group, inputs, held: lease }));
+    try {
+      compaction = await compactUnderLease.executeWithOptions({ summary: `compact ${inputs.length} segments of ${group} under lease ${job}` }, [
+        { namespaceId: ns, jobId: job, group, inputs, etags, held: lease },
+      ]);
+    } catch (err) {
+      if (!isLeaseLost(err)) throw jobFailure(err);
+      lost = true;
     }
   }
 
@@ -233,7 +183,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
     const published = await publish.executeWithOptions(
       { summary: `publish ${compaction.outputs.length} segments of ${job}`, startToCloseTimeout: settings.publicationTimeoutMs },
-      [{ namespaceId: ns, jobId: job, group, inputs, outputs: compaction.outputs, tombstones: compaction.tombstones ?? [] }],
+      [{ namespaceId: ns, jobId: job, group, inputs, outputs: compaction.outputs, tombstones: compaction.tombstones }],
     ).catch((err: unknown) => {
       throw jobFailure(err);
     });

@@ -269,7 +269,7 @@ describe('bad-input catalogue', () => {
     it.each([
       ['that published', 'compaction-published-history.json'],
       ['that failed on a corrupt input', 'compaction-corrupt-input-history.json'],
-    ])('a compaction %s, recorded before bad input failed the workflow with the cause on top (commit f4bc94b), still replays', async (_, file) => {
+    ])('a compaction %s, recorded from the current workflow by scripts/write-golden.ts, still replays', async (_, file) => {
       const history: unknown = JSON.parse(readFileSync(join(__dirname, '..', 'golden', file), 'utf8'));
       await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, `compaction-golden/${file}`);
     });
