@@ -36,6 +36,7 @@ export const NON_RETRYABLE_TYPES = [
   'WriteAfterAttempt',
   'OutputMissing',
   'EmptyCompaction',
+  'InputManifestUnreadable',
 ] as const;
 
 /**

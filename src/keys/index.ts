@@ -98,6 +98,24 @@ export const leaseKey = (ns: NamespaceId, job: MetadataCompactionId): string => 
 export const stagedSegmentKey = (ns: NamespaceId, job: MetadataCompactionId, seg: SegmentId, ext: string): string =>
   `${jobPrefix(ns, job)}segments/${segmentId(seg)}.${segmentExtension(ext)}`;
 
+/** The extension of a job's input manifests; no compactor may stage a segment of it. */
+export const INPUT_MANIFEST_EXTENSION = 'inputs';
+
+/**
+ * The input manifest written by attempt `attempt` of the job's `readGroup`: the group's inputs and
+ * their pinned ETags, which no Temporal payload carries. A staged object of the grammar (segment id
+ * the attempt number in hex), so the collector reclaims it with the job's prefix like any staged
+ * object no root references; each attempt writes its own, so none is ever overwritten.
+ */
+export const inputManifestKey = (ns: NamespaceId, job: MetadataCompactionId, attempt: number): string =>
+  stagedSegmentKey(ns, job, segmentId(`seg_${attempt.toString(16).padStart(32, '0')}`), INPUT_MANIFEST_EXTENSION);
+
+/** Whether `key` is an input manifest of job `job` of namespace `ns`. */
+export function isInputManifestKeyOf(ns: NamespaceId, job: MetadataCompactionId, key: string): boolean {
+  const parsed = parseCompactionKey(key);
+  return parsed.kind === 'staged_segment' && parsed.namespaceId === ns && parsed.jobId === job && parsed.extension === INPUT_MANIFEST_EXTENSION;
+}
+
 /** What a key under a compactions prefix is; anything else is retained and reported. */
 export type CompactionKey =
   | { readonly kind: 'lease'; readonly namespaceId: NamespaceId; readonly jobId: MetadataCompactionId }

@@ -6,3 +6,4 @@ export * from './collector';
 export * from './collector-execute';
 export * from './collector-plan';
 export * from './collector-report';
+export * from './input-manifest';

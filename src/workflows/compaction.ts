@@ -1,7 +1,8 @@
 /**
- * One compaction of one family group, orchestrated: read the group, create the lease, hold it
- * while the work runs, stop holding, publish. Deterministic: the job id comes from the workflow's
- * seeded randomness, every I/O is an activity.
+ * One compaction of one family group, orchestrated as the protocol's steps: fix the group's inputs,
+ * create the lease, compact under it with the keeper beside the work, publish by CAS, leave the lease
+ * in place. Deterministic: the job id comes from the workflow's seeded randomness, every I/O is an
+ * activity, every decision a pure function of what the activities returned.
  */
 import {
   ActivityCancellationType,
@@ -16,10 +17,10 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { CompactionActivities, CompactionOutput } from '../activities/compaction';
-import type { HeldLease } from '../protocol';
+import type { CompactionActivities, CompactionOutput, WorkflowSettings } from '../activities/compaction';
+import type { HeldLease, InputManifestRef, PublicationOutcome } from '../protocol';
 import { NON_RETRYABLE_TYPES } from '../activities/failures';
-import { familyGroup, InvalidKeyError, namespaceId, newJobId, rootKey, type MetadataCompactionId } from '../keys';
+import { familyGroup, InvalidKeyError, namespaceId, newJobId, rootKey, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { ACTIVITY_BACKOFF, attemptsSpanning } from '../config/retry';
 import { CompactionGroup, CompactionJobId, CompactionNamespace, CompactionOutcome } from './search-attributes';
 
@@ -30,7 +31,12 @@ export interface CompactionInput {
   readonly fencedJobIds?: readonly string[];
 }
 
-export type CompactionOutcomeName = 'published' | 'fenced' | 'abandoned' | 'superseded';
+/**
+ * How a job ended: `published` (the root names its outputs), `unchanged` (a group of one segment with
+ * nothing to drop, left alone: no new root generation), `fenced` (the lease was lost; a new job runs),
+ * `abandoned` (its inputs left the group meanwhile), `superseded` (it lost every root race).
+ */
+export type CompactionOutcomeName = 'published' | 'unchanged' | 'fenced' | 'abandoned' | 'superseded';
 
 export interface CompactionResult {
   readonly outcome: CompactionOutcomeName;
@@ -38,7 +44,10 @@ export interface CompactionResult {
   readonly group: string;
   readonly jobId: string;
   readonly fencedJobIds: readonly string[];
-  readonly inputs: readonly string[];
+  /** How many input segments the job read; their keys are in its input manifest, never in a payload (a group may have 100,000). */
+  readonly inputCount: number;
+  /** The key of the job's input manifest under its prefix (the collector reclaims it with the prefix); absent when the group had no segment to read. */
+  readonly inputManifest?: string;
   readonly outputs: readonly string[];
   /** The job's staged tombstone segments: the root names them after the outputs only when segments were registered during the job. */
   readonly tombstones: readonly string[];
@@ -80,16 +89,59 @@ const jobFailure = (err: unknown): unknown =>
     ? ApplicationFailure.create({ type: err.cause.type ?? undefined, message: err.cause.message, nonRetryable: true, cause: err })
     : err;
 
-export async function compactionWorkflow(input: CompactionInput): Promise<CompactionResult> {
-  let ns, group;
-  try {
-    ns = namespaceId(input.namespaceId);
-    group = familyGroup(input.group);
-  } catch (err) {
-    if (err instanceof InvalidKeyError) throw ApplicationFailure.nonRetryable(err.message, 'InvalidInput');
-    throw err;
-  }
-  const fencedJobIds = [...(input.fencedJobIds ?? [])];
+/** A lost lease is the job's end as `fenced` (undefined here); any other failure ends the workflow. */
+const unlessLeaseLost = (err: unknown): undefined => {
+  if (isLeaseLost(err)) return undefined;
+  throw jobFailure(err);
+};
+
+/** The job's activities under the worker's settings. */
+function jobActivities(settings: WorkflowSettings) {
+  const { initialIntervalMs, backoffCoefficient, maximumIntervalMs } = ACTIVITY_BACKOFF;
+  const retry = { initialInterval: initialIntervalMs, backoffCoefficient, maximumInterval: maximumIntervalMs, nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] };
+  // The short calls retry for at least a lease expiry: no store outage the lease would outlive ends
+  // the job, and past it a collector may have claimed the lease anyway.
+  const short = proxyActivities<CompactionActivities>({
+    startToCloseTimeout: 4 * settings.operationDeadlineMs + 10_000,
+    retry: { ...retry, maximumAttempts: attemptsSpanning(settings.leaseExpiryMs) },
+  });
+  // Cancelling the work waits until the activity has really stopped (the SDK default, TRY_CANCEL, would not).
+  // No attempt limit: its attempts include every worker restart of a job that may run for hours,
+  // so a count would end healthy jobs. It ends on success, on a non-retryable type (missing, oversized
+  // or corrupt input, a lost lease) or when cancelled.
+  const { compactUnderLease } = proxyActivities<CompactionActivities>({
+    startToCloseTimeout: '7 days',
+    heartbeatTimeout: settings.heartbeatTimeoutMs,
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    retry,
+  });
+  return { readGroup: short.readGroup, createLease: short.createLease, publish: short.publish, compactUnderLease };
+}
+
+/** What the job does after its work, decided from what it holds: publish, or end without a root write. */
+export type JobEnd = { readonly kind: 'publish' } | { readonly kind: 'fenced' | 'unchanged'; readonly detail: string };
+
+/**
+ * A job whose lease was lost ends fenced. A group of one segment whose compaction left no tombstone
+ * to stage had nothing to drop (a segment holds each key once): publishing would only write a new
+ * root generation naming the same records, so the group is left alone and the outputs to the collector.
+ */
+export function decideJobEnd(held: boolean, compaction: CompactionOutput | undefined, inputCount: number): JobEnd {
+  if (!held) return { kind: 'fenced', detail: 'the lease was claimed before its create was confirmed' };
+  if (!compaction) return { kind: 'fenced', detail: 'the lease was lost while compacting' };
+  if (inputCount === 1 && compaction.tombstones.length === 0) return { kind: 'unchanged', detail: 'one input segment with nothing to drop: the root is left as it was' };
+  return { kind: 'publish' };
+}
+
+/** The publication's outcome in one line, for the result and the UI. */
+export const publicationDetail = (published: PublicationOutcome): string =>
+  published.outcome === 'fenced' ? published.reason
+  : published.outcome === 'abandoned' ? `inputs no longer current, among them: ${published.missingInputs.join(', ')}`
+  : published.outcome === 'superseded' ? `lost ${published.lostRaces} root races`
+  : `root generation ${published.rootGeneration}`;
+
+/** The job's state for the `leaseState` query and the UI's current details. */
+function jobView(ns: string, group: string, fencedJobIds: readonly string[]) {
   const view: { -readonly [K in keyof LeaseView]: LeaseView[K] } = { phase: 'reading group', namespaceId: ns, group, leaseStatus: 'none', fencedJobIds };
   setHandler(leaseStateQuery, () => ({ ...view }));
   const show = (phase: CompactionPhase, extra = '') => {
@@ -100,102 +152,84 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
         (extra ? `\n\n${extra}` : ''),
     );
   };
+  return { view, show };
+}
+
+/** The namespace and group of the input, validated: a bad id is invalid input, before anything runs. */
+function validGroup(input: CompactionInput): { ns: NamespaceId; group: FamilyGroup } {
+  try {
+    return { ns: namespaceId(input.namespaceId), group: familyGroup(input.group) };
+  } catch (err) {
+    if (err instanceof InvalidKeyError) throw ApplicationFailure.nonRetryable(err.message, 'InvalidInput');
+    throw err;
+  }
+}
+
+export async function compactionWorkflow(input: CompactionInput): Promise<CompactionResult> {
+  const { ns, group } = validGroup(input);
+  const fencedJobIds = [...(input.fencedJobIds ?? [])];
+  const { view, show } = jobView(ns, group, fencedJobIds);
   // Upserted only when the start lacks them (startCompaction sets them): each upsert is a billable action.
   const started = workflowInfo().typedSearchAttributes;
   if (started.get(CompactionNamespace) !== ns || started.get(CompactionGroup) !== group) {
-    upsertSearchAttributes([
-      { key: CompactionNamespace, value: ns },
-      { key: CompactionGroup, value: group },
-    ]);
+    upsertSearchAttributes([{ key: CompactionNamespace, value: ns }, { key: CompactionGroup, value: group }]);
   }
-  show('reading group');
-
   const settings = await compactionSettings();
-  const { initialIntervalMs, backoffCoefficient, maximumIntervalMs } = ACTIVITY_BACKOFF;
-  const retry = { initialInterval: initialIntervalMs, backoffCoefficient, maximumInterval: maximumIntervalMs, nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] };
-  const shortCall = 4 * settings.operationDeadlineMs + 10_000;
-  // The short calls retry for at least a lease expiry: no store outage the lease would outlive ends
-  // the job, and past it a collector may have claimed the lease anyway.
-  const maximumAttempts = attemptsSpanning(settings.leaseExpiryMs);
-  const { readGroup, createLease, publish } = proxyActivities<CompactionActivities>({ startToCloseTimeout: shortCall, retry: { ...retry, maximumAttempts } });
-  // Cancelling these waits until the activity has really stopped (the SDK default, TRY_CANCEL, would not).
-  // No attempt limit: their attempts include every worker restart of a job that may run for hours,
-  // so a count would end healthy jobs. The work under its lease ends on success, on a non-retryable
-  // type (missing, oversized or corrupt input, a lost lease) or when cancelled.
-  const { compactUnderLease } = proxyActivities<CompactionActivities>({
-    startToCloseTimeout: '7 days',
-    heartbeatTimeout: settings.heartbeatTimeoutMs,
-    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    retry,
-  });
-
-  const { inputs, etags } = await readGroup.executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, group }]).catch((err: unknown) => {
-    throw jobFailure(err);
-  });
-  if (inputs.length === 0) throw ApplicationFailure.nonRetryable(`group ${group} of ${ns} has no segments in ${rootKey(ns)}: nothing to compact`, 'InvalidInput');
-
+  const { readGroup, createLease, compactUnderLease, publish } = jobActivities(settings);
   const job: MetadataCompactionId = newJobId(workflowRandom);
   view.jobId = job;
   upsertSearchAttributes([{ key: CompactionJobId, value: job }]);
+
+  // 1. Fix the group's inputs in the job's input manifest, before the lease exists.
+  show('reading group');
+  const manifest: InputManifestRef | undefined = await readGroup.executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, jobId: job, group }]).catch((err: unknown) => {
+    throw jobFailure(err);
+  });
+  if (!manifest) throw ApplicationFailure.nonRetryable(`group ${group} of ${ns} has no segments in ${rootKey(ns)}: nothing to compact`, 'InvalidInput');
+  const ref = { namespaceId: ns, jobId: job, manifest };
+
+  // 2. Create the lease. A retried create can find its own lease already claimed: fenced before its first output.
   show('creating lease');
-  let held: HeldLease | undefined;
-  try {
-    held = await createLease.executeWithOptions({ summary: `create lease ${job}` }, [
-      { namespaceId: ns, jobId: job, ownerId: settings.ownerId, startedAtMs: Date.now() },
-    ]);
-  } catch (err) {
-    // A retried create can find its own lease already claimed: the job is fenced before its first output.
-    if (!isLeaseLost(err)) throw jobFailure(err);
-  }
+  const held: HeldLease | undefined = await createLease
+    .executeWithOptions({ summary: `create lease ${job}` }, [{ namespaceId: ns, jobId: job, ownerId: settings.ownerId, startedAtMs: Date.now() }])
+    .catch(unlessLeaseLost);
+
+  // 3. Compact under the lease: one activity holds it beside the work, one heartbeat stream, one slot per job.
   let compaction: CompactionOutput | undefined;
-  let lost = held === undefined;
-  if (held !== undefined) {
-    const lease = held;
+  if (held) {
     view.leaseStatus = 'held';
-    show('compacting', `${inputs.length} input segments`);
-
-    // One activity holds the lease beside the work: one heartbeat stream, one slot per job.
-    try {
-      compaction = await compactUnderLease.executeWithOptions({ summary: `compact ${inputs.length} segments of ${group} under lease ${job}` }, [
-        { namespaceId: ns, jobId: job, group, inputs, etags, held: lease },
-      ]);
-    } catch (err) {
-      if (!isLeaseLost(err)) throw jobFailure(err);
-      lost = true;
-    }
+    show('compacting', `${manifest.count} input segments`);
+    compaction = await compactUnderLease
+      .executeWithOptions({ summary: `compact ${manifest.count} segments of ${group} under lease ${job}` }, [{ ...ref, held }])
+      .catch(unlessLeaseLost);
   }
 
-  const finish = (outcome: CompactionOutcomeName, detail?: string): CompactionResult => {
-    upsertSearchAttributes([{ key: CompactionOutcome, value: outcome }]);
-    view.leaseStatus = outcome === 'fenced' ? 'lost' : 'left in place';
-    const result: CompactionResult = {
-      outcome, namespaceId: ns, group, jobId: job, fencedJobIds, inputs,
-      outputs: compaction?.outputs ?? [], tombstones: compaction?.tombstones ?? [], recordsOut: compaction?.progress.recordsOut ?? 0, bytesOut: compaction?.progress.bytesOut ?? 0, detail,
-    };
-    show(outcome, `${result.outputs.length} output segments, ${result.recordsOut} records, ${result.bytesOut} bytes${detail ? `\n\n${detail}` : ''}`);
-    return result;
-  };
-
-  let result: CompactionResult;
-  if (lost || !compaction) {
-    result = finish('fenced', held === undefined ? 'the lease was claimed before its create was confirmed' : 'the lease was lost while compacting');
-  } else {
+  // 4. Publish by CAS, unless the job is fenced or has nothing to change.
+  const end = decideJobEnd(held !== undefined, compaction, manifest.count);
+  let outcome: CompactionOutcomeName = end.kind === 'publish' ? 'published' : end.kind;
+  let detail = end.kind === 'publish' ? undefined : end.detail;
+  if (end.kind === 'publish' && compaction) {
     show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
-    const published = await publish.executeWithOptions(
-      { summary: `publish ${compaction.outputs.length} segments of ${job}`, startToCloseTimeout: settings.publicationTimeoutMs },
-      [{ namespaceId: ns, jobId: job, group, inputs, outputs: compaction.outputs, tombstones: compaction.tombstones }],
-    ).catch((err: unknown) => {
-      throw jobFailure(err);
-    });
-    const detail =
-      published.outcome === 'fenced' ? published.reason
-      : published.outcome === 'abandoned' ? `inputs no longer current: ${published.missingInputs.join(', ')}`
-      : published.outcome === 'superseded' ? `lost ${published.lostRaces} root races`
-      : `root generation ${published.rootGeneration}`;
-    result = finish(published.outcome, detail);
+    const published = await publish
+      .executeWithOptions({ summary: `publish ${compaction.outputs.length} segments of ${job}`, startToCloseTimeout: settings.publicationTimeoutMs }, [
+        { ...ref, outputs: compaction.outputs, tombstones: compaction.tombstones },
+      ])
+      .catch((err: unknown) => {
+        throw jobFailure(err);
+      });
+    outcome = published.outcome;
+    detail = publicationDetail(published);
   }
 
-  if (result.outcome === 'fenced' && fencedJobIds.length < settings.maxFencedRuns) {
+  // 5. The lease is left in place (a fenced job's is not ours): the outcome, and a new job when fenced.
+  upsertSearchAttributes([{ key: CompactionOutcome, value: outcome }]);
+  view.leaseStatus = outcome === 'fenced' ? 'lost' : 'left in place';
+  const result: CompactionResult = {
+    outcome, namespaceId: ns, group, jobId: job, fencedJobIds, inputCount: manifest.count, inputManifest: manifest.key,
+    outputs: compaction?.outputs ?? [], tombstones: compaction?.tombstones ?? [], recordsOut: compaction?.progress.recordsOut ?? 0, bytesOut: compaction?.progress.bytesOut ?? 0, detail,
+  };
+  show(outcome, `${result.outputs.length} output segments, ${result.recordsOut} records, ${result.bytesOut} bytes${detail ? `\n\n${detail}` : ''}`);
+  if (outcome === 'fenced' && fencedJobIds.length < settings.maxFencedRuns) {
     // A fenced job never runs again under its id: a new run draws a new job id.
     await continueAsNew<typeof compactionWorkflow>({ namespaceId: ns, group, fencedJobIds: [...fencedJobIds, job] });
   }

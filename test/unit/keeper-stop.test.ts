@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createCompactionActivities } from '../../src/activities/compaction';
 import { resolveSettings, shrunkTiming } from '../../src/config';
 import { jobId, namespaceId } from '../../src/keys';
+import { writeInputManifest } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { createEmbeddedObjectStore } from '../../src/store';
 import { gate, wrapStore } from '../support/faults';
@@ -37,8 +38,9 @@ describe('the work under its lease, keeper and work in one activity', () => {
     // The work ends while the keeper's first refresh is in flight.
     const activities = createCompactionActivities({ store, settings, rootCodec: jsonRootCodec, compactor: { compact: () => sent.wait.then(() => ({ outputs: [], recordsOut: 0, bytesOut: 0 })) } });
     const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
+    const manifest = await writeInputManifest(store, job, 1, { group: 'bindings', inputs: [], etags: [] });
     let returned = false;
-    const leased = new MockActivityEnvironment().run(activities.compactUnderLease, { ...job, group: 'bindings', inputs: [], etags: [], held }).finally(() => (returned = true));
+    const leased = new MockActivityEnvironment().run(activities.compactUnderLease, { ...job, manifest, held }).finally(() => (returned = true));
     await sent.wait;
     await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
     expect(returned, 'the activity returned with its refresh in flight').toBe(false);
