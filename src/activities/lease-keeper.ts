@@ -4,7 +4,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { ACTIVITY_BACKOFF, backoffDelayMs } from '../config/retry';
 import { firstLineOf, TypedError } from '../errors';
@@ -102,7 +102,8 @@ export async function keepLease(ctx: Context, store: ObjectStore, settings: Comp
         : undefined;
       if (lost) {
         recordFence();
-        throw ApplicationFailure.nonRetryable(lost.message, 'LeaseLost');
+        // Expected (the job is fenced and runs again as a new one): BENIGN, logged at DEBUG.
+        throw ApplicationFailure.create({ message: lost.message, type: 'LeaseLost', nonRetryable: true, category: ApplicationFailureCategory.BENIGN });
       }
       if (!retrying) throw err;
       // The refresh is due at once after the wait: the lease's heartbeat has not moved. A write

@@ -17,6 +17,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import { ApplicationFailureCategory } from '@temporalio/common';
 import type { CompactionActivities, CompactionOutput, WorkflowSettings } from '../activities/compaction';
 import type { HeldLease, InputManifestRef, PublicationOutcome } from '../protocol';
 import { NON_RETRYABLE_TYPES } from '../activities/failures';
@@ -82,12 +83,17 @@ const isLeaseLost = (err: unknown): boolean =>
 /**
  * An activity's failure that ends the job (a missing or corrupt input, retries spent) fails the
  * workflow with the cause's own type and message on top, where a caller, the CLI and the UI read
- * first, rather than under a generic "activity task failed".
+ * first, rather than under a generic "activity task failed". An expected one (BENIGN: a typed error
+ * no retry can fix) is logged by the worker once, as the workflow's failure: without this
+ * function's stack, which says nothing about it.
  */
-const jobFailure = (err: unknown): unknown =>
-  err instanceof ActivityFailure && err.cause instanceof ApplicationFailure
-    ? ApplicationFailure.create({ type: err.cause.type ?? undefined, message: err.cause.message, nonRetryable: true, cause: err })
-    : err;
+function jobFailure(err: unknown): unknown {
+  if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure)) return err;
+  const { type, message, category } = err.cause;
+  const failure = ApplicationFailure.create({ type: type ?? undefined, message, nonRetryable: true, cause: err, category: category ?? undefined });
+  if (category === ApplicationFailureCategory.BENIGN) failure.stack = `${failure.name}: ${message}`;
+  return failure;
+}
 
 /** A lost lease is the job's end as `fenced` (undefined here); any other failure ends the workflow. */
 const unlessLeaseLost = (err: unknown): undefined => {
