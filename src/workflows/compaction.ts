@@ -47,8 +47,8 @@ export interface CompactionResult {
   readonly fencedJobIds: readonly string[];
   /** How many input segments the job read; their keys are in its input manifest, never in a payload (a group may have 100,000). */
   readonly inputCount: number;
-  /** The key of the job's input manifest under its prefix (the collector reclaims it with the prefix); absent when the group had no segment to read. */
-  readonly inputManifest?: string;
+  /** The key of the job's input manifest under its prefix, which the collector reclaims with the prefix. */
+  readonly inputManifest: string;
   readonly outputs: readonly string[];
   /** The job's staged tombstone segments: the root names them after the outputs only when segments were registered during the job. */
   readonly tombstones: readonly string[];

@@ -59,7 +59,7 @@ describe(`a group of ${INPUTS.toLocaleString('en')} inputs, over 2 MiB of keys`,
       const result = await handle.result();
       expect(result).toMatchObject({ outcome: 'published', inputCount: INPUTS, recordsOut: INPUTS });
       expect((await readRoot(fixture.store, ns, jsonRootCodec)).root.groups[group]).toEqual(result.outputs);
-      const manifest = JSON.parse(Buffer.from((await fixture.store.get(result.inputManifest!)).body).toString('utf8')) as { job_id: string; inputs: [string, string][] };
+      const manifest = JSON.parse(Buffer.from((await fixture.store.get(result.inputManifest)).body).toString('utf8')) as { job_id: string; inputs: [string, string][] };
       expect(manifest.job_id).toBe(result.jobId);
       expect(manifest.inputs.map(([key]) => key)).toEqual(keys);
 
