@@ -52,7 +52,7 @@ function printReport(r: SoakReport): void {
     `seed ${r.seed}; machine: ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.ramGiB} GiB, node ${r.machine.node}`,
     `loadavg at start ${r.machine.loadavgStart.map((x) => x.toFixed(2)).join(' ')}, at end ${r.machine.loadavgEnd.map((x) => x.toFixed(2)).join(' ')}`,
     `duration ${(r.durationMs.total / 1000).toFixed(0)} s (chaos ${(r.durationMs.chaos / 1000).toFixed(0)} s, jobs done → audit ${(r.durationMs.settle / 1000).toFixed(0)} s)`,
-    `jobs: ${r.jobs.started} started, ${r.jobs.published} published, ${r.jobs.fencedAndRerun} fenced and re-run as new jobs, ${r.jobs.endedFenced} ended fenced, ` +
+    `jobs: ${r.jobs.started} started, ${r.jobs.published} published, ${r.jobs.unchanged} unchanged, ${r.jobs.fencedAndRerun} fenced and re-run as new jobs, ${r.jobs.endedFenced} ended fenced, ` +
       `${r.jobs.abandoned} abandoned, ${r.jobs.superseded} superseded, ${r.jobs.failed} failed, ${r.jobs.unfinished} unfinished`,
     `faults injected: ${Object.entries(r.faults).map(([k, n]) => `${k} ${n}`).join(', ')} (of ${r.s3Requests} worker S3 requests)`,
     `worker kills ${r.workerKills}, worker exits on their own ${r.workerExits}, dev-server restarts ${r.serverRestarts}`,

@@ -34,6 +34,7 @@ export const FAILURE_TYPES = {
   InputMissing: 'final',
   InputTooLarge: 'final',
   InputChanged: 'final',
+  InputManifestUnreadable: 'final',
   InvalidInput: 'final',
   WriterBudgetExceeded: 'final',
   // Compactor plug-ins and their progress.

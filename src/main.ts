@@ -109,7 +109,7 @@ async function main(): Promise<void> {
     await polling;
   });
   console.log(
-    `outcome ${result.outcome}: job ${result.jobId}, ${result.inputs.length} inputs → ${result.outputs.length} outputs, ` +
+    `outcome ${result.outcome}: job ${result.jobId}, ${result.inputCount} inputs → ${result.outputs.length} outputs, ` +
       `${result.recordsOut} records, ${result.bytesOut} bytes${result.detail ? ` (${result.detail})` : ''}`,
   );
 

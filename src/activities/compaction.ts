@@ -1,34 +1,37 @@
 /**
  * The compaction job's activities: thin translations between Temporal (heartbeats, cancellation,
- * typed failures) and the protocol and compactor modules.
+ * typed failures) and the protocol and compactor modules. A group's inputs travel in its input
+ * manifest, under the job's prefix: the activities pass its reference, never the key list.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
-import { recordFence, recordRefresh } from './metrics';
-import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
+import { TemporalFailure } from '@temporalio/common';
 import { attemptWrites, checkOutputsExist, checkStagedKeys, MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, referenceCompactor, withCheckedProgress, type CompactionOutputs, type Compactor, type FailureStreak } from '../compactor';
 import { asInputError, checkInputs, pinnedInputs } from '../compactor/inputs';
-import { heartbeatEveryMs, type CompactionSettings } from '../config';
-import { ACTIVITY_BACKOFF, backoffDelayMs, type Backoff } from '../config/retry';
+import type { CompactionSettings } from '../config';
 import { firstLineOf, TypedError } from '../errors';
-import { familyGroup, jobId, leaseKey, namespaceId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
+import { familyGroup, jobId, namespaceId, type FamilyGroup } from '../keys';
 import { groupSegments, type RootCodec } from '../root';
 import {
   createJobLease,
-  LeaseLostError,
   publishCompaction,
+  readInputManifest,
   readRoot,
-  refreshJobLease,
+  writeInputManifest,
   type HeldLease,
+  type InputManifest,
+  type InputManifestRef,
+  type JobRef,
   type PublicationOutcome,
 } from '../protocol';
 import type { ObjectStore } from '../store';
 import { attemptStore } from '../store/attempt';
+import { attemptClock, keepLease } from './lease-keeper';
+import { recordFence } from './metrics';
 
 export interface CompactionDeps {
   readonly store: ObjectStore;
   readonly settings: CompactionSettings;
-  /** What `compactUnderLease` (and `compactSegments` of older runs) runs: the segment format's plug-in. */
+  /** What `compactUnderLease` runs: the segment format's plug-in. */
   readonly compactor: Compactor;
   /** How the root is read and written, by publication and the collector alike; no default, so no path can forget it. */
   readonly rootCodec: RootCodec;
@@ -44,47 +47,22 @@ export interface WorkflowSettings {
   readonly ownerId: string;
   readonly heartbeatTimeoutMs: number;
   readonly leaseRefreshIntervalMs: number;
-  /** Absent in the recorded settings of runs that started before it was added. */
-  readonly leaseExpiryMs?: number;
+  readonly leaseExpiryMs: number;
   readonly publicationTimeoutMs: number;
   readonly operationDeadlineMs: number;
   readonly maxFencedRuns: number;
 }
 
-/** A job's inputs as `readGroup` fixed them. */
-export interface PinnedGroup {
-  readonly group: string;
-  readonly inputs: string[];
-  /**
-   * The ETag of each input when the group was read, in the order of `inputs` (about 34 bytes each in
-   * the activity's input); absent in runs started before inputs were pinned.
-   */
-  readonly etags?: string[];
+/** A job whose inputs `readGroup` fixed in its input manifest. */
+export interface ManifestInput extends JobInput {
+  readonly manifest: InputManifestRef;
 }
 
 export interface CompactionOutput {
   readonly outputs: string[];
-  /** The compactor's tombstone segments; absent in results recorded before them. */
-  readonly tombstones?: string[];
-  /** Named `progress` since the first histories: their recorded results hold these two counts under it. */
+  /** The compactor's tombstone segments. */
+  readonly tombstones: string[];
   readonly progress: { readonly recordsOut: number; readonly bytesOut: number };
-}
-
-const job = (input: JobInput): { namespaceId: NamespaceId; jobId: MetadataCompactionId } => ({
-  namespaceId: namespaceId(input.namespaceId),
-  jobId: jobId(input.jobId),
-});
-
-/** A clock that cannot jump backwards within an attempt: the wall clock at its start plus monotonic elapsed time. */
-function attemptClock(): () => number {
-  const wallAtStart = Date.now();
-  const monotonicAtStart = performance.now();
-  return () => wallAtStart + (performance.now() - monotonicAtStart);
-}
-
-/** What a keeper that was stopped returns: it stopped because its job's work ended, not because the lease was lost. */
-export interface KeeperStopped {
-  readonly stopped: 'work ended';
 }
 
 /** The heartbeat details of {@link compactUnderLease}: the lease as last held and the work's progress, one stream for both. */
@@ -101,152 +79,14 @@ export interface LeasedCompactionOutput extends CompactionOutput {
   readonly workEndedAtMs: number;
 }
 
-/**
- * Sleeps `ms`, ending early when `stop` aborts (resolves) or the activity is cancelled (rejects with
- * the activity's CancelledFailure, as `Context.sleep` does).
- */
-async function sleepUnless(ctx: Context, ms: number, stop: AbortSignal): Promise<void> {
-  try {
-    await sleep(ms, undefined, { signal: AbortSignal.any([stop, ctx.cancellationSignal]) });
-  } catch (err) {
-    if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
-    if (!stop.aborted) throw err;
-  }
-}
+/** How many of the inputs no longer current an abandoned publication names. */
+const NAMED_MISSING_INPUTS = 10;
 
-interface KeeperHooks {
-  /** Aborted when the work has ended: the keeper returns at its next look, which is never during a refresh. */
-  readonly stop: AbortSignal;
-  /** Puts the lease as now held into the attempt's heartbeat details. */
-  readonly beat: (held: HeldLease) => void;
-  /** Set: a failed refresh is retried within the attempt on this backoff. Unset: it fails the attempt. */
-  readonly retry?: Backoff;
-}
+const job = (input: JobInput): JobRef => ({ namespaceId: namespaceId(input.namespaceId), jobId: jobId(input.jobId) });
 
-export function createCompactionActivities({ store, settings, compactor, rootCodec }: CompactionDeps) {
+export function createCompactionActivities(deps: CompactionDeps) {
+  const { store, settings, rootCodec } = deps;
   const { timing } = settings;
-  // The keepers of runs that hold the lease in a separate activity, by job: a job's work that ends
-  // here stops its keeper at once instead of waiting for cancellation, which reaches an activity only
-  // in a heartbeat response.
-  const keepers = new Map<MetadataCompactionId, AbortController>();
-  const beatEveryMs = heartbeatEveryMs(settings);
-  const troubleBeatMs = settings.heartbeatTimeoutMs / 3;
-
-  /**
-   * Refreshes the lease by CAS until `stop`, each refresh due one interval after the heartbeat last
-   * written. A retried attempt starts from the lease its predecessor left in heartbeat details and
-   * refreshes at once when that heartbeat is already an interval old (its predecessor died before
-   * refreshing): waiting a full interval from its own start would leave the lease unrefreshed for up
-   * to two intervals plus the heartbeat timeout. While a refresh is in flight or failing, the keeper
-   * beats every third of the heartbeat timeout: a store in trouble must not time out a healthy
-   * attempt and leave it running as a zombie beside its retry. A failing refresh that could no longer
-   * be sent a deadline before the lease expires ends the attempt as a lost lease.
-   */
-  async function keepLease(ctx: Context, ref: ReturnType<typeof job>, from: HeldLease, { stop, beat, retry }: KeeperHooks): Promise<void> {
-    let held = from;
-    const clock = attemptClock();
-    // When the held heartbeat was written, on this attempt's clock: never later than now, since an
-    // earlier attempt's host clock may run ahead of ours (that would only postpone the refresh).
-    let beatAtMs = Math.min(held.lease.heartbeat_at_ms, clock());
-    let lastBeatMs = 0;
-    const record = () => {
-      beat(held);
-      lastBeatMs = clock();
-    };
-    /** Waits until `untilMs` on the attempt's clock (or the stop), beating every `everyMs` meanwhile. */
-    const waitBeating = async (untilMs: number, everyMs: number) => {
-      while (clock() < untilMs && !stop.aborted) {
-        const beatDue = lastBeatMs + everyMs;
-        await sleepUnless(ctx, Math.max(0, Math.min(beatDue, untilMs) - clock()), stop);
-        if (clock() >= beatDue) record();
-      }
-    };
-    /** `refresh`, beating every third of the heartbeat timeout until it settles: one can take a deadline per request. */
-    const beatingDuring = async <T>(refresh: Promise<T>): Promise<T> => {
-      const timer = setInterval(record, troubleBeatMs);
-      try {
-        return await refresh;
-      } finally {
-        clearInterval(timer);
-      }
-    };
-    record();
-    // The stop is looked at only between refreshes: a stopped keeper has no refresh in flight
-    // once it returns, so none can land beside the publication's own.
-    for (let failures = 0; ; ) {
-      // Between refreshes the keeper beats only as often as its heartbeat timeout needs (at the default timeout, never).
-      await waitBeating(beatAtMs + timing.leaseRefreshIntervalMs, beatEveryMs);
-      if (stop.aborted) return;
-      const started = performance.now();
-      const sentAtMs = clock();
-      try {
-        held = await beatingDuring(refreshJobLease(store, ref, held, clock));
-      } catch (err) {
-        // A refresh sent later than this could land after the lease expired, when a collector may have claimed it.
-        const lastSendMs = beatAtMs + timing.leaseExpiryMs - timing.operationDeadlineMs;
-        const retrying = retry && !(err instanceof TypedError && !err.retryable);
-        const lost =
-          err instanceof LeaseLostError ? err
-          : retrying && clock() >= lastSendMs ? new LeaseLostError(leaseKey(ref.namespaceId, ref.jobId), `not refreshed before it would expire, the last refresh failing with: ${firstLineOf(err)}`)
-          : undefined;
-        if (lost) {
-          recordFence();
-          throw ApplicationFailure.nonRetryable(lost.message, 'LeaseLost');
-        }
-        if (!retrying) throw err;
-        // The refresh is due at once after the wait: the lease's heartbeat has not moved. A write
-        // that landed unseen is found by the next CAS (412, re-read, adopt).
-        await waitBeating(Math.min(clock() + backoffDelayMs(retry, failures++), lastSendMs), troubleBeatMs);
-        continue;
-      }
-      failures = 0;
-      recordRefresh(performance.now() - started);
-      beatAtMs = Math.min(held.lease.heartbeat_at_ms, sentAtMs);
-      record();
-    }
-  }
-
-  /**
-   * Runs the compactor over the attempt's store, narrowed to its job's staged segments: every body it
-   * opened is closed when it ends, a vanished input reads as one, an input read at another version
-   * than `readGroup` saw (its ETag in `etags`; absent in runs that started before inputs were pinned)
-   * ends the job, a plug-in's progress is checked before
-   * it reaches the heartbeat details, and the outputs it returns are checked to be its own staged
-   * segments, written and in the store (publication trusts them: a plug-in's are checked, not
-   * believed). Its writes end when it returns or throws: later puts are refused, those in flight
-   * are waited for, so no write lands under an output once the attempt has handed it on.
-   */
-  async function compact(ref: ReturnType<typeof job>, input: PinnedGroup, resume: unknown, heartbeat: (progress?: unknown) => void): Promise<CompactionOutputs> {
-    const attempt = attemptStore(store);
-    const writes = attemptWrites(attempt.store, ref);
-    let result: CompactionOutputs;
-    try {
-      const run = (beat: typeof heartbeat) =>
-        compactor.compact({
-          job: { ...ref, group: familyGroup(input.group) },
-          inputs: input.inputs,
-          store: input.etags ? pinnedInputs(writes.store, input.group, input.inputs, input.etags) : writes.store,
-          limits: settings,
-          resume,
-          heartbeat: beat,
-        });
-      // A plug-in's progress is checked against MAX_PROGRESS_BYTES. The reference compactor's is bounded
-      // by its merge plan, one number per intermediate run (4 KB at 100,000 inputs and the default
-      // fan-in), and may pass it only at fan-in 2 to 4 with tens of thousands of inputs: not refused.
-      result = compactor === referenceCompactor ? await run(heartbeat) : await withCheckedProgress(ref, heartbeat, run);
-    } catch (err) {
-      // An input deleted or rewritten after readGroup checked it: the same clear end as one missing from the start.
-      throw asInputError(err, input.group, input.inputs);
-    } finally {
-      await writes.end();
-      await attempt.closeBodies();
-    }
-    const written = [...result.outputs, ...(result.tombstones ?? [])];
-    checkStagedKeys(ref, written);
-    await checkOutputsExist(store, ref, written);
-    return result;
-  }
-
   return {
     async compactionSettings(): Promise<WorkflowSettings> {
       return {
@@ -263,12 +103,14 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
     /**
      * The group's current segments: the job's inputs, fixed and checked (listed once, present, not too
      * large) before its lease exists, with the ETag of each, which every later read of it must match.
+     * They go to the job's input manifest; undefined when the group has none (nothing is written).
      */
-    async readGroup(input: { namespaceId: string; group: string }): Promise<{ inputs: string[]; etags: string[] }> {
+    async readGroup(input: JobInput & { group: string }): Promise<InputManifestRef | undefined> {
       const { root } = await readRoot(store, namespaceId(input.namespaceId), rootCodec);
       const inputs = [...groupSegments(root, familyGroup(input.group))];
       const etags = await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
-      return { inputs, etags };
+      if (inputs.length === 0) return undefined;
+      return writeInputManifest(store, job(input), Context.current().info.attempt, { group: input.group, inputs, etags });
     },
 
     async createLease(input: JobInput & { ownerId: string; startedAtMs: number }): Promise<HeldLease> {
@@ -280,116 +122,125 @@ export function createCompactionActivities({ store, settings, compactor, rootCod
      * per job ({@link LeasedProgress}), so a retried attempt adopts the lease and resumes the work from
      * the same details. The keeper stops here when the work returns, once no refresh is in flight:
      * nothing writes the lease after the attempt ends (the publication's refresh is the next write).
-     * A failed refresh is retried while the work goes on; a lost lease or the attempt's cancellation
-     * ends the work at its next record batch, and the attempt fails with the keeper's reason.
      */
-    async compactUnderLease(input: JobInput & PinnedGroup & { held: HeldLease }): Promise<LeasedCompactionOutput> {
-      const ctx = Context.current();
+    async compactUnderLease(input: ManifestInput & { held: HeldLease }): Promise<LeasedCompactionOutput> {
       const ref = job(input);
-      const resumed = ctx.info.heartbeatDetails as LeasedProgress | undefined;
-      let held = resumed?.held ?? input.held;
-      let progress = resumed?.progress;
-      let recurring = resumed?.recurring;
-      const resumedAt = JSON.stringify(progress);
-      // Every beat carries the latest of all three; the worker's heartbeat throttle sends at most one per beat interval.
-      const beat = () => ctx.heartbeat({ held, progress, recurring } satisfies LeasedProgress);
-      /**
-       * The work's failure, or {@link RecurringFailureError} when an untyped error (a typed one decided
-       * its own retryability) ended this attempt as it ended the ones before, with no progress since.
-       * Otherwise the streak goes into the failure's last heartbeat, which the next attempt resumes from.
-       */
-      const endIfRecurring = (err: unknown): unknown => {
-        if (!(err instanceof Error) || err instanceof TypedError || err instanceof TemporalFailure) return err;
-        recurring = nextStreak(recurring, `${err.name}: ${firstLineOf(err)}`);
-        if (recurring.attempts >= MAX_RECURRING_ATTEMPTS) return new RecurringFailureError(ref, recurring);
-        beat();
-        return err;
-      };
-      const workEnded = new AbortController();
-      const keeperEnded = new AbortController();
-      const keeping = keepLease(ctx, ref, held, {
-        stop: workEnded.signal,
-        beat: (h) => {
-          held = h;
-          beat();
-        },
-        retry: ACTIVITY_BACKOFF,
-      }).catch((err: unknown) => {
-        keeperEnded.abort(err);
-        throw err;
-      });
-      let workEndedAtMs = 0;
-      const working = compact(ref, input, progress, (p) => {
-        if (p !== undefined) progress = p;
-        if (recurring && JSON.stringify(progress) !== resumedAt) recurring = undefined;
-        beat();
-        if (keeperEnded.signal.aborted) throw keeperEnded.signal.reason;
-      }).finally(() => {
-        workEndedAtMs = Date.now();
-        workEnded.abort();
-      });
-      const [worked, kept] = await Promise.allSettled([working, keeping]);
-      // The keeper's failure comes first: the work's, if any, followed from it.
-      if (kept.status === 'rejected') throw kept.reason;
-      if (worked.status === 'rejected') throw endIfRecurring(worked.reason);
-      const { outputs, tombstones = [], recordsOut, bytesOut } = worked.value;
-      return { outputs: [...outputs], tombstones: [...tombstones], progress: { recordsOut, bytesOut }, workEndedAtMs };
+      return compactUnderLease(deps, ref, await readInputManifest(store, ref, input.manifest), input.held);
     },
 
-    /**
-     * The lease keeper of runs started before {@link compactUnderLease}, beside {@link compactSegments}:
-     * holds the lease until the work ends on this worker (then it returns {@link KeeperStopped}) or it
-     * is cancelled. The held lease travels in heartbeat details; a failed refresh fails the attempt,
-     * which Temporal retries.
-     */
-    async holdLease(input: JobInput & { held: HeldLease }): Promise<KeeperStopped> {
-      const ctx = Context.current();
-      const ref = job(input);
-      const stop = new AbortController();
-      keepers.set(ref.jobId, stop);
-      try {
-        await keepLease(ctx, ref, (ctx.info.heartbeatDetails as HeldLease | undefined) ?? input.held, { stop: stop.signal, beat: (held) => ctx.heartbeat(held) });
-        return { stopped: 'work ended' };
-      } finally {
-        if (keepers.get(ref.jobId) === stop) keepers.delete(ref.jobId);
-      }
-    },
-
-    /** The work of runs started before {@link compactUnderLease}, resumable from its heartbeat details (its progress). */
-    async compactSegments(input: JobInput & { group: string; inputs: string[] }): Promise<CompactionOutput> {
-      const ctx = Context.current();
-      const ref = job(input);
-      let latest: unknown = ctx.info.heartbeatDetails;
-      ctx.heartbeat(latest);
-      // Reading the first bytes of every input and skipping to the resume key emit no records, and
-      // can outlast the heartbeat timeout on a wide group: beat on a timer too, not only when the
-      // compactor calls (the worker's heartbeat throttle sends at most one of these per beat interval).
-      const beat = setInterval(() => ctx.heartbeat(latest), beatEveryMs);
-      const result = await compact(ref, input, latest, (progress) => {
-        if (progress !== undefined) latest = progress;
-        ctx.heartbeat(latest);
-        if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
-      }).finally(() => clearInterval(beat));
-      // The work is done: the keeper of this job, if it runs here, stops now (the workflow's
-      // cancellation stays the way to stop one on another worker).
-      keepers.get(ref.jobId)?.abort();
-      return { outputs: [...result.outputs], tombstones: [...(result.tombstones ?? [])], progress: { recordsOut: result.recordsOut, bytesOut: result.bytesOut } };
-    },
-
-    async publish(input: JobInput & { group: string; inputs: string[]; outputs: string[]; tombstones?: string[] }): Promise<PublicationOutcome> {
+    async publish(input: ManifestInput & { outputs: string[]; tombstones: string[] }): Promise<PublicationOutcome> {
       const start = performance.now();
+      const ref = job(input);
+      const { group, inputs } = await readInputManifest(store, ref, input.manifest);
       const outcome = await publishCompaction(
         store,
-        { ...job(input), group: familyGroup(input.group) as FamilyGroup, inputs: input.inputs, outputs: input.outputs, tombstones: input.tombstones ?? [] },
+        { ...ref, group: familyGroup(group) as FamilyGroup, inputs, outputs: input.outputs, tombstones: input.tombstones },
         { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
         { leaseClockMs: attemptClock(), elapsedMs: () => performance.now() - start },
         Context.current().info.attempt > 1,
         rootCodec,
       );
       if (outcome.outcome === 'fenced') recordFence();
-      return outcome;
+      // The inputs no longer current may be the whole group: a few name the case, the rest are in the manifest.
+      return outcome.outcome === 'abandoned' ? { ...outcome, missingInputs: outcome.missingInputs.slice(0, NAMED_MISSING_INPUTS) } : outcome;
     },
   };
 }
 
 export type CompactionActivities = ReturnType<typeof createCompactionActivities>;
+
+/**
+ * The work beside its keeper, in the current activity attempt. A failed refresh is retried while the
+ * work goes on; a lost lease or the attempt's cancellation ends the work at its next record batch,
+ * and the attempt fails with the keeper's reason.
+ */
+async function compactUnderLease(deps: CompactionDeps, ref: JobRef, inputs: InputManifest, from: HeldLease): Promise<LeasedCompactionOutput> {
+  const ctx = Context.current();
+  const resumed = ctx.info.heartbeatDetails as LeasedProgress | undefined;
+  let held = resumed?.held ?? from;
+  let progress = resumed?.progress;
+  let recurring = resumed?.recurring;
+  const resumedAt = JSON.stringify(progress);
+  // Every beat carries the latest of all three; the worker's heartbeat throttle sends at most one per beat interval.
+  const beat = () => ctx.heartbeat({ held, progress, recurring } satisfies LeasedProgress);
+  /**
+   * The work's failure, or {@link RecurringFailureError} when an untyped error (a typed one decided
+   * its own retryability) ended this attempt as it ended the ones before, with no progress since.
+   * Otherwise the streak goes into the failure's last heartbeat, which the next attempt resumes from.
+   */
+  const endIfRecurring = (err: unknown): unknown => {
+    if (!(err instanceof Error) || err instanceof TypedError || err instanceof TemporalFailure) return err;
+    recurring = nextStreak(recurring, `${err.name}: ${firstLineOf(err)}`);
+    if (recurring.attempts >= MAX_RECURRING_ATTEMPTS) return new RecurringFailureError(ref, recurring);
+    beat();
+    return err;
+  };
+  const workEnded = new AbortController();
+  const keeperEnded = new AbortController();
+  const keeping = keepLease(ctx, deps.store, deps.settings, ref, held, {
+    stop: workEnded.signal,
+    beat: (h) => {
+      held = h;
+      beat();
+    },
+  }).catch((err: unknown) => {
+    keeperEnded.abort(err);
+    throw err;
+  });
+  let workEndedAtMs = 0;
+  const working = compact(deps, ref, inputs, progress, (p) => {
+    if (p !== undefined) progress = p;
+    if (recurring && JSON.stringify(progress) !== resumedAt) recurring = undefined;
+    beat();
+    if (keeperEnded.signal.aborted) throw keeperEnded.signal.reason;
+  }).finally(() => {
+    workEndedAtMs = Date.now();
+    workEnded.abort();
+  });
+  const [worked, kept] = await Promise.allSettled([working, keeping]);
+  // The keeper's failure comes first: the work's, if any, followed from it.
+  if (kept.status === 'rejected') throw kept.reason;
+  if (worked.status === 'rejected') throw endIfRecurring(worked.reason);
+  const { outputs, tombstones = [], recordsOut, bytesOut } = worked.value;
+  return { outputs: [...outputs], tombstones: [...tombstones], progress: { recordsOut, bytesOut }, workEndedAtMs };
+}
+
+/**
+ * Runs the compactor over the attempt's store, narrowed to its job's staged segments: every body it
+ * opened is closed when it ends, a vanished input reads as one, an input read at another version
+ * than `readGroup` saw ends the job, a plug-in's progress is checked before it reaches the heartbeat
+ * details, and the outputs it returns are checked to be its own staged segments, written and in the
+ * store (publication trusts them: a plug-in's are checked, not believed). Its writes end when it
+ * returns or throws: later puts are refused, those in flight are waited for, so no write lands under
+ * an output once the attempt has handed it on.
+ */
+async function compact({ store, settings, compactor }: CompactionDeps, ref: JobRef, input: InputManifest, resume: unknown, heartbeat: (progress?: unknown) => void): Promise<CompactionOutputs> {
+  const attempt = attemptStore(store);
+  const writes = attemptWrites(attempt.store, ref);
+  let result: CompactionOutputs;
+  try {
+    const run = (beat: typeof heartbeat) =>
+      compactor.compact({
+        job: { ...ref, group: familyGroup(input.group) },
+        inputs: input.inputs,
+        store: pinnedInputs(writes.store, input.group, input.inputs, input.etags),
+        limits: settings,
+        resume,
+        heartbeat: beat,
+      });
+    // A plug-in's progress is checked against MAX_PROGRESS_BYTES. The reference compactor's is bounded
+    // by its merge plan, one number per intermediate run (4 KB at 100,000 inputs and the default
+    // fan-in), and may pass it only at fan-in 2 to 4 with tens of thousands of inputs: not refused.
+    result = compactor === referenceCompactor ? await run(heartbeat) : await withCheckedProgress(ref, heartbeat, run);
+  } catch (err) {
+    // An input deleted or rewritten after readGroup checked it: the same clear end as one missing from the start.
+    throw asInputError(err, input.group, input.inputs);
+  } finally {
+    await writes.end();
+    await attempt.closeBodies();
+  }
+  const written = [...result.outputs, ...(result.tombstones ?? [])];
+  checkStagedKeys(ref, written);
+  await checkOutputsExist(store, ref, written);
+  return result;
+}

@@ -3,18 +3,28 @@
  * policies and operators can name them. Each error class names its type, whose retryability
  * `FAILURE_TYPES` in src/errors decides; an error of no such class stays retryable, typed by its name.
  */
-import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
+import { ApplicationFailure, ApplicationFailureCategory, TemporalFailure } from '@temporalio/common';
 import { bounded, MESSAGE_LIMIT, TypedError } from '../errors';
 
 /**
  * A typed error becomes a failure of its own type and retryability; other errors stay retryable,
- * typed by their name. Its message is {@link bounded}: it may quote what a bucket holds.
+ * typed by their name. Its message is {@link bounded}: it may quote what a bucket holds. A typed
+ * error no retry can fix (bad input, a plug-in's refusal) is an expected outcome, not a fault: it is
+ * BENIGN, which the worker logs at DEBUG instead of WARN with its stack and task token; the
+ * workflow's failure states it once.
  */
 export function toFailure(err: unknown): unknown {
   // Temporal's own failures (cancellation above all) must reach the SDK unchanged.
   if (!(err instanceof Error) || err instanceof TemporalFailure) return err;
   const typed = err instanceof TypedError ? err : undefined;
-  return ApplicationFailure.create({ type: typed?.failureType ?? err.name, message: bounded(err.message, MESSAGE_LIMIT), nonRetryable: typed ? !typed.retryable : false, cause: err });
+  const nonRetryable = typed ? !typed.retryable : false;
+  return ApplicationFailure.create({
+    type: typed?.failureType ?? err.name,
+    message: bounded(err.message, MESSAGE_LIMIT),
+    nonRetryable,
+    cause: err,
+    category: nonRetryable ? ApplicationFailureCategory.BENIGN : undefined,
+  });
 }
 
 /** Wraps every activity of a set so that its typed errors reach Temporal as typed failures. */

@@ -33,7 +33,7 @@ async function start(ctx: CliContext, options: StartOptions): Promise<void> {
       ['workflow', started.workflowId],
       ['outcome', result.outcome],
       ['job', result.jobId],
-      ['inputs', result.inputs.length],
+      ['inputs', result.inputCount],
       ['outputs', `${result.outputs.length} segments, ${result.recordsOut} records, ${result.bytesOut} bytes`],
       ...(result.fencedJobIds.length ? ([['fenced before', result.fencedJobIds.join(', ')]] as const) : []),
       ...(result.detail ? ([['detail', result.detail]] as const) : []),

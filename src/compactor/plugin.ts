@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { firstLineOf, quoted, TypedError } from '../errors';
-import { parseCompactionKey, segmentId, stagedSegmentKey, type FamilyGroup } from '../keys';
+import { isInputManifestKeyOf, parseCompactionKey, segmentId, stagedSegmentKey, type FamilyGroup } from '../keys';
 import type { JobRef } from '../protocol';
 import { NotFoundError, type ObjectStore } from '../store';
 import { inBatches } from '../store/batches';
@@ -77,10 +77,10 @@ export class OutputMissingError extends CompactorRuleError {
   }
 }
 
-/** Whether `key` is a staged segment key under `job`'s prefix. */
+/** Whether `key` is a staged segment key under `job`'s prefix, other than the job's input manifests (the worker's, not the compactor's). */
 const isStagedKeyOf = (job: JobRef, key: string): boolean => {
   const parsed = parseCompactionKey(key);
-  return parsed.kind === 'staged_segment' && parsed.namespaceId === job.namespaceId && parsed.jobId === job.jobId;
+  return parsed.kind === 'staged_segment' && parsed.namespaceId === job.namespaceId && parsed.jobId === job.jobId && !isInputManifestKeyOf(job.namespaceId, job.jobId, key);
 };
 
 /** Throws {@link OutsideJobPrefixError} for the first of `keys` outside the job's staged segments. */

@@ -141,6 +141,24 @@ export function parseManifestPartKey(key: string): { readonly namespaceId: Names
   return m ? { namespaceId: m[1] as NamespaceId, passId: m[2] as PassId } : undefined;
 }
 
+/** The extension of a job's input manifests; no compactor may stage a segment of it. */
+export const INPUT_MANIFEST_EXTENSION = 'inputs';
+
+/**
+ * The input manifest written by attempt `attempt` of the job's `readGroup`: the group's inputs and
+ * their pinned ETags, which no Temporal payload carries. A staged object of the grammar (segment id
+ * the attempt number in hex), so the collector reclaims it with the job's prefix like any staged
+ * object no root references; each attempt writes its own, so none is ever overwritten.
+ */
+export const inputManifestKey = (ns: NamespaceId, job: MetadataCompactionId, attempt: number): string =>
+  stagedSegmentKey(ns, job, segmentId(`seg_${attempt.toString(16).padStart(32, '0')}`), INPUT_MANIFEST_EXTENSION);
+
+/** Whether `key` is an input manifest of job `job` of namespace `ns`. */
+export function isInputManifestKeyOf(ns: NamespaceId, job: MetadataCompactionId, key: string): boolean {
+  const parsed = parseCompactionKey(key);
+  return parsed.kind === 'staged_segment' && parsed.namespaceId === ns && parsed.jobId === job && parsed.extension === INPUT_MANIFEST_EXTENSION;
+}
+
 /** What a key under a compactions prefix is; anything else is retained and reported. */
 export type CompactionKey =
   | { readonly kind: 'lease'; readonly namespaceId: NamespaceId; readonly jobId: MetadataCompactionId }

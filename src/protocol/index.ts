@@ -10,3 +10,4 @@ export * from './collector-report';
 export * from './manifest';
 export * from './manifest-read';
 export * from './manifest-reclaim';
+export * from './input-manifest';

@@ -65,13 +65,12 @@ export function storeCheckFromEnv(env: NodeJS.ProcessEnv = process.env): StoreCh
 }
 
 /**
- * A running job holds an activity slot for its whole life (its work with the lease keeper beside it;
- * runs started before `fewer-actions-per-job` hold two), so the SDK's default of 100 would cap a worker
- * at 100 jobs, and jobs filling every slot would starve the collector's activities. 10,000 jobs (the
- * scale target, docs/performance.md) take 10,000, or 20,000 while older runs drain; the rest is
- * headroom for collector passes. A waiting keeper costs a timer, not a thread.
+ * A running job holds one activity slot for its whole life (its work with the lease keeper beside it),
+ * so the SDK's default of 100 would cap a worker at 100 jobs, and jobs filling every slot would starve
+ * the collector's activities. 10,000 jobs (the scale target, docs/performance.md) take 10,000; the rest
+ * is headroom for collector passes. A waiting keeper costs a timer, not a thread.
  */
-export const DEFAULT_ACTIVITY_SLOTS = 21_000;
+export const DEFAULT_ACTIVITY_SLOTS = 11_000;
 
 /** The workflows' folder, for `bundleWorkflowCode` and replay. */
 export const WORKFLOWS_PATH = join(__dirname, '..', 'workflows');
@@ -105,8 +104,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ),
     // One heartbeat RPC per beat interval and activity, however often the work calls heartbeat (per record
     // batch): every one is a billable action. Cancellation reaches an activity only with a heartbeat that
-    // is sent, so a lease keeper on another worker than its work stops up to one beat interval after the
-    // workflow asked it to (one on the same worker is stopped by the work itself, at once).
+    // is sent, so a job's activity stops up to one beat interval after the workflow asked it to.
     maxHeartbeatThrottleInterval: heartbeatEveryMs(options.settings),
     maxConcurrentActivityTaskExecutions: DEFAULT_ACTIVITY_SLOTS,
     ...workerOptionsFromEnv(),

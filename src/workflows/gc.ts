@@ -25,9 +25,9 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { CommandInput, GcActivities, GcWorkflowSettings } from '../activities/gc';
+import type { CommandInput, GcActivities } from '../activities/gc';
 import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix, newPassId } from '../keys';
-import { workflowRandom } from './compaction';
+import { workflowRandom } from './workflow-random';
 import type { ReclaimTally } from '../protocol/collector';
 import {
   collectPrefixes,

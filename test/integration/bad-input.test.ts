@@ -22,6 +22,7 @@ import {
   compactionsPrefix,
   familyGroup,
   inputSegmentKey,
+  INPUT_MANIFEST_EXTENSION,
   InvalidKeyError,
   jobId,
   jobPrefix,
@@ -385,6 +386,19 @@ describe('bad-input catalogue', () => {
       expect(await readRecords(store, result.outputs)).toEqual(referenceMerge(inputs));
     });
 
+    it('a group of one segment with nothing to drop is left alone: outcome unchanged, no new root generation', async () => {
+      const ns = newNamespace();
+      const inputs = makeInputs(1, 300).map((records) => records.filter((r) => !('tombstone' in r)));
+      const [only] = await writeInputs(store, ns, group, inputs);
+      const before = await readRoot(store, ns, jsonRootCodec);
+      const result = await (await compact(ns)).result();
+      expect(result).toMatchObject({ outcome: 'unchanged', inputCount: 1, tombstones: [] });
+      expect(result.detail).toContain('nothing to drop');
+      const after = await readRoot(store, ns, jsonRootCodec);
+      expect(after.etag).toBe(before.etag);
+      expect(after.root.groups[group]).toEqual([only]);
+    });
+
     it('an output write that fails half-way (every attempt of the second output PUT answered 500): the attempt fails naming the key, the retry rewrites it, one publication of exactly the merge', async () => {
       const minio = inject('minio');
       const proxy = await startS3FaultProxy(minio.endpoint);
@@ -401,8 +415,10 @@ describe('bad-input catalogue', () => {
           const parsed = parseCompactionKey(key);
           return parsed.kind === 'staged_segment' ? Array.from({ length: 64 }, (_, i) => tombstoneSegmentKey({ namespaceId: parsed.namespaceId, jobId: parsed.jobId }, i)) : [];
         };
-        const isOutputPut = (r: { method: string; key: string }) =>
-          r.method === 'PUT' && parseCompactionKey(r.key).kind === 'staged_segment' && r.key.startsWith(`namespaces/${ns}/`) && !tombstoneSegmentsOf(r.key).includes(r.key);
+        const isOutputPut = (r: { method: string; key: string }) => {
+          const parsed = parseCompactionKey(r.key);
+          return r.method === 'PUT' && parsed.kind === 'staged_segment' && parsed.extension !== INPUT_MANIFEST_EXTENSION && r.key.startsWith(`namespaces/${ns}/`) && !tombstoneSegmentsOf(r.key).includes(r.key);
+        };
         // Every SDK attempt (3) of the second output segment's PUT: the first output is written, the second is not.
         proxy.script('error500', (r) => {
           if (isOutputPut(r) && !outputs.includes(r.key)) outputs.push(r.key);
@@ -430,7 +446,7 @@ describe('bad-input catalogue', () => {
         const job = jobPrefix(ns, jobId(result.jobId));
         expect(written.filter((k) => !k.startsWith(job))).toEqual([rootKey(ns)]);
         const staged = (await keysUnder(job)).filter((k) => parseCompactionKey(k).kind === 'staged_segment');
-        expect(staged.filter((k) => !tombstoneSegmentsOf(k).includes(k)).sort()).toEqual([...result.outputs].sort());
+        expect(staged.filter((k) => !tombstoneSegmentsOf(k).includes(k) && k !== result.inputManifest).sort()).toEqual([...result.outputs].sort());
       } finally {
         await faulted.stop();
         await viaProxy.close();

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import {
   familyGroup,
+  inputManifestKey,
   inputSegmentKey,
   jobId,
   jobPrefix,
@@ -127,7 +128,11 @@ describe('compaction workflow under faults', () => {
       expect(result.fencedJobIds).toEqual([firstJob]);
       expect(result.outcome).toBe('published');
       expect(await format.readRecords(servers.fixture.store, result.outputs)).toEqual(inputs.merge);
-      expect((await servers.fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map((o) => o.key)).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!))]);
+      // The fenced job wrote its input manifest before its lease, and no output after it.
+      expect((await servers.fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map((o) => o.key)).toEqual([
+        leaseKey(namespaceId(ns), jobId(firstJob!)),
+        inputManifestKey(namespaceId(ns), jobId(firstJob!), 1),
+      ]);
       await expectReplays(servers.client, handle.workflowId, handle.firstExecutionRunId);
     });
 

@@ -660,9 +660,10 @@ describe('collector pass', () => {
       const report = await pass({ namespaces: [ns] }, undefined, formatWorker.taskQueue);
 
       // Of the job prefix the lease goes, and the tombstone segments the root does not name (nothing was
-      // registered during the job); the waits outlast the reader grace too, so the three inputs the job superseded go (spec 6a).
+      // registered during the job) and its input manifest; the waits outlast the reader grace too, so the
+      // three inputs the job superseded go (spec 6a).
       expect(result.tombstones.length).toBeGreaterThan(0);
-      expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 3 + result.tombstones.length, retiredDeleted: 3, retainedReferenced: result.outputs.length, leasesDeleted: 1 });
+      expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 3 + result.tombstones.length + 1, retiredDeleted: 3, retainedReferenced: result.outputs.length, leasesDeleted: 1 });
       const job = jobId(result.jobId);
       expect(await keysUnder(jobPrefix(namespaceId(ns), job))).toEqual([...result.outputs].sort());
       expect((await readRoot(store, namespaceId(ns), format.plugins.rootCodec)).root.groups.bindings).toEqual(result.outputs);

@@ -276,14 +276,15 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       const stagedAt = Date.now();
 
       const compaction = await startCompaction(client, { namespaceId: compacted, group: 'bindings', taskQueue: compactionOnly.taskQueue });
-      const { outcome, outputs, tombstones } = await compaction.result();
+      const { outcome, outputs, tombstones, inputManifest } = await compaction.result();
       expect(outcome).toBe('published');
       await sleep(Math.max(0, stagedAt + stagingGraceMs + 500 - Date.now()));
       const pass = await runGcPass(client, { workflowId: uniqueId('iam-gc-roles'), taskQueue: compactionOnly.taskQueue, collectorTaskQueue: collectorOnly.taskQueue });
-      // The job's tombstone segments were not published (the group held only its inputs): once its lease
-      // has expired, the pass claims its prefix and deletes them as unreferenced staged objects.
+      // The job's tombstone segments were not published (the group held only its inputs) and its input
+      // manifest never is: once its lease has expired, the pass claims its prefix and deletes them as
+      // unreferenced staged objects.
       const gone = async (keys: readonly string[]) => (await Promise.all(keys.map((k) => own.store.head(k).then(() => 0, () => 1)))).reduce((a: number, b) => a + b, 0);
-      const tombstonesDeleted = await gone(tombstones);
+      const tombstonesDeleted = await gone([...tombstones, inputManifest]);
 
       expect(pass.complete).toBe(true);
       // The compaction's lease is live or expired by now: either way its referenced outputs stay. Its two

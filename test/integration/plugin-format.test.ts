@@ -141,7 +141,7 @@ describe('a plug-in format (binary segments, text root)', () => {
 
   it('a write a compactor makes after its attempt returned is refused with WriteAfterAttempt and never lands', async () => {
     const ns = newNamespace('lpblate');
-    await writeBinaryInputs(store, ns, group, sampleBinaryInputs(1, 10));
+    await writeBinaryInputs(store, ns, group, sampleBinaryInputs(2, 10));
     let lateKey = '';
     let late: Promise<unknown> = Promise.resolve();
     const rogue: Compactor = {
@@ -166,7 +166,7 @@ describe('a plug-in format (binary segments, text root)', () => {
 
   it('a write the compactor did not await ends with its attempt: its output is in the store when it is published', async () => {
     const ns = newNamespace('lpbfloat');
-    await writeBinaryInputs(store, ns, group, sampleBinaryInputs(1, 10));
+    await writeBinaryInputs(store, ns, group, sampleBinaryInputs(2, 10));
     const rogue: Compactor = {
       async compact({ job, store: staged }) {
         const output = stagedOutputKey(job, '0', 'lpb');

@@ -97,7 +97,8 @@ describe.each(TEST_FORMATS)('the reader view through the compaction workflow, $n
         cases.set(ns, { scenario: s, attempts: 0 });
         for (const records of s.inputs) await format.writeRecords(fixture.store, ns, group, records);
         const result = await (await startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue })).result();
-        expect(result.outcome).toBe('published');
+        // One input with no tombstone to drop is left alone: the view holds all the same.
+        expect(result.outcome).toBe(s.inputs.length === 1 && result.tombstones.length === 0 ? 'unchanged' : 'published');
         const c = cases.get(ns)!;
         // The first attempt always heartbeats progress (every group has a record); a resumed one may find nothing left to write.
         expect(c.attempts).toBeGreaterThanOrEqual(Math.min(s.kills, 1) + 1);

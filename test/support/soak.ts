@@ -86,6 +86,8 @@ export interface SoakReport {
   readonly jobs: {
     started: number;
     published: number;
+    /** Jobs of a one-segment group with nothing to drop, left alone. */
+    unchanged: number;
     /** Jobs fenced and run again as a new job (continue-as-new with a new job id). */
     fencedAndRerun: number;
     endedFenced: number;
@@ -441,6 +443,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       jobs: {
         started,
         published: published.length,
+        unchanged: results.filter((r) => r.outcome === 'unchanged').length,
         fencedAndRerun: results.reduce((n, r) => n + r.fencedJobIds.length, 0),
         endedFenced: results.filter((r) => r.outcome === 'fenced').length,
         abandoned: results.filter((r) => r.outcome === 'abandoned').length,

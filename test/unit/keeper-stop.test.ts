@@ -1,4 +1,4 @@
-/** The lease keeper stopped by its job's work (beside it in one activity, or on the same worker), over an embedded store, without Temporal. */
+/** The lease keeper stopped by its job's work beside it in one activity, over an embedded store, without Temporal. */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createCompactionActivities } from '../../src/activities/compaction';
 import { resolveSettings, shrunkTiming } from '../../src/config';
 import { jobId, namespaceId } from '../../src/keys';
+import { writeInputManifest } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { createEmbeddedObjectStore } from '../../src/store';
 import { gate, wrapStore } from '../support/faults';
@@ -31,34 +32,15 @@ function heldRefreshes(letter: string) {
   return { job, sent, release, counted, store };
 }
 
-describe('a lease keeper stopped by the end of its work', () => {
-  it('completes only once its refresh in flight has settled, and writes the lease no more', async () => {
-    const { job, sent, release, counted, store } = heldRefreshes('a');
-    const activities = createCompactionActivities({ store, settings, rootCodec: jsonRootCodec, compactor: { compact: () => Promise.resolve({ outputs: [], recordsOut: 0, bytesOut: 0 }) } });
-    const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
-    let stopped = false;
-    const keeper = new MockActivityEnvironment().run(activities.holdLease, { ...job, held }).finally(() => (stopped = true));
-    await sent.wait;
-
-    await new MockActivityEnvironment().run(activities.compactSegments, { ...job, group: 'bindings', inputs: [] });
-    await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
-    expect(stopped, 'the keeper returned with its refresh in flight').toBe(false);
-    release.open();
-    expect(await keeper).toEqual({ stopped: 'work ended' });
-    const written = counted.refreshes;
-    await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
-    expect(counted.refreshes).toBe(written);
-  });
-});
-
 describe('the work under its lease, keeper and work in one activity', () => {
   it('returns only once the keeper\'s refresh in flight has settled, and writes the lease no more', async () => {
     const { job, sent, release, counted, store } = heldRefreshes('b');
     // The work ends while the keeper's first refresh is in flight.
     const activities = createCompactionActivities({ store, settings, rootCodec: jsonRootCodec, compactor: { compact: () => sent.wait.then(() => ({ outputs: [], recordsOut: 0, bytesOut: 0 })) } });
     const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
+    const manifest = await writeInputManifest(store, job, 1, { group: 'bindings', inputs: [], etags: [] });
     let returned = false;
-    const leased = new MockActivityEnvironment().run(activities.compactUnderLease, { ...job, group: 'bindings', inputs: [], held }).finally(() => (returned = true));
+    const leased = new MockActivityEnvironment().run(activities.compactUnderLease, { ...job, manifest, held }).finally(() => (returned = true));
     await sent.wait;
     await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
     expect(returned, 'the activity returned with its refresh in flight').toBe(false);

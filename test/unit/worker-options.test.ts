@@ -28,8 +28,8 @@ describe('worker options from the environment', () => {
     expect(() => workerOptionsFromEnv({ [ACTIVITY_SLOTS_ENV]: raw })).toThrow(ACTIVITY_SLOTS_ENV);
   });
 
-  it('gives 10,000 jobs their two slots each, with headroom for the collector', () => {
-    expect(DEFAULT_ACTIVITY_SLOTS).toBeGreaterThan(2 * 10_000);
+  it('gives 10,000 jobs their slot each, with headroom for the collector', () => {
+    expect(DEFAULT_ACTIVITY_SLOTS).toBeGreaterThan(10_000);
   });
 });
 
@@ -55,7 +55,7 @@ describe('worker roles', () => {
   it("each single role registers its own activities and the workflows' settings reads, none of the other role's; all registers both", () => {
     const compaction = names('compaction');
     const collector = names('collector');
-    expect(compaction).toEqual(expect.arrayContaining(['compactionSettings', 'gcSettings', 'readGroup', 'createLease', 'compactUnderLease', 'holdLease', 'compactSegments', 'publish']));
+    expect(compaction).toEqual(expect.arrayContaining(['compactionSettings', 'gcSettings', 'readGroup', 'createLease', 'compactUnderLease', 'publish']));
     expect(collector).toEqual(expect.arrayContaining(['compactionSettings', 'gcSettings', 'listNamespaces', 'claimLease', 'reclaimPrefix', 'deleteLease']));
     expect(compaction.filter((name) => collector.includes(name))).toEqual(['compactionSettings', 'gcSettings']);
     expect(names('all')).toEqual([...new Set([...compaction, ...collector])].sort());

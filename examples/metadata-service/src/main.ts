@@ -45,7 +45,7 @@ await writeInputSegment(worker.store, 'tenant-7', 'inodes', [
 
 const handle = await startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes' }); // idempotent per group
 const compaction = await handle.result();
-console.log(`compaction ${compaction.outcome}: ${compaction.inputs.length} inputs, ${compaction.recordsOut} records out`);
+console.log(`compaction ${compaction.outcome}: ${compaction.inputCount} inputs, ${compaction.recordsOut} records out`);
 
 // Readers read the group's live segments at one root read (they stay readable for the reader grace
 // less T from it), merged: the latest version of each key, deleted keys left out.

@@ -1,0 +1,85 @@
+/**
+ * A job's input manifest: the inputs `readGroup` fixed for the job and the ETag each was read at,
+ * written once under the job's prefix and read back by its compaction and its publication. Temporal
+ * payloads carry only its reference ({@link InputManifestRef}): the keys and ETags of a group of
+ * 100,000 inputs take about 15 MB, past Temporal's 2 MiB payload limit.
+ */
+import { createHash } from 'node:crypto';
+import { quoted, TypedError } from '../errors';
+import { inputManifestKey } from '../keys';
+import { NotFoundError, ObjectTooLargeError, type ObjectStore } from '../store';
+import type { JobRef } from './lease-read';
+
+/** What travels through Temporal in place of the group's inputs: a few hundred bytes, whatever the group's width. */
+export interface InputManifestRef {
+  /** The manifest's key under the job's prefix ({@link inputManifestKey}). */
+  readonly key: string;
+  /** Its ETag as written: a read of another version is refused. */
+  readonly etag: string;
+  /** How many inputs it names. */
+  readonly count: number;
+  /** SHA-256 of its bytes (hex), checked on every read beside the ETag. */
+  readonly sha256: string;
+}
+
+/** The job's inputs, in the group's order, with the ETag of each (`etags[i]` of `inputs[i]`). */
+export interface InputManifest {
+  readonly group: string;
+  readonly inputs: readonly string[];
+  readonly etags: readonly string[];
+}
+
+const KIND = 'compaction_inputs';
+const FORMAT_VERSION = 1;
+/** The largest manifest read back: 100,000 inputs take about 15 MB. */
+export const MAX_INPUT_MANIFEST_BYTES = 64 * 1024 * 1024;
+
+/** The manifest is gone, changed since it was written, or not one of this job's: its inputs are unknown, so the job ends. */
+export class InputManifestUnreadableError extends TypedError {
+  readonly failureType = 'InputManifestUnreadable';
+  constructor(
+    readonly key: string,
+    readonly reason: string,
+  ) {
+    super(`input manifest ${key} ${reason}: the job ends without publishing; start the compaction again, which reads the group afresh`);
+  }
+}
+
+const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+/** Writes the manifest of attempt `attempt` of the job's group read (each attempt its own key: none is overwritten). */
+export async function writeInputManifest(store: ObjectStore, job: JobRef, attempt: number, manifest: InputManifest): Promise<InputManifestRef> {
+  const key = inputManifestKey(job.namespaceId, job.jobId, attempt);
+  const body = Buffer.from(
+    JSON.stringify({
+      kind: KIND,
+      format_version: FORMAT_VERSION,
+      namespace_id: job.namespaceId,
+      job_id: job.jobId,
+      group: manifest.group,
+      inputs: manifest.inputs.map((input, i) => [input, manifest.etags[i]]),
+    }),
+  );
+  const { etag } = await store.put(key, body);
+  return { key, etag, count: manifest.inputs.length, sha256: sha256(body) };
+}
+
+/** The manifest `ref` names, as written: same ETag, same bytes, this job's, `ref.count` inputs. Anything else is an {@link InputManifestUnreadableError}. */
+export async function readInputManifest(store: ObjectStore, job: JobRef, ref: InputManifestRef): Promise<InputManifest> {
+  const object = await store.get(ref.key, { maxBytes: MAX_INPUT_MANIFEST_BYTES }).catch((err: unknown) => {
+    if (err instanceof NotFoundError) throw new InputManifestUnreadableError(ref.key, 'is gone (a collector reclaims the objects of a prefix with no lease once past the staging grace)');
+    if (err instanceof ObjectTooLargeError) throw new InputManifestUnreadableError(ref.key, `is larger than ${MAX_INPUT_MANIFEST_BYTES} bytes`);
+    throw err;
+  });
+  if (object.etag !== ref.etag) throw new InputManifestUnreadableError(ref.key, `changed since it was written (ETag ${ref.etag}, now ${object.etag})`);
+  if (sha256(object.body) !== ref.sha256) throw new InputManifestUnreadableError(ref.key, 'does not hold the bytes written (SHA-256 differs)');
+  const parsed = JSON.parse(Buffer.from(object.body).toString('utf8')) as { kind?: unknown; format_version?: unknown; namespace_id?: unknown; job_id?: unknown; group?: unknown; inputs?: unknown };
+  const inputs = parsed.inputs;
+  const fits =
+    parsed.kind === KIND && parsed.format_version === FORMAT_VERSION && parsed.namespace_id === job.namespaceId && parsed.job_id === job.jobId &&
+    typeof parsed.group === 'string' && Array.isArray(inputs) && inputs.length === ref.count &&
+    inputs.every((pair) => Array.isArray(pair) && pair.length === 2 && typeof pair[0] === 'string' && typeof pair[1] === 'string');
+  if (!fits) throw new InputManifestUnreadableError(ref.key, `is not the input manifest of job ${quoted(job.jobId)} with ${ref.count} inputs`);
+  const pairs = inputs as [string, string][];
+  return { group: parsed.group as string, inputs: pairs.map(([key]) => key), etags: pairs.map(([, etag]) => etag) };
+}
