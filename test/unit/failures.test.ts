@@ -17,6 +17,7 @@ import * as leaseCodec from '../../src/lease/codec';
 import * as leaseState from '../../src/lease/state';
 import * as collector from '../../src/protocol/collector';
 import * as collectorPlan from '../../src/protocol/collector-plan';
+import * as inputManifest from '../../src/protocol/input-manifest';
 import * as jobLease from '../../src/protocol/job-lease';
 import * as publication from '../../src/protocol/publication';
 import * as rootIo from '../../src/protocol/root-io';
@@ -31,7 +32,7 @@ import * as writer from '../../src/writer';
 
 const modules = [
   compactorInputs, compactorPlan, compactorPlugin, compactorRecurring, settings, timing, conformance, keys, leaseCodec, leaseState,
-  collector, collectorPlan, jobLease, publication, rootIo, root, segments, storePort, storeProbe, storeS3, formatModule, writer,
+  collector, collectorPlan, inputManifest, jobLease, publication, rootIo, root, segments, storePort, storeProbe, storeS3, formatModule, writer,
 ];
 type ErrorClass = abstract new (...args: never[]) => Error;
 const errorClasses = [...new Set(modules.flatMap((m) => Object.values(m)))].filter(
