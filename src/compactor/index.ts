@@ -5,7 +5,7 @@
  * half-written segment lands on the same key with the same bytes.
  */
 import type { JobRef } from '../protocol';
-import { mergeSegments, readSegment, SEGMENT_EXTENSION, SegmentBuilder, type SegmentRecord } from '../segments';
+import { DEFAULT_SEGMENT_FORMAT_VERSION, mergeSegments, newSegmentWriter, readSegmentBatches, SEGMENT_EXTENSION, type SegmentRecord } from '../segments';
 import { planMerge, type MergeSource } from './plan';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
@@ -73,15 +73,18 @@ export async function compactGroup(
   hooks: CompactionHooks,
 ): Promise<CompactionProgress> {
   const { targetSegmentBytes, maxFanIn } = limits;
+  const version = limits.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION;
   const plan = planMerge(inputs.length, maxFanIn);
   // Runs finished under another fan-in belong to another plan: this attempt writes its own.
   const runParts = resume.runs?.fanIn === maxFanIn ? [...resume.runs.parts] : [];
   let progress = resume;
   let recordsIn = 0;
-  const counted = () => {
-    if (++recordsIn % 2048 === 0) hooks.onRecords(recordsIn);
+  const counted = (records: number) => {
+    // Every few thousand records, wherever a batch crosses the mark.
+    if (Math.floor((recordsIn + records) / 2048) > Math.floor(recordsIn / 2048)) hooks.onRecords(recordsIn + records);
+    recordsIn += records;
   };
-  const open = (source: MergeSource): AsyncIterator<SegmentRecord> =>
+  const open = (source: MergeSource): AsyncIterator<SegmentRecord[]> =>
     'input' in source
       ? readSegments(store, [inputs[source.input]!])
       : readSegments(store, Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)));
@@ -89,15 +92,17 @@ export async function compactGroup(
 
   for (let run = runParts.length; run < plan.runs.length; run++) {
     let parts = 0;
-    let builder = new SegmentBuilder();
+    let builder = newSegmentWriter(version);
     const storePart = async () => {
       await store.put(runPartKey(job, maxFanIn, run, parts++), builder.encode());
-      builder = new SegmentBuilder();
+      builder = newSegmentWriter(version);
     };
-    for await (const record of merge(plan.runs[run]!)) {
-      builder.add(record);
-      counted();
-      if (builder.size >= targetSegmentBytes) await storePart();
+    for await (const batch of merge(plan.runs[run]!)) {
+      for (const record of batch) {
+        builder.add(record);
+        if (builder.size >= targetSegmentBytes) await storePart();
+      }
+      counted(batch.length);
     }
     if (builder.count > 0) await storePart();
     runParts.push(parts);
@@ -109,8 +114,8 @@ export async function compactGroup(
   // leaves the outputs but not the job: it goes to a tombstone segment, which publication names
   // beside the outputs only when the group holds segments other than the inputs (one of them may
   // hold an older version of the key). Both are cut at the same record, so one position resumes both.
-  let live = new SegmentBuilder();
-  let dead = new SegmentBuilder();
+  let live = newSegmentWriter(version);
+  let dead = newSegmentWriter(version);
   let lastKey = progress.lastKey;
   const storeCut = async () => {
     if (dead.count > 0) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), dead.encode());
@@ -124,14 +129,16 @@ export async function compactGroup(
       bytesOut: progress.bytesOut + live.size,
     };
     hooks.onSegmentFinished(progress);
-    live = new SegmentBuilder();
-    dead = new SegmentBuilder();
+    live = newSegmentWriter(version);
+    dead = newSegmentWriter(version);
   };
-  for await (const record of merge(plan.final, progress.lastKey ?? undefined)) {
-    ('tombstone' in record ? dead : live).add(record);
-    lastKey = record.key;
-    counted();
-    if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+  for await (const batch of merge(plan.final, progress.lastKey ?? undefined)) {
+    for (const record of batch) {
+      ('tombstone' in record ? dead : live).add(record);
+      lastKey = record.key;
+      if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+    }
+    counted(batch.length);
   }
   if (live.count > 0 || dead.count > 0) await storeCut();
   return progress;
@@ -176,9 +183,9 @@ export const referenceCompactor: Compactor = {
   },
 };
 
-/** The records of `keys` one after another, each segment opened only when the one before it has ended. */
-async function* readSegments(store: StagedStore, keys: readonly string[]): AsyncGenerator<SegmentRecord> {
-  for (const key of keys) yield* readSegment(key, (await store.getStream(key)).body);
+/** The record batches of `keys` one after another, each segment opened only when the one before it has ended. */
+async function* readSegments(store: StagedStore, keys: readonly string[]): AsyncGenerator<SegmentRecord[]> {
+  for (const key of keys) yield* readSegmentBatches(key, (await store.getStream(key)).body);
 }
 
 export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan';

@@ -100,25 +100,20 @@ export class SegmentBuilder {
   }
 }
 
-export function encodeSegment(records: Iterable<SegmentRecord>): Uint8Array {
-  const builder = new SegmentBuilder();
-  for (const r of records) builder.add(r);
-  return builder.encode();
-}
-
 /**
- * Streams the records of a segment. The footer comes last, so a consumer sees records before
- * the checksum is verified; it must treat its output as unpublishable until the stream ends.
+ * Streams the records of a v1 segment, a batch per decompressed chunk. The footer comes last, so a
+ * consumer sees records before the checksum is verified; it must treat its output as unpublishable
+ * until the stream ends.
  */
-export async function* readSegment(key: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<SegmentRecord> {
+export async function* readGzipSegment(key: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<SegmentRecord[]> {
   const parser = new SegmentParser(key);
   const gunzip = createGunzip();
   const source = Readable.from(chunks);
   source.on('error', (err) => gunzip.destroy(err));
   try {
     for await (const chunk of source.pipe(gunzip) as AsyncIterable<Buffer>) {
-      // A batch is parsed before any of it is yielded: the parse is synchronous, the yields are not.
-      for (const record of parser.push(chunk)) yield record;
+      const records = parser.push(chunk);
+      if (records.length > 0) yield records;
     }
   } catch (err) {
     if (err instanceof SegmentCorruptError) throw err;

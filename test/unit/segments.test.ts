@@ -113,8 +113,13 @@ describe('segment reader', () => {
   });
 });
 
-async function* each(rs: SegmentRecord[]): AsyncGenerator<SegmentRecord> {
-  yield* rs;
+/** `rs` as a source of batches of 0 to 3 records, cut differently per source, so runs and ties cross batch ends. */
+async function* each(rs: SegmentRecord[], source: number): AsyncGenerator<SegmentRecord[]> {
+  for (let at = 0, i = source; at < rs.length; i++) {
+    const size = i % 4;
+    yield rs.slice(at, at + size);
+    at += size;
+  }
 }
 
 describe('k-way merge', () => {
@@ -132,10 +137,10 @@ describe('k-way merge', () => {
         for (const r of sources.flat()) if ((newest.get(r.key)?.seq ?? -1) < r.seq) newest.set(r.key, r);
         const expected = [...newest.values()].sort((x, y) => (x.key < y.key ? -1 : 1));
         const merged: SegmentRecord[] = [];
-        for await (const r of mergeSegments(sources.map(each), { dropTombstones: false })) merged.push(r);
+        for await (const batch of mergeSegments(sources.map(each), { dropTombstones: false })) merged.push(...batch);
         expect(merged).toEqual(expected);
         const live: SegmentRecord[] = [];
-        for await (const r of mergeSegments(sources.map(each), { dropTombstones: true, after: 'b' })) live.push(r);
+        for await (const batch of mergeSegments(sources.map(each), { dropTombstones: true, after: 'b' })) live.push(...batch);
         expect(live).toEqual(expected.filter((r) => !('tombstone' in r) && r.key > 'b'));
       }),
     );
@@ -169,7 +174,7 @@ describe('k-way merge against a sort-based reference', () => {
             .sort((x, y) => (x.key < y.key ? -1 : 1)),
         );
         const merged: SegmentRecord[] = [];
-        for await (const r of mergeSegments(sources.map(each), { dropTombstones, after })) merged.push(r);
+        for await (const batch of mergeSegments(sources.map(each), { dropTombstones, after })) merged.push(...batch);
         expect(merged).toEqual(sortMerge(sources, { dropTombstones, after }));
       }),
       { numRuns: 300 },
