@@ -13,7 +13,8 @@
  * varint block count, then per block its varint offset, varint record count, and its first and last
  * keys (varint length, UTF-8). Varints are unsigned LEB128 up to 2^53.
  */
-import { crc32, zstdCompressSync, zstdDecompressSync, constants } from 'node:zlib';
+import { promisify } from 'node:util';
+import { constants, crc32, zstdCompress, zstdCompressSync, zstdDecompress, zstdDecompressSync, type ZstdOptions } from 'node:zlib';
 import { SegmentCorruptError, type SegmentRecord } from './format';
 
 export const BLOCK_HEADER = Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]);
@@ -50,11 +51,26 @@ interface BlockEntry {
   readonly lastKey: string;
 }
 
-/** Builds one v2 segment in memory, block by block; the same interface as the v1 `SegmentBuilder`. */
+/** A closed block: its raw records, and their compression when it runs in the background. */
+interface ClosedBlock {
+  readonly count: number;
+  readonly firstKey: string;
+  readonly lastKey: string;
+  readonly raw: Buffer;
+  readonly compressed: Promise<Buffer> | undefined;
+}
+
+const ZSTD_OPTIONS = { params: { [constants.ZSTD_c_compressionLevel]: ZSTD_LEVEL } };
+const zstdCompressAsync = promisify(zstdCompress) as (raw: Buffer, options: ZstdOptions) => Promise<Buffer>;
+const zstdDecompressAsync = promisify(zstdDecompress) as (compressed: Buffer, options: ZstdOptions) => Promise<Buffer>;
+
+/**
+ * Builds one v2 segment in memory, block by block; the same interface as the v1 `SegmentBuilder`.
+ * With `background`, each block is compressed on libuv's thread pool as soon as it closes (other
+ * cores, while this thread goes on filling the next block), and {@link finish} waits for them.
+ */
 export class BlockSegmentBuilder {
-  private readonly frames: Buffer[] = [BLOCK_HEADER];
-  private framesBytes = BLOCK_HEADER.length;
-  private readonly entries: BlockEntry[] = [];
+  private readonly blocks: ClosedBlock[] = [];
   private raw = Buffer.allocUnsafe(BLOCK_TARGET_BYTES + 1024);
   private rawBytes = 0;
   private blockCount = 0;
@@ -63,6 +79,8 @@ export class BlockSegmentBuilder {
   private records = 0;
   private first: string | null = null;
   private last: string | null = null;
+
+  constructor(private readonly options: { readonly background?: boolean } = {}) {}
 
   /** Raw bytes of the records so far: the measure of the target segment size. */
   get size(): number {
@@ -115,34 +133,55 @@ export class BlockSegmentBuilder {
     if (this.rawBytes >= BLOCK_TARGET_BYTES) this.closeBlock();
   }
 
+  /** The segment's bytes, compressing here (on this thread) every block not yet compressed. */
   encode(): Uint8Array {
     if (this.blockCount > 0) this.closeBlock();
-    const index = encodeIndex(this.entries);
+    return this.assemble(this.blocks.map((block) => zstdCompressSync(block.raw, ZSTD_OPTIONS)));
+  }
+
+  /** The segment's bytes once every block's compression (in the background, when so built) is done. */
+  async finish(): Promise<Uint8Array> {
+    if (this.blockCount > 0) this.closeBlock();
+    return this.assemble(await Promise.all(this.blocks.map((block) => block.compressed ?? zstdCompressSync(block.raw, ZSTD_OPTIONS))));
+  }
+
+  private closeBlock(): void {
+    // The block's own copy: the builder's buffer fills the next block while this one is compressed.
+    const raw = Buffer.from(this.raw.subarray(0, this.rawBytes));
+    const block: ClosedBlock = { count: this.blockCount, firstKey: this.blockFirst!, lastKey: this.last!, raw, compressed: this.options.background ? zstdCompressAsync(raw, ZSTD_OPTIONS) : undefined };
+    // Handled here so a segment abandoned before finish() leaves no unhandled rejection; finish() still sees the failure.
+    block.compressed?.catch(() => undefined);
+    this.blocks.push(block);
+    this.rawBytes = 0;
+    this.blockCount = 0;
+    this.blockFirst = null;
+  }
+
+  private assemble(compressed: readonly Buffer[]): Buffer {
+    const parts: Buffer[] = [BLOCK_HEADER];
+    const entries: BlockEntry[] = [];
+    let offset = BLOCK_HEADER.length;
+    compressed.forEach((bytes, i) => {
+      const { count, firstKey, lastKey } = this.blocks[i]!;
+      const head = Buffer.allocUnsafe(FRAME_HEAD_BYTES);
+      head[0] = BLOCK_TAG;
+      head.writeUInt32BE(bytes.length, 1);
+      head.writeUInt32BE(this.blocks[i]!.raw.length, 5);
+      head.writeUInt32BE(count, 9);
+      head.writeUInt32BE(crc32(bytes, crc32(head.subarray(5, 13))), 13);
+      entries.push({ offset, count, firstKey, lastKey });
+      parts.push(head, bytes);
+      offset += head.length + bytes.length;
+    });
+    const index = encodeIndex(entries);
     const head = Buffer.allocUnsafe(INDEX_HEAD_BYTES);
     head[0] = INDEX_TAG;
     head.writeUInt32BE(index.length, 1);
     head.writeUInt32BE(crc32(index), 5);
     const trailer = Buffer.allocUnsafe(TRAILER_BYTES);
-    trailer.writeBigUInt64BE(BigInt(this.framesBytes), 0);
+    trailer.writeBigUInt64BE(BigInt(offset), 0);
     TRAILER_MAGIC.copy(trailer, 8);
-    return Buffer.concat([...this.frames, head, index, trailer]);
-  }
-
-  private closeBlock(): void {
-    const raw = this.raw.subarray(0, this.rawBytes);
-    const compressed = zstdCompressSync(raw, { params: { [constants.ZSTD_c_compressionLevel]: ZSTD_LEVEL } });
-    const head = Buffer.allocUnsafe(FRAME_HEAD_BYTES);
-    head[0] = BLOCK_TAG;
-    head.writeUInt32BE(compressed.length, 1);
-    head.writeUInt32BE(raw.length, 5);
-    head.writeUInt32BE(this.blockCount, 9);
-    head.writeUInt32BE(crc32(compressed, crc32(head.subarray(5, 13))), 13);
-    this.entries.push({ offset: this.framesBytes, count: this.blockCount, firstKey: this.blockFirst!, lastKey: this.last! });
-    this.frames.push(head, compressed);
-    this.framesBytes += head.length + compressed.length;
-    this.rawBytes = 0;
-    this.blockCount = 0;
-    this.blockFirst = null;
+    return Buffer.concat([...parts, head, index, trailer]);
   }
 }
 
@@ -216,22 +255,38 @@ class Cursor {
   }
 }
 
-/**
- * Decodes and checks one block frame's payload: its CRC-32, its size as decompressed, and records
- * sorted strictly by key after `after`. Returns the records.
- */
-function decodeBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, compressed: Buffer, after: string | null, number: number): SegmentRecord[] {
+/** A block frame's head and compressed bytes, checked against its CRC-32 and the block bound: what may be decompressed. */
+function checkedFrame(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, compressed: Buffer, number: number): ZstdOptions {
   const rawLength = head.readUInt32BE(5);
-  const count = head.readUInt32BE(9);
   if (crc32(compressed, crc32(head.subarray(5, 13))) !== head.readUInt32BE(13)) throw corrupt(`block ${number} does not match its checksum`);
   if (rawLength > MAX_BLOCK_BYTES) throw corrupt(`block ${number} claims ${rawLength} bytes, more than a block may hold`);
-  let raw: Buffer;
+  return { maxOutputLength: Math.max(rawLength, 1) };
+}
+
+/** Decompresses a checked frame on this thread. */
+function inflateBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, compressed: Buffer, number: number): Buffer {
+  const options = checkedFrame(corrupt, head, compressed, number);
   try {
-    raw = zstdDecompressSync(compressed, { maxOutputLength: Math.max(rawLength, 1) });
+    return zstdDecompressSync(compressed, options);
   } catch (err) {
     throw corrupt(`block ${number} is not zstd: ${(err as Error).message}`);
   }
-  if (raw.length !== rawLength) throw corrupt(`block ${number} decompresses to ${raw.length} bytes, not ${rawLength}`);
+}
+
+/** Decompresses a checked frame on libuv's thread pool. */
+async function inflateBlockInBackground(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, compressed: Buffer, number: number): Promise<Buffer> {
+  const options = checkedFrame(corrupt, head, compressed, number);
+  try {
+    return await zstdDecompressAsync(compressed, options);
+  } catch (err) {
+    throw corrupt(`block ${number} is not zstd: ${(err as Error).message}`);
+  }
+}
+
+/** The records of a block's raw bytes, checked: the length its head gave, keys sorted strictly after `after`, nothing left over. */
+function parseBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, raw: Buffer, after: string | null, number: number): SegmentRecord[] {
+  const count = head.readUInt32BE(9);
+  if (raw.length !== head.readUInt32BE(5)) throw corrupt(`block ${number} decompresses to ${raw.length} bytes, not ${head.readUInt32BE(5)}`);
   const cursor = new Cursor(raw, 0, raw.length, corrupt, `block ${number}`);
   const records: SegmentRecord[] = new Array<SegmentRecord>(count);
   let last = after;
@@ -251,7 +306,8 @@ function decodeBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buf
 /**
  * Reads a v2 segment from its chunks, block by block: each block's records are yielded once its
  * checksum has passed, and the index at the end must describe the blocks read (a truncated or
- * spliced segment fails there). Memory: one block and the index.
+ * spliced segment fails there). A block is decompressed on libuv's thread pool while the one before
+ * it is consumed. Memory: two blocks and the index.
  */
 export async function* readBlockSegment(key: string, chunks: AsyncIterator<Uint8Array>, first: Uint8Array): AsyncGenerator<SegmentRecord[]> {
   const corrupt = (reason: string) => new SegmentCorruptError(key, reason);
@@ -275,23 +331,38 @@ export async function* readBlockSegment(key: string, chunks: AsyncIterator<Uint8
   const seen: BlockEntry[] = [];
   let offset = BLOCK_HEADER.length;
   let last: string | null = null;
+  /** The block read before the current one, decompressing in the background while the next is read and the consumer works. */
+  let pending: { head: Buffer; raw: Promise<Buffer> } | undefined;
+  const parsePending = async (): Promise<SegmentRecord[]> => {
+    const { head, raw } = pending!;
+    pending = undefined;
+    const number = seen.length + 1;
+    const records = parseBlock(corrupt, head, await raw, last, number);
+    if (records.length === 0) throw corrupt(`block ${number} is empty`);
+    last = records[records.length - 1]!.key;
+    seen.push({ offset, count: records.length, firstKey: records[0]!.key, lastKey: last });
+    offset += FRAME_HEAD_BYTES + head.readUInt32BE(1);
+    return records;
+  };
   for (;;) {
     await need(1, 'a frame');
     const tag = queue.peekByte();
     if (tag === INDEX_TAG) break;
-    if (tag !== BLOCK_TAG) throw corrupt(`unknown frame at byte ${offset}`);
-    await need(FRAME_HEAD_BYTES, `block ${seen.length + 1}`);
+    const number = seen.length + (pending ? 2 : 1);
+    if (tag !== BLOCK_TAG) throw corrupt(`unknown frame after block ${number - 1}`);
+    await need(FRAME_HEAD_BYTES, `block ${number}`);
     const head = queue.take(FRAME_HEAD_BYTES);
     const length = head.readUInt32BE(1);
-    if (length > MAX_BLOCK_BYTES + 1024) throw corrupt(`block ${seen.length + 1} claims ${length} compressed bytes, more than a block may hold`);
-    await need(length, `block ${seen.length + 1}`);
-    const records = decodeBlock(corrupt, head, queue.take(length), last, seen.length + 1);
-    if (records.length === 0) throw corrupt(`block ${seen.length + 1} is empty`);
-    seen.push({ offset, count: records.length, firstKey: records[0]!.key, lastKey: records[records.length - 1]!.key });
-    offset += FRAME_HEAD_BYTES + length;
-    last = seen[seen.length - 1]!.lastKey;
-    yield records;
+    if (length > MAX_BLOCK_BYTES + 1024) throw corrupt(`block ${number} claims ${length} compressed bytes, more than a block may hold`);
+    await need(length, `block ${number}`);
+    const raw = inflateBlockInBackground(corrupt, head, queue.take(length), number);
+    // Handled here too: a reader stopped early leaves this block's failure to nobody.
+    raw.catch(() => undefined);
+    const ready = pending ? await parsePending() : undefined;
+    pending = { head, raw };
+    if (ready) yield ready;
   }
+  if (pending) yield await parsePending();
   await need(INDEX_HEAD_BYTES, 'the index');
   const head = queue.take(INDEX_HEAD_BYTES);
   const indexLength = head.readUInt32BE(1);
@@ -349,7 +420,7 @@ export function lookupInBlockSegment(key: string, bytes: Uint8Array, wanted: str
   const head = buf.subarray(at, at + FRAME_HEAD_BYTES);
   const length = head.readUInt32BE(1);
   if (at + FRAME_HEAD_BYTES + length > indexAt) throw corrupt(`block ${lo + 1} is not where the index says`);
-  const records = decodeBlock(corrupt, head, buf.subarray(at + FRAME_HEAD_BYTES, at + FRAME_HEAD_BYTES + length), null, lo + 1);
+  const records = parseBlock(corrupt, head, inflateBlock(corrupt, head, buf.subarray(at + FRAME_HEAD_BYTES, at + FRAME_HEAD_BYTES + length), lo + 1), null, lo + 1);
   if (records.length !== entry.count || records[0]?.key !== entry.firstKey || records[records.length - 1]?.key !== entry.lastKey) throw corrupt('the index does not describe the blocks');
   return records.find((r) => r.key === wanted);
 }

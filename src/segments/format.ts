@@ -98,6 +98,11 @@ export class SegmentBuilder {
     if (footer.length - 1 > MAX_SEGMENT_LINE_BYTES) throw new RangeError(`the footer of a segment from ${JSON.stringify(this.first?.slice(0, 100))} is ${footer.length - 1} bytes, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`);
     return gzipSync(Buffer.concat([Buffer.from(HEADER_LINE), records, footer]), { level: GZIP_LEVEL });
   }
+
+  /** {@link encode}, for a caller of either format's writer. */
+  finish(): Promise<Uint8Array> {
+    return Promise.resolve(this.encode());
+  }
 }
 
 /**

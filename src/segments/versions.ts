@@ -21,11 +21,15 @@ export interface SegmentWriter {
   readonly lastKey: string | null;
   /** Appends a record; keys must rise strictly. A RangeError for a record larger than the format allows. */
   add(record: SegmentRecord): void;
+  /** The segment's bytes, compressed on this thread. */
   encode(): Uint8Array;
+  /** The segment's bytes, once the compression running in the background (v2, when asked for) is done. */
+  finish(): Promise<Uint8Array>;
 }
 
-export const newSegmentWriter = (version: SegmentFormatVersion = DEFAULT_SEGMENT_FORMAT_VERSION): SegmentWriter =>
-  version === 2 ? new BlockSegmentBuilder() : new SegmentBuilder();
+/** A writer of `version`; `background`: compress v2 blocks on libuv's thread pool as they close (other cores), for {@link SegmentWriter.finish}. */
+export const newSegmentWriter = (version: SegmentFormatVersion = DEFAULT_SEGMENT_FORMAT_VERSION, options: { background?: boolean } = {}): SegmentWriter =>
+  version === 2 ? new BlockSegmentBuilder(options) : new SegmentBuilder();
 
 export function encodeSegment(records: Iterable<SegmentRecord>, version: SegmentFormatVersion = DEFAULT_SEGMENT_FORMAT_VERSION): Uint8Array {
   const writer = newSegmentWriter(version);
