@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { GOLDEN_RECORDS, GOLDEN_V2_EXTRA } from '../support/golden-segment';
 import { encodeSegment, lookupInSegment, MAX_BLOCK_RECORD_BYTES, mergeSegments, readSegment, readSegmentBatches, SegmentCorruptError, type SegmentRecord } from '../../src/segments';
 
 async function readAll(bytes: Uint8Array, chunks: Uint8Array[] = [bytes]): Promise<SegmentRecord[]> {
@@ -57,14 +58,7 @@ describe('segment format v2', () => {
 
   it('reads the golden v2 segment, and the encoder of today writes records that decode the same', async () => {
     const golden = readFileSync(join(__dirname, '..', 'golden', 'segment-v2.mseg'));
-    const goldenRecords: SegmentRecord[] = [
-      { key: 'a', seq: 1, value: 'one' },
-      { key: 'b', seq: 7, tombstone: true },
-      { key: 'c', seq: 3, value: '' },
-      { key: 'd/é', seq: 9, value: 'line\nbreak "quoted" \u2028 ✓' },
-      { key: 'e', seq: 4, value: 'x'.repeat(300) },
-      { key: 'f', seq: 2 ** 53 - 1, value: 'the largest seq' },
-    ];
+    const goldenRecords = [...GOLDEN_RECORDS, GOLDEN_V2_EXTRA];
     expect(await readAll(golden)).toEqual(goldenRecords);
     for (const r of goldenRecords) expect(await lookup(golden, r.key)).toEqual(r);
     expect(await readAll(encodeSegment(goldenRecords, 2))).toEqual(goldenRecords);

@@ -4,6 +4,7 @@ import { Readable } from 'node:stream';
 import { createGzip, gunzipSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { GOLDEN_RECORDS } from '../support/golden-segment';
 import { encodeSegment, MAX_SEGMENT_LINE_BYTES, mergeSegments, readSegment, SegmentBuilder, SegmentCorruptError, type SegmentRecord } from '../../src/segments';
 
 const records: SegmentRecord[] = [
@@ -42,13 +43,7 @@ describe('segment format', () => {
 
 describe('segment reader', () => {
   const golden = readFileSync(join(__dirname, '..', 'golden', 'segment-v1.mseg'));
-  const goldenRecords: SegmentRecord[] = [
-    { key: 'a', seq: 1, value: 'one' },
-    { key: 'b', seq: 7, tombstone: true },
-    { key: 'c', seq: 3, value: '' },
-    { key: 'd/é', seq: 9, value: 'line\nbreak "quoted" \u2028 ✓' },
-    { key: 'e', seq: 4, value: 'x'.repeat(300) },
-  ];
+  const goldenRecords = [...GOLDEN_RECORDS];
 
   it('reads a segment written by the encoder before issue 14 (gzip level 6, commit f4bc94b), and writes the same lines today', async () => {
     expect(await readAll(golden)).toEqual(goldenRecords);
