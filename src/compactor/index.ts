@@ -63,9 +63,12 @@ export interface CompactionHooks {
  * (see {@link planMerge}), staged under the job's prefix at keys derived from the job, the fan-in
  * and the run, and never referenced by a root (the collector reclaims them with the job's prefix).
  * Runs keep tombstones and every source's winner, so the outputs are byte for byte those of one
- * merge of all inputs. Memory: one output and one tombstone segment being built plus, per source read at once, about two of
- * the store's read windows and its inflate state; an input or run part is opened only when its
- * merge starts and is closed by the end of its last record.
+ * merge of all inputs. Runs and outputs are written in `limits.segmentFormat`; inputs and runs of
+ * either format are read. Records move in batches (a decoded block or chunk per source, runs of
+ * the merge), so no step is awaited per record. Memory: one output and one tombstone segment being
+ * built plus, per source read at once, about two of the store's read windows, its inflate state and
+ * its decoded batch (v2: two blocks); an input or run part is opened only when its merge starts and
+ * is closed by the end of its last record.
  */
 export async function compactGroup(
   store: StagedStore,
