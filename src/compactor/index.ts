@@ -18,7 +18,7 @@ const BACKGROUND = { background: true } as const;
  */
 export interface CompactionProgress {
   /** This compactor's progress format: a resume of another version (or another compactor) is refused, never read as a position. */
-  readonly version: typeof PROGRESS_VERSION;
+  readonly version: (typeof RESUMABLE_PROGRESS_VERSIONS)[number];
   readonly segmentsFinished: number;
   /** Last key of the last finished segment: a resumed attempt skips every key up to it. */
   readonly lastKey: string | null;
@@ -30,8 +30,18 @@ export interface CompactionProgress {
   readonly runs?: { readonly fanIn: number; readonly parts: readonly number[] };
 }
 
-/** Raised whenever the shape or meaning of {@link CompactionProgress} changes. */
-export const PROGRESS_VERSION = 1;
+/**
+ * Raised whenever the shape or meaning of {@link CompactionProgress} changes. 2: intermediate runs
+ * are segment format v2 whatever the outputs' format, so a worker that reads only v1 refuses the
+ * progress instead of failing on its runs.
+ */
+export const PROGRESS_VERSION = 2;
+
+/** Progress this compactor resumes: its own, and version 1's, whose runs are v1 segments (read as such). */
+const RESUMABLE_PROGRESS_VERSIONS = [1, PROGRESS_VERSION] as const;
+
+/** Intermediate runs never leave the job, so they are always written in the fast format. */
+const RUN_FORMAT = 2;
 
 export const NO_PROGRESS: CompactionProgress = { version: PROGRESS_VERSION, segmentsFinished: 0, tombstoneSegmentsFinished: 0, lastKey: null, recordsOut: 0, bytesOut: 0 };
 
@@ -63,8 +73,8 @@ export interface CompactionHooks {
  * (see {@link planMerge}), staged under the job's prefix at keys derived from the job, the fan-in
  * and the run, and never referenced by a root (the collector reclaims them with the job's prefix).
  * Runs keep tombstones and every source's winner, so the outputs are byte for byte those of one
- * merge of all inputs. Runs and outputs are written in `limits.segmentFormat`; inputs and runs of
- * either format are read. Records move in batches (a decoded block or chunk per source, runs of
+ * merge of all inputs. Outputs are written in `limits.segmentFormat`, runs always in v2; inputs and
+ * runs of either format are read. Records move in batches (a decoded block or chunk per source, runs of
  * the merge), so no step is awaited per record. Memory: one output and one tombstone segment being
  * built plus, per source read at once, about two of the store's read windows, its inflate state and
  * its decoded batch (v2: two blocks); an input or run part is opened only when its merge starts and
@@ -83,7 +93,8 @@ export async function compactGroup(
   const plan = planMerge(inputs.length, maxFanIn);
   // Runs finished under another fan-in belong to another plan: this attempt writes its own.
   const runParts = resume.runs?.fanIn === maxFanIn ? [...resume.runs.parts] : [];
-  let progress = resume;
+  // From here on this attempt may write v2 runs: its progress says so.
+  let progress: CompactionProgress = { ...resume, version: PROGRESS_VERSION };
   let recordsIn = 0;
   const counted = (records: number) => {
     // Every few thousand records, wherever a batch crosses the mark.
@@ -98,10 +109,10 @@ export async function compactGroup(
 
   for (let run = runParts.length; run < plan.runs.length; run++) {
     let parts = 0;
-    let builder = newSegmentWriter(version, BACKGROUND);
+    let builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
     const storePart = async () => {
       await store.put(runPartKey(job, maxFanIn, run, parts++), await builder.finish());
-      builder = newSegmentWriter(version, BACKGROUND);
+      builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
     };
     for await (const batch of merge(plan.runs[run]!)) {
       for (const record of batch) {
@@ -165,12 +176,12 @@ export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress
   const runs = p?.runs as { fanIn?: unknown; parts?: unknown } | undefined;
   const fits =
     typeof p === 'object' && p !== null &&
-    p.version === PROGRESS_VERSION &&
+    (RESUMABLE_PROGRESS_VERSIONS as readonly unknown[]).includes(p.version) &&
     isCount(p.segmentsFinished) && isCount(p.tombstoneSegmentsFinished) && isCount(p.recordsOut) && isCount(p.bytesOut) &&
     // A cut finishes an output, a tombstone segment or both: lastKey is set once either count is.
     (p.lastKey === null ? p.segmentsFinished === 0 && p.tombstoneSegmentsFinished === 0 : typeof p.lastKey === 'string' && (p.segmentsFinished as number) + (p.tombstoneSegmentsFinished as number) > 0) &&
     (runs === undefined || (typeof runs === 'object' && runs !== null && isCount(runs.fanIn) && runs.fanIn >= 2 && Array.isArray(runs.parts) && runs.parts.every(isCount)));
-  if (!fits) throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${PROGRESS_VERSION}`);
+  if (!fits) throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${RESUMABLE_PROGRESS_VERSIONS.join(' or ')}`);
   return resume as CompactionProgress;
 }
 
