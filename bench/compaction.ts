@@ -16,7 +16,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem, platform, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { gunzipSync, gzipSync } from 'node:zlib';
+import { constants, gunzipSync, gzipSync, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { Client, Connection } from '@temporalio/client';
@@ -157,7 +157,7 @@ async function profiled<T>(file: string | undefined, work: () => Promise<T>): Pr
   }
 }
 
-/** Compression ratio and speed of gzip levels on one segment of each shape (the writer's level is chosen from this). */
+/** Compression ratio and speed of gzip levels, and of zstd levels in v2's blocks, on one segment of each shape (the writers' levels are chosen from this). */
 function gzipLevels(): void {
   for (const shape of Object.keys(SHAPES) as (keyof typeof SHAPES)[]) {
     const raw = gunzipSync(encodeSegment(scaleInput(0, 50_000, 100_000, shape, 0), 1));
@@ -172,6 +172,24 @@ function gzipLevels(): void {
       const decompressMs = (performance.now() - unzipStarted) / rounds;
       console.log(
         `gzip level ${level}, ${shape} records: ${(raw.length / 1e6).toFixed(1)} MB → ${(compressed.length / 1e6).toFixed(2)} MB (${(raw.length / compressed.length).toFixed(1)}×), ` +
+          `compress ${(raw.length / 1e3 / compressMs).toFixed(0)} MB/s, decompress ${(raw.length / 1e3 / decompressMs).toFixed(0)} MB/s`,
+      );
+    }
+    // Segment format v2's codec, in 128 KiB blocks as its writer compresses them (of these JSON lines: the same records, not v2's binary encoding of them).
+    const blocks = Array.from({ length: Math.ceil(raw.length / 131_072) }, (_, i) => raw.subarray(i * 131_072, (i + 1) * 131_072));
+    for (const level of [1, 3]) {
+      const options = { params: { [constants.ZSTD_c_compressionLevel]: level } };
+      const rounds = 5;
+      let compressed: Buffer[] = [];
+      const started = performance.now();
+      for (let i = 0; i < rounds; i++) compressed = blocks.map((b) => zstdCompressSync(b, options));
+      const compressMs = (performance.now() - started) / rounds;
+      const unzipStarted = performance.now();
+      for (let i = 0; i < rounds; i++) for (const c of compressed) zstdDecompressSync(c);
+      const decompressMs = (performance.now() - unzipStarted) / rounds;
+      const bytes = compressed.reduce((sum, c) => sum + c.length, 0);
+      console.log(
+        `zstd level ${level} in 128 KiB blocks, ${shape} records: ${(raw.length / 1e6).toFixed(1)} MB → ${(bytes / 1e6).toFixed(2)} MB (${(raw.length / bytes).toFixed(1)}×), ` +
           `compress ${(raw.length / 1e3 / compressMs).toFixed(0)} MB/s, decompress ${(raw.length / 1e3 / decompressMs).toFixed(0)} MB/s`,
       );
     }

@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import { constants, crc32, zstdCompress, zstdCompressSync, zstdDecompress, zstdDecompressSync, type ZstdOptions } from 'node:zlib';
 import { SegmentCorruptError, type SegmentRecord } from './format';
 
-export const BLOCK_HEADER = Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]);
+const BLOCK_HEADER = Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]);
 const TRAILER_MAGIC = Buffer.from('MSEG-END');
 const TRAILER_BYTES = 16;
 const BLOCK_TAG = 0x42;
@@ -38,7 +38,7 @@ export const MAX_BLOCK_RECORD_BYTES = 1 << 20;
 const MAX_BLOCK_BYTES = BLOCK_TARGET_BYTES + MAX_BLOCK_RECORD_BYTES + 64;
 const MAX_INDEX_BYTES = 64 << 20;
 
-/** zstd level of written blocks: level 1 compresses several times faster than the default 3 for a few percent more bytes (docs/performance.md). */
+/** zstd level of written blocks: in 128 KiB blocks level 1 made smaller output than level 3 on both benchmark shapes (`bench/compaction.ts --phases gzip-levels`, docs/performance.md). */
 const ZSTD_LEVEL = 1;
 
 /** Whether `bytes` (at least the first of them) start like a v2 segment, not v1 (gzip: 1f 8b); the v2 reader checks the rest of the header. */
