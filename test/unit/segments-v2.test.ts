@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { SettingsError, settingsFromEnv } from '../../src/config';
 import { GOLDEN_RECORDS, GOLDEN_V2_EXTRA } from '../support/golden-segment';
 import { encodeSegment, lookupInSegment, MAX_BLOCK_RECORD_BYTES, mergeSegments, readSegment, readSegmentBatches, SegmentCorruptError, type SegmentRecord } from '../../src/segments';
 
@@ -138,5 +139,14 @@ describe('v1 and v2 together', () => {
     for await (const batch of mergeSegments([open(encodeSegment(a, 1)), open(encodeSegment(b, 2))], { dropTombstones: false })) merged.push(...batch);
     expect(merged).toEqual(b);
     expect(await lookupInSegment('seg-key', Readable.from([encodeSegment(a, 1)]), a[7]!.key)).toEqual(a[7]);
+  });
+});
+
+describe('the segment format setting', () => {
+  it('is read from COMPACTION_SEGMENT_FORMAT, 1 unless set, and refuses a format that does not exist', () => {
+    expect(settingsFromEnv({}).segmentFormat).toBe(1);
+    expect(settingsFromEnv({ COMPACTION_SEGMENT_FORMAT: '2' }).segmentFormat).toBe(2);
+    for (const bad of ['3', '0', 'zstd']) expect(() => settingsFromEnv({ COMPACTION_SEGMENT_FORMAT: bad }), bad).toThrow(SettingsError);
+    expect(() => settingsFromEnv({ COMPACTION_SEGMENT_FORMAT: '3' })).toThrow(/segmentFormat/);
   });
 });
