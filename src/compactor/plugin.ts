@@ -23,7 +23,7 @@ export interface MergeLimits {
   readonly targetSegmentBytes: number;
   /** Most sources (inputs or intermediate runs) one merge reads at once: each holds read windows and inflate state. */
   readonly maxFanIn: number;
-  /** The segment format the reference compactor writes its outputs and intermediate runs in; it reads both. Default `DEFAULT_SEGMENT_FORMAT_VERSION`. */
+  /** The segment format the reference compactor writes its outputs in (its intermediate runs are always v2); it reads both. Default `DEFAULT_SEGMENT_FORMAT_VERSION`. */
   readonly segmentFormat?: SegmentFormatVersion;
 }
 

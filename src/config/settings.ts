@@ -21,7 +21,7 @@ export interface CompactionSettings {
   readonly targetSegmentBytes: number;
   /** Most sources one merge reads at once; a wider group merges in passes through intermediate runs. Bounds memory and sockets whatever the group's width. */
   readonly maxFanIn: number;
-  /** The segment format the reference compactor writes (outputs and intermediate runs); it reads both, so a group may mix them. */
+  /** The segment format the reference compactor writes its outputs in (its intermediate runs are always v2); it reads both, so a group may mix them. */
   readonly segmentFormat: SegmentFormatVersion;
   /** Bytes above which an input segment is refused from its size (a HEAD) before it is read: far beyond any segment the metadata service writes. */
   readonly maxInputSegmentBytes: number;
