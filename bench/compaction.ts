@@ -16,7 +16,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem, platform, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { gunzipSync, gzipSync } from 'node:zlib';
+import { constants, gunzipSync, gzipSync, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { Client, Connection } from '@temporalio/client';
@@ -29,7 +29,7 @@ import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/de
 import { inputSegmentKey, namespaceId, newJobId, newSegmentId, parseCompactionKey } from '../src/keys';
 import { readRoot } from '../src/protocol';
 import { jsonRootCodec } from '../src/root';
-import { encodeSegment, readSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../src/segments';
+import { encodeSegment, readSegmentBatches, SEGMENT_EXTENSION, SEGMENT_FORMAT_VERSIONS, type SegmentFormatVersion, type SegmentRecord } from '../src/segments';
 import { createEmbeddedObjectStore, createS3ObjectStore, type ObjectStore } from '../src/store';
 import { createWorker } from '../src/worker';
 import { interceptStore } from '../test/support/faults';
@@ -69,9 +69,10 @@ const program = new Command('compaction')
   .option('--target-segment-bytes <n>', 'output segment size (uncompressed)', whole, 4 * 1024 * 1024)
   .option('--max-fan-in <n>', 'sources one merge reads at once (≥ --inputs: the single-level merge of all inputs)', whole, 128)
   .option('--copy-concurrency <n>', 'GET+PUT copies in flight in the baseline', whole, 8)
+  .option('--formats <v,…>', 'segment formats of the throughput phase, each on inputs of its own format', (raw) => raw.split(',').map(Number), [1, 2])
   .option('--cpu-profile <file>', 'write a CPU profile of the compaction alone (open in Chrome DevTools)');
 type Options = {
-  phases: string[]; inputs: number; records: number; bytes?: string; shape: string; store: string; targetSegmentBytes: number; maxFanIn: number; copyConcurrency: number; cpuProfile?: string;
+  phases: string[]; formats: number[]; inputs: number; records: number; bytes?: string; shape: string; store: string; targetSegmentBytes: number; maxFanIn: number; copyConcurrency: number; cpuProfile?: string;
 };
 
 /**
@@ -156,10 +157,10 @@ async function profiled<T>(file: string | undefined, work: () => Promise<T>): Pr
   }
 }
 
-/** Compression ratio and speed of gzip levels on one segment of each shape (the writer's level is chosen from this). */
+/** Compression ratio and speed of gzip levels, and of zstd levels in v2's blocks, on one segment of each shape (the writers' levels are chosen from this). */
 function gzipLevels(): void {
   for (const shape of Object.keys(SHAPES) as (keyof typeof SHAPES)[]) {
-    const raw = gunzipSync(encodeSegment(scaleInput(0, 50_000, 100_000, shape, 0)));
+    const raw = gunzipSync(encodeSegment(scaleInput(0, 50_000, 100_000, shape, 0), 1));
     for (const level of [1, 3, 6]) {
       const rounds = 5;
       let compressed = Buffer.alloc(0);
@@ -174,6 +175,24 @@ function gzipLevels(): void {
           `compress ${(raw.length / 1e3 / compressMs).toFixed(0)} MB/s, decompress ${(raw.length / 1e3 / decompressMs).toFixed(0)} MB/s`,
       );
     }
+    // Segment format v2's codec, in 128 KiB blocks as its writer compresses them (of these JSON lines: the same records, not v2's binary encoding of them).
+    const blocks = Array.from({ length: Math.ceil(raw.length / 131_072) }, (_, i) => raw.subarray(i * 131_072, (i + 1) * 131_072));
+    for (const level of [1, 3]) {
+      const options = { params: { [constants.ZSTD_c_compressionLevel]: level } };
+      const rounds = 5;
+      let compressed: Buffer[] = [];
+      const started = performance.now();
+      for (let i = 0; i < rounds; i++) compressed = blocks.map((b) => zstdCompressSync(b, options));
+      const compressMs = (performance.now() - started) / rounds;
+      const unzipStarted = performance.now();
+      for (let i = 0; i < rounds; i++) for (const c of compressed) zstdDecompressSync(c);
+      const decompressMs = (performance.now() - unzipStarted) / rounds;
+      const bytes = compressed.reduce((sum, c) => sum + c.length, 0);
+      console.log(
+        `zstd level ${level} in 128 KiB blocks, ${shape} records: ${(raw.length / 1e6).toFixed(1)} MB → ${(bytes / 1e6).toFixed(2)} MB (${(raw.length / bytes).toFixed(1)}×), ` +
+          `compress ${(raw.length / 1e3 / compressMs).toFixed(0)} MB/s, decompress ${(raw.length / 1e3 / decompressMs).toFixed(0)} MB/s`,
+      );
+    }
   }
 }
 
@@ -185,28 +204,36 @@ async function runLimited(count: number, concurrency: number, task: (i: number) 
 }
 
 /** The group's input keys: the tests' writer for the default point (kept comparable with earlier runs), else generated input by input. */
-async function writeGroup(store: ObjectStore, opts: Options): Promise<{ keys: readonly string[]; records: number }> {
-  const ns = 'bench-throughput';
+async function writeGroup(store: ObjectStore, opts: Options, version: SegmentFormatVersion): Promise<{ keys: readonly string[]; records: number }> {
+  const ns = `bench-throughput-v${version}`;
   if (opts.bytes === undefined && opts.shape === 'small') {
-    await writeInputs(store, ns, 'bindings', makeInputs(opts.inputs, opts.records, opts.records * 6));
+    await writeInputs(store, ns, 'bindings', makeInputs(opts.inputs, opts.records, opts.records * 6), [version]);
     return { keys: (await readRoot(store, namespaceId(ns), jsonRootCodec)).root.groups.bindings!, records: opts.inputs * opts.records };
   }
   const shape = opts.shape as keyof typeof SHAPES;
   if (!(shape in SHAPES)) throw new InvalidArgumentError(`unknown shape ${opts.shape}`);
   let records = opts.records;
   if (opts.bytes !== undefined) {
-    const sample = encodeSegment(scaleInput(0, 10_000, 20_000, shape, 0)).length / 10_000;
+    const sample = encodeSegment(scaleInput(0, 10_000, 20_000, shape, 0), version).length / 10_000;
     records = Math.ceil(size(opts.bytes) / opts.inputs / sample);
   }
   // Each key is in about two inputs, so the merge has overlaps to resolve at any fan-in.
   const keySpace = Math.ceil((records * opts.inputs) / 2);
   const keys = Array.from({ length: opts.inputs }, () => inputSegmentKey(namespaceId(ns), newSegmentId(), SEGMENT_EXTENSION));
-  await runLimited(opts.inputs, 4, (s) => store.put(keys[s]!, encodeSegment(scaleInput(s, records, keySpace, shape, s * records))).then(() => undefined));
+  await runLimited(opts.inputs, 4, (s) => store.put(keys[s]!, encodeSegment(scaleInput(s, records, keySpace, shape, s * records), version)).then(() => undefined));
   return { keys, records: records * opts.inputs };
 }
 
 async function throughput(store: ObjectStore, opts: Options, server: Server | undefined): Promise<void> {
-  const { keys, records: recordsIn } = await writeGroup(store, opts);
+  for (const version of opts.formats) {
+    if (!(SEGMENT_FORMAT_VERSIONS as readonly number[]).includes(version)) throw new InvalidArgumentError(`unknown segment format ${version}`);
+    await throughputOf(store, opts, server, version as SegmentFormatVersion);
+  }
+}
+
+/** The throughput phase for one segment format: inputs written in it, the compactor writing it. */
+async function throughputOf(store: ObjectStore, opts: Options, server: Server | undefined, version: SegmentFormatVersion): Promise<void> {
+  const { keys, records: recordsIn } = await writeGroup(store, opts, version);
   const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
   const copy = await measured(server, async () => {
     let bytes = 0;
@@ -220,25 +247,27 @@ async function throughput(store: ObjectStore, opts: Options, server: Server | un
   // Reading and checking every input, without merging or writing: what any reader of this format pays.
   const read = await measured(server, () =>
     runLimited(keys.length, opts.copyConcurrency, async (i) => {
-      for await (const record of readSegment(keys[i]!, (await store.getStream(keys[i]!)).body)) void record;
+      for await (const batch of readSegmentBatches(keys[i]!, (await store.getStream(keys[i]!)).body)) void batch;
     }),
   );
   const job = { namespaceId: namespaceId('bench-throughput'), jobId: newJobId() };
   const compaction = await measured(server, () =>
-    profiled(opts.cpuProfile, () => compactGroup(store, job, keys, opts, NO_PROGRESS, { onSegmentFinished: () => {}, onRecords: () => {} })),
+    profiled(opts.cpuProfile && `${opts.cpuProfile.replace(/\.cpuprofile$/, '')}-v${version}.cpuprofile`, () =>
+      compactGroup(store, job, keys, { ...opts, segmentFormat: version }, NO_PROGRESS, { onSegmentFinished: () => {}, onRecords: () => {} }),
+    ),
   );
   const mb = copy.result / 1e6;
   const progress = compaction.result;
   const compactMbs = (mb / compaction.ms) * 1000;
   const copyMbs = (mb / copy.ms) * 1000;
   console.log(
-    `compactor: ${keys.length} inputs (${opts.shape} records), ${mb.toFixed(1)} MB compressed in, ${recordsIn} records in, ${progress.recordsOut} out ` +
+    `segment format v${version}: ${keys.length} inputs (${opts.shape} records), ${mb.toFixed(1)} MB compressed in, ${recordsIn} records in, ${progress.recordsOut} out ` +
       `(${(progress.bytesOut / 1e6).toFixed(1)} MB uncompressed) in ${progress.segmentsFinished} segments, max fan-in ${opts.maxFanIn} (${progress.runs?.parts.length ?? 0} intermediate runs), on ${opts.store}, ${loadavg().map((l) => l.toFixed(2)).join(' ')} loadavg`,
   );
   const phase = (label: string, run: Measured, what: string) =>
     console.log(`  ${label.padEnd(26)} ${run.ms.toFixed(0).padStart(6)} ms, CPU ${(run.cpuMs / 1000).toFixed(1)} s${server ? ` + MinIO ${(run.serverCpuMs / 1000).toFixed(2)} s` : ''}: ${what}; peak RSS ${mib(run.peakRss)}, sockets ${run.sockets}`);
   const perSecond = (n: number, run: Measured) => ((n / run.ms) * 1000).toFixed(0);
-  phase('reference compactor', compaction, `${perSecond(recordsIn, compaction)} records/s in (${perSecond(progress.recordsOut, compaction)} out), ${compactMbs.toFixed(1)} MB/s of input`);
+  phase('reference compactor', compaction, `${perSecond(recordsIn, compaction)} records/s in (${perSecond(progress.recordsOut, compaction)} out), ${((recordsIn / compaction.cpuMs) * 1000).toFixed(0)} records per CPU-second, ${compactMbs.toFixed(1)} MB/s of input`);
   phase('raw GET+PUT copy', copy, `${copyMbs.toFixed(1)} MB/s (${opts.copyConcurrency} in flight)`);
   phase('read and check inputs only', read, `${perSecond(recordsIn, read)} records/s, ${((mb / read.ms) * 1000).toFixed(1)} MB/s (${opts.copyConcurrency} in flight)`);
   console.log(`  ratio of throughput compactor/copy: ${(compactMbs / copyMbs).toFixed(2)} (target ≥ 0.5)`);

@@ -5,9 +5,12 @@
  * half-written segment lands on the same key with the same bytes.
  */
 import type { JobRef } from '../protocol';
-import { mergeSegments, readSegment, SEGMENT_EXTENSION, SegmentBuilder, type SegmentRecord } from '../segments';
+import { DEFAULT_SEGMENT_FORMAT_VERSION, mergeSegments, newSegmentWriter, readSegmentBatches, SEGMENT_EXTENSION, type SegmentRecord } from '../segments';
 import { planMerge, type MergeSource } from './plan';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
+
+/** Output blocks are compressed on libuv's thread pool while the merge goes on (v2; v1 compresses at the cut). */
+const BACKGROUND = { background: true } as const;
 
 /**
  * Where a compaction stands; kept in Temporal heartbeat details so a retried attempt resumes. Its
@@ -15,7 +18,7 @@ import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimit
  */
 export interface CompactionProgress {
   /** This compactor's progress format: a resume of another version (or another compactor) is refused, never read as a position. */
-  readonly version: typeof PROGRESS_VERSION;
+  readonly version: (typeof RESUMABLE_PROGRESS_VERSIONS)[number];
   readonly segmentsFinished: number;
   /** Last key of the last finished segment: a resumed attempt skips every key up to it. */
   readonly lastKey: string | null;
@@ -27,8 +30,18 @@ export interface CompactionProgress {
   readonly runs?: { readonly fanIn: number; readonly parts: readonly number[] };
 }
 
-/** Raised whenever the shape or meaning of {@link CompactionProgress} changes. */
-export const PROGRESS_VERSION = 1;
+/**
+ * Raised whenever the shape or meaning of {@link CompactionProgress} changes. 2: intermediate runs
+ * are segment format v2 whatever the outputs' format, so a worker that reads only v1 refuses the
+ * progress instead of failing on its runs.
+ */
+export const PROGRESS_VERSION = 2;
+
+/** Progress this compactor resumes: its own, and version 1's, whose runs are v1 segments (read as such). */
+const RESUMABLE_PROGRESS_VERSIONS = [1, PROGRESS_VERSION] as const;
+
+/** Intermediate runs never leave the job, so they are always written in the fast format. */
+const RUN_FORMAT = 2;
 
 export const NO_PROGRESS: CompactionProgress = { version: PROGRESS_VERSION, segmentsFinished: 0, tombstoneSegmentsFinished: 0, lastKey: null, recordsOut: 0, bytesOut: 0 };
 
@@ -60,9 +73,12 @@ export interface CompactionHooks {
  * (see {@link planMerge}), staged under the job's prefix at keys derived from the job, the fan-in
  * and the run, and never referenced by a root (the collector reclaims them with the job's prefix).
  * Runs keep tombstones and every source's winner, so the outputs are byte for byte those of one
- * merge of all inputs. Memory: one output and one tombstone segment being built plus, per source read at once, about two of
- * the store's read windows and its inflate state; an input or run part is opened only when its
- * merge starts and is closed by the end of its last record.
+ * merge of all inputs. Outputs are written in `limits.segmentFormat`, runs always in v2; inputs and
+ * runs of either format are read. Records move in batches (a decoded block or chunk per source, runs of
+ * the merge), so no step is awaited per record. Memory: one output and one tombstone segment being
+ * built plus, per source read at once, about two of the store's read windows, its inflate state and
+ * its decoded batch (v2: two blocks); an input or run part is opened only when its merge starts and
+ * is closed by the end of its last record.
  */
 export async function compactGroup(
   store: StagedStore,
@@ -73,15 +89,19 @@ export async function compactGroup(
   hooks: CompactionHooks,
 ): Promise<CompactionProgress> {
   const { targetSegmentBytes, maxFanIn } = limits;
+  const version = limits.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION;
   const plan = planMerge(inputs.length, maxFanIn);
   // Runs finished under another fan-in belong to another plan: this attempt writes its own.
   const runParts = resume.runs?.fanIn === maxFanIn ? [...resume.runs.parts] : [];
-  let progress = resume;
+  // From here on this attempt may write v2 runs: its progress says so.
+  let progress: CompactionProgress = { ...resume, version: PROGRESS_VERSION };
   let recordsIn = 0;
-  const counted = () => {
-    if (++recordsIn % 2048 === 0) hooks.onRecords(recordsIn);
+  const counted = (records: number) => {
+    // Every few thousand records, wherever a batch crosses the mark.
+    if (Math.floor((recordsIn + records) / 2048) > Math.floor(recordsIn / 2048)) hooks.onRecords(recordsIn + records);
+    recordsIn += records;
   };
-  const open = (source: MergeSource): AsyncIterator<SegmentRecord> =>
+  const open = (source: MergeSource): AsyncIterator<SegmentRecord[]> =>
     'input' in source
       ? readSegments(store, [inputs[source.input]!])
       : readSegments(store, Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)));
@@ -89,15 +109,17 @@ export async function compactGroup(
 
   for (let run = runParts.length; run < plan.runs.length; run++) {
     let parts = 0;
-    let builder = new SegmentBuilder();
+    let builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
     const storePart = async () => {
-      await store.put(runPartKey(job, maxFanIn, run, parts++), builder.encode());
-      builder = new SegmentBuilder();
+      await store.put(runPartKey(job, maxFanIn, run, parts++), await builder.finish());
+      builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
     };
-    for await (const record of merge(plan.runs[run]!)) {
-      builder.add(record);
-      counted();
-      if (builder.size >= targetSegmentBytes) await storePart();
+    for await (const batch of merge(plan.runs[run]!)) {
+      for (const record of batch) {
+        builder.add(record);
+        if (builder.size >= targetSegmentBytes) await storePart();
+      }
+      counted(batch.length);
     }
     if (builder.count > 0) await storePart();
     runParts.push(parts);
@@ -109,12 +131,12 @@ export async function compactGroup(
   // leaves the outputs but not the job: it goes to a tombstone segment, which publication names
   // beside the outputs only when the group holds segments other than the inputs (one of them may
   // hold an older version of the key). Both are cut at the same record, so one position resumes both.
-  let live = new SegmentBuilder();
-  let dead = new SegmentBuilder();
+  let live = newSegmentWriter(version, BACKGROUND);
+  let dead = newSegmentWriter(version, BACKGROUND);
   let lastKey = progress.lastKey;
   const storeCut = async () => {
-    if (dead.count > 0) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), dead.encode());
-    if (live.count > 0) await store.put(outputSegmentKey(job, progress.segmentsFinished), live.encode());
+    if (dead.count > 0) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), await dead.finish());
+    if (live.count > 0) await store.put(outputSegmentKey(job, progress.segmentsFinished), await live.finish());
     progress = {
       ...progress,
       segmentsFinished: progress.segmentsFinished + Math.sign(live.count),
@@ -124,14 +146,16 @@ export async function compactGroup(
       bytesOut: progress.bytesOut + live.size,
     };
     hooks.onSegmentFinished(progress);
-    live = new SegmentBuilder();
-    dead = new SegmentBuilder();
+    live = newSegmentWriter(version, BACKGROUND);
+    dead = newSegmentWriter(version, BACKGROUND);
   };
-  for await (const record of merge(plan.final, progress.lastKey ?? undefined)) {
-    ('tombstone' in record ? dead : live).add(record);
-    lastKey = record.key;
-    counted();
-    if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+  for await (const batch of merge(plan.final, progress.lastKey ?? undefined)) {
+    for (const record of batch) {
+      ('tombstone' in record ? dead : live).add(record);
+      lastKey = record.key;
+      if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+    }
+    counted(batch.length);
   }
   if (live.count > 0 || dead.count > 0) await storeCut();
   return progress;
@@ -152,12 +176,12 @@ export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress
   const runs = p?.runs as { fanIn?: unknown; parts?: unknown } | undefined;
   const fits =
     typeof p === 'object' && p !== null &&
-    p.version === PROGRESS_VERSION &&
+    (RESUMABLE_PROGRESS_VERSIONS as readonly unknown[]).includes(p.version) &&
     isCount(p.segmentsFinished) && isCount(p.tombstoneSegmentsFinished) && isCount(p.recordsOut) && isCount(p.bytesOut) &&
     // A cut finishes an output, a tombstone segment or both: lastKey is set once either count is.
     (p.lastKey === null ? p.segmentsFinished === 0 && p.tombstoneSegmentsFinished === 0 : typeof p.lastKey === 'string' && (p.segmentsFinished as number) + (p.tombstoneSegmentsFinished as number) > 0) &&
     (runs === undefined || (typeof runs === 'object' && runs !== null && isCount(runs.fanIn) && runs.fanIn >= 2 && Array.isArray(runs.parts) && runs.parts.every(isCount)));
-  if (!fits) throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${PROGRESS_VERSION}`);
+  if (!fits) throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${RESUMABLE_PROGRESS_VERSIONS.join(' or ')}`);
   return resume as CompactionProgress;
 }
 
@@ -176,9 +200,9 @@ export const referenceCompactor: Compactor = {
   },
 };
 
-/** The records of `keys` one after another, each segment opened only when the one before it has ended. */
-async function* readSegments(store: StagedStore, keys: readonly string[]): AsyncGenerator<SegmentRecord> {
-  for (const key of keys) yield* readSegment(key, (await store.getStream(key)).body);
+/** The record batches of `keys` one after another, each segment opened only when the one before it has ended. */
+async function* readSegments(store: StagedStore, keys: readonly string[]): AsyncGenerator<SegmentRecord[]> {
+  for (const key of keys) yield* readSegmentBatches(key, (await store.getStream(key)).body);
 }
 
 export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan';

@@ -10,6 +10,7 @@ import { isInputManifestKeyOf, parseCompactionKey, segmentId, stagedSegmentKey, 
 import type { JobRef } from '../protocol';
 import { NotFoundError, type ObjectStore } from '../store';
 import { inBatches } from '../store/batches';
+import type { SegmentFormatVersion } from '../segments';
 
 /** The job a compactor works for: its output goes under this job's prefix and nowhere else. */
 export interface CompactionJob extends JobRef {
@@ -22,6 +23,8 @@ export interface MergeLimits {
   readonly targetSegmentBytes: number;
   /** Most sources (inputs or intermediate runs) one merge reads at once: each holds read windows and inflate state. */
   readonly maxFanIn: number;
+  /** The segment format the reference compactor writes its outputs in (its intermediate runs are always v2); it reads both. Default `DEFAULT_SEGMENT_FORMAT_VERSION`. */
+  readonly segmentFormat?: SegmentFormatVersion;
 }
 
 /**

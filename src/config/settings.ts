@@ -3,6 +3,7 @@ import { TypedError } from '../errors';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { describeIssues } from '../envelope';
+import { DEFAULT_SEGMENT_FORMAT_VERSION, SEGMENT_FORMAT_VERSIONS, type SegmentFormatVersion } from '../segments/versions';
 import { KEEPER_RETRY_DELAY_MS, minimumLeaseExpiryMs, resolveTiming, TIMING_ENV, timingFromEnv, type Timing } from './timing';
 
 /** A worker setting is out of range; the message names it. */
@@ -18,6 +19,8 @@ export interface CompactionSettings {
   readonly targetSegmentBytes: number;
   /** Most sources one merge reads at once; a wider group merges in passes through intermediate runs. Bounds memory and sockets whatever the group's width. */
   readonly maxFanIn: number;
+  /** The segment format the reference compactor writes its outputs in (its intermediate runs are always v2); it reads both, so a group may mix them. */
+  readonly segmentFormat: SegmentFormatVersion;
   /** Bytes above which an input segment is refused from its size (a HEAD) before it is read: far beyond any segment the metadata service writes. */
   readonly maxInputSegmentBytes: number;
   /** Temporal heartbeat timeout of the long activities: how fast a dead worker is noticed; the lease expiry must cover it (see `minimumLeaseExpiryMs`). Default {@link defaultHeartbeatTimeoutMs}. */
@@ -34,6 +37,7 @@ const schema = z.strictObject({
   ownerId: z.string().min(1).max(256).optional(),
   targetSegmentBytes: z.number().int().min(1024).optional(),
   maxFanIn: z.number().int().min(2).optional(),
+  segmentFormat: z.union(SEGMENT_FORMAT_VERSIONS.map((v) => z.literal(v))).optional(),
   maxInputSegmentBytes: z.number().int().positive().optional(),
   heartbeatTimeoutMs: z.number().int().min(1000).optional(),
   maxFencedRuns: z.number().int().nonnegative().optional(),
@@ -66,6 +70,7 @@ export const SETTINGS_ENV = {
   ownerId: 'COMPACTION_OWNER_ID',
   targetSegmentBytes: 'COMPACTION_TARGET_SEGMENT_BYTES',
   maxFanIn: 'COMPACTION_MAX_FAN_IN',
+  segmentFormat: 'COMPACTION_SEGMENT_FORMAT',
   maxInputSegmentBytes: 'COMPACTION_MAX_INPUT_SEGMENT_BYTES',
   heartbeatTimeoutMs: 'COMPACTION_HEARTBEAT_TIMEOUT_MS',
   manifestRetentionMs: 'COMPACTION_MANIFEST_RETENTION_MS',
@@ -93,6 +98,7 @@ export function resolveSettings(
     ownerId: s.ownerId ?? `${process.pid}@${hostname()}`,
     targetSegmentBytes: s.targetSegmentBytes ?? 64 * 1024 * 1024,
     maxFanIn: s.maxFanIn ?? 128,
+    segmentFormat: s.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION,
     maxInputSegmentBytes: s.maxInputSegmentBytes ?? 4 * 1024 * 1024 * 1024,
     heartbeatTimeoutMs,
     maxFencedRuns: s.maxFencedRuns ?? 3,
@@ -109,6 +115,7 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv = process.env): Compactio
     ownerId: env[SETTINGS_ENV.ownerId] || undefined,
     targetSegmentBytes: number(SETTINGS_ENV.targetSegmentBytes),
     maxFanIn: number(SETTINGS_ENV.maxFanIn),
+    segmentFormat: number(SETTINGS_ENV.segmentFormat) as SegmentFormatVersion | undefined,
     maxInputSegmentBytes: number(SETTINGS_ENV.maxInputSegmentBytes),
     heartbeatTimeoutMs: number(SETTINGS_ENV.heartbeatTimeoutMs),
     manifestRetentionMs: number(SETTINGS_ENV.manifestRetentionMs),

@@ -8,7 +8,7 @@ import type { Timing } from '../config';
 import { familyGroup, namespaceId, type FamilyGroup, type NamespaceId } from '../keys';
 import { readRoot } from '../protocol/root-io';
 import { groupSegments, type RootCodec } from '../root';
-import { mergeSegments, readSegment, type SegmentRecord } from '../segments';
+import { lookupInSegment, mergeSegments, readSegmentBatches, type SegmentRecord } from '../segments';
 import type { ObjectStore } from '../store';
 
 /** A record a reader sees: the latest version of a key that is not deleted. */
@@ -52,23 +52,24 @@ export const readableUntilMs = (snapshot: GroupSnapshot, timing: Pick<Timing, 'r
  * unverified until this iteration ends without error.
  */
 export async function* readGroupRecords(store: ObjectStore, snapshot: GroupSnapshot): AsyncGenerator<LiveRecord> {
-  const sources = await Promise.all(snapshot.segments.map(async (key) => readSegment(key, (await store.getStream(key)).body)));
-  for await (const record of mergeSegments(sources, { dropTombstones: false })) if ('value' in record) yield record;
+  const sources = await Promise.all(snapshot.segments.map(async (key) => readSegmentBatches(key, (await store.getStream(key)).body)));
+  for await (const batch of mergeSegments(sources, { dropTombstones: false })) for (const record of batch) if ('value' in record) yield record;
 }
 
 /**
  * The current record of `key` in the group, or undefined when no segment holds it or its latest
- * version is a tombstone. Each segment is read to its end, so every byte that decided the answer has
- * passed its checksum before the answer is returned (the `.mseg` checksum is in its footer).
+ * version is a tombstone. Every byte that decided the answer has passed its checksum before the
+ * answer is returned: a v1 segment is read to its end (its checksum is in its footer); in a v2
+ * segment the index leads to the one block that may hold the key, and that block and the index are
+ * verified ({@link lookupInSegment}).
  */
 export async function lookupRecord(store: ObjectStore, snapshot: GroupSnapshot, key: string): Promise<LiveRecord | undefined> {
   let found: SegmentRecord | undefined;
-  // Segments are read one at a time: memory stays at one segment's read window however wide the group.
+  // Segments are read one at a time: memory stays at one segment's read window (v1) or its bytes (v2) however wide the group.
   for (const segment of snapshot.segments) {
-    for await (const record of readSegment(segment, (await store.getStream(segment)).body)) {
-      // Highest seq wins; on a tie the later segment, as in the merge.
-      if (record.key === key && (found === undefined || record.seq >= found.seq)) found = record;
-    }
+    const record = await lookupInSegment(segment, (await store.getStream(segment)).body, key);
+    // Highest seq wins; on a tie the later segment, as in the merge.
+    if (record !== undefined && (found === undefined || record.seq >= found.seq)) found = record;
   }
   return found !== undefined && 'value' in found ? found : undefined;
 }

@@ -96,27 +96,27 @@ export class SegmentBuilder {
     if (footer.length - 1 > MAX_SEGMENT_LINE_BYTES) throw new RangeError(`the footer of a segment from ${JSON.stringify(this.first?.slice(0, 100))} is ${footer.length - 1} bytes, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`);
     return gzipSync(Buffer.concat([Buffer.from(HEADER_LINE), records, footer]), { level: GZIP_LEVEL });
   }
-}
 
-export function encodeSegment(records: Iterable<SegmentRecord>): Uint8Array {
-  const builder = new SegmentBuilder();
-  for (const r of records) builder.add(r);
-  return builder.encode();
+  /** {@link encode}, for a caller of either format's writer. */
+  finish(): Promise<Uint8Array> {
+    return Promise.resolve(this.encode());
+  }
 }
 
 /**
- * Streams the records of a segment. The footer comes last, so a consumer sees records before
- * the checksum is verified; it must treat its output as unpublishable until the stream ends.
+ * Streams the records of a v1 segment, a batch per decompressed chunk. The footer comes last, so a
+ * consumer sees records before the checksum is verified; it must treat its output as unpublishable
+ * until the stream ends.
  */
-export async function* readSegment(key: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<SegmentRecord> {
+export async function* readGzipSegment(key: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<SegmentRecord[]> {
   const parser = new SegmentParser(key);
   const gunzip = createGunzip();
   const source = Readable.from(chunks);
   source.on('error', (err) => gunzip.destroy(err));
   try {
     for await (const chunk of source.pipe(gunzip) as AsyncIterable<Buffer>) {
-      // A batch is parsed before any of it is yielded: the parse is synchronous, the yields are not.
-      for (const record of parser.push(chunk)) yield record;
+      const records = parser.push(chunk);
+      if (records.length > 0) yield records;
     }
   } catch (err) {
     if (err instanceof SegmentCorruptError) throw err;

@@ -8,7 +8,7 @@ import { TypedError } from '../errors';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, type FamilyGroup, type NamespaceId } from '../keys';
 import { updateRoot } from '../protocol/root-io';
 import { addSegments, jsonRootCodec } from '../root';
-import { asSegmentRecord, encodeSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../segments';
+import { asSegmentRecord, DEFAULT_SEGMENT_FORMAT_VERSION, encodeSegment, SEGMENT_EXTENSION, type SegmentFormatVersion, type SegmentRecord } from '../segments';
 import type { ObjectStore } from '../store';
 
 /** The records handed to {@link writeInputSegment} cannot form a segment; nothing was written. */
@@ -54,6 +54,8 @@ export interface WriterOptions {
   readonly writerBudgetMs?: number;
   /** Monotonic milliseconds for the budget; `performance.now` unless a test brings its own. */
   readonly elapsedMs?: () => number;
+  /** The segment format to write; `DEFAULT_SEGMENT_FORMAT_VERSION` unless given (a compactor reads both). */
+  readonly segmentFormat?: SegmentFormatVersion;
 }
 
 /**
@@ -61,7 +63,7 @@ export interface WriterOptions {
  * format's own rule first, so the writer never stores what the next compaction would refuse (a
  * group stuck on a malformed record).
  */
-function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readonly SegmentRecord[]): Uint8Array {
+function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readonly SegmentRecord[], version: SegmentFormatVersion): Uint8Array {
   const refuse = (reason: string, recordIndex?: number) => new InvalidSegmentInputError(ns, group, reason, recordIndex);
   if (!Array.isArray(records) || records.length === 0) throw refuse('no records: an input segment holds at least one');
   const keyOf = (record: unknown): unknown => (typeof record === 'object' && record !== null ? (record as { key?: unknown }).key : undefined);
@@ -84,16 +86,16 @@ function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readon
     }
   }
   try {
-    return encodeSegment(order.map((i) => records[i]!));
+    return encodeSegment(order.map((i) => records[i]!), version);
   } catch (err) {
-    // The builder refuses a record whose line a reader would refuse (MAX_SEGMENT_LINE_BYTES).
+    // The builder refuses a record a reader would refuse (MAX_SEGMENT_LINE_BYTES, MAX_BLOCK_RECORD_BYTES).
     if (err instanceof RangeError) throw refuse(err.message);
     throw err;
   }
 }
 
 /**
- * Writes one input segment of the reference format (`.mseg`, records sorted by key here) and adds it
+ * Writes one input segment of the reference format (`.mseg` of `options.segmentFormat`, records sorted by key here) and adds it
  * to the group in the reference root (`root.json`); returns its key.
  * Ids and records are all checked before the first request: on refusal nothing is written.
  * Registration happens within the writer budget or never ({@link WriterBudgetExceededError}): the
@@ -109,7 +111,7 @@ export async function writeInputSegment(
 ): Promise<string> {
   const namespace = namespaceId(ns);
   const validGroup = familyGroup(group);
-  const bytes = encodeInputSegment(namespace, validGroup, records);
+  const bytes = encodeInputSegment(namespace, validGroup, records, options.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION);
   const budgetMs = options.writerBudgetMs ?? timingFromEnv().writerBudgetMs;
   const elapsedMs = options.elapsedMs ?? (() => performance.now());
   const key = inputSegmentKey(namespace, newSegmentId(), SEGMENT_EXTENSION);

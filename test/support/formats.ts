@@ -1,11 +1,11 @@
 /**
  * The formats the integration tests run over, as `describe.each(TEST_FORMATS)`: the reference
- * (`.mseg` segments, `root.json`: the worker's defaults) and the plug-in format of binary-format.ts
+ * (`.mseg` segments, `root.json`: the worker's defaults) writing segment format v1, and writing v2 and the plug-in format of binary-format.ts
  * (`.lpb` segments, a text root). A test written against a {@link TestFormat} makes the same
  * assertions on both, with one worker per format.
  */
 import { join } from 'node:path';
-import { jsonRootCodec, referenceCompactor, SEGMENT_EXTENSION, writeInputSegment, type CompactionProgress, type Compactor, type ObjectStore, type RootCodec, type SegmentRecord } from '../../src/index';
+import { jsonRootCodec, referenceCompactor, SEGMENT_EXTENSION, writeInputSegment, type CompactionProgress, type Compactor, type ObjectStore, type RootCodec, type SegmentFormatVersion, type SegmentRecord } from '../../src/index';
 import { BINARY_EXTENSION, binaryCompactor, decodeBinarySegment, sampleBinaryInputs, textRootCodec, writeBinaryInputs, type BinaryRecord } from './binary-format';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from './records';
 
@@ -24,6 +24,8 @@ export interface TestFormat {
   readonly workerEnv: Readonly<Record<string, string>>;
   /** The extension of its segment keys. */
   readonly extension: string;
+  /** For the reference format: the segment format version its compactor writes (checked on the outputs). */
+  readonly segmentFormat?: SegmentFormatVersion;
   /** How many of a job's outputs are stored, by the progress its compactor heartbeated; finished outputs are never rewritten. */
   outputsFinished(progress: unknown): number;
   /**
@@ -43,17 +45,39 @@ const fromSegmentRecord = (r: SegmentRecord): FormatRecord => ({ key: r.key, seq
 const toSegmentRecord = (r: BinaryRecord): SegmentRecord => (r.value === null ? { key: r.key, seq: r.seq, tombstone: true } : { key: r.key, seq: r.seq, value: r.value });
 
 export const referenceFormat: TestFormat = {
-  name: 'reference (.mseg, root.json)',
+  name: 'reference (.mseg v1, root.json)',
   plugins: { compactor: referenceCompactor, rootCodec: jsonRootCodec },
-  workerEnv: {},
+  workerEnv: { COMPACTION_SEGMENT_FORMAT: '1' },
   extension: SEGMENT_EXTENSION,
+  segmentFormat: 1,
   outputsFinished: (progress) => (progress as CompactionProgress).segmentsFinished,
   async writeInputs(store, ns, group, segments, perSegment, keySpace) {
     const inputs = makeInputs(segments, perSegment, keySpace);
-    return { keys: await writeInputs(store, ns, group, inputs), merge: referenceMerge(inputs).map(fromSegmentRecord) };
+    return { keys: await writeInputs(store, ns, group, inputs, [1]), merge: referenceMerge(inputs).map(fromSegmentRecord) };
   },
   readRecords: async (store, keys) => (await readRecords(store, keys)).map(fromSegmentRecord),
-  writeRecords: (store, ns, group, records) => writeInputSegment(store, ns, group, records.map(toSegmentRecord)),
+  writeRecords: (store, ns, group, records) => writeInputSegment(store, ns, group, records.map(toSegmentRecord), { segmentFormat: 1 }),
+};
+
+/** The reference compactor as a worker with `COMPACTION_SEGMENT_FORMAT=2` runs it: the setting reaches it in its limits. */
+const writingV2: Compactor = { compact: (attempt) => referenceCompactor.compact({ ...attempt, limits: { ...attempt.limits, segmentFormat: 2 } }) };
+
+/**
+ * The reference compactor writing segment format v2 over a namespace whose inputs alternate v1 and
+ * v2, as a v1 namespace has after its writer and compactor move to v2: every test over this format
+ * compacts v1 segments into v2 outputs and reads both.
+ */
+export const referenceV2Format: TestFormat = {
+  ...referenceFormat,
+  name: 'reference (.mseg v2, from v1 and v2 inputs, root.json)',
+  plugins: { compactor: writingV2, rootCodec: jsonRootCodec },
+  workerEnv: { COMPACTION_SEGMENT_FORMAT: '2' },
+  segmentFormat: 2,
+  async writeInputs(store, ns, group, segments, perSegment, keySpace) {
+    const inputs = makeInputs(segments, perSegment, keySpace);
+    return { keys: await writeInputs(store, ns, group, inputs, [1, 2]), merge: referenceMerge(inputs).map(fromSegmentRecord) };
+  },
+  writeRecords: (store, ns, group, records) => writeInputSegment(store, ns, group, records.map(toSegmentRecord), { segmentFormat: 2 }),
 };
 
 export const binaryFormat: TestFormat = {
@@ -76,4 +100,4 @@ export const binaryFormat: TestFormat = {
   writeRecords: async (store, ns, group, records) => (await writeBinaryInputs(store, ns, group, [records]))[0]!,
 };
 
-export const TEST_FORMATS: readonly TestFormat[] = [referenceFormat, binaryFormat];
+export const TEST_FORMATS: readonly TestFormat[] = [referenceFormat, referenceV2Format, binaryFormat];

@@ -2,7 +2,7 @@
 import { familyGroup, namespaceId } from '../../src/keys';
 import { readRoot } from '../../src/protocol';
 import { groupSegments, jsonRootCodec } from '../../src/root';
-import { readSegment, type SegmentRecord } from '../../src/segments';
+import { readSegment, type SegmentFormatVersion, type SegmentRecord } from '../../src/segments';
 import type { ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
 
@@ -19,9 +19,10 @@ export function makeInputs(segments: number, recordsPerSegment: number, keySpace
   });
 }
 
-export async function writeInputs(store: ObjectStore, ns: string, group: string, inputs: SegmentRecord[][]): Promise<string[]> {
+/** Writes `inputs` as segments of `group`, the `i`-th in `formats[i % formats.length]` (the writer's default format when none is given). */
+export async function writeInputs(store: ObjectStore, ns: string, group: string, inputs: SegmentRecord[][], formats: readonly SegmentFormatVersion[] = []): Promise<string[]> {
   const keys: string[] = [];
-  for (const records of inputs) keys.push(await writeInputSegment(store, ns, group, records));
+  for (const [i, records] of inputs.entries()) keys.push(await writeInputSegment(store, ns, group, records, { segmentFormat: formats[i % formats.length] }));
   return keys;
 }
 

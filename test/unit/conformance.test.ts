@@ -41,6 +41,21 @@ describe('checkFormat', () => {
     expect(passed).toHaveLength(7);
   });
 
+  it('the reference compactor writing segment format v2, over v1 and v2 inputs and through intermediate runs, passes every check', async () => {
+    const passed = await checkFormat({
+      compactor: referenceCompactor,
+      rootCodec: jsonRootCodec,
+      limits: { targetSegmentBytes: 4096, maxFanIn: 2, segmentFormat: 2 },
+      writeInputs: async (store, ns, group) => {
+        for (let s = 0; s < 3; s++) {
+          const records = Array.from({ length: 300 }, (_, i) => ({ key: `k/${String(i * (s + 1)).padStart(5, '0')}`, seq: s * 1000 + i, value: `v${s}.${i}` }));
+          await writeInputSegment(store, ns, group, records, { segmentFormat: s % 2 === 0 ? 1 : 2 });
+        }
+      },
+    });
+    expect(passed).toHaveLength(7);
+  });
+
   it('the binary segments and text root written against the public API pass every check', async () => {
     expect(await checkFormat(binary)).toHaveLength(7);
   });

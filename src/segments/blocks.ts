@@ -1,0 +1,475 @@
+/**
+ * Segment format v2: records in blocks, each compressed with zstd and checksummed, and a block index
+ * at the end so a reader holding the bytes seeks to a key's block. Layout (integers big-endian):
+ *
+ *     header  "MSEG" 00 00 00 02
+ *     block*  'B' u32 compressed length, u32 raw length, u32 record count, u32 CRC-32, zstd frame
+ *     index   'I' u32 index length, u32 CRC-32 of the index, index
+ *     trailer u64 offset of the index frame, "MSEG-END"
+ *
+ * A block's CRC-32 covers its raw length, record count and compressed bytes. Its raw records, sorted
+ * strictly by key (as JavaScript strings, like v1): varint key length, key (UTF-8), varint seq, a flag
+ * byte (0 a value, 1 a tombstone), and for a value a varint length and the value (UTF-8). The index:
+ * varint block count, then per block its varint offset, varint record count, and its first and last
+ * keys (varint length, UTF-8). Varints are unsigned LEB128 up to 2^53.
+ */
+import { promisify } from 'node:util';
+import { constants, crc32, zstdCompress, zstdCompressSync, zstdDecompress, zstdDecompressSync, type ZstdOptions } from 'node:zlib';
+import { SegmentCorruptError, type SegmentRecord } from './format';
+
+const BLOCK_HEADER = Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]);
+const TRAILER_MAGIC = Buffer.from('MSEG-END');
+const TRAILER_BYTES = 16;
+const BLOCK_TAG = 0x42;
+const INDEX_TAG = 0x49;
+const FRAME_HEAD_BYTES = 17;
+const INDEX_HEAD_BYTES = 9;
+
+/** Raw bytes at which the writer closes a block: small enough that a lookup decompresses little, large enough that zstd finds its matches. */
+const BLOCK_TARGET_BYTES = 128 * 1024;
+
+/**
+ * The most raw bytes of one record (key and value, UTF-8): the bound of v1's line, so a record fits
+ * either format. A block is closed at {@link BLOCK_TARGET_BYTES}, so it holds at most this much more.
+ */
+export const MAX_BLOCK_RECORD_BYTES = 1 << 20;
+
+/** The most raw bytes a reader accepts in one block (and its index): its memory stays bounded whatever an input claims. */
+const MAX_BLOCK_BYTES = BLOCK_TARGET_BYTES + MAX_BLOCK_RECORD_BYTES + 64;
+const MAX_INDEX_BYTES = 64 << 20;
+
+/** zstd level of written blocks: in 128 KiB blocks level 1 made smaller output than level 3 on both benchmark shapes (`bench/compaction.ts --phases gzip-levels`, docs/performance.md). */
+const ZSTD_LEVEL = 1;
+
+/** Whether `bytes` (at least the first of them) start like a v2 segment, not v1 (gzip: 1f 8b); the v2 reader checks the rest of the header. */
+export const isBlockSegment = (bytes: Uint8Array): boolean => bytes[0] === BLOCK_HEADER[0];
+
+interface BlockEntry {
+  readonly offset: number;
+  readonly count: number;
+  readonly firstKey: string;
+  readonly lastKey: string;
+}
+
+/** A closed block: its raw records, and their compression when it runs in the background. */
+interface ClosedBlock {
+  readonly count: number;
+  readonly firstKey: string;
+  readonly lastKey: string;
+  readonly raw: Buffer;
+  readonly compressed: Promise<Buffer> | undefined;
+}
+
+const ZSTD_OPTIONS = { params: { [constants.ZSTD_c_compressionLevel]: ZSTD_LEVEL } };
+const zstdCompressAsync = promisify(zstdCompress) as (raw: Buffer, options: ZstdOptions) => Promise<Buffer>;
+const zstdDecompressAsync = promisify(zstdDecompress) as (compressed: Buffer, options: ZstdOptions) => Promise<Buffer>;
+
+/**
+ * Builds one v2 segment in memory, block by block; the same interface as the v1 `SegmentBuilder`.
+ * With `background`, each block is compressed on libuv's thread pool as soon as it closes (other
+ * cores, while this thread goes on filling the next block), and {@link finish} waits for them.
+ */
+export class BlockSegmentBuilder {
+  private readonly blocks: ClosedBlock[] = [];
+  private raw = Buffer.allocUnsafe(BLOCK_TARGET_BYTES + 1024);
+  private rawBytes = 0;
+  private blockCount = 0;
+  private blockFirst: string | null = null;
+  private bytes = 0;
+  private records = 0;
+  private first: string | null = null;
+  private last: string | null = null;
+
+  constructor(private readonly options: { readonly background?: boolean } = {}) {}
+
+  /** Raw bytes of the records so far: the measure of the target segment size. */
+  get size(): number {
+    return this.bytes;
+  }
+  get count(): number {
+    return this.records;
+  }
+  get firstKey(): string | null {
+    return this.first;
+  }
+  get lastKey(): string | null {
+    return this.last;
+  }
+
+  add(record: SegmentRecord): void {
+    const key = record.key;
+    if (this.last !== null && !(key > this.last)) throw new Error(`records must be added in strictly ascending key order: ${key} after ${this.last}`);
+    const value = 'tombstone' in record ? undefined : record.value;
+    const keyBytes = Buffer.byteLength(key);
+    const valueBytes = value === undefined ? 0 : Buffer.byteLength(value);
+    if (keyBytes + valueBytes > MAX_BLOCK_RECORD_BYTES) {
+      throw new RangeError(`record ${JSON.stringify(key.slice(0, 100))} is ${keyBytes + valueBytes} bytes of key and value, more than a segment allows (${MAX_BLOCK_RECORD_BYTES})`);
+    }
+    const need = keyBytes + valueBytes + 30;
+    if (this.rawBytes + need > this.raw.length) {
+      const grown = Buffer.allocUnsafe(Math.max(this.raw.length * 2, this.rawBytes + need));
+      this.raw.copy(grown, 0, 0, this.rawBytes);
+      this.raw = grown;
+    }
+    const raw = this.raw;
+    const start = this.rawBytes;
+    let at = writeVarint(raw, start, keyBytes);
+    at += raw.write(key, at, 'utf8');
+    at = writeVarint(raw, at, record.seq);
+    if (value === undefined) {
+      raw[at++] = 1;
+    } else {
+      raw[at++] = 0;
+      at = writeVarint(raw, at, valueBytes);
+      at += raw.write(value, at, 'utf8');
+    }
+    this.rawBytes = at;
+    this.bytes += at - start;
+    this.blockCount++;
+    this.records++;
+    this.blockFirst ??= key;
+    this.first ??= key;
+    this.last = key;
+    if (this.rawBytes >= BLOCK_TARGET_BYTES) this.closeBlock();
+  }
+
+  /** The segment's bytes, compressing here (on this thread) every block not yet compressed. */
+  encode(): Uint8Array {
+    if (this.blockCount > 0) this.closeBlock();
+    return this.assemble(this.blocks.map((block) => zstdCompressSync(block.raw, ZSTD_OPTIONS)));
+  }
+
+  /** The segment's bytes once every block's compression (in the background, when so built) is done. */
+  async finish(): Promise<Uint8Array> {
+    if (this.blockCount > 0) this.closeBlock();
+    return this.assemble(await Promise.all(this.blocks.map((block) => block.compressed ?? zstdCompressSync(block.raw, ZSTD_OPTIONS))));
+  }
+
+  private closeBlock(): void {
+    // The block's own copy: the builder's buffer fills the next block while this one is compressed.
+    const raw = Buffer.from(this.raw.subarray(0, this.rawBytes));
+    const block: ClosedBlock = { count: this.blockCount, firstKey: this.blockFirst!, lastKey: this.last!, raw, compressed: this.options.background ? zstdCompressAsync(raw, ZSTD_OPTIONS) : undefined };
+    // Handled here so a segment abandoned before finish() leaves no unhandled rejection; finish() still sees the failure.
+    block.compressed?.catch(() => undefined);
+    this.blocks.push(block);
+    this.rawBytes = 0;
+    this.blockCount = 0;
+    this.blockFirst = null;
+  }
+
+  private assemble(compressed: readonly Buffer[]): Buffer {
+    const parts: Buffer[] = [BLOCK_HEADER];
+    const entries: BlockEntry[] = [];
+    let offset = BLOCK_HEADER.length;
+    compressed.forEach((bytes, i) => {
+      const { count, firstKey, lastKey } = this.blocks[i]!;
+      const head = Buffer.allocUnsafe(FRAME_HEAD_BYTES);
+      head[0] = BLOCK_TAG;
+      head.writeUInt32BE(bytes.length, 1);
+      head.writeUInt32BE(this.blocks[i]!.raw.length, 5);
+      head.writeUInt32BE(count, 9);
+      head.writeUInt32BE(crc32(bytes, crc32(head.subarray(5, 13))), 13);
+      entries.push({ offset, count, firstKey, lastKey });
+      parts.push(head, bytes);
+      offset += head.length + bytes.length;
+    });
+    const index = encodeIndex(entries);
+    const head = Buffer.allocUnsafe(INDEX_HEAD_BYTES);
+    head[0] = INDEX_TAG;
+    head.writeUInt32BE(index.length, 1);
+    head.writeUInt32BE(crc32(index), 5);
+    const trailer = Buffer.allocUnsafe(TRAILER_BYTES);
+    trailer.writeBigUInt64BE(BigInt(offset), 0);
+    TRAILER_MAGIC.copy(trailer, 8);
+    return Buffer.concat([...parts, head, index, trailer]);
+  }
+}
+
+function writeVarint(buf: Buffer, at: number, n: number): number {
+  while (n >= 0x80) {
+    buf[at++] = (n % 0x80) | 0x80;
+    n = Math.floor(n / 0x80);
+  }
+  buf[at++] = n;
+  return at;
+}
+
+function encodeIndex(entries: readonly BlockEntry[]): Buffer {
+  const parts: Buffer[] = [];
+  const varint = (n: number) => {
+    const b = Buffer.allocUnsafe(8);
+    parts.push(b.subarray(0, writeVarint(b, 0, n)));
+  };
+  const text = (s: string) => {
+    const b = Buffer.from(s);
+    varint(b.length);
+    parts.push(b);
+  };
+  varint(entries.length);
+  for (const e of entries) {
+    varint(e.offset);
+    varint(e.count);
+    text(e.firstKey);
+    text(e.lastKey);
+  }
+  return Buffer.concat(parts);
+}
+
+/** Reads fields of a buffer in order; any read past `end` is corruption, named by `corrupt`. */
+class Cursor {
+  at: number;
+  constructor(
+    readonly buf: Buffer,
+    start: number,
+    readonly end: number,
+    private readonly corrupt: (reason: string) => SegmentCorruptError,
+    private readonly what: string,
+  ) {
+    this.at = start;
+  }
+
+  varint(): number {
+    const buf = this.buf;
+    let n = 0;
+    let scale = 1;
+    for (;;) {
+      if (this.at >= this.end || scale > 2 ** 49) throw this.corrupt(`${this.what} is malformed`);
+      const byte = buf[this.at++]!;
+      n += (byte & 0x7f) * scale;
+      if (byte < 0x80) return n;
+      scale *= 0x80;
+    }
+  }
+
+  text(): string {
+    const length = this.varint();
+    const start = this.at;
+    if (length > this.end - start) throw this.corrupt(`${this.what} is malformed`);
+    this.at = start + length;
+    return this.buf.toString('utf8', start, this.at);
+  }
+
+  byte(): number {
+    if (this.at >= this.end) throw this.corrupt(`${this.what} is malformed`);
+    return this.buf[this.at++]!;
+  }
+}
+
+/** A block frame's head and compressed bytes, checked against its CRC-32 and the block bound: what may be decompressed. */
+function checkedFrame(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, compressed: Buffer, number: number): ZstdOptions {
+  const rawLength = head.readUInt32BE(5);
+  if (crc32(compressed, crc32(head.subarray(5, 13))) !== head.readUInt32BE(13)) throw corrupt(`block ${number} does not match its checksum`);
+  if (rawLength > MAX_BLOCK_BYTES) throw corrupt(`block ${number} claims ${rawLength} bytes, more than a block may hold`);
+  return { maxOutputLength: Math.max(rawLength, 1) };
+}
+
+/** Decompresses a checked frame on this thread. */
+function inflateBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, compressed: Buffer, number: number): Buffer {
+  const options = checkedFrame(corrupt, head, compressed, number);
+  try {
+    return zstdDecompressSync(compressed, options);
+  } catch (err) {
+    throw corrupt(`block ${number} is not zstd: ${(err as Error).message}`);
+  }
+}
+
+/** Decompresses a checked frame on libuv's thread pool. */
+async function inflateBlockInBackground(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, compressed: Buffer, number: number): Promise<Buffer> {
+  const options = checkedFrame(corrupt, head, compressed, number);
+  try {
+    return await zstdDecompressAsync(compressed, options);
+  } catch (err) {
+    throw corrupt(`block ${number} is not zstd: ${(err as Error).message}`);
+  }
+}
+
+/** The records of a block's raw bytes, checked: the length its head gave, keys sorted strictly after `after`, nothing left over. */
+function parseBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, raw: Buffer, after: string | null, number: number): SegmentRecord[] {
+  const count = head.readUInt32BE(9);
+  if (raw.length !== head.readUInt32BE(5)) throw corrupt(`block ${number} decompresses to ${raw.length} bytes, not ${head.readUInt32BE(5)}`);
+  const cursor = new Cursor(raw, 0, raw.length, corrupt, `block ${number}`);
+  const records: SegmentRecord[] = new Array<SegmentRecord>(count);
+  let last = after;
+  for (let i = 0; i < count; i++) {
+    const key = cursor.text();
+    const seq = cursor.varint();
+    const flag = cursor.byte();
+    if (key === '' || !Number.isSafeInteger(seq) || flag > 1) throw corrupt(`block ${number} record ${i + 1} is malformed`);
+    if (last !== null && !(key > last)) throw corrupt(`keys out of order at ${JSON.stringify(key)}`);
+    records[i] = flag === 1 ? { key, seq, tombstone: true } : { key, seq, value: cursor.text() };
+    last = key;
+  }
+  if (cursor.at !== raw.length) throw corrupt(`block ${number} holds more than its ${count} records`);
+  return records;
+}
+
+/**
+ * Reads a v2 segment from its chunks, block by block: each block's records are yielded once its
+ * checksum has passed, and the index at the end must describe the blocks read (a truncated or
+ * spliced segment fails there). A block is decompressed on libuv's thread pool while the one before
+ * it is consumed. Memory: two blocks and the index.
+ */
+export async function* readBlockSegment(key: string, chunks: AsyncIterator<Uint8Array>, first: Uint8Array): AsyncGenerator<SegmentRecord[]> {
+  const corrupt = (reason: string) => new SegmentCorruptError(key, reason);
+  const queue = new ByteQueue(first);
+  let done = false;
+  /** Makes `n` bytes available, or returns false at the end of the stream. */
+  const fill = async (n: number): Promise<boolean> => {
+    while (queue.length < n) {
+      if (done) return false;
+      const next = await chunks.next();
+      if (next.done) done = true;
+      else queue.push(next.value);
+    }
+    return true;
+  };
+  const need = async (n: number, what: string) => {
+    if (!(await fill(n))) throw corrupt(`truncated in ${what}`);
+  };
+  await need(BLOCK_HEADER.length, 'the header');
+  if (!BLOCK_HEADER.equals(queue.take(BLOCK_HEADER.length))) throw corrupt('missing or unknown header');
+  const seen: BlockEntry[] = [];
+  let offset = BLOCK_HEADER.length;
+  let last: string | null = null;
+  /** The block read before the current one, decompressing in the background while the next is read and the consumer works. */
+  let pending: { head: Buffer; raw: Promise<Buffer> } | undefined;
+  const parsePending = async (): Promise<SegmentRecord[]> => {
+    const { head, raw } = pending!;
+    pending = undefined;
+    const number = seen.length + 1;
+    const records = parseBlock(corrupt, head, await raw, last, number);
+    if (records.length === 0) throw corrupt(`block ${number} is empty`);
+    last = records[records.length - 1]!.key;
+    seen.push({ offset, count: records.length, firstKey: records[0]!.key, lastKey: last });
+    offset += FRAME_HEAD_BYTES + head.readUInt32BE(1);
+    return records;
+  };
+  for (;;) {
+    await need(1, 'a frame');
+    const tag = queue.peekByte();
+    if (tag === INDEX_TAG) break;
+    const number = seen.length + (pending ? 2 : 1);
+    if (tag !== BLOCK_TAG) throw corrupt(`unknown frame after block ${number - 1}`);
+    await need(FRAME_HEAD_BYTES, `block ${number}`);
+    const head = queue.take(FRAME_HEAD_BYTES);
+    const length = head.readUInt32BE(1);
+    if (length > MAX_BLOCK_BYTES + 1024) throw corrupt(`block ${number} claims ${length} compressed bytes, more than a block may hold`);
+    await need(length, `block ${number}`);
+    const raw = inflateBlockInBackground(corrupt, head, queue.take(length), number);
+    // Handled here too: a reader stopped early leaves this block's failure to nobody.
+    raw.catch(() => undefined);
+    const ready = pending ? await parsePending() : undefined;
+    pending = { head, raw };
+    if (ready) yield ready;
+  }
+  if (pending) yield await parsePending();
+  await need(INDEX_HEAD_BYTES, 'the index');
+  const head = queue.take(INDEX_HEAD_BYTES);
+  const indexLength = head.readUInt32BE(1);
+  if (indexLength > MAX_INDEX_BYTES) throw corrupt('the index is longer than a segment may hold');
+  await need(indexLength + TRAILER_BYTES, 'the index');
+  const index = queue.take(indexLength);
+  if (crc32(index) !== head.readUInt32BE(5)) throw corrupt('the index does not match its checksum');
+  const trailer = queue.take(TRAILER_BYTES);
+  if (!TRAILER_MAGIC.equals(trailer.subarray(8)) || Number(trailer.readBigUInt64BE(0)) !== offset) throw corrupt('the trailer is malformed');
+  if (queue.length > 0 || (await fill(1))) throw corrupt('data after the trailer');
+  const entries = decodeIndex(corrupt, index, 0, index.length);
+  const same = entries.length === seen.length && entries.every((e, i) => e.offset === seen[i]!.offset && e.count === seen[i]!.count && e.firstKey === seen[i]!.firstKey && e.lastKey === seen[i]!.lastKey);
+  if (!same) throw corrupt('the index does not describe the blocks');
+}
+
+function decodeIndex(corrupt: (reason: string) => SegmentCorruptError, buf: Buffer, start: number, end: number): BlockEntry[] {
+  const cursor = new Cursor(buf, start, end, corrupt, 'the index');
+  const count = cursor.varint();
+  if (count > end - start) throw corrupt('the index is malformed');
+  const entries: BlockEntry[] = [];
+  for (let i = 0; i < count; i++) entries.push({ offset: cursor.varint(), count: cursor.varint(), firstKey: cursor.text(), lastKey: cursor.text() });
+  if (cursor.at !== end) throw corrupt('the index is malformed');
+  return entries;
+}
+
+/**
+ * The record of `wanted` in the whole v2 segment `bytes`, or undefined: the trailer leads to the
+ * index, whose checksum is verified, and a binary search of it to the one block that may hold the
+ * key; that block is verified and decoded, no other is read.
+ */
+export function lookupInBlockSegment(key: string, bytes: Uint8Array, wanted: string): SegmentRecord | undefined {
+  const corrupt = (reason: string) => new SegmentCorruptError(key, reason);
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (!BLOCK_HEADER.equals(buf.subarray(0, BLOCK_HEADER.length)) || buf.length < BLOCK_HEADER.length + INDEX_HEAD_BYTES + TRAILER_BYTES) throw corrupt('missing or unknown header');
+  const trailer = buf.subarray(buf.length - TRAILER_BYTES);
+  const indexAt = Number(trailer.readBigUInt64BE(0));
+  if (!TRAILER_MAGIC.equals(trailer.subarray(8)) || indexAt < BLOCK_HEADER.length || indexAt + INDEX_HEAD_BYTES > buf.length - TRAILER_BYTES || buf[indexAt] !== INDEX_TAG) throw corrupt('the trailer is malformed');
+  const indexLength = buf.readUInt32BE(indexAt + 1);
+  const indexStart = indexAt + INDEX_HEAD_BYTES;
+  if (indexStart + indexLength !== buf.length - TRAILER_BYTES) throw corrupt('the trailer is malformed');
+  if (crc32(buf.subarray(indexStart, indexStart + indexLength)) !== buf.readUInt32BE(indexAt + 5)) throw corrupt('the index does not match its checksum');
+  const entries = decodeIndex(corrupt, buf, indexStart, indexStart + indexLength);
+  // The first block whose last key is not before the wanted one: the only block that may hold it.
+  let lo = 0;
+  let hi = entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (entries[mid]!.lastKey < wanted) lo = mid + 1;
+    else hi = mid;
+  }
+  const entry = entries[lo];
+  if (entry === undefined || wanted < entry.firstKey) return undefined;
+  const at = entry.offset;
+  if (at + FRAME_HEAD_BYTES > indexAt || buf[at] !== BLOCK_TAG) throw corrupt(`block ${lo + 1} is not where the index says`);
+  const head = buf.subarray(at, at + FRAME_HEAD_BYTES);
+  const length = head.readUInt32BE(1);
+  if (at + FRAME_HEAD_BYTES + length > indexAt) throw corrupt(`block ${lo + 1} is not where the index says`);
+  const records = parseBlock(corrupt, head, inflateBlock(corrupt, head, buf.subarray(at + FRAME_HEAD_BYTES, at + FRAME_HEAD_BYTES + length), lo + 1), null, lo + 1);
+  if (records.length !== entry.count || records[0]?.key !== entry.firstKey || records[records.length - 1]?.key !== entry.lastKey) throw corrupt('the index does not describe the blocks');
+  return records.find((r) => r.key === wanted);
+}
+
+/** Chunks of a stream, taken from the front in byte counts: a take within one chunk shares its memory, one across chunks copies. */
+class ByteQueue {
+  private chunks: Buffer[] = [];
+  private head = 0;
+  length = 0;
+
+  constructor(first: Uint8Array) {
+    this.push(first);
+  }
+
+  push(chunk: Uint8Array): void {
+    if (chunk.length === 0) return;
+    this.chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    this.length += chunk.length;
+  }
+
+  peekByte(): number {
+    return this.chunks[0]![this.head]!;
+  }
+
+  take(n: number): Buffer {
+    if (n === 0) return Buffer.alloc(0);
+    const first = this.chunks[0]!;
+    this.length -= n;
+    if (first.length - this.head >= n) {
+      const out = first.subarray(this.head, this.head + n);
+      this.head += n;
+      if (this.head === first.length) {
+        this.chunks.shift();
+        this.head = 0;
+      }
+      return out;
+    }
+    const out = Buffer.allocUnsafe(n);
+    let filled = 0;
+    while (filled < n) {
+      const chunk = this.chunks[0]!;
+      const copied = chunk.copy(out, filled, this.head, Math.min(chunk.length, this.head + n - filled));
+      filled += copied;
+      this.head += copied;
+      if (this.head === chunk.length) {
+        this.chunks.shift();
+        this.head = 0;
+      }
+    }
+    return out;
+  }
+}
