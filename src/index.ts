@@ -8,7 +8,7 @@
  */
 
 /** Every error of the package: its Temporal failure type, and whether a retry can help. */
-export { TypedError } from './errors';
+export { FAILURE_TYPES, NON_RETRYABLE_FAILURE_TYPES, TypedError, type FailureType } from './errors';
 
 // Ids and keys: the key grammar of the store's layout (docs/protocol.md).
 export {
@@ -24,12 +24,16 @@ export {
   namespacePrefix,
   newJobId,
   newSegmentId,
+  passId,
+  passManifestPrefix,
   rootKey,
   segmentId,
   stagedSegmentKey,
+  type Brand,
   type FamilyGroup,
   type MetadataCompactionId,
   type NamespaceId,
+  type PassId,
   type RandomFill,
   type SegmentId,
 } from './keys';
@@ -79,7 +83,9 @@ export {
   type WorkerCheckOptions,
 } from './client/workers';
 export type { CompactionInput, CompactionOutcomeName, CompactionPhase, CompactionResult, LeaseView } from './workflows/compaction';
-export type { GcInput, GcOptions, GcPassReport } from './workflows/gc';
+export type { GcInput, GcOptions, GcPassReport, PassSetup } from './workflows/gc';
+export type { PassRules } from './protocol/rules';
+export type { ActivitySettings } from './workflows/activity-options';
 export type { CorruptLease, GcReport, GcTotals, NamespaceRootProblem } from './protocol/collector-report';
 export type { RootProblem } from './protocol/collector';
 /** The workflow functions, as types: `client.workflow.start<typeof gcWorkflow>('gcWorkflow', …)`; workers load them from `WORKFLOWS_PATH`. */
@@ -163,13 +169,16 @@ export { readRoot, readRootIfAny, RootMissingError, updateRoot, type ReadRoot, t
 
 // Segments: the reference format, its writer and its readers (docs/formats.md, docs/readers.md).
 export { MAX_SEGMENT_LINE_BYTES, SEGMENT_EXTENSION, SegmentCorruptError, type SegmentRecord } from './segments/format';
+export { DEFAULT_SEGMENT_FORMAT_VERSION, SEGMENT_FORMAT_VERSIONS, type SegmentFormatVersion } from './segments/versions';
 export { writeInputSegment, WriterBudgetExceededError, type WriterOptions } from './writer';
 export { lookupRecord, readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupSnapshot, type LiveRecord } from './reader';
 
 // A format's compactor (docs/plugins.md) and the conformance kit.
 export {
+  CompactorRuleError,
   MAX_PROGRESS_BYTES,
   OutputMissingError,
+  PROGRESS_VERSION,
   OutsideJobPrefixError,
   ProgressMismatchError,
   ProgressRefusedError,
@@ -182,7 +191,15 @@ export {
   type CompactionProgress,
   type Compactor,
   type MergeLimits,
+  type ProgressVersion,
   type StagedStore,
 } from './compactor';
 export type { JobRef } from './protocol/lease-read';
+export { InputManifestUnreadableError, readInputManifest, type InputManifest, type InputManifestRef } from './protocol/input-manifest';
+
+// What the collector deleted and why: each pass's deletion manifests (docs/operations.md).
+export type { DeletionEvidence, DeletionRule, LeaseFacts, ManifestLine } from './protocol/manifest';
+export type { LeaseStatus } from './lease/state';
+export { listGcPasses, readPassManifest, showGcPass, whyDeleted, type DeletionFound, type ManifestPart, type PassSummary } from './protocol/manifest-read';
+export { dryRunStore, type RecordedWrite } from './store/dry-run';
 export { checkFormat, FormatCheckError, type FormatUnderTest } from './conformance';

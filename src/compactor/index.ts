@@ -18,7 +18,7 @@ const BACKGROUND = { background: true } as const;
  */
 export interface CompactionProgress {
   /** This compactor's progress format: a resume of another version (or another compactor) is refused, never read as a position. */
-  readonly version: (typeof RESUMABLE_PROGRESS_VERSIONS)[number];
+  readonly version: ProgressVersion;
   readonly segmentsFinished: number;
   /** Last key of the last finished segment: a resumed attempt skips every key up to it. */
   readonly lastKey: string | null;
@@ -37,8 +37,9 @@ export interface CompactionProgress {
  */
 export const PROGRESS_VERSION = 2;
 
-/** Progress this compactor resumes: its own, and version 1's, whose runs are v1 segments (read as such). */
-const RESUMABLE_PROGRESS_VERSIONS = [1, PROGRESS_VERSION] as const;
+/** A progress version this compactor resumes: its own, and version 1's, whose runs are v1 segments (read as such). */
+export type ProgressVersion = 1 | typeof PROGRESS_VERSION;
+const RESUMABLE_PROGRESS_VERSIONS: readonly ProgressVersion[] = [1, PROGRESS_VERSION];
 
 /** Intermediate runs never leave the job, so they are always written in the fast format. */
 const RUN_FORMAT = 2;
@@ -210,6 +211,7 @@ export { MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, type Failure
 export { waitingCompactor } from './waiting';
 export {
   attemptWrites,
+  CompactorRuleError,
   checkOutputsExist,
   checkProgress,
   checkStagedKeys,

@@ -45,7 +45,7 @@ export function stagedOutputKey(job: JobRef, name: string, extension: string): s
 }
 
 /** A compactor broke a rule the worker enforces on it, with `key`: a plug-in's bug, which no retry fixes. */
-abstract class CompactorRuleError extends TypedError {
+export abstract class CompactorRuleError extends TypedError {
   constructor(
     readonly key: string,
     readonly job: JobRef,

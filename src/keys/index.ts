@@ -6,7 +6,7 @@
 import { quoted, TypedError } from '../errors';
 
 declare const brand: unique symbol;
-type Brand<T, B extends string> = T & { readonly [brand]: B };
+export type Brand<T, B extends string> = T & { readonly [brand]: B };
 
 /** Tenant of the metadata service; 1–63 of `[a-z0-9_-]`, starting with a letter or digit. */
 export type NamespaceId = Brand<string, 'NamespaceId'>;

@@ -76,7 +76,7 @@ export interface GcOptions {
 }
 
 /** What a pass takes from its first worker, once: its rules, and the activity timeouts. */
-interface PassSetup {
+export interface PassSetup {
   readonly rules: PassRules;
   readonly namespaceConcurrency: number;
   readonly timeouts: ActivitySettings;
