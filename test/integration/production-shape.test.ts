@@ -225,10 +225,11 @@ describe('production-shape compaction on MinIO', () => {
       // Each full output segment took longer than one operation deadline to write over the link.
       for (const key of result.outputs.slice(0, -1)) expect(stagedAfter.get(key)!.size).toBeGreaterThan((LINK.upload * OPERATION_DEADLINE_MS) / 1000);
 
-      // The root references exactly the outputs; the job's prefix holds them, the tombstone segments and the runs, and the workers wrote nothing outside it but the root.
+      // The root references exactly the outputs; the job's prefix holds them, the tombstone segments, the runs and the job's input
+      // manifest, and the workers wrote nothing outside it but the root.
       const { root } = await readRoot(fixture.store, nsId, jsonRootCodec);
       expect(groupSegments(root, familyGroup('inodes'))).toEqual(result.outputs);
-      expect([...stagedAfter.keys()].sort()).toEqual([...result.outputs, ...result.tombstones, ...runParts].sort());
+      expect([...stagedAfter.keys()].sort()).toEqual([...result.outputs, ...result.tombstones, ...runParts, result.inputManifest].sort());
       expect(writes.filter((w) => !w.key.startsWith(prefix) && w.key !== rootKey(nsId)).map((w) => `${w.method} ${w.key}`)).toEqual([]);
 
       from = performance.now();

@@ -7,7 +7,7 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { describeGcSchedule, ensureGcSchedule, startCompaction, triggerGcPass } from '../../src/client';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer, type TemporalDevServer } from '../../src/devservers';
-import { jobId, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
+import { isInputManifestKeyOf, jobId, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
 import { readRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { decodeLease, isLeaseLive } from '../../src/lease';
@@ -61,6 +61,8 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     const plain = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: worker.taskQueue });
     published = { workflowId: plain.workflowId, runId: plain.firstExecutionRunId, result: await plain.result() };
     expect(published.result.outcome).toBe('published');
+    // Its input manifest, written before it published, is a staged object no root names.
+    const publishedAt = Date.now();
 
     // The next job stalls before it reads, and none of its lease refreshes reaches the store: its lease expires.
     await writeInputs(fixture.store, ns, 'bindings', makeInputs(3, 300));
@@ -78,7 +80,7 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
       const stored = await fixture.store.get(leaseKey(ref.namespaceId, ref.jobId)).catch(() => undefined);
       return stored !== undefined && !isLeaseLive(decodeLease(stored.body, ref), Date.now(), settings.timing.leaseExpiryMs);
     }, poll);
-    await new Promise((r) => setTimeout(r, Math.max(0, orphanWritten + settings.timing.stagingGraceMs + 500 - Date.now())));
+    await new Promise((r) => setTimeout(r, Math.max(0, Math.max(orphanWritten, publishedAt) + settings.timing.stagingGraceMs + 500 - Date.now())));
     // And past the reader grace of the inputs the published job retired, so the pass reclaims them too (spec 6a).
     const retiredAt = Math.max(...((await readRoot(fixture.store, namespaceId(ns), jsonRootCodec)).root.retired ?? []).map((r) => r.retired_at_ms));
     await new Promise((r) => setTimeout(r, Math.max(0, retiredAt + settings.timing.readerGraceMs + 500 - Date.now())));
@@ -89,9 +91,11 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     const started = await vi.waitUntil(async () => (await describeGcSchedule(client, { scheduleId })).info.recentActions[0]?.action.workflow, poll);
     const report = await client.workflow.getHandle<() => Promise<GcReport>>(started.workflowId, started.firstExecutionRunId).result();
     pass = { workflowId: started.workflowId, runId: started.firstExecutionRunId, report };
-    // Both jobs' leases had expired: the published one's and the stalled one's; the orphan, the three retired inputs and the
-    // published job's unnamed tombstone segments (written before its inputs were retired, so past the grace) went.
-    expect(report.totals).toMatchObject({ claimed: 2, orphaned: 1, objectsDeleted: 4 + published.result.tombstones.length, retiredDeleted: 3 });
+    // Both jobs' leases had expired: the published one's and the stalled one's; the orphan, the three retired inputs, the
+    // published job's unnamed tombstone segments (written before its inputs were retired, so past the grace) and its input
+    // manifest went, and the stalled job's input manifest if it was past the staging grace too.
+    const stalledManifestGone = !(await fixture.store.list({ prefix: jobPrefix(ref.namespaceId, ref.jobId) })).objects.some((o) => isInputManifestKeyOf(ref.namespaceId, ref.jobId, o.key));
+    expect(report.totals).toMatchObject({ claimed: 2, orphaned: 1, objectsDeleted: 5 + published.result.tombstones.length + Number(stalledManifestGone), retiredDeleted: 3 });
 
     refreshesFail = false;
     stalled.open();
