@@ -15,7 +15,7 @@
  */
 import { promisify } from 'node:util';
 import { constants, crc32, zstdCompress, zstdCompressSync, zstdDecompress, zstdDecompressSync, type ZstdOptions } from 'node:zlib';
-import { SegmentCorruptError, type SegmentRecord } from './format';
+import { SegmentCorruptError, SegmentTally, type SegmentRecord } from './format';
 
 const BLOCK_HEADER = Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]);
 const TRAILER_MAGIC = Buffer.from('MSEG-END');
@@ -69,36 +69,20 @@ const zstdDecompressAsync = promisify(zstdDecompress) as (compressed: Buffer, op
  * With `background`, each block is compressed on libuv's thread pool as soon as it closes (other
  * cores, while this thread goes on filling the next block), and {@link finish} waits for them.
  */
-export class BlockSegmentBuilder {
+export class BlockSegmentBuilder extends SegmentTally {
   private readonly blocks: ClosedBlock[] = [];
   private raw = Buffer.allocUnsafe(BLOCK_TARGET_BYTES + 1024);
   private rawBytes = 0;
   private blockCount = 0;
   private blockFirst: string | null = null;
-  private bytes = 0;
-  private records = 0;
-  private first: string | null = null;
-  private last: string | null = null;
 
-  constructor(private readonly options: { readonly background?: boolean } = {}) {}
-
-  /** Raw bytes of the records so far: the measure of the target segment size. */
-  get size(): number {
-    return this.bytes;
-  }
-  get count(): number {
-    return this.records;
-  }
-  get firstKey(): string | null {
-    return this.first;
-  }
-  get lastKey(): string | null {
-    return this.last;
+  constructor(private readonly options: { readonly background?: boolean } = {}) {
+    super();
   }
 
   add(record: SegmentRecord): void {
     const key = record.key;
-    if (this.last !== null && !(key > this.last)) throw new Error(`records must be added in strictly ascending key order: ${key} after ${this.last}`);
+    this.checkOrder(key);
     const value = 'tombstone' in record ? undefined : record.value;
     const keyBytes = Buffer.byteLength(key);
     const valueBytes = value === undefined ? 0 : Buffer.byteLength(value);
@@ -124,12 +108,9 @@ export class BlockSegmentBuilder {
       at += raw.write(value, at, 'utf8');
     }
     this.rawBytes = at;
-    this.bytes += at - start;
     this.blockCount++;
-    this.records++;
     this.blockFirst ??= key;
-    this.first ??= key;
-    this.last = key;
+    this.counted(key, at - start);
     if (this.rawBytes >= BLOCK_TARGET_BYTES) this.closeBlock();
   }
 

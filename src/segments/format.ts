@@ -53,20 +53,19 @@ function recordLine(record: SegmentRecord): string {
   return 'tombstone' in record ? `${head},"tombstone":true}\n` : `${head},"value":${JSON.stringify(record.value)}}\n`;
 }
 
-/** Builds one segment in memory; the caller bounds it with {@link SegmentBuilder.size}. */
-export class SegmentBuilder {
-  private records = '';
-  private bytes = 0;
-  private lines = 0;
-  private first: string | null = null;
-  private last: string | null = null;
+/** What a builder of either format counts of the records added so far, whose keys must ascend. */
+export abstract class SegmentTally {
+  protected bytes = 0;
+  protected records = 0;
+  protected first: string | null = null;
+  protected last: string | null = null;
 
-  /** Uncompressed bytes of the records so far: the measure of the target segment size. */
+  /** Uncompressed bytes of the records so far, in the format's own encoding: the measure of the target segment size. */
   get size(): number {
     return this.bytes;
   }
   get count(): number {
-    return this.lines;
+    return this.records;
   }
   get firstKey(): string | null {
     return this.first;
@@ -75,23 +74,38 @@ export class SegmentBuilder {
     return this.last;
   }
 
+  /** Refuses a key that does not follow the last one added: a segment's keys are unique and ascending. */
+  protected checkOrder(key: string): void {
+    if (this.last !== null && !(key > this.last)) throw new Error(`records must be added in strictly ascending key order: ${key} after ${this.last}`);
+  }
+
+  /** Counts a record of `key` that took `bytes`. */
+  protected counted(key: string, bytes: number): void {
+    this.bytes += bytes;
+    this.records++;
+    this.first ??= key;
+    this.last = key;
+  }
+}
+
+/** Builds one segment in memory; the caller bounds it with {@link SegmentBuilder.size}. */
+export class SegmentBuilder extends SegmentTally {
+  private text = '';
+
   add(record: SegmentRecord): void {
-    if (this.last !== null && !(record.key > this.last)) throw new Error(`records must be added in strictly ascending key order: ${record.key} after ${this.last}`);
+    this.checkOrder(record.key);
     const line = recordLine(record);
     const bytes = Buffer.byteLength(line);
     // The bound is on a line without its newline, as the reader counts it.
     if (bytes - 1 > MAX_SEGMENT_LINE_BYTES) throw new RangeError(`record ${JSON.stringify(record.key.slice(0, 100))} is ${bytes - 1} bytes as a line, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`);
-    this.records += line;
-    this.bytes += bytes;
-    this.lines++;
-    this.first ??= record.key;
-    this.last = record.key;
+    this.text += line;
+    this.counted(record.key, bytes);
   }
 
   encode(): Uint8Array {
-    const records = Buffer.from(this.records);
+    const records = Buffer.from(this.text);
     const sha256 = createHash('sha256').update(records).digest('hex');
-    const footer = Buffer.from(`${JSON.stringify({ footer: { count: this.lines, first_key: this.first, last_key: this.last, sha256 } })}\n`);
+    const footer = Buffer.from(`${JSON.stringify({ footer: { count: this.records, first_key: this.first, last_key: this.last, sha256 } })}\n`);
     // The footer holds two keys, so it can outgrow the bound when each record line is within it.
     if (footer.length - 1 > MAX_SEGMENT_LINE_BYTES) throw new RangeError(`the footer of a segment from ${JSON.stringify(this.first?.slice(0, 100))} is ${footer.length - 1} bytes, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`);
     return gzipSync(Buffer.concat([Buffer.from(HEADER_LINE), records, footer]), { level: GZIP_LEVEL });
