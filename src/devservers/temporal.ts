@@ -1,5 +1,5 @@
-import { existsSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { existsSync, mkdirSync } from 'node:fs';
+import { delimiter, dirname, join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { freePort } from './ports';
 import { startServer } from './process';
@@ -72,7 +72,11 @@ export async function startTemporalDevServer(opts: TemporalDevServerOptions = {}
 
   const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port)];
   args.push(...(uiPort === undefined ? ['--headless'] : ['--ui-port', String(uiPort)]));
-  if (opts.dbFilename !== undefined) args.push('--db-filename', opts.dbFilename);
+  if (opts.dbFilename !== undefined) {
+    // The server creates the file, not its directory (the demo's ./data does not exist in a fresh clone).
+    mkdirSync(dirname(opts.dbFilename), { recursive: true });
+    args.push('--db-filename', opts.dbFilename);
+  }
   if (namespace !== 'default') args.push('--namespace', namespace);
   for (const [name, type] of Object.entries(searchAttributes)) args.push('--search-attribute', `${name}=${type}`);
   // The version check phones home, which CI's network does not allow.

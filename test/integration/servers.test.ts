@@ -1,7 +1,10 @@
 import { CreateBucketCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { Connection } from '@temporalio/client';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { SEARCH_ATTRIBUTES } from '../../src/devservers';
+import { SEARCH_ATTRIBUTES, startTemporalDevServer } from '../../src/devservers';
 
 describe('integration servers', () => {
   it('Temporal answers and has the custom search attributes', async () => {
@@ -13,6 +16,16 @@ describe('integration servers', () => {
       expect(Object.keys(customAttributes ?? {})).toEqual(expect.arrayContaining(Object.keys(SEARCH_ATTRIBUTES)));
     } finally {
       await connection.close();
+    }
+  });
+
+  it('a dev server whose database file lies in a directory not made yet starts (the demo\'s ./data in a fresh clone)', async () => {
+    const server = await startTemporalDevServer({ uiPort: 'none', dbFilename: join(mkdtempSync(join(tmpdir(), 'devserver-')), 'data', 'temporal.db') });
+    try {
+      const connection = await Connection.connect({ address: server.address });
+      await connection.close();
+    } finally {
+      await server.stop();
     }
   });
 
