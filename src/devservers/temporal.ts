@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { Connection } from '@temporalio/client';
-import { freePort } from './ports';
+import { freePort, startOnFreePorts } from './ports';
 import { startServer } from './process';
 import { PROVISION_HINT, provisionCache } from './provisioned';
 import { registerSearchAttributes, type SearchAttributeType } from '../client/search-attributes';
@@ -62,15 +62,23 @@ async function probe(address: string, namespace: string, searchAttributes: Recor
   }
 }
 
-export async function startTemporalDevServer(opts: TemporalDevServerOptions = {}): Promise<TemporalDevServer> {
+export function startTemporalDevServer(opts: TemporalDevServerOptions = {}): Promise<TemporalDevServer> {
+  return startOnFreePorts(opts.port, () => startTemporalDevServerOnce(opts));
+}
+
+async function startTemporalDevServerOnce(opts: TemporalDevServerOptions): Promise<TemporalDevServer> {
   const cliPath = opts.cliPath ?? findCli();
   const port = opts.port || (await freePort());
   const uiPort = opts.uiPort === 'none' ? undefined : opts.uiPort || (await freePort());
+  // The CLI picks these itself by default, from ports it has just released, so it can pick the
+  // gRPC port chosen here before the server has bound it ("bind: address already in use").
+  const [httpPort, metricsPort] = [await freePort(), await freePort()];
   const namespace = opts.namespace ?? 'default';
   const searchAttributes = opts.searchAttributes ?? {};
   const address = `127.0.0.1:${port}`;
 
   const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port)];
+  args.push('--http-port', String(httpPort), '--metrics-port', String(metricsPort));
   args.push(...(uiPort === undefined ? ['--headless'] : ['--ui-port', String(uiPort)]));
   if (opts.dbFilename !== undefined) {
     // The server creates the file, not its directory (the demo's ./data does not exist in a fresh clone).
