@@ -5,11 +5,11 @@
  * half-written segment lands on the same key with the same bytes.
  */
 import type { JobRef } from '../protocol';
-import { DEFAULT_SEGMENT_FORMAT_VERSION, mergeSegments, newSegmentWriter, readSegmentBatches, SEGMENT_EXTENSION, type SegmentRecord } from '../segments';
+import { DEFAULT_SEGMENT_FORMAT_VERSION, isTombstone, mergeSegments, newSegmentWriter, readMergeBatches, SEGMENT_EXTENSION, type MergeRecord } from '../segments';
 import { planMerge, type MergeSource } from './plan';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
-/** Output blocks are compressed on libuv's thread pool while the merge goes on (v2; v1 compresses at the cut). */
+/** Output blocks are compressed on the block codec threads while the merge goes on (v2; v1 compresses at the cut). */
 const BACKGROUND = { background: true } as const;
 
 /**
@@ -102,7 +102,7 @@ export async function compactGroup(
     if (Math.floor((recordsIn + records) / 2048) > Math.floor(recordsIn / 2048)) hooks.onRecords(recordsIn + records);
     recordsIn += records;
   };
-  const open = (source: MergeSource): AsyncIterator<SegmentRecord[]> =>
+  const open = (source: MergeSource): AsyncIterator<MergeRecord[]> =>
     'input' in source
       ? readSegments(store, [inputs[source.input]!])
       : readSegments(store, Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)));
@@ -152,7 +152,7 @@ export async function compactGroup(
   };
   for await (const batch of merge(plan.final, progress.lastKey ?? undefined)) {
     for (const record of batch) {
-      ('tombstone' in record ? dead : live).add(record);
+      (isTombstone(record) ? dead : live).add(record);
       lastKey = record.key;
       if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
     }
@@ -202,8 +202,8 @@ export const referenceCompactor: Compactor = {
 };
 
 /** The record batches of `keys` one after another, each segment opened only when the one before it has ended. */
-async function* readSegments(store: StagedStore, keys: readonly string[]): AsyncGenerator<SegmentRecord[]> {
-  for (const key of keys) yield* readSegmentBatches(key, (await store.getStream(key)).body);
+async function* readSegments(store: StagedStore, keys: readonly string[]): AsyncGenerator<MergeRecord[]> {
+  for (const key of keys) yield* readMergeBatches(key, (await store.getStream(key)).body);
 }
 
 export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan';

@@ -13,8 +13,8 @@
  * varint block count, then per block its varint offset, varint record count, and its first and last
  * keys (varint length, UTF-8). Varints are unsigned LEB128 up to 2^53.
  */
-import { promisify } from 'node:util';
-import { constants, crc32, zstdCompress, zstdCompressSync, zstdDecompress, zstdDecompressSync, type ZstdOptions } from 'node:zlib';
+import { constants, crc32, zstdCompressSync, zstdDecompressSync, type ZstdOptions } from 'node:zlib';
+import { zstdCompressOnPool, zstdDecompressOnPool } from './codec-pool';
 import { SegmentCorruptError, SegmentTally, type SegmentRecord } from './format';
 
 const BLOCK_HEADER = Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]);
@@ -44,6 +44,44 @@ const ZSTD_LEVEL = 1;
 /** Whether `bytes` (at least the first of them) start like a v2 segment, not v1 (gzip: 1f 8b); the v2 reader checks the rest of the header. */
 export const isBlockSegment = (bytes: Uint8Array): boolean => bytes[0] === BLOCK_HEADER[0];
 
+/**
+ * A record of a v2 block as read: its key decoded (merges compare keys), its value left as bytes of
+ * the block until asked for. A v2 writer copies its encoding as it is, so a record that moves from a
+ * v2 input to a v2 output is never decoded nor encoded again.
+ */
+export class EncodedRecord {
+  constructor(
+    readonly key: string,
+    readonly seq: number,
+    readonly isTombstone: boolean,
+    /** The decompressed block holding the record: [start, end) is its encoding, [valueStart, end) its value (UTF-8). */
+    private readonly block: Buffer,
+    private readonly start: number,
+    private readonly valueStart: number,
+    private readonly end: number,
+  ) {}
+
+  /** Bytes of the record's encoding in a block. */
+  get encodedBytes(): number {
+    return this.end - this.start;
+  }
+
+  /** Copies the record's encoding to `target` at `at`; returns the offset after it. */
+  copyTo(target: Buffer, at: number): number {
+    return at + this.block.copy(target, at, this.start, this.end);
+  }
+
+  toRecord(): SegmentRecord {
+    const { key, seq } = this;
+    return this.isTombstone ? { key, seq, tombstone: true } : { key, seq, value: this.block.toString('utf8', this.valueStart, this.end) };
+  }
+}
+
+/** A record as a merge moves it: decoded (v1, or written by a caller), or still encoded (read from v2). */
+export type MergeRecord = SegmentRecord | EncodedRecord;
+
+export const isTombstone = (record: MergeRecord): boolean => (record instanceof EncodedRecord ? record.isTombstone : 'tombstone' in record);
+
 interface BlockEntry {
   readonly offset: number;
   readonly count: number;
@@ -61,12 +99,10 @@ interface ClosedBlock {
 }
 
 const ZSTD_OPTIONS = { params: { [constants.ZSTD_c_compressionLevel]: ZSTD_LEVEL } };
-const zstdCompressAsync = promisify(zstdCompress) as (raw: Buffer, options: ZstdOptions) => Promise<Buffer>;
-const zstdDecompressAsync = promisify(zstdDecompress) as (compressed: Buffer, options: ZstdOptions) => Promise<Buffer>;
 
 /**
  * Builds one v2 segment in memory, block by block; the same interface as the v1 `SegmentBuilder`.
- * With `background`, each block is compressed on libuv's thread pool as soon as it closes (other
+ * With `background`, each block is compressed on the block codec pool (codec-pool.ts) as soon as it closes (other
  * cores, while this thread goes on filling the next block), and {@link finish} waits for them.
  */
 export class BlockSegmentBuilder extends SegmentTally {
@@ -80,24 +116,43 @@ export class BlockSegmentBuilder extends SegmentTally {
     super();
   }
 
-  add(record: SegmentRecord): void {
+  add(record: MergeRecord): void {
     const key = record.key;
     this.checkOrder(key);
+    const start = this.rawBytes;
+    const at = record instanceof EncodedRecord ? this.copyEncoded(record) : this.encodeRecord(record);
+    this.rawBytes = at;
+    this.blockCount++;
+    this.blockFirst ??= key;
+    this.counted(key, at - start);
+    if (this.rawBytes >= BLOCK_TARGET_BYTES) this.closeBlock();
+  }
+
+  /** Room for `need` more bytes in the block being filled. */
+  private reserve(need: number): Buffer {
+    if (this.rawBytes + need > this.raw.length) {
+      const grown = Buffer.allocUnsafe(Math.max(this.raw.length * 2, this.rawBytes + need));
+      this.raw.copy(grown, 0, 0, this.rawBytes);
+      this.raw = grown;
+    }
+    return this.raw;
+  }
+
+  /** A record read from a v2 block, whose reader bounded its size: its bytes as they are. */
+  private copyEncoded(record: EncodedRecord): number {
+    return record.copyTo(this.reserve(record.encodedBytes), this.rawBytes);
+  }
+
+  private encodeRecord(record: SegmentRecord): number {
+    const key = record.key;
     const value = 'tombstone' in record ? undefined : record.value;
     const keyBytes = Buffer.byteLength(key);
     const valueBytes = value === undefined ? 0 : Buffer.byteLength(value);
     if (keyBytes + valueBytes > MAX_BLOCK_RECORD_BYTES) {
       throw new RangeError(`record ${JSON.stringify(key.slice(0, 100))} is ${keyBytes + valueBytes} bytes of key and value, more than a segment allows (${MAX_BLOCK_RECORD_BYTES})`);
     }
-    const need = keyBytes + valueBytes + 30;
-    if (this.rawBytes + need > this.raw.length) {
-      const grown = Buffer.allocUnsafe(Math.max(this.raw.length * 2, this.rawBytes + need));
-      this.raw.copy(grown, 0, 0, this.rawBytes);
-      this.raw = grown;
-    }
-    const raw = this.raw;
-    const start = this.rawBytes;
-    let at = writeVarint(raw, start, keyBytes);
+    const raw = this.reserve(keyBytes + valueBytes + 30);
+    let at = writeVarint(raw, this.rawBytes, keyBytes);
     at += raw.write(key, at, 'utf8');
     at = writeVarint(raw, at, record.seq);
     if (value === undefined) {
@@ -107,11 +162,7 @@ export class BlockSegmentBuilder extends SegmentTally {
       at = writeVarint(raw, at, valueBytes);
       at += raw.write(value, at, 'utf8');
     }
-    this.rawBytes = at;
-    this.blockCount++;
-    this.blockFirst ??= key;
-    this.counted(key, at - start);
-    if (this.rawBytes >= BLOCK_TARGET_BYTES) this.closeBlock();
+    return at;
   }
 
   /** The segment's bytes, compressing here (on this thread) every block not yet compressed. */
@@ -129,7 +180,7 @@ export class BlockSegmentBuilder extends SegmentTally {
   private closeBlock(): void {
     // The block's own copy: the builder's buffer fills the next block while this one is compressed.
     const raw = Buffer.from(this.raw.subarray(0, this.rawBytes));
-    const block: ClosedBlock = { count: this.blockCount, firstKey: this.blockFirst!, lastKey: this.last!, raw, compressed: this.options.background ? zstdCompressAsync(raw, ZSTD_OPTIONS) : undefined };
+    const block: ClosedBlock = { count: this.blockCount, firstKey: this.blockFirst!, lastKey: this.last!, raw, compressed: this.options.background ? zstdCompressOnPool(raw, ZSTD_LEVEL) : undefined };
     // Handled here so a segment abandoned before finish() leaves no unhandled rejection; finish() still sees the failure.
     block.compressed?.catch(() => undefined);
     this.blocks.push(block);
@@ -223,11 +274,17 @@ class Cursor {
   }
 
   text(): string {
+    const start = this.skipText();
+    return this.buf.toString('utf8', start, this.at);
+  }
+
+  /** Steps over a length-prefixed text; returns where its bytes start. */
+  skipText(): number {
     const length = this.varint();
     const start = this.at;
     if (length > this.end - start) throw this.corrupt(`${this.what} is malformed`);
     this.at = start + length;
-    return this.buf.toString('utf8', start, this.at);
+    return start;
   }
 
   byte(): number {
@@ -254,30 +311,39 @@ function inflateBlock(corrupt: (reason: string) => SegmentCorruptError, head: Bu
   }
 }
 
-/** Decompresses a checked frame on libuv's thread pool. */
+/** Decompresses a checked frame on the block codec pool. */
 async function inflateBlockInBackground(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, compressed: Buffer, number: number): Promise<Buffer> {
   const options = checkedFrame(corrupt, head, compressed, number);
   try {
-    return await zstdDecompressAsync(compressed, options);
+    return await zstdDecompressOnPool(compressed, options.maxOutputLength!);
   } catch (err) {
     throw corrupt(`block ${number} is not zstd: ${(err as Error).message}`);
   }
 }
 
-/** The records of a block's raw bytes, checked: the length its head gave, keys sorted strictly after `after`, nothing left over. */
-function parseBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, raw: Buffer, after: string | null, number: number): SegmentRecord[] {
+/**
+ * The records of a block's raw bytes, checked: the length its head gave, keys sorted strictly after
+ * `after`, no record larger than a writer makes, nothing left over. Values stay encoded.
+ */
+function parseBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, raw: Buffer, after: string | null, number: number): EncodedRecord[] {
   const count = head.readUInt32BE(9);
   if (raw.length !== head.readUInt32BE(5)) throw corrupt(`block ${number} decompresses to ${raw.length} bytes, not ${head.readUInt32BE(5)}`);
   const cursor = new Cursor(raw, 0, raw.length, corrupt, `block ${number}`);
-  const records: SegmentRecord[] = new Array<SegmentRecord>(count);
+  const records = new Array<EncodedRecord>(count);
   let last = after;
   for (let i = 0; i < count; i++) {
-    const key = cursor.text();
+    const start = cursor.at;
+    const keyStart = cursor.skipText();
+    const keyBytes = cursor.at - keyStart;
+    const key = raw.toString('utf8', keyStart, cursor.at);
     const seq = cursor.varint();
     const flag = cursor.byte();
     if (key === '' || !Number.isSafeInteger(seq) || flag > 1) throw corrupt(`block ${number} record ${i + 1} is malformed`);
     if (last !== null && !(key > last)) throw corrupt(`keys out of order at ${JSON.stringify(key)}`);
-    records[i] = flag === 1 ? { key, seq, tombstone: true } : { key, seq, value: cursor.text() };
+    const valueStart = flag === 1 ? cursor.at : cursor.skipText();
+    // A record is copied to outputs as it is: it must fit the bound a writer checks.
+    if (keyBytes + cursor.at - valueStart > MAX_BLOCK_RECORD_BYTES) throw corrupt(`block ${number} record ${i + 1} is larger than a segment allows`);
+    records[i] = new EncodedRecord(key, seq, flag === 1, raw, start, valueStart, cursor.at);
     last = key;
   }
   if (cursor.at !== raw.length) throw corrupt(`block ${number} holds more than its ${count} records`);
@@ -287,10 +353,10 @@ function parseBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buff
 /**
  * Reads a v2 segment from its chunks, block by block: each block's records are yielded once its
  * checksum has passed, and the index at the end must describe the blocks read (a truncated or
- * spliced segment fails there). A block is decompressed on libuv's thread pool while the one before
+ * spliced segment fails there). A block is decompressed on the block codec pool while the one before
  * it is consumed. Memory: two blocks and the index.
  */
-export async function* readBlockSegment(key: string, chunks: AsyncIterator<Uint8Array>, first: Uint8Array): AsyncGenerator<SegmentRecord[]> {
+export async function* readBlockSegment(key: string, chunks: AsyncIterator<Uint8Array>, first: Uint8Array): AsyncGenerator<EncodedRecord[]> {
   const corrupt = (reason: string) => new SegmentCorruptError(key, reason);
   const queue = new ByteQueue(first);
   let done = false;
@@ -314,7 +380,7 @@ export async function* readBlockSegment(key: string, chunks: AsyncIterator<Uint8
   let last: string | null = null;
   /** The block read before the current one, decompressing in the background while the next is read and the consumer works. */
   let pending: { head: Buffer; raw: Promise<Buffer> } | undefined;
-  const parsePending = async (): Promise<SegmentRecord[]> => {
+  const parsePending = async (): Promise<EncodedRecord[]> => {
     const { head, raw } = pending!;
     pending = undefined;
     const number = seen.length + 1;
@@ -403,7 +469,7 @@ export function lookupInBlockSegment(key: string, bytes: Uint8Array, wanted: str
   if (at + FRAME_HEAD_BYTES + length > indexAt) throw corrupt(`block ${lo + 1} is not where the index says`);
   const records = parseBlock(corrupt, head, inflateBlock(corrupt, head, buf.subarray(at + FRAME_HEAD_BYTES, at + FRAME_HEAD_BYTES + length), lo + 1), null, lo + 1);
   if (records.length !== entry.count || records[0]?.key !== entry.firstKey || records[records.length - 1]?.key !== entry.lastKey) throw corrupt('the index does not describe the blocks');
-  return records.find((r) => r.key === wanted);
+  return records.find((r) => r.key === wanted)?.toRecord();
 }
 
 /** Chunks of a stream, taken from the front in byte counts: a take within one chunk shares its memory, one across chunks copies. */

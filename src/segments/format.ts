@@ -4,6 +4,7 @@
  * over the record lines. Readers stream it and check every property before trusting a record.
  */
 import { TypedError } from '../errors';
+import type { MergeRecord } from './blocks';
 import { createHash, type Hash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { createGunzip, gzipSync } from 'node:zlib';
@@ -92,9 +93,10 @@ export abstract class SegmentTally {
 export class SegmentBuilder extends SegmentTally {
   private text = '';
 
-  add(record: SegmentRecord): void {
+  /** A record still encoded (read from a v2 block) is decoded first. */
+  add(record: MergeRecord): void {
     this.checkOrder(record.key);
-    const line = recordLine(record);
+    const line = recordLine('toRecord' in record ? record.toRecord() : record);
     const bytes = Buffer.byteLength(line);
     // The bound is on a line without its newline, as the reader counts it.
     if (bytes - 1 > MAX_SEGMENT_LINE_BYTES) throw new RangeError(`record ${JSON.stringify(record.key.slice(0, 100))} is ${bytes - 1} bytes as a line, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`);

@@ -1,12 +1,12 @@
 /** The k-way merge of sorted segments: one record per key, the highest `seq` winning. */
-import type { SegmentRecord } from './format';
+import { isTombstone, type MergeRecord } from './blocks';
 
 /** A source's current batch and position in it; `source` is its index, which breaks ties of `seq`. */
-interface Head {
-  batch: readonly SegmentRecord[];
+interface Head<R extends MergeRecord> {
+  batch: readonly R[];
   at: number;
   readonly source: number;
-  readonly batches: AsyncIterator<readonly SegmentRecord[]>;
+  readonly batches: AsyncIterator<readonly R[]>;
 }
 
 /** Records gathered before a batch is handed on: large enough that the consumer's await is rare. */
@@ -23,28 +23,38 @@ const OUT_BATCH = 4096;
  * the end of a run, costs O(log k) comparisons. The only awaits are for a source's next batch and
  * for the consumer of each output batch.
  */
-export async function* mergeSegments(
-  sources: readonly AsyncIterator<readonly SegmentRecord[]>[],
+export async function* mergeSegments<R extends MergeRecord>(
+  sources: readonly AsyncIterator<readonly R[]>[],
   options: { dropTombstones: boolean; after?: string },
-): AsyncGenerator<SegmentRecord[]> {
+): AsyncGenerator<R[]> {
   const { dropTombstones, after } = options;
-  let out: SegmentRecord[] = [];
-  const emit = (record: SegmentRecord) => {
+  let out: R[] = [];
+  const emit = (record: R) => {
     if (after !== undefined && record.key <= after) return;
-    if (dropTombstones && 'tombstone' in record) return;
+    if (dropTombstones && isTombstone(record)) return;
     out.push(record);
   };
-  const heap = new HeadHeap();
+  const heap = new HeadHeap<R>();
   const firsts = await Promise.all(sources.map(async (batches, source) => ({ batch: await nextBatch(batches), batches, source })));
   for (const { batch, batches, source } of firsts) if (batch) heap.push({ batch, at: 0, source, batches });
-  /** Moves the top head past its current record: to its next batch when this one is done, out of the heap when its source is. */
-  const advanceTop = async (top: Head) => {
-    if (++top.at < top.batch.length) return heap.sinkTop();
+  /** Moves the top head, whose batch is done, to its next batch, or out of the heap when its source is. */
+  const refill = async (top: Head<R>) => {
     const batch = await nextBatch(top.batches);
     if (batch === undefined) return heap.pop();
     top.batch = batch;
     top.at = 0;
     heap.sinkTop();
+  };
+  /**
+   * Moves the top head past its current record. A promise only when a source's next batch must be
+   * awaited: within a batch nothing is awaited, so a record costs no microtask.
+   */
+  const advanceTop = (top: Head<R>): Promise<void> | undefined => {
+    if (++top.at < top.batch.length) {
+      heap.sinkTop();
+      return undefined;
+    }
+    return refill(top);
   };
   for (;;) {
     const top = heap.peek();
@@ -67,13 +77,14 @@ export async function* mergeSegments(
     // Every head of this key (the top first) is taken, and its source advanced, before the next key is looked at.
     const key = record.key;
     let from = top.source;
-    for (let head: Head | undefined = top; head !== undefined && head.batch[head.at]!.key === key; head = heap.peek()) {
+    for (let head: Head<R> | undefined = top; head !== undefined && head.batch[head.at]!.key === key; head = heap.peek()) {
       const candidate = head.batch[head.at]!;
       if (candidate.seq > record.seq || (candidate.seq === record.seq && head.source > from)) {
         record = candidate;
         from = head.source;
       }
-      await advanceTop(head);
+      const refilled = advanceTop(head);
+      if (refilled !== undefined) await refilled;
     }
     emit(record);
     if (out.length >= OUT_BATCH) {
@@ -85,7 +96,7 @@ export async function* mergeSegments(
 }
 
 /** The next non-empty batch of a source, or undefined at its end. */
-async function nextBatch(batches: AsyncIterator<readonly SegmentRecord[]>): Promise<readonly SegmentRecord[] | undefined> {
+async function nextBatch<R>(batches: AsyncIterator<readonly R[]>): Promise<readonly R[] | undefined> {
   for (;;) {
     const next = await batches.next();
     if (next.done) return undefined;
@@ -93,13 +104,13 @@ async function nextBatch(batches: AsyncIterator<readonly SegmentRecord[]>): Prom
   }
 }
 
-const keyOf = (head: Head): string => head.batch[head.at]!.key;
+const keyOf = (head: Head<MergeRecord>): string => head.batch[head.at]!.key;
 
 /** A binary min-heap of heads by their current key; equal keys come out in any order (the merge picks among them). */
-class HeadHeap {
-  private readonly items: Head[] = [];
+class HeadHeap<R extends MergeRecord> {
+  private readonly items: Head<R>[] = [];
 
-  peek(): Head | undefined {
+  peek(): Head<R> | undefined {
     return this.items[0];
   }
 
@@ -114,7 +125,7 @@ class HeadHeap {
     return r < l ? r : l;
   }
 
-  push(head: Head): void {
+  push(head: Head<R>): void {
     const items = this.items;
     const key = keyOf(head);
     let i = items.length;

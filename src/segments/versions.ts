@@ -3,7 +3,7 @@
  * an index, blocks.ts). Readers tell them apart by their first bytes, so a group may hold both; a
  * setting chooses what a compactor writes.
  */
-import { BlockSegmentBuilder, isBlockSegment, lookupInBlockSegment, readBlockSegment } from './blocks';
+import { BlockSegmentBuilder, isBlockSegment, lookupInBlockSegment, readBlockSegment, type MergeRecord } from './blocks';
 import { readGzipSegment, SegmentBuilder, type SegmentRecord } from './format';
 
 export const SEGMENT_FORMAT_VERSIONS = [1, 2] as const;
@@ -20,14 +20,14 @@ export interface SegmentWriter {
   readonly firstKey: string | null;
   readonly lastKey: string | null;
   /** Appends a record; keys must rise strictly. A RangeError for a record larger than the format allows. */
-  add(record: SegmentRecord): void;
+  add(record: MergeRecord): void;
   /** The segment's bytes, compressed on this thread. */
   encode(): Uint8Array;
   /** The segment's bytes, once the compression running in the background (v2, when asked for) is done. */
   finish(): Promise<Uint8Array>;
 }
 
-/** A writer of `version`; `background`: compress v2 blocks on libuv's thread pool as they close (other cores), for {@link SegmentWriter.finish}. */
+/** A writer of `version`; `background`: compress v2 blocks on the block codec threads as they close (other cores), for {@link SegmentWriter.finish}. */
 export const newSegmentWriter = (version: SegmentFormatVersion = DEFAULT_SEGMENT_FORMAT_VERSION, options: { background?: boolean } = {}): SegmentWriter =>
   version === 2 ? new BlockSegmentBuilder(options) : new SegmentBuilder();
 
@@ -44,6 +44,14 @@ export function encodeSegment(records: Iterable<SegmentRecord>, version: Segment
  * unverified until the iteration ends without error.
  */
 export async function* readSegmentBatches(key: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<SegmentRecord[]> {
+  for await (const batch of readMergeBatches(key, chunks)) yield batch.map((record) => ('toRecord' in record ? record.toRecord() : record));
+}
+
+/**
+ * {@link readSegmentBatches} for a merge that writes what it reads: a v2 block's records keep their
+ * values encoded, so a v2 writer copies them without decoding them.
+ */
+export async function* readMergeBatches(key: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<MergeRecord[]> {
   const { first, rest } = await opened(chunks);
   if (first !== undefined && isBlockSegment(first)) return yield* readBlockSegment(key, rest, first);
   // v1, or too short to say: the gzip reader names what is wrong.

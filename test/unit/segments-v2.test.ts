@@ -6,7 +6,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { SettingsError, settingsFromEnv } from '../../src/config';
 import { GOLDEN_RECORDS, GOLDEN_V2_EXTRA } from '../support/golden-segment';
-import { encodeSegment, lookupInSegment, MAX_BLOCK_RECORD_BYTES, mergeSegments, readSegment, readSegmentBatches, SegmentCorruptError, type SegmentRecord } from '../../src/segments';
+import { crc32, zstdCompressSync } from 'node:zlib';
+import { encodeSegment, lookupInSegment, MAX_BLOCK_RECORD_BYTES, mergeSegments, newSegmentWriter, readMergeBatches, readSegment, readSegmentBatches, SegmentCorruptError, type SegmentRecord } from '../../src/segments';
 
 async function readAll(bytes: Uint8Array, chunks: Uint8Array[] = [bytes]): Promise<SegmentRecord[]> {
   const out: SegmentRecord[] = [];
@@ -99,6 +100,41 @@ describe('segment format v2', () => {
   it('refuses to write a record whose key and value are larger than a block allows', () => {
     expect(() => encodeSegment([{ key: 'big', seq: 1, value: 'x'.repeat(MAX_BLOCK_RECORD_BYTES) }], 2)).toThrow(/record "big" is \d+ bytes of key and value/);
     expect(encodeSegment([{ key: 'big', seq: 1, value: 'x'.repeat(MAX_BLOCK_RECORD_BYTES - 3) }], 2).length).toBeGreaterThan(0);
+  });
+
+  it('refuses to read a record larger than a writer makes (a v2 output copies records as they are)', async () => {
+    // The largest record a writer accepts reads back; one byte more, in a block otherwise well formed, is corrupt.
+    const largest: SegmentRecord = { key: 'big', seq: 1, value: 'x'.repeat(MAX_BLOCK_RECORD_BYTES - 3) };
+    expect(await readAll(encodeSegment([largest], 2))).toEqual([largest]);
+    const value = Buffer.alloc(MAX_BLOCK_RECORD_BYTES - 2, 'x');
+    const varint = (n: number) => { const out: number[] = []; for (; n >= 0x80; n = Math.floor(n / 0x80)) out.push((n % 0x80) | 0x80); out.push(n); return Buffer.from(out); };
+    const raw = Buffer.concat([varint(3), Buffer.from('big'), varint(1), Buffer.from([0]), varint(value.length), value]);
+    const compressed = zstdCompressSync(raw);
+    const head = Buffer.alloc(17);
+    head[0] = 0x42;
+    head.writeUInt32BE(compressed.length, 1);
+    head.writeUInt32BE(raw.length, 5);
+    head.writeUInt32BE(1, 9);
+    head.writeUInt32BE(crc32(compressed, crc32(head.subarray(5, 13))), 13);
+    // The block, then the index frame's tag: the reader parses a block once it sees the frame after it.
+    const segment = Buffer.concat([Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]), head, compressed, Buffer.from([0x49])]);
+    await expect(readAll(segment)).rejects.toThrow(/block 1 record 1 is larger than a segment allows/);
+  });
+
+  it('a merge of v2 segments into v2 copies each winning record as it is, and into v1 decodes it', async () => {
+    const older = many(3000);
+    // Newer versions of every third key, and a value that is not valid UTF-8 on its own: copied, its bytes are kept.
+    const newer: SegmentRecord[] = older.filter((_, i) => i % 3 === 0).map((r, i) => (i % 2 === 0 ? { key: r.key, seq: r.seq + 1, value: `new ${i} ☃` } : { key: r.key, seq: r.seq + 1, tombstone: true }));
+    const sources = [encodeSegment(older, 2), encodeSegment(newer, 2)];
+    const merged = async (version: 1 | 2) => {
+      const writer = newSegmentWriter(version, { background: true });
+      const batches = sources.map((bytes, i) => readMergeBatches(`seg-${i}`, Readable.from([bytes])));
+      for await (const batch of mergeSegments(batches, { dropTombstones: false })) for (const record of batch) writer.add(record);
+      return writer.finish();
+    };
+    const winners = older.map((r) => newer.find((n) => n.key === r.key) ?? r);
+    expect(Buffer.from(await merged(2)).equals(Buffer.from(encodeSegment(winners, 2)))).toBe(true);
+    expect(Buffer.from(await merged(1)).equals(Buffer.from(encodeSegment(winners, 1)))).toBe(true);
   });
 });
 

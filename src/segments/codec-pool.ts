@@ -1,0 +1,101 @@
+/**
+ * zstd compression and decompression of v2 blocks on a pool of worker threads, so a compaction's
+ * JavaScript thread merges while other cores code its blocks. Node's own asynchronous zstd builds a
+ * stream and a zstd context on the calling thread for every call (about 100 µs a block, measured in
+ * docs/performance.md), more than the work it moves away; a pool thread keeps its contexts and costs
+ * the caller one message each way.
+ *
+ * The threads run a few lines of plain JavaScript (no TypeScript to load in them). They are started
+ * on first use, keep the process alive only while they have work, and a thread that dies fails its
+ * own requests only; the next request starts a fresh one.
+ */
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+
+/** What a pool thread runs: one request in, one reply out, the bytes moved (transferred), never copied. */
+const THREAD_SOURCE = `
+const { parentPort } = require('node:worker_threads');
+const { constants, zstdCompressSync, zstdDecompressSync } = require('node:zlib');
+parentPort.on('message', ({ id, compress, level, maxOutputLength, bytes }) => {
+  let out;
+  try {
+    out = compress
+      ? zstdCompressSync(bytes, { params: { [constants.ZSTD_c_compressionLevel]: level } })
+      : zstdDecompressSync(bytes, { maxOutputLength });
+  } catch (err) {
+    parentPort.postMessage({ id, error: String(err && err.message || err) });
+    return;
+  }
+  // A result may share a pooled ArrayBuffer with other buffers: only a whole one may be transferred.
+  const whole = out.byteOffset === 0 && out.byteLength === out.buffer.byteLength ? out : new Uint8Array(out);
+  parentPort.postMessage({ id, bytes: whole }, [whole.buffer]);
+});
+`;
+
+interface Reply {
+  readonly id: number;
+  readonly bytes?: Uint8Array;
+  readonly error?: string;
+}
+
+interface PoolThread {
+  readonly worker: Worker;
+  readonly waiting: Map<number, { resolve: (bytes: Buffer) => void; reject: (err: Error) => void }>;
+}
+
+/** Threads beside the calling one: one per other core, at least one. */
+const POOL_SIZE = Math.max(1, availableParallelism() - 1);
+
+const threads: PoolThread[] = [];
+let nextId = 0;
+
+function startThread(): PoolThread {
+  const worker = new Worker(THREAD_SOURCE, { eval: true });
+  const thread: PoolThread = { worker, waiting: new Map() };
+  const failAll = (err: Error) => {
+    threads.splice(threads.indexOf(thread), 1);
+    for (const { reject } of thread.waiting.values()) reject(err);
+    thread.waiting.clear();
+  };
+  worker.on('message', ({ id, bytes, error }: Reply) => {
+    const request = thread.waiting.get(id)!;
+    thread.waiting.delete(id);
+    if (thread.waiting.size === 0) worker.unref();
+    if (error !== undefined) request.reject(new Error(error));
+    else request.resolve(Buffer.from(bytes!.buffer, bytes!.byteOffset, bytes!.byteLength));
+  });
+  worker.on('error', failAll);
+  worker.on('exit', (code) => failAll(new Error(`a block codec thread exited with code ${code}`)));
+  worker.unref();
+  threads.push(thread);
+  return thread;
+}
+
+/** The thread with the fewest requests waiting, started when the pool is not full and every thread is busy. */
+function leastBusy(): PoolThread {
+  let best = threads[0];
+  for (const thread of threads) if (thread.waiting.size < best!.waiting.size) best = thread;
+  return best === undefined || (best.waiting.size > 0 && threads.length < POOL_SIZE) ? startThread() : best;
+}
+
+function request(message: { compress: boolean; level?: number; maxOutputLength?: number }, bytes: Uint8Array): Promise<Buffer> {
+  const thread = leastBusy();
+  const id = nextId++;
+  // The thread gets its own copy, transferred: the caller's buffer may be a view of a larger one it
+  // goes on using. Node's unpooled Buffer memory, not a zero-filled ArrayBuffer: it costs a tenth as
+  // much to fill and to transfer (bench in docs/performance.md).
+  const own = Buffer.allocUnsafeSlow(bytes.byteLength);
+  own.set(bytes);
+  return new Promise((resolve, reject) => {
+    thread.waiting.set(id, { resolve, reject });
+    thread.worker.ref();
+    thread.worker.postMessage({ id, ...message, bytes: own }, [own.buffer]);
+  });
+}
+
+/** `raw` compressed with zstd at `level`, on a pool thread. */
+export const zstdCompressOnPool = (raw: Uint8Array, level: number): Promise<Buffer> => request({ compress: true, level }, raw);
+
+/** The zstd frame `compressed` decompressed on a pool thread; fails when it is not zstd or would exceed `maxOutputLength`. */
+export const zstdDecompressOnPool = (compressed: Uint8Array, maxOutputLength: number): Promise<Buffer> =>
+  request({ compress: false, maxOutputLength }, compressed);
