@@ -76,8 +76,9 @@ export interface CompactionHooks {
  * Runs keep tombstones and every source's winner, so the outputs are byte for byte those of one
  * merge of all inputs. Outputs are written in `limits.segmentFormat`, runs always in v2; inputs and
  * runs of either format are read. Records move in batches (a decoded block or chunk per source, runs of
- * the merge), so no step is awaited per record. Memory: one output and one tombstone segment being
- * built plus, per source read at once, about two of the store's read windows, its inflate state and
+ * the merge), so no step is awaited per record. Memory: two cuts of the final merge (an output and
+ * a tombstone segment each: one being built while the one before is compressed and stored) plus, per
+ * source read at once, about two of the store's read windows, its inflate state and
  * its decoded batch (v2: two blocks); an input or run part is opened only when its merge starts and
  * is closed by the end of its last record.
  */
@@ -135,30 +136,50 @@ export async function compactGroup(
   let live = newSegmentWriter(version, BACKGROUND);
   let dead = newSegmentWriter(version, BACKGROUND);
   let lastKey = progress.lastKey;
+  // A cut is compressed and stored while the merge fills the next one; the merge waits only when a
+  // second cut would queue behind it (at most two cuts in memory). Cuts are stored, and their
+  // progress reported, in order: a position is heartbeated only once every output before it is stored.
+  let storing: Promise<void> = Promise.resolve();
   const storeCut = async () => {
-    if (dead.count > 0) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), await dead.finish());
-    if (live.count > 0) await store.put(outputSegmentKey(job, progress.segmentsFinished), await live.finish());
-    progress = {
-      ...progress,
-      segmentsFinished: progress.segmentsFinished + Math.sign(live.count),
-      tombstoneSegmentsFinished: (progress.tombstoneSegmentsFinished) + Math.sign(dead.count),
-      lastKey,
-      recordsOut: progress.recordsOut + live.count,
-      bytesOut: progress.bytesOut + live.size,
-    };
-    hooks.onSegmentFinished(progress);
+    const [cutLive, cutDead, cutLastKey] = [live, dead, lastKey];
     live = newSegmentWriter(version, BACKGROUND);
     dead = newSegmentWriter(version, BACKGROUND);
+    const compressed = Promise.all([cutDead.count > 0 ? cutDead.finish() : undefined, cutLive.count > 0 ? cutLive.finish() : undefined]);
+    const previous = storing;
+    storing = (async () => {
+      const [deadBytes, liveBytes] = await compressed;
+      await previous;
+      if (deadBytes) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), deadBytes);
+      if (liveBytes) await store.put(outputSegmentKey(job, progress.segmentsFinished), liveBytes);
+      progress = {
+        ...progress,
+        segmentsFinished: progress.segmentsFinished + Math.sign(cutLive.count),
+        tombstoneSegmentsFinished: progress.tombstoneSegmentsFinished + Math.sign(cutDead.count),
+        lastKey: cutLastKey,
+        recordsOut: progress.recordsOut + cutLive.count,
+        bytesOut: progress.bytesOut + cutLive.size,
+      };
+      hooks.onSegmentFinished(progress);
+    })();
+    // Seen by the next cut or the end; a merge that fails first must not leave it unhandled.
+    storing.catch(() => undefined);
+    await previous;
   };
-  for await (const batch of merge(plan.final, progress.lastKey ?? undefined)) {
-    for (const record of batch) {
-      (isTombstone(record) ? dead : live).add(record);
-      lastKey = record.key;
-      if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+  try {
+    for await (const batch of merge(plan.final, progress.lastKey ?? undefined)) {
+      for (const record of batch) {
+        (isTombstone(record) ? dead : live).add(record);
+        lastKey = record.key;
+        if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+      }
+      counted(batch.length);
     }
-    counted(batch.length);
+    if (live.count > 0 || dead.count > 0) await storeCut();
+  } finally {
+    // No write of this attempt may still be in flight once it returns or fails (attemptWrites checks).
+    await storing.catch(() => undefined);
   }
-  if (live.count > 0 || dead.count > 0) await storeCut();
+  await storing;
   return progress;
 }
 

@@ -1,6 +1,6 @@
 /**
- * zstd compression and decompression of v2 blocks on a pool of worker threads, so a compaction's
- * JavaScript thread merges while other cores code its blocks. Node's own asynchronous zstd builds a
+ * zstd compression and decompression of v2 blocks, and gzip of whole v1 segments, on a pool of
+ * worker threads, so a compaction's JavaScript thread merges while other cores code its bytes. Node's own asynchronous zstd builds a
  * stream and a zstd context on the calling thread for every call (about 100 µs a block, measured in
  * docs/performance.md), more than the work it moves away; a pool thread keeps its contexts and costs
  * the caller one message each way.
@@ -15,13 +15,16 @@ import { Worker } from 'node:worker_threads';
 /** What a pool thread runs: one request in, one reply out, the bytes moved (transferred), never copied. */
 const THREAD_SOURCE = `
 const { parentPort } = require('node:worker_threads');
-const { constants, zstdCompressSync, zstdDecompressSync } = require('node:zlib');
-parentPort.on('message', ({ id, compress, level, maxOutputLength, bytes }) => {
+const { constants, gzipSync, zstdCompressSync, zstdDecompressSync } = require('node:zlib');
+const run = {
+  zstd: (bytes, { level }) => zstdCompressSync(bytes, { params: { [constants.ZSTD_c_compressionLevel]: level } }),
+  unzstd: (bytes, { maxOutputLength }) => zstdDecompressSync(bytes, { maxOutputLength }),
+  gzip: (bytes, { level }) => gzipSync(bytes, { level }),
+};
+parentPort.on('message', ({ id, op, level, maxOutputLength, bytes }) => {
   let out;
   try {
-    out = compress
-      ? zstdCompressSync(bytes, { params: { [constants.ZSTD_c_compressionLevel]: level } })
-      : zstdDecompressSync(bytes, { maxOutputLength });
+    out = run[op](bytes, { level, maxOutputLength });
   } catch (err) {
     parentPort.postMessage({ id, error: String(err && err.message || err) });
     return;
@@ -78,7 +81,7 @@ function leastBusy(): PoolThread {
   return best === undefined || (best.waiting.size > 0 && threads.length < POOL_SIZE) ? startThread() : best;
 }
 
-function request(message: { compress: boolean; level?: number; maxOutputLength?: number }, bytes: Uint8Array): Promise<Buffer> {
+function request(message: { op: 'zstd' | 'unzstd' | 'gzip'; level?: number; maxOutputLength?: number }, bytes: Uint8Array): Promise<Buffer> {
   const thread = leastBusy();
   const id = nextId++;
   // The thread gets its own copy, transferred: the caller's buffer may be a view of a larger one it
@@ -94,8 +97,11 @@ function request(message: { compress: boolean; level?: number; maxOutputLength?:
 }
 
 /** `raw` compressed with zstd at `level`, on a pool thread. */
-export const zstdCompressOnPool = (raw: Uint8Array, level: number): Promise<Buffer> => request({ compress: true, level }, raw);
+export const zstdCompressOnPool = (raw: Uint8Array, level: number): Promise<Buffer> => request({ op: 'zstd', level }, raw);
 
 /** The zstd frame `compressed` decompressed on a pool thread; fails when it is not zstd or would exceed `maxOutputLength`. */
 export const zstdDecompressOnPool = (compressed: Uint8Array, maxOutputLength: number): Promise<Buffer> =>
-  request({ compress: false, maxOutputLength }, compressed);
+  request({ op: 'unzstd', maxOutputLength }, compressed);
+
+/** `raw` as one gzip member at `level`, on a pool thread. */
+export const gzipOnPool = (raw: Uint8Array, level: number): Promise<Buffer> => request({ op: 'gzip', level }, raw);

@@ -5,6 +5,7 @@
  */
 import { TypedError } from '../errors';
 import type { MergeRecord } from './blocks';
+import { gzipOnPool } from './codec-pool';
 import { createHash, type Hash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { createGunzip, gzipSync } from 'node:zlib';
@@ -105,17 +106,21 @@ export class SegmentBuilder extends SegmentTally {
   }
 
   encode(): Uint8Array {
+    return gzipSync(this.uncompressed(), { level: GZIP_LEVEL });
+  }
+
+  /** {@link encode}, compressed on the codec pool's threads while the caller goes on. */
+  finish(): Promise<Uint8Array> {
+    return gzipOnPool(this.uncompressed(), GZIP_LEVEL);
+  }
+
+  private uncompressed(): Buffer {
     const records = Buffer.from(this.text);
     const sha256 = createHash('sha256').update(records).digest('hex');
     const footer = Buffer.from(`${JSON.stringify({ footer: { count: this.records, first_key: this.first, last_key: this.last, sha256 } })}\n`);
     // The footer holds two keys, so it can outgrow the bound when each record line is within it.
     if (footer.length - 1 > MAX_SEGMENT_LINE_BYTES) throw new RangeError(`the footer of a segment from ${JSON.stringify(this.first?.slice(0, 100))} is ${footer.length - 1} bytes, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`);
-    return gzipSync(Buffer.concat([Buffer.from(HEADER_LINE), records, footer]), { level: GZIP_LEVEL });
-  }
-
-  /** {@link encode}, for a caller of either format's writer. */
-  finish(): Promise<Uint8Array> {
-    return Promise.resolve(this.encode());
+    return Buffer.concat([Buffer.from(HEADER_LINE), records, footer]);
   }
 }
 

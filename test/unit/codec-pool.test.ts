@@ -1,8 +1,8 @@
 /** The block codec threads: zstd off the calling thread, each reply paired with its request, failures contained. */
 import { randomBytes } from 'node:crypto';
-import { zstdCompressSync, zstdDecompressSync } from 'node:zlib';
+import { gzipSync, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { zstdCompressOnPool, zstdDecompressOnPool } from '../../src/segments/codec-pool';
+import { gzipOnPool, zstdCompressOnPool, zstdDecompressOnPool } from '../../src/segments/codec-pool';
 
 describe('block codec pool', () => {
   it('compresses and decompresses like node:zlib, each of many concurrent requests getting its own answer', async () => {
@@ -11,6 +11,11 @@ describe('block codec pool', () => {
     compressed.forEach((bytes, i) => expect(zstdDecompressSync(bytes).equals(blocks[i]!)).toBe(true));
     const raws = await Promise.all(blocks.map((raw) => zstdDecompressOnPool(zstdCompressSync(raw), raw.length)));
     raws.forEach((raw, i) => expect(raw.equals(blocks[i]!)).toBe(true));
+  });
+
+  it('gzips byte for byte as node:zlib on this thread (a re-run of a cut writes the same bytes)', async () => {
+    const raw = Buffer.from('{"key":"k","seq":1,"value":"v"}\n'.repeat(5000));
+    expect((await gzipOnPool(raw, 3)).equals(gzipSync(raw, { level: 3 }))).toBe(true);
   });
 
   it('takes a view of a larger buffer without touching the rest of it', async () => {

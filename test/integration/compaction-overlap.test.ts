@@ -1,0 +1,94 @@
+/**
+ * The final merge stores a cut while it fills the next, on MinIO: outputs are still stored in
+ * order, a heartbeated position names only outputs already stored, and a failed store fails the
+ * attempt only once none of its writes is in flight.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compactGroup, NO_PROGRESS, outputSegmentKey, outputSegmentKeys, type CompactionProgress } from '../../src/compactor';
+import { namespaceId, newJobId } from '../../src/keys';
+import { SEGMENT_FORMAT_VERSIONS } from '../../src/segments';
+import type { JobRef } from '../../src/protocol';
+import type { ObjectStore } from '../../src/store';
+import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
+import { openTestStore, type TestStore } from '../support/stores';
+import { uniqueId } from '../support/temporal';
+
+/** `store` whose put of `job`'s output segment i takes `delayMs(i)` (failing output `failAt`), logging when each starts and ends. */
+function slowOutputs(store: ObjectStore, job: JobRef, delayMs: (output: number) => number, failAt?: number) {
+  const log: string[] = [];
+  let inFlight = 0;
+  const outputs = new Map(Array.from({ length: 1000 }, (_, i) => [outputSegmentKey(job, i), i]));
+  const put = async (key: string, body: Uint8Array) => {
+    if (!outputs.has(key)) return store.put(key, body);
+    inFlight++;
+    log.push(`start ${key}`);
+    try {
+      await sleep(delayMs(outputs.get(key)!));
+      if (outputs.get(key) === failAt) throw new Error(`injected failure storing ${key}`);
+      return await store.put(key, body);
+    } finally {
+      inFlight--;
+      log.push(`end ${key}`);
+    }
+  };
+  const observed = new Proxy(store, {
+    get: (target, property) => {
+      if (property === 'put') return put;
+      const value: unknown = Reflect.get(target, property);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { store: observed, log, inFlight: () => inFlight };
+}
+
+describe.each(SEGMENT_FORMAT_VERSIONS)('the final merge, writing segment format v%i', (segmentFormat) => {
+  let fixture: TestStore;
+  beforeAll(async () => {
+    fixture = await openTestStore('minio');
+  });
+  afterAll(async () => {
+    await fixture?.store.close();
+  });
+  it('merges on while a cut is stored, stores outputs in order, and heartbeats only stored outputs', async () => {
+    const ns = uniqueId('overlap');
+    const inputs = makeInputs(4, 20_000);
+    const keys = await writeInputs(fixture.store, ns, 'g', inputs, [1, 2]);
+    const job = { namespaceId: namespaceId(ns), jobId: newJobId() };
+    // Cuts of several thousand records, so the merge reports records (every 2,048) while filling the one after a cut.
+    const limits = { targetSegmentBytes: 256 * 1024, maxFanIn: 16, segmentFormat };
+    const { store, log, inFlight } = slowOutputs(fixture.store, job, (output) => (output === 0 ? 1000 : 20));
+    const recordsWhileStoring: number[] = [];
+    const heartbeats: CompactionProgress[] = [];
+    const progress = await compactGroup(store, job, keys, limits, NO_PROGRESS, {
+      onRecords: (records) => {
+        if (inFlight() > 0) recordsWhileStoring.push(records);
+      },
+      onSegmentFinished: (p) => heartbeats.push(p),
+    });
+
+    expect(progress.segmentsFinished).toBeGreaterThan(3);
+    // The merge went on while the first output was being stored.
+    expect(recordsWhileStoring.length).toBeGreaterThan(0);
+    // One output stored at a time, in the order of the outputs.
+    expect(log).toEqual(outputSegmentKeys(job, progress).flatMap((key) => [`start ${key}`, `end ${key}`]));
+    // Each heartbeat comes after its outputs are stored, and the positions rise to the last.
+    for (const p of heartbeats) expect(log).toContain(`end ${outputSegmentKey(job, p.segmentsFinished - 1)}`);
+    expect(heartbeats.map((p) => p.segmentsFinished)).toEqual([...heartbeats.map((p) => p.segmentsFinished)].sort((a, b) => a - b));
+    expect(heartbeats.at(-1)).toEqual(progress);
+    expect(await readRecords(fixture.store, outputSegmentKeys(job, progress))).toEqual(referenceMerge(inputs));
+  });
+
+  it('fails when a cut cannot be stored, once no write of the attempt is in flight, having stored nothing after it', async () => {
+    const ns = uniqueId('overlap-fail');
+    const keys = await writeInputs(fixture.store, ns, 'g', makeInputs(4, 3000), [1, 2]);
+    const job = { namespaceId: namespaceId(ns), jobId: newJobId() };
+    const limits = { targetSegmentBytes: 16 * 1024, maxFanIn: 16, segmentFormat };
+    const { store, log, inFlight } = slowOutputs(fixture.store, job, () => 100, 1);
+    const heartbeats: number[] = [];
+    await expect(compactGroup(store, job, keys, limits, NO_PROGRESS, { onRecords: () => {}, onSegmentFinished: (p) => heartbeats.push(p.segmentsFinished) })).rejects.toThrow(/injected failure/);
+    expect(inFlight()).toBe(0);
+    expect(log).toEqual([`start ${outputSegmentKey(job, 0)}`, `end ${outputSegmentKey(job, 0)}`, `start ${outputSegmentKey(job, 1)}`, `end ${outputSegmentKey(job, 1)}`]);
+    expect(heartbeats).toEqual([1]);
+  });
+});
