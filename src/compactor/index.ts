@@ -109,63 +109,58 @@ export async function compactGroup(
       : readSegments(store, Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)));
   const merge = (sources: readonly MergeSource[], after?: string) => mergeSegments(sources.map(open), { dropTombstones: false, after });
 
-  for (let run = runParts.length; run < plan.runs.length; run++) {
-    let parts = 0;
-    let builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
-    const storePart = async () => {
-      await store.put(runPartKey(job, maxFanIn, run, parts++), await builder.finish());
-      builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
-    };
-    for await (const batch of merge(plan.runs[run]!)) {
-      for (const record of batch) {
-        builder.add(record);
-        if (builder.size >= targetSegmentBytes) await storePart();
-      }
-      counted(batch.length);
-    }
-    if (builder.count > 0) await storePart();
-    runParts.push(parts);
-    progress = { ...progress, runs: { fanIn: maxFanIn, parts: [...runParts] } };
-    hooks.onSegmentFinished(progress);
-  }
-
-  // The final merge reads every input, so each key's winner is final here. A winning tombstone
-  // leaves the outputs but not the job: it goes to a tombstone segment, which publication names
-  // beside the outputs only when the group holds segments other than the inputs (one of them may
-  // hold an older version of the key). Both are cut at the same record, so one position resumes both.
-  let live = newSegmentWriter(version, BACKGROUND);
-  let dead = newSegmentWriter(version, BACKGROUND);
-  let lastKey = progress.lastKey;
-  // A cut is compressed and stored while the merge fills the next one; the merge waits only when a
-  // second cut would queue behind it (at most two cuts in memory). Cuts are stored, and their
-  // progress reported, in order: a position is heartbeated only once every output before it is stored.
-  let storing: Promise<void> = Promise.resolve();
-  const storeCut = async () => {
-    const [cutLive, cutDead, cutLastKey] = [live, dead, lastKey];
-    live = newSegmentWriter(version, BACKGROUND);
-    dead = newSegmentWriter(version, BACKGROUND);
-    const compressed = Promise.all([cutDead.count > 0 ? cutDead.finish() : undefined, cutLive.count > 0 ? cutLive.finish() : undefined]);
-    const previous = storing;
-    storing = (async () => {
-      const [deadBytes, liveBytes] = await compressed;
-      await previous;
-      if (deadBytes) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), deadBytes);
-      if (liveBytes) await store.put(outputSegmentKey(job, progress.segmentsFinished), liveBytes);
-      progress = {
-        ...progress,
-        segmentsFinished: progress.segmentsFinished + Math.sign(cutLive.count),
-        tombstoneSegmentsFinished: progress.tombstoneSegmentsFinished + Math.sign(cutDead.count),
-        lastKey: cutLastKey,
-        recordsOut: progress.recordsOut + cutLive.count,
-        bytesOut: progress.bytesOut + cutLive.size,
-      };
-      hooks.onSegmentFinished(progress);
-    })();
-    // Seen by the next cut or the end; a merge that fails first must not leave it unhandled.
-    storing.catch(() => undefined);
-    await previous;
-  };
+  const writes = writeBehind();
   try {
+    for (let run = runParts.length; run < plan.runs.length; run++) {
+      let parts = 0;
+      let builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
+      const storePart = async () => {
+        const [part, bytes] = [parts++, builder.finish()];
+        builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
+        await writes.queue(bytes, (finished) => store.put(runPartKey(job, maxFanIn, run, part), finished));
+      };
+      for await (const batch of merge(plan.runs[run]!)) {
+        for (const record of batch) {
+          builder.add(record);
+          if (builder.size >= targetSegmentBytes) await storePart();
+        }
+        counted(batch.length);
+      }
+      if (builder.count > 0) await storePart();
+      // A run is reported finished only once every part of it is stored.
+      await writes.drained();
+      runParts.push(parts);
+      progress = { ...progress, runs: { fanIn: maxFanIn, parts: [...runParts] } };
+      hooks.onSegmentFinished(progress);
+    }
+
+    // The final merge reads every input, so each key's winner is final here. A winning tombstone
+    // leaves the outputs but not the job: it goes to a tombstone segment, which publication names
+    // beside the outputs only when the group holds segments other than the inputs (one of them may
+    // hold an older version of the key). Both are cut at the same record, so one position resumes both.
+    let live = newSegmentWriter(version, BACKGROUND);
+    let dead = newSegmentWriter(version, BACKGROUND);
+    let lastKey = progress.lastKey;
+    const storeCut = async () => {
+      const [cutLive, cutDead, cutLastKey] = [live, dead, lastKey];
+      live = newSegmentWriter(version, BACKGROUND);
+      dead = newSegmentWriter(version, BACKGROUND);
+      const bytes = Promise.all([cutDead.count > 0 ? cutDead.finish() : undefined, cutLive.count > 0 ? cutLive.finish() : undefined]);
+      await writes.queue(bytes, async ([deadBytes, liveBytes]) => {
+        if (deadBytes) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), deadBytes);
+        if (liveBytes) await store.put(outputSegmentKey(job, progress.segmentsFinished), liveBytes);
+        progress = {
+          ...progress,
+          segmentsFinished: progress.segmentsFinished + Math.sign(cutLive.count),
+          tombstoneSegmentsFinished: progress.tombstoneSegmentsFinished + Math.sign(cutDead.count),
+          lastKey: cutLastKey,
+          recordsOut: progress.recordsOut + cutLive.count,
+          bytesOut: progress.bytesOut + cutLive.size,
+        };
+        // Heartbeated only now: a position never names an output that is not stored.
+        hooks.onSegmentFinished(progress);
+      });
+    };
     for await (const batch of merge(plan.final, progress.lastKey ?? undefined)) {
       for (const record of batch) {
         (isTombstone(record) ? dead : live).add(record);
@@ -175,12 +170,36 @@ export async function compactGroup(
       counted(batch.length);
     }
     if (live.count > 0 || dead.count > 0) await storeCut();
+    await writes.drained();
+    return progress;
   } finally {
     // No write of this attempt may still be in flight once it returns or fails (attemptWrites checks).
-    await storing.catch(() => undefined);
+    await writes.settled();
   }
-  await storing;
-  return progress;
+}
+
+/**
+ * Stores that run behind the merge, one after another in the order queued: the merge hands a
+ * finished segment over (its compression already started) and goes on, and waits only when a
+ * second would queue behind the one being stored, so at most two are held in memory.
+ */
+function writeBehind() {
+  let last: Promise<void> = Promise.resolve();
+  return {
+    /** Queues `write` of `bytes`, run once every write before it is done; resolves when the one before it is. */
+    async queue<T>(bytes: Promise<T>, write: (bytes: T) => Promise<unknown>): Promise<void> {
+      // A failure of `bytes` reaches `write`'s caller through `last`, even when a failure before it means `write` never runs.
+      bytes.catch(() => undefined);
+      const previous = last;
+      last = previous.then(async () => void (await write(await bytes)));
+      last.catch(() => undefined);
+      await previous;
+    },
+    /** Every queued write done; rejects with the first failure. */
+    drained: (): Promise<void> => last,
+    /** Every queued write done or failed. */
+    settled: (): Promise<void> => last.catch(() => undefined),
+  };
 }
 
 const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
