@@ -15,6 +15,7 @@ import {
   createJobLease,
   publishCompaction,
   readInputManifest,
+  readInputManifestUnderLease,
   readRoot,
   writeInputManifest,
   type HeldLease,
@@ -125,7 +126,7 @@ export function createCompactionActivities(deps: CompactionDeps) {
      */
     async compactUnderLease(input: ManifestInput & { held: HeldLease }): Promise<LeasedCompactionOutput> {
       const ref = job(input);
-      return compactUnderLease(deps, ref, await readInputManifest(store, ref, input.manifest), input.held);
+      return compactUnderLease(deps, ref, await readInputManifestUnderLease(store, ref, input.manifest), input.held);
     },
 
     async publish(input: ManifestInput & { outputs: string[]; tombstones: string[] }): Promise<PublicationOutcome> {

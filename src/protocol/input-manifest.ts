@@ -6,8 +6,9 @@
  */
 import { createHash } from 'node:crypto';
 import { quoted, TypedError } from '../errors';
-import { inputManifestKey } from '../keys';
+import { inputManifestKey, leaseKey } from '../keys';
 import { NotFoundError, ObjectTooLargeError, type ObjectStore } from '../store';
+import { LeaseLostError } from './job-lease';
 import type { JobRef } from './lease-read';
 
 /** What travels through Temporal in place of the group's inputs: a few hundred bytes, whatever the group's width. */
@@ -40,6 +41,8 @@ export class InputManifestUnreadableError extends TypedError {
   constructor(
     readonly key: string,
     readonly reason: string,
+    /** Deleted, rather than changed or another job's. */
+    readonly gone = false,
   ) {
     super(`input manifest ${key} ${reason}: the job ends without publishing; start the compaction again, which reads the group afresh`);
   }
@@ -67,7 +70,7 @@ export async function writeInputManifest(store: ObjectStore, job: JobRef, attemp
 /** The manifest `ref` names, as written: same ETag, same bytes, this job's, `ref.count` inputs. Anything else is an {@link InputManifestUnreadableError}. */
 export async function readInputManifest(store: ObjectStore, job: JobRef, ref: InputManifestRef): Promise<InputManifest> {
   const object = await store.get(ref.key, { maxBytes: MAX_INPUT_MANIFEST_BYTES }).catch((err: unknown) => {
-    if (err instanceof NotFoundError) throw new InputManifestUnreadableError(ref.key, 'is gone (a collector reclaims the objects of a prefix with no lease once past the staging grace)');
+    if (err instanceof NotFoundError) throw new InputManifestUnreadableError(ref.key, 'is gone (a collector reclaims the objects of a prefix with no lease once past the staging grace)', true);
     if (err instanceof ObjectTooLargeError) throw new InputManifestUnreadableError(ref.key, `is larger than ${MAX_INPUT_MANIFEST_BYTES} bytes`);
     throw err;
   });
@@ -82,4 +85,20 @@ export async function readInputManifest(store: ObjectStore, job: JobRef, ref: In
   if (!fits) throw new InputManifestUnreadableError(ref.key, `is not the input manifest of job ${quoted(job.jobId)} with ${ref.count} inputs`);
   const pairs = inputs as [string, string][];
   return { group: parsed.group as string, inputs: pairs.map(([key]) => key), etags: pairs.map(([, etag]) => etag) };
+}
+
+/**
+ * {@link readInputManifest} for a job that holds its lease. The manifest is written before the lease,
+ * so it is the one object of the job a collector may take for an orphan's (a prefix with no lease,
+ * past the staging grace): when the job waited that long between reading its group and creating its
+ * lease, say with no worker free. The job has then lost its prefix as a fenced job loses its lease:
+ * a {@link LeaseLostError}, so it publishes nothing and a new job reads the group afresh.
+ */
+export async function readInputManifestUnderLease(store: ObjectStore, job: JobRef, ref: InputManifestRef): Promise<InputManifest> {
+  return readInputManifest(store, job, ref).catch((err: unknown) => {
+    if (err instanceof InputManifestUnreadableError && err.gone) {
+      throw new LeaseLostError(leaseKey(job.namespaceId, job.jobId), `the job's input manifest ${ref.key} is gone: a collector reclaimed its prefix as an orphan's before the lease was created`);
+    }
+    throw err;
+  });
 }

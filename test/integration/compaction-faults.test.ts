@@ -136,6 +136,29 @@ describe('compaction workflow under faults', () => {
       await expectReplays(servers.client, handle.workflowId, handle.firstExecutionRunId);
     });
 
+    it('a job whose input manifest a collector took for an orphan\'s before its lease existed reports fenced and runs again as a new job that publishes', async () => {
+      const ns = uniqueId('orphanmanifest').toLowerCase();
+      const inputs = await format.writeInputs(servers.fixture.store, ns, 'inodes', 2, 200);
+      let firstJob: string | undefined;
+      // The job waited past the staging grace between reading its group and creating its lease: the collector reclaimed its prefix (the manifest) first.
+      const store = interceptStore(servers.fixture.store, async (operation, subject) => {
+        if (operation === 'putIfAbsent' && isLeaseKey(subject) && firstJob === undefined) {
+          firstJob = (parseCompactionKey(subject as string) as { jobId: MetadataCompactionId }).jobId;
+          await servers.fixture.store.deleteMany([inputManifestKey(namespaceId(ns), jobId(firstJob), 1)]);
+        }
+      });
+      const { handle, stop } = await compactWith(store, ns, format.plugins);
+      const result = await handle.result();
+      await stop();
+      expect(result.fencedJobIds).toEqual([firstJob]);
+      expect(result.jobId).not.toBe(firstJob);
+      expect(result.outcome).toBe('published');
+      expect(await format.readRecords(servers.fixture.store, result.outputs)).toEqual(inputs.merge);
+      // The fenced job wrote nothing under its lease: its prefix holds the lease alone.
+      expect((await servers.fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map((o) => o.key)).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!))]);
+      await expectReplays(servers.client, handle.workflowId, handle.firstExecutionRunId);
+    });
+
     it('inputs replaced by another writer before publication: abandoned, the root keeps the other writer', async () => {
       const ns = uniqueId('abandoned').toLowerCase();
       const { handle, stop, release } = await compactionHeldBeforeReading(ns);

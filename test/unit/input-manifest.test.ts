@@ -1,8 +1,8 @@
 /** A job's input manifest: written once per attempt under the job prefix, read back only as written, out of a compactor's reach. */
 import { describe, expect, it } from 'vitest';
 import { checkStagedKeys, OutsideJobPrefixError, stagedStore } from '../../src/compactor';
-import { inputManifestKey, isInputManifestKeyOf, jobId, namespaceId, parseCompactionKey } from '../../src/keys';
-import { InputManifestUnreadableError, readInputManifest, writeInputManifest } from '../../src/protocol';
+import { inputManifestKey, isInputManifestKeyOf, jobId, leaseKey, namespaceId, parseCompactionKey } from '../../src/keys';
+import { InputManifestUnreadableError, LeaseLostError, readInputManifest, readInputManifestUnderLease, writeInputManifest } from '../../src/protocol';
 import { createEmbeddedObjectStore } from '../../src/store';
 
 const ns = namespaceId('demo');
@@ -36,6 +36,20 @@ describe('the input manifest', () => {
     await damage(store, ref.key);
     await expect(readInputManifest(store, job, ref)).rejects.toThrow(InputManifestUnreadableError);
     await expect(readInputManifest(store, job, ref)).rejects.toThrow(`input manifest ${ref.key} ${reason}`);
+    await store.close();
+  });
+
+  it('gone under the lease (taken for an orphan before the lease existed) is a lost lease: the job is fenced and runs again; changed is still unreadable', async () => {
+    const store = createEmbeddedObjectStore({ path: ':memory:' });
+    const ref = await writeInputManifest(store, job, 1, manifest);
+    expect(await readInputManifestUnderLease(store, job, ref)).toEqual(manifest);
+    await store.put(ref.key, new TextEncoder().encode('{}'));
+    await expect(readInputManifestUnderLease(store, job, ref)).rejects.toThrow(InputManifestUnreadableError);
+    await store.deleteMany([ref.key]);
+    const lost = await readInputManifestUnderLease(store, job, ref).catch((err: unknown) => err);
+    expect(lost).toBeInstanceOf(LeaseLostError);
+    expect(lost).toMatchObject({ key: leaseKey(ns, job.jobId), failureType: 'LeaseLost' });
+    expect((lost as Error).message).toContain(`input manifest ${ref.key} is gone`);
     await store.close();
   });
 
