@@ -92,9 +92,12 @@ const lineOf = (d: Deletion, target: ManifestTarget): ManifestLine => ({
   ...(target.dryRun && { dryRun: true as const }),
 });
 
-/** Writes one part of the target's manifest holding `deletions`; returns its key. */
+/** Writes one part of the target's manifest holding `deletions`, its totals in its key; returns the key. */
 export async function writeManifestPart(target: ManifestTarget, deletions: readonly Deletion[]): Promise<string> {
-  const key = manifestPartKey(target.namespaceId, target.passId);
+  const byRule: Partial<Record<DeletionRule, number>> = {};
+  for (const d of deletions) byRule[d.rule] = (byRule[d.rule] ?? 0) + 1;
+  const bytes = deletions.reduce((n, d) => n + d.object.size, 0);
+  const key = manifestPartKey(target.namespaceId, target.passId, { byRule, bytes, dryRun: target.dryRun });
   const text = deletions.map((d) => JSON.stringify(lineOf(d, target)) + '\n').join('');
   await target.store.put(key, await promisify(gzip)(text));
   target.onPart?.(key, deletions.length);
