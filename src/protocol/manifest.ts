@@ -78,8 +78,19 @@ export interface ManifestTarget {
   readonly onPart?: (key: string, lines: number) => void;
 }
 
-/** Deletes objects after recording them: the only way the collector deletes. */
-export type Deleter = (deletions: readonly Deletion[]) => Promise<DeleteResult>;
+/**
+ * Deletes objects after recording them: the only way the collector deletes. `later`: objects
+ * recorded in the same part but deleted afterwards, by {@link Deleter.deleteRecorded} (a prefix's
+ * lease, which goes after its walk): their lines then cost no part of their own.
+ */
+export interface Deleter {
+  (deletions: readonly Deletion[], later?: readonly Deletion[]): Promise<DeleteResult>;
+  /**
+   * Deletes `key` if its line needs no part of its own: this deleter recorded it as `later`, or
+   * keeps no manifest. Undefined, nothing sent, when it must be recorded first.
+   */
+  readonly deleteRecorded: (key: string) => Promise<DeleteResult | undefined>;
+}
 
 const lineOf = (d: Deletion, target: ManifestTarget): ManifestLine => ({
   key: d.object.key,
@@ -105,15 +116,20 @@ export async function writeManifestPart(target: ManifestTarget, deletions: reado
 }
 
 /**
- * Deletes through `store` (in a dry run, the dry-run store), each batch's part of the manifest
- * written first when there is a `manifest` (a pass without one is a benchmark's baseline).
+ * Deletes through `store` (in a dry run, the dry-run store), each batch's lines in a durable part of
+ * the manifest first when there is a `manifest` (a pass without one is a benchmark's baseline).
  */
 export function deleterOf(store: ObjectStore, manifest: ManifestTarget | undefined): Deleter {
-  return async (deletions) => {
-    if (deletions.length === 0) return { deleted: [], failed: [] };
+  const record = manifest && ((deletions: readonly Deletion[]) => writeManifestPart(manifest, deletions));
+  /** Keys recorded as `later` whose line is durable. */
+  const recorded = new Set<string>();
+  const deletes = async (deletions: readonly Deletion[], later: readonly Deletion[] = []): Promise<DeleteResult> => {
+    if (deletions.length + later.length === 0) return { deleted: [], failed: [] };
     // WARN: the part must be durable before DeleteObjects is sent: a worker killed in between leaves a manifest naming at least what it deleted.
-    if (manifest) await writeManifestPart(manifest, deletions);
-    return store.deleteMany(deletions.map((d) => d.object.key));
+    if (record) await record([...deletions, ...later]);
+    for (const d of later) recorded.add(d.object.key);
+    return deletions.length ? store.deleteMany(deletions.map((d) => d.object.key)) : { deleted: [], failed: [] };
   };
+  const deleteRecorded = async (key: string): Promise<DeleteResult | undefined> => (record && !recorded.delete(key) ? undefined : store.deleteMany([key]));
+  return Object.assign(deletes, { deleteRecorded });
 }
-

@@ -33,9 +33,13 @@ import { quickExpirySettings as settings, startTestWorker, storeAndClient, uniqu
 const { leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = settings.timing;
 const bytes = (s: string) => new TextEncoder().encode(s);
 
-/** The worker's store: forwards to MinIO and logs every write and delete in order. */
-function loggingStore(inner: ObjectStore, log: { op: 'put' | 'delete'; keys: string[] }[]): ObjectStore {
+/** The worker's store: forwards to MinIO and logs every write, delete and HEAD in order. */
+function loggingStore(inner: ObjectStore, log: { op: 'put' | 'delete' | 'head'; keys: string[] }[]): ObjectStore {
   return Object.assign(Object.create(inner) as ObjectStore, {
+    head(key: string) {
+      log.push({ op: 'head', keys: [key] });
+      return inner.head(key);
+    },
     async put(key: string, body: Uint8Array) {
       const etag = await inner.put(key, body);
       log.push({ op: 'put', keys: [key] });
@@ -52,7 +56,7 @@ describe('deletion manifests', () => {
   const opened = storeAndClient('minio');
   let store: ObjectStore;
   let worker: RunningWorker;
-  const log: { op: 'put' | 'delete'; keys: string[] }[] = [];
+  const log: { op: 'put' | 'delete' | 'head'; keys: string[] }[] = [];
 
   beforeAll(async () => {
     store = opened.fixture.store;
@@ -131,9 +135,16 @@ describe('deletion manifests', () => {
     const recorded = new Set<string>();
     for (const entry of log) {
       if (entry.op === 'put') for (const line of parts.get(entry.keys[0] ?? '') ?? []) recorded.add(line.key);
-      else for (const key of entry.keys) expect(recorded.has(key), key).toBe(true);
+      else if (entry.op === 'delete') for (const key of entry.keys) expect(recorded.has(key), key).toBe(true);
     }
     expect(log.filter((e) => e.op === 'put' && parseManifestPartKey(e.keys[0] ?? '')).length).toBe(parts.size);
+    // The lease's line is the walk's: in the part of its prefix's last batch, its ETag and size from the walk's listing, no HEAD of its own.
+    const leasePart = [...parts.values()].find((lines) => lines.some((l) => l.rule === 'lease'));
+    expect(leasePart?.filter((l) => l.rule === 'claimed_prefix').map((l) => l.key).sort()).toEqual(s.staged.slice(0, 2).sort());
+    expect(log.filter((e) => e.op === 'head').flatMap((e) => e.keys)).not.toContain(leaseKey(ns, s.dead));
+    // At most one part per DeleteObjects of objects (the lease goes by itself, after its walk).
+    expect(parts.size).toBeLessThanOrEqual(log.filter((e) => e.op === 'delete' && !e.keys.includes(leaseKey(ns, s.dead))).length);
+
     // `gc passes`: each pass's totals, from its parts' names.
     // Both passes have the same clock, so the order of their ids is chance.
     const passes = await listGcPasses(store, { namespaces: [ns] });

@@ -78,6 +78,49 @@ describe('deleting through a manifest', () => {
   });
 });
 
+describe('a lease recorded with its walk', () => {
+  const setUp = async () => {
+    const store = createEmbeddedObjectStore({ path: ':memory:' });
+    const log: string[] = [];
+    let failPuts = false;
+    /** While set, a put is held until the test lets it go. */
+    let held: Promise<void> | undefined;
+    const logged = Object.assign(Object.create(store) as ObjectStore, {
+      put: async (key: string, body: Uint8Array) => {
+        log.push(`put ${key.split('/').at(-1)?.split('.')[0]}`);
+        await held;
+        if (failPuts) throw new Error('put refused');
+        return store.put(key, body);
+      },
+      deleteMany: (keys: readonly string[]): Promise<DeleteResult> => (log.push(`delete ${keys.map((k) => k.split('/').at(-1)).join(',')}`), store.deleteMany(keys)),
+    });
+    const keys = ['a', 'b', 'c', 'lease.json'].map((k) => `namespaces/unit/metadata/compactions/cmp_${'1'.repeat(32)}/${k}`);
+    for (const k of keys) await store.put(k, new Uint8Array([1, 2]));
+    const [a, b, c, lease] = (await Promise.all(keys.map((k) => store.head(k)))).map((object) => ({ object, rule: 'orphaned_prefix' as const, read: {} }));
+    const target: ManifestTarget = { store: logged, namespaceId: ns, passId: newPassId(Date.now()), nowMs: 42, dryRun: false };
+    const hold = (): (() => void) => {
+      let release = () => {};
+      held = new Promise((resolve) => (release = resolve));
+      return () => ((held = undefined), release());
+    };
+    return { store, logged, log, target, a: a!, b: b!, c: c!, lease: { ...lease!, rule: 'lease' as const }, failNextPuts: (fail: boolean) => (failPuts = fail), hold };
+  };
+
+  it("a lease recorded with its walk's last batch is deleted afterwards without a part of its own; one not recorded needs its own", async () => {
+    const { store, logged, log, target, a, lease } = await setUp();
+    const deletes = deleterOf(logged, target);
+    expect(await deletes.deleteRecorded(lease.object.key)).toBeUndefined();
+    await deletes([a], [lease]);
+    expect(log).toEqual([expect.stringMatching(/^put part_/), 'delete a']);
+    expect(await deletes.deleteRecorded(lease.object.key)).toEqual({ deleted: [lease.object.key], failed: [] });
+    expect(log).toEqual([expect.stringMatching(/^put part_/), 'delete a', 'delete lease.json']);
+    const [part] = await readPassManifest(store, ns, target.passId);
+    expect(part?.lines.map((l) => [l.key.split('/').at(-1), l.rule, l.etag])).toEqual([['a', 'orphaned_prefix', a.object.etag], ['lease.json', 'lease', lease.object.etag]]);
+    // Without a manifest there is nothing to record: the delete goes at once.
+    expect(await deleterOf(logged, undefined).deleteRecorded(a.object.key)).toEqual({ deleted: [a.object.key], failed: [] });
+  });
+});
+
 describe('gc passes', () => {
   it("totals each pass from its parts' names, reading only a part whose name carries none", async () => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
