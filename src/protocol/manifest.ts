@@ -116,11 +116,36 @@ export async function writeManifestPart(target: ManifestTarget, deletions: reado
 }
 
 /**
+ * Group commit of a manifest's parts: lines handed in while a part is being written go together in
+ * the next part, so batches deleted at once (a page's prefixes) share PUTs. Each call resolves once
+ * a part holding its lines is durable, and rejects if that part's write failed.
+ */
+function partWriter(target: ManifestTarget): (deletions: readonly Deletion[]) => Promise<void> {
+  let open: { readonly deletions: Deletion[]; written: Promise<void> } | undefined;
+  let previous: Promise<unknown> = Promise.resolve();
+  return (deletions) => {
+    if (!open) {
+      const group: { readonly deletions: Deletion[]; written: Promise<void> } = { deletions: [], written: Promise.resolve() };
+      // The group takes lines until its write starts: after the part in flight, if any.
+      group.written = previous.then(async () => {
+        open = undefined;
+        await writeManifestPart(target, group.deletions);
+      });
+      previous = group.written.catch(() => {});
+      open = group;
+    }
+    open.deletions.push(...deletions);
+    return open.written;
+  };
+}
+
+/**
  * Deletes through `store` (in a dry run, the dry-run store), each batch's lines in a durable part of
- * the manifest first when there is a `manifest` (a pass without one is a benchmark's baseline).
+ * the manifest first when there is a `manifest` (a pass without one is a benchmark's baseline). One
+ * deleter serves the concurrent batches of a page, so their lines share parts.
  */
 export function deleterOf(store: ObjectStore, manifest: ManifestTarget | undefined): Deleter {
-  const record = manifest && ((deletions: readonly Deletion[]) => writeManifestPart(manifest, deletions));
+  const record = manifest && partWriter(manifest);
   /** Keys recorded as `later` whose line is durable. */
   const recorded = new Set<string>();
   const deletes = async (deletions: readonly Deletion[], later: readonly Deletion[] = []): Promise<DeleteResult> => {

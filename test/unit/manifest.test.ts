@@ -1,5 +1,6 @@
 /** Deletion manifests on the embedded store: the key grammar of passes and parts, intent before deletion, a dry run's store. */
-import { describe, expect, it } from 'vitest';
+import { setImmediate } from 'node:timers/promises';
+import { describe, expect, it, vi } from 'vitest';
 import { manifestPartKey, manifestsPrefix, namespaceId, newPassId, parseManifestPartKey, parseManifestPrefix, parsePassPrefix, passClockMs, passId, passManifestPrefix, type PartTotals } from '../../src/keys';
 import { deleterOf, listGcPasses, listManifestPasses, readPassManifest, writeManifestPart, type ManifestTarget } from '../../src/protocol';
 import { createEmbeddedObjectStore, type DeleteResult, type ObjectStore } from '../../src/store';
@@ -78,7 +79,7 @@ describe('deleting through a manifest', () => {
   });
 });
 
-describe('a lease recorded with its walk', () => {
+describe('sharing parts', () => {
   const setUp = async () => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
     const log: string[] = [];
@@ -105,6 +106,39 @@ describe('a lease recorded with its walk', () => {
     };
     return { store, logged, log, target, a: a!, b: b!, c: c!, lease: { ...lease!, rule: 'lease' as const }, failNextPuts: (fail: boolean) => (failPuts = fail), hold };
   };
+  const partNames = (log: readonly string[]) => log.filter((l) => l.startsWith('put')).length;
+
+  it('batches handed in while a part is written share the next part, each deleted only once its lines are durable', async () => {
+    const { store, logged, log, target, a, b, c, hold } = await setUp();
+    const deletes = deleterOf(logged, target);
+    const release = hold();
+    const first = deletes([a]);
+    await vi.waitFor(() => expect(log).toEqual([expect.stringMatching(/^put part_/)]));
+    // The first batch's part is in flight when the others come: they wait for it, then share one part.
+    const rest = [deletes([b]), deletes([c])];
+    await setImmediate();
+    expect(log).toHaveLength(1);
+    release();
+    await Promise.all([first, ...rest]);
+    expect(partNames(log)).toBe(2);
+    expect(log.indexOf('delete a')).toBeGreaterThan(0);
+    const secondPart = log.lastIndexOf(log.filter((l) => l.startsWith('put')).at(-1) ?? '');
+    for (const d of ['delete b', 'delete c']) expect(log.indexOf(d)).toBeGreaterThan(secondPart);
+    const parts = await readPassManifest(store, ns, target.passId);
+    expect(parts.map((p) => p.lines.map((l) => l.key.split('/').at(-1)).sort()).sort()).toEqual([['a'], ['b', 'c']]);
+  });
+
+  it('a part that fails fails every batch in it, and deletes none of them', async () => {
+    const { logged, log, target, a, b, failNextPuts } = await setUp();
+    const deletes = deleterOf(logged, target);
+    failNextPuts(true);
+    const outcomes = await Promise.allSettled([deletes([a]), deletes([b])]);
+    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected']);
+    expect(log.filter((l) => l.startsWith('delete'))).toEqual([]);
+    failNextPuts(false);
+    await deletes([a]);
+    expect(log.at(-1)).toBe('delete a');
+  });
 
   it("a lease recorded with its walk's last batch is deleted afterwards without a part of its own; one not recorded needs its own", async () => {
     const { store, logged, log, target, a, lease } = await setUp();
