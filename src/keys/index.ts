@@ -114,7 +114,7 @@ export const passClockMs = (id: PassId): number => Number(passId(id).slice(3, 16
  * under `compactions/` or `segments/`, so no rule that reclaims those ever lists a manifest.
  */
 export const manifestsPrefix = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/gc/`;
-/** One pass's manifest of one namespace: its parts, one per delete batch. */
+/** One pass's manifest of one namespace: its parts, each holding the lines of one or more delete batches. */
 export const passManifestPrefix = (ns: NamespaceId, pass: PassId): string => `${manifestsPrefix(ns)}${passId(pass)}/`;
 /**
  * What a manifest part's name says of its lines, so the passes' totals are one listing away: how

@@ -1,10 +1,11 @@
 /**
  * Every deletion accounted for (issue 32): each pass writes, per namespace, a manifest of what it
- * deletes (or, in a dry run, would delete) under `namespaces/{ns}/metadata/gc/{pass}/`, one part per
- * delete batch, gzip-compressed NDJSON with one line per object: its key, size, ETag and
- * LastModified, the rule that doomed it and what the rule read. Intent first: a batch's part is
- * durable before its DeleteObjects is sent, so a pass killed at any point leaves a manifest that
- * names at least everything it deleted (and maybe a batch it never deleted).
+ * deletes (or, in a dry run, would delete) under `namespaces/{ns}/metadata/gc/{pass}/`, in parts of
+ * gzip-compressed NDJSON with one line per object: its key, size, ETag and LastModified, the rule
+ * that doomed it and what the rule read. Batches deleted at once share a part (at most one PUT per
+ * batch), and a prefix's lease is recorded in its walk's last part. Intent first: the part holding a
+ * batch's lines is durable before its DeleteObjects is sent, so a pass killed at any point leaves a
+ * manifest that names at least everything it deleted (and maybe a batch it never deleted).
  */
 import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
