@@ -80,11 +80,14 @@ async function main(): Promise<void> {
     };
     /** The pass's plan on the store from this process, no Temporal; `passId` set, it writes manifests. */
     const bareScan = async (ns: NamespaceId, scanRules: PassRules, label: string): Promise<number> => {
+      let parts = 0;
+      const onManifestPart = () => void parts++;
       const started = performance.now();
-      const scan = await runNamespacePass(startNamespacePass(ns, scanRules), (command, walk) => executeOnStore(store, ns, scanRules, command, walk, jsonRootCodec), async () => {});
+      const scan = await runNamespacePass(startNamespacePass(ns, scanRules), (command, walk) => executeOnStore(store, ns, scanRules, command, { ...walk, onManifestPart }, jsonRootCodec), async () => {});
       const ms = performance.now() - started;
       console.log(`bare scan ${label}: ${(ms / 1000).toFixed(1)} s, ${(prefixes / (ms / 1000)).toFixed(0)} prefixes/s; ` +
-        `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted}, manifests ${scan.manifests.length}, ${load()}`);
+        `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted} and ${scan.totals.leasesDeleted} leases, ` +
+        `manifests ${scan.manifests.length} (${parts} parts), ${load()}`);
       return ms;
     };
     let [bareMs, manifestedMs] = [0, 0];
