@@ -7,7 +7,9 @@
  * in-process worker, which collects a page's prefixes in one activity. Prints the machine, both
  * times, their ratio and the history length of every run of the pass.
  * The bare scan runs twice, on namespaces seeded alike, without and with deletion manifests (issue
- * 32 item 5: one PUT of a manifest part before each delete batch), and prints their ratio.
+ * 32 item 5: at most one PUT of a manifest part per delete batch), and prints their ratio; with
+ * `--rounds N` it runs N such pairs, the order flipped every round so drifting load from other work
+ * on the machine weighs on both sides alike, and prints the ratio of their sums.
  * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/gc-pass.ts --prefixes 3000`.
  */
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
@@ -27,11 +29,15 @@ import { createWorker } from '../src/worker';
 import type { GcReport } from '../src/workflows/gc';
 import { createBucket } from './support/fleet';
 
-const program = new Command('gc-pass').option('--prefixes <n>', 'job prefixes per namespace', (raw) => {
+const wholeFrom = (min: number) => (raw: string): number => {
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 3) throw new InvalidArgumentError(`${raw} is not a whole number ≥ 3`);
+  if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${raw} is not a whole number ≥ ${min}`);
   return n;
-}, 3000);
+};
+const program = new Command('gc-pass')
+  .option('--prefixes <n>', 'job prefixes per namespace', wholeFrom(3), 3000)
+  .option('--rounds <n>', 'pairs of bare scans without and with manifests', wholeFrom(1), 1)
+  .option('--no-pass', 'the bare scans only, no gcWorkflow pass (and no namespace seeded for it)');
 
 const settings = resolveSettings({
   timing: { leaseRefreshIntervalMs: 2000, operationDeadlineMs: 1000, publicationBudgetMs: 4000, clockSafetyMarginMs: 500 },
@@ -53,18 +59,20 @@ async function seed(store: ObjectStore, ns: NamespaceId, n: number): Promise<voi
 }
 
 async function main(): Promise<void> {
-  const { prefixes } = program.parse().opts<{ prefixes: number }>();
+  const { prefixes, rounds, pass } = program.parse().opts<{ prefixes: number; rounds: number; pass: boolean }>();
   const cpu = cpus();
   console.log(`machine: ${cpu.length} × ${cpu[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}, ${load()}`);
   const minio = await startMinio();
-  const temporal = await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES });
+  const temporal = pass ? await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES }) : undefined;
   try {
     const { store } = await createBucket(minio, 'gc-pass');
-    const [bare, manifested, viaTemporal] = [namespaceId('bare'), namespaceId('manifested'), namespaceId('pass')];
-    for (const ns of [bare, manifested, viaTemporal]) await seed(store, ns, prefixes);
+    const pairs = Array.from({ length: rounds }, (_, i) => ({ bare: namespaceId(`bare-${i}`), manifested: namespaceId(`manifested-${i}`) }));
+    const viaTemporal = namespaceId('pass');
+    const seeded = [...pairs.flatMap((p) => [p.bare, p.manifested]), ...(temporal ? [viaTemporal] : [])];
+    for (const ns of seeded) await seed(store, ns, prefixes);
     // Every staged segment older than the staging grace, so both sides delete the same objects.
     await sleep(settings.timing.stagingGraceMs + 1000);
-    console.log(`seeded 3 × ${prefixes} job prefixes (orphaned, expired, live in thirds), ${load()}`);
+    console.log(`seeded ${seeded.length} × ${prefixes} job prefixes (orphaned, expired, live in thirds), ${load()}`);
 
     const rules: PassRules = {
       nowMs: Date.now(), leaseExpiryMs: settings.timing.leaseExpiryMs, stagingGraceMs: settings.timing.stagingGraceMs, readerGraceMs: settings.timing.readerGraceMs, lostWriteGraceMs: settings.timing.lostWriteGraceMs, dryRun: false,
@@ -72,16 +80,24 @@ async function main(): Promise<void> {
     };
     /** The pass's plan on the store from this process, no Temporal; `passId` set, it writes manifests. */
     const bareScan = async (ns: NamespaceId, scanRules: PassRules, label: string): Promise<number> => {
+      let parts = 0;
+      const onManifestPart = () => void parts++;
       const started = performance.now();
-      const scan = await runNamespacePass(startNamespacePass(ns, scanRules), (command, walk) => executeOnStore(store, ns, scanRules, command, walk, jsonRootCodec), async () => {});
+      const scan = await runNamespacePass(startNamespacePass(ns, scanRules), (command, walk) => executeOnStore(store, ns, scanRules, command, { ...walk, onManifestPart }, jsonRootCodec), async () => {});
       const ms = performance.now() - started;
       console.log(`bare scan ${label}: ${(ms / 1000).toFixed(1)} s, ${(prefixes / (ms / 1000)).toFixed(0)} prefixes/s; ` +
-        `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted}, manifests ${scan.manifests.length}, ${load()}`);
+        `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted} and ${scan.totals.leasesDeleted} leases, ` +
+        `manifests ${scan.manifests.length} (${parts} parts), ${load()}`);
       return ms;
     };
-    const bareMs = await bareScan(bare, rules, 'without manifests');
-    const manifestedMs = await bareScan(manifested, { ...rules, passId: newPassId(rules.nowMs) }, 'with manifests');
-    console.log(`ratio with/without manifests: ${(manifestedMs / bareMs).toFixed(2)}`);
+    let [bareMs, manifestedMs] = [0, 0];
+    for (const [round, pair] of pairs.entries()) {
+      const without = () => bareScan(pair.bare, rules, 'without manifests').then((ms) => (bareMs += ms));
+      const withManifests = () => bareScan(pair.manifested, { ...rules, passId: newPassId(rules.nowMs) }, 'with manifests').then((ms) => (manifestedMs += ms));
+      for (const run of round % 2 === 0 ? [without, withManifests] : [withManifests, without]) await run();
+    }
+    console.log(`ratio with/without manifests${rounds > 1 ? ` (sums of ${rounds} rounds)` : ''}: ${(manifestedMs / bareMs).toFixed(2)}`);
+    if (!temporal) return;
 
     const connection = await NativeConnection.connect({ address: temporal.address });
     const worker = await createWorker({ store, settings, connection, taskQueue: 'gc-pass', log: () => {} });
@@ -99,14 +115,14 @@ async function main(): Promise<void> {
       console.log(`gcWorkflow pass: ${(passMs / 1000).toFixed(1)} s, ${(prefixes / (passMs / 1000)).toFixed(0)} prefixes/s; ` +
         `claimed ${report.totals.claimed}, orphaned ${report.totals.orphaned}, live ${report.totals.live}, deleted ${report.totals.objectsDeleted}, ${load()}`);
       console.log(`histories of its ${histories.length} runs (events): ${histories.sort((a, b) => b - a).join(', ')}; longest ${Math.max(...histories)}`);
-      console.log(`ratio pass/bare: ${(passMs / bareMs).toFixed(2)}`);
+      console.log(`ratio pass/bare: ${(passMs / (bareMs / rounds)).toFixed(2)}`);
     } finally {
       worker.shutdown();
       await running;
       await connection.close();
     }
   } finally {
-    await temporal.stop();
+    await temporal?.stop();
     await minio.stop();
   }
 }

@@ -14,11 +14,13 @@ import {
   collectPrefixes,
   executeOnStore,
   listNamespaces,
+  passDeleter,
   reclaimPositionFrom,
   type ChildrenPage,
   type CollectorCommand,
   type CollectorExecutor,
   type CollectorResult,
+  type Deleter,
   type PageCollection,
   type PassRules,
   type ReclaimPosition,
@@ -92,14 +94,14 @@ function recordResult(result: CollectorResult, dryRun: boolean): void {
   if (result.kind === 'retiredReclaimed' && 'tally' in result.outcome) recordRetiredReclaim(result.outcome.tally, dryRun);
 }
 
-type Run = <K extends CollectorCommand['kind']>(input: Input<K>, progress?: WalkProgress) => Promise<ResultOf<K>>;
+type Run = <K extends CollectorCommand['kind']>(input: Input<K>, progress?: WalkProgress, deletes?: Deleter) => Promise<ResultOf<K>>;
 
 /**
- * The executor of a page's commands inside its activity: a cancelled attempt starts no further
- * command, and a walk no retry can finish fails its prefix now, as its own activity would, so the
- * plan still releases the lease.
+ * The executor of a page's commands inside its activity, all through one deleter (their manifest
+ * lines share parts): a cancelled attempt starts no further command, and a walk no retry can finish
+ * fails its prefix now, as its own activity would, so the plan still releases the lease.
  */
-function pageExecutor(run: Run, input: Input<'collectPrefixes'>, signal: AbortSignal): CollectorExecutor {
+function pageExecutor(run: Run, input: Input<'collectPrefixes'>, signal: AbortSignal, deletes: Deleter): CollectorExecutor {
   return async (command, walk) => {
     if (signal.aborted) throw signal.reason;
     let position = command.kind === 'reclaimPrefix' ? command.from : undefined;
@@ -108,7 +110,7 @@ function pageExecutor(run: Run, input: Input<'collectPrefixes'>, signal: AbortSi
       walk.onProgress(p);
     };
     try {
-      return await run({ ...input, command } as Input<typeof command.kind>, { ...walk, onProgress });
+      return await run({ ...input, command } as Input<typeof command.kind>, { ...walk, onProgress }, deletes);
     } catch (err) {
       const failure = toFailure(err);
       if (command.kind !== 'reclaimPrefix' || !(failure instanceof ApplicationFailure) || !failure.nonRetryable) throw err;
@@ -135,9 +137,10 @@ function heartbeated<P>(from: P) {
 
 export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
   /** Every command runs through the same executor as a pass run without Temporal. */
-  const run: Run = async (input, progress = { onProgress: () => {} }) => {
+  const onManifestPart = (dryRun: boolean) => (key: string, lines: number) => recordManifestPart(key, lines, dryRun);
+  const run: Run = async (input, progress = { onProgress: () => {} }, deletes) => {
     const { dryRun } = input.rules;
-    const result = await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, { onManifestPart: (key, lines) => recordManifestPart(key, lines, dryRun), ...progress }, rootCodec);
+    const result = await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, { onManifestPart: onManifestPart(dryRun), ...progress }, rootCodec, deletes);
     recordResult(result, dryRun);
     return result as ResultOf<typeof input.command.kind>;
   };
@@ -173,7 +176,8 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
     async collectPrefixes(input: Input<'collectPrefixes'>) {
       const page = heartbeated<PageCollection | undefined>(undefined);
       const resume = page.at.position;
-      const execute = pageExecutor(run, input, Context.current().cancellationSignal);
+      const deletes = passDeleter(store, namespaceId(input.namespaceId), input.rules, onManifestPart(input.rules.dryRun));
+      const execute = pageExecutor(run, input, Context.current().cancellationSignal, deletes);
       try {
         return { kind: 'collected' as const, report: await collectPrefixes(input.namespaceId, input.command.prefixes, input.rules, execute, { ...(resume && { resume }), onProgress: page.tell }) };
       } catch (err) {

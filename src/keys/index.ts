@@ -114,11 +114,32 @@ export const passClockMs = (id: PassId): number => Number(passId(id).slice(3, 16
  * under `compactions/` or `segments/`, so no rule that reclaims those ever lists a manifest.
  */
 export const manifestsPrefix = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/gc/`;
-/** One pass's manifest of one namespace: its parts, one per delete batch. */
+/** One pass's manifest of one namespace: its parts, each holding the lines of one or more delete batches. */
 export const passManifestPrefix = (ns: NamespaceId, pass: PassId): string => `${manifestsPrefix(ns)}${passId(pass)}/`;
-/** A part of a pass's manifest: gzip-compressed NDJSON, under a fresh 128-bit id (parts of concurrent batches never meet). */
-export const manifestPartKey = (ns: NamespaceId, pass: PassId, fill: RandomFill = webCryptoFill): string =>
-  `${passManifestPrefix(ns, pass)}part_${randomHex128(fill)}.ndjson.gz`;
+/**
+ * What a manifest part's name says of its lines, so the passes' totals are one listing away: how
+ * many lines per rule, their objects' bytes, and whether they are a dry run's.
+ */
+export interface PartTotals {
+  readonly byRule: Readonly<Record<string, number>>;
+  readonly bytes: number;
+  readonly dryRun: boolean;
+}
+
+const RULE_TOKEN = /^[a-z][a-z_]*$/;
+
+/**
+ * A part of a pass's manifest: gzip-compressed NDJSON, under a fresh 128-bit id (parts of concurrent
+ * batches never meet), its totals in its name: `part_{id}.bytes-{n}.{rule}-{n}…[.dry_run].ndjson.gz`.
+ */
+export function manifestPartKey(ns: NamespaceId, pass: PassId, totals: PartTotals, fill: RandomFill = webCryptoFill): string {
+  const rules = Object.entries(totals.byRule).sort(([a], [b]) => (a < b ? -1 : 1));
+  const count = (n: number) => Number.isSafeInteger(n) && n >= 0;
+  const bad = [...(count(totals.bytes) ? [] : [`bytes-${totals.bytes}`]), ...rules.flatMap(([rule, n]) => (RULE_TOKEN.test(rule) && rule !== 'bytes' && count(n) ? [] : [`${rule}-${n}`]))];
+  if (bad.length) throw new InvalidKeyError('manifest part totals', bad.join('.'), 'each a rule of lowercase letters and "_" (not "bytes") with a whole count');
+  const tokens = [`bytes-${totals.bytes}`, ...rules.map(([rule, n]) => `${rule}-${n}`), ...(totals.dryRun ? ['dry_run'] : [])];
+  return `${passManifestPrefix(ns, pass)}part_${randomHex128(fill)}.${tokens.join('.')}.ndjson.gz`;
+}
 
 /** The pass named by a `…/metadata/gc/{pass}/` common prefix of namespace `ns`, or undefined. */
 export function parsePassPrefix(ns: NamespaceId, prefix: string): PassId | undefined {
@@ -133,12 +154,35 @@ export function parseManifestPrefix(prefix: string): { readonly namespaceId: Nam
   return m ? { namespaceId: m[1] as NamespaceId, passId: m[2] as PassId } : undefined;
 }
 
-const MANIFEST_PART_KEY = /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/metadata\/gc\/(gc_[0-9]{13}_[0-9a-f]{16})\/part_[0-9a-f]{32}\.ndjson\.gz$/;
+/** A part's key; its totals (group 3) are absent from a part written before they were named. */
+const MANIFEST_PART_KEY = /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/metadata\/gc\/(gc_[0-9]{13}_[0-9a-f]{16})\/part_[0-9a-f]{32}((?:\.[a-z][a-z_]*-[0-9]{1,16})*(?:\.dry_run)?)\.ndjson\.gz$/;
 
-/** The namespace and pass of a manifest part key, or undefined for any other key. */
-export function parseManifestPartKey(key: string): { readonly namespaceId: NamespaceId; readonly passId: PassId } | undefined {
+/** The totals a part's name carries (the `.…` tokens of {@link manifestPartKey}), or undefined when it names none. */
+function partTotalsOf(tokens: string): PartTotals | undefined {
+  if (tokens === '') return undefined;
+  const byRule: Record<string, number> = {};
+  let bytes: number | undefined;
+  let dryRun = false;
+  for (const token of tokens.slice(1).split('.')) {
+    if (token === 'dry_run') dryRun = true;
+    else {
+      const [name, n] = token.split('-') as [string, string];
+      if (name === 'bytes') bytes = Number(n);
+      else byRule[name] = Number(n);
+    }
+  }
+  return bytes === undefined ? undefined : { byRule, bytes, dryRun };
+}
+
+/**
+ * The namespace and pass of a manifest part key, and the totals its name carries (none for a part
+ * written before parts named them), or undefined for any other key.
+ */
+export function parseManifestPartKey(key: string): { readonly namespaceId: NamespaceId; readonly passId: PassId; readonly totals?: PartTotals } | undefined {
   const m = MANIFEST_PART_KEY.exec(key);
-  return m ? { namespaceId: m[1] as NamespaceId, passId: m[2] as PassId } : undefined;
+  if (!m) return undefined;
+  const totals = partTotalsOf(m[3] ?? '');
+  return { namespaceId: m[1] as NamespaceId, passId: m[2] as PassId, ...(totals && { totals }) };
 }
 
 /** The extension of a job's input manifests; no compactor may stage a segment of it. */

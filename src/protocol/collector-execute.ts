@@ -23,10 +23,20 @@ import { deleterOf, type Deleter } from './manifest';
 import { reclaimExpiredManifests } from './manifest-reclaim';
 
 /**
+ * The deleter of a namespace's pass: through the dry-run store in a dry run, each batch recorded
+ * first in the pass's manifest (none for a pass without a pass id); `onPart` is told of every part.
+ */
+export function passDeleter(store: ObjectStore, ns: NamespaceId, rules: PassRules, onPart?: (key: string, lines: number) => void): Deleter {
+  const manifest = rules.passId === undefined ? undefined : { store, namespaceId: ns, passId: passId(rules.passId), nowMs: rules.nowMs, dryRun: rules.dryRun, ...(onPart && { onPart }) };
+  return deleterOf(rules.dryRun ? dryRunStore(store) : store, manifest);
+}
+
+/**
  * Executes one command of a namespace's pass plan against the store, under the pass's rules, reading
  * the root with `codec` (the worker's). Failures are thrown, for the caller to retry (an activity's
  * retry policy, a test's loop). A dry run is the same execution against a store that records its
  * writes instead of making them: the one place the flag decides anything but the report and metrics.
+ * `deletes`: the {@link passDeleter} the commands of one page share (so their lines share parts), else a fresh one.
  */
 export async function executeOnStore(
   store: ObjectStore,
@@ -35,10 +45,9 @@ export async function executeOnStore(
   command: CollectorCommand,
   progress: WalkProgress,
   codec: RootCodec,
+  deletes: Deleter = passDeleter(store, ns, rules, progress.onManifestPart),
 ): Promise<CollectorResult> {
-  const manifest = rules.passId === undefined ? undefined : { store, namespaceId: ns, passId: passId(rules.passId), nowMs: rules.nowMs, dryRun: rules.dryRun, ...(progress.onManifestPart && { onPart: progress.onManifestPart }) };
-  const target = rules.dryRun ? dryRunStore(store) : store;
-  return execute(target, deleterOf(target, manifest), ns, rules, command, progress, codec);
+  return execute(rules.dryRun ? dryRunStore(store) : store, deletes, ns, rules, command, progress, codec);
 }
 
 async function execute(

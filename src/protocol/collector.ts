@@ -36,7 +36,7 @@ import { readRoot, RootMissingError } from './root-io';
 import { isRetainedByRoot } from './retired';
 import type { OwnerRules, ReclaimOptions } from './rules';
 import { inBatches } from '../store/batches';
-import { deleterOf, type Deleter, type DeletionRule, type LeaseFacts } from './manifest';
+import { deleterOf, type Deleter, type Deletion, type DeletionRule, type LeaseFacts } from './manifest';
 
 const leaseFacts = (lease: LeaseState): LeaseFacts => ({ status: lease.status, heartbeatAtMs: lease.heartbeat_at_ms });
 
@@ -220,22 +220,29 @@ export class DeleteFailedError extends TypedError {
   }
 }
 
+/** A lease's deletion as its manifest line names it: `lease`, as the claim read it. */
+const leaseDeletion = (object: ObjectInfo, lease: LeaseFacts | undefined): Deletion => ({ object, rule: 'lease', read: lease ? { lease } : {} });
+
 /**
- * Deletes the lease this collector owns, its manifest line first (its size, ETag and LastModified
- * from a HEAD; a lease already gone needs neither). Called after the prefix was walked, also when
- * the walk failed. `lease`: the lease as the claim read it.
+ * Deletes the lease this collector owns, after its manifest line: the line the walk of its prefix
+ * recorded with its last batch (from the walk's listing), else one of its own (its size, ETag and
+ * LastModified from a HEAD; a lease already gone needs neither). Called after the prefix was walked,
+ * also when the walk failed. `lease`: the lease as the claim read it.
  */
 export async function deleteLease(store: ObjectStore, job: JobRef, deletes: Deleter = deleterOf(store, undefined), lease?: LeaseFacts): Promise<void> {
   const key = leaseKey(job.namespaceId, job.jobId);
-  let object: ObjectInfo;
-  try {
-    object = await store.head(key);
-  } catch (err) {
-    if (err instanceof NotFoundError) return;
-    throw err;
+  let result = await deletes.deleteRecorded(key);
+  if (!result) {
+    let object: ObjectInfo;
+    try {
+      object = await store.head(key);
+    } catch (err) {
+      if (err instanceof NotFoundError) return;
+      throw err;
+    }
+    result = await deletes([leaseDeletion(object, lease)]);
   }
-  const { failed } = await deletes([{ object, rule: 'lease', read: lease ? { lease } : {} }]);
-  if (failed.length) throw new DeleteFailedError(key, failed);
+  if (result.failed.length) throw new DeleteFailedError(key, result.failed);
 }
 
 /** How a walk's deletions are recorded: the rule of its prefix and the lease that made it the collector's. */
@@ -310,7 +317,9 @@ type FlushOutcome =
 /**
  * Walks a prefix owned by this collector or by no one and deletes each staged segment that is old
  * enough and not referenced by the root, which is re-read before every delete batch (candidate
- * selection may be stale, deletion may not). The lease and unrecognised keys are never deleted here.
+ * selection may be stale, deletion may not). The lease and unrecognised keys are never deleted here;
+ * the lease of a claimed prefix, as this walk listed it, is recorded in its last batch's part, so
+ * {@link deleteLease} after the walk writes no part of its own.
  * `onProgress` receives the position after every page, so a retried walk resumes there; the
  * position only moves past keys whose fate is settled.
  *
@@ -334,7 +343,7 @@ export async function reclaimPrefix(
   let position = resume;
   let failure: { readonly error: unknown } | undefined;
 
-  const deleteBatch = async (batch: readonly ObjectInfo[], batchRetained: ReclaimTally, upTo: string | undefined): Promise<FlushOutcome> => {
+  const deleteBatch = async (batch: readonly ObjectInfo[], batchRetained: ReclaimTally, upTo: string | undefined, later: readonly Deletion[]): Promise<FlushOutcome> => {
     let deleted: ObjectInfo[] = [];
     try {
       let referencedCount = 0;
@@ -344,11 +353,11 @@ export async function reclaimPrefix(
         const doomed = batch.filter((o) => !isRetainedByRoot(root, o.key, options));
         referencedCount = batch.length - doomed.length;
         const read = { ...(why.lease && { lease: why.lease }), rootGeneration: root.generation };
-        const { failed } = await deletes(doomed.map((object) => ({ object, rule: why.rule, read })));
+        const { failed } = await deletes(doomed.map((object) => ({ object, rule: why.rule, read })), later);
         const failedKeys = new Set(failed.map((f) => f.key));
         deleted = doomed.filter((o) => !failedKeys.has(o.key));
         if (failed.length) throw new DeleteFailedError(prefix, failed);
-      }
+      } else if (later.length) await deletes([], later);
       return { upTo, settled: addTally({ ...batchRetained, retainedReferenced: referencedCount }, deletionTally(deleted), options.reportLimit) };
     } catch (error) {
       return { error, deleted: deletionTally(deleted) };
@@ -373,13 +382,18 @@ export async function reclaimPrefix(
   let listedUpTo = resume.after;
   let cursor: string | undefined;
   let candidates: ObjectInfo[] = [];
+  /** The lease of a claimed prefix as this attempt listed it (a walk resumed past it records none). */
+  let lease: ObjectInfo | undefined;
   let retained: Mutable<ReclaimTally> & { unrecognisedKeys: string[] } = { ...EMPTY_TALLY, unrecognisedKeys: [] };
   try {
     while (!failure) {
       const page = await store.list(cursor === undefined ? { prefix, startAfter: listedUpTo } : { prefix, cursor });
       for (const o of page.objects) {
         const parsed = parseCompactionKey(o.key);
-        if (parsed.kind === 'lease' && parsed.jobId === job.jobId) continue;
+        if (parsed.kind === 'lease' && parsed.jobId === job.jobId) {
+          if (why.rule === 'claimed_prefix') lease = o;
+          continue;
+        }
         // Only a staged segment of this very job may go; anything else under the prefix is retained and reported.
         if (parsed.kind !== 'staged_segment' || parsed.jobId !== job.jobId || parsed.namespaceId !== job.namespaceId) {
           retained.retainedUnrecognised++;
@@ -393,7 +407,7 @@ export async function reclaimPrefix(
       if (last || candidates.length >= options.keysPerFlush) {
         await settle();
         if (failure) break;
-        inFlight = deleteBatch(candidates, retained, listedUpTo);
+        inFlight = deleteBatch(candidates, retained, listedUpTo, last && lease ? [leaseDeletion(lease, why.lease)] : []);
         candidates = [];
         retained = { ...EMPTY_TALLY, unrecognisedKeys: [] };
       }

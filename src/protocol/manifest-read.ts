@@ -15,6 +15,7 @@ import {
   passManifestPrefix,
   NAMESPACES_PREFIX,
   type NamespaceId,
+  type PartTotals,
   type PassId,
 } from '../keys';
 import type { ObjectStore } from '../store';
@@ -47,11 +48,20 @@ export interface ManifestPart {
   readonly lines: readonly ManifestLine[];
 }
 
-/** One namespace's manifest of one pass: every part, each with its lines (a line may repeat in a retried batch's part). */
-export async function readPassManifest(store: ObjectStore, ns: NamespaceId, pass: PassId): Promise<ManifestPart[]> {
+/** The part keys of one namespace's manifest of one pass. */
+async function listPassParts(store: ObjectStore, ns: NamespaceId, pass: PassId): Promise<string[]> {
   const keys: string[] = [];
   for await (const page of listAll(store, passManifestPrefix(ns, pass))) keys.push(...page.keys.filter((k) => parseManifestPartKey(k) !== undefined));
-  return (await inBatches(keys, 1, READ_CONCURRENCY, ([key]) => readManifestPart(store, key as string).then((lines) => ({ key: key as string, lines })))).flat();
+  return keys;
+}
+
+/** Reads the parts `keys`, {@link READ_CONCURRENCY} at a time, in order. */
+const readParts = async (store: ObjectStore, keys: readonly string[]): Promise<ManifestPart[]> =>
+  (await inBatches(keys, 1, READ_CONCURRENCY, ([key]) => readManifestPart(store, key as string).then((lines) => ({ key: key as string, lines })))).flat();
+
+/** One namespace's manifest of one pass: every part, each with its lines (a line may repeat in a retried batch's part). */
+export async function readPassManifest(store: ObjectStore, ns: NamespaceId, pass: PassId): Promise<ManifestPart[]> {
+  return readParts(store, await listPassParts(store, ns, pass));
 }
 
 /** The passes with a manifest in namespace `ns`, oldest first (pass ids sort by their clock). */
@@ -82,7 +92,10 @@ export interface PassSummary {
   readonly dryRun: boolean;
   readonly namespaces: readonly NamespaceId[];
   readonly parts: number;
-  /** Distinct keys deleted (or, in a dry run, that would be). */
+  /**
+   * Objects deleted (or, in a dry run, that would be): the lines of the parts, as their names count
+   * them. A batch retried after its part was written counts again; {@link showGcPass} lists each key once.
+   */
   readonly objects: number;
   readonly bytes: number;
   readonly byRule: Partial<Record<DeletionRule, number>>;
@@ -91,7 +104,24 @@ export interface PassSummary {
 /** Distinct lines by key: a retried batch writes its lines again. */
 const distinct = (lines: readonly ManifestLine[]): ManifestLine[] => [...new Map(lines.map((l) => [l.key, l])).values()];
 
-/** The `limit` most recent passes with a manifest (in `namespaces`, or the whole bucket), newest first, with their totals. */
+/** A part's totals as its lines give them: for a part written before part names carried them. */
+function totalsOfLines(lines: readonly ManifestLine[]): PartTotals {
+  const byRule: Partial<Record<DeletionRule, number>> = {};
+  for (const l of lines) byRule[l.rule] = (byRule[l.rule] ?? 0) + 1;
+  return { byRule, bytes: lines.reduce((n, l) => n + l.size, 0), dryRun: lines.length > 0 && lines.every((l) => l.dryRun === true) };
+}
+
+/** The totals of the parts `keys`: from their names, one listing; a part whose name carries none is read. */
+async function partTotals(store: ObjectStore, keys: readonly string[]): Promise<PartTotals[]> {
+  const named = keys.map((key) => parseManifestPartKey(key)?.totals);
+  const unnamed = await readParts(store, keys.filter((_, i) => named[i] === undefined));
+  return [...named.flatMap((t) => t ?? []), ...unnamed.map((p) => totalsOfLines(p.lines))];
+}
+
+/**
+ * The `limit` most recent passes with a manifest (in `namespaces`, or the whole bucket), newest first,
+ * with their totals: a listing of each pass's parts, whose names carry them.
+ */
 export async function listGcPasses(store: ObjectStore, options: { namespaces?: readonly string[]; limit?: number } = {}): Promise<PassSummary[]> {
   const byPass = new Map<PassId, NamespaceId[]>();
   for (const ns of await namespacesOf(store, options.namespaces)) for (const pass of await listManifestPasses(store, ns)) byPass.set(pass, [...(byPass.get(pass) ?? []), ns]);
@@ -99,12 +129,12 @@ export async function listGcPasses(store: ObjectStore, options: { namespaces?: r
   return Promise.all(
     recent.map(async (pass) => {
       const namespaces = byPass.get(pass) ?? [];
-      const parts = (await Promise.all(namespaces.map((ns) => readPassManifest(store, ns, pass)))).flat();
-      const lines = distinct(parts.flatMap((p) => p.lines));
+      const parts = (await Promise.all(namespaces.map(async (ns) => partTotals(store, await listPassParts(store, ns, pass))))).flat();
       const byRule: Partial<Record<DeletionRule, number>> = {};
-      for (const l of lines) byRule[l.rule] = (byRule[l.rule] ?? 0) + 1;
-      const dryRun = lines.length > 0 && lines.every((l) => l.dryRun === true);
-      return { passId: pass, nowMs: passClockMs(pass), dryRun, namespaces, parts: parts.length, objects: lines.length, bytes: lines.reduce((n, l) => n + l.size, 0), byRule };
+      for (const part of parts) for (const [rule, n] of Object.entries(part.byRule)) byRule[rule as DeletionRule] = (byRule[rule as DeletionRule] ?? 0) + n;
+      const objects = Object.values(byRule).reduce((a, n) => a + n, 0);
+      const dryRun = parts.length > 0 && parts.every((p) => p.dryRun);
+      return { passId: pass, nowMs: passClockMs(pass), dryRun, namespaces, parts: parts.length, objects, bytes: parts.reduce((n, p) => n + p.bytes, 0), byRule };
     }),
   );
 }

@@ -1,10 +1,11 @@
 /**
  * Every deletion accounted for (issue 32): each pass writes, per namespace, a manifest of what it
- * deletes (or, in a dry run, would delete) under `namespaces/{ns}/metadata/gc/{pass}/`, one part per
- * delete batch, gzip-compressed NDJSON with one line per object: its key, size, ETag and
- * LastModified, the rule that doomed it and what the rule read. Intent first: a batch's part is
- * durable before its DeleteObjects is sent, so a pass killed at any point leaves a manifest that
- * names at least everything it deleted (and maybe a batch it never deleted).
+ * deletes (or, in a dry run, would delete) under `namespaces/{ns}/metadata/gc/{pass}/`, in parts of
+ * gzip-compressed NDJSON with one line per object: its key, size, ETag and LastModified, the rule
+ * that doomed it and what the rule read. Batches deleted at once share a part (at most one PUT per
+ * batch), and a prefix's lease is recorded in its walk's last part. Intent first: the part holding a
+ * batch's lines is durable before its DeleteObjects is sent, so a pass killed at any point leaves a
+ * manifest that names at least everything it deleted (and maybe a batch it never deleted).
  */
 import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
@@ -78,8 +79,19 @@ export interface ManifestTarget {
   readonly onPart?: (key: string, lines: number) => void;
 }
 
-/** Deletes objects after recording them: the only way the collector deletes. */
-export type Deleter = (deletions: readonly Deletion[]) => Promise<DeleteResult>;
+/**
+ * Deletes objects after recording them: the only way the collector deletes. `later`: objects
+ * recorded in the same part but deleted afterwards, by {@link Deleter.deleteRecorded} (a prefix's
+ * lease, which goes after its walk): their lines then cost no part of their own.
+ */
+export interface Deleter {
+  (deletions: readonly Deletion[], later?: readonly Deletion[]): Promise<DeleteResult>;
+  /**
+   * Deletes `key` if its line needs no part of its own: this deleter recorded it as `later`, or
+   * keeps no manifest. Undefined, nothing sent, when it must be recorded first.
+   */
+  readonly deleteRecorded: (key: string) => Promise<DeleteResult | undefined>;
+}
 
 const lineOf = (d: Deletion, target: ManifestTarget): ManifestLine => ({
   key: d.object.key,
@@ -92,9 +104,12 @@ const lineOf = (d: Deletion, target: ManifestTarget): ManifestLine => ({
   ...(target.dryRun && { dryRun: true as const }),
 });
 
-/** Writes one part of the target's manifest holding `deletions`; returns its key. */
+/** Writes one part of the target's manifest holding `deletions`, its totals in its key; returns the key. */
 export async function writeManifestPart(target: ManifestTarget, deletions: readonly Deletion[]): Promise<string> {
-  const key = manifestPartKey(target.namespaceId, target.passId);
+  const byRule: Partial<Record<DeletionRule, number>> = {};
+  for (const d of deletions) byRule[d.rule] = (byRule[d.rule] ?? 0) + 1;
+  const bytes = deletions.reduce((n, d) => n + d.object.size, 0);
+  const key = manifestPartKey(target.namespaceId, target.passId, { byRule, bytes, dryRun: target.dryRun });
   const text = deletions.map((d) => JSON.stringify(lineOf(d, target)) + '\n').join('');
   await target.store.put(key, await promisify(gzip)(text));
   target.onPart?.(key, deletions.length);
@@ -102,15 +117,45 @@ export async function writeManifestPart(target: ManifestTarget, deletions: reado
 }
 
 /**
- * Deletes through `store` (in a dry run, the dry-run store), each batch's part of the manifest
- * written first when there is a `manifest` (a pass without one is a benchmark's baseline).
+ * Group commit of a manifest's parts: lines handed in while a part is being written go together in
+ * the next part, so batches deleted at once (a page's prefixes) share PUTs. Each call resolves once
+ * a part holding its lines is durable, and rejects if that part's write failed.
  */
-export function deleterOf(store: ObjectStore, manifest: ManifestTarget | undefined): Deleter {
-  return async (deletions) => {
-    if (deletions.length === 0) return { deleted: [], failed: [] };
-    // WARN: the part must be durable before DeleteObjects is sent: a worker killed in between leaves a manifest naming at least what it deleted.
-    if (manifest) await writeManifestPart(manifest, deletions);
-    return store.deleteMany(deletions.map((d) => d.object.key));
+function partWriter(target: ManifestTarget): (deletions: readonly Deletion[]) => Promise<void> {
+  let open: { readonly deletions: Deletion[]; written: Promise<void> } | undefined;
+  let previous: Promise<unknown> = Promise.resolve();
+  return (deletions) => {
+    if (!open) {
+      const group: { readonly deletions: Deletion[]; written: Promise<void> } = { deletions: [], written: Promise.resolve() };
+      // The group takes lines until its write starts: after the part in flight, if any.
+      group.written = previous.then(async () => {
+        open = undefined;
+        await writeManifestPart(target, group.deletions);
+      });
+      previous = group.written.catch(() => {});
+      open = group;
+    }
+    open.deletions.push(...deletions);
+    return open.written;
   };
 }
 
+/**
+ * Deletes through `store` (in a dry run, the dry-run store), each batch's lines in a durable part of
+ * the manifest first when there is a `manifest` (a pass without one is a benchmark's baseline). One
+ * deleter serves the concurrent batches of a page, so their lines share parts.
+ */
+export function deleterOf(store: ObjectStore, manifest: ManifestTarget | undefined): Deleter {
+  const record = manifest && partWriter(manifest);
+  /** Keys recorded as `later` whose line is durable. */
+  const recorded = new Set<string>();
+  const deletes = async (deletions: readonly Deletion[], later: readonly Deletion[] = []): Promise<DeleteResult> => {
+    if (deletions.length + later.length === 0) return { deleted: [], failed: [] };
+    // WARN: the part must be durable before DeleteObjects is sent: a worker killed in between leaves a manifest naming at least what it deleted.
+    if (record) await record([...deletions, ...later]);
+    for (const d of later) recorded.add(d.object.key);
+    return deletions.length ? store.deleteMany(deletions.map((d) => d.object.key)) : { deleted: [], failed: [] };
+  };
+  const deleteRecorded = async (key: string): Promise<DeleteResult | undefined> => (record && !recorded.delete(key) ? undefined : store.deleteMany([key]));
+  return Object.assign(deletes, { deleteRecorded });
+}

@@ -3,7 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { compactionsPrefix, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../../src/keys';
-import { listManifestPasses, readPassManifest, updateRoot } from '../../src/protocol';
+import { listGcPasses, listManifestPasses, readPassManifest, updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
 import type { GcReport } from '../../src/workflows/gc';
@@ -66,6 +66,11 @@ describe('a collector pass across a worker crash', () => {
     expect(goneAtKill.length).toBeLessThan(PREFIXES);
     const named = await manifestKeys(ns);
     expect(goneAtKill.filter((k) => !named.has(k))).toEqual([]);
+    // `gc passes` of the killed pass, from its parts' names alone: what its parts hold, at least what is gone.
+    const partsLines = async () => (await Promise.all((await listManifestPasses(opened.fixture.store, ns)).map((pass) => readPassManifest(opened.fixture.store, ns, pass)))).flat().reduce((n, p) => n + p.lines.length, 0);
+    const [atKill] = await listGcPasses(opened.fixture.store, { namespaces: [ns] });
+    expect(atKill?.objects).toBe(await partsLines());
+    expect(atKill?.byRule.orphaned_prefix).toBeGreaterThanOrEqual(goneAtKill.length);
 
     children.push(spawnWorker(opened.fixture, taskQueue));
     const report = (await handle.result()) as GcReport;
@@ -73,5 +78,8 @@ describe('a collector pass across a worker crash', () => {
     const namedAfter = await manifestKeys(ns);
     expect(seeded.filter((k) => !namedAfter.has(k))).toEqual([]);
     expect(report.manifests).toHaveLength(1);
+    const [after] = await listGcPasses(opened.fixture.store, { namespaces: [ns] });
+    expect(after?.objects).toBe(await partsLines());
+    expect(after?.byRule.orphaned_prefix).toBeGreaterThanOrEqual(PREFIXES);
   });
 });

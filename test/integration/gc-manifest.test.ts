@@ -17,14 +17,14 @@ import {
   parseManifestPartKey,
   parseManifestPrefix,
   passClockMs,
-  type PassId,
   passId,
+  passManifestPrefix,
   stagedSegmentKey,
   type MetadataCompactionId,
   type NamespaceId,
 } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
-import { listManifestPasses, readPassManifest, updateRoot, type ManifestLine } from '../../src/protocol';
+import { listGcPasses, listManifestPasses, readPassManifest, updateRoot, type ManifestLine } from '../../src/protocol';
 import { jsonRootCodec, type RootState } from '../../src/root';
 import type { DeleteResult, ObjectStore } from '../../src/store';
 import type { GcInput, GcReport } from '../../src/workflows/gc';
@@ -33,9 +33,13 @@ import { quickExpirySettings as settings, startTestWorker, storeAndClient, uniqu
 const { leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = settings.timing;
 const bytes = (s: string) => new TextEncoder().encode(s);
 
-/** The worker's store: forwards to MinIO and logs every write and delete in order. */
-function loggingStore(inner: ObjectStore, log: { op: 'put' | 'delete'; keys: string[] }[]): ObjectStore {
+/** The worker's store: forwards to MinIO and logs every write, delete and HEAD in order. */
+function loggingStore(inner: ObjectStore, log: { op: 'put' | 'delete' | 'head'; keys: string[] }[]): ObjectStore {
   return Object.assign(Object.create(inner) as ObjectStore, {
+    head(key: string) {
+      log.push({ op: 'head', keys: [key] });
+      return inner.head(key);
+    },
     async put(key: string, body: Uint8Array) {
       const etag = await inner.put(key, body);
       log.push({ op: 'put', keys: [key] });
@@ -52,7 +56,7 @@ describe('deletion manifests', () => {
   const opened = storeAndClient('minio');
   let store: ObjectStore;
   let worker: RunningWorker;
-  const log: { op: 'put' | 'delete'; keys: string[] }[] = [];
+  const log: { op: 'put' | 'delete' | 'head'; keys: string[] }[] = [];
 
   beforeAll(async () => {
     store = opened.fixture.store;
@@ -131,9 +135,24 @@ describe('deletion manifests', () => {
     const recorded = new Set<string>();
     for (const entry of log) {
       if (entry.op === 'put') for (const line of parts.get(entry.keys[0] ?? '') ?? []) recorded.add(line.key);
-      else for (const key of entry.keys) expect(recorded.has(key), key).toBe(true);
+      else if (entry.op === 'delete') for (const key of entry.keys) expect(recorded.has(key), key).toBe(true);
     }
     expect(log.filter((e) => e.op === 'put' && parseManifestPartKey(e.keys[0] ?? '')).length).toBe(parts.size);
+    // The lease's line is the walk's: in the part of its prefix's last batch, its ETag and size from the walk's listing, no HEAD of its own.
+    const leasePart = [...parts.values()].find((lines) => lines.some((l) => l.rule === 'lease'));
+    expect(leasePart?.filter((l) => l.rule === 'claimed_prefix').map((l) => l.key).sort()).toEqual(s.staged.slice(0, 2).sort());
+    expect(log.filter((e) => e.op === 'head').flatMap((e) => e.keys)).not.toContain(leaseKey(ns, s.dead));
+    // At most one part per DeleteObjects of objects (the lease goes by itself, after its walk).
+    expect(parts.size).toBeLessThanOrEqual(log.filter((e) => e.op === 'delete' && !e.keys.includes(leaseKey(ns, s.dead))).length);
+
+    // `gc passes`: each pass's totals, from its parts' names.
+    // Both passes have the same clock, so the order of their ids is chance.
+    const passes = await listGcPasses(store, { namespaces: [ns] });
+    const [realPass, dryPass] = [passes.find((p) => !p.dryRun), passes.find((p) => p.dryRun)];
+    const byRule = { claimed_prefix: 2, orphaned_prefix: 3, lease: 1, retired_segment: 1, lost_write: 1 };
+    const sizes = [...done.values()].reduce((n, l) => n + l.size, 0);
+    expect(realPass).toEqual({ passId: passId(parseManifestPrefix(real.manifests[0] ?? '')?.passId), nowMs, dryRun: false, namespaces: [ns], parts: parts.size, objects: expected.length, bytes: sizes, byRule });
+    expect(dryPass).toMatchObject({ dryRun: true, objects: expected.length, byRule });
     // The live job's young segment and lease are in neither manifest, and the manifests survive the pass that wrote them.
     for (const key of [...s.young, leaseKey(ns, newJobId())]) expect(done.has(key)).toBe(false);
     expect(await listManifestPasses(store, ns)).toHaveLength(2);
@@ -146,17 +165,24 @@ describe('deletion manifests', () => {
     const ns = namespaceId(uniqueId('retention').toLowerCase());
     await updateRoot(store, ns, (r) => r, jsonRootCodec);
     const { manifestRetentionMs } = settings;
-    const old = manifestPartKey(ns, newPassId(Date.now() - manifestRetentionMs - 60_000));
-    const young = manifestPartKey(ns, newPassId(Date.now() - manifestRetentionMs + 600_000));
+    const totals = { byRule: { lost_write: 1 }, bytes: 3, dryRun: false };
+    const expiredPass = newPassId(Date.now() - manifestRetentionMs - 60_000);
+    const old = manifestPartKey(ns, expiredPass, totals);
+    // A part named before part names carried their totals is reclaimed alike.
+    const oldUnnamed = `${passManifestPrefix(ns, expiredPass)}part_${'0'.repeat(32)}.ndjson.gz`;
+    const young = manifestPartKey(ns, newPassId(Date.now() - manifestRetentionMs + 600_000), totals);
     const foreign = `${manifestsPrefix(ns)}notes/readme.txt`;
-    for (const key of [old, young, foreign]) await store.put(key, bytes(key));
+    for (const key of [old, oldUnnamed, young, foreign]) await store.put(key, bytes(key));
 
     const report = await pass({ namespaces: [ns] });
-    expect(report.totals.manifestPartsDeleted).toBe(1);
+    expect(report.totals.manifestPartsDeleted).toBe(2);
     const lines = await manifestOf(ns, report);
-    expect([...lines.values()]).toEqual([expect.objectContaining({ key: old, rule: 'expired_manifest', read: { passClockMs: passClockMs(parseManifestPartKey(old)?.passId as PassId) } })]);
+    const read = { passClockMs: passClockMs(expiredPass) };
+    expect([...lines.values()].sort((a, b) => (a.key < b.key ? -1 : 1))).toEqual(
+      [old, oldUnnamed].sort().map((key) => expect.objectContaining({ key, rule: 'expired_manifest', read })),
+    );
     const left = (await store.list({ prefix: manifestsPrefix(ns) })).objects.map((o) => o.key);
-    expect(left).not.toContain(old);
+    for (const key of [old, oldUnnamed]) expect(left).not.toContain(key);
     for (const key of [young, foreign]) expect(left).toContain(key);
   });
 });

@@ -335,7 +335,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const outside = 'outside-namespaces/object';
     let keys: { root: string; input: string; lease: string; staged: string };
     /** A part of a pass's manifest: the operator's to read, not to write or delete. */
-    const manifestKey = manifestPartKey(ns, newPassId(Date.now()));
+    const manifestKey = manifestPartKey(ns, newPassId(Date.now()), { byRule: { lease: 1 }, bytes: 15, dryRun: false });
 
     beforeAll(async () => {
       const [input] = await writeInputs(root.store, ns, 'bindings', makeInputs(1, 10));
