@@ -9,7 +9,7 @@ import { DEFAULT_SEGMENT_FORMAT_VERSION, isTombstone, mergeSegments, newSegmentW
 import { planMerge, type MergeSource } from './plan';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
-/** Output blocks are compressed on the block codec threads while the merge goes on (v2; v1 compresses at the cut). */
+/** Outputs are compressed on the block codec threads while the merge goes on: v2 block by block, v1 whole at the cut. */
 const BACKGROUND = { background: true } as const;
 
 /**
