@@ -13,6 +13,8 @@ import { familyGroup, jobId, namespaceId, type FamilyGroup } from '../keys';
 import { groupSegments, type RootCodec } from '../root';
 import {
   createJobLease,
+  InputManifestUnreadableError,
+  publicationOfReclaimedJob,
   publishCompaction,
   readInputManifest,
   readInputManifestUnderLease,
@@ -132,15 +134,20 @@ export function createCompactionActivities(deps: CompactionDeps) {
     async publish(input: ManifestInput & { outputs: string[]; tombstones: string[] }): Promise<PublicationOutcome> {
       const start = performance.now();
       const ref = job(input);
-      const { group, inputs } = await readInputManifest(store, ref, input.manifest);
-      const outcome = await publishCompaction(
-        store,
-        { ...ref, group: familyGroup(group) as FamilyGroup, inputs, outputs: input.outputs, tombstones: input.tombstones },
-        { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
-        { leaseClockMs: attemptClock(), elapsedMs: () => performance.now() - start },
-        Context.current().info.attempt > 1,
-        rootCodec,
-      );
+      const manifest = await readInputManifest(store, ref, input.manifest).catch((err: unknown) => {
+        if (err instanceof InputManifestUnreadableError && err.gone) return undefined;
+        throw err;
+      });
+      const outcome = manifest
+        ? await publishCompaction(
+            store,
+            { ...ref, group: familyGroup(manifest.group) as FamilyGroup, inputs: manifest.inputs, outputs: input.outputs, tombstones: input.tombstones },
+            { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
+            { leaseClockMs: attemptClock(), elapsedMs: () => performance.now() - start },
+            Context.current().info.attempt > 1,
+            rootCodec,
+          )
+        : await publicationOfReclaimedJob(store, { ...ref, outputs: input.outputs, tombstones: input.tombstones }, rootCodec);
       if (outcome.outcome === 'fenced') recordFence();
       // The inputs no longer current may be the whole group: a few name the case, the rest are in the manifest.
       return outcome.outcome === 'abandoned' ? { ...outcome, missingInputs: outcome.missingInputs.slice(0, NAMED_MISSING_INPUTS) } : outcome;

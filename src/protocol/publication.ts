@@ -8,7 +8,7 @@
  */
 import { TypedError } from '../errors';
 import { rootKey, type FamilyGroup } from '../keys';
-import { encodeRootForWrite, groupSegments, planPublication, type RootCodec, type RootState } from '../root';
+import { encodeRootForWrite, groupSegments, planPublication, rootIndex, type RootCodec, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectStore } from '../store';
 import { LeaseLostError, refreshJobLease, type HeldLease } from './job-lease';
 import { readLease, type JobRef } from './lease-read';
@@ -113,6 +113,26 @@ export async function publishCompaction(
       if (!(err instanceof AmbiguousError || err instanceof PreconditionFailedError || err instanceof ConflictError)) throw err;
     }
   }
+}
+
+/**
+ * The outcome of a publication attempt that found its job's input manifest gone. Only a collector
+ * deletes it, and only under a prefix it claimed (an expired lease) or found with no lease: so the
+ * job is fenced, unless an earlier attempt's CAS landed before the collector came (a retry after a
+ * lost reply or a long stall), which the root shows by naming every output, or every tombstone
+ * segment. Nothing is written; with neither named nothing proves a publication, and a fenced job
+ * only runs again.
+ */
+export async function publicationOfReclaimedJob(
+  store: ObjectStore,
+  request: JobRef & Pick<PublicationRequest, 'outputs' | 'tombstones'>,
+  codec: RootCodec,
+): Promise<PublicationOutcome> {
+  const { root } = await readRoot(store, request.namespaceId, codec);
+  const { referenced } = rootIndex(root);
+  const named = request.outputs.length > 0 ? request.outputs : (request.tombstones ?? []);
+  if (named.length > 0 && named.every((k) => referenced.has(k))) return { outcome: 'published', rootGeneration: root.generation };
+  return { outcome: 'fenced', reason: "the job's input manifest is gone: a collector reclaimed its prefix" };
 }
 
 /**

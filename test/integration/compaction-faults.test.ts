@@ -17,6 +17,7 @@ import {
   namespaceId,
   newSegmentId,
   parseCompactionKey,
+  rootKey,
   type MetadataCompactionId,
   type NamespaceId,
 } from '../../src/keys';
@@ -157,6 +158,65 @@ describe('compaction workflow under faults', () => {
       // The fenced job wrote nothing under its lease: its prefix holds the lease alone.
       expect((await servers.fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map((o) => o.key)).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!))]);
       await expectReplays(servers.client, handle.workflowId, handle.firstExecutionRunId);
+    });
+
+    /**
+     * A compaction whose input manifest a collector reclaims between the work and a publication
+     * attempt (the manifest's second read), as after a long stall: its lease expired and was claimed.
+     * `publishedFirst`: the first publication CAS lands but its attempt fails, and the collector
+     * comes before the activity's retry.
+     */
+    async function compactionReclaimedBeforePublication(ns: string, publishedFirst: boolean) {
+      const nsId = namespaceId(ns);
+      const inputs = await format.writeInputs(servers.fixture.store, ns, 'inodes', 2, 200);
+      let firstJob: MetadataCompactionId | undefined;
+      let manifestReads = 0;
+      const reclaim = async () => {
+        const key = leaseKey(nsId, firstJob!);
+        const current = await servers.fixture.store.get(key);
+        await servers.fixture.store.putIfMatch(key, encodeLease(claimLeaseState(decodeLease(current.body, { namespaceId: nsId, jobId: firstJob! }))), current.etag);
+        await servers.fixture.store.deleteMany([inputManifestKey(nsId, firstJob!, 1)]);
+      };
+      const store = wrapStore(servers.fixture.store, async (operation, args, call) => {
+        const subject = args[0] as string;
+        if (operation === 'putIfAbsent' && isLeaseKey(subject)) firstJob ??= (parseCompactionKey(subject) as { jobId: MetadataCompactionId }).jobId;
+        const manifestRead = operation === 'get' && firstJob !== undefined && subject === inputManifestKey(nsId, firstJob, 1);
+        if (manifestRead && ++manifestReads === 2 && !publishedFirst) await reclaim();
+        const result = await call();
+        if (operation === 'putIfMatch' && subject === rootKey(nsId) && publishedFirst && manifestReads === 2) {
+          await reclaim();
+          // Not an AmbiguousError, which the attempt would settle by re-reading the root: the attempt fails, and its retry reads the manifest again.
+          throw new Error('connection reset');
+        }
+        return result;
+      });
+      const { handle, stop } = await compactWith(store, ns, format.plugins);
+      const result = await handle.result();
+      await stop();
+      return { handle, result, inputs, firstJob: firstJob! };
+    }
+
+    it('a job whose input manifest a collector reclaimed before publication (its lease claimed) reports fenced, publishes nothing, and runs again', async () => {
+      const ns = uniqueId('reclaimedbeforepublish').toLowerCase();
+      const { handle, result, inputs, firstJob } = await compactionReclaimedBeforePublication(ns, false);
+      expect(result.fencedJobIds).toEqual([firstJob]);
+      expect(result.jobId).not.toBe(firstJob);
+      expect(result.outcome).toBe('published');
+      const { root } = await readRoot(servers.fixture.store, namespaceId(ns), format.plugins.rootCodec);
+      expect([...referencedKeys(root)].some((k) => k.includes(firstJob))).toBe(false);
+      expect(await format.readRecords(servers.fixture.store, result.outputs)).toEqual(inputs.merge);
+      await expectReplays(servers.client, handle.workflowId, handle.firstExecutionRunId);
+    });
+
+    it('a publication that landed unseen, its input manifest reclaimed before the retry, is found in the root: published, not fenced', async () => {
+      const ns = uniqueId('reclaimedafterpublish').toLowerCase();
+      const { result, inputs, firstJob } = await compactionReclaimedBeforePublication(ns, true);
+      expect(result.fencedJobIds).toEqual([]);
+      expect(result.jobId).toBe(firstJob);
+      expect(result.outcome).toBe('published');
+      const { root } = await readRoot(servers.fixture.store, namespaceId(ns), format.plugins.rootCodec);
+      expect(result.outputs.every((k) => referencedKeys(root).has(k))).toBe(true);
+      expect(await format.readRecords(servers.fixture.store, result.outputs)).toEqual(inputs.merge);
     });
 
     it('inputs replaced by another writer before publication: abandoned, the root keeps the other writer', async () => {
