@@ -9,7 +9,8 @@
  * The bare scan runs twice, on namespaces seeded alike, without and with deletion manifests (issue
  * 32 item 5: at most one PUT of a manifest part per delete batch), and prints their ratio; with
  * `--rounds N` it runs N such pairs, the order flipped every round so drifting load from other work
- * on the machine weighs on both sides alike, and prints the ratio of their sums.
+ * on the machine weighs on both sides alike, and prints the ratio of their sums, and of the CPU
+ * seconds this process and MinIO spent on each side.
  * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/gc-pass.ts --prefixes 3000`.
  */
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
@@ -28,6 +29,7 @@ import { inBatches } from '../src/store/batches';
 import { createWorker } from '../src/worker';
 import type { GcReport } from '../src/workflows/gc';
 import { createBucket } from './support/fleet';
+import { pidsWithArgs, totalCpuSeconds } from './support/proc';
 
 const wholeFrom = (min: number) => (raw: string): number => {
   const n = Number(raw);
@@ -66,6 +68,11 @@ async function main(): Promise<void> {
   const temporal = pass ? await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES }) : undefined;
   try {
     const { store } = await createBucket(minio, 'gc-pass');
+    const minioPids = pidsWithArgs('--address', new URL(minio.endpoint).host);
+    const cpuSeconds = () => {
+      const own = process.cpuUsage();
+      return { own: (own.user + own.system) / 1e6, minio: totalCpuSeconds(minioPids) };
+    };
     const pairs = Array.from({ length: rounds }, (_, i) => ({ bare: namespaceId(`bare-${i}`), manifested: namespaceId(`manifested-${i}`) }));
     const viaTemporal = namespaceId('pass');
     const seeded = [...pairs.flatMap((p) => [p.bare, p.manifested]), ...(temporal ? [viaTemporal] : [])];
@@ -79,15 +86,19 @@ async function main(): Promise<void> {
       prefixesPerPage: 100, prefixConcurrency: 8, keysPerFlush: 4000, reportLimit: REPORT_LIMIT,
     };
     /** The pass's plan on the store from this process, no Temporal; `passId` set, it writes manifests. */
+    /** CPU seconds of the scans, this process and MinIO together: less swayed by other work on the machine than their time. */
+    const scanCpu = { without: 0, with: 0 };
     const bareScan = async (ns: NamespaceId, scanRules: PassRules, label: string): Promise<number> => {
       let parts = 0;
       const onManifestPart = () => void parts++;
-      const started = performance.now();
+      const [started, cpuBefore] = [performance.now(), cpuSeconds()];
       const scan = await runNamespacePass(startNamespacePass(ns, scanRules), (command, walk) => executeOnStore(store, ns, scanRules, command, { ...walk, onManifestPart }, jsonRootCodec), async () => {});
-      const ms = performance.now() - started;
-      console.log(`bare scan ${label}: ${(ms / 1000).toFixed(1)} s, ${(prefixes / (ms / 1000)).toFixed(0)} prefixes/s; ` +
+      const [ms, cpuAfter] = [performance.now() - started, cpuSeconds()];
+      console.log(`bare scan ${label}: ${(ms / 1000).toFixed(1)} s, ${(prefixes / (ms / 1000)).toFixed(0)} prefixes/s, ` +
+        `CPU s: this process ${(cpuAfter.own - cpuBefore.own).toFixed(1)}, MinIO ${(cpuAfter.minio - cpuBefore.minio).toFixed(1)}; ` +
         `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted} and ${scan.totals.leasesDeleted} leases, ` +
         `manifests ${scan.manifests.length} (${parts} parts), ${load()}`);
+      scanCpu[scanRules.passId === undefined ? 'without' : 'with'] += cpuAfter.own - cpuBefore.own + cpuAfter.minio - cpuBefore.minio;
       return ms;
     };
     let [bareMs, manifestedMs] = [0, 0];
@@ -96,7 +107,8 @@ async function main(): Promise<void> {
       const withManifests = () => bareScan(pair.manifested, { ...rules, passId: newPassId(rules.nowMs) }, 'with manifests').then((ms) => (manifestedMs += ms));
       for (const run of round % 2 === 0 ? [without, withManifests] : [withManifests, without]) await run();
     }
-    console.log(`ratio with/without manifests${rounds > 1 ? ` (sums of ${rounds} rounds)` : ''}: ${(manifestedMs / bareMs).toFixed(2)}`);
+    console.log(`ratio with/without manifests${rounds > 1 ? ` (sums of ${rounds} rounds)` : ''}: ${(manifestedMs / bareMs).toFixed(2)}; ` +
+      `CPU seconds of this process and MinIO: ${scanCpu.with.toFixed(1)} against ${scanCpu.without.toFixed(1)}, ratio ${(scanCpu.with / scanCpu.without).toFixed(2)}`);
     if (!temporal) return;
 
     const connection = await NativeConnection.connect({ address: temporal.address });
