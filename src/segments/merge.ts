@@ -1,11 +1,10 @@
 /** The k-way merge of sorted segments: one record per key, the highest `seq` winning. */
 import { isTombstone, type MergeRecord } from './blocks';
 
-/** A source's current batch and position in it; `source` is its index, which breaks ties of `seq`. */
+/** A source's current batch and position in it. */
 interface Head<R extends MergeRecord> {
   batch: readonly R[];
   at: number;
-  readonly source: number;
   readonly batches: AsyncIterator<readonly R[]>;
 }
 
@@ -18,10 +17,10 @@ const OUT_BATCH = 4096;
  * Tombstones are dropped only when `dropTombstones` is set, which is safe only when the sources are
  * all of the group's segments: otherwise an older value elsewhere would come back to life.
  *
- * The heads wait in a binary heap by key. The top head's records below every other head's key are
- * unique to it, so they are taken as a run with no heap work; only a key held by several heads, or
- * the end of a run, costs O(log k) comparisons. The only awaits are for a source's next batch and
- * for the consumer of each output batch.
+ * The sources' current keys play a tournament ({@link LoserTree}): moving the winner on costs one
+ * key comparison per level, log2(k) in all. When one source wins twice in a row, its records below
+ * every other source's key are unique to it and are taken as a run, one comparison each. The only
+ * awaits are for a source's next batch and for the consumer of each output batch.
  */
 export async function* mergeSegments<R extends MergeRecord>(
   sources: readonly AsyncIterator<readonly R[]>[],
@@ -34,57 +33,63 @@ export async function* mergeSegments<R extends MergeRecord>(
     if (dropTombstones && isTombstone(record)) return;
     out.push(record);
   };
-  const heap = new HeadHeap<R>();
-  const firsts = await Promise.all(sources.map(async (batches, source) => ({ batch: await nextBatch(batches), batches, source })));
-  for (const { batch, batches, source } of firsts) if (batch) heap.push({ batch, at: 0, source, batches });
-  /** Moves the top head, whose batch is done, to its next batch, or out of the heap when its source is. */
-  const refill = async (top: Head<R>) => {
-    const batch = await nextBatch(top.batches);
-    if (batch === undefined) return heap.pop();
-    top.batch = batch;
-    top.at = 0;
-    heap.sinkTop();
+  const heads: Head<R>[] = await Promise.all(sources.map(async (batches) => ({ batch: (await nextBatch(batches)) ?? [], at: 0, batches })));
+  const tree = new LoserTree(heads.map((head) => head.batch[0]?.key));
+  /** Moves `head` (of `source`), whose batch is done, to its next batch, or out of the tournament when its source is. */
+  const refill = async (head: Head<R>, source: number) => {
+    const batch = await nextBatch(head.batches);
+    head.batch = batch ?? [];
+    head.at = 0;
+    tree.replay(source, batch === undefined ? undefined : batch[0]!.key);
   };
   /**
-   * Moves the top head past its current record. A promise only when a source's next batch must be
-   * awaited: within a batch nothing is awaited, so a record costs no microtask.
+   * Moves the winner, `head` of `source`, past its current record. A promise only when a source's next
+   * batch must be awaited: within a batch nothing is awaited, so a record costs no microtask.
    */
-  const advanceTop = (top: Head<R>): Promise<void> | undefined => {
-    if (++top.at < top.batch.length) {
-      heap.sinkTop();
+  const advance = (head: Head<R>, source: number): Promise<void> | undefined => {
+    if (++head.at < head.batch.length) {
+      tree.replay(source, head.batch[head.at]!.key);
       return undefined;
     }
-    return refill(top);
+    return refill(head, source);
   };
+  let previous = -1;
   for (;;) {
-    const top = heap.peek();
-    if (top === undefined) break;
-    const bound = heap.secondKey();
-    let record = top.batch[top.at]!;
-    if (bound === undefined || record.key < bound) {
-      // A run: the top's records below `bound` are in no other source (every other source is at `bound` or past it).
-      const batch = top.batch;
-      let at = top.at;
-      for (; at < batch.length && (bound === undefined || batch[at]!.key < bound); at++) emit(batch[at]!);
-      top.at = at - 1;
-      if (out.length >= OUT_BATCH || at === batch.length) {
-        if (out.length > 0) yield out;
-        out = [];
+    const source = tree.winner;
+    const key = tree.winningKey;
+    if (key === undefined) break;
+    const top = heads[source]!;
+    if (source === previous) {
+      const bound = tree.runnerUpKey();
+      if (bound === undefined || key < bound) {
+        // A run: the winner's records below `bound` are in no other source (every other source is at `bound` or past it).
+        const batch = top.batch;
+        let at = top.at;
+        for (; at < batch.length && (bound === undefined || batch[at]!.key < bound); at++) emit(batch[at]!);
+        top.at = at - 1;
+        if (out.length >= OUT_BATCH || at === batch.length) {
+          if (out.length > 0) yield out;
+          out = [];
+        }
+        await advance(top, source);
+        continue;
       }
-      await advanceTop(top);
-      continue;
     }
-    // Every head of this key (the top first) is taken, and its source advanced, before the next key is looked at.
-    const key = record.key;
-    let from = top.source;
-    for (let head: Head<R> | undefined = top; head !== undefined && head.batch[head.at]!.key === key; head = heap.peek()) {
+    previous = source;
+    // Every source at this key (the winner first) is taken and advanced before the next key is looked at.
+    let record = top.batch[top.at]!;
+    let from = source;
+    for (let head = top, at = source; ; ) {
       const candidate = head.batch[head.at]!;
-      if (candidate.seq > record.seq || (candidate.seq === record.seq && head.source > from)) {
+      if (candidate.seq > record.seq || (candidate.seq === record.seq && at > from)) {
         record = candidate;
-        from = head.source;
+        from = at;
       }
-      const refilled = advanceTop(head);
+      const refilled = advance(head, at);
       if (refilled !== undefined) await refilled;
+      if (tree.winningKey !== key) break;
+      at = tree.winner;
+      head = heads[at]!;
     }
     emit(record);
     if (out.length >= OUT_BATCH) {
@@ -104,64 +109,75 @@ async function nextBatch<R>(batches: AsyncIterator<readonly R[]>): Promise<reado
   }
 }
 
-const keyOf = (head: Head<MergeRecord>): string => head.batch[head.at]!.key;
+/**
+ * A tournament of k sources by their current key (undefined once a source is done, after every
+ * key). Leaf i is node k + i of a binary tree in an array, node n's parent is n >> 1; each inner
+ * node keeps the loser of the match played there and node 0 the overall winner. A new key of the
+ * winner is played against the losers on its leaf's path only: log2(k) comparisons, where a binary
+ * heap takes up to two per level. Equal keys win in any order (the merge takes them all).
+ */
+class LoserTree {
+  private readonly keys: (string | undefined)[];
+  private readonly nodes: Int32Array;
 
-/** A binary min-heap of heads by their current key; equal keys come out in any order (the merge picks among them). */
-class HeadHeap<R extends MergeRecord> {
-  private readonly items: Head<R>[] = [];
-
-  peek(): Head<R> | undefined {
-    return this.items[0];
+  constructor(keys: readonly (string | undefined)[]) {
+    this.keys = [...keys];
+    this.nodes = new Int32Array(Math.max(keys.length, 1));
+    this.nodes[0] = keys.length > 0 ? this.play(1) : 0;
   }
 
-  /** The smallest key of the heads other than the top (a child of the root), or undefined when the top is alone. */
-  secondKey(): string | undefined {
-    const left = this.items[1];
-    const right = this.items[2];
-    if (left === undefined) return undefined;
-    const l = keyOf(left);
-    if (right === undefined) return l;
-    const r = keyOf(right);
-    return r < l ? r : l;
+  /** The winning source: the one with the smallest key. */
+  get winner(): number {
+    return this.nodes[0]!;
   }
 
-  push(head: Head<R>): void {
-    const items = this.items;
-    const key = keyOf(head);
-    let i = items.length;
-    items.push(head);
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!(key < keyOf(items[parent]!))) break;
-      items[i] = items[parent]!;
-      i = parent;
+  /** The smallest key of all sources, or undefined when every source is done. */
+  get winningKey(): string | undefined {
+    return this.keys[this.nodes[0]!];
+  }
+
+  /** Sets the key of the winning source `source` (it must be the winner) and plays it up to the root. */
+  replay(source: number, key: string | undefined): void {
+    const { keys, nodes } = this;
+    keys[source] = key;
+    let winner = source;
+    for (let n = (source + keys.length) >> 1; n > 0; n >>= 1) {
+      const loser = nodes[n]!;
+      if (this.before(loser, winner)) {
+        nodes[n] = winner;
+        winner = loser;
+      }
     }
-    items[i] = head;
+    nodes[0] = winner;
   }
 
-  /** Removes the top head. */
-  pop(): void {
-    const last = this.items.pop();
-    if (last === undefined || this.items.length === 0) return;
-    this.items[0] = last;
-    this.sinkTop();
-  }
-
-  /** Restores the order after the top head's key grew. */
-  sinkTop(): void {
-    const items = this.items;
-    const top = items[0]!;
-    const key = keyOf(top);
-    let i = 0;
-    for (;;) {
-      const left = 2 * i + 1;
-      if (left >= items.length) break;
-      const right = left + 1;
-      const child = right < items.length && keyOf(items[right]!) < keyOf(items[left]!) ? right : left;
-      if (!(keyOf(items[child]!) < key)) break;
-      items[i] = items[child]!;
-      i = child;
+  /** The smallest key of the sources other than the winner, or undefined when they are all done: the smallest loser on the winner's path. */
+  runnerUpKey(): string | undefined {
+    const { keys, nodes } = this;
+    let best: string | undefined;
+    for (let n = (nodes[0]! + keys.length) >> 1; n > 0; n >>= 1) {
+      const key = keys[nodes[n]!];
+      if (key !== undefined && (best === undefined || key < best)) best = key;
     }
-    items[i] = top;
+    return best;
+  }
+
+  /** Plays the subtree of node `n` from scratch; returns its winner. */
+  private play(n: number): number {
+    const k = this.keys.length;
+    if (n >= k) return n - k;
+    const left = this.play(2 * n);
+    const right = this.play(2 * n + 1);
+    const [winner, loser] = this.before(right, left) ? [right, left] : [left, right];
+    this.nodes[n] = loser;
+    return winner;
+  }
+
+  /** Whether source `a`'s key comes before source `b`'s; a done source comes after every other. */
+  private before(a: number, b: number): boolean {
+    const ka = this.keys[a];
+    if (ka === undefined) return false;
+    const kb = this.keys[b];
+    return kb === undefined || ka < kb;
   }
 }
