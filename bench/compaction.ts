@@ -34,15 +34,11 @@ import { createEmbeddedObjectStore, createS3ObjectStore, type ObjectStore } from
 import { createWorker } from '../src/worker';
 import { interceptStore } from '../test/support/faults';
 import { makeInputs, writeInputs } from '../test/support/records';
+import { whole } from './support/args';
 import { pidsWithArgs, rssBytes, totalCpuSeconds } from './support/proc';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
-const whole = (raw: string): number => {
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${raw} is not a positive whole number`);
-  return n;
-};
 const size = (raw: string): number => {
   const match = /^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB)?$/i.exec(raw.trim());
   if (!match) throw new InvalidArgumentError(`${raw} is not a size such as 200MB or 1GB`);

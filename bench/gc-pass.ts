@@ -17,7 +17,7 @@ import { cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { resolveSettings } from '../src/config';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
 import { leaseKey, namespaceId, newJobId, newPassId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
@@ -29,13 +29,9 @@ import { inBatches } from '../src/store/batches';
 import { createWorker } from '../src/worker';
 import type { GcReport } from '../src/workflows/gc';
 import { createBucket } from './support/fleet';
+import { wholeFrom } from './support/args';
 import { pidsWithArgs, totalCpuSeconds } from './support/proc';
 
-const wholeFrom = (min: number) => (raw: string): number => {
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${raw} is not a whole number ≥ ${min}`);
-  return n;
-};
 const program = new Command('gc-pass')
   .option('--prefixes <n>', 'job prefixes per namespace', wholeFrom(3), 3000)
   .option('--rounds <n>', 'pairs of bare scans without and with manifests', wholeFrom(1), 1)

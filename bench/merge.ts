@@ -6,14 +6,10 @@
  */
 import { cpus, loadavg } from 'node:os';
 import { Readable } from 'node:stream';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { encodeSegment, mergeSegments, readMergeBatches, type MergeRecord, type SegmentRecord } from '../src/segments';
+import { whole } from './support/args';
 
-const whole = (raw: string): number => {
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${raw} is not a positive whole number`);
-  return n;
-};
 const opts = new Command('merge')
   .option('--sources <n>', 'sources merged at once', whole, 8)
   .option('--records <n>', 'records in all', whole, 1_760_000)

@@ -12,7 +12,7 @@
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { Connection, Client } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { gcPassResult, startCompaction } from '../src/client';
 import { resolveSettings, type CompactionSettings } from '../src/config';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
@@ -25,14 +25,10 @@ import { createWorker } from '../src/worker';
 import { writeInputSegment } from '../src/writer';
 import type { gcWorkflow } from '../src/workflows/gc';
 import { createBucket } from './support/fleet';
+import { whole } from './support/args';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
-const whole = (raw: string): number => {
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${raw} is not a positive whole number`);
-  return n;
-};
 const program = new Command('storage')
   .option('--cycles <n>', 'compaction cycles', whole, 50)
   .option('--inputs <n>', 'input segments the writer adds per cycle', whole, 4)

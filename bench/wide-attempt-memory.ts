@@ -12,7 +12,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg, release } from 'node:os';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { referenceCompactor, stagedStore } from '../src/compactor';
 import { startMinio } from '../src/devservers';
 import { familyGroup, inputSegmentKey, namespaceId, newJobId, newSegmentId } from '../src/keys';
@@ -22,12 +22,7 @@ import { encodeSegment, SEGMENT_EXTENSION } from '../src/segments';
 import { createS3ObjectStore, type ObjectStore, type StreamedObject } from '../src/store';
 import { attemptStore } from '../src/store/attempt';
 import { inBatches } from '../src/store/batches';
-
-const whole = (raw: string): number => {
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${raw} is not a positive whole number`);
-  return n;
-};
+import { whole } from './support/args';
 
 const opts = new Command()
   .option('--inputs <n>', 'input segments of the group', whole, 10_000)
