@@ -13,10 +13,9 @@ import { familyGroup, jobId, namespaceId, type FamilyGroup } from '../keys';
 import { groupSegments, type RootCodec } from '../root';
 import {
   createJobLease,
-  InputManifestUnreadableError,
   publicationOfReclaimedJob,
   publishCompaction,
-  readInputManifest,
+  readInputManifestIfAny,
   readInputManifestUnderLease,
   readRoot,
   writeInputManifest,
@@ -134,10 +133,7 @@ export function createCompactionActivities(deps: CompactionDeps) {
     async publish(input: ManifestInput & { outputs: string[]; tombstones: string[] }): Promise<PublicationOutcome> {
       const start = performance.now();
       const ref = job(input);
-      const manifest = await readInputManifest(store, ref, input.manifest).catch((err: unknown) => {
-        if (err instanceof InputManifestUnreadableError && err.gone) return undefined;
-        throw err;
-      });
+      const manifest = await readInputManifestIfAny(store, ref, input.manifest);
       const outcome = manifest
         ? await publishCompaction(
             store,

@@ -87,6 +87,14 @@ export async function readInputManifest(store: ObjectStore, job: JobRef, ref: In
   return { group: parsed.group as string, inputs: pairs.map(([key]) => key), etags: pairs.map(([, etag]) => etag) };
 }
 
+/** {@link readInputManifest}, or undefined when the manifest is gone: only a collector deletes it, with the job's prefix. */
+export async function readInputManifestIfAny(store: ObjectStore, job: JobRef, ref: InputManifestRef): Promise<InputManifest | undefined> {
+  return readInputManifest(store, job, ref).catch((err: unknown) => {
+    if (err instanceof InputManifestUnreadableError && err.gone) return undefined;
+    throw err;
+  });
+}
+
 /**
  * {@link readInputManifest} for a job that holds its lease. The manifest is written before the lease,
  * so it is the one object of the job a collector may take for an orphan's (a prefix with no lease,
@@ -95,10 +103,7 @@ export async function readInputManifest(store: ObjectStore, job: JobRef, ref: In
  * a {@link LeaseLostError}, so it publishes nothing and a new job reads the group afresh.
  */
 export async function readInputManifestUnderLease(store: ObjectStore, job: JobRef, ref: InputManifestRef): Promise<InputManifest> {
-  return readInputManifest(store, job, ref).catch((err: unknown) => {
-    if (err instanceof InputManifestUnreadableError && err.gone) {
-      throw new LeaseLostError(leaseKey(job.namespaceId, job.jobId), `the job's input manifest ${ref.key} is gone: a collector reclaimed its prefix as an orphan's before the lease was created`);
-    }
-    throw err;
-  });
+  const manifest = await readInputManifestIfAny(store, job, ref);
+  if (manifest) return manifest;
+  throw new LeaseLostError(leaseKey(job.namespaceId, job.jobId), `the job's input manifest ${ref.key} is gone: a collector reclaimed its prefix as an orphan's before the lease was created`);
 }
