@@ -14,8 +14,8 @@ import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support
 import { openTestStore, type TestStore } from '../support/stores';
 import { uniqueId } from '../support/temporal';
 
-/** `store` whose put of `job`'s output segment i takes `delayMs(i)` (failing output `failAt`), logging when each starts and ends. */
-function slowOutputs(store: ObjectStore, job: JobRef, delayMs: (output: number) => number, failAt?: number, onStored: (output: number) => void = () => {}) {
+/** `store` whose put of `job`'s output segment i waits for `held(i)` (failing output `failAt`), logging when each starts and ends. */
+function slowOutputs(store: ObjectStore, job: JobRef, held: (output: number) => Promise<unknown>, failAt?: number, onStored: (output: number) => void = () => {}) {
   const log: string[] = [];
   let inFlight = 0;
   const outputs = new Map(Array.from({ length: 1000 }, (_, i) => [outputSegmentKey(job, i), i]));
@@ -24,7 +24,7 @@ function slowOutputs(store: ObjectStore, job: JobRef, delayMs: (output: number) 
     inFlight++;
     log.push(`start ${key}`);
     try {
-      await sleep(delayMs(outputs.get(key)!));
+      await held(outputs.get(key)!);
       if (outputs.get(key) === failAt) throw new Error(`injected failure storing ${key}`);
       const stored = await store.put(key, body);
       onStored(outputs.get(key)!);
@@ -61,7 +61,17 @@ describe.each(SEGMENT_FORMAT_VERSIONS)('the final merge, writing segment format 
     const limits = { targetSegmentBytes: 256 * 1024, maxFanIn: 16, segmentFormat };
     let reported = 0;
     let reportedWhenFirstStored = 0;
-    const { store, log } = slowOutputs(fixture.store, job, (output) => (output === 0 ? 1000 : 20), undefined, (output) => {
+    /**
+     * The first cut's put ends only once the merge has reported two more batches of records (4,096;
+     * it reports every 2,048, so it is then past that cut), or after 30 s, when the assertion below
+     * fails: a merge that waited for the put would never get there. A fixed hold lost that race to a
+     * merge starved of CPU on a loaded machine.
+     */
+    const mergedOn = async () => {
+      const from = reported;
+      for (const deadline = Date.now() + 30_000; reported < from + 4096 && Date.now() < deadline; ) await sleep(10);
+    };
+    const { store, log } = slowOutputs(fixture.store, job, (output) => (output === 0 ? mergedOn() : sleep(20)), undefined, (output) => {
       if (output === 0) reportedWhenFirstStored = reported;
     });
     const heartbeats: CompactionProgress[] = [];
@@ -90,7 +100,7 @@ describe.each(SEGMENT_FORMAT_VERSIONS)('the final merge, writing segment format 
     const keys = await writeInputs(fixture.store, ns, 'g', makeInputs(4, 3000), [1, 2]);
     const job = { namespaceId: namespaceId(ns), jobId: newJobId() };
     const limits = { targetSegmentBytes: 16 * 1024, maxFanIn: 16, segmentFormat };
-    const { store, log, inFlight } = slowOutputs(fixture.store, job, () => 100, 1);
+    const { store, log, inFlight } = slowOutputs(fixture.store, job, () => sleep(100), 1);
     const heartbeats: number[] = [];
     await expect(compactGroup(store, job, keys, limits, NO_PROGRESS, { onRecords: () => {}, onSegmentFinished: (p) => heartbeats.push(p.segmentsFinished) })).rejects.toThrow(/injected failure/);
     expect(inFlight()).toBe(0);
