@@ -52,13 +52,14 @@ export async function executeOnStore(
 
 async function execute(
   store: ObjectStore,
-  deletes: Deleter,
+  pageDeletes: Deleter,
   ns: NamespaceId,
   rules: PassRules,
   command: CollectorCommand,
   progress: WalkProgress,
   codec: RootCodec,
 ): Promise<CollectorResult> {
+  const deletes = progress.awaitPart ? pageDeletes.awaitingPartsWith(progress.awaitPart) : pageDeletes;
   switch (command.kind) {
     case 'listJobPrefixes':
       return { kind: 'listed', page: await listJobPrefixes(store, ns, command.after, rules.prefixesPerPage) };
@@ -74,7 +75,7 @@ async function execute(
         tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.from ?? START_OF_WALK, progress.onProgress, codec, deletes, command.why),
       };
     case 'collectPrefixes': {
-      const inner = (next: CollectorCommand, walk: WalkProgress) => execute(store, deletes, ns, rules, next, walk, codec);
+      const inner = (next: CollectorCommand, walk: WalkProgress) => execute(store, pageDeletes, ns, rules, next, walk, codec);
       return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, inner, progress.page) };
     }
     case 'deleteLease':

@@ -10,9 +10,9 @@
  */
 import { TypedError } from '../errors';
 import { compactionsPrefix, inputSegmentsPrefix, jobId, jobPrefix, namespaceId, namespaceId as toNamespaceId, passId, passManifestPrefix } from '../keys';
-import { inBatches } from '../store/batches';
+import { Lanes } from '../store/lanes';
 import type { ChildrenPage, ExpiredLease, PrefixOwner, PrefixRule, ReclaimPosition, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
-import type { LeaseFacts } from './manifest';
+import type { LeaseFacts, PartWait } from './manifest';
 import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './collector-report';
 import type { RetiredPosition, RetiredReclaimOutcome } from './retired-reclaim';
 import type { PassRules } from './rules';
@@ -78,6 +78,8 @@ export interface WalkProgress {
   readonly page?: PageProgress;
   /** Called after each part of the pass's manifest is written, with its key and number of lines (metrics). */
   readonly onManifestPart?: (key: string, lines: number) => void;
+  /** How a command of a page's prefix waits for a manifest part: out of its lane, so another prefix works meanwhile. */
+  readonly awaitPart?: PartWait;
 }
 
 /** Runs one command (a walk from its `from`, telling `walk.onProgress`); transient failures are its own to retry. */
@@ -333,7 +335,8 @@ export interface PageProgress {
 const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt => p !== null && p !== 'done' && p.command.kind === 'reclaimPrefix' && p.pass.owner.owner === 'collector';
 
 /**
- * Collects the prefixes of a page, `rules.prefixConcurrency` at a time, each by its own
+ * Collects the prefixes of a page, `rules.prefixConcurrency` at a time (one waiting for a manifest
+ * part gives up its turn meanwhile), each by its own
  * {@link planPrefix}, in two rounds: every claim first, then one `fenceRoot` command if the page
  * owns a prefix, then the walks and lease deletions (spec 6b). A corrupt lease,
  * or a command that failed, enters no further prefix in the round; those in flight finish (a
@@ -356,12 +359,16 @@ export async function collectPrefixes(
     at[index] = step.next === 'done' ? 'done' : { pass: step.pass, command: step.command };
   };
   const told = () => page?.onProgress({ report, prefixes: [...at], ...(fenced && { fenced }) });
+  // A prefix whose batch waits for its manifest part steps out of its lane: S3 work stays within
+  // `prefixConcurrency` while the part's wait overlaps other prefixes' work, whose batches fill the next part.
+  const lanes = new Lanes(rules.prefixConcurrency);
+  const awaitPart: PartWait = (durable) => lanes.stepOut(durable);
   /** One round: each prefix goes on while `goesOn` its next command. */
   const round = (goesOn: (command: CollectorCommand) => boolean) =>
-    inBatches(prefixes.map((found, index) => ({ found, index })), 1, rules.prefixConcurrency, async ([item]) => {
-      if (item === undefined || at[item.index] === 'done' || report.totals.corrupt > 0 || failure) return;
-      const { found, index } = item;
-      if (at[index] === null) advance(index, planPrefix({ namespaceId: namespace, ...found }, undefined));
+    Promise.all(prefixes.map((found, index) => lanes.hold(async () => {
+      const entered = at[index];
+      if (entered === 'done' || report.totals.corrupt > 0 || failure) return;
+      if (entered === null) advance(index, planPrefix({ namespaceId: namespace, ...found }, undefined));
       for (let now = at[index]; now && now !== 'done' && goesOn(now.command); now = at[index]) {
         const { pass, command } = now;
         const walk: WalkProgress = {
@@ -369,6 +376,7 @@ export async function collectPrefixes(
             at[index] = { pass, command, position: p };
             told();
           },
+          awaitPart,
         };
         let result: CollectorResult;
         try {
@@ -380,7 +388,7 @@ export async function collectPrefixes(
         advance(index, planPrefix(pass, result));
         told();
       }
-    });
+    })));
   /** The first failure of a round, once its other prefixes have settled. */
   const throwFailure = (): void => {
     if (failure) throw failure.error;

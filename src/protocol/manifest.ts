@@ -91,7 +91,15 @@ export interface Deleter {
    * keeps no manifest. Undefined, nothing sent, when it must be recorded first.
    */
   readonly deleteRecorded: (key: string) => Promise<DeleteResult | undefined>;
+  /**
+   * The same deleter (its parts, its recorded keys) waiting for each part through `wait`: a walk
+   * gives up its lane meanwhile (`Lanes.stepOut`), so other walks fill the next part.
+   */
+  readonly awaitingPartsWith: (wait: PartWait) => Deleter;
 }
+
+/** How a deleter waits for the part that makes its batch's lines durable. */
+export type PartWait = (durable: Promise<void>) => Promise<void>;
 
 const lineOf = (d: Deletion, target: ManifestTarget): ManifestLine => ({
   key: d.object.key,
@@ -149,13 +157,16 @@ export function deleterOf(store: ObjectStore, manifest: ManifestTarget | undefin
   const record = manifest && partWriter(manifest);
   /** Keys recorded as `later` whose line is durable. */
   const recorded = new Set<string>();
-  const deletes = async (deletions: readonly Deletion[], later: readonly Deletion[] = []): Promise<DeleteResult> => {
-    if (deletions.length + later.length === 0) return { deleted: [], failed: [] };
-    // WARN: the part must be durable before DeleteObjects is sent: a worker killed in between leaves a manifest naming at least what it deleted.
-    if (record) await record([...deletions, ...later]);
-    for (const d of later) recorded.add(d.object.key);
-    return deletions.length ? store.deleteMany(deletions.map((d) => d.object.key)) : { deleted: [], failed: [] };
+  const awaitingPartsWith = (wait: PartWait): Deleter => {
+    const deletes = async (deletions: readonly Deletion[], later: readonly Deletion[] = []): Promise<DeleteResult> => {
+      if (deletions.length + later.length === 0) return { deleted: [], failed: [] };
+      // WARN: the part must be durable before DeleteObjects is sent: a worker killed in between leaves a manifest naming at least what it deleted.
+      if (record) await wait(record([...deletions, ...later]));
+      for (const d of later) recorded.add(d.object.key);
+      return deletions.length ? store.deleteMany(deletions.map((d) => d.object.key)) : { deleted: [], failed: [] };
+    };
+    const deleteRecorded = async (key: string): Promise<DeleteResult | undefined> => (record && !recorded.delete(key) ? undefined : store.deleteMany([key]));
+    return Object.assign(deletes, { deleteRecorded, awaitingPartsWith });
   };
-  const deleteRecorded = async (key: string): Promise<DeleteResult | undefined> => (record && !recorded.delete(key) ? undefined : store.deleteMany([key]));
-  return Object.assign(deletes, { deleteRecorded });
+  return awaitingPartsWith((durable) => durable);
 }

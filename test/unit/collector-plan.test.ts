@@ -1,12 +1,13 @@
 /** The collection of a page by the pass plan's own steps: stopping at a failed command, and resuming where each prefix stood. */
-import { describe, expect, it } from 'vitest';
-import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../../src/keys';
+import { describe, expect, it, vi } from 'vitest';
+import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newPassId, newSegmentId, parseManifestPartKey, passId, stagedSegmentKey, type NamespaceId } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
 import {
   EMPTY_TALLY,
   REPORT_LIMIT,
   collectPrefixes,
   executeOnStore,
+  readPassManifest,
   readRoot,
   runNamespacePass,
   startNamespacePass,
@@ -129,6 +130,60 @@ describe('collecting a page by the pass plan', () => {
       const walks = lists.filter((l) => l.prefix === jobPrefix(ns, walker));
       expect(walks[0]).toMatchObject({ startAfter: walked[2] });
       expect(walks.filter((l) => l.startAfter === undefined && l.cursor === undefined)).toEqual([]);
+      expect((await store.list({ prefix: compactionsPrefix(ns) })).objects).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('a page with a manifest', () => {
+  it("walks whose batch waits for its part give up their lane: other walks go on and share the next part, S3 work within the concurrency", async () => {
+    const store = createEmbeddedObjectStore({ path: ':memory:' });
+    const ns = namespaceId('laned');
+    const walkRules: PassRules = { ...rules, nowMs: Date.now() + 60_000, prefixConcurrency: 2, passId: newPassId(Date.now()) };
+    const [inFlight, log] = [{ now: 0, most: 0 }, [] as string[]];
+    let releasePart = () => {};
+    const partHeld = new Promise<void>((resolve) => (releasePart = resolve));
+    /** S3 work other than manifest parts, counted while in flight; the first part is held until released. */
+    const counted = <A extends unknown[], R>(name: string, call: (...args: A) => Promise<R>) => async (...args: A): Promise<R> => {
+      log.push(name);
+      inFlight.most = Math.max(inFlight.most, ++inFlight.now);
+      try {
+        return await call(...args);
+      } finally {
+        inFlight.now--;
+      }
+    };
+    const watched = Object.assign(Object.create(store) as ObjectStore, {
+      list: counted('list', (request: ListRequest) => store.list(request)),
+      get: counted('get', (key: string, options?: Parameters<ObjectStore['get']>[1]) => store.get(key, options)),
+      deleteMany: counted('delete', (keys: readonly string[]) => store.deleteMany(keys)),
+      put: async (key: string, body: Uint8Array) => {
+        if (parseManifestPartKey(key)) {
+          log.push('part');
+          if (log.filter((l) => l === 'part').length === 1) await partHeld;
+        }
+        return store.put(key, body);
+      },
+    });
+    try {
+      await updateRoot(store, ns, (root) => root, jsonRootCodec);
+      const jobs = Array.from({ length: 6 }, () => newJobId()).sort();
+      for (const job of jobs) await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), new Uint8Array(10));
+      log.length = 0;
+      const collecting = executeOnStore(watched, ns, walkRules, { kind: 'collectPrefixes', prefixes: jobs.map((jobId) => ({ jobId, owner: { owner: 'none' } })) }, { onProgress: () => {} }, jsonRootCodec);
+      // The first walk's part is held: every other prefix is still listed, read and handed to the next part meanwhile.
+      await vi.waitFor(() => expect(log.filter((l) => l === 'list')).toHaveLength(6));
+      expect(log.filter((l) => l === 'delete')).toEqual([]);
+      releasePart();
+      const result = await collecting;
+      expect(result.kind === 'collected' && result.report.totals).toMatchObject({ orphaned: 6, objectsDeleted: 6 });
+      // The walks that came while the first part was held share the second.
+      expect(log.filter((l) => l === 'part')).toHaveLength(2);
+      expect(inFlight.most).toBeLessThanOrEqual(2);
+      const manifest = await readPassManifest(store, ns, passId(walkRules.passId ?? ''));
+      expect(manifest.flatMap((part) => part.lines.map((l) => l.key)).sort()).toEqual(jobs.map((job) => expect.stringContaining(job)));
       expect((await store.list({ prefix: compactionsPrefix(ns) })).objects).toEqual([]);
     } finally {
       await store.close();
