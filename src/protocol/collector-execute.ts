@@ -59,6 +59,7 @@ async function execute(
   progress: WalkProgress,
   codec: RootCodec,
 ): Promise<CollectorResult> {
+  // A command with nothing else to do while its part is written waits for it out of its lane (a page's prefixes).
   const deletes = progress.awaitPart ? pageDeletes.awaitingPartsWith(progress.awaitPart) : pageDeletes;
   switch (command.kind) {
     case 'listJobPrefixes':
@@ -72,7 +73,7 @@ async function execute(
     case 'reclaimPrefix':
       return {
         kind: 'reclaimed',
-        tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.from ?? START_OF_WALK, progress.onProgress, codec, deletes, command.why),
+        tally: await reclaimPrefix(store, { namespaceId: ns, jobId: jobId(command.jobId) }, rules, command.from ?? START_OF_WALK, progress.onProgress, codec, pageDeletes, command.why, progress.awaitPart),
       };
     case 'collectPrefixes': {
       const inner = (next: CollectorCommand, walk: WalkProgress) => execute(store, pageDeletes, ns, rules, next, walk, codec);

@@ -78,7 +78,7 @@ export interface WalkProgress {
   readonly page?: PageProgress;
   /** Called after each part of the pass's manifest is written, with its key and number of lines (metrics). */
   readonly onManifestPart?: (key: string, lines: number) => void;
-  /** How a command of a page's prefix waits for a manifest part: out of its lane, so another prefix works meanwhile. */
+  /** How a command of a page's prefix with nothing else to do waits for a manifest part: out of its lane, so another prefix works meanwhile. */
   readonly awaitPart?: PartWait;
 }
 
@@ -335,8 +335,8 @@ export interface PageProgress {
 const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt => p !== null && p !== 'done' && p.command.kind === 'reclaimPrefix' && p.pass.owner.owner === 'collector';
 
 /**
- * Collects the prefixes of a page, `rules.prefixConcurrency` at a time (one waiting for a manifest
- * part gives up its turn meanwhile), each by its own
+ * Collects the prefixes of a page, `rules.prefixConcurrency` at a time (one with nothing else to do
+ * while its manifest part is written gives up its turn meanwhile), each by its own
  * {@link planPrefix}, in two rounds: every claim first, then one `fenceRoot` command if the page
  * owns a prefix, then the walks and lease deletions (spec 6b). A corrupt lease,
  * or a command that failed, enters no further prefix in the round; those in flight finish (a
@@ -359,8 +359,9 @@ export async function collectPrefixes(
     at[index] = step.next === 'done' ? 'done' : { pass: step.pass, command: step.command };
   };
   const told = () => page?.onProgress({ report, prefixes: [...at], ...(fenced && { fenced }) });
-  // A prefix whose batch waits for its manifest part steps out of its lane: S3 work stays within
-  // `prefixConcurrency` while the part's wait overlaps other prefixes' work, whose batches fill the next part.
+  // A prefix with nothing else to do while its manifest part is written (a walk's last batch) steps out of its
+  // lane: no more than `prefixConcurrency` prefixes send requests at once, and the part's wait overlaps other
+  // prefixes' work, whose batches fill the next part.
   const lanes = new Lanes(rules.prefixConcurrency);
   const awaitPart: PartWait = (durable) => lanes.stepOut(durable);
   /** One round: each prefix goes on while `goesOn` its next command. */

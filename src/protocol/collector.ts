@@ -36,7 +36,7 @@ import { readRoot, RootMissingError } from './root-io';
 import { isRetainedByRoot } from './retired';
 import type { OwnerRules, ReclaimOptions } from './rules';
 import { inBatches } from '../store/batches';
-import { deleterOf, type Deleter, type Deletion, type DeletionRule, type LeaseFacts } from './manifest';
+import { deleterOf, type Deleter, type Deletion, type DeletionRule, type LeaseFacts, type PartWait } from './manifest';
 
 const leaseFacts = (lease: LeaseState): LeaseFacts => ({ status: lease.status, heartbeatAtMs: lease.heartbeat_at_ms });
 
@@ -321,7 +321,9 @@ type FlushOutcome =
  * the lease of a claimed prefix, as this walk listed it, is recorded in its last batch's part, so
  * {@link deleteLease} after the walk writes no part of its own.
  * `onProgress` receives the position after every page, so a retried walk resumes there; the
- * position only moves past keys whose fate is settled.
+ * position only moves past keys whose fate is settled. `awaitLastPart`: how the last batch, after
+ * which the walk has nothing else to do, waits for its manifest part (in a page, out of its lane);
+ * earlier batches wait for theirs while the walk lists on.
  *
  * The prefix is one listing in key order: resumed with `StartAfter`, continued with the listing's
  * own cursor. One batch is deleted while the next pages are listed, and batches settle in key order.
@@ -338,12 +340,15 @@ export async function reclaimPrefix(
   codec: RootCodec,
   deletes: Deleter = deleterOf(store, undefined),
   why: PrefixRule = { rule: 'orphaned_prefix' },
+  awaitLastPart?: PartWait,
 ): Promise<ReclaimTally> {
+  const lastDeletes = awaitLastPart ? deletes.awaitingPartsWith(awaitLastPart) : deletes;
   const prefix = jobPrefix(job.namespaceId, job.jobId);
   let position = resume;
   let failure: { readonly error: unknown } | undefined;
 
-  const deleteBatch = async (batch: readonly ObjectInfo[], batchRetained: ReclaimTally, upTo: string | undefined, later: readonly Deletion[]): Promise<FlushOutcome> => {
+  const deleteBatch = async (batch: readonly ObjectInfo[], batchRetained: ReclaimTally, upTo: string | undefined, last: boolean, later: readonly Deletion[]): Promise<FlushOutcome> => {
+    const through = last ? lastDeletes : deletes;
     let deleted: ObjectInfo[] = [];
     try {
       let referencedCount = 0;
@@ -353,11 +358,11 @@ export async function reclaimPrefix(
         const doomed = batch.filter((o) => !isRetainedByRoot(root, o.key, options));
         referencedCount = batch.length - doomed.length;
         const read = { ...(why.lease && { lease: why.lease }), rootGeneration: root.generation };
-        const { failed } = await deletes(doomed.map((object) => ({ object, rule: why.rule, read })), later);
+        const { failed } = await through(doomed.map((object) => ({ object, rule: why.rule, read })), later);
         const failedKeys = new Set(failed.map((f) => f.key));
         deleted = doomed.filter((o) => !failedKeys.has(o.key));
         if (failed.length) throw new DeleteFailedError(prefix, failed);
-      } else if (later.length) await deletes([], later);
+      } else if (later.length) await through([], later);
       return { upTo, settled: addTally({ ...batchRetained, retainedReferenced: referencedCount }, deletionTally(deleted), options.reportLimit) };
     } catch (error) {
       return { error, deleted: deletionTally(deleted) };
@@ -407,7 +412,7 @@ export async function reclaimPrefix(
       if (last || candidates.length >= options.keysPerFlush) {
         await settle();
         if (failure) break;
-        inFlight = deleteBatch(candidates, retained, listedUpTo, last && lease ? [leaseDeletion(lease, why.lease)] : []);
+        inFlight = deleteBatch(candidates, retained, listedUpTo, last, last && lease ? [leaseDeletion(lease, why.lease)] : []);
         candidates = [];
         retained = { ...EMPTY_TALLY, unrecognisedKeys: [] };
       }
