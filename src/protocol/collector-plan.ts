@@ -361,9 +361,10 @@ export async function collectPrefixes(
   const told = () => page?.onProgress({ report, prefixes: [...at], ...(fenced && { fenced }) });
   // A prefix with nothing else to do while its manifest part is written (a walk's last batch) steps out of its
   // lane: no more than `prefixConcurrency` prefixes send requests at once, and the part's wait overlaps other
-  // prefixes' work, whose batches fill the next part.
-  const lanes = new Lanes(rules.prefixConcurrency);
-  const awaitPart: PartWait = (durable) => lanes.stepOut(durable);
+  // prefixes' work, whose batches fill the next part. The batches out of their lanes hold no more keys than a
+  // batch per lane, so memory stays within twice what the lanes alone hold.
+  const lanes = new Lanes(rules.prefixConcurrency, rules.prefixConcurrency * rules.keysPerFlush);
+  const awaitPart: PartWait = (durable, lines) => lanes.stepOut(durable, lines);
   /** One round: each prefix goes on while `goesOn` its next command. */
   const round = (goesOn: (command: CollectorCommand) => boolean) =>
     Promise.all(prefixes.map((found, index) => lanes.hold(async () => {

@@ -98,8 +98,8 @@ export interface Deleter {
   readonly awaitingPartsWith: (wait: PartWait) => Deleter;
 }
 
-/** How a deleter waits for the part that makes its batch's lines durable. */
-export type PartWait = (durable: Promise<void>) => Promise<void>;
+/** How a deleter waits for the part that makes its batch's `lines` durable. */
+export type PartWait = (durable: Promise<void>, lines: number) => Promise<void>;
 
 const lineOf = (d: Deletion, target: ManifestTarget): ManifestLine => ({
   key: d.object.key,
@@ -161,7 +161,7 @@ export function deleterOf(store: ObjectStore, manifest: ManifestTarget | undefin
     const deletes = async (deletions: readonly Deletion[], later: readonly Deletion[] = []): Promise<DeleteResult> => {
       if (deletions.length + later.length === 0) return { deleted: [], failed: [] };
       // WARN: the part must be durable before DeleteObjects is sent: a worker killed in between leaves a manifest naming at least what it deleted.
-      if (record) await wait(record([...deletions, ...later]));
+      if (record) await wait(record([...deletions, ...later]), deletions.length + later.length);
       for (const d of later) recorded.add(d.object.key);
       return deletions.length ? store.deleteMany(deletions.map((d) => d.object.key)) : { deleted: [], failed: [] };
     };

@@ -139,7 +139,7 @@ describe('collecting a page by the pass plan', () => {
 });
 
 describe('a page with a manifest', () => {
-  it("a walk whose last batch waits for its part gives up its lane: other walks go on and share the next part, and no more prefixes than the concurrency send requests at once", async () => {
+  it('a walk whose last batch waits for its part gives up its lane: other walks go on and share the next part, no more prefixes than the concurrency send requests at once, and those out hold no more than a batch per lane', async () => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
     const ns = namespaceId('laned');
     const walkRules: PassRules = { ...rules, nowMs: Date.now() + 60_000, prefixConcurrency: 2, keysPerFlush: 2, passId: newPassId(Date.now()) };
@@ -182,8 +182,12 @@ describe('a page with a manifest', () => {
       for (const [i, job] of jobs.entries()) for (let n = i === 0 ? 6 : 1; n > 0; n--) await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), new Uint8Array(10));
       log.length = 0;
       const collecting = executeOnStore(watched, ns, walkRules, { kind: 'collectPrefixes', prefixes: jobs.map((jobId) => ({ jobId, owner: { owner: 'none' } })) }, { onProgress: () => {} }, jsonRootCodec);
-      // The first part is held: every other prefix is still listed and handed to the next part meanwhile.
-      await vi.waitFor(() => expect(new Set(listedPrefixes).size).toBe(7));
+      // The first part is held: other prefixes are still listed and handed to the next part meanwhile, until the batches
+      // out of their lanes hold a batch's keys per lane (2 × 2, one key each): the big walk waits in its lane (its batch
+      // is not its last), four small ones wait out of theirs, a fifth in the other lane, and no more begin.
+      await vi.waitFor(() => expect(new Set(listedPrefixes).size).toBe(6));
+      await sleep(50);
+      expect(new Set(listedPrefixes).size).toBe(6);
       expect(log.filter((l) => l === 'delete')).toEqual([]);
       releasePart();
       const result = await collecting;

@@ -58,6 +58,33 @@ describe('lanes', () => {
     expect(log).toEqual(['a in', 'b in', 'a back', 'c in']);
   });
 
+  it('holders step out only within the budget of what they hold: past it one waits in its lane, unless no one is out', async () => {
+    const lanes = new Lanes(2, 10);
+    const part = gate();
+    const began: number[] = [];
+    const weights = [6, 4, 1, 1, 20];
+    const all = weights.map((weight, i) =>
+      lanes.hold(async () => {
+        began.push(i);
+        await lanes.stepOut(part.opened, weight);
+      }),
+    );
+    await setImmediate();
+    // 6 and 4 fill the budget and step out; 1 would pass it, so the next two wait in the lanes: four begun.
+    expect(began).toEqual([0, 1, 2, 3]);
+    part.open();
+    await Promise.all(all);
+    expect(began).toEqual([0, 1, 2, 3, 4]);
+    // Alone, a holder heavier than the whole budget still steps out.
+    const alone = gate();
+    const heavy = lanes.hold(() => lanes.stepOut(alone.opened, 20));
+    const next = lanes.hold(async () => 'in');
+    const another = lanes.hold(async () => 'in too');
+    expect(await Promise.all([next, another])).toEqual(['in', 'in too']);
+    alone.open();
+    await heavy;
+  });
+
   it('a wait that fails is rethrown once its holder is back in a lane', async () => {
     const lanes = new Lanes(1);
     await expect(lanes.hold(() => lanes.stepOut(Promise.reject(new Error('part refused'))))).rejects.toThrow(/part refused/);
