@@ -56,7 +56,7 @@ export interface S3StoreOptions {
   readonly operationDeadlineMs?: number;
   /** A response body that moves no byte for this long fails as {@link StoreUnavailableError}; default the deadline, at most 30 s. */
   readonly idleTimeoutMs?: number;
-  /** `getStream` reads an object in ranged GETs of this many bytes; an open stream holds about two windows in memory. */
+  /** `getStream` reads an object in ranged GETs of this many bytes, one ahead of its consumer; an open stream holds at most two windows in memory. */
   readonly readWindowBytes?: number;
   /** Window requests in flight at once across every stream of this store. */
   readonly maxConcurrentReads?: number;
@@ -194,15 +194,22 @@ class S3ObjectStore implements ObjectStore {
     return { key, body: this.windows(key, first), etag: first.etag, lastModified: first.lastModified };
   }
 
-  /** The object from `first` on, window by window; every later window must carry the first one's ETag (`If-Match`). */
+  /**
+   * The object from `first` on, window by window; every later window must carry the first one's ETag
+   * (`If-Match`). The next window is read while the consumer works through the current one, so a
+   * stream never waits a round trip between windows; it holds at most these two.
+   */
   private async *windows(key: string, first: Window): AsyncGenerator<Uint8Array> {
     let window = first;
-    for (let offset = 0; ; ) {
+    for (let offset = first.bytes.length; ; ) {
+      const next = offset < first.size ? this.readWindow(key, offset, first.etag) : undefined;
+      // Handled here too: a consumer that stops early leaves the window read ahead to nobody.
+      next?.catch(() => undefined);
       yield* inSixteenths(window.bytes);
-      offset += window.bytes.length;
-      if (offset >= first.size) return;
-      window = await this.readWindow(key, offset, first.etag);
+      if (next === undefined) return;
+      window = await next;
       if (window.size !== first.size || window.bytes.length === 0) throw new ObjectChangedError(key, first.etag);
+      offset += window.bytes.length;
     }
   }
 

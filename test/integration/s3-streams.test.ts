@@ -4,6 +4,7 @@
  * GETs, so any number of open streams use a bounded number of sockets.
  */
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createS3ObjectStore, ObjectChangedError, StoreUnavailableError, type ObjectStore, type S3StoreOptions } from '../../src/store';
 import { s3Requests, startS3FaultProxy, type S3FaultProxy, type S3Request } from '../support/s3-fault-proxy';
@@ -95,20 +96,46 @@ describe('S3 reads: deadlines bound requests, progress bounds bodies', () => {
     await expect(store.get(key)).rejects.toBeInstanceOf(StoreUnavailableError);
   });
 
-  it('an object rewritten between two windows of a stream is ObjectChanged naming the key', async () => {
+  it('an object rewritten between two windows of a stream is ObjectChanged naming the key, and no byte of the new version is read', async () => {
     const key = freshKey('rewritten');
     await direct.store.put(key, pattern(3000));
     const store = throughProxy({ readWindowBytes: 1000 });
     const stream = await store.getStream(key);
     const chunks = stream.body[Symbol.asyncIterator]();
-    expect((await chunks.next()).value).toHaveLength(1000);
+    const read: Uint8Array[] = [(await chunks.next()).value as Uint8Array];
+    expect(read[0]).toHaveLength(1000);
     await direct.store.put(key, pattern(3000, 1));
-    const error = await chunks.next().then(
-      () => undefined,
-      (err: unknown) => err,
-    );
+    // The window read ahead before the rewrite may still come; the first one read after it fails.
+    let error: unknown;
+    try {
+      for (let step = await chunks.next(); !step.done; step = await chunks.next()) read.push(step.value);
+    } catch (err) {
+      error = err;
+    }
     expect(error).toBeInstanceOf(ObjectChangedError);
     expect((error as ObjectChangedError).key).toBe(key);
+    const bytes = Buffer.concat(read);
+    expect(bytes.length).toBeLessThan(3000);
+    expect(bytes.equals(Buffer.from(pattern(3000)).subarray(0, bytes.length))).toBe(true);
+  });
+
+  it('a stream reads its next window while its consumer works through the current one, and no further ahead', async () => {
+    const key = freshKey('read-ahead');
+    await direct.store.put(key, pattern(3000));
+    const store = throughProxy({ readWindowBytes: 1000 });
+    const stream = await store.getStream(key);
+    const before = proxy.requests;
+    const second = proxy.hold(forKey(key));
+    const chunks = stream.body[Symbol.asyncIterator]();
+    const read = [(await chunks.next()).value as Uint8Array];
+    // The consumer holds the first window and asks for nothing more: the second is on its way already.
+    await Promise.race([second.arrived, sleep(5000).then(() => expect.fail('the second window was not read ahead'))]);
+    await sleep(300);
+    expect(proxy.requests - before).toBe(1);
+    second.release();
+    for (let step = await chunks.next(); !step.done; step = await chunks.next()) read.push(step.value);
+    expect(Buffer.concat(read).equals(Buffer.from(pattern(3000)))).toBe(true);
+    expect(proxy.requests - before).toBe(2);
   });
 
   it('an empty object streams as no bytes', async () => {
