@@ -10,11 +10,14 @@
  * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/compaction.ts` (see --help); the scale
  * point: `npx tsx bench/compaction.ts --phases throughput --shape metadata --inputs 1000 --bytes 1GB`.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { Agent } from 'node:http';
 import { Session } from 'node:inspector';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem, platform, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { constants, gunzipSync, gzipSync, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
@@ -66,9 +69,10 @@ const program = new Command('compaction')
   .option('--max-fan-in <n>', 'sources one merge reads at once (≥ --inputs: the single-level merge of all inputs)', whole, 128)
   .option('--copy-concurrency <n>', 'GET+PUT copies in flight in the baseline', whole, 8)
   .option('--formats <v,…>', 'segment formats of the throughput phase, each on inputs of its own format', (raw) => raw.split(',').map(Number), [1, 2])
-  .option('--cpu-profile <file>', 'write a CPU profile of the compaction alone (open in Chrome DevTools)');
+  .option('--cpu-profile <file>', 'write a CPU profile of the compaction alone (open in Chrome DevTools)')
+  .option('--latency-ms <n>', 'hold every S3 request this long (a proxy in a child process) before MinIO sees it: a store across a network', whole);
 type Options = {
-  phases: string[]; formats: number[]; inputs: number; records: number; bytes?: string; shape: string; store: string; targetSegmentBytes: number; maxFanIn: number; copyConcurrency: number; cpuProfile?: string;
+  phases: string[]; formats: number[]; inputs: number; records: number; bytes?: string; shape: string; store: string; targetSegmentBytes: number; maxFanIn: number; copyConcurrency: number; cpuProfile?: string; latencyMs?: number;
 };
 
 /**
@@ -258,7 +262,7 @@ async function throughputOf(store: ObjectStore, opts: Options, server: Server | 
   const copyMbs = (mb / copy.ms) * 1000;
   console.log(
     `segment format v${version}: ${keys.length} inputs (${opts.shape} records), ${mb.toFixed(1)} MB compressed in, ${recordsIn} records in, ${progress.recordsOut} out ` +
-      `(${(progress.bytesOut / 1e6).toFixed(1)} MB uncompressed) in ${progress.segmentsFinished} segments, max fan-in ${opts.maxFanIn} (${progress.runs?.parts.length ?? 0} intermediate runs), on ${opts.store}, ${loadavg().map((l) => l.toFixed(2)).join(' ')} loadavg`,
+      `(${(progress.bytesOut / 1e6).toFixed(1)} MB uncompressed) in ${progress.segmentsFinished} segments, max fan-in ${opts.maxFanIn} (${progress.runs?.parts.length ?? 0} intermediate runs), on ${opts.store}${opts.latencyMs === undefined ? '' : ` behind ${opts.latencyMs} ms a request`}, ${loadavg().map((l) => l.toFixed(2)).join(' ')} loadavg`,
   );
   const phase = (label: string, run: Measured, what: string) =>
     console.log(`  ${label.padEnd(26)} ${run.ms.toFixed(0).padStart(6)} ms, CPU ${(run.cpuMs / 1000).toFixed(1)} s${server ? ` + MinIO ${(run.serverCpuMs / 1000).toFixed(2)} s` : ''}: ${what}; peak RSS ${mib(run.peakRss)}, sockets ${run.sockets}`);
@@ -275,9 +279,10 @@ async function main(): Promise<void> {
   const minio = await startMinio();
   // The SDK's default pool (keep-alive, 50 sockets), made here so the benchmark can count its sockets.
   const agent = new Agent({ keepAlive: true, maxSockets: 50 });
+  const proxy = opts.latencyMs === undefined ? undefined : await startLatencyProxy(minio.endpoint, opts.latencyMs);
   const s3 = new S3Client({
     requestHandler: new NodeHttpHandler({ httpAgent: agent }),
-    endpoint: minio.endpoint,
+    endpoint: proxy?.endpoint ?? minio.endpoint,
     region: minio.region,
     forcePathStyle: true,
     credentials: { accessKeyId: minio.accessKey, secretAccessKey: minio.secretKey },
@@ -307,10 +312,18 @@ async function main(): Promise<void> {
     if (opts.phases.includes('gzip-levels')) gzipLevels();
   } finally {
     s3.destroy();
+    proxy?.child.kill();
     rmSync(scratch, { recursive: true, force: true });
     await temporal?.stop();
     await minio.stop();
   }
+}
+
+/** The latency proxy (bench/support/latency-proxy.ts) in a child process, once it serves. */
+async function startLatencyProxy(target: string, delayMs: number): Promise<{ endpoint: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'support', 'latency-proxy.ts'), target, String(delayMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
+  return { endpoint: line, child };
 }
 
 /** Phases 2 and 3: a short and a long job through the workflow, their history length and the lease requests each made. */
