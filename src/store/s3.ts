@@ -196,8 +196,8 @@ class S3ObjectStore implements ObjectStore {
 
   /**
    * The object from `first` on, window by window; every later window must carry the first one's ETag
-   * (`If-Match`). The next window is read while the consumer works through the current one, so a
-   * stream never waits a round trip between windows; it holds at most these two.
+   * (`If-Match`). The next window is read while the consumer works through the current one, so the
+   * consumer waits only when it outpaces the network, not a round trip per window; at most these two are held.
    */
   private async *windows(key: string, first: Window): AsyncGenerator<Uint8Array> {
     let window = first;
