@@ -241,9 +241,20 @@ export const referenceCompactor: Compactor = {
   },
 };
 
-/** The record batches of `keys` one after another, each segment opened only when the one before it has ended. */
+/**
+ * The record batches of `keys` one after another. Each segment is opened (its first window read)
+ * when the one before it starts, so a source of several segments (an intermediate run's parts)
+ * waits no round trip between them: it holds its current segment and the next one's first window.
+ */
 async function* readSegments(store: StagedStore, keys: readonly string[]): AsyncGenerator<MergeRecord[]> {
-  for (const key of keys) yield* readMergeBatches(key, (await store.getStream(key)).body);
+  let opening = keys.length > 0 ? store.getStream(keys[0]!) : undefined;
+  for (const [i, key] of keys.entries()) {
+    const current = await opening!;
+    opening = i + 1 < keys.length ? store.getStream(keys[i + 1]!) : undefined;
+    // Handled here too: a merge that stops early leaves the next segment's opening to nobody.
+    opening?.catch(() => undefined);
+    yield* readMergeBatches(key, current.body);
+  }
 }
 
 export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan';

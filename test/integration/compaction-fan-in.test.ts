@@ -4,7 +4,7 @@
  * of all inputs; a resumed attempt picks up the runs its predecessor finished.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compactGroup, NO_PROGRESS, outputSegmentKeys, planMerge, runPartKey, tombstoneSegmentKeys, type CompactionHooks, type CompactionProgress, type MergeLimits } from '../../src/compactor';
+import { compactGroup, NO_PROGRESS, outputSegmentKeys, planMerge, runPartKey, tombstoneSegmentKeys, type CompactionHooks, type CompactionProgress, type MergeLimits, type MergePlan } from '../../src/compactor';
 import { jobPrefix, inputSegmentKey, namespaceId, newJobId, newSegmentId } from '../../src/keys';
 import { encodeSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../../src/segments';
 import type { ObjectStore, StreamedObject } from '../../src/store';
@@ -14,24 +14,30 @@ import { uniqueId } from '../support/temporal';
 
 const NO_HOOKS: CompactionHooks = { onSegmentFinished: () => {}, onRecords: () => {} };
 
-/** The store as the compactor sees it, counting input streams open at once (from `getStream` to the end of the body) and every key written. */
-function observedStore(store: ObjectStore): { store: ObjectStore; mostOpen: () => number; puts: string[] } {
+/**
+ * The store as the compactor sees it, counting input streams open at once (from `getStream` to the
+ * end of the body), logging when each is opened and ended, and every key written.
+ */
+function observedStore(store: ObjectStore): { store: ObjectStore; mostOpen: () => number; puts: string[]; streams: string[] } {
   let open = 0;
   let most = 0;
   const puts: string[] = [];
-  async function* counted(body: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const streams: string[] = [];
+  async function* counted(key: string, body: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
     try {
       yield* body;
     } finally {
       open--;
+      streams.push(`end ${key}`);
     }
   }
   const own: Partial<ObjectStore> = {
     getStream: async (key: string): Promise<StreamedObject> => {
       most = Math.max(most, ++open);
+      streams.push(`open ${key}`);
       try {
         const object = await store.getStream(key);
-        return { ...object, body: counted(object.body) };
+        return { ...object, body: counted(key, object.body) };
       } catch (err) {
         open--;
         throw err;
@@ -49,7 +55,7 @@ function observedStore(store: ObjectStore): { store: ObjectStore; mostOpen: () =
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
   });
-  return { store: observed, mostOpen: () => most, puts };
+  return { store: observed, mostOpen: () => most, puts, streams };
 }
 
 async function writeGroup(store: ObjectStore, ns: string, inputs: SegmentRecord[][]): Promise<string[]> {
@@ -81,7 +87,10 @@ describe('a merge of more inputs than the fan-in', () => {
     return Promise.all(outputSegmentKeys(job, progress).map(async (key) => Buffer.from((await fixture.store.get(key)).body)));
   }
 
-  it.each([250, 1000])('%i inputs at fan-in 16 never have more than 16 input streams open, and compact to the bytes of one merge of all inputs', async (count) => {
+  /** The most streams a merge of `plan` holds open: one per source, and a run's source one more, its next part opened ahead. */
+  const mostStreams = (plan: MergePlan): number => Math.max(...[...plan.runs, plan.final].map((sources) => sources.length + sources.filter((s) => 'run' in s).length));
+
+  it.each([250, 1000])('%i inputs at fan-in 16 never read more than 16 sources at once, and compact to the bytes of one merge of all inputs', async (count) => {
     const ns = uniqueId('fanin').toLowerCase();
     const inputs = sortedInputs(count, 3, 2000);
     const keys = await writeGroup(fixture.store, ns, inputs);
@@ -92,12 +101,34 @@ describe('a merge of more inputs than the fan-in', () => {
     const one = await compact(single.store, ns, keys, { ...limits, maxFanIn: count });
 
     expect(multi.progress.runs?.parts).toHaveLength(planMerge(count, 16).runs.length);
-    expect(bounded.mostOpen()).toBeLessThanOrEqual(16);
+    expect(bounded.mostOpen()).toBeLessThanOrEqual(mostStreams(planMerge(count, 16)));
     // The counter sees what the single-level merge does: every input open at once.
     expect(single.mostOpen()).toBe(count);
     expect(multi.bytes).toEqual(one.bytes);
     expect(multi.progress.segmentsFinished).toBeGreaterThan(1);
     expect(await readRecords(fixture.store, outputSegmentKeys(multi.job, multi.progress))).toEqual(referenceMerge(inputs));
+  });
+
+  it("an intermediate run's next part is opened while the merge reads the one before it, and the outputs are those of one merge", async () => {
+    const ns = uniqueId('fanin-parts').toLowerCase();
+    const inputs = sortedInputs(20, 200, 3000);
+    const keys = await writeGroup(fixture.store, ns, inputs);
+    const limits = { targetSegmentBytes: 2048, maxFanIn: 6 };
+    const observed = observedStore(fixture.store);
+    const multi = await compact(observed.store, ns, keys, limits);
+    const one = await compact(fixture.store, ns, keys, { ...limits, maxFanIn: 20 });
+    expect(multi.bytes).toEqual(one.bytes);
+    const runs = multi.progress.runs!.parts;
+    expect(Math.min(...runs)).toBeGreaterThan(2);
+    const at = (event: string) => observed.streams.indexOf(event);
+    for (const [run, parts] of runs.entries()) {
+      for (let part = 0; part + 1 < parts; part++) {
+        const [current, next] = [runPartKey(multi.job, limits.maxFanIn, run, part), runPartKey(multi.job, limits.maxFanIn, run, part + 1)];
+        expect(at(`open ${next}`)).toBeGreaterThan(at(`open ${current}`));
+        expect(at(`open ${next}`)).toBeLessThan(at(`end ${current}`));
+      }
+    }
+    expect(observed.mostOpen()).toBeLessThanOrEqual(mostStreams(planMerge(20, limits.maxFanIn)));
   });
 
   it('equal seqs are decided as in one merge of all inputs: the later input wins, whichever run it went through', async () => {

@@ -11,6 +11,7 @@ import { decodeLease } from '../../src/lease';
 import type { ObjectInfo } from '../../src/store';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { binaryFormat, TEST_FORMATS, type TestFormat } from '../support/formats';
+import { s3Requests, startS3FaultProxy } from '../support/s3-fault-proxy';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, testSettings, uniqueId } from '../support/temporal';
 import { SPAWNED_WORKER_TIMEOUT_MS, spawnWorkerProcess } from '../support/worker-env';
@@ -114,29 +115,41 @@ describe('compaction across a worker crash', () => {
     const inputs = makeInputs(24, 2000, 6000);
     await writeInputs(fixture.store, ns, 'revisions', inputs);
     const taskQueue = uniqueId('kill-runs-tq');
-    // Runs of about 60 parts: a few seconds each, so the heartbeat shows two of them before the last is done.
     const fanIn = { COMPACTION_MAX_FAN_IN: '4', COMPACTION_TARGET_SEGMENT_BYTES: '4096' };
-    const first = spawnWorker(fixture, taskQueue, fanIn);
+    // The first worker reaches MinIO through a proxy that keeps the first part of the third run
+    // from the store, so it is killed with exactly two runs finished, however fast it merges.
+    const proxy = await startS3FaultProxy(fixture.endpoint!.endpoint);
+    const isThirdRunsFirstPart = (key: string) => {
+      const staged = parseCompactionKey(key);
+      return staged.kind === 'staged_segment' && key === runPartKey({ namespaceId: nsId, jobId: staged.jobId }, 4, 2, 0);
+    };
+    const thirdRun = proxy.hold((r) => s3Requests.put(r) && isThirdRunsFirstPart(r.key));
+    const first = spawnWorker(fixture, taskQueue, { ...fanIn, AWS_ENDPOINT_URL_S3: proxy.endpoint });
     children.push(first);
-    const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue, workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS });
+    try {
+      const handle = await startCompaction(client, { namespaceId: ns, group: 'revisions', taskQueue, workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS });
+      await thirdRun.arrived;
+      const { heartbeated, job } = await killOnceHeartbeated<CompactionProgress>(handle, first, (p) => (p.runs?.parts.length ?? 0) >= 2, 'two finished runs');
+      expect(heartbeated?.runs?.parts).toHaveLength(2);
+      expect(heartbeated?.segmentsFinished).toBe(0);
+      const ref = { namespaceId: nsId, jobId: jobId(job) };
+      const finished = heartbeated!.runs!.parts.flatMap((parts, run) => Array.from({ length: parts }, (_, part) => runPartKey(ref, 4, run, part)));
+      const before = await Promise.all(finished.map((key) => fixture.store.head(key)));
 
-    const { heartbeated, job } = await killOnceHeartbeated<CompactionProgress>(handle, first, (p) => (p.runs?.parts.length ?? 0) >= 2, 'two finished runs');
-    expect(heartbeated?.segmentsFinished).toBe(0);
-    const ref = { namespaceId: nsId, jobId: jobId(job) };
-    const finished = heartbeated!.runs!.parts.flatMap((parts, run) => Array.from({ length: parts }, (_, part) => runPartKey(ref, 4, run, part)));
-    const before = await Promise.all(finished.map((key) => fixture.store.head(key)));
-
-    children.push(spawnWorker(fixture, taskQueue, fanIn));
-    const result = await handle.result();
-    expect(result.outcome).toBe('published');
-    expect(result.jobId).toBe(job);
-    const after = await Promise.all(finished.map((key) => fixture.store.head(key)));
-    after.forEach((info, i) => {
-      expect(info.lastModified, `${info.key} was rewritten`).toEqual(before[i]!.lastModified);
-      expect(info.etag).toBe(before[i]!.etag);
-    });
-    expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
-    await close();
+      children.push(spawnWorker(fixture, taskQueue, fanIn));
+      const result = await handle.result();
+      expect(result.outcome).toBe('published');
+      expect(result.jobId).toBe(job);
+      const after = await Promise.all(finished.map((key) => fixture.store.head(key)));
+      after.forEach((info, i) => {
+        expect(info.lastModified, `${info.key} was rewritten`).toEqual(before[i]!.lastModified);
+        expect(info.etag).toBe(before[i]!.etag);
+      });
+      expect(await readRecords(fixture.store, result.outputs)).toEqual(referenceMerge(inputs));
+    } finally {
+      await proxy.stop();
+      await close();
+    }
   }, 240_000);
   it('after SIGKILL of the worker the retried keeper refreshes the lease within half the lease expiry', async () => {
     // Default proportions (expiry 5 × refresh) at a 3 s refresh, and a 2 s heartbeat timeout: the bound is 7.5 s.
