@@ -70,9 +70,10 @@ const program = new Command('compaction')
   .option('--copy-concurrency <n>', 'GET+PUT copies in flight in the baseline', whole, 8)
   .option('--formats <v,…>', 'segment formats of the throughput phase, each on inputs of its own format', (raw) => raw.split(',').map(Number), [1, 2])
   .option('--cpu-profile <file>', 'write a CPU profile of the compaction alone (open in Chrome DevTools)')
+  .option('--read-window-bytes <n>', 'bytes of one ranged GET of a streamed object (the store\'s default without it)', whole)
   .option('--latency-ms <n>', 'hold every S3 request this long (a proxy in a child process) before MinIO sees it: a store across a network', whole);
 type Options = {
-  phases: string[]; formats: number[]; inputs: number; records: number; bytes?: string; shape: string; store: string; targetSegmentBytes: number; maxFanIn: number; copyConcurrency: number; cpuProfile?: string; latencyMs?: number;
+  phases: string[]; formats: number[]; inputs: number; records: number; bytes?: string; shape: string; store: string; targetSegmentBytes: number; maxFanIn: number; copyConcurrency: number; cpuProfile?: string; latencyMs?: number; readWindowBytes?: number;
 };
 
 /**
@@ -300,7 +301,7 @@ async function main(): Promise<void> {
     },
     { step: 'initialize', name: 'countLeaseRequests' },
   );
-  const store = createS3ObjectStore({ bucket: 'bench', client: s3 });
+  const store = createS3ObjectStore({ bucket: 'bench', client: s3, readWindowBytes: opts.readWindowBytes });
   const temporal = opts.phases.includes('jobs') ? await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES }) : undefined;
   const scratch = mkdtempSync(join(tmpdir(), 'bench-compaction-'));
   try {

@@ -19,7 +19,7 @@ import { familyGroup, inputSegmentKey, namespaceId, newJobId, newSegmentId } fro
 import { readRoot, updateRoot } from '../src/protocol';
 import { addSegments, groupSegments, jsonRootCodec } from '../src/root';
 import { encodeSegment, SEGMENT_EXTENSION } from '../src/segments';
-import { createS3ObjectStore, type ObjectStore, type StreamedObject } from '../src/store';
+import { createS3ObjectStore, type ObjectStore, type StreamedObject, type StreamOptions } from '../src/store';
 import { attemptStore } from '../src/store/attempt';
 import { inBatches } from '../src/store/batches';
 import { whole } from './support/args';
@@ -54,8 +54,8 @@ function variantStore(store: ObjectStore, variant: 'forget' | 'keep'): ObjectSto
   if (variant === 'forget') return attempt;
   const kept: StreamedObject[] = [];
   return Object.assign(Object.create(attempt) as ObjectStore, {
-    getStream: async (key: string) => {
-      const object = await attempt.getStream(key);
+    getStream: async (key: string, options?: StreamOptions) => {
+      const object = await attempt.getStream(key, options);
       kept.push(object);
       return object;
     },

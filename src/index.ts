@@ -130,6 +130,7 @@ export {
   type ObjectStore,
   type StoredObject,
   type StreamedObject,
+  type StreamOptions,
 } from './store/port';
 export {
   createEmbeddedObjectStore,

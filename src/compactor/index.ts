@@ -5,6 +5,7 @@
  * half-written segment lands on the same key with the same bytes.
  */
 import type { JobRef } from '../protocol';
+import type { StreamOptions } from '../store';
 import { DEFAULT_SEGMENT_FORMAT_VERSION, isTombstone, mergeSegments, newSegmentWriter, readMergeBatches, SEGMENT_EXTENSION, type MergeRecord } from '../segments';
 import { planMerge, type MergeSource } from './plan';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
@@ -78,9 +79,10 @@ export interface CompactionHooks {
  * runs of either format are read. Records move in batches (a decoded block or chunk per source, runs of
  * the merge), so no step is awaited per record. Memory: two cuts of the final merge (an output and
  * a tombstone segment each: one being built while the one before is compressed and stored) plus, per
- * source read at once, about two of the store's read windows, its inflate state and
- * its decoded batch (v2: two blocks); an input or run part is opened only when its merge starts and
- * is closed by the end of its last record.
+ * source read at once, about two read windows, its inflate state and its decoded batch (v2: two
+ * blocks). A merge of n sources asks for windows fan-in / n times the store's own, so it holds
+ * about as much as a merge of the full fan-in and sends fewer requests. An input or run part is
+ * opened only when its merge starts and is closed by the end of its last record.
  */
 export async function compactGroup(
   store: StagedStore,
@@ -103,11 +105,15 @@ export async function compactGroup(
     if (Math.floor((recordsIn + records) / 2048) > Math.floor(recordsIn / 2048)) hooks.onRecords(recordsIn + records);
     recordsIn += records;
   };
-  const open = (source: MergeSource): AsyncIterator<MergeRecord[]> =>
+  const open = (source: MergeSource, windows: StreamOptions): AsyncIterator<MergeRecord[]> =>
     'input' in source
-      ? readSegments(store, [inputs[source.input]!])
-      : readSegments(store, Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)));
-  const merge = (sources: readonly MergeSource[], after?: string) => mergeSegments(sources.map(open), { dropTombstones: false, after });
+      ? readSegments(store, [inputs[source.input]!], windows)
+      : readSegments(store, Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)), windows);
+  // A merge of fewer sources than the fan-in reads larger windows: no more memory than the widest merge, fewer requests.
+  const merge = (sources: readonly MergeSource[], after?: string) => {
+    const windows = { windowMultiple: Math.floor(maxFanIn / sources.length) };
+    return mergeSegments(sources.map((source) => open(source, windows)), { dropTombstones: false, after });
+  };
 
   const writes = writeBehind();
   try {
@@ -246,11 +252,11 @@ export const referenceCompactor: Compactor = {
  * when the one before it starts, so a source of several segments (an intermediate run's parts)
  * waits no round trip between them: it holds its current segment and the next one's first window.
  */
-async function* readSegments(store: StagedStore, keys: readonly string[]): AsyncGenerator<MergeRecord[]> {
-  let opening = keys.length > 0 ? store.getStream(keys[0]!) : undefined;
+async function* readSegments(store: StagedStore, keys: readonly string[], windows: StreamOptions): AsyncGenerator<MergeRecord[]> {
+  let opening = keys.length > 0 ? store.getStream(keys[0]!, windows) : undefined;
   for (const [i, key] of keys.entries()) {
     const current = await opening!;
-    opening = i + 1 < keys.length ? store.getStream(keys[i + 1]!) : undefined;
+    opening = i + 1 < keys.length ? store.getStream(keys[i + 1]!, windows) : undefined;
     // Handled here too: a merge that stops early leaves the next segment's opening to nobody.
     opening?.catch(() => undefined);
     yield* readMergeBatches(key, current.body);

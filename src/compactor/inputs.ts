@@ -115,7 +115,7 @@ export function pinnedInputs(store: StagedStore, group: string, inputs: readonly
   };
   return {
     get: async (key, options) => check(key, await store.get(key, options)),
-    getStream: async (key) => check(key, await store.getStream(key)),
+    getStream: async (key, options) => check(key, await store.getStream(key, options)),
     head: async (key) => check(key, await store.head(key)),
     put: (key, body) => store.put(key, body),
   };

@@ -96,7 +96,7 @@ export function checkStagedKeys(job: JobRef, keys: readonly string[]): void {
 export function stagedStore(store: ObjectStore, job: JobRef): StagedStore {
   return {
     get: (key, options) => store.get(key, options),
-    getStream: (key) => store.getStream(key),
+    getStream: (key, options) => store.getStream(key, options),
     head: (key) => store.head(key),
     put: async (key, body) => {
       checkStagedKeys(job, [key]);

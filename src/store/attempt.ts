@@ -6,12 +6,12 @@
  * its end (or closed by its reader) is forgotten at once: it holds its first read window, and an
  * attempt that kept every one would grow with the group's width, not with the merge's fan-in.
  */
-import type { ObjectStore, StreamedObject } from './port';
+import type { ObjectStore, StreamedObject, StreamOptions } from './port';
 
 export function attemptStore(store: ObjectStore): { store: ObjectStore; closeBodies: () => Promise<void> } {
   const open = new Set<Promise<StreamedObject>>();
-  const getStream = (key: string): Promise<StreamedObject> => {
-    const opening = store.getStream(key);
+  const getStream = (key: string, options?: StreamOptions): Promise<StreamedObject> => {
+    const opening = store.getStream(key, options);
     open.add(opening);
     const forget = () => open.delete(opening);
     return opening.then(

@@ -26,7 +26,7 @@ export function dryRunStore(store: ObjectStore, record: (write: RecordedWrite) =
   return {
     description: `dry run of ${store.description}`,
     get: (key, options) => store.get(key, options),
-    getStream: (key) => store.getStream(key),
+    getStream: (key, options) => store.getStream(key, options),
     head: (key) => store.head(key),
     list: (request) => store.list(request),
     verifyAccess: () => store.verifyAccess(),

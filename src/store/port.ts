@@ -73,6 +73,15 @@ export const AFTER_ALL_UNDER = '\u{10FFFF}';
 /** S3 caps a DeleteObjects request and a listing page at 1000 keys. */
 export const MAX_KEYS_PER_REQUEST = 1000;
 
+/** How {@link ObjectStore.getStream} reads, for a store that reads an object in windows (S3: ranged GETs). */
+export interface StreamOptions {
+  /**
+   * Windows this many times the store's own (a whole number, at least 1; the store caps a window): a
+   * caller that reads few streams at once spends the memory many would hold on fewer, larger requests.
+   */
+  readonly windowMultiple?: number;
+}
+
 export interface ObjectStore {
   /** For logs and errors: the backend and its bucket or file, never a credential. */
   readonly description: string;
@@ -83,7 +92,7 @@ export interface ObjectStore {
    * from the same version, every byte too ({@link ObjectChangedError} otherwise). An open stream holds
    * no connection while it is not being read, so any number may be open at once.
    */
-  getStream(key: string): Promise<StreamedObject>;
+  getStream(key: string, options?: StreamOptions): Promise<StreamedObject>;
   head(key: string): Promise<ObjectInfo>;
   /** Create only if absent (`If-None-Match: *`); {@link PreconditionFailedError} when it exists. */
   putIfAbsent(key: string, body: Uint8Array): Promise<{ etag: string }>;

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compactGroup, NO_PROGRESS, outputSegmentKeys, planMerge, runPartKey, tombstoneSegmentKeys, type CompactionHooks, type CompactionProgress, type MergeLimits, type MergePlan } from '../../src/compactor';
 import { jobPrefix, inputSegmentKey, namespaceId, newJobId, newSegmentId } from '../../src/keys';
 import { encodeSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../../src/segments';
-import type { ObjectStore, StreamedObject } from '../../src/store';
+import type { ObjectStore, StreamedObject, StreamOptions } from '../../src/store';
 import { makeInputs, readRecords, referenceMerge } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
 import { uniqueId } from '../support/temporal';
@@ -16,13 +16,14 @@ const NO_HOOKS: CompactionHooks = { onSegmentFinished: () => {}, onRecords: () =
 
 /**
  * The store as the compactor sees it, counting input streams open at once (from `getStream` to the
- * end of the body), logging when each is opened and ended, and every key written.
+ * end of the body), logging when each is opened and ended and the window multiple it asked for, and every key written.
  */
-function observedStore(store: ObjectStore): { store: ObjectStore; mostOpen: () => number; puts: string[]; streams: string[] } {
+function observedStore(store: ObjectStore): { store: ObjectStore; mostOpen: () => number; puts: string[]; streams: string[]; windowMultiples: Map<string, number | undefined> } {
   let open = 0;
   let most = 0;
   const puts: string[] = [];
   const streams: string[] = [];
+  const windowMultiples = new Map<string, number | undefined>();
   async function* counted(key: string, body: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
     try {
       yield* body;
@@ -32,11 +33,12 @@ function observedStore(store: ObjectStore): { store: ObjectStore; mostOpen: () =
     }
   }
   const own: Partial<ObjectStore> = {
-    getStream: async (key: string): Promise<StreamedObject> => {
+    getStream: async (key: string, options?: StreamOptions): Promise<StreamedObject> => {
       most = Math.max(most, ++open);
       streams.push(`open ${key}`);
+      windowMultiples.set(key, options?.windowMultiple);
       try {
-        const object = await store.getStream(key);
+        const object = await store.getStream(key, options);
         return { ...object, body: counted(key, object.body) };
       } catch (err) {
         open--;
@@ -55,7 +57,7 @@ function observedStore(store: ObjectStore): { store: ObjectStore; mostOpen: () =
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
   });
-  return { store: observed, mostOpen: () => most, puts, streams };
+  return { store: observed, mostOpen: () => most, puts, streams, windowMultiples };
 }
 
 async function writeGroup(store: ObjectStore, ns: string, inputs: SegmentRecord[][]): Promise<string[]> {
@@ -129,6 +131,20 @@ describe('a merge of more inputs than the fan-in', () => {
       }
     }
     expect(observed.mostOpen()).toBeLessThanOrEqual(mostStreams(planMerge(20, limits.maxFanIn)));
+    // Merges of as many sources as the fan-in: the store's own windows.
+    expect(new Set(observed.windowMultiples.values())).toEqual(new Set([1]));
+  });
+
+  it('a merge of fewer sources than the fan-in reads windows fan-in / sources times the store\'s own, into the same bytes', async () => {
+    const ns = uniqueId('fanin-windows').toLowerCase();
+    const inputs = sortedInputs(5, 400, 3000);
+    const keys = await writeGroup(fixture.store, ns, inputs);
+    const observed = observedStore(fixture.store);
+    const narrow = await compact(observed.store, ns, keys, { targetSegmentBytes: 2048, maxFanIn: 16 });
+    const wide = await compact(fixture.store, ns, keys, { targetSegmentBytes: 2048, maxFanIn: 5 });
+    expect([...observed.windowMultiples]).toEqual(keys.map((key) => [key, 3]));
+    expect(narrow.bytes).toEqual(wide.bytes);
+    expect(await readRecords(fixture.store, outputSegmentKeys(narrow.job, narrow.progress))).toEqual(referenceMerge(inputs));
   });
 
   it('equal seqs are decided as in one merge of all inputs: the later input wins, whichever run it went through', async () => {

@@ -138,6 +138,25 @@ describe('S3 reads: deadlines bound requests, progress bounds bodies', () => {
     expect(proxy.requests - before).toBe(2);
   });
 
+  it('a stream asked for a window multiple reads ranged GETs that many times the window, at most 8 MiB unless the window itself is larger', async () => {
+    const rangesOf = async (options: Omit<S3StoreOptions, 'bucket'>, windowMultiple: number, body: Uint8Array) => {
+      const key = freshKey('multiple');
+      await direct.store.put(key, body);
+      const ranges: string[] = [];
+      const stop = proxy.observe(({ request }) => forKey(key)(request) && ranges.push(String(request.headers.range)));
+      try {
+        expect((await readAll((await throughProxy(options).getStream(key, { windowMultiple })).body)).equals(Buffer.from(body))).toBe(true);
+      } finally {
+        stop();
+      }
+      return ranges;
+    };
+    expect(await rangesOf({ readWindowBytes: 1000 }, 3, pattern(7000))).toEqual(['bytes=0-2999', 'bytes=3000-5999', 'bytes=6000-8999']);
+    expect(await rangesOf({ readWindowBytes: 1000 }, 0.5, pattern(1500))).toEqual(['bytes=0-999', 'bytes=1000-1999']);
+    expect(await rangesOf({ readWindowBytes: 3 * 2 ** 20 }, 4, pattern(100))).toEqual([`bytes=0-${8 * 2 ** 20 - 1}`]);
+    expect(await rangesOf({ readWindowBytes: 16 * 2 ** 20 }, 2, pattern(100))).toEqual([`bytes=0-${16 * 2 ** 20 - 1}`]);
+  });
+
   it('an empty object streams as no bytes', async () => {
     const key = freshKey('empty');
     await direct.store.put(key, new Uint8Array());
