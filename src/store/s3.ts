@@ -75,7 +75,7 @@ export interface S3StoreOptions {
   readonly deleteConcurrency?: number;
 }
 
-/** The largest window a `windowMultiple` asks for: past a few MiB a larger GET saves no measurable time per byte. */
+/** The largest window a `windowMultiple` may ask for: whatever a caller asks, one stream holds at most two of these. */
 const MAX_READ_WINDOW_BYTES = 8 * 1024 * 1024;
 
 const S3_DEFAULTS = {
