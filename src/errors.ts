@@ -48,6 +48,7 @@ export const FAILURE_TYPES = {
   FormatCheck: 'final',
   // The collector.
   DeleteFailed: 'retryable',
+  ClaimLost: 'final',
   PlanOutOfStep: 'final',
   // Configuration.
   TimingConfig: 'final',

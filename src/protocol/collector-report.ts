@@ -17,8 +17,10 @@ export interface GcTotals {
   readonly live: number;
   /** Prefixes owned by the collector: claimed by this pass, or by an earlier one that did not finish. */
   readonly claimed: number;
-  /** Prefixes with no lease at all. */
+  /** Prefixes with no lease at all (the pass claims them by creating one). */
   readonly orphaned: number;
+  /** Prefixes another pass claimed and still holds: left to that pass. */
+  readonly claimedByOtherPasses: number;
   readonly corrupt: number;
   readonly failedPrefixes: number;
   readonly leasesDeleted: number;
@@ -71,7 +73,7 @@ export type ReportDelta = Partial<Omit<GcReport, 'totals' | 'nowMs' | 'dryRun'>>
 export const REPORT_LIMIT = 100;
 
 const ZERO: GcTotals = {
-  namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, corrupt: 0, failedPrefixes: 0,
+  namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, claimedByOtherPasses: 0, corrupt: 0, failedPrefixes: 0,
   leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0, skippedNamespaces: 0,
   retiredDeleted: 0, lostWritesDeleted: 0, retiredRecordsDropped: 0, retainedInGrace: 0, manifestPartsDeleted: 0,
 };

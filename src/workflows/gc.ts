@@ -166,7 +166,7 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   const nowMs = input.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });
-  const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, manifestRetentionMs } = await gcSettings();
+  const { operationDeadlineMs, heartbeatTimeoutMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, manifestRetentionMs } = await gcSettings();
   const { dryRun, prefixesPerPage, prefixConcurrency, keysPerFlush, namespaceConcurrency, collectorTaskQueue } = options;
   if (collectorTaskQueue !== undefined && (typeof collectorTaskQueue !== 'string' || collectorTaskQueue === '')) {
     invalidInput(`collectorTaskQueue must be a task queue name, not ${JSON.stringify(collectorTaskQueue)}`);
@@ -174,7 +174,7 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   return {
     ...(collectorTaskQueue !== undefined && { collectorTaskQueue }),
     rules: {
-      nowMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT,
+      nowMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT,
       passId: newPassId(nowMs, workflowRandom),
       manifestRetentionMs,
     },

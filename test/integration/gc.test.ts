@@ -38,6 +38,7 @@ import { gate } from '../support/faults';
 import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, workflowBundle, type RunningWorker } from '../support/temporal';
+import { TEST_PASS_ID } from '../support/pass';
 
 const settings = quickExpirySettings;
 const { leaseExpiryMs, stagingGraceMs } = settings.timing;
@@ -301,7 +302,7 @@ describe('collector pass', () => {
       const held = await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'racer', startedAtMs: Date.now() - leaseExpiryMs - 1000 });
       const [refresh, claim] = await Promise.allSettled([
         refreshJobLease(store, { namespaceId: ns, jobId: job }, held, () => Date.now()),
-        claimLease(store, { namespaceId: ns, jobId: job }, { nowMs: Date.now(), leaseExpiryMs }),
+        claimLease(store, { namespaceId: ns, jobId: job }, { nowMs: Date.now(), leaseExpiryMs, passId: TEST_PASS_ID }),
       ]);
       if (claim.status === 'rejected') throw claim.reason;
       const final = decodeLease((await store.get(leaseKey(ns, job))).body, { namespaceId: ns, jobId: job });

@@ -44,6 +44,7 @@ import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 import { connectClient, expectReplays, quickExpirySettings, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
 import { workerEnvironment } from '../support/worker-env';
+import { TEST_PASS_ID } from '../support/pass';
 
 const settings = quickExpirySettings;
 const { leaseExpiryMs, stagingGraceMs, publicationBudgetMs } = settings.timing;
@@ -175,7 +176,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const outputs = [stagedSegmentKey(ns, job.jobId, newSegmentId(), 'seg')];
     await stores.worker.put(outputs[0] as string, bytes('staged output'));
 
-    expect(await claimLease(stores.collector, job, { nowMs: Date.now(), leaseExpiryMs })).toMatchObject({ owner: 'collector' });
+    expect(await claimLease(stores.collector, job, { nowMs: Date.now(), leaseExpiryMs, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector' });
 
     await expect(refreshJobLease(stores.worker, job, held, Date.now)).rejects.toThrow(LeaseLostError);
     const startedAt = performance.now();
@@ -188,7 +189,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       jsonRootCodec,
     );
     expect(publication).toEqual({ outcome: 'fenced', reason: 'a collector claimed the lease' });
-    await deleteLease(stores.collector, job);
+    await deleteLease(stores.collector, job, TEST_PASS_ID);
     // The CAS of a missing lease is a 404, and so is the re-read that decides it: the job is fenced, not failed.
     await expect(refreshJobLease(stores.worker, job, held, Date.now)).rejects.toThrow(/the lease is gone/);
     expect((await readRoot(root.store, ns, jsonRootCodec)).root.groups[group]).toEqual(inputs);

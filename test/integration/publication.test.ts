@@ -8,6 +8,7 @@ import { interceptStore } from '../support/faults';
 import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
 import { uniqueId } from '../support/temporal';
+import { TEST_PASS_ID } from '../support/pass';
 
 const group = familyGroup('attributes');
 const limits = { budgetMs: 1000, maxRootRaces: 3 };
@@ -63,7 +64,7 @@ describe.each(TEST_FORMATS)('publication, $name format', (format) => {
 
   it('a job whose lease was claimed is fenced at the top of the attempt and publishes nothing', async () => {
     const { ns, held, request } = await prepare();
-    await fixture.store.putIfMatch(leaseKey(ns, request.jobId), encodeLease(claimLeaseState(held.lease)), held.etag);
+    await fixture.store.putIfMatch(leaseKey(ns, request.jobId), encodeLease(claimLeaseState(held.lease, TEST_PASS_ID, Date.now())), held.etag);
     const before = await fixture.store.get(rootKey(ns));
     await expect(publishCompaction(fixture.store, request, limits, realClock(), false, codec)).resolves.toMatchObject({ outcome: 'fenced' });
     expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
