@@ -18,6 +18,7 @@ import {
   readInputManifestIfAny,
   readInputManifestUnderLease,
   readRoot,
+  stopwatch,
   writeInputManifest,
   type HeldLease,
   type InputManifest,
@@ -131,7 +132,7 @@ export function createCompactionActivities(deps: CompactionDeps) {
     },
 
     async publish(input: ManifestInput & { outputs: string[]; tombstones: string[] }): Promise<PublicationOutcome> {
-      const start = performance.now();
+      const elapsedMs = stopwatch();
       const ref = job(input);
       const manifest = await readInputManifestIfAny(store, ref, input.manifest);
       const outcome = manifest
@@ -139,8 +140,7 @@ export function createCompactionActivities(deps: CompactionDeps) {
             store,
             { ...ref, group: familyGroup(manifest.group) as FamilyGroup, inputs: manifest.inputs, outputs: input.outputs, tombstones: input.tombstones },
             { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
-            { leaseClockMs: attemptClock(), elapsedMs: () => performance.now() - start },
-            Context.current().info.attempt > 1,
+            { leaseClockMs: attemptClock(), elapsedMs },
             rootCodec,
           )
         : await publicationOfReclaimedJob(store, { ...ref, outputs: input.outputs, tombstones: input.tombstones }, rootCodec);

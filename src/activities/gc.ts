@@ -179,7 +179,7 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
       const deletes = passDeleter(store, namespaceId(input.namespaceId), input.rules, onManifestPart(input.rules.dryRun));
       const execute = pageExecutor(run, input, Context.current().cancellationSignal, deletes);
       try {
-        return { kind: 'collected' as const, report: await collectPrefixes(input.namespaceId, input.command.prefixes, input.rules, execute, { ...(resume && { resume }), onProgress: page.tell }) };
+        return { kind: 'collected' as const, report: await collectPrefixes(input.namespaceId, input.command.prefixes, input.rules, execute, { ...(resume && { resume }), onProgress: page.tell }, input.command.rootGeneration) };
       } catch (err) {
         throw withProgress(err, page.at.position);
       }

@@ -15,7 +15,7 @@ import { TypedError } from '../errors';
 import { familyGroup, namespaceId, newJobId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { createJobLease, publishCompaction, readRoot } from '../protocol';
 import { reclaimRetiredSegments, START_OF_RETIRED } from '../protocol/retired-reclaim';
-import { decodeRootWith, planPublication, type RootCodec, type RootState } from '../root';
+import { decodeRootWith, planPublication, stampRetirements, type RootCodec, type RootState } from '../root';
 import { createEmbeddedObjectStore, type ObjectStore } from '../store';
 
 /** A format under test: its two plug-ins and the metadata service's writer of sample inputs. */
@@ -76,9 +76,12 @@ async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<r
   await check('the root lists the sample inputs', (fail) => {
     if (inputs.length < 2) fail(`writeInputs listed ${inputs.length} segments in group ${group}: write at least two, through updateRoot with the codec`);
   });
-  await check('the codec round-trips a root, and a new generation changes its bytes', (fail) => {
-    const retiring = planPublication(root, group, inputs.slice(0, 1), [], 1_764_820_000_000);
-    for (const sample of [root, retiring.kind === 'publish' ? retiring.root : root]) roundTrip(rootCodec, sample, ns, fail);
+  await check('the codec round-trips a root, its retirements and the fences of spec 6c, and a new generation changes its bytes', (fail) => {
+    const retiring = planPublication(root, group, inputs.slice(0, 1), [], 1_764_820_000_000, 7);
+    const retired = retiring.kind === 'publish' ? retiring.root : root;
+    // The fences of spec 6c too: a codec that dropped them would let a late write name a condemned segment.
+    const fenced = { ...(stampRetirements(retired, 1_764_820_001_000) ?? retired), lost_write_cutoff_ms: 1_764_810_000_000 };
+    for (const sample of [root, retired, fenced]) roundTrip(rootCodec, sample, ns, fail);
     const next = rootCodec.encode({ ...root, generation: root.generation + 1 });
     if (Buffer.from(next).equals(rootCodec.encode(root))) fail('two generations of one root encode to the same bytes: write the generation, every CAS must change the bytes');
   });
@@ -125,7 +128,7 @@ async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<r
     await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'conformance', startedAtMs: Date.now() });
     const start = performance.now();
     const clock = { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start };
-    const outcome = await publishCompaction(store, { namespaceId: ns, jobId: job, group, inputs, outputs: uninterrupted, tombstones }, { budgetMs: 60_000, maxRootRaces: 3 }, clock, false, rootCodec);
+    const outcome = await publishCompaction(store, { namespaceId: ns, jobId: job, group, inputs, outputs: uninterrupted, tombstones }, { budgetMs: 60_000, maxRootRaces: 3 }, clock, rootCodec);
     if (outcome.outcome !== 'published') fail(`publication ended ${JSON.stringify(outcome)}`);
     const after = (await readRoot(store, ns, rootCodec)).root;
     if (!isDeepStrictEqual(after.groups[group], uninterrupted)) fail(`the group lists ${JSON.stringify(after.groups[group])} after publication, not the outputs`);

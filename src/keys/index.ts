@@ -114,6 +114,12 @@ export const passClockMs = (id: PassId): number => Number(passId(id).slice(3, 16
  * under `compactions/` or `segments/`, so no rule that reclaims those ever lists a manifest.
  */
 export const manifestsPrefix = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/gc/`;
+/**
+ * The copy of the highest-generation root a collector pass judged the namespace by (spec 6c.5),
+ * beside the passes' manifests: a root missing or older than it deletes nothing, and it is what an
+ * operator restores. No rule that deletes lists it.
+ */
+export const judgedRootKey = (ns: NamespaceId): string => `${manifestsPrefix(ns)}judged-root`;
 /** One pass's manifest of one namespace: its parts, each holding the lines of one or more delete batches. */
 export const passManifestPrefix = (ns: NamespaceId, pass: PassId): string => `${manifestsPrefix(ns)}${passId(pass)}/`;
 /**

@@ -75,18 +75,21 @@ async function execute(
     case 'listJobPrefixes':
       return { kind: 'listed', page: await listJobPrefixes(store, ns, command.after, rules.prefixesPerPage) };
     case 'readRoot':
-      return { kind: 'rootRead', problem: (await findRootProblem(store, ns, codec)) ?? null };
+      return { kind: 'rootRead', ...(await findRootProblem(store, ns, codec).then((judged) => ('problem' in judged ? judged : { problem: null, generation: judged.generation }))) };
     case 'surveyLeases':
       return { kind: 'surveyed', prefixes: await surveyLeases(store, ns, command.jobIds.map(jobId), rules, progress.onRead) };
     case 'claimLease':
       return { kind: 'claimed', owner: await claimLease(store, job(command.jobId), rules, command.seen, clockMs) };
     case 'reclaimPrefix': {
-      const walk = { codec, from: command.from ?? START_OF_WALK, onProgress: progress.onProgress, deletes: pageDeletes, clockMs, ...(command.why && { why: command.why }), ...(progress.awaitPart && { awaitLastPart: progress.awaitPart }) };
+      const walk = {
+        codec, from: command.from ?? START_OF_WALK, onProgress: progress.onProgress, deletes: pageDeletes, clockMs,
+        ...(command.why && { why: command.why }), ...(progress.awaitPart && { awaitLastPart: progress.awaitPart }), ...(command.minRootGeneration !== undefined && { minRootGeneration: command.minRootGeneration }),
+      };
       return { kind: 'reclaimed', tally: await reclaimPrefix(store, job(command.jobId), rules, walk) };
     }
     case 'collectPrefixes': {
       const inner = (next: CollectorCommand, walk: WalkProgress) => execute(store, ns, rules, next, walk, context);
-      return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, inner, progress.page) };
+      return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, inner, progress.page, command.rootGeneration) };
     }
     case 'deleteLease':
       return (await deleteLease(store, job(command.jobId), rules.passId, deletes, command.lease, command.claim)) ? { kind: 'leaseDeleted' } : { kind: 'claimLost' };

@@ -31,14 +31,14 @@ export type CollectorCommand =
    * Walk the prefix, deleting old unreferenced staged segments (none in a dry run); `from`: a walk an
    * earlier activity started goes on after its position, its tally counted on, so nothing is counted twice or lost.
    */
-  | { readonly kind: 'reclaimPrefix'; readonly jobId: string; readonly from?: ReclaimPosition; readonly why?: PrefixRule }
+  | { readonly kind: 'reclaimPrefix'; readonly jobId: string; readonly from?: ReclaimPosition; readonly why?: PrefixRule; readonly minRootGeneration?: number }
   /**
    * Delete the lease this pass owns, last, also after a failed walk, if it is still this pass's
    * claim; `lease`: as the claim read it, for the manifest; `claim`: the claim as the pass wrote it.
    */
   | { readonly kind: 'deleteLease'; readonly jobId: string; readonly lease?: LeaseFacts; readonly claim?: HeldClaim }
   /** The collectable prefixes of a page, each by its own {@link planPrefix} (claim, walk, lease last): one activity per page, not three per prefix. */
-  | { readonly kind: 'collectPrefixes'; readonly prefixes: readonly SurveyedPrefix[] }
+  | { readonly kind: 'collectPrefixes'; readonly prefixes: readonly SurveyedPrefix[]; readonly rootGeneration?: number }
   /**
    * Superseded segments and lost writes (spec 6a), once every job prefix is done and none was corrupt;
    * `from`: a reclaim an earlier attempt started goes on after its position, its tally counted on.
@@ -53,7 +53,8 @@ export type CollectorCommand =
 /** What a command came to, by kind: `listJobPrefixes` → `listed`, …, `reclaimPrefix` → `reclaimed` or `reclaimFailed`. */
 export type CollectorResult =
   | { readonly kind: 'listed'; readonly page: ChildrenPage<string> }
-  | { readonly kind: 'rootRead'; readonly problem: RootProblem | null }
+  /** `generation`: of the root the pass judges the namespace by; every later root read must be at least as new (spec 6c.5). */
+  | { readonly kind: 'rootRead'; readonly problem: RootProblem | null; readonly generation?: number }
   | { readonly kind: 'surveyed'; readonly prefixes: readonly SurveyedPrefix[] }
   | { readonly kind: 'claimed'; readonly owner: SettledOwner }
   | { readonly kind: 'reclaimed'; readonly tally: ReclaimTally }
@@ -103,6 +104,8 @@ export interface NamespacePass {
   readonly after: string | undefined;
   /** The root is read once, before the first job prefix is acted on. */
   readonly rootChecked: boolean;
+  /** The generation of the root the pass judged the namespace by: a delete batch re-reads the root and deletes nothing by an older one. */
+  readonly rootGeneration?: number;
   /** The page in hand; none at a page boundary. */
   readonly page: ChildrenPage<string> | undefined;
   /**
@@ -200,7 +203,8 @@ function surveyed(pass: NamespacePass, prefixes: readonly SurveyedPrefix[]): Nam
   const claimedByOtherPasses = prefixes.filter(({ owner }) => owner.owner === 'another_pass').length;
   const toCollect = prefixes.filter(({ owner }) => owner.owner !== 'job' && owner.owner !== 'another_pass');
   const next = withReport(counted, { totals: { live, claimedByOtherPasses } });
-  return toCollect.length ? { pass: next, next: 'command', command: { kind: 'collectPrefixes', prefixes: toCollect } } : endPage(next);
+  const rootGeneration = pass.rootGeneration === undefined ? {} : { rootGeneration: pass.rootGeneration };
+  return toCollect.length ? { pass: next, next: 'command', command: { kind: 'collectPrefixes', prefixes: toCollect, ...rootGeneration } } : endPage(next);
 }
 
 /** The survey of the page in hand (none for an empty page). */
@@ -233,7 +237,7 @@ export function planNamespace(pass: NamespacePass, result: CollectorResult | und
         // Retention wins: without a trusted root nothing is claimed or deleted in this namespace this pass.
         return done(skipped);
       }
-      return surveyPage({ ...pass, rootChecked: true });
+      return surveyPage({ ...pass, rootChecked: true, ...(result.generation !== undefined && { rootGeneration: result.generation }) });
     }
     case 'surveyed':
       return surveyed(pass, result.prefixes);
@@ -255,6 +259,8 @@ export interface PrefixPass {
   readonly namespaceId: string;
   readonly jobId: string;
   readonly owner: PrefixOwner;
+  /** The generation of the root the pass judged the namespace by: the walk deletes nothing by an older root. */
+  readonly rootGeneration?: number;
 }
 
 export type PrefixStep =
@@ -276,7 +282,8 @@ function actOn(pass: PrefixPass, owner: SettledOwner): PrefixStep {
   if (owner.owner === 'corrupt') return { pass: next, delta: { totals: { corrupt: 1 }, corruptLeases: [{ key: owner.key, reason: owner.reason }] }, next: 'done' };
   const { lease, claim, created } = owner;
   const why: PrefixRule = { rule: created ? 'orphaned_prefix' : 'claimed_prefix', ...(lease && { lease }), ...(claim && { claim }) };
-  return { pass: next, delta: { totals: created ? { orphaned: 1 } : { claimed: 1 } }, next: 'command', command: { kind: 'reclaimPrefix', jobId: pass.jobId, why } };
+  const minRootGeneration = pass.rootGeneration === undefined ? {} : { minRootGeneration: pass.rootGeneration };
+  return { pass: next, delta: { totals: created ? { orphaned: 1 } : { claimed: 1 } }, next: 'command', command: { kind: 'reclaimPrefix', jobId: pass.jobId, why, ...minRootGeneration } };
 }
 
 /** A prefix's next step: claim it (an expired lease, or none), walk, release; `delta` is what the step adds to the report. */
@@ -366,6 +373,7 @@ export async function collectPrefixes(
   rules: PassRules,
   execute: CollectorExecutor,
   page?: PageProgress,
+  rootGeneration?: number,
 ): Promise<GcReport> {
   let report = page?.resume?.report ?? emptyReport(rules.nowMs, rules.dryRun);
   const at: (PrefixAt | 'done' | null)[] = page?.resume ? [...page.resume.prefixes] : prefixes.map(() => null);
@@ -387,7 +395,7 @@ export async function collectPrefixes(
     Promise.all(prefixes.map((found, index) => lanes.hold(async () => {
       const entered = at[index];
       if (entered === 'done' || report.totals.corrupt > 0 || failure) return;
-      if (entered === null) advance(index, planPrefix({ namespaceId: namespace, ...found }, undefined));
+      if (entered === null) advance(index, planPrefix({ namespaceId: namespace, ...found, ...(rootGeneration !== undefined && { rootGeneration }) }, undefined));
       for (let now = at[index]; now && now !== 'done' && goesOn(now.command); now = at[index]) {
         const { pass, command } = now;
         const walk: WalkProgress = {

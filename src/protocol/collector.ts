@@ -18,7 +18,7 @@ import {
   type NamespaceId,
 } from '../keys';
 import { claimLeaseState, claimUnleasedState, decideOwner, encodeLease, type LeaseState } from '../lease';
-import { MAX_COLLECTED_ROOT_BYTES, MAX_ROOT_BYTES, RootCorruptError, RootTooLargeError, type RootCodec } from '../root';
+import { MAX_COLLECTED_ROOT_BYTES, MAX_ROOT_BYTES, RootCorruptError, RootTooLargeError, type RootCodec, type RootState } from '../root';
 import {
   AFTER_ALL_UNDER,
   AmbiguousError,
@@ -33,7 +33,8 @@ import {
 } from '../store';
 import { isDryRunEtag } from '../store/dry-run';
 import { leaseReadOf, readLease, type JobRef, type LeaseRead } from './lease-read';
-import { readRoot, RootMissingError } from './root-io';
+import { readRoot, RootLostError, RootMissingError, type ReadRoot } from './root-io';
+import { judgeRoot, RootWentBackError } from './judged-root';
 import { isRetainedByRoot } from './retired';
 import type { OwnerRules, ReclaimOptions } from './rules';
 import { inBatches } from '../store/batches';
@@ -238,24 +239,31 @@ export async function refreshClaim(store: ObjectStore, job: JobRef, passId: stri
 /** Why a namespace's root cannot be trusted; the namespace's pass then claims and deletes nothing. */
 export interface RootProblem {
   readonly key: string;
-  /** `oversize`: readable to the collector only, past what readers accept; only its superseded segments are reclaimed, to shrink it. */
-  readonly problem: 'missing' | 'corrupt' | 'unreadable' | 'oversize';
+  /**
+   * `oversize`: readable to the collector only, past what readers accept; only its superseded segments
+   * are reclaimed, to shrink it. `went_back`: older than a root a pass already judged (spec 6c.5); a
+   * root missing where one was judged is `missing`, its reason naming the restore.
+   */
+  readonly problem: 'missing' | 'corrupt' | 'unreadable' | 'oversize' | 'went_back';
   readonly reason: string;
 }
 
 /**
- * Reads the root once and says what is wrong with it, if anything. Retention wins: without a root
- * to read there is no telling referenced segments from unreferenced ones, so a namespace whose root
- * is missing, corrupt or unreadable (after the store's own retries) is skipped for the pass. A root
+ * Reads the root once and says what is wrong with it, if anything, or the generation the pass judges
+ * the namespace by (recorded first: {@link judgeRoot}). Retention wins: without a root to read there
+ * is no telling referenced segments from unreferenced ones, so a namespace whose root is missing,
+ * corrupt, unreadable (after the store's own retries) or older than one a pass judged is skipped for the pass. A root
  * over the readers' limit (up to {@link MAX_COLLECTED_ROOT_BYTES}) is `oversize`: its job prefixes
  * wait, and its superseded segments are reclaimed, which is what shrinks it.
  */
-export async function findRootProblem(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<RootProblem | undefined> {
+export async function findRootProblem(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<{ readonly problem: RootProblem } | { readonly generation: number }> {
   try {
-    return oversizeProblem(ns, (await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES)).bytes);
+    const judged = await judgeRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
+    const oversize = oversizeProblem(ns, judged.bytes);
+    return oversize ? { problem: oversize } : { generation: judged.root.generation };
   } catch (err) {
     const problem = rootProblemOf(err, ns);
-    if (problem) return problem;
+    if (problem) return { problem };
     throw err;
   }
 }
@@ -267,7 +275,8 @@ export const oversizeProblem = (ns: NamespaceId, bytes: number): RootProblem | u
 /** What a failed read of the root says about it; undefined for a failure that is not about the root (a bug). */
 export function rootProblemOf(err: unknown, ns: NamespaceId): RootProblem | undefined {
   const key = rootKey(ns);
-  if (err instanceof RootMissingError) return { key, problem: 'missing', reason: err.message };
+  if (err instanceof RootMissingError || err instanceof RootLostError) return { key, problem: 'missing', reason: err.message };
+  if (err instanceof RootWentBackError) return { key, problem: 'went_back', reason: err.message };
   if (err instanceof RootCorruptError || err instanceof ObjectTooLargeError) return { key, problem: 'corrupt', reason: err.message };
   if (err instanceof StoreError) return { key, problem: 'unreadable', reason: err.message };
   return undefined;
@@ -428,7 +437,7 @@ export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: Re
       if (claim && clockMs() - claim.heartbeatAtMs >= options.leaseRefreshIntervalMs) claim = await refreshClaim(store, job, options.passId, claim, clockMs);
       if (batch.length) {
         // A missing root is no evidence that nothing is referenced: readRoot throws, and nothing is deleted.
-        const { root } = await readRoot(store, job.namespaceId, codec);
+        const root = atLeast(await readRoot(store, job.namespaceId, codec), walk.minRootGeneration);
         const doomed = batch.filter((o) => !isRetainedByRoot(root, o.key, options));
         referencedCount = batch.length - doomed.length;
         const read = { ...(why.lease && { lease: why.lease }), rootGeneration: root.generation };
@@ -503,6 +512,12 @@ export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: Re
   return position.tally;
 }
 
+/** `read`'s root, unless it is older than `minGeneration` (the root the pass judged): then it went back, and nothing is decided by it. */
+export function atLeast(read: ReadRoot, minGeneration: number | undefined): RootState {
+  if (minGeneration !== undefined && read.root.generation < minGeneration) throw new RootWentBackError(read.root.namespace_id, read.root.generation, minGeneration);
+  return read.root;
+}
+
 /** How one walk of a prefix runs: the root codec, where it resumes, whom it tells, how it deletes and what it holds. */
 export interface PrefixWalk {
   readonly codec: RootCodec;
@@ -518,6 +533,8 @@ export interface PrefixWalk {
   readonly awaitLastPart?: PartWait;
   /** The wall clock a held claim is refreshed at. */
   readonly clockMs?: () => number;
+  /** The generation of the root the pass judged the namespace by: a batch re-reads the root, and an older one deletes nothing ({@link RootWentBackError}). */
+  readonly minRootGeneration?: number;
 }
 
 /** A job prefix of a surveyed page and its owner at the pass's clock. */

@@ -1,7 +1,7 @@
 /**
- * Publication (spec 5.4): refresh the lease at the top of every attempt, re-read the root, check
- * the inputs are still current, build the new root (the inputs retired at the heartbeat that refresh
- * wrote, spec 6a.1), check the budget, CAS the root. A CAS whose
+ * Publication (spec 5.4): each attempt reads the root its CAS will be conditional on, then refreshes
+ * the lease, checks the inputs are still current, builds the new root (the inputs retired at the
+ * heartbeat that refresh wrote, spec 6a.1), checks the budget and CASes the root. A CAS whose
  * answer was lost or refused may have landed, so before an attempt is judged (at the start of a
  * retried activity and after every failed CAS) the root is read to see whether it already holds this
  * job's publication; that read comes before the refresh, so nothing writes the lease after publication.
@@ -48,13 +48,12 @@ export interface PublicationClock {
   readonly elapsedMs: () => number;
 }
 
-/** `resumed`: an earlier attempt of this publication (a retried activity) may have sent a root CAS. */
+/** Every attempt first reads the root and asks whether an earlier one (a retried activity's too) already published. */
 export async function publishCompaction(
   store: ObjectStore,
   request: PublicationRequest,
   limits: { budgetMs: number; maxRootRaces: number },
   clock: PublicationClock,
-  resumed: boolean,
   codec: RootCodec,
 ): Promise<PublicationOutcome> {
   // Inputs hold at least one record each, and every key's winner is in an output or a tombstone
@@ -68,18 +67,22 @@ export async function publishCompaction(
   // Every root this activity sent by CAS: with no outputs, the only evidence that one landed.
   const sent: RootState[] = [];
   for (let race = 0; ; race++) {
-    if (resumed || race > 0) {
-      const before = await readRoot(store, request.namespaceId, codec);
-      if (holdsPublication(before.root, request, sent, codec)) return { outcome: 'published', rootGeneration: before.root.generation };
-    }
+    // WARN: the root the CAS is conditional on is read before the refresh. A claim of the lease comes
+    // after a refresh that succeeded, and the collector fences the root after its claim and before it
+    // deletes anything (spec 6b), so a CAS on a root read before the refresh fails its precondition
+    // however late it arrives; read after the refresh, it could be read after the fence.
+    const current = await readRoot(store, request.namespaceId, codec);
+    // An earlier round's CAS, or an earlier activity attempt's, may have landed; judged before the
+    // refresh, so nothing writes the lease after publication.
+    if (holdsPublication(current.root, request, sent, codec)) return { outcome: 'published', rootGeneration: current.root.generation };
     // Checked after the read: the last race's CAS may have landed too.
     if (race === limits.maxRootRaces) return { outcome: 'superseded', lostRaces: race };
     const read = await readLease(store, request);
     if ('missing' in read) return { outcome: 'fenced', reason: 'the lease is gone' };
     if ('corrupt' in read) return { outcome: 'fenced', reason: read.corrupt };
     if (read.lease.status === 'reaping') return { outcome: 'fenced', reason: 'a collector claimed the lease' };
-    // The budget runs from before the refresh is sent: the heartbeat it writes is read off the clock
-    // then, so a slow refresh leaves less of the lease, and the budget must count it.
+    // The budget runs from before the refresh is sent: it bounds the work an attempt can waste on a
+    // lease that may expire, not the safety of the CAS (the order above gives that).
     const refreshSentAt = clock.elapsedMs();
     let held: HeldLease;
     try {
@@ -88,9 +91,6 @@ export async function publishCompaction(
       if (err instanceof LeaseLostError) return { outcome: 'fenced', reason: err.reason };
       throw err;
     }
-    const current = await readRoot(store, request.namespaceId, codec);
-    // A CAS of an earlier activity attempt still in flight may have landed since the first read.
-    if (holdsPublication(current.root, request, sent, codec)) return { outcome: 'published', rootGeneration: current.root.generation };
     // The inputs retire at this attempt's lease clock (spec 6a.1): the heartbeat the refresh wrote.
     // WARN: which keys to name is decided on the root the CAS below is conditional on: a segment
     // registered after this read fails the CAS, and the next round decides again.

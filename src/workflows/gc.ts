@@ -239,7 +239,7 @@ function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
           // Its retries spent (or cancelled): each prefix goes on from where it stood (a walk after its saved position), one activity per command, so every claimed lease is still released.
           const resume = pageCollectionOf(err);
           const page = { ...(resume && { resume }), onProgress: () => {} };
-          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, page) };
+          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, page, command.rootGeneration) };
         }
       }
       case 'fenceRoot':

@@ -52,7 +52,7 @@ export interface WriterOptions {
    * collectors' lost-write grace was validated against.
    */
   readonly writerBudgetMs?: number;
-  /** Monotonic milliseconds for the budget; `performance.now` unless a test brings its own. */
+  /** Milliseconds since the writer started, for the budget; a {@link stopwatch} started before the PUT unless a test brings its own. */
   readonly elapsedMs?: () => number;
   /** The segment format to write; `DEFAULT_SEGMENT_FORMAT_VERSION` unless given (a compactor reads both). */
   readonly segmentFormat?: SegmentFormatVersion;

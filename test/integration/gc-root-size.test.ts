@@ -72,7 +72,7 @@ describe('a root past the size readers accept', () => {
     // Retiring two inputs and naming 1,000 outputs in their place passes the limit.
     const outputs = Array.from({ length: 1000 }, () => stagedSegmentKey(ns, jobId, newSegmentId(), 'mseg'));
     const clock = { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() };
-    const publication = publishCompaction(store, { namespaceId: ns, jobId, group, inputs, outputs }, { budgetMs: 60_000, maxRootRaces: 3 }, clock, false, jsonRootCodec);
+    const publication = publishCompaction(store, { namespaceId: ns, jobId, group, inputs, outputs }, { budgetMs: 60_000, maxRootRaces: 3 }, clock, jsonRootCodec);
     const refused = await publication.catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(RootTooLargeError);
     expect((refused as Error).message).toContain(`the root of namespace ${ns} would be `);

@@ -685,7 +685,6 @@ describe('collector pass', () => {
           { namespaceId: ns, jobId: job, group, inputs, outputs },
           { budgetMs: settings.timing.publicationBudgetMs, maxRootRaces: 3 },
           { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - startedAt },
-          false,
           format.plugins.rootCodec,
         );
         published = outcome.outcome;

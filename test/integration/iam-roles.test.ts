@@ -185,7 +185,6 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       { ...job, group, inputs, outputs },
       { budgetMs: publicationBudgetMs, maxRootRaces: 3 },
       { leaseClockMs: Date.now, elapsedMs: () => performance.now() - startedAt },
-      false,
       jsonRootCodec,
     );
     expect(publication).toEqual({ outcome: 'fenced', reason: 'a collector claimed the lease' });

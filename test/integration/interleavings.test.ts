@@ -186,7 +186,7 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
   publishing = true;
   const clock = { leaseClockMs: run.clock.now, elapsedMs: run.clock.now };
   const request = { ...job, group: plan.group, inputs, outputs };
-  return (await retrying(run, actor, () => publishCompaction(store, request, { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 }, clock, false, jsonRootCodec))).outcome;
+  return (await retrying(run, actor, () => publishCompaction(store, request, { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 }, clock, jsonRootCodec))).outcome;
 }
 
 /**

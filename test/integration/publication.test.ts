@@ -44,11 +44,11 @@ describe.each(TEST_FORMATS)('publication, $name format', (format) => {
       if (operation === 'get') await new Promise((r) => setTimeout(r, limits.budgetMs + 200));
       if (operation === 'putIfMatch') rootWrites++;
     });
-    await expect(publishCompaction(slow, request, limits, realClock(), false, codec)).rejects.toBeInstanceOf(PublicationBudgetExceededError);
+    await expect(publishCompaction(slow, request, limits, realClock(), codec)).rejects.toBeInstanceOf(PublicationBudgetExceededError);
     expect(rootWrites).toBe(0);
     expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
     // The retried attempt starts again from its refresh and publishes.
-    await expect(publishCompaction(fixture.store, request, limits, realClock(), false, codec)).resolves.toMatchObject({ outcome: 'published' });
+    await expect(publishCompaction(fixture.store, request, limits, realClock(), codec)).resolves.toMatchObject({ outcome: 'published' });
   });
 
   it('a slow refresh at the top of an attempt counts against the publication budget: that attempt publishes nothing', async () => {
@@ -58,7 +58,7 @@ describe.each(TEST_FORMATS)('publication, $name format', (format) => {
     const slowRefresh: ObjectStore = interceptStore(fixture.store, async (operation, key) => {
       if (operation === 'putIfMatch' && key === leaseKey(ns, request.jobId)) await new Promise((r) => setTimeout(r, limits.budgetMs + 200));
     });
-    await expect(publishCompaction(slowRefresh, request, limits, realClock(), false, codec)).rejects.toBeInstanceOf(PublicationBudgetExceededError);
+    await expect(publishCompaction(slowRefresh, request, limits, realClock(), codec)).rejects.toBeInstanceOf(PublicationBudgetExceededError);
     expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
   });
 
@@ -66,7 +66,7 @@ describe.each(TEST_FORMATS)('publication, $name format', (format) => {
     const { ns, held, request } = await prepare();
     await fixture.store.putIfMatch(leaseKey(ns, request.jobId), encodeLease(claimLeaseState(held.lease, TEST_PASS_ID, Date.now())), held.etag);
     const before = await fixture.store.get(rootKey(ns));
-    await expect(publishCompaction(fixture.store, request, limits, realClock(), false, codec)).resolves.toMatchObject({ outcome: 'fenced' });
+    await expect(publishCompaction(fixture.store, request, limits, realClock(), codec)).resolves.toMatchObject({ outcome: 'fenced' });
     expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
   });
 
@@ -76,7 +76,7 @@ describe.each(TEST_FORMATS)('publication, $name format', (format) => {
       // Another writer slips a harmless change in between our read and our CAS, every time.
       if (operation === 'putIfMatch' && key === rootKey(ns)) await updateRoot(fixture.store, ns, (root) => ({ ...root, generation: root.generation + 1 }), codec);
     });
-    await expect(publishCompaction(racing, request, limits, realClock(), false, codec)).resolves.toEqual({ outcome: 'superseded', lostRaces: 3 });
+    await expect(publishCompaction(racing, request, limits, realClock(), codec)).resolves.toEqual({ outcome: 'superseded', lostRaces: 3 });
     const { root } = await readRoot(fixture.store, ns, codec);
     expect(root.groups[group]).toEqual(request.inputs);
   });

@@ -60,7 +60,7 @@ describe('raw ids at the protocol functions', () => {
     [
       'publishCompaction',
       (ref) =>
-        publishCompaction(store, { ...ref, group: 'bindings' as FamilyGroup, inputs: [], outputs: [] }, { budgetMs: 1000, maxRootRaces: 1 }, { leaseClockMs: () => 2, elapsedMs: () => 0 }, false, jsonRootCodec),
+        publishCompaction(store, { ...ref, group: 'bindings' as FamilyGroup, inputs: [], outputs: [] }, { budgetMs: 1000, maxRootRaces: 1 }, { leaseClockMs: () => 2, elapsedMs: () => 0 }, jsonRootCodec),
     ],
   ];
   const namespaceCalls: [string, (ns: NamespaceId) => Promise<unknown>][] = [

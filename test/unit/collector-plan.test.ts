@@ -23,6 +23,7 @@ import {
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import { jsonRootCodec } from '../../src/root';
 import { TEST_PASS_ID } from '../support/pass';
+import { writeRoot } from '../support/roots';
 
 const rules: PassRules = {
   nowMs: 1_000_000, leaseExpiryMs: 10_000, stagingGraceMs: 1000, readerGraceMs: 1000, lostWriteGraceMs: 1000, dryRun: false,
@@ -276,7 +277,7 @@ describe('the root fence of a page (spec 6b)', () => {
     try {
       const ns = namespaceId('fenced');
       const segment = stagedSegmentKey(ns, newJobId(), newSegmentId(), 'seg');
-      const before = await updateRoot(store, ns, (root) => ({ ...root, generation: 7, groups: { inodes: [segment] }, retired: [] }), jsonRootCodec);
+      const before = await writeRoot(store, ns, (root) => ({ ...root, generation: 7, groups: { inodes: [segment] }, retired: [] }));
       const result = await executeOnStore(store, ns, rules, { kind: 'fenceRoot' }, { onProgress: () => {} }, { codec: jsonRootCodec });
       expect(result).toEqual({ kind: 'rootFenced' });
       expect((await readRoot(store, ns, jsonRootCodec)).root).toEqual({ ...before, generation: 8 });

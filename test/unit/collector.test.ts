@@ -152,9 +152,9 @@ describe('collector', () => {
     const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 60_000 };
     await expect(reclaimPrefix(store, ref(), options, { codec: jsonRootCodec })).rejects.toThrow(RootMissingError);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
-    expect(await findRootProblem(store, ns, jsonRootCodec)).toEqual({ key: rootKey(ns), problem: 'missing', reason: expect.stringContaining('does not exist') });
+    expect(await findRootProblem(store, ns, jsonRootCodec)).toEqual({ problem: { key: rootKey(ns), problem: 'missing', reason: expect.stringContaining('does not exist') } });
     await store.put(rootKey(ns), bytes('{"kind":"metadata_root"'));
-    expect(await findRootProblem(store, ns, jsonRootCodec)).toMatchObject({ problem: 'corrupt', reason: expect.stringContaining('not JSON') });
+    expect(await findRootProblem(store, ns, jsonRootCodec)).toMatchObject({ problem: { problem: 'corrupt', reason: expect.stringContaining('not JSON') } });
   });
 
   it('a resumed walk starts after its position and keeps the tally it carried', async () => {

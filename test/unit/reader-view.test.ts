@@ -65,7 +65,6 @@ async function publish(store: ObjectStore, job: { namespaceId: NamespaceId; jobI
     { ...job, group, inputs, outputs: result.outputs, tombstones: result.tombstones ?? [] },
     { budgetMs: 60_000, maxRootRaces: 5 },
     { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
-    false,
     jsonRootCodec,
   );
 }
