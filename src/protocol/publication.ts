@@ -34,6 +34,8 @@ export interface PublicationRequest extends JobRef {
    * only when the group holds segments other than the inputs (see {@link publishedKeys}). Absent: none.
    */
   readonly tombstones?: readonly string[];
+  /** The highest seq of a tombstone in `tombstones` (`CompactionOutputs.tombstoneSeqFloor`); absent: unknown, and the tombstone segments are always named. */
+  readonly tombstoneSeqFloor?: number;
 }
 
 /** The compactor returned no output and no tombstone segment for inputs that exist: publishing that would empty the group. */
@@ -94,7 +96,8 @@ export async function publishCompaction(
     // The inputs retire at this attempt's lease clock (spec 6a.1): the heartbeat the refresh wrote.
     // WARN: which keys to name is decided on the root the CAS below is conditional on: a segment
     // registered after this read fails the CAS, and the next round decides again.
-    const plan = planPublication(current.root, request.group, request.inputs, publishedKeys(current.root, request), held.lease.heartbeat_at_ms);
+    const published = publishedKeys(current.root, request);
+    const plan = planPublication(current.root, request.group, request.inputs, published.keys, held.lease.heartbeat_at_ms, published.seqFloor);
     if (plan.kind === 'abandoned') return { outcome: 'abandoned', missingInputs: plan.missingInputs };
     // Encoded before the budget is checked, which then counts it. A root readers would refuse is never
     // written: the job fails (RootTooLarge), its outputs left to the collector.
@@ -137,15 +140,20 @@ export async function publicationOfReclaimedJob(
 
 /**
  * The keys that replace the inputs in `root`, so that a reader's view of the group (the newest
- * record of each key, tombstones applied) is the same before and after the publication. The
- * outputs hold no tombstone; that is exact only while the group is the inputs alone. A segment
- * registered since the job read the group may hold an older version of a key the inputs deleted,
- * so then the job's tombstone segments are named too, and keep deleting it.
+ * record of each key, tombstones applied) is the same before and after the publication, and stays so
+ * whatever is registered after it. The outputs hold no tombstone; that is exact only while the group
+ * is the inputs alone. A segment registered since the job read the group may hold an older version of
+ * a key the inputs deleted, so then the job's tombstone segments are named too, and keep deleting it.
+ * Left out, the winning tombstones raise the group's sequence floor to the highest of them (`seqFloor`,
+ * spec 6c.3), so no older version registered later can come back; when the compactor did not say how
+ * high they go, the tombstone segments are named all the same.
  */
-export function publishedKeys(root: RootState, request: PublicationRequest): readonly string[] {
+export function publishedKeys(root: RootState, request: PublicationRequest): { readonly keys: readonly string[]; readonly seqFloor?: number } {
   const inputs = new Set(request.inputs);
+  const tombstones = request.tombstones ?? [];
   const late = groupSegments(root, request.group).some((k) => !inputs.has(k));
-  return late ? [...request.outputs, ...(request.tombstones ?? [])] : request.outputs;
+  if (late || (tombstones.length > 0 && request.tombstoneSeqFloor === undefined)) return { keys: [...request.outputs, ...tombstones] };
+  return { keys: request.outputs, ...(tombstones.length > 0 && { seqFloor: request.tombstoneSeqFloor }) };
 }
 
 /**

@@ -208,7 +208,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
     const published = await publish
       .executeWithOptions({ summary: `publish ${compaction.outputs.length} segments of ${job}`, startToCloseTimeout: settings.publicationTimeoutMs }, [
-        { ...ref, outputs: compaction.outputs, tombstones: compaction.tombstones },
+        { ...ref, outputs: compaction.outputs, tombstones: compaction.tombstones, ...(compaction.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: compaction.tombstoneSeqFloor }) },
       ])
       .catch((err: unknown) => {
         throw jobFailure(err);
