@@ -15,6 +15,7 @@ import {
   createJobLease,
   publicationOfReclaimedJob,
   publishCompaction,
+  settlePublication,
   readInputManifestIfAny,
   readInputManifestUnderLease,
   readRoot,
@@ -25,6 +26,7 @@ import {
   type InputManifestRef,
   type JobRef,
   type PublicationOutcome,
+  type SettledPublication,
 } from '../protocol';
 import type { ObjectStore } from '../store';
 import { attemptStore } from '../store/attempt';
@@ -138,6 +140,14 @@ export function createCompactionActivities(deps: CompactionDeps) {
     async compactUnderLease(input: ManifestInput & { held: HeldLease }): Promise<LeasedCompactionOutput> {
       const ref = job(input);
       return compactUnderLease(deps, ref, await readInputManifestUnderLease(store, ref, input.manifest), input.held);
+    },
+
+    /**
+     * After the publication's attempts are spent: whether the root names this job's publication (a
+     * CAS of it landed late), or, by a root write that fences every CAS the job sent, that it never will.
+     */
+    async settlePublication(input: JobInput & { group: string; outputs: string[]; tombstones: string[] }): Promise<SettledPublication> {
+      return settlePublication(store, { ...job(input), group: familyGroup(input.group), inputs: [], outputs: input.outputs, tombstones: input.tombstones }, rootCodec);
     },
 
     async publish(input: ManifestInput & { outputs: string[]; tombstones: string[]; tombstoneSeqFloor?: number }): Promise<PublicationOutcome> {

@@ -9,7 +9,7 @@ import { Context } from '@temporalio/activity';
 import { recordClaim, recordManifestPart, recordReclaim, recordRetiredReclaim } from './metrics';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { heartbeatEveryMs, type CompactionSettings, type Timing } from '../config';
-import { namespaceId } from '../keys';
+import { namespaceId, storeProbeKeys } from '../keys';
 import {
   collectPrefixes,
   executeOnStore,
@@ -47,7 +47,7 @@ export interface GcDeps {
  * The worker's settings a pass takes once, when it starts, through a local activity: the rules
  * travel in the pass's input from then on, so every activity of the pass decides by the same ones.
  */
-export type GcWorkflowSettings = Pick<Timing, 'operationDeadlineMs' | 'leaseRefreshIntervalMs' | 'leaseExpiryMs' | 'stagingGraceMs' | 'readerGraceMs' | 'lostWriteGraceMs'> &
+export type GcWorkflowSettings = Pick<Timing, 'operationDeadlineMs' | 'leaseRefreshIntervalMs' | 'leaseExpiryMs' | 'stagingGraceMs' | 'readerGraceMs' | 'lostWriteGraceMs' | 'clockSafetyMarginMs'> &
   Pick<CompactionSettings, 'heartbeatTimeoutMs' | 'manifestRetentionMs'>;
 
 /** A command of a namespace's pass plan, with the pass's rules. */
@@ -146,9 +146,22 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
   };
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {
-      const { operationDeadlineMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = settings.timing;
+      const { operationDeadlineMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, clockSafetyMarginMs } = settings.timing;
       const { heartbeatTimeoutMs, manifestRetentionMs } = settings;
-      return { operationDeadlineMs, heartbeatTimeoutMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, manifestRetentionMs };
+      return { operationDeadlineMs, heartbeatTimeoutMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, clockSafetyMarginMs, manifestRetentionMs };
+    },
+    /**
+     * The store's clock: the `LastModified` of an object written now under the store probe's prefix
+     * (then deleted), or null when the store gives none. The pass compares it with its own (spec 6c.6).
+     */
+    async storeClock(): Promise<number | null> {
+      const { object } = storeProbeKeys();
+      await store.put(object, new TextEncoder().encode('clock'));
+      try {
+        return (await store.get(object)).lastModified?.getTime() ?? null;
+      } finally {
+        await store.deleteMany([object]);
+      }
     },
     listNamespaces: async (input: { after?: string; limit: number }): Promise<ChildrenPage<string>> => listNamespaces(store, input.after, input.limit),
     listJobPrefixes: (input: Input<'listJobPrefixes'>) => run(input),

@@ -64,6 +64,8 @@ export interface GcReport {
   readonly rootProblems: readonly NamespaceRootProblem[];
   /** The manifest of each namespace where the pass deleted (or would delete) anything: `namespaces/{ns}/metadata/gc/{pass}/`, its parts under it. */
   readonly manifests: readonly string[];
+  /** Why the pass ran as a dry run though asked to delete: its clock and the store's disagree (spec 6c.6). */
+  readonly clockProblem?: string;
 }
 
 /** Part of a report, added to another by {@link mergeReport}. */
@@ -133,11 +135,13 @@ export const tallyDelta = ({ unrecognisedKeys, ...counts }: ReclaimTally): Repor
 export const isIncomplete = (report: GcReport): boolean => hasNamespaceProblems(report) || passFailed(report);
 
 /**
- * A namespace's own problem (a corrupt lease, a root that is missing, corrupt, unreadable or past the
- * readers' limit) leaves it incomplete, and the pass says so in its result: another pass cannot mend
- * it, and pausing the schedule would stop every other namespace too.
+ * A namespace's own problem (a corrupt lease, a root that is missing, corrupt, unreadable, older
+ * than one judged or past the readers' limit), or clocks that disagree, leaves the pass incomplete,
+ * and it says so in its result: another pass cannot mend it, and pausing the schedule would stop every
+ * other namespace too.
  */
-export const hasNamespaceProblems = ({ totals, rootProblems }: GcReport): boolean => totals.corrupt > 0 || totals.skippedNamespaces > 0 || rootProblems.length > 0;
+export const hasNamespaceProblems = ({ totals, rootProblems, clockProblem }: GcReport): boolean =>
+  totals.corrupt > 0 || totals.skippedNamespaces > 0 || rootProblems.length > 0 || clockProblem !== undefined;
 
 /** A failure of the pass itself (a walk or a namespace's pass failed after its retries): the pass fails, and a schedule pauses. */
 export const passFailed = ({ totals }: GcReport): boolean => totals.failedPrefixes > 0 || totals.failedNamespaces > 0;

@@ -12,7 +12,7 @@ import { encodeRootForWrite, groupSegments, planPublication, rootIndex, type Roo
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectStore } from '../store';
 import { LeaseLostError, refreshJobLease, type HeldLease } from './job-lease';
 import { readLease, type JobRef } from './lease-read';
-import { readRoot } from './root-io';
+import { changeRoot, readRoot } from './root-io';
 
 export type PublicationOutcome =
   | { readonly outcome: 'published'; readonly rootGeneration: number }
@@ -118,6 +118,36 @@ export async function publishCompaction(
   }
 }
 
+/** What a settled publication came to: the root names it, or it is certain never to. */
+export type SettledPublication = { readonly outcome: 'published'; readonly rootGeneration: number } | { readonly outcome: 'unpublished'; readonly rootGeneration: number };
+
+/** Rounds of the settling CAS against other writers; each lost one is re-read and decided again. */
+const MAX_SETTLE_ROUNDS = 10;
+
+/**
+ * Settles a publication whose attempts are spent (its activity timed out, the store failed it): a
+ * CAS of it may still be in flight, held in a proxy or a paused process, and land later. Either the
+ * root names it (published), or this write lands first: the root with its generation + 1 and nothing
+ * else, so every CAS the job sent before fails its precondition however late it arrives, and the job
+ * is certain to have published nothing. So a run never ends failed beside a root that names its
+ * outputs. Throws when the store does not answer (then nothing is certain).
+ */
+export async function settlePublication(
+  store: ObjectStore,
+  request: JobRef & Pick<PublicationRequest, 'group' | 'inputs' | 'outputs' | 'tombstones'>,
+  codec: RootCodec,
+): Promise<SettledPublication> {
+  const settled = await changeRoot(
+    store,
+    request.namespaceId,
+    codec,
+    ({ root }) => (holdsPublication(root, request, [], codec) ? undefined : Object.freeze({ ...root, generation: root.generation + 1 })),
+    { maxRounds: MAX_SETTLE_ROUNDS },
+  );
+  if (!settled) throw new AmbiguousError(rootKey(request.namespaceId), `the root changed in each of ${MAX_SETTLE_ROUNDS} rounds while job ${request.jobId} settled its publication`);
+  return { outcome: settled.written ? 'unpublished' : 'published', rootGeneration: settled.root.generation };
+}
+
 /**
  * The outcome of a publication attempt that found its job's input manifest gone. Only a collector
  * deletes it, and only under a prefix it claimed (an expired lease) or found with no lease: so the
@@ -165,7 +195,7 @@ export function publishedKeys(root: RootState, request: PublicationRequest): { r
  * CAS landed (or a writer made exactly the same change). Anything else is not proof, and a
  * publication is never assumed.
  */
-function holdsPublication(root: RootState, request: PublicationRequest, sent: readonly RootState[], codec: RootCodec): boolean {
+function holdsPublication(root: RootState, request: Pick<PublicationRequest, 'group' | 'outputs' | 'tombstones'>, sent: readonly RootState[], codec: RootCodec): boolean {
   const current = new Set(groupSegments(root, request.group));
   if (request.outputs.length > 0) return request.outputs.every((k) => current.has(k));
   const tombstones = request.tombstones ?? [];

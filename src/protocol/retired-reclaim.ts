@@ -7,14 +7,14 @@
  * objects are deleted, then their records dropped from the retired list by root CAS, so a record
  * never outlives nothing and a segment never loses its record while it still exists.
  */
-import { inputSegmentsPrefix, isInputSegmentKeyOf, jobPrefix, parseCompactionKey, rootKey, type NamespaceId } from '../keys';
+import { inputSegmentsPrefix, isInputSegmentKeyOf, jobPrefix, parseCompactionKey, type NamespaceId } from '../keys';
 import { condemnLostWrites, MAX_COLLECTED_ROOT_BYTES, rootIndex, stampRetirements, type RootCodec, type RootState } from '../root';
 import type { ObjectInfo, ObjectStore } from '../store';
 import { atLeast, DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } from './collector';
 import { decideSegment, droppableRecords, dueRetiredKeys, isCondemned, withoutReclaimed } from './retired';
 import type { RetiredReclaimOptions, RetiredRules } from './rules';
 import { EMPTY_RETIRED_TALLY, type RetiredTally } from './collector-report';
-import { changeCollectedRoot, readRoot } from './root-io';
+import { changeRoot, readRoot } from './root-io';
 import { judgeRoot } from './judged-root';
 import { deleterOf, type Deleter } from './manifest';
 
@@ -109,7 +109,7 @@ async function rootToReclaimBy(store: ObjectStore, ns: NamespaceId, codec: RootC
     // Retirements no pass has seen yet are stamped visible at the LastModified of the root that shows
     // them (spec 6c.2): their reader grace counts from here. A dry run decides by the root it would
     // have written, as the real pass would.
-    const stamped = await changeCollectedRoot(store, ns, codec, (current) => current.lastModified && stampRetirements(current.root, current.lastModified.getTime()), {
+    const stamped = await changeRoot(store, ns, codec, (current) => current.lastModified && stampRetirements(current.root, current.lastModified.getTime()), {
       maxRounds: MAX_RECORD_ROUNDS,
       maxBytes: MAX_COLLECTED_ROOT_BYTES,
     });
@@ -231,7 +231,7 @@ async function reclaimBatch(
   const fates = (root: RootState) => candidates.map((o) => ({ o, fate: decideSegment(root, o.key, o.lastModified, options) }));
   if (fates(fresh).some(({ o, fate }) => fate === 'lost_write' && !isCondemned(fresh, o.lastModified))) {
     const cutoffMs = options.nowMs - options.lostWriteGraceMs;
-    const condemned = await changeCollectedRoot(store, ns, codec, (current) => condemnLostWrites(atLeast(current, options.minRootGeneration), cutoffMs), {
+    const condemned = await changeRoot(store, ns, codec, (current) => condemnLostWrites(atLeast(current, options.minRootGeneration), cutoffMs), {
       maxRounds: MAX_RECORD_ROUNDS,
       maxBytes: MAX_COLLECTED_ROOT_BYTES,
     });
@@ -269,7 +269,7 @@ async function dropRecords(store: ObjectStore, ns: NamespaceId, gone: ReadonlySe
   if (gone.size === 0) return 0;
   let dropped = 0;
   // A publication or a writer may win a race, or our own CAS answer late: each round reads the root again.
-  const written = await changeCollectedRoot(
+  const written = await changeRoot(
     store,
     ns,
     codec,

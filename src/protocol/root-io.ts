@@ -277,14 +277,15 @@ export async function fenceRoot(store: ObjectStore, ns: NamespaceId, codec: Root
 }
 
 /**
- * A change the collector makes to a root it may read past the readers' limit (stamps, the lost-write
- * cutoff, dropped records): `change` of the current root, undefined when it needs none. Bounded
- * rounds: undefined when every one was lost to another writer (a later pass tries again).
+ * A change of the current root by CAS (`change` of it; undefined when it needs none), re-read and
+ * decided again after every lost race, for the collector's own writes (stamps, the lost-write cutoff,
+ * dropped records: read up to `maxBytes`, past the readers' limit only to shrink the root) and a job
+ * settling its publication. Bounded rounds: undefined when every one was lost to other writers.
  */
-export const changeCollectedRoot = (
+export const changeRoot = (
   store: ObjectStore,
   ns: NamespaceId,
   codec: RootCodec,
   change: (current: ReadRoot) => RootState | undefined,
-  options: { readonly maxRounds: number; readonly maxBytes: number },
+  options: { readonly maxRounds: number; readonly maxBytes?: number },
 ): Promise<WrittenRoot | undefined> => casRoot(store, ns, codec, (current) => current && change(current), options);
