@@ -10,6 +10,7 @@
 import { inputSegmentsPrefix, isInputSegmentKeyOf, jobPrefix, parseCompactionKey, type NamespaceId } from '../keys';
 import { condemnLostWrites, MAX_COLLECTED_ROOT_BYTES, rootIndex, stampRetirements, type RootCodec, type RootState } from '../root';
 import type { ObjectInfo, ObjectStore } from '../store';
+import { LAST_MODIFIED_RESOLUTION_MS } from '../store/clock-skew';
 import { atLeast, DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } from './collector';
 import { decideSegment, droppableRecords, dueRetiredKeys, isCondemned, withoutReclaimed } from './retired';
 import type { RetiredReclaimOptions, RetiredRules } from './rules';
@@ -107,9 +108,10 @@ async function rootToReclaimBy(store: ObjectStore, ns: NamespaceId, codec: RootC
     const read = await judgeRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
     const oversize = oversizeProblem(ns, read.bytes);
     // Retirements no pass has seen yet are stamped visible at the LastModified of the root that shows
-    // them (spec 6c.2): their reader grace counts from here. A dry run decides by the root it would
-    // have written, as the real pass would.
-    const stamped = await changeRoot(store, ns, codec, (current) => current.lastModified && stampRetirements(current.root, current.lastModified.getTime()), {
+    // them (spec 6c.2), rounded up to its resolution (a GET's is the second): their reader grace counts
+    // from here. A dry run decides by the root it would have written, as the real pass would.
+    const visibleBy = (lastModified: Date) => lastModified.getTime() + LAST_MODIFIED_RESOLUTION_MS;
+    const stamped = await changeRoot(store, ns, codec, (current) => current.lastModified && stampRetirements(current.root, visibleBy(current.lastModified)), {
       maxRounds: MAX_RECORD_ROUNDS,
       maxBytes: MAX_COLLECTED_ROOT_BYTES,
     });
