@@ -7,7 +7,7 @@
  * job's publication; that read comes before the refresh, so nothing writes the lease after publication.
  */
 import { TypedError } from '../errors';
-import { rootKey, type FamilyGroup } from '../keys';
+import { leaseKey, rootKey, type FamilyGroup } from '../keys';
 import { encodeRootForWrite, groupSegments, planPublication, rootIndex, type RootCodec, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectStore } from '../store';
 import { LeaseLostError, refreshJobLease, type HeldLease } from './job-lease';
@@ -66,6 +66,8 @@ export async function publishCompaction(
       `job ${request.jobId} compacted ${request.inputs.length} input segments of group ${request.group} (namespace ${request.namespaceId}) into no output and no tombstone segment: nothing is published; check the compactor and its progress, then start the compaction again`,
     );
   }
+  // The ids are checked before any request: a raw id cast to a brand fails here (InvalidKeyError).
+  leaseKey(request.namespaceId, request.jobId);
   // Every root this activity sent by CAS: with no outputs, the only evidence that one landed.
   const sent: RootState[] = [];
   for (let race = 0; ; race++) {

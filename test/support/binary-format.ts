@@ -114,7 +114,9 @@ export const binaryCompactor: Compactor<BinaryProgress> = {
       await store.put(keys[i]!, body);
       heartbeat({ written: i + 1 });
     }
-    return { outputs, tombstones, recordsOut: live.flat().length, bytesOut };
+    // How high the tombstones go: a publication that leaves them out raises the group's sequence floor to it.
+    const tombstoneSeqFloor = dead.flat().reduce<number | undefined>((floor, r) => Math.max(r.seq, floor ?? 0), undefined);
+    return { outputs, tombstones, ...(tombstoneSeqFloor !== undefined && { tombstoneSeqFloor }), recordsOut: live.flat().length, bytesOut };
   },
 };
 
