@@ -103,7 +103,7 @@ function dueOutputsByPrefix(ns: NamespaceId, due: readonly string[]): Map<string
  * past the readers' limit; or, for a root that cannot be trusted, the outcome: nothing to reclaim
  * (missing, and `metadata/segments/` empty), else the problem.
  */
-async function rootToReclaimBy(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<{ root: RootState; oversize?: RootProblem } | RetiredReclaimOutcome> {
+async function rootToReclaimBy(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<{ root: RootState; judgedGeneration: number; oversize?: RootProblem } | RetiredReclaimOutcome> {
   try {
     const read = await judgeRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
     const oversize = oversizeProblem(ns, read.bytes);
@@ -116,7 +116,7 @@ async function rootToReclaimBy(store: ObjectStore, ns: NamespaceId, codec: RootC
       maxBytes: MAX_COLLECTED_ROOT_BYTES,
     });
     const root = stamped ? atLeast({ ...read, root: stamped.root }, read.root.generation) : read.root;
-    return { root, ...(oversize && { oversize }) };
+    return { root, judgedGeneration: read.root.generation, ...(oversize && { oversize }) };
   } catch (err) {
     const problem = rootProblemOf(err, ns);
     if (!problem) throw err;
@@ -154,8 +154,9 @@ export async function reclaimRetiredSegments(
   const read = await rootToReclaimBy(store, ns, codec);
   if (!('root' in read)) return read;
   const { root, oversize } = read;
-  // Every root this reclaim decides by later must be at least as new as the one it judged: an older one went back (spec 6c.5).
-  const judged = { ...options, minRootGeneration: root.generation };
+  // Every root this reclaim decides by later must be at least as new as the one it judged (a dry run's stamps are never
+  // written, so not the stamped one): an older one went back (spec 6c.5).
+  const judged = { ...options, minRootGeneration: read.judgedGeneration };
   const segments = inputSegmentsPrefix(ns);
   const due = dueRetiredKeys(root, options).sort();
   let position = resume;

@@ -13,6 +13,7 @@ import {
   type RootState,
 } from '../root';
 import { AmbiguousError, ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
+import { inBatches } from '../store/batches';
 
 /**
  * The namespace has no root: nothing to compact (a compaction of it is invalid input), and nothing
@@ -117,6 +118,8 @@ export async function readRootIfAny(store: ObjectStore, ns: NamespaceId, codec: 
 
 /** How a CAS of the root runs. */
 interface CasOptions {
+  /** Checks the root to be written against the one it replaces, once its bytes are known to fit; what it throws stops the write with nothing sent. */
+  readonly check?: (before: RootState, next: RootState) => Promise<void>;
   /** Called right before each CAS is sent; what it throws stops the write with nothing sent. */
   readonly beforeWrite?: () => void;
   /** Rounds before giving up on lost races (undefined is returned); unbounded by default. */
@@ -150,13 +153,14 @@ async function casRoot(
   next: (current: ReadRoot | undefined) => Promise<RootState | undefined> | RootState | undefined,
   options: CasOptions = {},
 ): Promise<WrittenRoot | undefined> {
-  const { beforeWrite = () => {}, maxRounds = Number.POSITIVE_INFINITY, maxBytes = MAX_ROOT_BYTES } = options;
+  const { check, beforeWrite = () => {}, maxRounds = Number.POSITIVE_INFINITY, maxBytes = MAX_ROOT_BYTES } = options;
   for (let round = 0; round < maxRounds; round++) {
     const current = await readRootIfAny(store, ns, codec, maxBytes);
     const root = await next(current);
     if (root === undefined) return current && { root: current.root, written: false, replaced: undefined };
     // Only the collector reads past the readers' limit, and may then write a root that is still past it if it is smaller.
     const bytes = encodeRootForWrite(codec, root, maxBytes > MAX_ROOT_BYTES ? (current?.bytes ?? 0) : 0);
+    await check?.(current?.root ?? emptyRoot(ns), root);
     beforeWrite();
     try {
       if (current) await store.putIfMatch(rootKey(ns), bytes, current.etag);
@@ -198,32 +202,41 @@ async function hasHistory(store: ObjectStore, ns: NamespaceId): Promise<boolean>
  * a staged segment under a job prefix (only its job's publication names those), one `before`
  * retires (it goes after the reader grace), one missing from the store, one condemned as a lost write
  * (`LastModified` at or before the cutoff), or one that may hold a record at or below its group's
- * floor. Each is read (HEAD) after `before` was: a collector deletes a segment only after a root
- * write that condemns it, which fails this writer's CAS on `before` or is in `before`.
+ * floor. Each is read (HEAD, a few at a time) after `before` was: a collector deletes a segment only
+ * after a root write that condemns it, which fails this writer's CAS on `before` or is in `before`.
  */
 async function checkRegistrations(store: ObjectStore, before: RootState, next: RootState, minSeqOf: (key: string) => number | undefined): Promise<void> {
   const ns = before.namespace_id;
   const { retired } = rootIndex(before);
-  for (const key of newlyNamed(before, next)) {
+  const registered = newlyNamed(before, next);
+  for (const key of registered) {
     if (!isInputSegmentKeyOf(ns, key)) throw new InvalidRootChangeError(`a root change may not name ${key}: a staged segment under a job prefix is named only by its job's publication`);
     if (retired.has(key)) throw new SegmentLostError(key, 'it was retired from the root and is deleted once its reader grace is over');
-    let lastModified: Date | undefined;
-    try {
-      ({ lastModified } = await store.head(key));
-    } catch (err) {
-      if (err instanceof NotFoundError) throw new SegmentLostError(key, 'it is not in the store (never written, or deleted as a lost write)');
-      throw err;
-    }
-    const cutoff = before.lost_write_cutoff_ms;
-    if (cutoff !== undefined && (lastModified === undefined || lastModified.getTime() <= cutoff)) {
-      throw new SegmentLostError(key, `it was written ${lastModified?.toISOString() ?? 'at an unknown time'}, at or before the lost-write cutoff ${new Date(cutoff).toISOString()}: a collector condemned it as a lost write`);
-    }
-    for (const [group, keys] of Object.entries(next.groups)) {
-      const floor = before.seq_floors?.[group];
-      if (floor === undefined || !keys.includes(key)) continue;
-      const seq = minSeqOf(key);
-      if (seq === undefined || seq <= floor) throw new SequenceFloorError(key, group, seq, floor);
-    }
+  }
+  await inBatches(registered, 1, HEAD_CONCURRENCY, async ([key]) => checkRegistration(store, before, next, key!, minSeqOf));
+}
+
+/** HEAD requests of one registration in flight at once. */
+const HEAD_CONCURRENCY = 16;
+
+/** One segment a change registers: in the store, not condemned, above its group's floor. */
+async function checkRegistration(store: ObjectStore, before: RootState, next: RootState, key: string, minSeqOf: (key: string) => number | undefined): Promise<void> {
+  let lastModified: Date | undefined;
+  try {
+    ({ lastModified } = await store.head(key));
+  } catch (err) {
+    if (err instanceof NotFoundError) throw new SegmentLostError(key, 'it is not in the store (never written, or deleted as a lost write)');
+    throw err;
+  }
+  const cutoff = before.lost_write_cutoff_ms;
+  if (cutoff !== undefined && (lastModified === undefined || lastModified.getTime() <= cutoff)) {
+    throw new SegmentLostError(key, `it was written ${lastModified?.toISOString() ?? 'at an unknown time'}, at or before the lost-write cutoff ${new Date(cutoff).toISOString()}: a collector condemned it as a lost write`);
+  }
+  for (const [group, keys] of Object.entries(next.groups)) {
+    const floor = before.seq_floors?.[group];
+    if (floor === undefined || !keys.includes(key)) continue;
+    const seq = minSeqOf(key);
+    if (seq === undefined || seq <= floor) throw new SequenceFloorError(key, group, seq, floor);
   }
 }
 
@@ -257,11 +270,9 @@ export async function updateRoot(
       const before = current?.root ?? emptyRoot(ns);
       const changed = change(before);
       if (current && changed === before) return undefined;
-      const next = retireRemoved(before, { ...changed, generation: Math.max(changed.generation, before.generation + 1) }, clockMs());
-      await checkRegistrations(store, before, next, minSeqOf);
-      return next;
+      return retireRemoved(before, { ...changed, generation: Math.max(changed.generation, before.generation + 1) }, clockMs());
     },
-    { ...(options.beforeWrite && { beforeWrite: options.beforeWrite }) },
+    { check: (before, next) => checkRegistrations(store, before, next, minSeqOf), ...(options.beforeWrite && { beforeWrite: options.beforeWrite }) },
   );
   return (written as WrittenRoot).root;
 }
