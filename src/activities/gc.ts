@@ -9,7 +9,7 @@ import { Context } from '@temporalio/activity';
 import { recordClaim, recordManifestPart, recordReclaim, recordRetiredReclaim } from './metrics';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { heartbeatEveryMs, type CompactionSettings, type Timing } from '../config';
-import { namespaceId, storeProbeKeys } from '../keys';
+import { namespaceId, STORE_CLOCK_KEY } from '../keys';
 import {
   collectPrefixes,
   executeOnStore,
@@ -151,17 +151,13 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
       return { operationDeadlineMs, heartbeatTimeoutMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, clockSafetyMarginMs, manifestRetentionMs };
     },
     /**
-     * The store's clock: the `LastModified` of an object written now under the store probe's prefix
-     * (then deleted), or null when the store gives none. The pass compares it with its own (spec 6c.6).
+     * The store's clock: the `LastModified` of an object written now outside `namespaces/` (left in
+     * place, so even a dry run deletes nothing), or null when the store gives none. The pass compares it
+     * with its own (spec 6c.6).
      */
     async storeClock(): Promise<number | null> {
-      const { object } = storeProbeKeys();
-      await store.put(object, new TextEncoder().encode('clock'));
-      try {
-        return (await store.get(object)).lastModified?.getTime() ?? null;
-      } finally {
-        await store.deleteMany([object]);
-      }
+      await store.put(STORE_CLOCK_KEY, new TextEncoder().encode('clock'));
+      return (await store.get(STORE_CLOCK_KEY)).lastModified?.getTime() ?? null;
     },
     listNamespaces: async (input: { after?: string; limit: number }): Promise<ChildrenPage<string>> => listNamespaces(store, input.after, input.limit),
     listJobPrefixes: (input: Input<'listJobPrefixes'>) => run(input),

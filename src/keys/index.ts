@@ -74,6 +74,9 @@ export const NAMESPACES_PREFIX = 'namespaces/';
 /** Where the store probe (`verifyStore`) writes and deletes its few objects: outside `namespaces/`, so no collector ever lists it. */
 export const STORE_PROBE_PREFIX = 'store-probe/';
 
+/** The one object a collector pass writes to read the store's clock: overwritten by every pass, never deleted, so a dry run deletes nothing. */
+export const STORE_CLOCK_KEY = `${STORE_PROBE_PREFIX}clock`;
+
 /** The keys of one probe run, under a prefix of its own (128 random bits): probes of many workers starting at once never meet. */
 export function storeProbeKeys(fill: RandomFill = webCryptoFill): { readonly prefix: string; readonly object: string; readonly missing: string; readonly neverWritten: string } {
   const prefix = `${STORE_PROBE_PREFIX}${randomHex128(fill)}/`;
