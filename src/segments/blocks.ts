@@ -13,7 +13,9 @@
  * varint block count, then per block its varint offset, varint record count, and its first and last
  * keys (varint length, UTF-8). Varints are unsigned LEB128 up to 2^53.
  */
+import { isUtf8 } from 'node:buffer';
 import { constants, crc32, zstdCompressSync, zstdDecompressSync, type ZstdOptions } from 'node:zlib';
+import { quoted } from '../errors';
 import { zstdCompressOnPool, zstdDecompressOnPool } from './codec-pool';
 import { SegmentCorruptError, SegmentTally, type SegmentRecord } from './format';
 
@@ -335,30 +337,43 @@ async function inflateBlockInBackground(corrupt: (reason: string) => SegmentCorr
 
 /**
  * The records of a block's raw bytes, checked: the length its head gave, keys sorted strictly after
- * `after`, no record larger than a writer makes, nothing left over. Values stay encoded.
+ * `after`, no record larger than a writer makes, every key and value UTF-8, nothing left over.
+ * Values stay encoded.
  */
 function parseBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, raw: Buffer, after: string | null, number: number): EncodedRecord[] {
   const count = head.readUInt32BE(9);
   if (raw.length !== head.readUInt32BE(5)) throw corrupt(`block ${number} decompresses to ${raw.length} bytes, not ${head.readUInt32BE(5)}`);
   const cursor = new Cursor(raw, 0, raw.length, corrupt, `block ${number}`);
   const records = new Array<EncodedRecord>(count);
+  // The block's keys and values with every other byte zeroed: UTF-8 exactly when each of them is
+  // (a zero is a whole character, and at least one stands between two texts), checked in one call.
+  const text = Buffer.allocUnsafe(raw.length);
+  raw.copy(text);
   let last = after;
   for (let i = 0; i < count; i++) {
     const start = cursor.at;
     const keyStart = cursor.skipText();
-    const keyBytes = cursor.at - keyStart;
-    const key = raw.toString('utf8', keyStart, cursor.at);
+    const keyEnd = cursor.at;
+    const key = raw.toString('utf8', keyStart, keyEnd);
     const seq = cursor.varint();
     const flag = cursor.byte();
     if (key === '' || !Number.isSafeInteger(seq) || flag > 1) throw corrupt(`block ${number} record ${i + 1} is malformed`);
     if (last !== null && !(key > last)) throw corrupt(`keys out of order at ${JSON.stringify(key)}`);
     const valueStart = flag === 1 ? cursor.at : cursor.skipText();
     // A record is copied to outputs as it is: it must fit the bound a writer checks.
-    if (keyBytes + cursor.at - valueStart > MAX_BLOCK_RECORD_BYTES) throw corrupt(`block ${number} record ${i + 1} is larger than a segment allows`);
+    if (keyEnd - keyStart + cursor.at - valueStart > MAX_BLOCK_RECORD_BYTES) throw corrupt(`block ${number} record ${i + 1} is larger than a segment allows`);
+    for (let at = start; at < keyStart; at++) text[at] = 0;
+    for (let at = keyEnd; at < valueStart; at++) text[at] = 0;
     records[i] = new EncodedRecord(key, seq, flag === 1, raw, start, valueStart, cursor.at);
     last = key;
   }
   if (cursor.at !== raw.length) throw corrupt(`block ${number} holds more than its ${count} records`);
+  // Decoding would replace what is not UTF-8 with U+FFFD: refused, naming the first record that holds any.
+  if (!isUtf8(text)) {
+    for (let i = 0, at = 0; ; at += records[i++]!.encodedBytes) {
+      if (!isUtf8(text.subarray(at, at + records[i]!.encodedBytes))) throw corrupt(`block ${number} record ${i + 1} (key ${quoted(records[i]!.key)}) is not UTF-8`);
+    }
+  }
   return records;
 }
 

@@ -3,9 +3,11 @@
  * records sorted strictly by key, and a footer with the record count, key range and a SHA-256
  * over the record lines. Readers stream it and check every property before trusting a record.
  */
-import { TypedError } from '../errors';
+import { quoted, TypedError } from '../errors';
 import type { MergeRecord } from './blocks';
 import { gzipOnPool } from './codec-pool';
+import { illFormedText } from './text';
+import { isUtf8 } from 'node:buffer';
 import { createHash, type Hash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { createGunzip, gzipSync } from 'node:zlib';
@@ -14,6 +16,8 @@ import { z } from 'zod';
 export const SEGMENT_EXTENSION = 'mseg';
 const HEADER = { format: 'metadata_segment', version: 1 } as const;
 const HEADER_LINE = `${JSON.stringify(HEADER)}\n`;
+/** JSON spells a lone surrogate only as a `\u` escape (raw, it is not UTF-8): a line without one holds none. */
+const ESCAPE = Buffer.from('\\u');
 
 /**
  * The longest line (header, record or footer, in uncompressed bytes) a segment may hold: a reader
@@ -54,6 +58,9 @@ function recordLine(record: SegmentRecord): string {
   const head = `{"key":${JSON.stringify(record.key)},"seq":${record.seq}`;
   return 'tombstone' in record ? `${head},"tombstone":true}\n` : `${head},"value":${JSON.stringify(record.value)}}\n`;
 }
+
+/** Bytes of the line that holds `record`, without its newline: what the line bound counts. */
+export const recordLineBytes = (record: SegmentRecord): number => Buffer.byteLength(recordLine(record)) - 1;
 
 /** What a builder of either format counts of the records added so far, whose keys must ascend. */
 export abstract class SegmentTally {
@@ -165,7 +172,11 @@ class SegmentParser {
 
   constructor(private readonly key: string) {}
 
-  /** The records of every line that `chunk` completes. */
+  /**
+   * The records of every line that `chunk` completes. Text is checked a chunk at a time: one UTF-8
+   * check of its whole lines, and a search for `\u`, the only way JSON spells a lone surrogate; a line
+   * is checked alone only when its chunk failed the first or it holds the second.
+   */
   push(chunk: Buffer): SegmentRecord[] {
     const records: SegmentRecord[] = [];
     let start = 0;
@@ -175,20 +186,24 @@ class SegmentParser {
       const line = Buffer.concat([...this.partial, chunk.subarray(0, newline + 1)]);
       this.partial = [];
       this.partialBytes = 0;
-      if (this.line(line, 0, line.length - 1, records)) this.hash.update(line);
+      if (this.line(line, 0, line.length - 1, records, !isUtf8(line), line.includes(ESCAPE))) this.hash.update(line);
       start = newline + 1;
       newline = chunk.indexOf(10, start);
     }
+    const whole = newline === -1 ? true : isUtf8(chunk.subarray(start, chunk.lastIndexOf(10) + 1));
+    let escape = newline === -1 ? -1 : chunk.indexOf(ESCAPE, start);
     let hashFrom = start;
     let hashTo = start;
     for (; newline !== -1; start = newline + 1, newline = chunk.indexOf(10, start)) {
       this.bounded(newline - start);
-      if (this.line(chunk, start, newline, records)) {
+      const escaped = escape !== -1 && escape < newline;
+      if (this.line(chunk, start, newline, records, !whole, escaped)) {
         hashTo = newline + 1;
       } else {
         this.hash.update(chunk.subarray(hashFrom, hashTo));
         hashFrom = hashTo = newline + 1;
       }
+      if (escaped) escape = chunk.indexOf(ESCAPE, newline + 1);
     }
     this.hash.update(chunk.subarray(hashFrom, hashTo));
     if (start < chunk.length) {
@@ -205,7 +220,7 @@ class SegmentParser {
       // A last line without its newline is still read; if it is a record, the footer is missing below.
       const line = Buffer.concat(this.partial);
       const records: SegmentRecord[] = [];
-      if (this.line(line, 0, line.length, records)) throw this.corrupt('no footer: the segment is truncated');
+      if (this.line(line, 0, line.length, records, !isUtf8(line), line.includes(ESCAPE))) throw this.corrupt('no footer: the segment is truncated');
     }
     if (!this.header) throw this.corrupt('empty segment');
     const footer = this.footer;
@@ -214,10 +229,18 @@ class SegmentParser {
     if (footer.sha256 !== this.hash.digest('hex')) throw this.corrupt('checksum does not match the records');
   }
 
-  /** Reads the line `bytes[start, end)`; returns whether it was a record (the footer's checksum covers record lines only). */
-  private line(bytes: Buffer, start: number, end: number, records: SegmentRecord[]): boolean {
+  /**
+   * Reads the line `bytes[start, end)`; returns whether it was a record (the footer's checksum covers
+   * record lines only). `maybeNotUtf8`, `maybeLoneSurrogate`: its text is checked for that first.
+   */
+  private line(bytes: Buffer, start: number, end: number, records: SegmentRecord[], maybeNotUtf8: boolean, maybeLoneSurrogate: boolean): boolean {
     if (this.footer) throw this.corrupt('data after the footer');
     const value = this.parse(bytes.toString('utf8', start, end));
+    // Decoding replaced what is not UTF-8 with U+FFFD: refused, never read as another character.
+    if (maybeNotUtf8 && !isUtf8(bytes.subarray(start, end))) {
+      const record = asSegmentRecord(value);
+      throw this.corrupt(record ? `record ${this.count + 1} (key ${quoted(record.key)}) is not UTF-8` : 'a line is not UTF-8');
+    }
     if (!this.header) {
       if (!headerSchema.safeParse(value).success) throw this.corrupt('missing or unknown header');
       this.header = true;
@@ -231,6 +254,8 @@ class SegmentParser {
     }
     const record = asSegmentRecord(value);
     if (!record) throw this.corrupt(`record ${this.count + 1} is malformed`);
+    const illFormed = maybeLoneSurrogate ? illFormedText(record) : undefined;
+    if (illFormed !== undefined) throw this.corrupt(`record ${this.count + 1} (key ${quoted(record.key)}) is not well-formed text: ${illFormed}`);
     if (this.last !== null && !(record.key > this.last)) throw this.corrupt(`keys out of order at ${JSON.stringify(record.key)}`);
     this.count++;
     this.first ??= record.key;
