@@ -8,8 +8,9 @@
  *     trailer u64 offset of the index frame, "MSEG-END"
  *
  * A block's CRC-32 covers its raw length, record count and compressed bytes. Its raw records, sorted
- * strictly by key (as JavaScript strings, like v1): varint key length, key (UTF-8), varint seq, a flag
- * byte (0 a value, 1 a tombstone), and for a value a varint length and the value (UTF-8). The index:
+ * strictly by key (UTF-16 code units, as JavaScript compares strings, like v1): varint key length,
+ * key (UTF-8), varint seq, a flag byte (0 a value, 1 a tombstone), and for a value a varint length
+ * and the value (UTF-8). The index:
  * varint block count, then per block its varint offset, varint record count, and its first and last
  * keys (varint length, UTF-8). Varints are unsigned LEB128 up to 2^53.
  */
@@ -31,8 +32,9 @@ const INDEX_HEAD_BYTES = 9;
 const BLOCK_TARGET_BYTES = 128 * 1024;
 
 /**
- * The most raw bytes of one record (key and value, UTF-8): the bound of v1's line, so a record fits
- * either format. A block is closed at {@link BLOCK_TARGET_BYTES}, so it holds at most this much more.
+ * The most raw bytes of one record (key and value, UTF-8) a v2 segment holds (the writer's bound,
+ * records.ts, is narrower: what every format holds). A block is closed at {@link BLOCK_TARGET_BYTES},
+ * so it holds at most this much more.
  */
 export const MAX_BLOCK_RECORD_BYTES = 1 << 20;
 
