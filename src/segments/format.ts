@@ -16,8 +16,6 @@ import { z } from 'zod';
 export const SEGMENT_EXTENSION = 'mseg';
 const HEADER = { format: 'metadata_segment', version: 1 } as const;
 const HEADER_LINE = `${JSON.stringify(HEADER)}\n`;
-/** JSON spells a lone surrogate only as a `\u` escape (raw, it is not UTF-8): a line without one holds none. */
-const ESCAPE = Buffer.from('\\u');
 
 /**
  * The longest line (header, record or footer, in uncompressed bytes) a segment may hold: a reader
@@ -173,9 +171,8 @@ class SegmentParser {
   constructor(private readonly key: string) {}
 
   /**
-   * The records of every line that `chunk` completes. Text is checked a chunk at a time: one UTF-8
-   * check of its whole lines, and a search for `\u`, the only way JSON spells a lone surrogate; a line
-   * is checked alone only when its chunk failed the first or it holds the second.
+   * The records of every line that `chunk` completes. Its bytes are checked as UTF-8 once for all its
+   * whole lines; a line is checked alone only when its chunk failed.
    */
   push(chunk: Buffer): SegmentRecord[] {
     const records: SegmentRecord[] = [];
@@ -186,24 +183,21 @@ class SegmentParser {
       const line = Buffer.concat([...this.partial, chunk.subarray(0, newline + 1)]);
       this.partial = [];
       this.partialBytes = 0;
-      if (this.line(line, 0, line.length - 1, records, !isUtf8(line), line.includes(ESCAPE))) this.hash.update(line);
+      if (this.line(line, 0, line.length - 1, records, !isUtf8(line))) this.hash.update(line);
       start = newline + 1;
       newline = chunk.indexOf(10, start);
     }
-    const whole = newline === -1 ? true : isUtf8(chunk.subarray(start, chunk.lastIndexOf(10) + 1));
-    let escape = newline === -1 ? -1 : chunk.indexOf(ESCAPE, start);
+    const utf8 = newline === -1 || isUtf8(chunk.subarray(start, chunk.lastIndexOf(10) + 1));
     let hashFrom = start;
     let hashTo = start;
     for (; newline !== -1; start = newline + 1, newline = chunk.indexOf(10, start)) {
       this.bounded(newline - start);
-      const escaped = escape !== -1 && escape < newline;
-      if (this.line(chunk, start, newline, records, !whole, escaped)) {
+      if (this.line(chunk, start, newline, records, !utf8)) {
         hashTo = newline + 1;
       } else {
         this.hash.update(chunk.subarray(hashFrom, hashTo));
         hashFrom = hashTo = newline + 1;
       }
-      if (escaped) escape = chunk.indexOf(ESCAPE, newline + 1);
     }
     this.hash.update(chunk.subarray(hashFrom, hashTo));
     if (start < chunk.length) {
@@ -220,7 +214,7 @@ class SegmentParser {
       // A last line without its newline is still read; if it is a record, the footer is missing below.
       const line = Buffer.concat(this.partial);
       const records: SegmentRecord[] = [];
-      if (this.line(line, 0, line.length, records, !isUtf8(line), line.includes(ESCAPE))) throw this.corrupt('no footer: the segment is truncated');
+      if (this.line(line, 0, line.length, records, !isUtf8(line))) throw this.corrupt('no footer: the segment is truncated');
     }
     if (!this.header) throw this.corrupt('empty segment');
     const footer = this.footer;
@@ -231,9 +225,9 @@ class SegmentParser {
 
   /**
    * Reads the line `bytes[start, end)`; returns whether it was a record (the footer's checksum covers
-   * record lines only). `maybeNotUtf8`, `maybeLoneSurrogate`: its text is checked for that first.
+   * record lines only). `maybeNotUtf8`: its bytes are checked as UTF-8 first.
    */
-  private line(bytes: Buffer, start: number, end: number, records: SegmentRecord[], maybeNotUtf8: boolean, maybeLoneSurrogate: boolean): boolean {
+  private line(bytes: Buffer, start: number, end: number, records: SegmentRecord[], maybeNotUtf8: boolean): boolean {
     if (this.footer) throw this.corrupt('data after the footer');
     const value = this.parse(bytes.toString('utf8', start, end));
     // Decoding replaced what is not UTF-8 with U+FFFD: refused, never read as another character.
@@ -254,7 +248,8 @@ class SegmentParser {
     }
     const record = asSegmentRecord(value);
     if (!record) throw this.corrupt(`record ${this.count + 1} is malformed`);
-    const illFormed = maybeLoneSurrogate ? illFormedText(record) : undefined;
+    // JSON may escape a lone surrogate (`\ud800`), which no encoding of text holds.
+    const illFormed = illFormedText(record);
     if (illFormed !== undefined) throw this.corrupt(`record ${this.count + 1} (key ${quoted(record.key)}) is not well-formed text: ${illFormed}`);
     if (this.last !== null && !(record.key > this.last)) throw this.corrupt(`keys out of order at ${JSON.stringify(record.key)}`);
     this.count++;
