@@ -49,4 +49,3 @@ export class InvalidSegmentInputError extends TypedError {
     );
   }
 }
-
