@@ -250,27 +250,31 @@ describe('one key order: UTF-16 code units, for every path', () => {
 describe('equal seqs: the later segment in the group wins', () => {
   it('for the reader, the lookup, a compaction through runs, and segments registered after it', async () => {
     const write = (records: SegmentRecord[], segmentFormat: SegmentFormatVersion = 1) => writeInputSegment(store, ns, group, records, { segmentFormat });
-    await write([{ key: 'a', seq: 5, value: 'first' }, { key: 'b', seq: 5, value: 'first' }, { key: 'c', seq: 5, tombstone: true }]);
-    await write([{ key: 'a', seq: 5, value: 'second' }, { key: 'b', seq: 5, tombstone: true }], 2);
+    await write([{ key: 'a', seq: 5, value: 'first' }, { key: 'b', seq: 5, value: 'first' }, { key: 'c', seq: 5, tombstone: true }, { key: 'e', seq: 9, value: 'first' }]);
+    await write([{ key: 'a', seq: 5, value: 'second' }, { key: 'b', seq: 5, tombstone: true }, { key: 'f', seq: 9, value: 'second' }], 2);
     await write([{ key: 'c', seq: 5, value: 'third' }, { key: 'd', seq: 0, value: 'zero' }]);
     await write([{ key: 'd', seq: 0, value: 'fourth' }], 2);
     const expected: LiveRecord[] = [
       { key: 'a', seq: 5, value: 'second' },
       { key: 'c', seq: 5, value: 'third' },
       { key: 'd', seq: 0, value: 'fourth' },
+      { key: 'e', seq: 9, value: 'first' },
+      { key: 'f', seq: 9, value: 'second' },
     ];
     const check = async (want: LiveRecord[]) => {
       expect(await groupRecords()).toEqual(want);
       const snapshot = await readGroupSnapshot(store, ns, group, jsonRootCodec);
-      for (const key of ['a', 'b', 'c', 'd']) expect(await lookupRecord(store, snapshot, key)).toEqual(want.find((r) => r.key === key));
+      for (const key of ['a', 'b', 'c', 'd', 'e', 'f']) expect(await lookupRecord(store, snapshot, key)).toEqual(want.find((r) => r.key === key));
     };
     await check(expected);
     await compactGroup(limits(1, 1024));
     await check(expected);
-    // Registered after the compaction, so listed after its outputs: it wins the tie.
-    await write([{ key: 'a', seq: 5, tombstone: true }, { key: 'd', seq: 0, value: 'fifth' }]);
-    await check([expected[1]!, { key: 'd', seq: 0, value: 'fifth' }]);
+    // Registered after the compaction, so listed after its outputs: it wins the tie. Its seqs stay
+    // above the tombstone the compaction dropped (b's 5), as the sequence floor requires (spec 6c.3).
+    await write([{ key: 'e', seq: 9, tombstone: true }, { key: 'f', seq: 9, value: 'fifth' }]);
+    const after = [...expected.slice(0, 3), { key: 'f', seq: 9, value: 'fifth' }];
+    await check(after);
     await compactGroup(limits(2, 1024));
-    await check([expected[1]!, { key: 'd', seq: 0, value: 'fifth' }]);
+    await check(after);
   });
 });
