@@ -171,6 +171,7 @@ export { readRoot, readRootIfAny, RootMissingError, updateRoot, type ReadRoot, t
 // Segments: the reference format, its writer and its readers (docs/formats.md, docs/readers.md).
 export { MAX_SEGMENT_LINE_BYTES, SEGMENT_EXTENSION, SegmentCorruptError, type SegmentRecord } from './segments/format';
 export { DEFAULT_SEGMENT_FORMAT_VERSION, SEGMENT_FORMAT_VERSIONS, type SegmentFormatVersion } from './segments/versions';
+export { InvalidSegmentInputError, MAX_KEY_BYTES } from './segments/records';
 export { writeInputSegment, WriterBudgetExceededError, type WriterOptions } from './writer';
 export { lookupRecord, readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupSnapshot, type LiveRecord } from './reader';
 

@@ -6,7 +6,7 @@
  */
 import type { JobRef } from '../protocol';
 import type { StreamOptions } from '../store';
-import { DEFAULT_SEGMENT_FORMAT_VERSION, isTombstone, mergeSegments, newSegmentWriter, readMergeBatches, SEGMENT_EXTENSION, type MergeRecord } from '../segments';
+import { DEFAULT_SEGMENT_FORMAT_VERSION, isTombstone, isWellFormed, mergeSegments, newSegmentWriter, readMergeBatches, SEGMENT_EXTENSION, type MergeRecord } from '../segments';
 import { planMerge, type MergeSource } from './plan';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
@@ -240,7 +240,8 @@ export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress
     isCount(p.segmentsFinished) && isCount(p.tombstoneSegmentsFinished) && isCount(p.recordsOut) && isCount(p.bytesOut) &&
     (p.tombstoneSeqFloor === undefined || p.tombstoneSeqFloor === null || isCount(p.tombstoneSeqFloor)) &&
     // A cut finishes an output, a tombstone segment or both: lastKey is set once either count is.
-    (p.lastKey === null ? p.segmentsFinished === 0 && p.tombstoneSegmentsFinished === 0 : typeof p.lastKey === 'string' && (p.segmentsFinished as number) + (p.tombstoneSegmentsFinished as number) > 0) &&
+    // A key is well-formed text: a lone surrogate here is no position the merge could have reached.
+    (p.lastKey === null ? p.segmentsFinished === 0 && p.tombstoneSegmentsFinished === 0 : typeof p.lastKey === 'string' && isWellFormed(p.lastKey) && (p.segmentsFinished as number) + (p.tombstoneSegmentsFinished as number) > 0) &&
     (runs === undefined || (typeof runs === 'object' && runs !== null && isCount(runs.fanIn) && runs.fanIn >= 2 && Array.isArray(runs.parts) && runs.parts.every(isCount)));
   if (!fits) throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${RESUMABLE_PROGRESS_VERSIONS.join(' or ')}`);
   return resume as CompactionProgress;

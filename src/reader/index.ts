@@ -8,7 +8,8 @@ import type { Timing } from '../config';
 import { familyGroup, namespaceId, type FamilyGroup, type NamespaceId } from '../keys';
 import { readRoot } from '../protocol/root-io';
 import { groupSegments, type RootCodec } from '../root';
-import { lookupInSegment, mergeSegments, readSegmentBatches, type SegmentRecord } from '../segments';
+import { quoted } from '../errors';
+import { InvalidSegmentInputError, loneSurrogate, lookupInSegment, mergeSegments, readSegmentBatches, type SegmentRecord } from '../segments';
 import type { ObjectStore } from '../store';
 
 /** A record a reader sees: the latest version of a key that is not deleted. */
@@ -63,9 +64,14 @@ export async function* readGroupRecords(store: ObjectStore, snapshot: GroupSnaps
  * version is a tombstone. Every byte that decided the answer has passed its checksum before the
  * answer is returned: a v1 segment is read to its end (its checksum is in its footer); in a v2
  * segment the index leads to the one block that may hold the key, and that block and the index are
- * verified ({@link lookupInSegment}).
+ * verified ({@link lookupInSegment}). A key that is not well-formed text (a lone surrogate), which
+ * no segment may hold, is refused with `InvalidSegmentInputError` before anything is read.
  */
 export async function lookupRecord(store: ObjectStore, snapshot: GroupSnapshot, key: string): Promise<LiveRecord | undefined> {
+  const illFormed = loneSurrogate(key);
+  if (illFormed !== undefined) {
+    throw new InvalidSegmentInputError(snapshot.namespaceId, snapshot.group, `the key ${quoted(key)} is not well-formed text: it has ${illFormed}`, undefined, 'lookup');
+  }
   let found: SegmentRecord | undefined;
   // Segments are read one at a time: memory stays at one segment's read window (v1) or its bytes (v2) however wide the group.
   for (const segment of snapshot.segments) {

@@ -8,12 +8,15 @@
  *     trailer u64 offset of the index frame, "MSEG-END"
  *
  * A block's CRC-32 covers its raw length, record count and compressed bytes. Its raw records, sorted
- * strictly by key (as JavaScript strings, like v1): varint key length, key (UTF-8), varint seq, a flag
- * byte (0 a value, 1 a tombstone), and for a value a varint length and the value (UTF-8). The index:
+ * strictly by key (UTF-16 code units, as JavaScript compares strings, like v1): varint key length,
+ * key (UTF-8), varint seq, a flag byte (0 a value, 1 a tombstone), and for a value a varint length
+ * and the value (UTF-8). The index:
  * varint block count, then per block its varint offset, varint record count, and its first and last
  * keys (varint length, UTF-8). Varints are unsigned LEB128 up to 2^53.
  */
+import { isUtf8 } from 'node:buffer';
 import { constants, crc32, zstdCompressSync, zstdDecompressSync, type ZstdOptions } from 'node:zlib';
+import { quoted } from '../errors';
 import { zstdCompressOnPool, zstdDecompressOnPool } from './codec-pool';
 import { SegmentCorruptError, SegmentTally, type SegmentRecord } from './format';
 
@@ -29,8 +32,9 @@ const INDEX_HEAD_BYTES = 9;
 const BLOCK_TARGET_BYTES = 128 * 1024;
 
 /**
- * The most raw bytes of one record (key and value, UTF-8): the bound of v1's line, so a record fits
- * either format. A block is closed at {@link BLOCK_TARGET_BYTES}, so it holds at most this much more.
+ * The most raw bytes of one record (key and value, UTF-8) a v2 segment holds (the writer's bound,
+ * records.ts, is narrower: what every format holds). A block is closed at {@link BLOCK_TARGET_BYTES},
+ * so it holds at most this much more.
  */
 export const MAX_BLOCK_RECORD_BYTES = 1 << 20;
 
@@ -334,31 +338,52 @@ async function inflateBlockInBackground(corrupt: (reason: string) => SegmentCorr
 }
 
 /**
+ * Where {@link parseBlock} zeroes what is not text in a copy of a block: one buffer for every block,
+ * reused (a block's own copy cost the reader a third of its time in allocations); parsing never
+ * awaits, so no two blocks share it at once.
+ */
+let textScratch = Buffer.alloc(0);
+
+/**
  * The records of a block's raw bytes, checked: the length its head gave, keys sorted strictly after
- * `after`, no record larger than a writer makes, nothing left over. Values stay encoded.
+ * `after`, no record larger than a writer makes, every key and value UTF-8, nothing left over.
+ * Values stay encoded.
  */
 function parseBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, raw: Buffer, after: string | null, number: number): EncodedRecord[] {
   const count = head.readUInt32BE(9);
   if (raw.length !== head.readUInt32BE(5)) throw corrupt(`block ${number} decompresses to ${raw.length} bytes, not ${head.readUInt32BE(5)}`);
   const cursor = new Cursor(raw, 0, raw.length, corrupt, `block ${number}`);
   const records = new Array<EncodedRecord>(count);
+  // The block's keys and values with every other byte zeroed: UTF-8 exactly when each of them is
+  // (a zero is a whole character, and at least one stands between two texts), checked in one call.
+  if (textScratch.length < raw.length) textScratch = Buffer.allocUnsafeSlow(Math.max(raw.length, 2 * BLOCK_TARGET_BYTES));
+  const text = textScratch.subarray(0, raw.length);
+  raw.copy(text);
   let last = after;
   for (let i = 0; i < count; i++) {
     const start = cursor.at;
     const keyStart = cursor.skipText();
-    const keyBytes = cursor.at - keyStart;
-    const key = raw.toString('utf8', keyStart, cursor.at);
+    const keyEnd = cursor.at;
+    const key = raw.toString('utf8', keyStart, keyEnd);
     const seq = cursor.varint();
     const flag = cursor.byte();
     if (key === '' || !Number.isSafeInteger(seq) || flag > 1) throw corrupt(`block ${number} record ${i + 1} is malformed`);
     if (last !== null && !(key > last)) throw corrupt(`keys out of order at ${JSON.stringify(key)}`);
     const valueStart = flag === 1 ? cursor.at : cursor.skipText();
     // A record is copied to outputs as it is: it must fit the bound a writer checks.
-    if (keyBytes + cursor.at - valueStart > MAX_BLOCK_RECORD_BYTES) throw corrupt(`block ${number} record ${i + 1} is larger than a segment allows`);
+    if (keyEnd - keyStart + cursor.at - valueStart > MAX_BLOCK_RECORD_BYTES) throw corrupt(`block ${number} record ${i + 1} is larger than a segment allows`);
+    for (let at = start; at < keyStart; at++) text[at] = 0;
+    for (let at = keyEnd; at < valueStart; at++) text[at] = 0;
     records[i] = new EncodedRecord(key, seq, flag === 1, raw, start, valueStart, cursor.at);
     last = key;
   }
   if (cursor.at !== raw.length) throw corrupt(`block ${number} holds more than its ${count} records`);
+  // Decoding would replace what is not UTF-8 with U+FFFD: refused, naming the first record that holds any.
+  if (!isUtf8(text)) {
+    for (let i = 0, at = 0; ; at += records[i++]!.encodedBytes) {
+      if (!isUtf8(text.subarray(at, at + records[i]!.encodedBytes))) throw corrupt(`block ${number} record ${i + 1} (key ${quoted(records[i]!.key)}) is not UTF-8`);
+    }
+  }
   return records;
 }
 

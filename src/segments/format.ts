@@ -3,9 +3,11 @@
  * records sorted strictly by key, and a footer with the record count, key range and a SHA-256
  * over the record lines. Readers stream it and check every property before trusting a record.
  */
-import { TypedError } from '../errors';
+import { quoted, TypedError } from '../errors';
 import type { MergeRecord } from './blocks';
 import { gzipOnPool } from './codec-pool';
+import { illFormedText } from './text';
+import { isUtf8 } from 'node:buffer';
 import { createHash, type Hash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { createGunzip, gzipSync } from 'node:zlib';
@@ -54,6 +56,9 @@ function recordLine(record: SegmentRecord): string {
   const head = `{"key":${JSON.stringify(record.key)},"seq":${record.seq}`;
   return 'tombstone' in record ? `${head},"tombstone":true}\n` : `${head},"value":${JSON.stringify(record.value)}}\n`;
 }
+
+/** Bytes of the line that holds `record`, without its newline: what the line bound counts. */
+export const recordLineBytes = (record: SegmentRecord): number => Buffer.byteLength(recordLine(record)) - 1;
 
 /** What a builder of either format counts of the records added so far, whose keys must ascend. */
 export abstract class SegmentTally {
@@ -165,7 +170,10 @@ class SegmentParser {
 
   constructor(private readonly key: string) {}
 
-  /** The records of every line that `chunk` completes. */
+  /**
+   * The records of every line that `chunk` completes. Its bytes are checked as UTF-8 once for all its
+   * whole lines; a line is checked alone only when its chunk failed.
+   */
   push(chunk: Buffer): SegmentRecord[] {
     const records: SegmentRecord[] = [];
     let start = 0;
@@ -175,15 +183,16 @@ class SegmentParser {
       const line = Buffer.concat([...this.partial, chunk.subarray(0, newline + 1)]);
       this.partial = [];
       this.partialBytes = 0;
-      if (this.line(line, 0, line.length - 1, records)) this.hash.update(line);
+      if (this.line(line, 0, line.length - 1, records, !isUtf8(line))) this.hash.update(line);
       start = newline + 1;
       newline = chunk.indexOf(10, start);
     }
+    const utf8 = newline === -1 || isUtf8(chunk.subarray(start, chunk.lastIndexOf(10) + 1));
     let hashFrom = start;
     let hashTo = start;
     for (; newline !== -1; start = newline + 1, newline = chunk.indexOf(10, start)) {
       this.bounded(newline - start);
-      if (this.line(chunk, start, newline, records)) {
+      if (this.line(chunk, start, newline, records, !utf8)) {
         hashTo = newline + 1;
       } else {
         this.hash.update(chunk.subarray(hashFrom, hashTo));
@@ -205,7 +214,7 @@ class SegmentParser {
       // A last line without its newline is still read; if it is a record, the footer is missing below.
       const line = Buffer.concat(this.partial);
       const records: SegmentRecord[] = [];
-      if (this.line(line, 0, line.length, records)) throw this.corrupt('no footer: the segment is truncated');
+      if (this.line(line, 0, line.length, records, !isUtf8(line))) throw this.corrupt('no footer: the segment is truncated');
     }
     if (!this.header) throw this.corrupt('empty segment');
     const footer = this.footer;
@@ -214,10 +223,18 @@ class SegmentParser {
     if (footer.sha256 !== this.hash.digest('hex')) throw this.corrupt('checksum does not match the records');
   }
 
-  /** Reads the line `bytes[start, end)`; returns whether it was a record (the footer's checksum covers record lines only). */
-  private line(bytes: Buffer, start: number, end: number, records: SegmentRecord[]): boolean {
+  /**
+   * Reads the line `bytes[start, end)`; returns whether it was a record (the footer's checksum covers
+   * record lines only). `maybeNotUtf8`: its bytes are checked as UTF-8 first.
+   */
+  private line(bytes: Buffer, start: number, end: number, records: SegmentRecord[], maybeNotUtf8: boolean): boolean {
     if (this.footer) throw this.corrupt('data after the footer');
     const value = this.parse(bytes.toString('utf8', start, end));
+    // Decoding replaced what is not UTF-8 with U+FFFD: refused, never read as another character.
+    if (maybeNotUtf8 && !isUtf8(bytes.subarray(start, end))) {
+      const record = asSegmentRecord(value);
+      throw this.corrupt(record ? `record ${this.count + 1} (key ${quoted(record.key)}) is not UTF-8` : 'a line is not UTF-8');
+    }
     if (!this.header) {
       if (!headerSchema.safeParse(value).success) throw this.corrupt('missing or unknown header');
       this.header = true;
@@ -231,6 +248,9 @@ class SegmentParser {
     }
     const record = asSegmentRecord(value);
     if (!record) throw this.corrupt(`record ${this.count + 1} is malformed`);
+    // JSON may escape a lone surrogate (`\ud800`), which no encoding of text holds.
+    const illFormed = illFormedText(record);
+    if (illFormed !== undefined) throw this.corrupt(`record ${this.count + 1} (key ${quoted(record.key)}) is not well-formed text: ${illFormed}`);
     if (this.last !== null && !(record.key > this.last)) throw this.corrupt(`keys out of order at ${JSON.stringify(record.key)}`);
     this.count++;
     this.first ??= record.key;

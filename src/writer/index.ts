@@ -3,27 +3,16 @@
  * them in the namespace root. The demo and the tests use it to give compactions something to do.
  */
 import { timingFromEnv } from '../config/timing';
-import { TypedError } from '../errors';
+import { quoted, TypedError } from '../errors';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, type FamilyGroup, type NamespaceId } from '../keys';
 import { updateRoot } from '../protocol/root-io';
 import { stopwatch } from '../protocol/stopwatch';
 import { addSegments, jsonRootCodec } from '../root';
-import { asSegmentRecord, DEFAULT_SEGMENT_FORMAT_VERSION, encodeSegment, SEGMENT_EXTENSION, type SegmentFormatVersion, type SegmentRecord } from '../segments';
+import { asSegmentRecord, DEFAULT_SEGMENT_FORMAT_VERSION, encodeSegment, InvalidSegmentInputError, recordProblem, SEGMENT_EXTENSION, type SegmentFormatVersion, type SegmentRecord } from '../segments';
 import type { ObjectStore } from '../store';
 
-/** The records handed to {@link writeInputSegment} cannot form a segment; nothing was written. */
-export class InvalidSegmentInputError extends TypedError {
-  readonly failureType = 'InvalidInput';
-  constructor(
-    readonly namespaceId: string,
-    readonly group: string,
-    readonly reason: string,
-    /** Index in the caller's list of the first record at fault, when one is. */
-    readonly recordIndex?: number,
-  ) {
-    super(`input segment for group ${group} of namespace ${namespaceId} refused, nothing written: ${reason}`);
-  }
-}
+/** Records the writer refuses: defined beside the rule they break (src/segments/records.ts), thrown here. */
+export { InvalidSegmentInputError };
 
 /**
  * The writer budget was spent before a root CAS could be sent: the segment was written but not
@@ -59,9 +48,10 @@ export interface WriterOptions {
 }
 
 /**
- * Encodes the records sorted by key, or refuses them: every record is checked with the segment
- * format's own rule first, so the writer never stores what the next compaction would refuse (a
- * group stuck on a malformed record).
+ * Encodes the records sorted by key, or refuses them: every record is checked first with the rule
+ * of every format the package writes (`recordProblem`: well-formed text, the record bound), whatever
+ * `version` is, so the writer never stores what a later compaction, into outputs of any format and
+ * through runs of format 2, would refuse (a group stuck on a record), nor text an encoding would change.
  */
 function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readonly SegmentRecord[], version: SegmentFormatVersion): Uint8Array {
   const refuse = (reason: string, recordIndex?: number) => new InvalidSegmentInputError(ns, group, reason, recordIndex);
@@ -78,6 +68,10 @@ function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readon
       malformed,
     );
   }
+  for (const [i, record] of records.entries()) {
+    const problem = recordProblem(record);
+    if (problem !== undefined) throw refuse(`record ${i} (key ${quoted(record.key)}) ${problem}`, i);
+  }
   const order = records.map((_, i) => i).sort((a, b) => (records[a]!.key < records[b]!.key ? -1 : records[a]!.key > records[b]!.key ? 1 : a - b));
   for (let i = 1; i < order.length; i++) {
     const [first, second] = [order[i - 1]!, order[i]!];
@@ -85,13 +79,7 @@ function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readon
       throw refuse(`records ${first} and ${second} both have key ${JSON.stringify(records[first]!.key)}: keys must be unique`, second);
     }
   }
-  try {
-    return encodeSegment(order.map((i) => records[i]!), version);
-  } catch (err) {
-    // The builder refuses a record a reader would refuse (MAX_SEGMENT_LINE_BYTES, MAX_BLOCK_RECORD_BYTES).
-    if (err instanceof RangeError) throw refuse(err.message);
-    throw err;
-  }
+  return encodeSegment(order.map((i) => records[i]!), version);
 }
 
 /**

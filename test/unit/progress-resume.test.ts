@@ -49,7 +49,8 @@ describe("the reference compactor's resume", () => {
 
   it('refuses fields of the wrong type or an impossible combination', () => {
     for (const resume of [null, 7, 'x', [], { ...NO_PROGRESS, segmentsFinished: -1 }, { ...NO_PROGRESS, lastKey: 'k' }, { ...NO_PROGRESS, segmentsFinished: 1 },
-      { ...NO_PROGRESS, runs: { fanIn: 1, parts: [] } }, { ...NO_PROGRESS, runs: { fanIn: 4, parts: ['1'] } }, { ...NO_PROGRESS, recordsOut: 1.5 }]) {
+      { ...NO_PROGRESS, runs: { fanIn: 1, parts: [] } }, { ...NO_PROGRESS, runs: { fanIn: 4, parts: ['1'] } }, { ...NO_PROGRESS, recordsOut: 1.5 },
+      { ...NO_PROGRESS, segmentsFinished: 1, lastKey: 'k\uD800' }]) {
       expect(() => resumeProgress(job, resume), JSON.stringify(resume)).toThrow(ProgressMismatchError);
     }
   });

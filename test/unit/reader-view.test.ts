@@ -7,12 +7,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ProgressMismatchError, referenceCompactor, stagedStore, type CompactionOutputs, type CompactionProgress, type MergeLimits } from '../../src/compactor';
-import { familyGroup, namespaceId, newJobId, rootKey, type MetadataCompactionId, type NamespaceId } from '../../src/keys';
-import { createJobLease, EmptyCompactionError, publishCompaction, readRoot, SequenceFloorError, type PublicationOutcome } from '../../src/protocol';
+import { familyGroup, namespaceId, newJobId, rootKey } from '../../src/keys';
+import { EmptyCompactionError, readRoot, SequenceFloorError, type JobRef, type PublicationOutcome } from '../../src/protocol';
 import { groupSegments, jsonRootCodec } from '../../src/root';
 import type { SegmentRecord } from '../../src/segments';
 import { AmbiguousError, createEmbeddedObjectStore, type ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
+import { compactWithKills, Killed, publishJob, type Kill } from '../support/compact';
 import { wrapStore } from '../support/faults';
 import { readGroupView } from '../support/records';
 
@@ -20,54 +21,9 @@ const ns = namespaceId('readers');
 const group = familyGroup('inodes');
 const limits: MergeLimits = { targetSegmentBytes: 1 << 20, maxFanIn: 16 };
 
-class Killed extends Error {}
-
-/**
- * Runs the reference compactor, killing the attempt after the `kills[i]`-th progress it heartbeats;
- * the next attempt resumes from the last progress, or the one before when `lostBeats[i]` (Temporal
- * keeps only the beats its throttle sent).
- */
-async function compactWithKills(
-  store: ObjectStore,
-  job: { namespaceId: NamespaceId; jobId: MetadataCompactionId },
-  inputs: readonly string[],
-  mergeLimits: MergeLimits,
-  kills: readonly { after: number; lostBeat: boolean }[] = [],
-): Promise<CompactionOutputs> {
-  let resume: CompactionProgress | undefined;
-  for (const kill of [...kills, undefined]) {
-    const beats: CompactionProgress[] = [];
-    try {
-      return await referenceCompactor.compact({
-        job: { ...job, group },
-        inputs,
-        store: stagedStore(store, job),
-        limits: mergeLimits,
-        resume,
-        heartbeat: (progress) => {
-          if (progress === undefined) return;
-          beats.push(progress as CompactionProgress);
-          if (kill && beats.length >= kill.after) throw new Killed();
-        },
-      });
-    } catch (err) {
-      if (!(err instanceof Killed)) throw err;
-      resume = (kill!.lostBeat ? beats.at(-2) : beats.at(-1)) ?? resume;
-    }
-  }
-  throw new Error('unreachable');
-}
-
-async function publish(store: ObjectStore, job: { namespaceId: NamespaceId; jobId: MetadataCompactionId }, inputs: readonly string[], result: CompactionOutputs): Promise<PublicationOutcome> {
-  await createJobLease(store, { ...job, ownerId: 'test', startedAtMs: Date.now() });
-  return publishCompaction(
-    store,
-    { ...job, group, inputs, outputs: result.outputs, tombstones: result.tombstones ?? [], ...(result.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: result.tombstoneSeqFloor }) },
-    { budgetMs: 60_000, maxRootRaces: 5 },
-    { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
-    jsonRootCodec,
-  );
-}
+const compact = (store: ObjectStore, job: JobRef, inputs: readonly string[], mergeLimits: MergeLimits, kills: readonly Kill[] = []): Promise<CompactionOutputs> =>
+  compactWithKills(store, { ...job, group }, inputs, mergeLimits, kills);
+const publish = (store: ObjectStore, job: JobRef, inputs: readonly string[], result: CompactionOutputs): Promise<PublicationOutcome> => publishJob(store, { ...job, group }, inputs, result);
 
 /** The issue's group, compacted: `inode/1` written, then deleted; `inode/2` live. */
 async function compactIssueGroup() {
@@ -80,7 +36,7 @@ async function compactIssueGroup() {
     ]),
   ];
   const job = { namespaceId: ns, jobId: newJobId() };
-  return { store, job, inputs, result: await compactWithKills(store, job, inputs, limits) };
+  return { store, job, inputs, result: await compact(store, job, inputs, limits) };
 }
 
 const groupKeys = async (store: ObjectStore): Promise<readonly string[]> => groupSegments((await readRoot(store, ns, jsonRootCodec)).root, group);
@@ -199,7 +155,7 @@ describe('the reader view, model-based', () => {
         });
         const job = { namespaceId: ns, jobId: newJobId() };
         await registerLate('during compaction');
-        const result = await compactWithKills(inner, job, inputs, { targetSegmentBytes: s.targetSegmentBytes, maxFanIn: s.maxFanIn }, s.kills);
+        const result = await compact(inner, job, inputs, { targetSegmentBytes: s.targetSegmentBytes, maxFanIn: s.maxFanIn }, s.kills);
         await registerLate('before publication');
         const before = await readGroupView(inner, ns, group);
 
