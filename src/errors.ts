@@ -18,6 +18,7 @@ export const FAILURE_TYPES = {
   RangeNotSatisfiable: 'retryable',
   StoreConfig: 'final',
   StoreUnfit: 'final',
+  StoreMismatch: 'final',
   // Leases and roots.
   LeaseLost: 'final',
   LeaseCorrupt: 'final',

@@ -25,10 +25,11 @@ import {
   type JobRef,
   type PublicationOutcome,
 } from '../protocol';
-import type { ObjectStore } from '../store';
+import { storeIdentity, type ObjectStore } from '../store';
 import { attemptStore } from '../store/attempt';
 import { attemptClock, keepLease } from './lease-keeper';
 import { recordFence } from './metrics';
+import type { StoreBound } from './store-binding';
 
 export interface CompactionDeps {
   readonly store: ObjectStore;
@@ -39,7 +40,7 @@ export interface CompactionDeps {
   readonly rootCodec: RootCodec;
 }
 
-export interface JobInput {
+export interface JobInput extends StoreBound {
   readonly namespaceId: string;
   readonly jobId: string;
 }
@@ -53,6 +54,8 @@ export interface WorkflowSettings {
   readonly publicationTimeoutMs: number;
   readonly operationDeadlineMs: number;
   readonly maxFencedRuns: number;
+  /** The worker's store ({@link storeIdentity}): a run started without naming one works on it. Absent in runs recorded before. */
+  readonly store?: string;
 }
 
 /** A job whose inputs `readGroup` fixed in its input manifest. */
@@ -99,6 +102,7 @@ export function createCompactionActivities(deps: CompactionDeps) {
         publicationTimeoutMs: timing.publicationBudgetMs + 4 * timing.operationDeadlineMs,
         operationDeadlineMs: timing.operationDeadlineMs,
         maxFencedRuns: settings.maxFencedRuns,
+        store: await storeIdentity(store),
       };
     },
 

@@ -6,7 +6,7 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { settingsFromEnv, type CompactionSettings } from '../config';
-import { objectStoreFromEnv, type ObjectStore } from '../store';
+import { objectStoreFromEnv, storeIdentityFromEnv, type ObjectStore } from '../store';
 import { temporalTarget, type TemporalTarget } from '../worker/connect';
 import { workerSetupFromEnv, type WorkerSetup, type WorkerSetupOverrides } from '../worker/setup';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
@@ -21,6 +21,8 @@ export interface CliContext {
    * Commands read or repair a store that exists; only the worker, which opens its own, creates one.
    */
   store(): Promise<ObjectStore>;
+  /** The store the environment names, recorded in the runs a command starts (undefined: named by neither setting, left to the workers). */
+  storeIdentity(): string | undefined;
   temporal(): TemporalTarget;
   client(): Promise<Client>;
   taskQueue(): string;
@@ -66,6 +68,7 @@ export function contextFromEnv(env: NodeJS.ProcessEnv = process.env, out: Output
     out,
     settings,
     store,
+    storeIdentity: () => storeIdentityFromEnv(env),
     temporal,
     client,
     taskQueue: () => taskQueueFromEnv(env),

@@ -8,6 +8,7 @@ import { EXIT_CODES_HELP, explainFailure, type ExitCode } from './exit-codes';
 import { addGcCommands } from './gc';
 import { addLeaseCommands } from './lease';
 import { addStoreCommands } from './store';
+import { addTemporalCommands } from './temporal';
 import { addWorkerCommand } from './worker';
 
 const CONFIGURATION_HELP = `
@@ -36,6 +37,7 @@ export function buildProgram(ctx: CliContext): Command {
   addLeaseCommands(program, ctx);
   addGcCommands(program, ctx);
   addStoreCommands(program, ctx);
+  addTemporalCommands(program, ctx);
   addWorkerCommand(program, ctx);
   return program;
 }

@@ -87,8 +87,11 @@ async function startTemporalDevServerOnce(opts: TemporalDevServerOptions): Promi
   }
   if (namespace !== 'default') args.push('--namespace', namespace);
   for (const [name, type] of Object.entries(searchAttributes)) args.push('--search-attribute', `${name}=${type}`);
-  // The version check phones home, which CI's network does not allow.
-  args.push('--dynamic-config-value', 'frontend.enableServerVersionCheck=false', '--log-level', 'warn');
+  // The version check phones home, which CI's network does not allow. A worker that stops sends
+  // ShutdownWorker; with polls cancelled on it, the server stops listing the worker's pollers at once
+  // instead of for about a minute, so a start on a queue whose worker just stopped is refused.
+  args.push('--dynamic-config-value', 'frontend.enableServerVersionCheck=false', '--dynamic-config-value', 'frontend.enableCancelWorkerPollsOnShutdown=true');
+  args.push('--log-level', 'warn');
 
   const server = await startServer({
     name: 'temporal',

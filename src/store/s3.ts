@@ -119,6 +119,24 @@ export function s3OptionsFromEnv(env: NodeJS.ProcessEnv = process.env): S3StoreO
   };
 }
 
+/**
+ * A bucket and the endpoint it is reached at, as runs record it: the endpoint given to the client, else
+ * the one the AWS SDK reads from the environment (`AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`), else none
+ * (AWS itself, where a bucket name is global). The URL is normalised: `http://h:9000/` and `http://h:9000` are one.
+ */
+export function s3Identity(bucket: string, endpoint: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  const url = endpoint ?? (env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS === 'true' ? undefined : env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL);
+  if (!url) return `s3://${bucket}`;
+  let normal = url;
+  try {
+    const parsed = new URL(url);
+    normal = `${parsed.protocol}//${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`;
+  } catch {
+    // Named as configured: the SDK will refuse it with its own error.
+  }
+  return `s3://${bucket} at ${normal}`;
+}
+
 export function createS3ObjectStore(options: S3StoreOptions): ObjectStore {
   return new S3ObjectStore(options);
 }
@@ -183,6 +201,11 @@ class S3ObjectStore implements ObjectStore {
     this.windowRequests = createLimiter(options.maxConcurrentReads ?? S3_DEFAULTS.maxConcurrentReads);
     this.deleteConcurrency = options.deleteConcurrency ?? 4;
     this.description = `s3://${this.bucket}`;
+  }
+
+  async identity(): Promise<string> {
+    const given = await this.client.config.endpoint?.();
+    return s3Identity(this.bucket, given ? `${given.protocol}//${given.hostname}${given.port ? `:${given.port}` : ''}${given.path}` : undefined);
   }
 
   async get(key: string, options: { maxBytes?: number } = {}): Promise<StoredObject> {

@@ -73,6 +73,12 @@ export interface GcOptions {
    * The clients record it when they start a pass, so it is fixed for the pass.
    */
   readonly collectorTaskQueue?: string;
+  /**
+   * The store the pass collects (its identity: S3 bucket and endpoint, or the embedded file), as the
+   * client that started it named it; unset, the store of the worker that runs its first workflow task.
+   * An activity reaching a worker bound to another store fails `StoreMismatch`, naming both.
+   */
+  readonly store?: string;
 }
 
 /** What a pass takes from its first worker, once: its rules, and the activity timeouts. */
@@ -82,6 +88,8 @@ export interface PassSetup {
   readonly timeouts: ActivitySettings;
   /** Where the pass's activities and per-namespace workflows run (see {@link GcOptions.collectorTaskQueue}). */
   readonly collectorTaskQueue?: string;
+  /** The store every activity of the pass names (see {@link GcOptions.store}). Absent in runs recorded before. */
+  readonly store?: string;
 }
 
 export interface GcInput extends GcOptions {
@@ -166,13 +174,15 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   const nowMs = input.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });
-  const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, manifestRetentionMs } = await gcSettings();
+  const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, manifestRetentionMs, store: workerStore } = await gcSettings();
   const { dryRun, prefixesPerPage, prefixConcurrency, keysPerFlush, namespaceConcurrency, collectorTaskQueue } = options;
   if (collectorTaskQueue !== undefined && (typeof collectorTaskQueue !== 'string' || collectorTaskQueue === '')) {
     invalidInput(`collectorTaskQueue must be a task queue name, not ${JSON.stringify(collectorTaskQueue)}`);
   }
+  const store = options.store ?? workerStore;
   return {
     ...(collectorTaskQueue !== undefined && { collectorTaskQueue }),
+    ...(store !== undefined && { store }),
     rules: {
       nowMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT,
       passId: newPassId(nowMs, workflowRandom),
@@ -208,7 +218,7 @@ function pageCollectionOf(err: ActivityFailure): PageCollection | undefined {
 /** Executes the plan's commands as activities, each with a summary naming what it touches. */
 function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
   const { short, long, page } = gcActivities(setup);
-  const input = <C extends CollectorCommand>(command: C): [CommandInput<C>] => [{ namespaceId: ns, rules: setup.rules, command }];
+  const input = <C extends CollectorCommand>(command: C): [CommandInput<C>] => [{ namespaceId: ns, rules: setup.rules, command, ...(setup.store !== undefined && { store: setup.store }) }];
   const prefix = (job: string) => jobPrefix(namespaceId(ns), job as Parameters<typeof jobPrefix>[1]);
   const execute = async (command: CollectorCommand): Promise<CollectorResult> => {
     switch (command.kind) {
@@ -328,7 +338,7 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
   for (;;) {
     const page = given
       ? pageOfGiven(given, after, rules.prefixesPerPage)
-      : await listNamespaces.executeWithOptions({ summary: 'list namespaces' }, [{ after, limit: rules.prefixesPerPage }]);
+      : await listNamespaces.executeWithOptions({ summary: 'list namespaces' }, [{ after, limit: rules.prefixesPerPage, ...(setup.store !== undefined && { store: setup.store }) }]);
     await inBatches(page.found, 1, setup.namespaceConcurrency, (batch) => Promise.all(batch.map(collectNamespace)));
     after = page.next;
     show(report, after === undefined ? (isIncomplete(report) ? 'incomplete' : 'done') : 'collecting');

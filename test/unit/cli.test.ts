@@ -15,6 +15,7 @@ import { runCli } from '../../src/cli/program';
 import { resolveSettings, SettingsError, TimingConfigError } from '../../src/config';
 import { InvalidKeyError, jobId, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
 import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease';
+import { SEARCH_ATTRIBUTE_KEYS } from '../../src/workflows/search-attributes';
 import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, StoreUnfitError, type ObjectStore } from '../../src/store';
 
 const settings = resolveSettings({ timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 3600 }, heartbeatTimeoutMs: 2000 });
@@ -55,6 +56,7 @@ async function cli(argv: string[], store?: ObjectStore, client?: Client, overrid
     out: { line: (t) => stdout.push(t), error: (t) => stderr.push(t) },
     settings: () => settings,
     store: async () => store ?? expect.fail('the command opened the store'),
+    storeIdentity: () => undefined,
     temporal: () => expect.fail('the command needed Temporal'),
     client: async () => client ?? expect.fail('the command connected to Temporal'),
     taskQueue: () => 'unit',
@@ -334,6 +336,10 @@ describe('cli operator paths', () => {
     expect(explainFailure(new ScheduleNotFoundError('…', 'compaction-gc')).line).toBe('no schedule compaction-gc: create it with `compaction-lease gc schedule ensure`');
   });
 
+  /** Every search attribute of the package, as the operator API lists a namespace's. */
+  const registeredAttributes = () =>
+    Object.fromEntries(SEARCH_ATTRIBUTE_KEYS.map((key) => [key.name, key.type === 'KEYWORD' ? 2 : key.type === 'INT' ? 3 : key.type === 'BOOL' ? 5 : expect.fail(key.type)]));
+
   /** A poller the server saw `agoMs` before now. */
   const poller = (identity: string, agoMs = 0) => ({ identity, lastAccessTime: msToTs(Date.now() - agoMs) });
 
@@ -343,18 +349,25 @@ describe('cli operator paths', () => {
    */
   const fakeClient = (pollers: ReturnType<typeof poller>[], result: () => Promise<unknown>, running?: { taskQueue: string }) => {
     const started: string[] = [];
+    const getHandle = (workflowId: string) => ({
+      describe: async () => {
+        if (!running) throw new WorkflowNotFoundError('not found', workflowId, undefined);
+        return { status: { name: 'RUNNING' }, taskQueue: running.taskQueue };
+      },
+    });
+    // A namespace with every search attribute, and a server that lists no worker heartbeats.
+    const workflowService = { describeTaskQueue: async () => ({ pollers }), listWorkers: async () => ({ workersInfo: [] }) };
+    const operatorService = { listSearchAttributes: async () => ({ customAttributes: registeredAttributes() }) };
     const client = {
       options: { namespace: 'default' },
+      connection: { workflowService, operatorService },
       workflow: {
-        start: async (_type: string, options: { workflowId: string }) => (started.push(options.workflowId), { workflowId: options.workflowId, firstExecutionRunId: 'run-1', result }),
-        getHandle: (workflowId: string) => ({
-          describe: async () => {
-            if (!running) throw new WorkflowNotFoundError('not found', workflowId, undefined);
-            return { status: { name: 'RUNNING' }, taskQueue: running.taskQueue };
-          },
-        }),
+        start: async (_type: string, options: { workflowId: string }) => (
+          started.push(options.workflowId), { workflowId: options.workflowId, firstExecutionRunId: 'run-1', result, client: { getHandle, workflowService, options: { namespace: 'default' } } }
+        ),
+        getHandle,
       },
-      workflowService: { describeTaskQueue: async () => ({ pollers }) },
+      workflowService,
     } as unknown as Client;
     return Object.assign(client, { started });
   };

@@ -23,11 +23,20 @@ function recordingClient({ polled = true, pollerAgoMs = 0 } = {}) {
       start: async (_type: string, options: { workflowId: string; taskQueue: string; args: unknown[] }) => (started.push(options), handle(options.workflowId)),
       getHandle: (workflowId: string) => ({ describe: () => Promise.reject(new WorkflowNotFoundError('not found', workflowId, undefined)) }),
     },
-    workflowService: { describeTaskQueue: async () => ({ pollers: !polled ? [] : [{ identity: 'w1', lastAccessTime: msToTs(Date.now() - pollerAgoMs) }] }) },
+    workflowService: {
+      describeTaskQueue: async () => ({ pollers: !polled ? [] : [{ identity: 'w1', lastAccessTime: msToTs(Date.now() - pollerAgoMs) }] }),
+      // A server that lists no worker heartbeats.
+      listWorkers: async () => ({ workersInfo: [] }),
+    },
+    // A Temporal namespace with every search attribute registered, by its type.
+    connection: { operatorService: { listSearchAttributes: async () => ({ customAttributes: Object.fromEntries(Object.entries(library.SEARCH_ATTRIBUTES).map(([name, type]) => [name, INDEXED_VALUE_TYPE[type]])) }) } },
     schedule: { create: async (options: { action: { taskQueue: string; args: unknown[] } }) => (started.push(options.action), { scheduleId: 's' }) },
   } as unknown as Client;
   return { client, started };
 }
+
+/** The operator API's enum values of the types the package uses. */
+const INDEXED_VALUE_TYPE: Partial<Record<library.SearchAttributeType, number>> = { Keyword: 2, Int: 3, Bool: 5 };
 
 afterEach(() => {
   vi.unstubAllEnvs();
