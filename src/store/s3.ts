@@ -188,6 +188,8 @@ class S3ObjectStore implements ObjectStore {
   private readonly windowBytes: number;
   private readonly windowRequests: Limiter;
   private readonly deleteConcurrency: number;
+  /** Whether the endpoint has answered any request of this store (a response, an error status included). */
+  private answered = false;
 
   constructor(options: S3StoreOptions) {
     this.bucket = options.bucket;
@@ -397,8 +399,11 @@ class S3ObjectStore implements ObjectStore {
       deadlineMs,
     );
     try {
-      return await request({ abortSignal: deadline.signal });
+      const out = await request({ abortSignal: deadline.signal });
+      this.answered = true;
+      return out;
     } catch (err) {
+      if ((err as SdkError).$metadata?.httpStatusCode !== undefined) this.answered = true;
       throw this.translate(err as SdkError, key, mode);
     } finally {
       clearTimeout(timer);
@@ -443,8 +448,10 @@ class S3ObjectStore implements ObjectStore {
     if (status === 409) return new ConflictError(key);
     if (status === 416 || name === 'InvalidRange') return new RangeNotSatisfiableError(key);
     if (CONNECTION_CODES.has(err.code ?? '') || CONNECTION_CODES.has(name)) {
+      // An endpoint that never answered this store is its configuration, whatever the first request was (the
+      // library's writer and readers open no probe first); once it has answered, the same error is an outage.
       const endpoint = 'AWS_ENDPOINT_URL_S3';
-      if (mode === 'probe') return new StoreConfigError(endpoint, `cannot reach the S3 endpoint (${reason}); check ${endpoint}`, { cause: err });
+      if (mode === 'probe' || !this.answered) return new StoreConfigError(endpoint, `cannot reach the S3 endpoint (${reason}); check ${endpoint}`, { cause: err });
     }
     if (status !== undefined && status >= 400 && status < 500 && !isTransient(err, status)) {
       return new StoreConfigError('request', `the store rejected a request for ${key}: ${reason}`, { cause: err });
