@@ -77,7 +77,12 @@ export class TemporalNamespaceNotFoundError extends Error {
   }
 }
 
-const grpcCode = (err: unknown): number | undefined => (isGrpcServiceError(err) ? err.code : undefined);
+/** The gRPC status of a failed call, from either connection (the client's, or a worker's native one). */
+const grpcCode = (err: unknown): number | undefined => {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'number' ? code : undefined;
+};
+const grpcDetails = (err: unknown): string => (isGrpcServiceError(err) ? err.details : err instanceof Error ? err.message : String(err));
 
 /**
  * Whether the namespace has every attribute of `attributes`, each with its type: through the operator
@@ -123,7 +128,7 @@ async function mismatchesByQuery(connection: ConnectionLike, namespace: string, 
         if (code === GRPC.notFound) throw new TemporalNamespaceNotFoundError(namespace);
         if (code !== GRPC.invalidArgument) throw err;
         // "invalid search attribute: X" for an unknown one; "invalid value type for search attribute X of type T" for another type.
-        const other = /of type (\w+)/.exec(isGrpcServiceError(err) ? err.details : '')?.[1];
+        const other = /of type (\w+)/.exec(grpcDetails(err))?.[1];
         return other ? { name, expected, registered: other as SearchAttributeType } : { name, expected };
       }
     }),

@@ -2,7 +2,7 @@
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { ScheduleNotFoundError, WorkflowFailedError, type Client } from '@temporalio/client';
+import { ScheduleNotFoundError, ServiceError, WorkflowFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, RetryState, WorkflowNotFoundError } from '@temporalio/common';
 import { msToTs } from '@temporalio/common/lib/time';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -15,7 +15,9 @@ import { runCli } from '../../src/cli/program';
 import { resolveSettings, SettingsError, TimingConfigError } from '../../src/config';
 import { InvalidKeyError, jobId, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
 import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease';
-import { SEARCH_ATTRIBUTE_KEYS } from '../../src/workflows/search-attributes';
+import { SearchAttributesMissingError } from '../../src/client/search-attributes';
+import { WorkflowTaskFailingError } from '../../src/client/waiting';
+import { registeredAttributes } from '../support/search-attributes';
 import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, StoreUnfitError, type ObjectStore } from '../../src/store';
 
 const settings = resolveSettings({ timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 3600 }, heartbeatTimeoutMs: 2000 });
@@ -143,6 +145,40 @@ describe('cli exit codes', () => {
 
   it('an unreachable Temporal names the setting to change', () => {
     expect(explainFailure(new TemporalUnreachableError('127.0.0.1:7233', false, new Error('refused'))).line).toContain('set TEMPORAL_ADDRESS');
+  });
+
+  /** A gRPC error as the client's connection throws it. */
+  const grpcError = (code: number, details: string) => Object.assign(new Error(`${code} ${details}`), { code, details, metadata: {} });
+
+  // Before, a refused start printed only "ServiceError: Failed to start Workflow" (exit 1): the reason was in its cause.
+  it('a start the server refused prints what it is, the server\'s status and its message: the SDK\'s ServiceError alone names neither', () => {
+    const refused = new ServiceError('Failed to start Workflow', { cause: grpcError(3, 'Namespace default has no mapping defined for search attribute CompactionGroup') });
+    expect(explainFailure(refused)).toEqual({
+      exitCode: ExitCode.usage,
+      line: 'Failed to start Workflow: Temporal refused it, INVALID_ARGUMENT: Namespace default has no mapping defined for search attribute CompactionGroup',
+    });
+    expect(explainFailure(new ServiceError('Failed to start Workflow', { cause: grpcError(7, 'Request unauthorized.') }))).toEqual({
+      exitCode: ExitCode.config,
+      line: 'Failed to start Workflow: Temporal refused it, PERMISSION_DENIED: Request unauthorized.',
+    });
+    expect(explainFailure(grpcError(3, 'invalid cron')).line).toBe('Temporal refused it, INVALID_ARGUMENT: invalid cron');
+  });
+
+  it('a namespace without the search attributes is a configuration error naming them and the command that registers them; a failing workflow task names its cause', () => {
+    const missing = explainFailure(new SearchAttributesMissingError('default', [{ name: 'GcIncomplete', expected: 'Bool' }]));
+    expect(missing.exitCode).toBe(ExitCode.config);
+    expect(missing.line).toBe(
+      'Temporal namespace default lacks the search attributes GcIncomplete (Bool) that this package\'s workflows set: register them with `compaction-lease temporal setup` ' +
+        '(self-hosted or dev server, TEMPORAL_NAMESPACE=default), or on Temporal Cloud `tcld namespace search-attributes add --namespace default.<account> --sa GcIncomplete=Bool`',
+    );
+    const retyped = explainFailure(new SearchAttributesMissingError('default', [{ name: 'GcDryRun', expected: 'Bool', registered: 'Keyword' }]));
+    expect(retyped.line).toMatch(/^Temporal namespace default has GcDryRun as Keyword, not Bool: a search attribute keeps its type, so remove it/);
+    const stuck = explainFailure(new WorkflowTaskFailingError('compaction:a:b', 'r1', 'BAD_SEARCH_ATTRIBUTES', 'BadSearchAttributes: no mapping for X', 2));
+    expect(stuck).toEqual({
+      exitCode: ExitCode.failed,
+      line: 'workflow compaction:a:b (run r1) stays Running: its workflow task failed 2 times in a row, BAD_SEARCH_ATTRIBUTES: BadSearchAttributes: no mapping for X; ' +
+        'register the search attributes (`compaction-lease temporal setup`, or `registerSearchAttributes`): the server retries the task and the run goes on',
+    });
   });
 });
 
@@ -335,10 +371,6 @@ describe('cli operator paths', () => {
     expect(explainFailure(err)).toEqual({ exitCode: ExitCode.notFound, line: 'no schedule nightly: create it with `compaction-lease gc schedule ensure --schedule-id nightly`' });
     expect(explainFailure(new ScheduleNotFoundError('…', 'compaction-gc')).line).toBe('no schedule compaction-gc: create it with `compaction-lease gc schedule ensure`');
   });
-
-  /** Every search attribute of the package, as the operator API lists a namespace's. */
-  const registeredAttributes = () =>
-    Object.fromEntries(SEARCH_ATTRIBUTE_KEYS.map((key) => [key.name, key.type === 'KEYWORD' ? 2 : key.type === 'INT' ? 3 : key.type === 'BOOL' ? 5 : expect.fail(key.type)]));
 
   /** A poller the server saw `agoMs` before now. */
   const poller = (identity: string, agoMs = 0) => ({ identity, lastAccessTime: msToTs(Date.now() - agoMs) });

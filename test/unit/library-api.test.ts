@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as library from '../../src';
 import { SettingsError } from '../../src/config';
 import type { GcReport } from '../../src/workflows/gc';
+import { registeredAttributes } from '../support/search-attributes';
 
 /**
  * A client whose `workflow.start` and `schedule.create` record their options and do nothing else; a
@@ -29,14 +30,11 @@ function recordingClient({ polled = true, pollerAgoMs = 0 } = {}) {
       listWorkers: async () => ({ workersInfo: [] }),
     },
     // A Temporal namespace with every search attribute registered, by its type.
-    connection: { operatorService: { listSearchAttributes: async () => ({ customAttributes: Object.fromEntries(Object.entries(library.SEARCH_ATTRIBUTES).map(([name, type]) => [name, INDEXED_VALUE_TYPE[type]])) }) } },
+    connection: { operatorService: { listSearchAttributes: async () => ({ customAttributes: registeredAttributes() }) } },
     schedule: { create: async (options: { action: { taskQueue: string; args: unknown[] } }) => (started.push(options.action), { scheduleId: 's' }) },
   } as unknown as Client;
   return { client, started };
 }
-
-/** The operator API's enum values of the types the package uses. */
-const INDEXED_VALUE_TYPE: Partial<Record<library.SearchAttributeType, number>> = { Keyword: 2, Int: 3, Bool: 5 };
 
 afterEach(() => {
   vi.unstubAllEnvs();
