@@ -13,8 +13,10 @@ import { describeWorkers, taskQueueWorkers, type PolledFor } from './workers';
 
 /** How often a wait that sees a run waiting for a worker says so again. */
 export const WAIT_REPORT_INTERVAL_MS = 30_000;
-/** How long a task may wait to be taken before the run counts as waiting for a worker. */
-const TAKEN_WITHIN_MS = 5_000;
+/** How long a task may wait to be taken before the run counts as waiting for a worker: a polling worker takes one within milliseconds. */
+const TAKEN_WITHIN_MS = 2_000;
+/** The first look comes sooner than the next ones: a run that cannot start says so at once. */
+const FIRST_LOOK_MS = 2_500;
 /** Open children described per look: a pass runs `namespaceConcurrency` of them at once (4 by default). */
 const CHILDREN_WATCHED = 8;
 
@@ -142,8 +144,8 @@ export interface WatchedRun {
 async function watchRun(client: WorkflowClient, run: WatchedRun, options: WaitOptions, signal: AbortSignal): Promise<never> {
   const { onWait = (line: string) => console.warn(line), watchIntervalMs = 5_000 } = options;
   let reportedAtMs = -Infinity;
-  for (;;) {
-    await sleep(watchIntervalMs, signal);
+  for (let looks = 0; ; looks++) {
+    await sleep(looks === 0 ? Math.min(FIRST_LOOK_MS, watchIntervalMs) : watchIntervalMs, signal);
     if (signal.aborted) return new Promise<never>(() => {});
     let waiting: Waiting[];
     try {

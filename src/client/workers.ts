@@ -44,6 +44,8 @@ export const DEFAULT_WORKER_TIMEOUT_MS = 5_000;
 const HEARTBEAT_SKEW_MS = 2_000;
 /** A running worker whose heartbeats stopped for this many of its intervals (plus the skew) has died. */
 const MISSED_HEARTBEATS = 3;
+/** How long a worker that stopped is named beside a queue nothing polls: as long as the server lists a stopped worker's pollers. */
+const STOPPED_NAMED_FOR_MS = 5 * 60_000;
 
 /** A worker the server lists as polling within the window that has since stopped: its own last heartbeat said so, or its heartbeats ceased. */
 export interface StoppedWorker {
@@ -88,13 +90,19 @@ export interface HeartbeatSeen {
  * Which pollers are live at `nowMs`: seen within the window, and not outlived by their worker. A
  * poller whose identity's newest heartbeat says it stopped is not live, unless it polled after that
  * heartbeat (a new worker under the same identity); nor is one whose worker, still "running", missed
- * {@link MISSED_HEARTBEATS} heartbeats, unless it polled since.
+ * {@link MISSED_HEARTBEATS} heartbeats, unless it polled since. Workers whose heartbeat says they
+ * stopped in the last five minutes are named among the stopped, listed as pollers or not.
  */
 export function judgePollers(pollers: readonly PollerSeen[], heartbeats: readonly HeartbeatSeen[], nowMs: number): Pick<TaskQueueWorkers, 'live' | 'stopped'> {
   const newest = new Map<string, HeartbeatSeen>();
   for (const h of heartbeats) if ((newest.get(h.identity)?.heartbeatMs ?? -Infinity) < h.heartbeatMs) newest.set(h.identity, h);
   const live: string[] = [];
   const stopped: StoppedWorker[] = [];
+  // A worker that stopped may already be gone from the pollers (a server that cancels polls on ShutdownWorker): its heartbeat still tells.
+  const polling = new Set(pollers.filter((p) => p.lastAccessMs >= nowMs - LIVE_POLLER_WINDOW_MS).map((p) => p.identity));
+  for (const beat of newest.values()) {
+    if (!beat.running && !polling.has(beat.identity) && beat.heartbeatMs >= nowMs - STOPPED_NAMED_FOR_MS) stopped.push({ identity: beat.identity, how: 'stopped', atMs: beat.heartbeatMs });
+  }
   for (const p of pollers) {
     if (p.lastAccessMs < nowMs - LIVE_POLLER_WINDOW_MS) continue;
     const beat = newest.get(p.identity);
