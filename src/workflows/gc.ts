@@ -127,7 +127,15 @@ const historyIsLong = (): boolean => {
   return info.continueAsNewSuggested || info.historyLength > HISTORY_EVENTS_PER_RUN;
 };
 
-const message = (err: unknown): string => (err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err));
+/**
+ * The message of the failure that names the cause: a namespace's failure wraps its activity's, which
+ * wraps the application failure a typed error became (whose own causes are lower-level errors).
+ */
+const message = (err: unknown): string => {
+  let named = err;
+  while (!(named instanceof ApplicationFailure) && named instanceof Error && named.cause instanceof Error) named = named.cause;
+  return named instanceof Error ? named.message : String(err);
+};
 
 function invalidInput(reason: string): never {
   throw ApplicationFailure.nonRetryable(reason, 'InvalidInput');
