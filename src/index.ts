@@ -187,11 +187,15 @@ export {
   type RootState,
 } from './root';
 export { readRoot, readRootIfAny, RootMissingError, updateRoot, type ReadRoot, type RootWriteOptions } from './protocol/root-io';
+export { EmptyCompactionError } from './protocol/publication';
+export { LeaseCorruptError } from './lease/codec';
+export { InputChangedError } from './compactor/inputs';
+export { StoreMismatchError } from './activities/store-binding';
 
 // Segments: the reference format, its writer and its readers (docs/formats.md, docs/readers.md).
 export { MAX_SEGMENT_LINE_BYTES, SEGMENT_EXTENSION, SegmentCorruptError, type SegmentRecord } from './segments/format';
 export { DEFAULT_SEGMENT_FORMAT_VERSION, SEGMENT_FORMAT_VERSIONS, type SegmentFormatVersion } from './segments/versions';
-export { writeInputSegment, WriterBudgetExceededError, type WriterOptions } from './writer';
+export { InvalidSegmentInputError, writeInputSegment, WriterBudgetExceededError, type WriterOptions } from './writer';
 export { lookupRecord, readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupSnapshot, type LiveRecord } from './reader';
 
 // A format's compactor (docs/plugins.md) and the conformance kit.
