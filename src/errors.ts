@@ -113,5 +113,5 @@ export function bounded(text: string, limit = QUOTE_LIMIT): string {
   return `${text.slice(0, limit)}… (${text.length} characters, digest ${digestOf(text)})`;
 }
 
-/** `text` as a JSON string literal for a message, {@link bounded} first. */
-export const quoted = (text: string): string => JSON.stringify(bounded(text));
+/** `text` as a JSON string literal for a message, {@link bounded} first (to `limit` characters). */
+export const quoted = (text: string, limit = QUOTE_LIMIT): string => JSON.stringify(bounded(text, limit));
