@@ -6,7 +6,9 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { settingsFromEnv, type CompactionSettings } from '../config';
+import { jsonRootCodec, type RootCodec } from '../root';
 import { objectStoreFromEnv, storeIdentityFromEnv, type ObjectStore } from '../store';
+import { configuredFormat } from '../worker/format-module';
 import { temporalTarget, type TemporalTarget } from '../worker/connect';
 import { workerSetupFromEnv, type WorkerSetup, type WorkerSetupOverrides } from '../worker/setup';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
@@ -23,6 +25,8 @@ export interface CliContext {
   store(): Promise<ObjectStore>;
   /** The store the environment names, recorded in the runs a command starts (undefined: named by neither setting, left to the workers). */
   storeIdentity(): string | undefined;
+  /** How roots are read: `COMPACTION_FORMAT_MODULE`'s `rootCodec`, else the package's `root.json`. */
+  rootCodec(): Promise<RootCodec>;
   temporal(): TemporalTarget;
   client(): Promise<Client>;
   taskQueue(): string;
@@ -69,6 +73,7 @@ export function contextFromEnv(env: NodeJS.ProcessEnv = process.env, out: Output
     settings,
     store,
     storeIdentity: () => storeIdentityFromEnv(env),
+    rootCodec: once(async () => (await configuredFormat(env))?.rootCodec ?? jsonRootCodec),
     temporal,
     client,
     taskQueue: () => taskQueueFromEnv(env),

@@ -185,7 +185,8 @@ describe('compaction-lease CLI', () => {
     const why = await cli('gc', 'why', staged);
     expect(why.code, why.stderr).toBe(0);
     expect(why.stdout).toContain(pass);
-    expect(why.stdout).toMatch(/claimed_prefix +lease active, heartbeat/);
+    // What the claim saw: an expired lease this pass claimed (its stored status, "active", read as a live job's).
+    expect(why.stdout).toMatch(/claimed_prefix +lease expired \(heartbeat \S+\), claimed by this pass/);
     const never = await cli('gc', 'why', leaseKey(other, newJobId()));
     expect(never.code).toBe(3);
     expect(never.stderr).toMatch(/no manifest names/);

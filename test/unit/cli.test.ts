@@ -13,10 +13,12 @@ import { parseCron } from '../../src/cli/gc-schedule';
 import { prefixStatus } from '../../src/cli/lease';
 import { runCli } from '../../src/cli/program';
 import { resolveSettings, SettingsError, TimingConfigError } from '../../src/config';
-import { InvalidKeyError, jobId, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
+import { familyGroup, InvalidKeyError, jobId, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
 import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease';
 import { SearchAttributesMissingError } from '../../src/client/search-attributes';
 import { WorkflowTaskFailingError } from '../../src/client/waiting';
+import { updateRoot } from '../../src/protocol';
+import { addSegments, jsonRootCodec } from '../../src/root';
 import { registeredAttributes } from '../support/search-attributes';
 import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, StoreUnfitError, type ObjectStore } from '../../src/store';
 
@@ -59,6 +61,7 @@ async function cli(argv: string[], store?: ObjectStore, client?: Client, overrid
     settings: () => settings,
     store: async () => store ?? expect.fail('the command opened the store'),
     storeIdentity: () => undefined,
+    rootCodec: async () => jsonRootCodec,
     temporal: () => expect.fail('the command needed Temporal'),
     client: async () => client ?? expect.fail('the command connected to Temporal'),
     taskQueue: () => 'unit',
@@ -234,6 +237,38 @@ describe('cli lease reads', () => {
     expect(run.code).toBe(ExitCode.notFound);
     expect(run.stderr).toHaveLength(1);
     expect(run.stderr[0]).toContain('1 objects (10 bytes) remain');
+  });
+
+  /** A job whose staged segment the namespace root names: it published. */
+  const publishJob = async (store: ObjectStore, job: MetadataCompactionId) => {
+    const output = stagedSegmentKey(ns, job, newSegmentId(), 'mseg');
+    await store.put(output, new Uint8Array(10));
+    await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'inputs'), new Uint8Array(5));
+    await updateRoot(store, ns, (root) => addSegments(root, familyGroup('g'), [output]), jsonRootCodec);
+    return output;
+  };
+
+  // Before, a published job read "active", then "orphaned" once its lease was gone, and show said the collector would reclaim its outputs.
+  it('a job whose outputs the root names is published, live lease or none, and show says which of its objects stay and which go', async () => {
+    const store = embeddedStore();
+    const job = await writeLease(store);
+    await publishJob(store, job);
+    const shown = JSON.parse((await cli(['lease', 'show', ns, job, '--json'], store)).stdout.join('\n'));
+    expect(shown).toMatchObject({ status: 'published', leaseStatus: 'active', live: true, published: { current: 1, retired: 0 }, objects: { count: 3 } });
+    const text = await cli(['lease', 'show', ns, job], store);
+    expect(text.stdout).toContain(`status     published, lease active (live) at ${new Date(NOW).toISOString()}`);
+    expect(text.stdout.find((l) => l.startsWith('objects'))).toMatch(/: 1 of them named by the namespace root \(1 current, 0 retired and kept for readers\): they stay while it names them; the collector reclaims the other 2 once no live lease owns them$/);
+    const orphan = await writeLease(store, newJobId(), NOW - expiry - 1);
+    const listed = JSON.parse((await cli(['lease', 'list', '--json'], store)).stdout.join('\n')) as { jobId: string; status: string; leaseStatus: string }[];
+    expect(listed.map(({ jobId: j, status, leaseStatus }) => [j, status, leaseStatus]).sort()).toEqual([[job, 'published', 'active'], [orphan, 'expired', 'expired']].sort());
+    expect(JSON.parse((await cli(['lease', 'list', '--status', 'published', '--json'], store)).stdout.join('\n'))).toEqual([expect.objectContaining({ jobId: job })]);
+
+    // Its lease claimed and deleted by the collector: published still, and show no longer says the collector reclaims its outputs.
+    await store.deleteMany([leaseKey(ns, job)]);
+    expect(JSON.parse((await cli(['lease', 'list', '--json'], store)).stdout.join('\n'))).toContainEqual(expect.objectContaining({ jobId: job, status: 'published', leaseStatus: 'orphaned' }));
+    const gone = await cli(['lease', 'show', ns, job], store);
+    expect(gone.code).toBe(ExitCode.notFound);
+    expect(gone.stderr[0]).toMatch(/remain under \S+, 1 of them named by the namespace root \(1 current, 0 retired and kept for readers\): they stay while it names them; the collector reclaims the other 1 once/);
   });
 
   it('lease show --json gives the decoded lease, live at now, and the objects under the prefix', async () => {
