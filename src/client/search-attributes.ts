@@ -60,6 +60,7 @@ export interface SearchAttributeMismatch {
 /** How the namespace was asked: its operator API (self-hosted, dev server), or visibility queries where that API is refused (Temporal Cloud). */
 export type SearchAttributeSource = 'operator API' | 'visibility queries';
 
+/** What {@link checkSearchAttributes} found in a Temporal namespace: an empty `mismatches` means every attribute is there with its type. */
 export interface SearchAttributeCheck {
   readonly namespace: string;
   readonly mismatches: readonly SearchAttributeMismatch[];
