@@ -158,13 +158,19 @@ describe('Temporal set-up checked before work', () => {
       expect(run.ms).toBeLessThan(10_000);
     });
 
-    it('`gc run --wait` exits 4 within 10 s, and a worker refuses to start there, both naming the missing attributes', { timeout: 60_000 }, async () => {
-      const [gc, worker] = await Promise.all([cli(namespace, ['gc', 'run', '--wait']), cli(namespace, ['worker'])]);
-      for (const run of [gc, worker]) {
+    it('`gc run --wait`, `gc schedule ensure` and `trigger` exit 4 within 10 s, and a worker refuses to start there, all naming the missing attributes', { timeout: 60_000 }, async () => {
+      const [gc, ensure, trigger, worker] = await Promise.all([
+        cli(namespace, ['gc', 'run', '--wait']),
+        cli(namespace, ['gc', 'schedule', 'ensure']),
+        cli(namespace, ['gc', 'schedule', 'trigger']),
+        cli(namespace, ['worker']),
+      ]);
+      for (const run of [gc, ensure, trigger, worker]) {
         expect(run.code, run.stderr).toBe(4);
         expect(run.stderr).toMatch(/lacks the search attributes CompactionNamespace \(Keyword\), .*`compaction-lease temporal setup`/);
       }
       expect(gc.ms).toBeLessThan(10_000);
+      await expect(new Client({ connection: client.connection, namespace }).schedule.getHandle('compaction-gc').describe()).rejects.toThrow(/not found/i);
     });
 
     it('a compaction started anyway stays Running on BAD_SEARCH_ATTRIBUTES; compactionResult ends within 10 s of the failure, naming it', { timeout: 120_000 }, async () => {
