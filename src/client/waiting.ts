@@ -71,21 +71,31 @@ interface Waiting {
   readonly sinceMs: number;
 }
 
-/** The failure of the run's last failed workflow task, from its history. */
-async function lastTaskFailure(client: WorkflowClient, workflowId: string, runId: string): Promise<{ cause: string; message: string }> {
+/**
+ * Causes the server fails a workflow task for on its own account and retries at once (new events
+ * arrived, a sticky worker left, a reset): none says the workflow or the namespace is at fault.
+ */
+const TRANSIENT_CAUSES = new Set(['UNHANDLED_COMMAND', 'RESET_STICKY_TASK_QUEUE', 'RESET_WORKFLOW', 'FORCE_CLOSE_COMMAND', 'FAILOVER_CLOSE_COMMAND']);
+
+/**
+ * How the run's last workflow task ended, from its history, when it failed: the server writes the
+ * first failure of a series (later attempts only count). Undefined when the last one completed or
+ * timed out (a worker that died holding it: the task waits for another worker, which the wait reports).
+ */
+async function lastTaskFailure(client: WorkflowClient, workflowId: string, runId: string): Promise<{ cause: string; message: string } | undefined> {
   const { events } = await client.getHandle(workflowId, runId).fetchHistory();
-  const failed = [...(events ?? [])].reverse().find((e) => e.workflowTaskFailedEventAttributes)?.workflowTaskFailedEventAttributes;
-  const cause = WorkflowTaskFailedCause[failed?.cause ?? 0]?.replace('WORKFLOW_TASK_FAILED_CAUSE_', '') ?? 'UNSPECIFIED';
-  return { cause, message: failed?.failure?.message ?? 'no failure recorded in its history' };
+  const last = [...(events ?? [])].reverse().find((e) => e.workflowTaskFailedEventAttributes || e.workflowTaskTimedOutEventAttributes || e.workflowTaskCompletedEventAttributes);
+  const failed = last?.workflowTaskFailedEventAttributes;
+  if (!failed) return undefined;
+  const cause = WorkflowTaskFailedCause[failed.cause ?? 0]?.replace('WORKFLOW_TASK_FAILED_CAUSE_', '') ?? 'UNSPECIFIED';
+  return TRANSIENT_CAUSES.has(cause) ? undefined : { cause, message: failed.failure?.message ?? 'no message recorded' };
 }
 
-/** Throws {@link WorkflowTaskFailingError} when the run's workflow task is on its second attempt or later; else what of it waits for a worker. */
+/** Throws {@link WorkflowTaskFailingError} when the run's workflow task failed and is on its second attempt or later; else what of it waits for a worker. */
 async function lookAt(client: WorkflowClient, run: Description, activityQueue: string | undefined, nowMs: number): Promise<Waiting[]> {
   const task = run.raw.pendingWorkflowTask;
-  if ((task?.attempt ?? 0) >= 2) {
-    const { cause, message } = await lastTaskFailure(client, run.workflowId, run.runId);
-    throw new WorkflowTaskFailingError(run.workflowId, run.runId, cause, message, task?.attempt ?? 2);
-  }
+  const failing = (task?.attempt ?? 0) >= 2 ? await lastTaskFailure(client, run.workflowId, run.runId) : undefined;
+  if (failing) throw new WorkflowTaskFailingError(run.workflowId, run.runId, failing.cause, failing.message, task?.attempt ?? 2);
   const waiting: Waiting[] = [];
   const scheduledMs = optionalTsToMs(task?.scheduledTime);
   if (task?.state === PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED && scheduledMs !== undefined && nowMs - scheduledMs > TAKEN_WITHIN_MS) {
