@@ -1,11 +1,12 @@
 /**
  * A run works on one store: the one it was started against (the client's `COMPACTION_S3_BUCKET` and
  * endpoint, or its embedded file), else the store of the worker that ran its first workflow task. Its
- * activities carry that store's identity, and a worker bound to another store refuses them, naming
- * both, instead of reading a root that is not there or collecting the wrong bucket.
+ * activities carry that store's identity, and a worker bound to another store (another bucket or
+ * file: see {@link sameStore}) refuses them, naming both, instead of reading a root that is not there
+ * or collecting the wrong bucket.
  */
 import { TypedError } from '../errors';
-import { storeIdentity, type ObjectStore } from '../store';
+import { sameStore, storeIdentity, type ObjectStore } from '../store';
 
 /** An activity of a run recorded against one store reached a worker bound to another: workers of one task queue serve one store. */
 export class StoreMismatchError extends TypedError {
@@ -34,7 +35,6 @@ export interface StoreBound {
  * another store than `store`'s identity fails with {@link StoreMismatchError} before the activity runs.
  */
 export function withStoreBinding<T extends Record<string, (...args: never[]) => Promise<unknown>>>(activities: T, store: ObjectStore, unbound: readonly string[]): T {
-  let identity: Promise<string> | undefined;
   const wrapped: Record<string, unknown> = {};
   for (const [name, fn] of Object.entries(activities)) {
     wrapped[name] = unbound.includes(name)
@@ -42,8 +42,8 @@ export function withStoreBinding<T extends Record<string, (...args: never[]) => 
       : async (...args: never[]) => {
           const runStore = (args[0] as StoreBound | undefined)?.store;
           if (runStore !== undefined) {
-            const workerStore = await (identity ??= storeIdentity(store));
-            if (runStore !== workerStore) throw new StoreMismatchError(runStore, workerStore);
+            const workerStore = await storeIdentity(store);
+            if (!sameStore(runStore, workerStore)) throw new StoreMismatchError(runStore, workerStore);
           }
           return fn(...args);
         };

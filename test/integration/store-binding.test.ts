@@ -4,16 +4,17 @@
  * StoreMismatch naming both, where it used to read a root that is not there ("root … does not exist",
  * naming neither store) or collect the wrong bucket.
  */
+import { S3Client } from '@aws-sdk/client-s3';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compactionResult, runGcPass, startCompaction } from '../../src/client';
 import { namespaceId } from '../../src/keys';
 import { updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
-import { storeIdentity, storeIdentityFromEnv } from '../../src/store';
+import { createS3ObjectStore, storeIdentity, storeIdentityFromEnv } from '../../src/store';
 import { runCliProcess } from '../support/cli-process';
 import { makeInputs, writeInputs } from '../support/records';
-import { openTestStore, type TestStore } from '../support/stores';
+import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 import { connectClient, failureOf, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
 import { environmentFor } from '../support/worker-process';
 
@@ -70,6 +71,24 @@ describe('a run bound to the store it was started against', () => {
     );
     for (const end of ends) {
       expect([end]).toEqual([expect.stringMatching(new RegExp(`^(published|StoreMismatch: the run works on ${identityA.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}, but this worker is bound to ${identityB.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}.*)$`))]);
+    }
+  });
+
+  it('a worker reaching bucket A at another endpoint of the same server (localhost, not 127.0.0.1) serves runs started against A: one bucket is one store', { timeout: 60_000 }, async () => {
+    const endpoint = a.endpoint!.endpoint.replace('127.0.0.1', 'localhost');
+    const viaLocalhost = createS3ObjectStore({ bucket: a.bucket!, client: new S3Client(s3ClientConfig({ ...a.endpoint!, endpoint })) });
+    const worker = await startTestWorker(viaLocalhost, quickExpirySettings, uniqueId('localhost-tq'));
+    try {
+      // The setup: the two identities differ, by their endpoints alone (compared whole, they failed this run StoreMismatch).
+      expect(await storeIdentity(viaLocalhost)).toBe(identityA.replace('127.0.0.1', 'localhost'));
+      expect(await storeIdentity(viaLocalhost)).not.toBe(identityA);
+      const ns = namespaceId(uniqueId('same-bucket').toLowerCase());
+      await writeInputs(a.store, ns, 'inodes', makeInputs(2, 20));
+      const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: worker.taskQueue, store: identityA });
+      expect((await compactionResult(handle, { onWait: () => {} })).outcome).toBe('published');
+    } finally {
+      await worker.stop();
+      await viaLocalhost.close();
     }
   });
 
