@@ -9,11 +9,12 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { Client } from '@temporalio/client';
+import { Client, ServiceError } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createActivities } from '../../src/activities';
+import { explainFailure } from '../../src/cli/exit-codes';
 import { compactionResult, gcPassResult, type GcPassHandle } from '../../src/client';
 import { checkSearchAttributes, SEARCH_ATTRIBUTES, searchAttributeCommands } from '../../src/client/search-attributes';
 import { WorkflowTaskFailingError } from '../../src/client/waiting';
@@ -21,6 +22,7 @@ import { referenceCompactor } from '../../src/compactor';
 import { temporalCliPath } from '../../src/devservers';
 import { jsonRootCodec } from '../../src/root';
 import { createEmbeddedObjectStore, type ObjectStore } from '../../src/store';
+import { CompactionGroup, CompactionNamespace } from '../../src/workflows/search-attributes';
 import { runCliProcess, type CliRun } from '../support/cli-process';
 import { connectClient, freshTemporalNamespace, quickExpirySettings, uniqueId, workflowBundle } from '../support/temporal';
 
@@ -171,6 +173,19 @@ describe('Temporal set-up checked before work', () => {
       }
       expect(gc.ms).toBeLessThan(10_000);
       await expect(new Client({ connection: client.connection, namespace }).schedule.getHandle('compaction-gc').describe()).rejects.toThrow(/not found/i);
+    });
+
+    // Before, the CLI printed this refusal as "ServiceError: Failed to start Workflow": the server's reason was only in its cause.
+    it('a start the server refuses, as it did before the check (its search attributes unknown), is explained by its status and message', { timeout: 60_000 }, async () => {
+      const scoped = new Client({ connection: client.connection, namespace });
+      const refused = await scoped.workflow
+        .start('compactionWorkflow', {
+          workflowId: uniqueId('refused'), taskQueue: uniqueId('refused-tq'), args: [{ namespaceId: 'tenant-7', group: 'inodes' }],
+          typedSearchAttributes: [{ key: CompactionNamespace, value: 'tenant-7' }, { key: CompactionGroup, value: 'inodes' }],
+        })
+        .then(() => undefined, (e: unknown) => e);
+      expect(refused).toBeInstanceOf(ServiceError);
+      expect(explainFailure(refused).line).toMatch(/^Failed to start Workflow: Temporal refused it, INVALID_ARGUMENT: .*search attribute Compaction(Namespace|Group)/);
     });
 
     it('a compaction started anyway stays Running on BAD_SEARCH_ATTRIBUTES; compactionResult ends within 10 s of the failure, naming it', { timeout: 120_000 }, async () => {
