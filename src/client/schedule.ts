@@ -6,7 +6,7 @@
  */
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleDescription, type ScheduleHandle } from '@temporalio/client';
 import type { Duration } from '@temporalio/common';
-import { storeIdentityFromEnv } from '../store';
+import { sameStore, storeIdentityFromEnv } from '../store';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
 import type { GcOptions, gcWorkflow } from '../workflows/gc';
 import { requireSearchAttributes } from './search-attributes';
@@ -49,11 +49,14 @@ export interface GcScheduleOwner {
 const ownerText = (o: GcScheduleOwner): string =>
   `task queue ${o.taskQueue}${o.collectorTaskQueue === o.taskQueue ? '' : ` (collector task queue ${o.collectorTaskQueue})`}${o.store ? `, store ${o.store}` : ''}`;
 
-/** Whether `requested` would move the schedule of `existing` to other workers or another store; a store either side leaves unnamed is not a difference. */
+/**
+ * Whether `requested` would move the schedule of `existing` to other workers or another store; a store
+ * either side leaves unnamed is not a difference, nor one bucket named at another endpoint (the workers' own rule).
+ */
 const otherOwner = (existing: GcScheduleOwner, requested: GcScheduleOwner): boolean =>
   existing.taskQueue !== requested.taskQueue ||
   existing.collectorTaskQueue !== requested.collectorTaskQueue ||
-  (existing.store !== undefined && requested.store !== undefined && existing.store !== requested.store);
+  (existing.store !== undefined && requested.store !== undefined && !sameStore(existing.store, requested.store));
 
 /**
  * The schedule exists and starts its passes on other queues, or for another store, than asked: it is

@@ -38,6 +38,10 @@ describe("the collector's schedule belongs to one deployment", () => {
     await expect(otherCollector).rejects.toThrow(/not on task queue deployment-a \(collector task queue gc-b\)/);
     expect(await passOf()).toMatchObject({ taskQueue: 'deployment-a', args: [{ store: 's3://a', dryRun: true }] });
 
+    // One bucket named at another endpoint is the same store, as the workers judge it: updated in place.
+    await ensureGcSchedule(client, { scheduleId, every: '2h', taskQueue: 'deployment-a', pass: { store: 's3://a at http://localhost:9000', dryRun: true } });
+    expect(await passOf()).toMatchObject({ taskQueue: 'deployment-a', args: [{ store: 's3://a at http://localhost:9000', dryRun: true }] });
+
     await ensureGcSchedule(client, { scheduleId, every: '1h', taskQueue: 'deployment-b', pass: { store: 's3://b' }, replace: true });
     expect(await passOf()).toMatchObject({ taskQueue: 'deployment-b', args: [{ store: 's3://b', collectorTaskQueue: 'deployment-b' }] });
   });
