@@ -18,6 +18,7 @@ export const FAILURE_TYPES = {
   RangeNotSatisfiable: 'retryable',
   StoreConfig: 'final',
   StoreUnfit: 'final',
+  StoreMismatch: 'final',
   // Leases and roots.
   LeaseLost: 'final',
   LeaseCorrupt: 'final',
@@ -117,5 +118,5 @@ export function bounded(text: string, limit = QUOTE_LIMIT): string {
   return `${text.slice(0, limit)}… (${text.length} characters, digest ${digestOf(text)})`;
 }
 
-/** `text` as a JSON string literal for a message, {@link bounded} first. */
-export const quoted = (text: string): string => JSON.stringify(bounded(text));
+/** `text` as a JSON string literal for a message, {@link bounded} first (to `limit` characters). */
+export const quoted = (text: string, limit = QUOTE_LIMIT): string => JSON.stringify(bounded(text, limit));

@@ -60,27 +60,47 @@ export {
 
 // Starting and watching work from the metadata service.
 export { connectClientFromEnv } from './client/connect';
-export { compactionWorkflowId, startCompaction, type StartCompactionOptions } from './client';
+export { compactionResult, compactionWorkflowId, startCompaction, type CompactionHandle, type StartCompactionOptions } from './client';
 export { gcPassResult, runGcPass, startGcPass, type GcPassHandle, type GcPassOptions, type GcPassResult } from './client/gc-pass';
 export {
   DEFAULT_GC_SCHEDULE_ID,
   describeGcSchedule,
   ensureGcSchedule,
+  GcScheduleOwnedError,
   pauseGcSchedule,
   triggerGcPass,
   unpauseGcSchedule,
   type GcCadence,
   type GcScheduleOptions,
+  type GcScheduleOwner,
 } from './client/schedule';
-export { registerSearchAttributes, SEARCH_ATTRIBUTES, type SearchAttributeType } from './client/search-attributes';
+export {
+  checkSearchAttributes,
+  cloudSearchAttributeCommand,
+  registerSearchAttributes,
+  requireSearchAttributes,
+  SEARCH_ATTRIBUTES,
+  searchAttributeCommands,
+  SearchAttributesMissingError,
+  TemporalNamespaceNotFoundError,
+  type SearchAttributeCheck,
+  type SearchAttributeMismatch,
+  type SearchAttributeSource,
+  type SearchAttributeType,
+} from './client/search-attributes';
+export { WAIT_REPORT_INTERVAL_MS, WorkflowTaskFailingError, type WaitOptions } from './client/waiting';
 export {
   DEFAULT_WORKER_TIMEOUT_MS,
   LIVE_POLLER_WINDOW_MS,
   NoWorkerPollingError,
+  taskQueueWorkers,
   waitForWorker,
   type PolledFor,
+  type StoppedWorker,
+  type TaskQueueWorkers,
   type WaitForWorkerOptions,
   type WorkerCheckOptions,
+  type WorkflowServiceClient,
 } from './client/workers';
 export type { CompactionInput, CompactionOutcomeName, CompactionPhase, CompactionResult, LeaseView } from './workflows/compaction';
 export type { GcInput, GcOptions, GcPassReport, PassSetup } from './workflows/gc';
@@ -105,7 +125,7 @@ export {
   type StoreCheckMode,
 } from './worker';
 export { startWorkerFromEnv, type StartWorkerFromEnvOptions, type StartWorkerOptions, type WorkerFromEnv } from './worker/from-env';
-export { installRuntime, LOG_LEVEL_ENV, METRICS_ENV } from './worker/runtime';
+export { installRuntime, LOG_LEVEL_ENV, METRICS_ENV, requireOneTemporalRuntime, WORKER_HEARTBEAT_INTERVAL_MS } from './worker/runtime';
 export { temporalTarget, type TemporalTarget } from './worker/connect';
 export { COLLECTOR_TASK_QUEUE_ENV, collectorTaskQueueFromEnv, DEFAULT_TASK_QUEUE, roleTaskQueueFromEnv, TASK_QUEUE_ENV, taskQueueFromEnv } from './worker/task-queue';
 export { FORMAT_MODULE_ENV, FormatModuleError, loadFormatModule, type FormatModule } from './worker/format-module';
@@ -120,6 +140,7 @@ export {
   PreconditionFailedError,
   StoreConfigError,
   StoreError,
+  storeIdentity,
   StoreUnavailableError,
   type BucketVersioning,
   type DeleteFailure,
@@ -141,6 +162,7 @@ export {
   requireFitStore,
   S3_ENV,
   s3OptionsFromEnv,
+  storeIdentityFromEnv,
   STORE_PROPERTIES,
   StoreUnfitError,
   verifyStore,
@@ -167,6 +189,10 @@ export {
   type RootState,
 } from './root';
 export { readRoot, readRootIfAny, RootMissingError, updateRoot, type ReadRoot, type RootWriteOptions } from './protocol/root-io';
+export { EmptyCompactionError } from './protocol/publication';
+export { LeaseCorruptError } from './lease/codec';
+export { InputChangedError } from './compactor/inputs';
+export { StoreMismatchError } from './activities/store-binding';
 
 // Segments: the reference format, its writer and its readers (docs/formats.md, docs/readers.md).
 export { MAX_SEGMENT_LINE_BYTES, SEGMENT_EXTENSION, SegmentCorruptError, type SegmentRecord } from './segments/format';

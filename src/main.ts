@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { Command } from 'commander';
-import { DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, runGcPass, startCompaction } from './client';
+import { compactionResult, DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, runGcPass, startCompaction } from './client';
 import type { LeasedProgress } from './activities/compaction';
 import type { CompactionProgress } from './compactor';
 import { resolveSettings, SETTINGS_ENV, SettingsError, settingsFromEnv, shrunkTiming, TIMING_ENV, WORKER_ROLE_ENV } from './config';
@@ -87,7 +87,8 @@ async function main(): Promise<void> {
   else await seedDemoNamespace(store, settings.timing.writerBudgetMs);
   const handle = await startCompaction(client, { namespaceId: DEMO_NAMESPACE, group: DEMO_GROUP, taskQueue });
   console.log(`compaction ${handle.workflowId}: ${uiUrl}/namespaces/${target.namespace}/workflows/${encodeURIComponent(handle.workflowId)}`);
-  const done = handle.result();
+  // A run that waits for a worker, or whose workflow task keeps failing, says so instead of waiting in silence.
+  const done = compactionResult(handle);
   let last = '';
   let finished = false;
   // One poll at a time, and the last one awaited: a query still retrying once the client closes would throw from its timer.

@@ -28,10 +28,11 @@ import {
   type PublicationOutcome,
   type SettledPublication,
 } from '../protocol';
-import type { ObjectStore } from '../store';
+import { storeIdentity, type ObjectStore } from '../store';
 import { attemptStore } from '../store/attempt';
 import { attemptClock, keepLease } from './lease-keeper';
 import { recordFence } from './metrics';
+import type { StoreBound } from './store-binding';
 
 export interface CompactionDeps {
   readonly store: ObjectStore;
@@ -42,7 +43,7 @@ export interface CompactionDeps {
   readonly rootCodec: RootCodec;
 }
 
-export interface JobInput {
+export interface JobInput extends StoreBound {
   readonly namespaceId: string;
   readonly jobId: string;
 }
@@ -56,6 +57,8 @@ export interface WorkflowSettings {
   readonly publicationTimeoutMs: number;
   readonly operationDeadlineMs: number;
   readonly maxFencedRuns: number;
+  /** The worker's store ({@link storeIdentity}): a run started without naming one works on it. Absent in runs recorded before. */
+  readonly store?: string;
 }
 
 /** A job whose inputs `readGroup` fixed in its input manifest. */
@@ -104,6 +107,7 @@ export function createCompactionActivities(deps: CompactionDeps) {
         publicationTimeoutMs: timing.publicationBudgetMs + 4 * timing.operationDeadlineMs,
         operationDeadlineMs: timing.operationDeadlineMs,
         maxFencedRuns: settings.maxFencedRuns,
+        store: await storeIdentity(store),
       };
     },
 

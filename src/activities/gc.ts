@@ -28,8 +28,9 @@ import {
   type WalkProgress,
 } from '../protocol';
 import type { RootCodec } from '../root';
-import type { ObjectStore } from '../store';
+import { storeIdentity, type ObjectStore } from '../store';
 import { toFailure } from './failures';
+import type { StoreBound } from './store-binding';
 
 export type { CorruptLease } from '../protocol';
 
@@ -48,10 +49,13 @@ export interface GcDeps {
  * travel in the pass's input from then on, so every activity of the pass decides by the same ones.
  */
 export type GcWorkflowSettings = Pick<Timing, 'operationDeadlineMs' | 'leaseRefreshIntervalMs' | 'leaseExpiryMs' | 'stagingGraceMs' | 'readerGraceMs' | 'lostWriteGraceMs' | 'clockSafetyMarginMs'> &
-  Pick<CompactionSettings, 'heartbeatTimeoutMs' | 'manifestRetentionMs'>;
+  Pick<CompactionSettings, 'heartbeatTimeoutMs' | 'manifestRetentionMs'> & {
+    /** The worker's store: a pass started without naming one collects it. Absent in runs recorded before. */
+    readonly store?: string;
+  };
 
 /** A command of a namespace's pass plan, with the pass's rules. */
-export interface CommandInput<C extends CollectorCommand> {
+export interface CommandInput<C extends CollectorCommand> extends StoreBound {
   readonly namespaceId: string;
   readonly rules: PassRules;
   readonly command: C;
@@ -148,18 +152,29 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
     async gcSettings(): Promise<GcWorkflowSettings> {
       const { operationDeadlineMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, clockSafetyMarginMs } = settings.timing;
       const { heartbeatTimeoutMs, manifestRetentionMs } = settings;
-      return { operationDeadlineMs, heartbeatTimeoutMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, clockSafetyMarginMs, manifestRetentionMs };
+      return {
+        operationDeadlineMs,
+        heartbeatTimeoutMs,
+        leaseRefreshIntervalMs,
+        leaseExpiryMs,
+        stagingGraceMs,
+        readerGraceMs,
+        lostWriteGraceMs,
+        clockSafetyMarginMs,
+        manifestRetentionMs,
+        store: await storeIdentity(store),
+      };
     },
     /**
      * The store's clock: the `LastModified` of an object written now outside `namespaces/` (left in
      * place, so even a dry run deletes nothing), or null when the store gives none. The pass compares it
-     * with its own (spec 6c.6).
+     * with its own (spec 6c.6). `_input` names the run's store, which the store binding checks.
      */
-    async storeClock(): Promise<number | null> {
+    async storeClock(_input: StoreBound): Promise<number | null> {
       await store.put(STORE_CLOCK_KEY, new TextEncoder().encode('clock'));
       return (await store.get(STORE_CLOCK_KEY)).lastModified?.getTime() ?? null;
     },
-    listNamespaces: async (input: { after?: string; limit: number }): Promise<ChildrenPage<string>> => listNamespaces(store, input.after, input.limit),
+    listNamespaces: async (input: StoreBound & { after?: string; limit: number }): Promise<ChildrenPage<string>> => listNamespaces(store, input.after, input.limit),
     listJobPrefixes: (input: Input<'listJobPrefixes'>) => run(input),
     /** Reads the namespace's root once; a problem (missing, corrupt, unreadable) skips the namespace for the pass. */
     readRoot: (input: Input<'readRoot'>) => run(input),

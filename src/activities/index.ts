@@ -2,6 +2,7 @@ import type { WorkerRole } from '../config';
 import { createCompactionActivities, type CompactionDeps } from './compaction';
 import { withTypedFailures } from './failures';
 import { createGcActivities } from './gc';
+import { withStoreBinding } from './store-binding';
 
 export type ActivityDeps = CompactionDeps;
 
@@ -18,10 +19,11 @@ const WORKFLOW_SETTINGS: readonly string[] = ['compactionSettings', 'gcSettings'
  */
 export function createActivities(deps: ActivityDeps, role: WorkerRole = 'all') {
   const byRole = { compaction: createCompactionActivities(deps), collector: createGcActivities(deps) };
-  const all = withTypedFailures({ ...byRole.compaction, ...byRole.collector });
+  const all = withTypedFailures(withStoreBinding({ ...byRole.compaction, ...byRole.collector }, deps.store, WORKFLOW_SETTINGS));
   if (role === 'all') return all;
   const served = new Set([...Object.keys(byRole[role]), ...WORKFLOW_SETTINGS]);
   return Object.fromEntries(Object.entries(all).filter(([name]) => served.has(name))) as Partial<typeof all>;
 }
 
 export type { CompactionActivities, CompactionOutput, WorkflowSettings } from './compaction';
+export { StoreMismatchError, type StoreBound } from './store-binding';

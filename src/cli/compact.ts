@@ -1,6 +1,6 @@
 /** `compact start`: one compaction per group, idempotent (a second start returns the running one). */
 import type { Command } from 'commander';
-import { startCompaction } from '../client';
+import { compactionResult, startCompaction } from '../client';
 import { familyGroup, namespaceId } from '../keys';
 import type { CompactionResult } from '../workflows/compaction';
 import type { CliContext } from './context';
@@ -19,14 +19,15 @@ async function start(ctx: CliContext, options: StartOptions): Promise<void> {
   const ns = namespaceId(options.namespace);
   const group = familyGroup(options.group);
   const client = await ctx.client();
-  const handle = await startCompaction(client, { namespaceId: ns, group, taskQueue: ctx.taskQueue(), workerTimeoutMs: workerTimeoutMs(options) });
+  const handle = await startCompaction(client, { namespaceId: ns, group, taskQueue: ctx.taskQueue(), store: ctx.storeIdentity(), workerTimeoutMs: workerTimeoutMs(options) });
   const started = { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, namespaceId: ns, group };
   if (!options.wait) {
     if (options.json) printJson(ctx.out, started);
     else printFields(ctx.out, [['workflow', started.workflowId], ['run', started.runId], ['wait', `compaction-lease compact start --namespace ${ns} --group ${group} --wait`]]);
     return;
   }
-  const result: CompactionResult = await handle.result();
+  // A run that waits for a worker says so on stderr, every 30 s; a workflow task that keeps failing ends the wait.
+  const result: CompactionResult = await compactionResult(handle, { onWait: (line) => ctx.out.error(line) });
   if (options.json) printJson(ctx.out, { ...started, result });
   else {
     printFields(ctx.out, [

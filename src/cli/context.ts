@@ -6,7 +6,9 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { settingsFromEnv, type CompactionSettings } from '../config';
-import { objectStoreFromEnv, type ObjectStore } from '../store';
+import { jsonRootCodec, type RootCodec } from '../root';
+import { objectStoreFromEnv, storeIdentityFromEnv, type ObjectStore } from '../store';
+import { configuredFormat } from '../worker/format-module';
 import { temporalTarget, type TemporalTarget } from '../worker/connect';
 import { workerSetupFromEnv, type WorkerSetup, type WorkerSetupOverrides } from '../worker/setup';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
@@ -21,6 +23,10 @@ export interface CliContext {
    * Commands read or repair a store that exists; only the worker, which opens its own, creates one.
    */
   store(): Promise<ObjectStore>;
+  /** The store the environment names, recorded in the runs a command starts (undefined: named by neither setting, left to the workers). */
+  storeIdentity(): string | undefined;
+  /** How roots are read: `COMPACTION_FORMAT_MODULE`'s `rootCodec`, else the package's `root.json`. */
+  rootCodec(): Promise<RootCodec>;
   temporal(): TemporalTarget;
   client(): Promise<Client>;
   taskQueue(): string;
@@ -66,6 +72,8 @@ export function contextFromEnv(env: NodeJS.ProcessEnv = process.env, out: Output
     out,
     settings,
     store,
+    storeIdentity: () => storeIdentityFromEnv(env),
+    rootCodec: once(async () => (await configuredFormat(env))?.rootCodec ?? jsonRootCodec),
     temporal,
     client,
     taskQueue: () => taskQueueFromEnv(env),

@@ -1,6 +1,6 @@
 /** `gc passes`, `gc show PASS`, `gc why KEY`: what the collector deleted and why, read from its manifests in the bucket (no Temporal needed). */
 import type { Command } from 'commander';
-import { listGcPasses, showGcPass, whyDeleted, type ManifestLine } from '../protocol';
+import { listGcPasses, showGcPass, whyDeleted, type LeaseFacts, type ManifestLine } from '../protocol';
 import type { CliContext } from './context';
 import { CliError, ExitCode } from './exit-codes';
 import { repeated } from './options';
@@ -11,9 +11,17 @@ interface ReadOptions {
   readonly json?: boolean;
 }
 
+/**
+ * What the claim saw, for a person: a lease the collector claims was `active` and past its expiry when
+ * read (this pass claimed it), or `reaping` already (claimed before, by an earlier pass or attempt).
+ * The stored status alone ("active") read as if a live job's prefix had been deleted.
+ */
+const leaseFact = ({ status, heartbeatAtMs }: LeaseFacts): string =>
+  status === 'active' ? `lease expired (heartbeat ${isoTime(heartbeatAtMs)}), claimed by this pass` : `lease claimed before (reaping, heartbeat ${isoTime(heartbeatAtMs)})`;
+
 const readFact = ({ read }: ManifestLine): string =>
   [
-    read.lease && `lease ${read.lease.status}, heartbeat ${isoTime(read.lease.heartbeatAtMs)}`,
+    read.lease && leaseFact(read.lease),
     read.rootGeneration !== undefined && `root generation ${read.rootGeneration}`,
     read.retiredAtMs !== undefined && `retired ${isoTime(read.retiredAtMs)}`,
     read.visibleAtMs !== undefined && `visible ${isoTime(read.visibleAtMs)}`,

@@ -57,6 +57,7 @@ interface EnsureOptions extends ScheduleOptions {
   readonly every?: string;
   readonly dryRun?: boolean;
   readonly namespace?: string[];
+  readonly replace?: boolean;
 }
 
 /** What `describe --json` prints: the schedule as an operator reads it, not the raw protobuf. */
@@ -80,8 +81,9 @@ export function scheduleView(d: ScheduleDescription) {
 async function ensure(ctx: CliContext, options: EnsureOptions): Promise<void> {
   const cadence: GcCadence = options.cron ? { cron: options.cron } : { every: (options.every ?? DEFAULT_EVERY) as Extract<GcCadence, { every: unknown }>['every'] };
   const namespaces = options.namespace?.map((ns) => namespaceId(ns));
-  const pass: GcOptions = { dryRun: options.dryRun === true, ...(namespaces ? { namespaces } : {}), collectorTaskQueue: ctx.collectorTaskQueue() };
-  const handle = await ensureGcSchedule(await ctx.client(), { ...cadence, scheduleId: options.scheduleId, taskQueue: ctx.taskQueue(), pass });
+  const store = ctx.storeIdentity();
+  const pass: GcOptions = { dryRun: options.dryRun === true, ...(namespaces ? { namespaces } : {}), collectorTaskQueue: ctx.collectorTaskQueue(), ...(store !== undefined && { store }) };
+  const handle = await ensureGcSchedule(await ctx.client(), { ...cadence, scheduleId: options.scheduleId, taskQueue: ctx.taskQueue(), pass, replace: options.replace === true });
   const summary = { scheduleId: handle.scheduleId, ...cadence, taskQueue: ctx.taskQueue(), pass };
   if (options.json) printJson(ctx.out, summary);
   else ctx.out.line(`schedule ${handle.scheduleId}: ${'cron' in cadence ? `cron ${cadence.cron}` : `every ${cadence.every}`}, task queue ${summary.taskQueue}${pass.collectorTaskQueue === summary.taskQueue ? '' : `, collector task queue ${pass.collectorTaskQueue}`}${pass.dryRun ? ', dry run' : ''}`);
@@ -114,6 +116,7 @@ export function addGcScheduleCommands(gc: Command, ctx: CliContext): void {
     .addOption(new Option('--every <duration>', 'interval, e.g. 15m or 2h').argParser(parseEvery))
     .option('--dry-run', 'every pass reports only, changing nothing')
     .option('--namespace <namespace>', 'collect only this namespace (repeatable)', repeated)
+    .option('--replace', 're-point a schedule that starts its passes on other task queues (another deployment\'s) to these')
     .addOption(id())
     .option('--json', 'machine-readable output')
     .action((options: EnsureOptions) => ensure(ctx, options));

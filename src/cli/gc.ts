@@ -50,6 +50,7 @@ async function run(ctx: CliContext, options: RunOptions): Promise<void> {
     workflowId: `compaction-gc-run-${new Date(ctx.nowMs()).toISOString()}`,
     taskQueue: ctx.taskQueue(),
     collectorTaskQueue,
+    store: ctx.storeIdentity(),
     dryRun,
     workerTimeoutMs: workerTimeoutMs(options),
     ...(namespaces ? { namespaces } : {}),
@@ -61,7 +62,7 @@ async function run(ctx: CliContext, options: RunOptions): Promise<void> {
     else printFields(ctx.out, [['workflow', started.workflowId], ['run', started.runId]]);
     return;
   }
-  const { complete, report } = await gcPassResult(handle);
+  const { complete, report } = await gcPassResult(handle, { collectorTaskQueue, onWait: (line) => ctx.out.error(line) });
   if (options.json) printJson(ctx.out, { ...started, complete, report });
   else printReport(ctx, report);
   if (!complete) {

@@ -1,8 +1,10 @@
 /** `lease show`, `lease list` and `lease delete`: what the store says about job prefixes, judged at now with the configured expiry; removing a corrupt lease. */
 import { Option, type Command } from 'commander';
-import { jobId, jobPrefix, leaseKey, namespaceId, type MetadataCompactionId, type NamespaceId } from '../keys';
+import { firstLineOf } from '../errors';
+import { jobId, jobPrefix, leaseKey, namespaceId, parseCompactionKey, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { decideOwner, MAX_LEASE_BYTES, type LeaseState } from '../lease';
-import { leaseReadOf, readLease, type LeaseRead } from '../protocol';
+import { leaseReadOf, readLease, readRootIfAny, type LeaseRead } from '../protocol';
+import { referencedKeys, type RootState } from '../root';
 import { listJobPrefixes, listNamespaces } from '../protocol/collector';
 import { inBatches } from '../store/batches';
 import { NotFoundError, ObjectTooLargeError, type ObjectStore } from '../store';
@@ -10,16 +12,55 @@ import type { CliContext } from './context';
 import { CliError, ExitCode } from './exit-codes';
 import { isoTime, jsonArrayWriter, printFields, printJson, tableWriter } from './output';
 
-/** A prefix's state at one clock: `active` is live, `expired` is an active lease past its expiry, `orphaned` has no lease. */
-export const PREFIX_STATUSES = ['active', 'expired', 'reaping', 'corrupt', 'orphaned'] as const;
+/**
+ * A prefix's state at one clock: `published` when the namespace root names segments under it (the
+ * job published them: they stay while the root names them, whatever its lease), otherwise its
+ * lease's: `active` is live (the job runs, or ended less than an expiry ago without publishing),
+ * `expired` an active lease past its expiry, `reaping` claimed by the collector (a job that still
+ * ran is fenced), `corrupt` undecodable, `orphaned` no lease: what is under it goes to the collector.
+ */
+export const PREFIX_STATUSES = ['active', 'expired', 'reaping', 'corrupt', 'orphaned', 'published'] as const;
 export type PrefixStatus = (typeof PREFIX_STATUSES)[number];
+/** What the lease alone says, the collector's own decision. */
+export type LeaseStatusName = Exclude<PrefixStatus, 'published'>;
 
 /** The collector's own decision (src/lease), named for an operator: the CLI never judges expiry by a rule of its own. */
-export function prefixStatus(read: Parameters<typeof decideOwner>[0], nowMs: number, leaseExpiryMs: number): PrefixStatus {
+export function prefixStatus(read: Parameters<typeof decideOwner>[0], nowMs: number, leaseExpiryMs: number): LeaseStatusName {
   if ('lease' in read && read.lease.status === 'reaping') return 'reaping';
   // Judged as no pass: a `reaping` lease is some pass's claim, told apart above.
   const owner = decideOwner(read, nowMs, leaseExpiryMs, '').owner;
   return ({ none: 'orphaned', corrupt: 'corrupt', collector: 'reaping', another_pass: 'reaping', job: 'active', expired: 'expired' } as const)[owner];
+}
+
+/** How many segments under each job's prefix the root names: in its groups (current) or in its retired list (superseded, kept for readers). */
+export function publishedByJob(root: RootState): Map<MetadataCompactionId, { current: number; retired: number }> {
+  const byJob = new Map<MetadataCompactionId, { current: number; retired: number }>();
+  const count = (key: string, kind: 'current' | 'retired') => {
+    const parsed = parseCompactionKey(key);
+    if (parsed.kind !== 'staged_segment') return;
+    const counts = byJob.get(parsed.jobId) ?? { current: 0, retired: 0 };
+    counts[kind] += 1;
+    byJob.set(parsed.jobId, counts);
+  };
+  for (const key of referencedKeys(root)) count(key, 'current');
+  for (const { key } of root.retired ?? []) count(key, 'retired');
+  return byJob;
+}
+
+/** A lease's status, unless the root names the job's segments: `published` then, a corrupt lease excepted (it needs an operator either way). */
+const withPublication = (lease: LeaseStatusName, published: boolean): PrefixStatus => (published && lease !== 'corrupt' ? 'published' : lease);
+
+/**
+ * The namespace's root as the configured codec reads it, undefined when there is none; when it cannot
+ * be read, undefined too, and one line on stderr says that published jobs are not told apart there.
+ */
+async function rootForStatus(ctx: CliContext, store: ObjectStore, ns: NamespaceId): Promise<RootState | undefined> {
+  try {
+    return (await readRootIfAny(store, ns, await ctx.rootCodec()))?.root;
+  } catch (err) {
+    ctx.out.error(`the root of namespace ${ns} cannot be read (${firstLineOf(err)}): statuses there are the leases' alone, a published job's among them`);
+    return undefined;
+  }
 }
 
 /** Listing pages of namespaces and job prefixes, and lease reads in flight at once. */
@@ -52,24 +93,34 @@ async function showLease(ctx: CliContext, nsArg: string, jobArg: string, options
   const prefix = jobPrefix(ns, job);
   const objects = await objectsUnder(store, prefix);
   const key = leaseKey(ns, job);
+  const root = objects.count ? await rootForStatus(ctx, store, ns) : undefined;
+  const published = (root && publishedByJob(root).get(job)) ?? { current: 0, retired: 0 };
+  const named = published.current + published.retired;
+  // What stays and what goes: the segments the root names stay while it names them (retired ones for the reader grace); the collector takes the rest.
+  const fate =
+    named === 0
+      ? `the collector reclaims them once no live lease owns them`
+      : `${named} of them named by the namespace root (${published.current} current, ${published.retired} retired and kept for readers): ` +
+        `they stay while it names them; the collector reclaims the other ${objects.count - named} once no live lease owns them`;
   if ('missing' in read) {
-    const left = objects.count ? `${objects.count} objects (${objects.bytes} bytes) remain under ${prefix}: the collector reclaims them as orphans` : 'nothing is stored under its prefix';
+    const left = objects.count ? `${objects.count} objects (${objects.bytes} bytes) remain under ${prefix}, ${fate}` : 'nothing is stored under its prefix';
     throw new CliError(ExitCode.notFound, `no lease at ${key}; ${left}. List the namespace's jobs with \`compaction-lease lease list --namespace ${ns}\``);
   }
   const nowMs = ctx.nowMs();
-  const status = prefixStatus(read, nowMs, leaseExpiryMs);
+  const leaseStatus = prefixStatus(read, nowMs, leaseExpiryMs);
+  const status = withPublication(leaseStatus, named > 0);
   const lease = 'lease' in read ? read.lease : undefined;
   const expiresAtMs = lease?.status === 'active' ? lease.heartbeat_at_ms + leaseExpiryMs : undefined;
   if (options.json) {
     printJson(ctx.out, {
-      namespaceId: ns, jobId: job, key, status, live: status === 'active', nowMs, leaseExpiryMs, expiresAtMs,
-      lease: lease ?? null, corrupt: 'corrupt' in read ? read.corrupt : undefined, objects,
+      namespaceId: ns, jobId: job, key, status, leaseStatus, live: leaseStatus === 'active', nowMs, leaseExpiryMs, expiresAtMs,
+      lease: lease ?? null, corrupt: 'corrupt' in read ? read.corrupt : undefined, objects, published,
     });
     return;
   }
   printFields(ctx.out, [
     ['lease', key],
-    ['status', `${status}${status === 'active' ? ' (live)' : ''} at ${isoTime(nowMs)}`],
+    ['status', `${status}${status === 'published' ? `, lease ${leaseStatus}` : ''}${leaseStatus === 'active' ? ' (live)' : ''} at ${isoTime(nowMs)}`],
     ...(lease
       ? ([
           ['owner', lease.owner_id],
@@ -79,7 +130,7 @@ async function showLease(ctx: CliContext, nsArg: string, jobArg: string, options
         ] as const)
       : []),
     ...('corrupt' in read ? ([['corrupt', read.corrupt]] as const) : []),
-    ['objects', `${objects.count} under ${prefix}, ${objects.bytes} bytes`],
+    ['objects', `${objects.count} under ${prefix}, ${objects.bytes} bytes${objects.count ? `: ${fate}` : ''}`],
   ]);
 }
 
@@ -136,6 +187,8 @@ interface LeaseRow {
   readonly namespaceId: NamespaceId;
   readonly jobId: MetadataCompactionId;
   readonly status: PrefixStatus;
+  /** What the lease alone says (see {@link PREFIX_STATUSES}). */
+  readonly leaseStatus: LeaseStatusName;
   readonly ownerId?: string;
   readonly startedAtMs?: number;
   readonly heartbeatAtMs?: number;
@@ -151,13 +204,17 @@ async function* leaseRows(ctx: CliContext, store: ObjectStore, only: NamespaceId
     const namespaces = only ? { found: [only], next: undefined } : await listNamespaces(store, afterNs, PAGE_SIZE);
     for (const ns of namespaces.found) {
       let after: string | undefined;
+      let published: Map<MetadataCompactionId, unknown> | undefined;
       do {
         const page = await listJobPrefixes(store, ns, after, PAGE_SIZE);
+        // Read once per namespace, and only for one with job prefixes.
+        if (page.found.length) published ??= await rootForStatus(ctx, store, ns).then((root) => (root ? publishedByJob(root) : new Map()));
         const reads = await inBatches(page.found, 1, READ_CONCURRENCY, ([job]) => readLease(store, { namespaceId: ns, jobId: job as MetadataCompactionId }));
         yield page.found.map((job, i) => {
           const read = reads[i] as LeaseRead;
+          const leaseStatus = prefixStatus(read, nowMs, leaseExpiryMs);
           return {
-            namespaceId: ns, jobId: job, status: prefixStatus(read, nowMs, leaseExpiryMs),
+            namespaceId: ns, jobId: job, status: withPublication(leaseStatus, published?.has(job) === true), leaseStatus,
             ...leaseFields('lease' in read ? read.lease : undefined), ...('corrupt' in read ? { corrupt: read.corrupt } : {}),
           };
         });
@@ -191,7 +248,7 @@ export function addLeaseCommands(program: Command, ctx: CliContext): void {
   const lease = program.command('lease').description('read job leases and what lies under their prefixes; delete a corrupt one');
   lease
     .command('show')
-    .description('the decoded lease of one job, live or expired at now with the configured expiry, and the objects under its prefix')
+    .description('the decoded lease of one job, live or expired at now with the configured expiry, the objects under its prefix and which of them the namespace root names (published)')
     .argument('<namespace>', 'namespace id')
     .argument('<job>', 'job id (cmp_ + 32 hex digits)')
     .option('--raw', 'the stored bytes as they are, with their ETag (for a corrupt lease)')
@@ -206,7 +263,7 @@ export function addLeaseCommands(program: Command, ctx: CliContext): void {
     .action((ns: string, job: string, options: { etag: string }) => deleteCorruptLease(ctx, ns, job, options));
   lease
     .command('list')
-    .description('every job prefix with the status of its lease, read page by page')
+    .description('every job prefix with its status (published, or its lease\'s: active, expired, reaping, corrupt, orphaned), read page by page')
     .option('--namespace <namespace>', 'only this namespace')
     .addOption(new Option('--status <status>', 'only prefixes in this state').choices(PREFIX_STATUSES))
     .option('--json', 'machine-readable output: a JSON array, one element per prefix')

@@ -9,6 +9,7 @@ import { addGcCommands } from './gc';
 import { addLeaseCommands } from './lease';
 import { addRootCommands } from './root';
 import { addStoreCommands } from './store';
+import { addTemporalCommands } from './temporal';
 import { addWorkerCommand } from './worker';
 
 const CONFIGURATION_HELP = `
@@ -38,6 +39,7 @@ export function buildProgram(ctx: CliContext): Command {
   addGcCommands(program, ctx);
   addRootCommands(program, ctx);
   addStoreCommands(program, ctx);
+  addTemporalCommands(program, ctx);
   addWorkerCommand(program, ctx);
   return program;
 }

@@ -5,8 +5,11 @@
  */
 import { WorkflowFailedError, type Client, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
+import { storeIdentityFromEnv } from '../store';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
 import type { GcOptions, GcReport, gcWorkflow } from '../workflows/gc';
+import { requireSearchAttributes } from './search-attributes';
+import { watchedResult, type WaitOptions } from './waiting';
 import { DEFAULT_WORKER_TIMEOUT_MS, waitForWorker, type WorkerCheckOptions } from './workers';
 
 /** The failure type of a pass that ran to its end but failed somewhere (a walk, a namespace's pass); its report is the failure's first detail. */
@@ -34,14 +37,23 @@ export interface GcPassResult {
   readonly report: GcReport;
 }
 
+/** The queue a pass starts on and the one its collector work goes to, from the options, else the environment. */
+function passQueues(options: Pick<GcPassOptions, 'taskQueue' | 'collectorTaskQueue'>): { taskQueue: string; collectorTaskQueue: string } {
+  const taskQueue = options.taskQueue ?? taskQueueFromEnv();
+  return { taskQueue, collectorTaskQueue: options.collectorTaskQueue ?? collectorTaskQueueFromEnv(process.env, taskQueue) };
+}
+
 /**
- * Starts one pass now (workflow `gcWorkflow`), beside any schedule. First it looks for live workers:
- * on the start queue, and on the collector's queue for its activities when that is another one; it
- * throws `NoWorkerPollingError` naming the queue when none polls within `workerTimeoutMs`, starting nothing.
+ * Starts one pass now (workflow `gcWorkflow`), beside any schedule. First it checks the Temporal
+ * namespace's search attributes (`SearchAttributesMissingError`), then looks for live workers: on the
+ * start queue, and on the collector's queue for its activities when that is another one; it throws
+ * `NoWorkerPollingError` naming the queue when none polls within `workerTimeoutMs`, starting nothing.
  */
 export async function startGcPass(client: Client, options: GcPassOptions = {}): Promise<GcPassHandle> {
-  const { workflowId, taskQueue = taskQueueFromEnv(), summary, workerTimeoutMs = DEFAULT_WORKER_TIMEOUT_MS, ...pass } = options;
-  const collectorTaskQueue = pass.collectorTaskQueue ?? collectorTaskQueueFromEnv(process.env, taskQueue);
+  const { workflowId, summary, workerTimeoutMs = DEFAULT_WORKER_TIMEOUT_MS, taskQueue: asked, ...pass } = options;
+  const { taskQueue, collectorTaskQueue } = passQueues({ taskQueue: asked, collectorTaskQueue: pass.collectorTaskQueue });
+  const store = pass.store ?? storeIdentityFromEnv();
+  await requireSearchAttributes(client.connection, client.options.namespace);
   if (workerTimeoutMs !== false) {
     await Promise.all([
       waitForWorker(client, taskQueue, { timeoutMs: workerTimeoutMs }),
@@ -52,7 +64,7 @@ export async function startGcPass(client: Client, options: GcPassOptions = {}): 
   return client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
     workflowId: workflowId ?? `compaction-gc-run-${new Date().toISOString()}`,
     taskQueue,
-    args: [{ ...pass, collectorTaskQueue }],
+    args: [{ ...pass, collectorTaskQueue, ...(store !== undefined && { store }) }],
     staticSummary: summary ?? `Collector pass on demand${pass.dryRun ? ' (dry run)' : ''}${pass.namespaces ? ` over ${pass.namespaces.join(', ')}` : ''}`,
   });
 }
@@ -63,11 +75,17 @@ export function gcReportOfFailure(err: unknown): GcReport | undefined {
   return cause instanceof ApplicationFailure && cause.type === GC_PASS_INCOMPLETE ? (cause.details?.[0] as GcReport | undefined) : undefined;
 }
 
-/** Waits for a pass and returns its report, complete or not; any other failure (bad input, termination) is thrown. */
-export async function gcPassResult(handle: GcPassHandle): Promise<GcPassResult> {
+/**
+ * Waits for a pass and returns its report, complete or not; any other failure (bad input, termination)
+ * is thrown, and so is a workflow task that keeps failing (`WorkflowTaskFailingError`). While the pass
+ * waits for a worker, `onWait` hears of it every 30 s. `collectorTaskQueue`: where its activities go,
+ * when not on the queue it started on.
+ */
+export async function gcPassResult(handle: GcPassHandle, options: WaitOptions & { readonly collectorTaskQueue?: string } = {}): Promise<GcPassResult> {
   const runId = handle.firstExecutionRunId;
+  const { collectorTaskQueue, ...waiting } = options;
   try {
-    const { complete = true, ...report } = await handle.result();
+    const { complete = true, ...report } = await watchedResult(handle, { ...waiting, ...(collectorTaskQueue && { activityTaskQueue: collectorTaskQueue }) });
     return { workflowId: handle.workflowId, runId, complete, report };
   } catch (err) {
     const report = gcReportOfFailure(err);
@@ -77,6 +95,7 @@ export async function gcPassResult(handle: GcPassHandle): Promise<GcPassResult> 
 }
 
 /** Runs one pass and returns its typed report: {@link startGcPass} then {@link gcPassResult}. */
-export async function runGcPass(client: Client, options: GcPassOptions = {}): Promise<GcPassResult> {
-  return gcPassResult(await startGcPass(client, options));
+export async function runGcPass(client: Client, options: GcPassOptions & WaitOptions = {}): Promise<GcPassResult> {
+  const { onWait, watchIntervalMs, ...start } = options;
+  return gcPassResult(await startGcPass(client, start), { onWait, watchIntervalMs, collectorTaskQueue: passQueues(start).collectorTaskQueue });
 }

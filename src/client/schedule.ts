@@ -6,8 +6,10 @@
  */
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleDescription, type ScheduleHandle } from '@temporalio/client';
 import type { Duration } from '@temporalio/common';
+import { sameStore, storeIdentityFromEnv } from '../store';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
 import type { GcOptions, gcWorkflow } from '../workflows/gc';
+import { requireSearchAttributes } from './search-attributes';
 
 export const DEFAULT_GC_SCHEDULE_ID = 'compaction-gc';
 
@@ -22,18 +24,71 @@ export type GcScheduleOptions = GcCadence & {
   readonly taskQueue?: string;
   /** How late a missed pass may still start (after a server outage); later ones are skipped. */
   readonly catchupWindow?: Duration;
-  /** What every pass does (dry run, namespaces, concurrency); `collectorTaskQueue` defaults to `COMPACTION_COLLECTOR_TASK_QUEUE`, else the schedule's queue, fixed here for every pass. */
+  /**
+   * What every pass does (dry run, namespaces, concurrency); `collectorTaskQueue` defaults to
+   * `COMPACTION_COLLECTOR_TASK_QUEUE`, else the schedule's queue, and `store` to the store the
+   * environment names (else each pass's first worker's), fixed here for every pass.
+   */
   readonly pass?: GcOptions;
+  /**
+   * Re-point a schedule whose passes run on other queues, or collect another store, to these. Without
+   * it such a schedule is another deployment's and {@link GcScheduleOwnedError} is thrown.
+   */
+  readonly replace?: boolean;
 };
 
 const scheduleId = (options: { scheduleId?: string }) => options.scheduleId ?? DEFAULT_GC_SCHEDULE_ID;
 
-/** Creates the collector's schedule, or updates the existing one to these options: calling it again never makes a second one. */
+/** Whose a schedule is: the queues its passes start on and send their collector work to, and the store they collect when it names one. */
+export interface GcScheduleOwner {
+  readonly taskQueue: string;
+  readonly collectorTaskQueue: string;
+  readonly store?: string;
+}
+
+const ownerText = (o: GcScheduleOwner): string =>
+  `task queue ${o.taskQueue}${o.collectorTaskQueue === o.taskQueue ? '' : ` (collector task queue ${o.collectorTaskQueue})`}${o.store ? `, store ${o.store}` : ''}`;
+
+/**
+ * Whether `requested` would move the schedule of `existing` to other workers or another store; a store
+ * either side leaves unnamed is not a difference, nor one bucket named at another endpoint (the workers' own rule).
+ */
+const otherOwner = (existing: GcScheduleOwner, requested: GcScheduleOwner): boolean =>
+  existing.taskQueue !== requested.taskQueue ||
+  existing.collectorTaskQueue !== requested.collectorTaskQueue ||
+  (existing.store !== undefined && requested.store !== undefined && !sameStore(existing.store, requested.store));
+
+/**
+ * The schedule exists and starts its passes on other queues, or for another store, than asked: it is
+ * another deployment's. Updating it would move that deployment's collector to these workers, silently.
+ */
+export class GcScheduleOwnedError extends Error {
+  override readonly name = 'GcScheduleOwnedError';
+  constructor(
+    readonly scheduleId: string,
+    readonly existing: GcScheduleOwner,
+    readonly requested: GcScheduleOwner,
+  ) {
+    super(
+      `schedule ${scheduleId} runs its passes on ${ownerText(existing)}, not on ${ownerText(requested)}: it collects for another deployment, ` +
+        `so it is left as it is; give this deployment its own schedule (\`gc schedule ensure --schedule-id …\`, option scheduleId), ` +
+        `or, if that deployment is gone for good, re-point it (\`--replace\`, option replace: true)`,
+    );
+  }
+}
+
+/**
+ * Creates the collector's schedule, or updates the existing one to these options: calling it again
+ * never makes a second one. An existing schedule on other queues or of another store is refused ({@link GcScheduleOwnedError})
+ * unless `replace`. The Temporal namespace's search attributes are checked first.
+ */
 export async function ensureGcSchedule(client: Client, options: GcScheduleOptions): Promise<ScheduleHandle> {
   const id = scheduleId(options);
   const spec = 'cron' in options ? { cronExpressions: [options.cron] } : { intervals: [{ every: options.every }] };
   const taskQueue = options.taskQueue ?? taskQueueFromEnv();
-  const pass = { ...options.pass, collectorTaskQueue: options.pass?.collectorTaskQueue ?? collectorTaskQueueFromEnv(process.env, taskQueue) };
+  const store = options.pass?.store ?? storeIdentityFromEnv();
+  const pass = { ...options.pass, collectorTaskQueue: options.pass?.collectorTaskQueue ?? collectorTaskQueueFromEnv(process.env, taskQueue), ...(store !== undefined && { store }) };
+  await requireSearchAttributes(client.connection, client.options.namespace);
   const action = {
     type: 'startWorkflow' as const,
     workflowType: 'gcWorkflow',
@@ -52,7 +107,15 @@ export async function ensureGcSchedule(client: Client, options: GcScheduleOption
   } catch (err) {
     if (!(err instanceof ScheduleAlreadyRunning)) throw err;
     const handle = client.schedule.getHandle(id);
-    await handle.update((previous) => ({ ...previous, spec, action, policies }));
+    await handle.update((previous) => {
+      if (previous.action.type === 'startWorkflow' && !options.replace) {
+        const before = previous.action.args?.[0] as GcOptions | undefined;
+        const existing = { taskQueue: previous.action.taskQueue, collectorTaskQueue: before?.collectorTaskQueue ?? previous.action.taskQueue, ...(before?.store !== undefined && { store: before.store }) };
+        const requested = { taskQueue, collectorTaskQueue: pass.collectorTaskQueue, ...(store !== undefined && { store }) };
+        if (otherOwner(existing, requested)) throw new GcScheduleOwnedError(id, existing, requested);
+      }
+      return { ...previous, spec, action, policies };
+    });
     return handle;
   }
 }
@@ -63,9 +126,11 @@ export const pauseGcSchedule = (client: Client, note: string, options: { schedul
 export const unpauseGcSchedule = (client: Client, note: string, options: { scheduleId?: string } = {}): Promise<void> =>
   client.schedule.getHandle(scheduleId(options)).unpause(note);
 
-/** Starts a pass now, outside the cadence; skipped like any other if a pass is running. */
-export const triggerGcPass = (client: Client, options: { scheduleId?: string } = {}): Promise<void> =>
-  client.schedule.getHandle(scheduleId(options)).trigger(ScheduleOverlapPolicy.SKIP);
+/** Starts a pass now, outside the cadence; skipped like any other if a pass is running. The namespace's search attributes are checked first. */
+export async function triggerGcPass(client: Client, options: { scheduleId?: string } = {}): Promise<void> {
+  await requireSearchAttributes(client.connection, client.options.namespace);
+  await client.schedule.getHandle(scheduleId(options)).trigger(ScheduleOverlapPolicy.SKIP);
+}
 
 export const describeGcSchedule = (client: Client, options: { scheduleId?: string } = {}): Promise<ScheduleDescription> =>
   client.schedule.getHandle(scheduleId(options)).describe();

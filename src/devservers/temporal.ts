@@ -20,6 +20,12 @@ export interface TemporalDevServerOptions {
   namespace?: string;
   logFile?: string;
   readyTimeoutMs?: number;
+  /**
+   * Whether the server cancels a worker's polls when it sends `ShutdownWorker`
+   * (`frontend.enableCancelWorkerPollsOnShutdown`, off in a server's own defaults): then it stops
+   * listing a stopped worker's pollers at once. Default true.
+   */
+  cancelPollsOnShutdown?: boolean;
 }
 
 export interface TemporalDevServer {
@@ -29,7 +35,8 @@ export interface TemporalDevServer {
   stop(): Promise<void>;
 }
 
-function findCli(): string {
+/** The Temporal CLI this package runs: env TEMPORAL_CLI, else what scripts/provision.sh installs, else `temporal` on PATH. */
+export function temporalCliPath(): string {
   const fromEnv = process.env.TEMPORAL_CLI;
   if (fromEnv !== undefined) {
     if (!existsSync(fromEnv)) throw new Error(`TEMPORAL_CLI=${fromEnv} does not exist; ${PROVISION_HINT}`);
@@ -67,7 +74,7 @@ export function startTemporalDevServer(opts: TemporalDevServerOptions = {}): Pro
 }
 
 async function startTemporalDevServerOnce(opts: TemporalDevServerOptions): Promise<TemporalDevServer> {
-  const cliPath = opts.cliPath ?? findCli();
+  const cliPath = opts.cliPath ?? temporalCliPath();
   const port = opts.port || (await freePort());
   const uiPort = opts.uiPort === 'none' ? undefined : opts.uiPort || (await freePort());
   // The CLI picks these itself by default, from ports it has just released, so it can pick the
@@ -87,8 +94,12 @@ async function startTemporalDevServerOnce(opts: TemporalDevServerOptions): Promi
   }
   if (namespace !== 'default') args.push('--namespace', namespace);
   for (const [name, type] of Object.entries(searchAttributes)) args.push('--search-attribute', `${name}=${type}`);
-  // The version check phones home, which CI's network does not allow.
-  args.push('--dynamic-config-value', 'frontend.enableServerVersionCheck=false', '--log-level', 'warn');
+  // The version check phones home, which CI's network does not allow. A worker that stops sends
+  // ShutdownWorker; with polls cancelled on it, the server stops listing the worker's pollers at once
+  // instead of for about a minute, so a start on a queue whose worker just stopped is refused.
+  args.push('--dynamic-config-value', 'frontend.enableServerVersionCheck=false');
+  args.push('--dynamic-config-value', `frontend.enableCancelWorkerPollsOnShutdown=${opts.cancelPollsOnShutdown !== false}`);
+  args.push('--log-level', 'warn');
 
   const server = await startServer({
     name: 'temporal',

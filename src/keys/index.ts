@@ -17,6 +17,9 @@ export type SegmentId = Brand<string, 'SegmentId'>;
 /** Family group name (one slice of a namespace's metadata); same alphabet as a namespace. */
 export type FamilyGroup = Brand<string, 'FamilyGroup'>;
 
+/** The most characters of a bad id an error quotes: a valid id has at most 63, so more says nothing the length does not. */
+export const ID_QUOTE_LIMIT = 64;
+
 /** An id or key that is not of the grammar; `subject` names what was being parsed. */
 export class InvalidKeyError extends TypedError {
   readonly failureType = 'InvalidInput';
@@ -24,8 +27,10 @@ export class InvalidKeyError extends TypedError {
     readonly subject: string,
     readonly value: string,
     readonly reason: string,
+    /** How much of `value` the message quotes: a key's reason may lie deep in it, an id's never does. */
+    quoteLimit?: number,
   ) {
-    super(`invalid ${subject} ${quoted(value)}: ${reason}`);
+    super(`invalid ${subject} ${quoted(value, quoteLimit)}: ${reason}`);
   }
 }
 
@@ -35,8 +40,8 @@ const SEGMENT_ID_PATTERN = /^seg_[0-9a-f]{32}$/;
 const EXTENSION_PATTERN = /^[a-z0-9]{1,16}$/;
 
 function validate<T>(subject: string, pattern: RegExp, shape: string, value: unknown): T {
-  if (typeof value !== 'string') throw new InvalidKeyError(subject, String(value), 'not a string');
-  if (!pattern.test(value)) throw new InvalidKeyError(subject, value, `must be ${shape}`);
+  if (typeof value !== 'string') throw new InvalidKeyError(subject, String(value), 'not a string', ID_QUOTE_LIMIT);
+  if (!pattern.test(value)) throw new InvalidKeyError(subject, value, `must be ${shape}`, ID_QUOTE_LIMIT);
   return value as T;
 }
 

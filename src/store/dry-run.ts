@@ -3,7 +3,7 @@
  * performed and answered as if they succeeded. The collector runs a dry run against it with the
  * very code of a real pass, so no write site has to remember the flag, and a new one cannot forget it.
  */
-import type { DeleteResult, ObjectStore } from './port';
+import { storeIdentity, type DeleteResult, type ObjectStore } from './port';
 
 /** A write the dry run would have made. */
 export type RecordedWrite =
@@ -28,6 +28,7 @@ export function dryRunStore(store: ObjectStore, record: (write: RecordedWrite) =
   };
   return {
     description: `dry run of ${store.description}`,
+    identity: () => storeIdentity(store),
     get: (key, options) => store.get(key, options),
     getStream: (key, options) => store.getStream(key, options),
     head: (key) => store.head(key),

@@ -11,7 +11,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import {
   AFTER_ALL_UNDER,
@@ -83,8 +83,12 @@ class EmbeddedObjectStore implements ObjectStore {
   private readonly db: DatabaseSync;
   private readonly statements: Record<'get' | 'head' | 'etag' | 'upsert' | 'list' | 'delete' | 'chunk' | 'chunks' | 'insertChunk' | 'deleteChunks', StatementSync>;
 
+  private readonly file: string;
+
   constructor(path: string) {
     this.description = `embedded:${path}`;
+    // An in-memory database is this store object's alone.
+    this.file = path === ':memory:' ? `:memory: ${randomBytes(8).toString('hex')}` : resolve(path);
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     this.db = openDatabase(path);
     // WAL with synchronous NORMAL: a commit survives the crash of any process (the protocol's
@@ -222,6 +226,10 @@ class EmbeddedObjectStore implements ObjectStore {
       });
     }
     return { deleted: [...keys], failed: [] };
+  }
+
+  async identity(): Promise<string> {
+    return `embedded:${this.file}`;
   }
 
   async verifyAccess(): Promise<void> {

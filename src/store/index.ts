@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { createEmbeddedObjectStore, EMBEDDED_ENV } from './embedded';
 import { StoreConfigError, type ObjectStore } from './port';
-import { createS3ObjectStore, S3_ENV, s3OptionsFromEnv } from './s3';
+import { createS3ObjectStore, S3_ENV, s3Identity, s3OptionsFromEnv } from './s3';
 
 export * from './port';
 export { createS3ObjectStore, s3OptionsFromEnv, S3_ENV, type S3StoreOptions } from './s3';
@@ -20,6 +21,17 @@ export { dryRunStore, type RecordedWrite } from './dry-run';
 
 /** The default embedded store file, relative to the working directory. */
 export const DEFAULT_EMBEDDED_PATH = 'data/store.sqlite';
+
+/**
+ * The identity of the store the environment names, without opening it: S3's bucket and endpoint when
+ * `COMPACTION_S3_BUCKET` is set, the embedded file when `COMPACTION_EMBEDDED_STORE` is; undefined when
+ * it names neither (a client that starts work and leaves the store to its workers).
+ */
+export function storeIdentityFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  if (env[S3_ENV.bucket]) return s3Identity(env[S3_ENV.bucket] as string, undefined, env);
+  const path = env[EMBEDDED_ENV];
+  return path ? `embedded:${resolve(path)}` : undefined;
+}
 
 /**
  * S3 when `COMPACTION_S3_BUCKET` is set, else the embedded store at `COMPACTION_EMBEDDED_STORE`

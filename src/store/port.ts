@@ -85,6 +85,13 @@ export interface StreamOptions {
 export interface ObjectStore {
   /** For logs and errors: the backend and its bucket or file, never a credential. */
   readonly description: string;
+  /**
+   * What a run records as the store it works on, the same for every client of the same objects:
+   * S3's bucket and endpoint, the embedded store's absolute file. A worker bound to another store
+   * (see {@link sameStore}) refuses the run's activities (`StoreMismatchError`). Optional: an adapter
+   * without it is named by its {@link description}.
+   */
+  identity?(): Promise<string>;
   /** Throws {@link NotFoundError}; {@link ObjectTooLargeError} when larger than `maxBytes` (nothing is read). */
   get(key: string, options?: { maxBytes?: number }): Promise<StoredObject>;
   /**
@@ -109,6 +116,17 @@ export interface ObjectStore {
   versioning(): Promise<BucketVersioning>;
   close(): Promise<void>;
 }
+
+/** What a run records as the store it works on: the adapter's {@link ObjectStore.identity}, else its description. */
+export const storeIdentity = async (store: ObjectStore): Promise<string> => (store.identity ? store.identity() : store.description);
+
+/**
+ * Whether two identities name the same store: the same bucket (or file), whatever endpoint each
+ * reaches it at. The endpoint is recorded so a message says where each side looks, but one bucket is
+ * often reached at several (a VPC endpoint, a proxy): only the name decides.
+ */
+export const sameStore = (a: string, b: string): boolean => storeName(a) === storeName(b);
+const storeName = (identity: string): string => (identity.startsWith('s3://') ? identity.replace(/ at \S+$/, '') : identity);
 
 /** Base of every store failure; `key` names the object (or bucket) concerned. */
 export abstract class StoreError extends TypedError {

@@ -119,6 +119,24 @@ export function s3OptionsFromEnv(env: NodeJS.ProcessEnv = process.env): S3StoreO
   };
 }
 
+/**
+ * A bucket and the endpoint it is reached at, as runs record it: the endpoint given to the client, else
+ * the one the AWS SDK reads from the environment (`AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`), else none
+ * (AWS itself, where a bucket name is global). The URL is normalised: `http://h:9000/` and `http://h:9000` are one.
+ */
+export function s3Identity(bucket: string, endpoint: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  const url = endpoint ?? (env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS === 'true' ? undefined : env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL);
+  if (!url) return `s3://${bucket}`;
+  let normal = url;
+  try {
+    const parsed = new URL(url);
+    normal = `${parsed.protocol}//${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`;
+  } catch {
+    // Named as configured: the SDK will refuse it with its own error.
+  }
+  return `s3://${bucket} at ${normal}`;
+}
+
 export function createS3ObjectStore(options: S3StoreOptions): ObjectStore {
   return new S3ObjectStore(options);
 }
@@ -170,6 +188,8 @@ class S3ObjectStore implements ObjectStore {
   private readonly windowBytes: number;
   private readonly windowRequests: Limiter;
   private readonly deleteConcurrency: number;
+  /** Whether the endpoint has answered any request of this store (a response, an error status included). */
+  private answered = false;
 
   constructor(options: S3StoreOptions) {
     this.bucket = options.bucket;
@@ -183,6 +203,11 @@ class S3ObjectStore implements ObjectStore {
     this.windowRequests = createLimiter(options.maxConcurrentReads ?? S3_DEFAULTS.maxConcurrentReads);
     this.deleteConcurrency = options.deleteConcurrency ?? 4;
     this.description = `s3://${this.bucket}`;
+  }
+
+  async identity(): Promise<string> {
+    const given = await this.client.config.endpoint?.();
+    return s3Identity(this.bucket, given ? `${given.protocol}//${given.hostname}${given.port ? `:${given.port}` : ''}${given.path}` : undefined);
   }
 
   async get(key: string, options: { maxBytes?: number } = {}): Promise<StoredObject> {
@@ -374,8 +399,11 @@ class S3ObjectStore implements ObjectStore {
       deadlineMs,
     );
     try {
-      return await request({ abortSignal: deadline.signal });
+      const out = await request({ abortSignal: deadline.signal });
+      this.answered = true;
+      return out;
     } catch (err) {
+      if ((err as SdkError).$metadata?.httpStatusCode !== undefined) this.answered = true;
       throw this.translate(err as SdkError, key, mode);
     } finally {
       clearTimeout(timer);
@@ -420,8 +448,10 @@ class S3ObjectStore implements ObjectStore {
     if (status === 409) return new ConflictError(key);
     if (status === 416 || name === 'InvalidRange') return new RangeNotSatisfiableError(key);
     if (CONNECTION_CODES.has(err.code ?? '') || CONNECTION_CODES.has(name)) {
+      // An endpoint that never answered this store is its configuration, whatever the first request was (the
+      // library's writer and readers open no probe first); once it has answered, the same error is an outage.
       const endpoint = 'AWS_ENDPOINT_URL_S3';
-      if (mode === 'probe') return new StoreConfigError(endpoint, `cannot reach the S3 endpoint (${reason}); check ${endpoint}`, { cause: err });
+      if (mode === 'probe' || !this.answered) return new StoreConfigError(endpoint, `cannot reach the S3 endpoint (${reason}); check ${endpoint}`, { cause: err });
     }
     if (status !== undefined && status >= 400 && status < 500 && !isTransient(err, status)) {
       return new StoreConfigError('request', `the store rejected a request for ${key}: ${reason}`, { cause: err });

@@ -2,16 +2,18 @@
 import { join } from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
+import { requireSearchAttributes } from '../client/search-attributes';
 import { referenceCompactor, type Compactor } from '../compactor';
 import { jsonRootCodec, type RootCodec } from '../root';
 import { heartbeatEveryMs, SettingsError, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
 import { requireFitStore, verifyStore, type ObjectStore } from '../store';
 import { retryInconclusive } from '../store/probe';
 import { temporalTarget } from './connect';
+import { requireOneTemporalRuntime } from './runtime';
 import { roleTaskQueueFromEnv } from './task-queue';
 
 export { COLLECTOR_TASK_QUEUE_ENV, collectorTaskQueueFromEnv, DEFAULT_TASK_QUEUE, roleTaskQueueFromEnv, TASK_QUEUE_ENV, taskQueueFromEnv } from './task-queue';
-export { installRuntime, LOG_LEVEL_ENV, METRICS_ENV } from './runtime';
+export { installRuntime, LOG_LEVEL_ENV, METRICS_ENV, requireOneTemporalRuntime, WORKER_HEARTBEAT_INTERVAL_MS } from './runtime';
 export { temporalTarget, type TemporalTarget } from './connect';
 export { FORMAT_MODULE_ENV, FormatModuleError, loadFormatModule, type FormatModule } from './format-module';
 
@@ -76,19 +78,24 @@ export const DEFAULT_ACTIVITY_SLOTS = 11_000;
 export const WORKFLOWS_PATH = join(__dirname, '..', 'workflows');
 
 /**
- * A worker of every workflow and its role's activities, its store's access verified first and the store
+ * A worker of every workflow and its role's activities: the Temporal namespace's search attributes
+ * checked first (`SearchAttributesMissingError`), then its store's access verified and the store
  * probed (a {@link StoreUnfitError} names the property it failed). Unset options mean
  * what they mean to the CLI and the worker process (role, task queue, namespace, activity slots from the
  * environment), and the store it writes to is logged once: an unset `COMPACTION_S3_BUCKET` means a local file.
  */
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
+  // A Runtime of another copy of the SDK would be ignored by this worker, its settings with it.
+  requireOneTemporalRuntime();
+  const namespace = options.namespace ?? temporalTarget().namespace;
+  // A namespace without the attributes the workflows upsert fails every such workflow task, and the runs wait for ever.
+  await requireSearchAttributes(options.connection, namespace);
   // Its bucket check too is retried on an inconclusive answer: one slow HEAD under load is no verdict on the credentials.
   await retryInconclusive(() => options.store.verifyAccess());
   // Before any activity can run: every lease and root write rests on the store honouring its conditions.
   if ((options.storeCheck ?? storeCheckFromEnv()) === 'run') {
     requireFitStore(await verifyStore(options.store, { clockSafetyMarginMs: options.settings.timing.clockSafetyMarginMs }));
   }
-  const namespace = options.namespace ?? temporalTarget().namespace;
   const role = options.role ?? workerRoleFromEnv();
   const taskQueue = options.taskQueue ?? roleTaskQueueFromEnv(role);
   const worker = await Worker.create({

@@ -9,20 +9,52 @@ export const LOG_LEVEL_ENV = 'COMPACTION_LOG_LEVEL';
 const LOG_LEVELS: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
 
 /**
+ * How often the workers of a Runtime this package installs tell the server they live (`ListWorkers`,
+ * Temporal Server 1.29+). A start or a wait takes a worker whose heartbeats stopped for three of
+ * these for dead, sooner than its last poll ages out (75 s); the SDK's default is 60 s.
+ */
+export const WORKER_HEARTBEAT_INTERVAL_MS = 10_000;
+
+/** The Runtime module of any copy of `@temporalio/worker`, as the module cache names it. */
+const RUNTIME_MODULE = /[/\\]@temporalio[/\\]worker[/\\]lib[/\\]runtime\.js$/;
+
+/**
+ * Throws a {@link SettingsError} when a second copy of `@temporalio/worker` (another path than the
+ * one this package loads) has a Runtime in this process: that Runtime's logger, metrics and
+ * settings never reach this package's workers, which would run on a Runtime of their own, silently.
+ */
+export function requireOneTemporalRuntime(): void {
+  const copies = Object.entries(require.cache).filter(([path]) => RUNTIME_MODULE.test(path));
+  const ours = copies.find(([, module]) => (module?.exports as { Runtime?: unknown } | undefined)?.Runtime === Runtime)?.[0] ?? '@temporalio/worker';
+  for (const [path, module] of copies) {
+    const other = (module?.exports as { Runtime?: { _instance?: unknown } } | undefined)?.Runtime;
+    if (other === undefined || other === (Runtime as unknown) || other._instance === undefined) continue;
+    throw new SettingsError(
+      `this process has a Temporal Runtime from a second copy of @temporalio/worker (${path}), which this package's workers (${ours}) cannot see: ` +
+        'its logger, metrics and settings would not apply to them. Install @temporalio/* once: list them in your package.json at the version of ' +
+        "this package's peer dependencies, then `npm dedupe` (`npm ls @temporalio/worker` shows each copy)",
+    );
+  }
+}
+
+/**
  * Installs the Runtime from `COMPACTION_LOG_LEVEL` (default WARN) and `COMPACTION_METRICS_PROMETHEUS`,
- * shut down by SIGINT and SIGTERM. The Runtime is one per process, created by its first connection
- * or worker and fixed from then on. When the process has one already (a service that runs its own
- * Temporal worker), that one is kept and `'existing'` returned; unless either setting is given,
- * which could then not apply: that is a {@link SettingsError}.
+ * shut down by SIGINT and SIGTERM, its workers heartbeating every {@link WORKER_HEARTBEAT_INTERVAL_MS}.
+ * The Runtime is one per process, created by its first connection or worker and fixed from then on.
+ * When the process has one already (a service that runs its own Temporal worker), that one is kept
+ * and `'existing'` returned; unless either setting is given, which could then not apply: that is a
+ * {@link SettingsError}, and so is a Runtime of a second copy of `@temporalio/worker` ({@link requireOneTemporalRuntime}).
  */
 export function installRuntime(env: NodeJS.ProcessEnv = process.env): 'installed' | 'existing' {
   const bindAddress = env[METRICS_ENV];
   const level = (env[LOG_LEVEL_ENV] || 'WARN').toUpperCase() as LogLevel;
   if (!LOG_LEVELS.includes(level)) throw new SettingsError(`${LOG_LEVEL_ENV} must be one of ${LOG_LEVELS.join(', ')}, not ${JSON.stringify(env[LOG_LEVEL_ENV])}`);
+  requireOneTemporalRuntime();
   try {
     Runtime.install({
       logger: new DefaultLogger(level),
       shutdownSignals: ['SIGINT', 'SIGTERM'],
+      workerHeartbeatInterval: WORKER_HEARTBEAT_INTERVAL_MS,
       ...(bindAddress && { telemetryOptions: { metrics: { prometheus: { bindAddress } } } }),
     });
     return 'installed';

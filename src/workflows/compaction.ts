@@ -31,6 +31,12 @@ export interface CompactionInput {
   readonly group: string;
   /** Set by continue-as-new: the jobs of this workflow that were fenced before this one. */
   readonly fencedJobIds?: readonly string[];
+  /**
+   * The store the run works on (its identity: S3 bucket and endpoint, or the embedded file), as the
+   * client that started it named it; unset, the store of the worker that runs its first workflow task.
+   * An activity reaching a worker bound to another store fails `StoreMismatch`, naming both.
+   */
+  readonly store?: string;
 }
 
 /**
@@ -184,22 +190,24 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   }
   const settings = await compactionSettings();
   const { readGroup, createLease, compactUnderLease, publish, settlePublication } = jobActivities(settings);
+  // Every activity names the run's store; a worker bound to another refuses it.
+  const store = input.store ?? settings.store;
   const job: MetadataCompactionId = newJobId(workflowRandom);
   view.jobId = job;
   upsertSearchAttributes([{ key: CompactionJobId, value: job }]);
 
   // 1. Fix the group's inputs in the job's input manifest, before the lease exists.
   show('reading group');
-  const manifest: InputManifestRef | undefined = await readGroup.executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, jobId: job, group }]).catch((err: unknown) => {
+  const manifest: InputManifestRef | undefined = await readGroup.executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, jobId: job, group, store }]).catch((err: unknown) => {
     throw jobFailure(err);
   });
   if (!manifest) throw ApplicationFailure.nonRetryable(`group ${group} of ${ns} has no segments in ${rootKey(ns)}: nothing to compact`, 'InvalidInput');
-  const ref = { namespaceId: ns, jobId: job, manifest };
+  const ref = { namespaceId: ns, jobId: job, manifest, store };
 
   // 2. Create the lease. A retried create can find its own lease already claimed: fenced before its first output.
   show('creating lease');
   const held: HeldLease | undefined = await createLease
-    .executeWithOptions({ summary: `create lease ${job}` }, [{ namespaceId: ns, jobId: job, ownerId: settings.ownerId, startedAtMs: Date.now() }])
+    .executeWithOptions({ summary: `create lease ${job}` }, [{ namespaceId: ns, jobId: job, ownerId: settings.ownerId, startedAtMs: Date.now(), store }])
     .catch(unlessLeaseLost);
 
   // 3. Compact under the lease: one activity holds it beside the work, one heartbeat stream, one slot per job.
@@ -226,7 +234,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
         // Its attempts spent, a root CAS of it may still be in flight and land: settle which it is, so the
         // run never ends failed beside a root that names its outputs.
         const settled = await settlePublication
-          .executeWithOptions({ summary: `settle the publication of ${job}` }, [{ namespaceId: ns, jobId: job, group, outputs: compaction.outputs, tombstones: compaction.tombstones }])
+          .executeWithOptions({ summary: `settle the publication of ${job}` }, [{ namespaceId: ns, jobId: job, group, store, outputs: compaction.outputs, tombstones: compaction.tombstones }])
           .catch(() => {
             throw unsettledPublication(err, ns, group, job);
           });
@@ -247,7 +255,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   show(outcome, `${result.outputs.length} output segments, ${result.recordsOut} records, ${result.bytesOut} bytes${detail ? `\n\n${detail}` : ''}`);
   if (outcome === 'fenced' && fencedJobIds.length < settings.maxFencedRuns) {
     // A fenced job never runs again under its id: a new run draws a new job id.
-    await continueAsNew<typeof compactionWorkflow>({ namespaceId: ns, group, fencedJobIds: [...fencedJobIds, job] });
+    await continueAsNew<typeof compactionWorkflow>({ namespaceId: ns, group, fencedJobIds: [...fencedJobIds, job], ...(store !== undefined && { store }) });
   }
   return result;
 }

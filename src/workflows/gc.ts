@@ -74,6 +74,12 @@ export interface GcOptions {
    * The clients record it when they start a pass, so it is fixed for the pass.
    */
   readonly collectorTaskQueue?: string;
+  /**
+   * The store the pass collects (its identity: S3 bucket and endpoint, or the embedded file), as the
+   * client that started it named it; unset, the store of the worker that runs its first workflow task.
+   * An activity reaching a worker bound to another store fails `StoreMismatch`, naming both.
+   */
+  readonly store?: string;
 }
 
 /** What a pass takes from its first worker, once: its rules, and the activity timeouts. */
@@ -85,6 +91,8 @@ export interface PassSetup {
   readonly timeouts: ActivitySettings;
   /** Where the pass's activities and per-namespace workflows run (see {@link GcOptions.collectorTaskQueue}). */
   readonly collectorTaskQueue?: string;
+  /** The store every activity of the pass names (see {@link GcOptions.store}). Absent in runs recorded before. */
+  readonly store?: string;
 }
 
 export interface GcInput extends GcOptions {
@@ -122,7 +130,15 @@ const historyIsLong = (): boolean => {
   return info.continueAsNewSuggested || info.historyLength > HISTORY_EVENTS_PER_RUN;
 };
 
-const message = (err: unknown): string => (err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err));
+/**
+ * The message of the failure that names the cause: a namespace's failure wraps its activity's, which
+ * wraps the application failure a typed error became (whose own causes are lower-level errors).
+ */
+const message = (err: unknown): string => {
+  let named = err;
+  while (!(named instanceof ApplicationFailure) && named instanceof Error && named.cause instanceof Error) named = named.cause;
+  return named instanceof Error ? named.message : String(err);
+};
 
 function invalidInput(reason: string): never {
   throw ApplicationFailure.nonRetryable(reason, 'InvalidInput');
@@ -170,13 +186,16 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   const nowMs = input.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });
-  const { operationDeadlineMs, heartbeatTimeoutMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, clockSafetyMarginMs, manifestRetentionMs } = await gcSettings();
+  const { operationDeadlineMs, heartbeatTimeoutMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, clockSafetyMarginMs, manifestRetentionMs, store: workerStore } =
+    await gcSettings();
   const { dryRun, prefixesPerPage, prefixConcurrency, keysPerFlush, namespaceConcurrency, collectorTaskQueue } = options;
   if (collectorTaskQueue !== undefined && (typeof collectorTaskQueue !== 'string' || collectorTaskQueue === '')) {
     invalidInput(`collectorTaskQueue must be a task queue name, not ${JSON.stringify(collectorTaskQueue)}`);
   }
+  const store = options.store ?? workerStore;
   return {
     ...(collectorTaskQueue !== undefined && { collectorTaskQueue }),
+    ...(store !== undefined && { store }),
     rules: {
       nowMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT,
       passId: newPassId(nowMs, workflowRandom),
@@ -197,7 +216,7 @@ async function setUp(input: GcInput): Promise<PassSetup> {
 async function storeClockProblem(setup: PassSetup): Promise<string | undefined> {
   const { short } = gcActivities(setup);
   const sentAt = Date.now();
-  const storeMs = await short.storeClock.executeWithOptions({ summary: "compare the store's clock with the pass's" }, []);
+  const storeMs = await short.storeClock.executeWithOptions({ summary: "compare the store's clock with the pass's" }, [{ ...(setup.store !== undefined && { store: setup.store }) }]);
   const [fits, detail] = clockSkew(storeMs === null ? undefined : new Date(storeMs), sentAt, Date.now(), setup.clockSafetyMarginMs / 2);
   return fits ? undefined : `the store's clock disagrees with the pass's (the Temporal server's) by more than half the clock safety margin: ${detail}; the pass deletes nothing until the clocks agree`;
 }
@@ -227,7 +246,7 @@ function pageCollectionOf(err: ActivityFailure): PageCollection | undefined {
 /** Executes the plan's commands as activities, each with a summary naming what it touches. */
 function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
   const { short, long, page } = gcActivities(setup);
-  const input = <C extends CollectorCommand>(command: C): [CommandInput<C>] => [{ namespaceId: ns, rules: setup.rules, command }];
+  const input = <C extends CollectorCommand>(command: C): [CommandInput<C>] => [{ namespaceId: ns, rules: setup.rules, command, ...(setup.store !== undefined && { store: setup.store }) }];
   const prefix = (job: string) => jobPrefix(namespaceId(ns), job as Parameters<typeof jobPrefix>[1]);
   const execute = async (command: CollectorCommand): Promise<CollectorResult> => {
     switch (command.kind) {
@@ -355,7 +374,7 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
   for (;;) {
     const page = given
       ? pageOfGiven(given, after, rules.prefixesPerPage)
-      : await listNamespaces.executeWithOptions({ summary: 'list namespaces' }, [{ after, limit: rules.prefixesPerPage }]);
+      : await listNamespaces.executeWithOptions({ summary: 'list namespaces' }, [{ after, limit: rules.prefixesPerPage, ...(setup.store !== undefined && { store: setup.store }) }]);
     await inBatches(page.found, 1, setup.namespaceConcurrency, (batch) => Promise.all(batch.map(collectNamespace)));
     after = page.next;
     show(report, after === undefined ? (isIncomplete(report) ? 'incomplete' : 'done') : 'collecting');

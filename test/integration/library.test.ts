@@ -3,14 +3,13 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
-import { msToTs } from '@temporalio/common/lib/time';
 import { afterAll, beforeAll, describe, expect, it, inject, vi } from 'vitest';
 import { registerSearchAttributes, runGcPass, SEARCH_ATTRIBUTES, startCompaction, startWorkerFromEnv, TIMING_ENV, type Timing, type WorkerFromEnv } from '../../src';
 import { leaseKey, namespaceId, newJobId } from '../../src/keys';
 import { updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { makeInputs, writeInputs } from '../support/records';
-import { connectClient, quickExpirySettings, uniqueId, workflowBundle } from '../support/temporal';
+import { connectClient, freshTemporalNamespace, quickExpirySettings, uniqueId, workflowBundle } from '../support/temporal';
 
 describe('the library worker configured by the environment', () => {
   const taskQueue = uniqueId('library-tq');
@@ -58,16 +57,8 @@ describe('the library worker configured by the environment', () => {
   });
 
   it('registerSearchAttributes adds every attribute to a Temporal namespace that has none, once', async () => {
-    const namespace = uniqueId('library-ns');
-    await client.connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
-    // A new namespace reaches the frontend's cache within seconds.
-    let added: string[] | undefined;
-    for (const deadline = Date.now() + 30_000; added === undefined; ) {
-      added = await registerSearchAttributes(client.connection, namespace).catch((err: unknown) => {
-        if (Date.now() > deadline) throw err;
-        return new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 500));
-      });
-    }
+    const namespace = await freshTemporalNamespace(client, 'library-ns');
+    const added = await registerSearchAttributes(client.connection, namespace);
     expect(added.sort()).toEqual(Object.keys(SEARCH_ATTRIBUTES).sort());
     expect(await registerSearchAttributes(client.connection, namespace)).toEqual([]);
   });

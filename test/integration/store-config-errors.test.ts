@@ -2,7 +2,13 @@
 import { S3Client } from '@aws-sdk/client-s3';
 import { CredentialsProviderError } from '@smithy/core/config';
 import { describe, expect, inject, it, vi } from 'vitest';
-import { createEmbeddedObjectStore, createS3ObjectStore, objectStoreFromEnv, s3OptionsFromEnv, StoreConfigError } from '../../src/store';
+import { createServer } from 'node:http';
+import { namespaceId } from '../../src/keys';
+import { readRoot } from '../../src/protocol';
+import { readGroupSnapshot } from '../../src/reader';
+import { jsonRootCodec } from '../../src/root';
+import { AmbiguousError, createEmbeddedObjectStore, createS3ObjectStore, NotFoundError, objectStoreFromEnv, s3OptionsFromEnv, StoreConfigError, StoreUnavailableError } from '../../src/store';
+import { writeInputSegment } from '../../src/writer';
 import { freePort } from '../../src/devservers';
 import { createTestBucket, s3ClientConfig } from '../support/stores';
 
@@ -38,6 +44,30 @@ describe('store configuration errors', () => {
     const client = new S3Client({ ...s3ClientConfig(inject('minio')), endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1 });
     const store = createS3ObjectStore({ bucket: 'any', client, operationDeadlineMs: 5000 });
     await expect(store.verifyAccess()).rejects.toThrow(/AWS_ENDPOINT_URL_S3/);
+  });
+
+  // Before the rule "an endpoint that never answered is configuration", the writer's first PUT failed as AmbiguousError (ECONNREFUSED).
+  it('the library\'s writer and readers on an endpoint that never answered throw StoreConfigError naming AWS_ENDPOINT_URL_S3, not an outage', async () => {
+    const port = await freePort();
+    const unreachable = () => createS3ObjectStore({ bucket: 'any', client: new S3Client({ ...s3ClientConfig(inject('minio')), endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1 }), operationDeadlineMs: 5000 });
+    const write = writeInputSegment(unreachable(), 'tenant-7', 'inodes', [{ key: 'k', seq: 1, value: 'v' }]);
+    await expect(write).rejects.toThrow(StoreConfigError);
+    await expect(write).rejects.toThrow(/cannot reach the S3 endpoint \(.*ECONNREFUSED.*\); check AWS_ENDPOINT_URL_S3/);
+    await expect(readGroupSnapshot(unreachable(), 'tenant-7', 'inodes', jsonRootCodec)).rejects.toThrow(StoreConfigError);
+    await expect(readRoot(unreachable(), namespaceId('tenant-7'), jsonRootCodec)).rejects.toThrow(/AWS_ENDPOINT_URL_S3/);
+  });
+
+  it('once the endpoint has answered, the same refusal is an outage, retried: StoreUnavailableError on a read, AmbiguousError on a write', async () => {
+    // An endpoint that answers every request "no such key", until it goes away.
+    const server = createServer((_, res) => res.writeHead(404, { 'content-type': 'application/xml' }).end('<Error><Code>NoSuchKey</Code><Message>none</Message></Error>'));
+    const port = await freePort();
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    const store = createS3ObjectStore({ bucket: 'any', client: new S3Client({ ...s3ClientConfig(inject('minio')), endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1 }), operationDeadlineMs: 5000 });
+    await expect(store.get('k')).rejects.toThrow(NotFoundError);
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeAllConnections();
+    await expect(store.get('k')).rejects.toThrow(StoreUnavailableError);
+    await expect(store.put('k', new Uint8Array(1))).rejects.toThrow(AmbiguousError);
   });
 
   it('the environment selects S3 by its bucket, else the embedded store; S3 without a bucket names the setting', () => {

@@ -1,6 +1,7 @@
 /** Temporal fixtures: a client and a worker on a fresh task queue of the shared dev server. */
 import { S3Client } from '@aws-sdk/client-s3';
 import { ApplicationFailure, Client, Connection, WorkflowFailedError } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, inject } from 'vitest';
 import { resolveSettings, shrunkTiming, type CompactionSettings } from '../../src/config';
@@ -14,6 +15,25 @@ Runtime.install({ logger: new DefaultLogger('WARN') });
 
 let counter = 0;
 export const uniqueId = (prefix: string) => `${prefix}-${process.pid}-${Date.now().toString(36)}-${counter++}`;
+
+/**
+ * A new Temporal namespace on the server `client` talks to, with no custom search attribute, once
+ * its frontend knows it (a registered namespace reaches the frontend's cache within seconds).
+ */
+export async function freshTemporalNamespace(client: Client, prefix = 'ns'): Promise<string> {
+  const namespace = uniqueId(prefix);
+  await client.connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
+  for (const deadline = Date.now() + 30_000; ; ) {
+    try {
+      await client.connection.workflowService.describeNamespace({ namespace });
+      await client.connection.operatorService.listSearchAttributes({ namespace });
+      return namespace;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
+}
 
 /** `address`: another Temporal server than the shared one (a test that starts its own). */
 export async function connectClient(address = inject('temporalAddress')): Promise<{ client: Client; close: () => Promise<void> }> {

@@ -2,7 +2,7 @@
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { ScheduleNotFoundError, WorkflowFailedError, type Client } from '@temporalio/client';
+import { ScheduleNotFoundError, ServiceError, WorkflowFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, RetryState, WorkflowNotFoundError } from '@temporalio/common';
 import { msToTs } from '@temporalio/common/lib/time';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -13,8 +13,13 @@ import { parseCron } from '../../src/cli/gc-schedule';
 import { prefixStatus } from '../../src/cli/lease';
 import { runCli } from '../../src/cli/program';
 import { resolveSettings, SettingsError, TimingConfigError } from '../../src/config';
-import { InvalidKeyError, jobId, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
+import { familyGroup, InvalidKeyError, jobId, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
 import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease';
+import { SearchAttributesMissingError } from '../../src/client/search-attributes';
+import { WorkflowTaskFailingError } from '../../src/client/waiting';
+import { updateRoot } from '../../src/protocol';
+import { addSegments, jsonRootCodec } from '../../src/root';
+import { registeredAttributes } from '../support/search-attributes';
 import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, StoreUnfitError, type ObjectStore } from '../../src/store';
 import { TEST_PASS_ID } from '../support/pass';
 
@@ -56,6 +61,8 @@ async function cli(argv: string[], store?: ObjectStore, client?: Client, overrid
     out: { line: (t) => stdout.push(t), error: (t) => stderr.push(t) },
     settings: () => settings,
     store: async () => store ?? expect.fail('the command opened the store'),
+    storeIdentity: () => undefined,
+    rootCodec: async () => jsonRootCodec,
     temporal: () => expect.fail('the command needed Temporal'),
     client: async () => client ?? expect.fail('the command connected to Temporal'),
     taskQueue: () => 'unit',
@@ -143,6 +150,40 @@ describe('cli exit codes', () => {
   it('an unreachable Temporal names the setting to change', () => {
     expect(explainFailure(new TemporalUnreachableError('127.0.0.1:7233', false, new Error('refused'))).line).toContain('set TEMPORAL_ADDRESS');
   });
+
+  /** A gRPC error as the client's connection throws it. */
+  const grpcError = (code: number, details: string) => Object.assign(new Error(`${code} ${details}`), { code, details, metadata: {} });
+
+  // Before, a refused start printed only "ServiceError: Failed to start Workflow" (exit 1): the reason was in its cause.
+  it('a start the server refused prints what it is, the server\'s status and its message: the SDK\'s ServiceError alone names neither', () => {
+    const refused = new ServiceError('Failed to start Workflow', { cause: grpcError(3, 'Namespace default has no mapping defined for search attribute CompactionGroup') });
+    expect(explainFailure(refused)).toEqual({
+      exitCode: ExitCode.usage,
+      line: 'Failed to start Workflow: Temporal refused it, INVALID_ARGUMENT: Namespace default has no mapping defined for search attribute CompactionGroup',
+    });
+    expect(explainFailure(new ServiceError('Failed to start Workflow', { cause: grpcError(7, 'Request unauthorized.') }))).toEqual({
+      exitCode: ExitCode.config,
+      line: 'Failed to start Workflow: Temporal refused it, PERMISSION_DENIED: Request unauthorized.',
+    });
+    expect(explainFailure(grpcError(3, 'invalid cron')).line).toBe('Temporal refused it, INVALID_ARGUMENT: invalid cron');
+  });
+
+  it('a namespace without the search attributes is a configuration error naming them and the command that registers them; a failing workflow task names its cause', () => {
+    const missing = explainFailure(new SearchAttributesMissingError('default', [{ name: 'GcIncomplete', expected: 'Bool' }]));
+    expect(missing.exitCode).toBe(ExitCode.config);
+    expect(missing.line).toBe(
+      'Temporal namespace default lacks the search attributes GcIncomplete (Bool) that this package\'s workflows set: register them with `compaction-lease temporal setup` ' +
+        '(self-hosted or dev server, TEMPORAL_NAMESPACE=default), or on Temporal Cloud `tcld namespace search-attributes add --namespace default.<account> --sa GcIncomplete=Bool`',
+    );
+    const retyped = explainFailure(new SearchAttributesMissingError('default', [{ name: 'GcDryRun', expected: 'Bool', registered: 'Keyword' }]));
+    expect(retyped.line).toMatch(/^Temporal namespace default has GcDryRun as Keyword, not Bool: a search attribute keeps its type, so remove it/);
+    const stuck = explainFailure(new WorkflowTaskFailingError('compaction:a:b', 'r1', 'BAD_SEARCH_ATTRIBUTES', 'BadSearchAttributes: no mapping for X', 2));
+    expect(stuck).toEqual({
+      exitCode: ExitCode.failed,
+      line: 'workflow compaction:a:b (run r1) stays Running: its workflow task failed 2 times in a row, BAD_SEARCH_ATTRIBUTES: BadSearchAttributes: no mapping for X; ' +
+        'register the search attributes (`compaction-lease temporal setup`, or `registerSearchAttributes`): the server retries the task and the run goes on',
+    });
+  });
 });
 
 describe('cli store check', () => {
@@ -197,6 +238,38 @@ describe('cli lease reads', () => {
     expect(run.code).toBe(ExitCode.notFound);
     expect(run.stderr).toHaveLength(1);
     expect(run.stderr[0]).toContain('1 objects (10 bytes) remain');
+  });
+
+  /** A job whose staged segment the namespace root names: it published. */
+  const publishJob = async (store: ObjectStore, job: MetadataCompactionId) => {
+    const output = stagedSegmentKey(ns, job, newSegmentId(), 'mseg');
+    await store.put(output, new Uint8Array(10));
+    await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'inputs'), new Uint8Array(5));
+    await updateRoot(store, ns, (root) => addSegments(root, familyGroup('g'), [output]), jsonRootCodec);
+    return output;
+  };
+
+  // Before, a published job read "active", then "orphaned" once its lease was gone, and show said the collector would reclaim its outputs.
+  it('a job whose outputs the root names is published, live lease or none, and show says which of its objects stay and which go', async () => {
+    const store = embeddedStore();
+    const job = await writeLease(store);
+    await publishJob(store, job);
+    const shown = JSON.parse((await cli(['lease', 'show', ns, job, '--json'], store)).stdout.join('\n'));
+    expect(shown).toMatchObject({ status: 'published', leaseStatus: 'active', live: true, published: { current: 1, retired: 0 }, objects: { count: 3 } });
+    const text = await cli(['lease', 'show', ns, job], store);
+    expect(text.stdout).toContain(`status     published, lease active (live) at ${new Date(NOW).toISOString()}`);
+    expect(text.stdout.find((l) => l.startsWith('objects'))).toMatch(/: 1 of them named by the namespace root \(1 current, 0 retired and kept for readers\): they stay while it names them; the collector reclaims the other 2 once no live lease owns them$/);
+    const orphan = await writeLease(store, newJobId(), NOW - expiry - 1);
+    const listed = JSON.parse((await cli(['lease', 'list', '--json'], store)).stdout.join('\n')) as { jobId: string; status: string; leaseStatus: string }[];
+    expect(listed.map(({ jobId: j, status, leaseStatus }) => [j, status, leaseStatus]).sort()).toEqual([[job, 'published', 'active'], [orphan, 'expired', 'expired']].sort());
+    expect(JSON.parse((await cli(['lease', 'list', '--status', 'published', '--json'], store)).stdout.join('\n'))).toEqual([expect.objectContaining({ jobId: job })]);
+
+    // Its lease claimed and deleted by the collector: published still, and show no longer says the collector reclaims its outputs.
+    await store.deleteMany([leaseKey(ns, job)]);
+    expect(JSON.parse((await cli(['lease', 'list', '--json'], store)).stdout.join('\n'))).toContainEqual(expect.objectContaining({ jobId: job, status: 'published', leaseStatus: 'orphaned' }));
+    const gone = await cli(['lease', 'show', ns, job], store);
+    expect(gone.code).toBe(ExitCode.notFound);
+    expect(gone.stderr[0]).toMatch(/remain under \S+, 1 of them named by the namespace root \(1 current, 0 retired and kept for readers\): they stay while it names them; the collector reclaims the other 1 once/);
   });
 
   it('lease show --json gives the decoded lease, live at now, and the objects under the prefix', async () => {
@@ -344,18 +417,25 @@ describe('cli operator paths', () => {
    */
   const fakeClient = (pollers: ReturnType<typeof poller>[], result: () => Promise<unknown>, running?: { taskQueue: string }) => {
     const started: string[] = [];
+    const getHandle = (workflowId: string) => ({
+      describe: async () => {
+        if (!running) throw new WorkflowNotFoundError('not found', workflowId, undefined);
+        return { status: { name: 'RUNNING' }, taskQueue: running.taskQueue };
+      },
+    });
+    // A namespace with every search attribute, and a server that lists no worker heartbeats.
+    const workflowService = { describeTaskQueue: async () => ({ pollers }), listWorkers: async () => ({ workersInfo: [] }) };
+    const operatorService = { listSearchAttributes: async () => ({ customAttributes: registeredAttributes() }) };
     const client = {
       options: { namespace: 'default' },
+      connection: { workflowService, operatorService },
       workflow: {
-        start: async (_type: string, options: { workflowId: string }) => (started.push(options.workflowId), { workflowId: options.workflowId, firstExecutionRunId: 'run-1', result }),
-        getHandle: (workflowId: string) => ({
-          describe: async () => {
-            if (!running) throw new WorkflowNotFoundError('not found', workflowId, undefined);
-            return { status: { name: 'RUNNING' }, taskQueue: running.taskQueue };
-          },
-        }),
+        start: async (_type: string, options: { workflowId: string }) => (
+          started.push(options.workflowId), { workflowId: options.workflowId, firstExecutionRunId: 'run-1', result, client: { getHandle, workflowService, options: { namespace: 'default' } } }
+        ),
+        getHandle,
       },
-      workflowService: { describeTaskQueue: async () => ({ pollers }) },
+      workflowService,
     } as unknown as Client;
     return Object.assign(client, { started });
   };

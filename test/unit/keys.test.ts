@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   compactionsPrefix,
   inputSegmentKey,
+  familyGroup,
   InvalidKeyError,
   jobId,
   jobPrefix,
@@ -51,6 +52,22 @@ describe('key grammar', () => {
       expect(() => namespaceId(bad)).toThrow(/namespace id/);
     },
   );
+
+  it('an id of 300 characters is quoted to its first 64 (its length and a digest say the rest), for every kind of id', () => {
+    const long = `${'n'.repeat(299)}!`;
+    for (const [validate, subject] of [[namespaceId, 'namespace id'], [familyGroup, 'family group'], [jobId, 'job id']] as const) {
+      const message = (() => {
+        try {
+          validate(long);
+        } catch (err) {
+          return (err as Error).message;
+        }
+        return '';
+      })();
+      expect(message).toMatch(new RegExp(`^invalid ${subject} "${'n'.repeat(64)}… \\(300 characters, digest [0-9a-f]{14}\\)": must be `));
+      expect(message).not.toContain('n'.repeat(65));
+    }
+  });
 
   it.each(['cmp_', `cmp_${'A'.repeat(32)}`, `cmp_${'a'.repeat(31)}`, `cmp_${'a'.repeat(33)}`, `seg_${'a'.repeat(32)}`, '../x'])(
     'rejects job id %j',

@@ -1,5 +1,5 @@
 /** The library's public surface as a metadata service imports it: one reading of the environment, and a collector pass's report as a value. */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, RetryState, WorkflowNotFoundError } from '@temporalio/common';
@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as library from '../../src';
 import { SettingsError } from '../../src/config';
 import type { GcReport } from '../../src/workflows/gc';
+import { registeredAttributes } from '../support/search-attributes';
 
 /**
  * A client whose `workflow.start` and `schedule.create` record their options and do nothing else; a
@@ -23,7 +24,13 @@ function recordingClient({ polled = true, pollerAgoMs = 0 } = {}) {
       start: async (_type: string, options: { workflowId: string; taskQueue: string; args: unknown[] }) => (started.push(options), handle(options.workflowId)),
       getHandle: (workflowId: string) => ({ describe: () => Promise.reject(new WorkflowNotFoundError('not found', workflowId, undefined)) }),
     },
-    workflowService: { describeTaskQueue: async () => ({ pollers: !polled ? [] : [{ identity: 'w1', lastAccessTime: msToTs(Date.now() - pollerAgoMs) }] }) },
+    workflowService: {
+      describeTaskQueue: async () => ({ pollers: !polled ? [] : [{ identity: 'w1', lastAccessTime: msToTs(Date.now() - pollerAgoMs) }] }),
+      // A server that lists no worker heartbeats.
+      listWorkers: async () => ({ workersInfo: [] }),
+    },
+    // A Temporal namespace with every search attribute registered, by its type.
+    connection: { operatorService: { listSearchAttributes: async () => ({ customAttributes: registeredAttributes() }) } },
     schedule: { create: async (options: { action: { taskQueue: string; args: unknown[] } }) => (started.push(options.action), { scheduleId: 's' }) },
   } as unknown as Client;
   return { client, started };
@@ -45,6 +52,16 @@ describe('the public API', () => {
 
   it('is named export by export: a name a module adds stays inside until src/index.ts names it', () => {
     expect(readFileSync(join(__dirname, '..', '..', 'src', 'index.ts'), 'utf8')).not.toMatch(/export \*|export type \*/);
+  });
+
+  it('exports every error class the README and the docs name, so a caller can catch it by its class', () => {
+    const root = join(__dirname, '..', '..');
+    const texts = [join(root, 'README.md'), ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => join(root, 'docs', f))].map((file) => readFileSync(file, 'utf8'));
+    const named = new Set(texts.flatMap((text) => [...text.matchAll(/\b([A-Z][A-Za-z]+Error)\b/g)].map((m) => m[1] as string)));
+    // JavaScript's own, an S3 error code, and the error a plug-in in docs/plugins.md declares for itself.
+    const notOurs = new Set(['Error', 'RangeError', 'TypeError', 'InternalError', 'AcmeInputError']);
+    expect(named.size).toBeGreaterThan(20);
+    expect([...named].filter((name) => !notOurs.has(name) && typeof (library as Record<string, unknown>)[name] !== 'function').sort()).toEqual([]);
   });
 
   it('registers every search attribute the workflows upsert, by the type the Temporal CLI names', () => {

@@ -18,6 +18,17 @@ describe('the packed tarball', () => {
     expect(outside).toEqual([]);
   });
 
+  it('its README reads right for a consumer: up to its contributors\' part, no path into the source repository, no `npm run`, and the command is `npx compaction-lease`', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const contributors = readme.indexOf('## Working on the package');
+    expect(contributors).toBeGreaterThan(0);
+    const consumer = readme.slice(0, contributors);
+    const pointers = [...consumer.matchAll(/(?<![\w/.-])(src|test|scripts|examples|bench|etc|\.ci)\/[\w./-]*|npm run \w+|npx tsx/g)].map((m) => m[0]);
+    expect(pointers).toEqual([]);
+    expect(consumer).toMatch(/^npx compaction-lease temporal setup/m);
+    expect(readme.slice(contributors)).toMatch(/not in the\s+installed package/);
+  });
+
   it('every relative link of its README and docs resolves to a file inside it', () => {
     const broken = packed
       .filter((path) => path.endsWith('.md'))

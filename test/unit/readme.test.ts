@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { cloudSearchAttributeCommand, SEARCH_ATTRIBUTES, searchAttributeCommands } from '../../src/client/search-attributes';
 import { SETTINGS_ENV, TIMING_ENV } from '../../src/config';
 import { S3_ENV } from '../../src/store';
 
@@ -24,6 +25,14 @@ describe('README', () => {
     const documented = new Set([...table.matchAll(/^\| `([A-Z0-9_]+)` \|/gm)].map((m) => m[1]));
     const settings = [...Object.values(SETTINGS_ENV), ...Object.values(TIMING_ENV), ...Object.values(S3_ENV)];
     expect(settings.filter((name) => !documented.has(name))).toEqual([]);
+  });
+
+  it('registers by hand exactly the search attributes of SEARCH_ATTRIBUTES, each with its type, with the Temporal CLI and with tcld', () => {
+    const shBlocks = [...readme.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1] as string);
+    const manual = shBlocks.filter((block) => block.includes('temporal operator search-attribute create'));
+    expect(manual).toEqual([`${searchAttributeCommands('default').join('\n')}\n`]);
+    expect(shBlocks.filter((block) => block.includes('tcld '))).toEqual([`${cloudSearchAttributeCommand('default')}\n`]);
+    expect(searchAttributeCommands('default')).toHaveLength(Object.keys(SEARCH_ATTRIBUTES).length);
   });
 
   it('has TypeScript blocks, and each type-checks as an ES module importing the package', { timeout: 120_000 }, () => {

@@ -1,12 +1,13 @@
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import {
+  compactionResult,
   connectClientFromEnv,
   ensureGcSchedule,
   jsonRootCodec,
   NoWorkerPollingError,
   readGroupRecords,
   readGroupSnapshot,
-  registerSearchAttributes,
+  requireSearchAttributes,
   runGcPass,
   startCompaction,
   startWorkerFromEnv,
@@ -18,10 +19,12 @@ import {
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
 const client = await connectClientFromEnv();
-// Once per Temporal namespace; a dev server accepts it (Temporal Cloud: `tcld` or its console).
-await registerSearchAttributes(client.connection, client.options.namespace);
+// The Temporal namespace needs the package's search attributes, registered once by `npx compaction-lease temporal setup`
+// (Temporal Cloud: the tcld command it names). Every start and every worker checks them; the service can too, at its start.
+await requireSearchAttributes(client.connection, client.options.namespace);
 
-// No worker polls the task queue yet: a start fails within seconds, naming the queue, and starts nothing.
+// No worker polls the task queue yet (or the one that did has stopped): a start fails within seconds, naming the queue,
+// and starts nothing.
 try {
   await startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes', workerTimeoutMs: 1_000 });
 } catch (err) {
@@ -44,7 +47,9 @@ await writeInputSegment(worker.store, 'tenant-7', 'inodes', [
 ]);
 
 const handle = await startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes' }); // idempotent per group
-const compaction = await handle.result();
+// Its outcome. Meanwhile a run that waits for a worker says so (stderr, every 30 s), and one whose workflow task keeps
+// failing ends the wait with the cause (WorkflowTaskFailingError).
+const compaction = await compactionResult(handle);
 console.log(`compaction ${compaction.outcome}: ${compaction.inputCount} inputs, ${compaction.recordsOut} records out`);
 
 // Readers read the group's live segments at one root read (they stay readable for the reader grace
