@@ -188,7 +188,19 @@ export {
   type RootCodec,
   type RootState,
 } from './root';
-export { readRoot, readRootIfAny, RootMissingError, updateRoot, type ReadRoot, type RootWriteOptions } from './protocol/root-io';
+export {
+  InvalidRootChangeError,
+  readRoot,
+  readRootIfAny,
+  RootLostError,
+  RootMissingError,
+  SegmentLostError,
+  SequenceFloorError,
+  updateRoot,
+  type ReadRoot,
+  type RootWriteOptions,
+} from './protocol/root-io';
+export { NothingToRestoreError, RootWentBackError } from './protocol/judged-root';
 export { EmptyCompactionError } from './protocol/publication';
 export { LeaseCorruptError } from './lease/codec';
 export { InputChangedError } from './compactor/inputs';

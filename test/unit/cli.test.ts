@@ -17,11 +17,11 @@ import { familyGroup, InvalidKeyError, jobId, jobPrefix, leaseKey, namespaceId, 
 import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease';
 import { SearchAttributesMissingError } from '../../src/client/search-attributes';
 import { WorkflowTaskFailingError } from '../../src/client/waiting';
-import { updateRoot } from '../../src/protocol';
 import { addSegments, jsonRootCodec } from '../../src/root';
 import { registeredAttributes } from '../support/search-attributes';
 import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, StoreUnfitError, type ObjectStore } from '../../src/store';
 import { TEST_PASS_ID } from '../support/pass';
+import { writeRoot } from '../support/roots';
 
 const settings = resolveSettings({ timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 3600 }, heartbeatTimeoutMs: 2000 });
 const expiry = settings.timing.leaseExpiryMs;
@@ -245,7 +245,8 @@ describe('cli lease reads', () => {
     const output = stagedSegmentKey(ns, job, newSegmentId(), 'mseg');
     await store.put(output, new Uint8Array(10));
     await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'inputs'), new Uint8Array(5));
-    await updateRoot(store, ns, (root) => addSegments(root, familyGroup('g'), [output]), jsonRootCodec);
+    // As its publication names it: the package's writer names only input segments.
+    await writeRoot(store, ns, (root) => addSegments(root, familyGroup('g'), [output]));
     return output;
   };
 
