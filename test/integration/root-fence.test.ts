@@ -10,56 +10,41 @@
  * deleted (`InputMissing` for every later compaction of the group, NotFound for readers). With the fence, MinIO refuses the CAS (412: the root's ETag changed) and the
  * publication's next attempt finds the lease gone: `fenced`.
  */
-import { S3Client } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { resolveTiming } from '../../src/config';
 import { familyGroup, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type NamespaceId } from '../../src/keys';
 import { createJobLease, publishCompaction, readRoot, type PublicationRequest } from '../../src/protocol';
 import { jsonRootCodec, referencedKeys } from '../../src/root';
-import { createS3ObjectStore, NotFoundError, type ObjectStore } from '../../src/store';
+import { NotFoundError } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
 import { passAhead } from '../support/pass';
-import { s3Requests, startS3FaultProxy, type S3Exchange, type S3FaultProxy } from '../support/s3-fault-proxy';
-import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
+import { proxiedMinio } from '../support/proxied-minio';
+import { s3Requests, type S3Exchange } from '../support/s3-fault-proxy';
 import { uniqueId } from '../support/temporal';
 
 const timing = resolveTiming();
 const group = familyGroup('inodes');
 
 describe('fencing by the root, on MinIO through the fault proxy', () => {
-  let fixture: TestStore;
-  let proxy: S3FaultProxy;
-  let viaProxy: ObjectStore;
-
-  beforeAll(async () => {
-    fixture = await openTestStore('minio');
-    proxy = await startS3FaultProxy(fixture.endpoint!.endpoint);
-    // A deadline far longer than the hold: the job's CAS is late, not abandoned by its client.
-    viaProxy = createS3ObjectStore({ bucket: fixture.bucket!, client: new S3Client({ ...s3ClientConfig(fixture.endpoint!), endpoint: proxy.endpoint }), operationDeadlineMs: 60_000 });
-  });
-  afterAll(async () => {
-    await viaProxy?.close();
-    await proxy?.stop();
-    await fixture?.store.close();
-  });
+  const minio = proxiedMinio();
 
   /** A namespace of two inputs, a job with a fresh lease and one staged output, not yet published. */
   async function prepare() {
     const ns = namespaceId(uniqueId('fence').toLowerCase());
-    const inputs = [await writeInputSegment(fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]), await writeInputSegment(fixture.store, ns, group, [{ key: 'a', seq: 2, value: 'y' }])];
+    const inputs = [await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]), await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 2, value: 'y' }])];
     const job = newJobId();
-    await createJobLease(viaProxy, { namespaceId: ns, jobId: job, ownerId: 'test', startedAtMs: Date.now() });
+    await createJobLease(minio.viaProxy, { namespaceId: ns, jobId: job, ownerId: 'test', startedAtMs: Date.now() });
     const output = stagedSegmentKey(ns, job, newSegmentId(), 'mseg');
-    await fixture.store.put(output, new TextEncoder().encode('the merged segment'));
+    await minio.fixture.store.put(output, new TextEncoder().encode('the merged segment'));
     return { ns, inputs, output, request: { namespaceId: ns, jobId: job, group, inputs, outputs: [output] } };
   }
 
   /** Starts the job's publication through the proxy and resolves once its root CAS, sent within the budget, is held there. */
   async function publishHeld(request: PublicationRequest) {
-    const held = proxy.hold((r) => s3Requests.compareAndSwap(r) && r.key === rootKey(request.namespaceId));
+    const held = minio.proxy.hold((r) => s3Requests.compareAndSwap(r) && r.key === rootKey(request.namespaceId));
     const start = performance.now();
     const publication = publishCompaction(
-      viaProxy,
+      minio.viaProxy,
       request,
       { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 },
       { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start },
@@ -70,19 +55,19 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
   }
 
   /** A pass through the proxy, its clock past the job's lease expiry and its output's staging grace. */
-  const lateIn = (ns: NamespaceId) => passAhead(viaProxy, ns, timing.stagingGraceMs + 60_000);
+  const lateIn = (ns: NamespaceId) => passAhead(minio.viaProxy, ns, timing.stagingGraceMs + 60_000);
 
   it('a root CAS held until the collector claimed the job and deleted its staged output is refused; the job ends fenced and no root ever names a deleted object', async () => {
     const { ns, inputs, output, request } = await prepare();
     const rootWrites: S3Exchange[] = [];
-    const unobserve = proxy.observe((exchange) => {
+    const unobserve = minio.proxy.observe((exchange) => {
       if (exchange.request.method === 'PUT' && exchange.request.key === rootKey(ns)) rootWrites.push(exchange);
     });
     const held = await publishHeld(request);
 
     const report = await lateIn(ns);
     expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 1, leasesDeleted: 1, failedPrefixes: 0 });
-    await expect(fixture.store.head(output)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(minio.fixture.store.head(output)).rejects.toBeInstanceOf(NotFoundError);
     // The pass wrote one root: its fence, while the job's CAS was held.
     expect(rootWrites.map((w) => w.status)).toEqual([200]);
 
@@ -92,7 +77,7 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
 
     // The released CAS reached MinIO and was refused on its ETag.
     expect(rootWrites.map((w) => w.status)).toEqual([200, 412]);
-    const { root } = await readRoot(fixture.store, ns, jsonRootCodec);
+    const { root } = await readRoot(minio.fixture.store, ns, jsonRootCodec);
     expect(root.groups[group]).toEqual(inputs);
     for (const written of rootWrites.filter((w) => w.status === 200)) {
       expect(referencedKeys(jsonRootCodec.decode(written.requestBody!, ns)).has(output)).toBe(false);
@@ -102,16 +87,16 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
   it("a held CAS released while the claimed lease is still reaping is refused, and the publication's next attempt finds the lease reaping: fenced", async () => {
     const { ns, output, request } = await prepare();
     const held = await publishHeld(request);
-    // The walk's delete batch goes through; the pass's second DeleteObjects, its lease last, waits in the proxy.
+    // The walk's delete batch goes through; the pass's second DeleteObjects, its lease last, waits in the minio.proxy.
     let deletes = 0;
-    const leaseDelete = proxy.hold((r) => s3Requests.deleteObjects(r) && ++deletes === 2);
+    const leaseDelete = minio.proxy.hold((r) => s3Requests.deleteObjects(r) && ++deletes === 2);
     const pass = lateIn(ns);
     await leaseDelete.arrived;
-    await expect(fixture.store.head(output)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(minio.fixture.store.head(output)).rejects.toBeInstanceOf(NotFoundError);
 
     held.release();
     await expect(held.publication).resolves.toEqual({ outcome: 'fenced', reason: 'a collector claimed the lease' });
-    expect(referencedKeys((await readRoot(fixture.store, ns, jsonRootCodec)).root).has(output)).toBe(false);
+    expect(referencedKeys((await readRoot(minio.fixture.store, ns, jsonRootCodec)).root).has(output)).toBe(false);
     leaseDelete.release();
     expect((await pass).totals).toMatchObject({ claimed: 1, objectsDeleted: 1, leasesDeleted: 1 });
   });
