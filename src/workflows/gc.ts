@@ -216,7 +216,14 @@ async function setUp(input: GcInput): Promise<PassSetup> {
 async function storeClockProblem(setup: PassSetup): Promise<string | undefined> {
   const { short } = gcActivities(setup);
   const sentAt = Date.now();
-  const storeMs = await short.storeClock.executeWithOptions({ summary: "compare the store's clock with the pass's" }, [{ ...(setup.store !== undefined && { store: setup.store }) }]);
+  let storeMs: number | null;
+  try {
+    storeMs = await short.storeClock.executeWithOptions({ summary: "compare the store's clock with the pass's" }, [{ ...(setup.store !== undefined && { store: setup.store }) }]);
+  } catch (err) {
+    if (!(err instanceof ActivityFailure)) throw err;
+    // The namespaces' own steps then fail alike (a store that refuses work, another store's worker) and say so in the report.
+    return `the store's clock could not be read (${message(err)}); the pass deletes nothing until it can be`;
+  }
   const [fits, detail] = clockSkew(storeMs === null ? undefined : new Date(storeMs), sentAt, Date.now(), setup.clockSafetyMarginMs / 2);
   return fits ? undefined : `the store's clock disagrees with the pass's (the Temporal server's) by more than half the clock safety margin: ${detail}; the pass deletes nothing until the clocks agree`;
 }
