@@ -122,7 +122,7 @@ async function main(): Promise<void> {
   console.log(
     `collector pass: ${t.prefixesSeen} job prefixes (${t.live} live, ${t.claimed} claimed, ${t.orphaned} orphaned, ${t.corrupt} corrupt), ` +
       `${t.objectsDeleted} objects deleted (${t.retiredDeleted} superseded segments), ${t.retainedInGrace} superseded segments kept for readers ` +
-      `until ${settings.timing.readerGraceMs / 1000} s after they left the root${pass.complete ? '' : ' (incomplete: see docs/operations.md)'}`,
+      `until ${settings.timing.readerGraceMs / 1000} s after a pass saw them retired${pass.complete ? '' : ' (incomplete: see docs/operations.md)'}`,
   );
 
   if (!options.once) {
