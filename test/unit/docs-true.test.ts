@@ -1,20 +1,23 @@
 /**
  * What README.md and docs/*.md state about the code, checked against the code: the settings and their
- * defaults, the search attributes, the compaction outcomes, the CLI's commands and options, and the
- * folders of src/. Seen failing on the docs before they were corrected: the activity slots' default
+ * defaults, the constants they quote, the search attributes, the compaction outcomes, the CLI's commands
+ * and options, and the folders of src/. Seen failing on the docs before they were corrected: the activity slots' default
  * (21 000, the code's is 11 000), a 30 s heartbeat timeout (450 000), derived defaults stated with no
  * value to check, an owner id of another shape than the code's, an outcome list without `unchanged`,
- * and the layout table without `cli`, `conformance` and `reader`.
+ * the layout table without `cli`, `conformance` and `reader`, and a constant the code no longer has.
  */
 import type { Command } from 'commander';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import * as entry from '../../src';
 import { buildProgram } from '../../src/cli/program';
 import type { CliContext } from '../../src/cli/context';
 import { SEARCH_ATTRIBUTES } from '../../src/client/search-attributes';
+import * as recurring from '../../src/compactor/recurring';
 import { resolveSettings, resolveTiming, SETTINGS_ENV, TIMING_ENV, WORKER_ROLE_ENV, workerRoleFromEnv } from '../../src/config';
+import * as segments from '../../src/segments';
 import { DEFAULT_EMBEDDED_PATH, EMBEDDED_ENV, S3_ENV, s3OptionsFromEnv } from '../../src/store';
 import { S3_DEFAULTS } from '../../src/store/s3';
 import {
@@ -97,13 +100,13 @@ function statedDefault(text: string): Stated {
 }
 
 /** Whether `stated` says what the code does: `undefined` when it does, else what it gets wrong. */
-function disagreement(stated: Stated, code: CodeDefault): string | undefined {
+function disagreement(stated: Stated, code: CodeDefault, codeSays = "the code's default"): string | undefined {
   if ('unreadable' in stated) return `states no value (${JSON.stringify(stated.unreadable)}): give the default as a number, a literal or "unset"`;
-  if ('unset' in stated) return code === undefined ? undefined : `says unset, the code's default is ${code}`;
+  if ('unset' in stated) return code === undefined ? undefined : `says unset, ${codeSays} is ${code}`;
   if (code === undefined) return 'states a default, the code has none';
-  if ('literal' in stated) return stated.literal === String(code) ? undefined : `says ${stated.literal}, the code's default is ${code}`;
+  if ('literal' in stated) return stated.literal === String(code) ? undefined : `says ${stated.literal}, ${codeSays} is ${code}`;
   const wrong = stated.quantities.filter((q) => q !== code);
-  return wrong.length ? `says ${wrong.join(', ')}, the code's default is ${code}` : undefined;
+  return wrong.length ? `says ${wrong.join(', ')}, ${codeSays} is ${code}` : undefined;
 }
 
 /** The rows of every markdown table, cells trimmed, with the table's header. */
@@ -256,6 +259,23 @@ describe('the docs say what the code does', () => {
     const wrong = commands.flatMap(({ doc, command }) => {
       const problem = unknownInCommand(program, command);
       return problem ? [`${doc}: compaction-lease ${command}: ${problem}`] : [];
+    });
+    expect(wrong).toEqual([]);
+  });
+
+  it('every constant the docs quote with a value is one of the code, of that value', () => {
+    const constants: Record<string, unknown> = { ...recurring, ...segments, ...entry };
+    const quoted = docs.flatMap(({ name: doc, text }) =>
+      [...text.replace(/\s+/g, ' ').matchAll(/`([A-Z][A-Z0-9_]*[A-Z0-9])`(?:, | \()(\d[\d ,.]*(?: ?(?:KiB|MiB|GiB|ms|min|h|s)\b)?)/g)]
+        .filter((m) => !m[1]!.startsWith('COMPACTION_'))
+        .map((m) => ({ doc, name: m[1]!, stated: statedDefault(m[2]!) })),
+    );
+    expect(quoted.length).toBeGreaterThan(5);
+    const wrong = quoted.flatMap(({ doc, name, stated }) => {
+      const value = constants[name];
+      if (typeof value !== 'number') return [`${doc}: ${name} is no numeric constant of the code`];
+      const problem = disagreement(stated, value, "the code's value");
+      return problem ? [`${doc}: ${name} ${problem}`] : [];
     });
     expect(wrong).toEqual([]);
   });
