@@ -1,10 +1,11 @@
 /**
  * What README.md and docs/*.md state about the code, checked against the code: the settings and their
- * defaults, the constants they quote, the search attributes, the compaction outcomes, the CLI's commands
- * and options, and the folders of src/. Seen failing on the docs before they were corrected: the activity slots' default
- * (21 000, the code's is 11 000), a 30 s heartbeat timeout (450 000), derived defaults stated with no
- * value to check, an owner id of another shape than the code's, an outcome list without `unchanged`,
- * the layout table without `cli`, `conformance` and `reader`, and a constant the code no longer has.
+ * defaults, the constants they quote, the search attributes, the compaction outcomes, the CLI's
+ * commands and options, and the folders of src/. Seen failing on the docs before they were corrected:
+ * the activity slots' default (21 000, the code's is 11 000), a 30 s heartbeat timeout (450 000),
+ * derived defaults stated with no value to check, an owner id of another shape than the code's, an
+ * outcome list without `unchanged`, the layout table without `cli`, `conformance` and `reader`, and a
+ * constant the code no longer has.
  */
 import type { Command } from 'commander';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
