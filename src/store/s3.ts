@@ -78,7 +78,8 @@ export interface S3StoreOptions {
 /** The largest window a `windowMultiple` may ask for: whatever a caller asks, one stream holds at most two of these. */
 const MAX_READ_WINDOW_BYTES = 8 * 1024 * 1024;
 
-const S3_DEFAULTS = {
+/** What the S3 store uses for each bound its options (and `COMPACTION_S3_*`) leave unset; the idle timeout is the operation deadline up to `maxIdleTimeoutMs`. */
+export const S3_DEFAULTS = {
   readWindowBytes: 256 * 1024,
   maxConcurrentReads: 32,
   // Window reads take at most 32; the rest serve lease keepers' refreshes, output segment writes and the collector.

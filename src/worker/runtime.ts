@@ -7,6 +7,8 @@ import { SettingsError } from '../config';
 export const METRICS_ENV = 'COMPACTION_METRICS_PROMETHEUS';
 export const LOG_LEVEL_ENV = 'COMPACTION_LOG_LEVEL';
 const LOG_LEVELS: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
+/** The level `installRuntime` logs at when `COMPACTION_LOG_LEVEL` is unset. */
+export const DEFAULT_LOG_LEVEL: LogLevel = 'WARN';
 
 /**
  * How often the workers of a Runtime this package installs tell the server they live (`ListWorkers`,
@@ -47,7 +49,7 @@ export function requireOneTemporalRuntime(): void {
  */
 export function installRuntime(env: NodeJS.ProcessEnv = process.env): 'installed' | 'existing' {
   const bindAddress = env[METRICS_ENV];
-  const level = (env[LOG_LEVEL_ENV] || 'WARN').toUpperCase() as LogLevel;
+  const level = (env[LOG_LEVEL_ENV] || DEFAULT_LOG_LEVEL).toUpperCase() as LogLevel;
   if (!LOG_LEVELS.includes(level)) throw new SettingsError(`${LOG_LEVEL_ENV} must be one of ${LOG_LEVELS.join(', ')}, not ${JSON.stringify(env[LOG_LEVEL_ENV])}`);
   requireOneTemporalRuntime();
   try {

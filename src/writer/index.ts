@@ -1,6 +1,6 @@
 /**
- * A stand-in for the metadata service's own writer: writes sorted input segments and registers
- * them in the namespace root. The demo and the tests use it to give compactions something to do.
+ * The metadata service's writer for the package's formats: writes sorted input segments and registers
+ * them in the namespace root within the writer budget. The demo and the tests seed groups with it too.
  */
 import { timingFromEnv } from '../config/timing';
 import { quoted, TypedError } from '../errors';
