@@ -54,6 +54,8 @@ export interface WriterOptions {
   readonly writerBudgetMs?: number;
   /** Monotonic milliseconds for the budget; `performance.now` unless a test brings its own. */
   readonly elapsedMs?: () => number;
+  /** The writer's wall clock, for its root writes (spec 6a.1); `Date.now` unless a test brings its own. */
+  readonly clockMs?: () => number;
   /** The segment format to write; `DEFAULT_SEGMENT_FORMAT_VERSION` unless given (a compactor reads both). */
   readonly segmentFormat?: SegmentFormatVersion;
 }
@@ -123,6 +125,6 @@ export async function writeInputSegment(
     const spent = elapsedMs() - putSentAt;
     if (spent > budgetMs) throw new WriterBudgetExceededError(key, spent, budgetMs);
   };
-  await updateRoot(store, namespace, (root) => addSegments(root, validGroup, [key]), jsonRootCodec, { beforeWrite: withinBudget });
+  await updateRoot(store, namespace, (root) => addSegments(root, validGroup, [key]), jsonRootCodec, { beforeWrite: withinBudget, ...(options.clockMs && { clockMs: options.clockMs }) });
   return key;
 }
