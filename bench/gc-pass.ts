@@ -78,29 +78,29 @@ async function main(): Promise<void> {
     console.log(`seeded ${seeded.length} × ${prefixes} job prefixes (orphaned, expired, live in thirds), ${load()}`);
 
     const rules: PassRules = {
-      nowMs: Date.now(), leaseExpiryMs: settings.timing.leaseExpiryMs, stagingGraceMs: settings.timing.stagingGraceMs, readerGraceMs: settings.timing.readerGraceMs, lostWriteGraceMs: settings.timing.lostWriteGraceMs, dryRun: false,
-      prefixesPerPage: 100, prefixConcurrency: 8, keysPerFlush: 4000, reportLimit: REPORT_LIMIT,
+      nowMs: Date.now(), leaseRefreshIntervalMs: settings.timing.leaseRefreshIntervalMs, leaseExpiryMs: settings.timing.leaseExpiryMs, stagingGraceMs: settings.timing.stagingGraceMs, readerGraceMs: settings.timing.readerGraceMs, lostWriteGraceMs: settings.timing.lostWriteGraceMs, dryRun: false,
+      prefixesPerPage: 100, prefixConcurrency: 8, keysPerFlush: 4000, reportLimit: REPORT_LIMIT, passId: newPassId(Date.now()), manifests: false,
     };
-    /** The pass's plan on the store from this process, no Temporal; `passId` set, it writes manifests. */
+    /** The pass's plan on the store from this process, no Temporal; `manifests` unset, it writes them. */
     /** CPU seconds of the scans, this process and MinIO together: less swayed by other work on the machine than their time. */
     const scanCpu = { without: 0, with: 0 };
     const bareScan = async (ns: NamespaceId, scanRules: PassRules, label: string): Promise<number> => {
       let parts = 0;
       const onManifestPart = () => void parts++;
       const [started, cpuBefore] = [performance.now(), cpuSeconds()];
-      const scan = await runNamespacePass(startNamespacePass(ns, scanRules), (command, walk) => executeOnStore(store, ns, scanRules, command, { ...walk, onManifestPart }, jsonRootCodec), async () => {});
+      const scan = await runNamespacePass(startNamespacePass(ns, scanRules), (command, walk) => executeOnStore(store, ns, scanRules, command, { ...walk, onManifestPart }, { codec: jsonRootCodec }), async () => {});
       const [ms, cpuAfter] = [performance.now() - started, cpuSeconds()];
       console.log(`bare scan ${label}: ${(ms / 1000).toFixed(1)} s, ${(prefixes / (ms / 1000)).toFixed(0)} prefixes/s, ` +
         `CPU s: this process ${(cpuAfter.own - cpuBefore.own).toFixed(1)}, MinIO ${(cpuAfter.minio - cpuBefore.minio).toFixed(1)}; ` +
         `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted} and ${scan.totals.leasesDeleted} leases, ` +
         `manifests ${scan.manifests.length} (${parts} parts), ${load()}`);
-      scanCpu[scanRules.passId === undefined ? 'without' : 'with'] += cpuAfter.own - cpuBefore.own + cpuAfter.minio - cpuBefore.minio;
+      scanCpu[scanRules.manifests === false ? 'without' : 'with'] += cpuAfter.own - cpuBefore.own + cpuAfter.minio - cpuBefore.minio;
       return ms;
     };
     let [bareMs, manifestedMs] = [0, 0];
     for (const [round, pair] of pairs.entries()) {
       const without = () => bareScan(pair.bare, rules, 'without manifests').then((ms) => (bareMs += ms));
-      const withManifests = () => bareScan(pair.manifested, { ...rules, passId: newPassId(rules.nowMs) }, 'with manifests').then((ms) => (manifestedMs += ms));
+      const withManifests = () => bareScan(pair.manifested, { ...rules, passId: newPassId(rules.nowMs), manifests: true }, 'with manifests').then((ms) => (manifestedMs += ms));
       for (const run of round % 2 === 0 ? [without, withManifests] : [withManifests, without]) await run();
     }
     console.log(`ratio with/without manifests${rounds > 1 ? ` (sums of ${rounds} rounds)` : ''}: ${(manifestedMs / bareMs).toFixed(2)}; ` +

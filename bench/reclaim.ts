@@ -29,8 +29,8 @@ import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { resolveSettings, shrunkTiming } from '../src/config';
 import { createLeaseState, encodeLease } from '../src/lease';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
-import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
-import { reclaimPrefix, START_OF_WALK, type ReclaimTally } from '../src/protocol/collector';
+import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newPassId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
+import { reclaimPrefix, type ReclaimTally } from '../src/protocol/collector';
 import { jsonRootCodec } from '../src/root';
 import { createS3ObjectStore, type ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
@@ -162,10 +162,8 @@ async function timeReclaim(store: ObjectStore, target: { ns: NamespaceId; job: R
     tally = await reclaimPrefix(
       store,
       { namespaceId: target.ns, jobId: target.job },
-      { nowMs: Date.now(), stagingGraceMs: STAGING_GRACE_MS, readerGraceMs: STAGING_GRACE_MS, keysPerFlush, reportLimit: 100 },
-      START_OF_WALK,
-      () => {},
-      jsonRootCodec,
+      { nowMs: Date.now(), stagingGraceMs: STAGING_GRACE_MS, readerGraceMs: STAGING_GRACE_MS, keysPerFlush, reportLimit: 100, passId: newPassId(Date.now()), leaseRefreshIntervalMs: STAGING_GRACE_MS },
+      { codec: jsonRootCodec },
     );
   });
   return { ...cost, tally: tally as ReclaimTally };

@@ -25,6 +25,8 @@ import { writeInputSegment } from '../src/writer';
 import type { GcInput } from '../src/workflows/gc';
 
 const dir = join(__dirname, '..', 'test', 'golden');
+/** The pass that claims the golden `reaping` lease (test/unit/lease.test.ts names the same). */
+const GOLDEN_PASS_ID = 'gc_0000000004000_0123456789abcdef';
 
 /** The history files, and the ids of the runs they record. */
 const GOLDEN_HISTORIES = {
@@ -41,7 +43,7 @@ function writeLeases(): void {
     3000,
   );
   writeFileSync(join(dir, 'lease-active.json'), encodeLease(active));
-  writeFileSync(join(dir, 'lease-reaping.json'), encodeLease(claimLeaseState(active)));
+  writeFileSync(join(dir, 'lease-reaping.json'), encodeLease(claimLeaseState(active, GOLDEN_PASS_ID, 4000)));
 }
 
 /** The timings of the collector tests (test/support/temporal.ts, quickExpirySettings): a staging grace of 7.6 s to wait out. */

@@ -26,6 +26,8 @@ export const FAILURE_TYPES = {
   RootCorrupt: 'final',
   RootFormatMismatch: 'final',
   RootMissing: 'final',
+  RootLost: 'final',
+  RootWentBack: 'final',
   RootTooLarge: 'final',
   PublicationBudgetExceeded: 'retryable',
   EmptyCompaction: 'final',
@@ -37,6 +39,8 @@ export const FAILURE_TYPES = {
   InputManifestUnreadable: 'final',
   InvalidInput: 'final',
   WriterBudgetExceeded: 'final',
+  SegmentLost: 'final',
+  SequenceFloor: 'final',
   // Compactor plug-ins and their progress.
   OutsideJobPrefix: 'final',
   WriteAfterAttempt: 'final',
@@ -48,6 +52,7 @@ export const FAILURE_TYPES = {
   FormatCheck: 'final',
   // The collector.
   DeleteFailed: 'retryable',
+  ClaimLost: 'final',
   PlanOutOfStep: 'final',
   // Configuration.
   TimingConfig: 'final',

@@ -15,15 +15,18 @@ import {
   createJobLease,
   publicationOfReclaimedJob,
   publishCompaction,
+  settlePublication,
   readInputManifestIfAny,
   readInputManifestUnderLease,
   readRoot,
+  stopwatch,
   writeInputManifest,
   type HeldLease,
   type InputManifest,
   type InputManifestRef,
   type JobRef,
   type PublicationOutcome,
+  type SettledPublication,
 } from '../protocol';
 import type { ObjectStore } from '../store';
 import { attemptStore } from '../store/attempt';
@@ -64,6 +67,8 @@ export interface CompactionOutput {
   readonly outputs: string[];
   /** The compactor's tombstone segments. */
   readonly tombstones: string[];
+  /** The highest seq of a tombstone in them, when the compactor said (`CompactionOutputs.tombstoneSeqFloor`). */
+  readonly tombstoneSeqFloor?: number;
   readonly progress: { readonly recordsOut: number; readonly bytesOut: number };
 }
 
@@ -103,13 +108,20 @@ export function createCompactionActivities(deps: CompactionDeps) {
     },
 
     /**
-     * The group's current segments: the job's inputs, fixed and checked (listed once, present, not too
+     * The group's current segments: the job's inputs, fixed and checked (each once, present, not too
      * large) before its lease exists, with the ETag of each, which every later read of it must match.
      * They go to the job's input manifest; undefined when the group has none (nothing is written).
      */
     async readGroup(input: JobInput & { group: string }): Promise<InputManifestRef | undefined> {
       const { root } = await readRoot(store, namespaceId(input.namespaceId), rootCodec);
-      const inputs = [...groupSegments(root, familyGroup(input.group))];
+      const named = groupSegments(root, familyGroup(input.group));
+      // A segment named twice (a writer that registered it again) is one input: merged once, and
+      // publication replaces every mention of it. Refusing it would hold the group for good.
+      const inputs = [...new Set(named)];
+      if (inputs.length < named.length) {
+        const twice = named.filter((key, i) => named.indexOf(key) !== i);
+        Context.current().log.warn(`group ${input.group} of ${input.namespaceId} names ${twice.length} segment(s) more than once, compacted once each: ${twice.slice(0, 3).join(', ')}`);
+      }
       const etags = await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
       if (inputs.length === 0) return undefined;
       return writeInputManifest(store, job(input), Context.current().info.attempt, { group: input.group, inputs, etags });
@@ -130,17 +142,27 @@ export function createCompactionActivities(deps: CompactionDeps) {
       return compactUnderLease(deps, ref, await readInputManifestUnderLease(store, ref, input.manifest), input.held);
     },
 
-    async publish(input: ManifestInput & { outputs: string[]; tombstones: string[] }): Promise<PublicationOutcome> {
-      const start = performance.now();
+    /**
+     * After the publication's attempts are spent: whether the root names this job's publication (a
+     * CAS of it landed late), or, by a root write that fences every CAS the job sent, that it never will.
+     */
+    async settlePublication(input: JobInput & { group: string; outputs: string[]; tombstones: string[] }): Promise<SettledPublication> {
+      return settlePublication(store, { ...job(input), group: familyGroup(input.group), inputs: [], outputs: input.outputs, tombstones: input.tombstones }, rootCodec);
+    },
+
+    async publish(input: ManifestInput & { outputs: string[]; tombstones: string[]; tombstoneSeqFloor?: number }): Promise<PublicationOutcome> {
+      const elapsedMs = stopwatch();
       const ref = job(input);
       const manifest = await readInputManifestIfAny(store, ref, input.manifest);
       const outcome = manifest
         ? await publishCompaction(
             store,
-            { ...ref, group: familyGroup(manifest.group) as FamilyGroup, inputs: manifest.inputs, outputs: input.outputs, tombstones: input.tombstones },
+            {
+              ...ref, group: familyGroup(manifest.group) as FamilyGroup, inputs: manifest.inputs, outputs: input.outputs, tombstones: input.tombstones,
+              ...(input.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: input.tombstoneSeqFloor }),
+            },
             { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
-            { leaseClockMs: attemptClock(), elapsedMs: () => performance.now() - start },
-            Context.current().info.attempt > 1,
+            { leaseClockMs: attemptClock(), elapsedMs },
             rootCodec,
           )
         : await publicationOfReclaimedJob(store, { ...ref, outputs: input.outputs, tombstones: input.tombstones }, rootCodec);
@@ -205,8 +227,9 @@ async function compactUnderLease(deps: CompactionDeps, ref: JobRef, inputs: Inpu
   // The keeper's failure comes first: the work's, if any, followed from it.
   if (kept.status === 'rejected') throw kept.reason;
   if (worked.status === 'rejected') throw endIfRecurring(worked.reason);
-  const { outputs, tombstones = [], recordsOut, bytesOut } = worked.value;
-  return { outputs: [...outputs], tombstones: [...tombstones], progress: { recordsOut, bytesOut }, workEndedAtMs };
+  const { outputs, tombstones = [], tombstoneSeqFloor, recordsOut, bytesOut } = worked.value;
+  const floor = tombstoneSeqFloor === undefined ? {} : { tombstoneSeqFloor };
+  return { outputs: [...outputs], tombstones: [...tombstones], ...floor, progress: { recordsOut, bytesOut }, workEndedAtMs };
 }
 
 /**

@@ -9,7 +9,7 @@ import { Context } from '@temporalio/activity';
 import { recordClaim, recordManifestPart, recordReclaim, recordRetiredReclaim } from './metrics';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { heartbeatEveryMs, type CompactionSettings, type Timing } from '../config';
-import { namespaceId } from '../keys';
+import { namespaceId, STORE_CLOCK_KEY } from '../keys';
 import {
   collectPrefixes,
   executeOnStore,
@@ -47,7 +47,7 @@ export interface GcDeps {
  * The worker's settings a pass takes once, when it starts, through a local activity: the rules
  * travel in the pass's input from then on, so every activity of the pass decides by the same ones.
  */
-export type GcWorkflowSettings = Pick<Timing, 'operationDeadlineMs' | 'leaseExpiryMs' | 'stagingGraceMs' | 'readerGraceMs' | 'lostWriteGraceMs'> &
+export type GcWorkflowSettings = Pick<Timing, 'operationDeadlineMs' | 'leaseRefreshIntervalMs' | 'leaseExpiryMs' | 'stagingGraceMs' | 'readerGraceMs' | 'lostWriteGraceMs' | 'clockSafetyMarginMs'> &
   Pick<CompactionSettings, 'heartbeatTimeoutMs' | 'manifestRetentionMs'>;
 
 /** A command of a namespace's pass plan, with the pass's rules. */
@@ -78,7 +78,7 @@ type ResultOf<K extends CollectorCommand['kind']> = Extract<
       surveyLeases: 'surveyed';
       claimLease: 'claimed';
       reclaimPrefix: 'reclaimed';
-      deleteLease: 'leaseDeleted';
+      deleteLease: 'leaseDeleted' | 'claimLost';
       collectPrefixes: 'collected';
       reclaimRetiredSegments: 'retiredReclaimed';
       fenceRoot: 'rootFenced' | 'fenceFailed';
@@ -140,15 +140,24 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
   const onManifestPart = (dryRun: boolean) => (key: string, lines: number) => recordManifestPart(key, lines, dryRun);
   const run: Run = async (input, progress = { onProgress: () => {} }, deletes) => {
     const { dryRun } = input.rules;
-    const result = await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, { onManifestPart: onManifestPart(dryRun), ...progress }, rootCodec, deletes);
+    const result = await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, { onManifestPart: onManifestPart(dryRun), ...progress }, { codec: rootCodec, ...(deletes && { deletes }) });
     recordResult(result, dryRun);
     return result as ResultOf<typeof input.command.kind>;
   };
   return {
     async gcSettings(): Promise<GcWorkflowSettings> {
-      const { operationDeadlineMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = settings.timing;
+      const { operationDeadlineMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, clockSafetyMarginMs } = settings.timing;
       const { heartbeatTimeoutMs, manifestRetentionMs } = settings;
-      return { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, manifestRetentionMs };
+      return { operationDeadlineMs, heartbeatTimeoutMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, clockSafetyMarginMs, manifestRetentionMs };
+    },
+    /**
+     * The store's clock: the `LastModified` of an object written now outside `namespaces/` (left in
+     * place, so even a dry run deletes nothing), or null when the store gives none. The pass compares it
+     * with its own (spec 6c.6).
+     */
+    async storeClock(): Promise<number | null> {
+      await store.put(STORE_CLOCK_KEY, new TextEncoder().encode('clock'));
+      return (await store.get(STORE_CLOCK_KEY)).lastModified?.getTime() ?? null;
     },
     listNamespaces: async (input: { after?: string; limit: number }): Promise<ChildrenPage<string>> => listNamespaces(store, input.after, input.limit),
     listJobPrefixes: (input: Input<'listJobPrefixes'>) => run(input),
@@ -156,7 +165,7 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
     readRoot: (input: Input<'readRoot'>) => run(input),
     /** Reads the leases of one page once and decides each owner at the pass's clock, claiming nothing; heartbeats after each read. */
     surveyLeases: (input: Input<'surveyLeases'>) => run(input, { onProgress: () => {}, onRead: () => Context.current().heartbeat() }),
-    /** Claims the prefix with the survey's read: one CAS, no GET. */
+    /** Claims the prefix with the survey's read: one CAS (a create where there was no lease), no GET. */
     claimLease: (input: Input<'claimLease'>) => run(input),
     /** Walks the prefix from the command's `from`; its position travels in heartbeats, so a retried attempt resumes where the last one stood. */
     async reclaimPrefix(input: Input<'reclaimPrefix'>) {
@@ -179,7 +188,7 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
       const deletes = passDeleter(store, namespaceId(input.namespaceId), input.rules, onManifestPart(input.rules.dryRun));
       const execute = pageExecutor(run, input, Context.current().cancellationSignal, deletes);
       try {
-        return { kind: 'collected' as const, report: await collectPrefixes(input.namespaceId, input.command.prefixes, input.rules, execute, { ...(resume && { resume }), onProgress: page.tell }) };
+        return { kind: 'collected' as const, report: await collectPrefixes(input.namespaceId, input.command.prefixes, input.rules, execute, { ...(resume && { resume }), onProgress: page.tell }, input.command.rootGeneration) };
       } catch (err) {
         throw withProgress(err, page.at.position);
       }

@@ -16,6 +16,7 @@ const readFact = ({ read }: ManifestLine): string =>
     read.lease && `lease ${read.lease.status}, heartbeat ${isoTime(read.lease.heartbeatAtMs)}`,
     read.rootGeneration !== undefined && `root generation ${read.rootGeneration}`,
     read.retiredAtMs !== undefined && `retired ${isoTime(read.retiredAtMs)}`,
+    read.visibleAtMs !== undefined && `visible ${isoTime(read.visibleAtMs)}`,
   ].filter(Boolean).join('; ') || '-';
 
 async function passes(ctx: CliContext, options: ReadOptions & { limit: string }): Promise<void> {

@@ -16,8 +16,10 @@ export type PrefixStatus = (typeof PREFIX_STATUSES)[number];
 
 /** The collector's own decision (src/lease), named for an operator: the CLI never judges expiry by a rule of its own. */
 export function prefixStatus(read: Parameters<typeof decideOwner>[0], nowMs: number, leaseExpiryMs: number): PrefixStatus {
-  const owner = decideOwner(read, nowMs, leaseExpiryMs).owner;
-  return ({ none: 'orphaned', corrupt: 'corrupt', collector: 'reaping', job: 'active', expired: 'expired' } as const)[owner];
+  if ('lease' in read && read.lease.status === 'reaping') return 'reaping';
+  // Judged as no pass: a `reaping` lease is some pass's claim, told apart above.
+  const owner = decideOwner(read, nowMs, leaseExpiryMs, '').owner;
+  return ({ none: 'orphaned', corrupt: 'corrupt', collector: 'reaping', another_pass: 'reaping', job: 'active', expired: 'expired' } as const)[owner];
 }
 
 /** Listing pages of namespaces and job prefixes, and lease reads in flight at once. */

@@ -7,6 +7,7 @@ import type { CliContext } from './context';
 import { EXIT_CODES_HELP, explainFailure, type ExitCode } from './exit-codes';
 import { addGcCommands } from './gc';
 import { addLeaseCommands } from './lease';
+import { addRootCommands } from './root';
 import { addStoreCommands } from './store';
 import { addWorkerCommand } from './worker';
 
@@ -35,6 +36,7 @@ export function buildProgram(ctx: CliContext): Command {
   addCompactCommands(program, ctx);
   addLeaseCommands(program, ctx);
   addGcCommands(program, ctx);
+  addRootCommands(program, ctx);
   addStoreCommands(program, ctx);
   addWorkerCommand(program, ctx);
   return program;

@@ -25,6 +25,11 @@ export interface CompactionProgress {
   readonly lastKey: string | null;
   /** Tombstone segments finished: the final merge's tombstones, cut at the same places as the outputs. */
   readonly tombstoneSegmentsFinished: number;
+  /**
+   * The highest seq of a tombstone in the finished tombstone segments; absent while they hold none;
+   * null when some of them were finished by a progress that did not count it (then unknown).
+   */
+  readonly tombstoneSeqFloor?: number | null;
   readonly recordsOut: number;
   readonly bytesOut: number;
   /** Parts of each intermediate run finished so far, in plan order, and the fan-in they were planned with; absent until one is. */
@@ -97,8 +102,10 @@ export async function compactGroup(
   const plan = planMerge(inputs.length, maxFanIn);
   // Runs finished under another fan-in belong to another plan: this attempt writes its own.
   const runParts = resume.runs?.fanIn === maxFanIn ? [...resume.runs.parts] : [];
-  // From here on this attempt may write v2 runs: its progress says so.
-  let progress: CompactionProgress = { ...resume, version: PROGRESS_VERSION };
+  // From here on this attempt may write v2 runs: its progress says so. Tombstone segments a progress
+  // finished without counting their highest seq leave it unknown for good.
+  const floorUnknown = resume.tombstoneSegmentsFinished > 0 && resume.tombstoneSeqFloor === undefined;
+  let progress: CompactionProgress = { ...resume, version: PROGRESS_VERSION, ...(floorUnknown && { tombstoneSeqFloor: null }) };
   let recordsIn = 0;
   const counted = (records: number) => {
     // Every few thousand records, wherever a batch crosses the mark.
@@ -147,10 +154,12 @@ export async function compactGroup(
     let live = newSegmentWriter(version, BACKGROUND);
     let dead = newSegmentWriter(version, BACKGROUND);
     let lastKey = progress.lastKey;
+    let deadMaxSeq: number | undefined;
     const storeCut = async () => {
-      const [cutLive, cutDead, cutLastKey] = [live, dead, lastKey];
+      const [cutLive, cutDead, cutLastKey, cutMaxSeq] = [live, dead, lastKey, deadMaxSeq];
       live = newSegmentWriter(version, BACKGROUND);
       dead = newSegmentWriter(version, BACKGROUND);
+      deadMaxSeq = undefined;
       const bytes = Promise.all([cutDead.count > 0 ? cutDead.finish() : undefined, cutLive.count > 0 ? cutLive.finish() : undefined]);
       await writes.queue(bytes, async ([deadBytes, liveBytes]) => {
         if (deadBytes) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), deadBytes);
@@ -160,6 +169,7 @@ export async function compactGroup(
           segmentsFinished: progress.segmentsFinished + Math.sign(cutLive.count),
           tombstoneSegmentsFinished: progress.tombstoneSegmentsFinished + Math.sign(cutDead.count),
           lastKey: cutLastKey,
+          ...(cutMaxSeq !== undefined && progress.tombstoneSeqFloor !== null && { tombstoneSeqFloor: Math.max(cutMaxSeq, progress.tombstoneSeqFloor ?? 0) }),
           recordsOut: progress.recordsOut + cutLive.count,
           bytesOut: progress.bytesOut + cutLive.size,
         };
@@ -169,7 +179,10 @@ export async function compactGroup(
     };
     for await (const batch of merge(plan.final, progress.lastKey ?? undefined)) {
       for (const record of batch) {
-        (isTombstone(record) ? dead : live).add(record);
+        if (isTombstone(record)) {
+          dead.add(record);
+          deadMaxSeq = Math.max(record.seq, deadMaxSeq ?? 0);
+        } else live.add(record);
         lastKey = record.key;
         if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
       }
@@ -225,6 +238,7 @@ export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress
     typeof p === 'object' && p !== null &&
     (RESUMABLE_PROGRESS_VERSIONS as readonly unknown[]).includes(p.version) &&
     isCount(p.segmentsFinished) && isCount(p.tombstoneSegmentsFinished) && isCount(p.recordsOut) && isCount(p.bytesOut) &&
+    (p.tombstoneSeqFloor === undefined || p.tombstoneSeqFloor === null || isCount(p.tombstoneSeqFloor)) &&
     // A cut finishes an output, a tombstone segment or both: lastKey is set once either count is.
     (p.lastKey === null ? p.segmentsFinished === 0 && p.tombstoneSegmentsFinished === 0 : typeof p.lastKey === 'string' && (p.segmentsFinished as number) + (p.tombstoneSegmentsFinished as number) > 0) &&
     (runs === undefined || (typeof runs === 'object' && runs !== null && isCount(runs.fanIn) && runs.fanIn >= 2 && Array.isArray(runs.parts) && runs.parts.every(isCount)));
@@ -243,7 +257,8 @@ export const referenceCompactor: Compactor = {
       onSegmentFinished: heartbeat,
       onRecords: () => heartbeat(),
     });
-    return { outputs: outputSegmentKeys(job, progress), tombstones: tombstoneSegmentKeys(job, progress), recordsOut: progress.recordsOut, bytesOut: progress.bytesOut };
+    const floor = typeof progress.tombstoneSeqFloor === 'number' ? { tombstoneSeqFloor: progress.tombstoneSeqFloor } : {};
+    return { outputs: outputSegmentKeys(job, progress), tombstones: tombstoneSegmentKeys(job, progress), ...floor, recordsOut: progress.recordsOut, bytesOut: progress.bytesOut };
   },
 };
 

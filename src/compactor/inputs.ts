@@ -1,6 +1,6 @@
 /**
- * The checks a group's inputs pass before a job takes its lease: each listed once, present, and no
- * larger than a segment may be. Bad input ends the job with a typed error naming the key; retrying
+ * The checks a group's inputs pass before a job takes its lease: present, and no larger than a
+ * segment may be. Bad input ends the job with a typed error naming the key; retrying
  * cannot make a missing object appear, and a job that retries keeps its group's workflow id taken.
  */
 import { TypedError } from '../errors';
@@ -31,17 +31,6 @@ export class InputTooLargeError extends TypedError {
   }
 }
 
-/** The group lists one segment more than once: merging it twice is harmless, but a root that does so was written wrongly. */
-export class DuplicateInputError extends TypedError {
-  readonly failureType = 'InvalidInput';
-  constructor(
-    readonly key: string,
-    readonly group: string,
-  ) {
-    super(`group ${group} lists input segment ${key} more than once: fix the group in the root, then start the compaction again`);
-  }
-}
-
 /**
  * An input is no longer the version the job read when it fixed its group: its ETag differs from the
  * one `readGroup` saw, or it changed while being read. Inputs are immutable, so a writer broke the
@@ -67,15 +56,10 @@ export class InputChangedError extends TypedError {
 const HEAD_CONCURRENCY = 16;
 
 /**
- * Throws on the first input listed twice, missing, or larger than `maxBytes`; returns each input's
- * ETag, in the order of `inputs`: the versions the job pins ({@link pinnedInputs}).
+ * Throws on the first input missing, or larger than `maxBytes`; returns each input's ETag, in the
+ * order of `inputs` (each listed once): the versions the job pins ({@link pinnedInputs}).
  */
 export async function checkInputs(store: ObjectStore, group: string, inputs: readonly string[], maxBytes: number): Promise<string[]> {
-  const seen = new Set<string>();
-  for (const key of inputs) {
-    if (seen.has(key)) throw new DuplicateInputError(key, group);
-    seen.add(key);
-  }
   const etags = new Map<string, string>();
   await inBatches(inputs, 1, HEAD_CONCURRENCY, async (batch) => {
     for (const key of batch) {

@@ -290,6 +290,13 @@ export interface CompactionOutputs {
    * prefix. Absent: `outputs` hold every tombstone that wins its key.
    */
   readonly tombstones?: readonly string[];
+  /**
+   * The highest `seq` of a tombstone in `tombstones`. A publication that leaves the tombstone
+   * segments out (the group holds only the inputs) raises the group's sequence floor to it in the
+   * same root write (spec 6c.3), so no older version of a deleted key registered later can come back.
+   * Absent with tombstone segments: publication always names them, and the tombstones are kept.
+   */
+  readonly tombstoneSeqFloor?: number;
   readonly recordsOut: number;
   readonly bytesOut: number;
 }

@@ -15,7 +15,7 @@ import { TypedError } from '../errors';
 import { familyGroup, namespaceId, newJobId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { createJobLease, publishCompaction, readRoot } from '../protocol';
 import { reclaimRetiredSegments, START_OF_RETIRED } from '../protocol/retired-reclaim';
-import { decodeRootWith, planPublication, type RootCodec, type RootState } from '../root';
+import { decodeRootWith, planPublication, stampRetirements, type RootCodec, type RootState } from '../root';
 import { createEmbeddedObjectStore, type ObjectStore } from '../store';
 
 /** A format under test: its two plug-ins and the metadata service's writer of sample inputs. */
@@ -76,20 +76,24 @@ async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<r
   await check('the root lists the sample inputs', (fail) => {
     if (inputs.length < 2) fail(`writeInputs listed ${inputs.length} segments in group ${group}: write at least two, through updateRoot with the codec`);
   });
-  await check('the codec round-trips a root, and a new generation changes its bytes', (fail) => {
-    const retiring = planPublication(root, group, inputs.slice(0, 1), [], 1_764_820_000_000);
-    for (const sample of [root, retiring.kind === 'publish' ? retiring.root : root]) roundTrip(rootCodec, sample, ns, fail);
+  await check('the codec round-trips a root, its retirements and the fences of spec 6c, and a new generation changes its bytes', (fail) => {
+    const retiring = planPublication(root, group, inputs.slice(0, 1), [], 1_764_820_000_000, 7);
+    const retired = retiring.kind === 'publish' ? retiring.root : root;
+    // The fences of spec 6c too: a codec that dropped them would let a late write name a condemned segment.
+    const fenced = { ...(stampRetirements(retired, 1_764_820_001_000) ?? retired), lost_write_cutoff_ms: 1_764_810_000_000 };
+    for (const sample of [root, retired, fenced]) roundTrip(rootCodec, sample, ns, fail);
     const next = rootCodec.encode({ ...root, generation: root.generation + 1 });
     if (Buffer.from(next).equals(rootCodec.encode(root))) fail('two generations of one root encode to the same bytes: write the generation, every CAS must change the bytes');
   });
 
   let uninterrupted: readonly string[] = [];
   let tombstones: readonly string[] = [];
+  let tombstoneSeqFloor: number | undefined;
   let written: string[] = [];
   const job = newJobId();
   await check('the compactor writes only staged keys of its job, and its outputs and tombstone segments are among them', async (fail) => {
     const run = await runCompactor(store, compactor, ns, group, job, inputs, limits, undefined);
-    ({ outputs: uninterrupted, tombstones, written } = run);
+    ({ outputs: uninterrupted, tombstones, tombstoneSeqFloor, written } = run);
     const returned = [...uninterrupted, ...tombstones];
     checkStagedKeys({ namespaceId: ns, jobId: job }, returned);
     const missing = returned.filter((k) => !written.includes(k));
@@ -125,10 +129,13 @@ async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<r
     await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'conformance', startedAtMs: Date.now() });
     const start = performance.now();
     const clock = { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start };
-    const outcome = await publishCompaction(store, { namespaceId: ns, jobId: job, group, inputs, outputs: uninterrupted, tombstones }, { budgetMs: 60_000, maxRootRaces: 3 }, clock, false, rootCodec);
+    const request = { namespaceId: ns, jobId: job, group, inputs, outputs: uninterrupted, tombstones, ...(tombstoneSeqFloor !== undefined && { tombstoneSeqFloor }) };
+    const outcome = await publishCompaction(store, request, { budgetMs: 60_000, maxRootRaces: 3 }, clock, rootCodec);
     if (outcome.outcome !== 'published') fail(`publication ended ${JSON.stringify(outcome)}`);
     const after = (await readRoot(store, ns, rootCodec)).root;
-    if (!isDeepStrictEqual(after.groups[group], uninterrupted)) fail(`the group lists ${JSON.stringify(after.groups[group])} after publication, not the outputs`);
+    // A compactor that says how high its tombstones go lets publication drop them (and raise the floor); otherwise they are named.
+    const expected = tombstoneSeqFloor === undefined ? [...uninterrupted, ...tombstones] : uninterrupted;
+    if (!isDeepStrictEqual(after.groups[group], expected)) fail(`the group lists ${JSON.stringify(after.groups[group])} after publication, not ${JSON.stringify(expected)}`);
     if (!isDeepStrictEqual(after.retired?.map((r) => r.key).sort(), [...inputs].sort())) fail('the root read back does not retire exactly the inputs: encode and decode the retired list');
   });
   await check('the collector reads the codec: retired inputs past the reader grace go, with their records; outputs stay', async (fail) => {
@@ -162,7 +169,7 @@ async function runCompactor(
   limits: MergeLimits,
   resume: unknown,
   onProgress: (progress: unknown) => void = () => {},
-): Promise<{ outputs: readonly string[]; tombstones: readonly string[]; written: string[] }> {
+): Promise<{ outputs: readonly string[]; tombstones: readonly string[]; tombstoneSeqFloor: number | undefined; written: string[] }> {
   const ref = { namespaceId: ns, jobId: job };
   const staged = stagedStore(store, ref);
   const written: string[] = [];
@@ -188,5 +195,5 @@ async function runCompactor(
         heartbeat,
       }),
   );
-  return { outputs: result.outputs, tombstones: result.tombstones ?? [], written };
+  return { outputs: result.outputs, tombstones: result.tombstones ?? [], tombstoneSeqFloor: result.tombstoneSeqFloor, written };
 }

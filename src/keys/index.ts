@@ -74,6 +74,9 @@ export const NAMESPACES_PREFIX = 'namespaces/';
 /** Where the store probe (`verifyStore`) writes and deletes its few objects: outside `namespaces/`, so no collector ever lists it. */
 export const STORE_PROBE_PREFIX = 'store-probe/';
 
+/** The one object a collector pass writes to read the store's clock: overwritten by every pass, never deleted, so a dry run deletes nothing. */
+export const STORE_CLOCK_KEY = `${STORE_PROBE_PREFIX}clock`;
+
 /** The keys of one probe run, under a prefix of its own (128 random bits): probes of many workers starting at once never meet. */
 export function storeProbeKeys(fill: RandomFill = webCryptoFill): { readonly prefix: string; readonly object: string; readonly missing: string; readonly neverWritten: string } {
   const prefix = `${STORE_PROBE_PREFIX}${randomHex128(fill)}/`;
@@ -114,6 +117,12 @@ export const passClockMs = (id: PassId): number => Number(passId(id).slice(3, 16
  * under `compactions/` or `segments/`, so no rule that reclaims those ever lists a manifest.
  */
 export const manifestsPrefix = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/gc/`;
+/**
+ * The copy of the highest-generation root a collector pass judged the namespace by (spec 6c.5),
+ * beside the passes' manifests: a root missing or older than it deletes nothing, and it is what an
+ * operator restores. No rule that deletes lists it.
+ */
+export const judgedRootKey = (ns: NamespaceId): string => `${manifestsPrefix(ns)}judged-root`;
 /** One pass's manifest of one namespace: its parts, each holding the lines of one or more delete batches. */
 export const passManifestPrefix = (ns: NamespaceId, pass: PassId): string => `${manifestsPrefix(ns)}${passId(pass)}/`;
 /**

@@ -64,32 +64,57 @@ export function refreshLeaseState(lease: LeaseState, heartbeatAtMs: number): Lea
 export const nextHeartbeatMs = (lease: LeaseState, clockMs: number): number =>
   Math.max(Math.floor(clockMs), lease.heartbeat_at_ms + 1);
 
-/** The collector's claim: `active` → `reaping`, heartbeat unchanged (the status change alone changes the bytes). */
-export function claimLeaseState(lease: LeaseState): LeaseState {
-  if (lease.status !== 'active') throw new LeaseTransitionError(`cannot claim a ${lease.status} lease of ${lease.job_id}`);
-  return Object.freeze({ ...lease, status: 'reaping' });
+/**
+ * A collector pass's claim: `reaping`, `owner_id` the pass's id and `heartbeat_at_ms` the claim's
+ * clock (the seed: "the stamp of the most recent lease write"; the collector writes it now). Naming
+ * the pass makes every claim's bytes its own, so a re-read after an unclear answer tells this pass's
+ * claim from another's, and only one pass ever owns the prefix. From `active` (an expired job) or
+ * from `reaping` (the claim of a pass that stopped refreshing it: a take-over); a pass refreshing its
+ * own claim is the same transition.
+ */
+export function claimLeaseState(lease: LeaseState, passId: string, clockMs: number): LeaseState {
+  if (passId.length === 0) throw new LeaseTransitionError(`a claim of ${lease.job_id} must name its pass`);
+  return Object.freeze({ ...lease, status: 'reaping', owner_id: passId, heartbeat_at_ms: nextHeartbeatMs(lease, clockMs) });
 }
 
-/** An `active` lease is live while `now <= heartbeat_at_ms + expiry`; a `reaping` lease is never live. */
+/**
+ * The lease a pass writes by put-if-absent on a job prefix that has none, so that it owns the prefix
+ * before it deletes under it: a job that creates its lease afterwards finds it claimed and is fenced.
+ */
+export function claimUnleasedState(init: { jobId: MetadataCompactionId; namespaceId: NamespaceId; passId: string; nowMs: number }): LeaseState {
+  return Object.freeze({ ...createLeaseState({ ...init, ownerId: init.passId }), status: 'reaping' });
+}
+
+/** An `active` lease is live while `now <= heartbeat_at_ms + expiry`; a `reaping` lease is never live for a job. */
 export const isLeaseLive = (lease: LeaseState, nowMs: number, expiryMs: number): boolean =>
   lease.status === 'active' && nowMs <= lease.heartbeat_at_ms + expiryMs;
 
-/** What a collector concludes about a job prefix from one read of its lease (spec 6.2). */
+/** What a collector pass concludes about a job prefix from one read of its lease (spec 6.2). */
 export type OwnerDecision =
   | { readonly owner: 'none' }
   | { readonly owner: 'corrupt'; readonly reason: string }
+  /** `reaping`, claimed by this pass: finish its own claim (a retried activity, a lost reply). */
   | { readonly owner: 'collector' }
+  /** `reaping`, claimed by another pass whose claim has not expired: that pass owns the prefix. */
+  | { readonly owner: 'another_pass'; readonly passId: string }
   | { readonly owner: 'job' }
+  /** An expired `active` lease, or another pass's expired claim: try to claim it. */
   | { readonly owner: 'expired'; readonly lease: LeaseState };
 
-/** Decides the owner of a job prefix at the pass's fixed clock; `expired` means: try to claim it. */
+/** Decides the owner of a job prefix at the pass's fixed clock for pass `passId`; `expired` means: try to claim it. */
 export function decideOwner(
   read: { readonly lease: LeaseState } | { readonly missing: true } | { readonly corrupt: string },
   nowMs: number,
   expiryMs: number,
+  passId: string,
 ): OwnerDecision {
   if ('missing' in read) return { owner: 'none' };
   if ('corrupt' in read) return { owner: 'corrupt', reason: read.corrupt };
-  if (read.lease.status === 'reaping') return { owner: 'collector' };
-  return isLeaseLive(read.lease, nowMs, expiryMs) ? { owner: 'job' } : { owner: 'expired', lease: read.lease };
+  const { lease } = read;
+  const expired = nowMs > lease.heartbeat_at_ms + expiryMs;
+  if (lease.status === 'reaping') {
+    if (lease.owner_id === passId) return { owner: 'collector' };
+    return expired ? { owner: 'expired', lease } : { owner: 'another_pass', passId: lease.owner_id };
+  }
+  return expired ? { owner: 'expired', lease } : { owner: 'job' };
 }

@@ -11,7 +11,7 @@
 import { TypedError } from '../errors';
 import { compactionsPrefix, inputSegmentsPrefix, jobId, jobPrefix, namespaceId, namespaceId as toNamespaceId, passId, passManifestPrefix } from '../keys';
 import { Lanes } from '../store/lanes';
-import type { ChildrenPage, ExpiredLease, PrefixOwner, PrefixRule, ReclaimPosition, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
+import type { ChildrenPage, ClaimableOwner, HeldClaim, PrefixOwner, PrefixRule, ReclaimPosition, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
 import type { LeaseFacts, PartWait } from './manifest';
 import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './collector-report';
 import type { RetiredPosition, RetiredReclaimOutcome } from './retired-reclaim';
@@ -25,17 +25,20 @@ export type CollectorCommand =
   | { readonly kind: 'readRoot' }
   /** One GET per lease, owners decided at the pass's clock; nothing is claimed. */
   | { readonly kind: 'surveyLeases'; readonly jobIds: readonly string[] }
-  /** CAS `active` → `reaping` with the survey's ETag. */
-  | { readonly kind: 'claimLease'; readonly jobId: string; readonly seen: ExpiredLease }
+  /** Claim for this pass: CAS an expired lease to `reaping` with the survey's ETag, or create a `reaping` lease where there is none. */
+  | { readonly kind: 'claimLease'; readonly jobId: string; readonly seen: ClaimableOwner }
   /**
    * Walk the prefix, deleting old unreferenced staged segments (none in a dry run); `from`: a walk an
    * earlier activity started goes on after its position, its tally counted on, so nothing is counted twice or lost.
    */
-  | { readonly kind: 'reclaimPrefix'; readonly jobId: string; readonly from?: ReclaimPosition; readonly why?: PrefixRule }
-  /** Delete the lease this pass owns, last, also after a failed walk; `lease`: as the claim read it, for the manifest. */
-  | { readonly kind: 'deleteLease'; readonly jobId: string; readonly lease?: LeaseFacts }
+  | { readonly kind: 'reclaimPrefix'; readonly jobId: string; readonly from?: ReclaimPosition; readonly why?: PrefixRule; readonly minRootGeneration?: number }
+  /**
+   * Delete the lease this pass owns, last, also after a failed walk, if it is still this pass's
+   * claim; `lease`: as the claim read it, for the manifest; `claim`: the claim as the pass wrote it.
+   */
+  | { readonly kind: 'deleteLease'; readonly jobId: string; readonly lease?: LeaseFacts; readonly claim?: HeldClaim }
   /** The collectable prefixes of a page, each by its own {@link planPrefix} (claim, walk, lease last): one activity per page, not three per prefix. */
-  | { readonly kind: 'collectPrefixes'; readonly prefixes: readonly SurveyedPrefix[] }
+  | { readonly kind: 'collectPrefixes'; readonly prefixes: readonly SurveyedPrefix[]; readonly rootGeneration?: number }
   /**
    * Superseded segments and lost writes (spec 6a), once every job prefix is done and none was corrupt;
    * `from`: a reclaim an earlier attempt started goes on after its position, its tally counted on.
@@ -50,13 +53,16 @@ export type CollectorCommand =
 /** What a command came to, by kind: `listJobPrefixes` → `listed`, …, `reclaimPrefix` → `reclaimed` or `reclaimFailed`. */
 export type CollectorResult =
   | { readonly kind: 'listed'; readonly page: ChildrenPage<string> }
-  | { readonly kind: 'rootRead'; readonly problem: RootProblem | null }
+  /** `generation`: of the root the pass judges the namespace by; every later root read must be at least as new (spec 6c.5). */
+  | { readonly kind: 'rootRead'; readonly problem: RootProblem | null; readonly generation?: number }
   | { readonly kind: 'surveyed'; readonly prefixes: readonly SurveyedPrefix[] }
   | { readonly kind: 'claimed'; readonly owner: SettledOwner }
   | { readonly kind: 'reclaimed'; readonly tally: ReclaimTally }
   /** The walk failed for good (its retries spent); `tally` is what it did before. */
   | { readonly kind: 'reclaimFailed'; readonly tally: ReclaimTally | undefined; readonly message: string }
   | { readonly kind: 'leaseDeleted' }
+  /** The lease was no longer this pass's claim (another pass took it over): left to its owner. */
+  | { readonly kind: 'claimLost' }
   /** What the page's prefixes added to the report. */
   | { readonly kind: 'collected'; readonly report: GcReport }
   | { readonly kind: 'retiredReclaimed'; readonly outcome: RetiredReclaimOutcome }
@@ -98,6 +104,8 @@ export interface NamespacePass {
   readonly after: string | undefined;
   /** The root is read once, before the first job prefix is acted on. */
   readonly rootChecked: boolean;
+  /** The generation of the root the pass judged the namespace by: a delete batch re-reads the root and deletes nothing by an older one. */
+  readonly rootGeneration?: number;
   /** The page in hand; none at a page boundary. */
   readonly page: ChildrenPage<string> | undefined;
   /**
@@ -105,7 +113,7 @@ export interface NamespacePass {
    * listing there, so job prefixes after it, and a corrupt lease among them, may be unseen.
    */
   readonly folderMarker?: boolean;
-  /** Where the pass's manifest of this namespace goes (none for a pass without a pass id). */
+  /** Where the pass's manifest of this namespace goes (none for a pass that writes none). */
   readonly manifest?: string;
   readonly report: GcReport;
 }
@@ -126,7 +134,7 @@ export class PlanOutOfStepError extends TypedError {
 
 export const startNamespacePass = (namespaceId: string, rules: PassRules): NamespacePass => ({
   namespaceId, phase: 'scan', after: undefined, rootChecked: false, page: undefined, report: emptyReport(rules.nowMs, rules.dryRun),
-  ...(rules.passId !== undefined && { manifest: passManifestPrefix(toNamespaceId(namespaceId), passId(rules.passId)) }),
+  ...(rules.manifests !== false && { manifest: passManifestPrefix(toNamespaceId(namespaceId), passId(rules.passId)) }),
 });
 
 /** The page is the whole namespace (the first and last at once): its one survey is both the scan and the collect read. */
@@ -192,9 +200,11 @@ function surveyed(pass: NamespacePass, prefixes: readonly SurveyedPrefix[]): Nam
   });
   if (!collecting(pass) || corrupt.length > 0) return endPage(counted);
   const live = prefixes.filter(({ owner }) => owner.owner === 'job').length;
-  const toCollect = prefixes.filter(({ owner }) => owner.owner !== 'job');
-  const next = withReport(counted, { totals: { live } });
-  return toCollect.length ? { pass: next, next: 'command', command: { kind: 'collectPrefixes', prefixes: toCollect } } : endPage(next);
+  const claimedByOtherPasses = prefixes.filter(({ owner }) => owner.owner === 'another_pass').length;
+  const toCollect = prefixes.filter(({ owner }) => owner.owner !== 'job' && owner.owner !== 'another_pass');
+  const next = withReport(counted, { totals: { live, claimedByOtherPasses } });
+  const rootGeneration = pass.rootGeneration === undefined ? {} : { rootGeneration: pass.rootGeneration };
+  return toCollect.length ? { pass: next, next: 'command', command: { kind: 'collectPrefixes', prefixes: toCollect, ...rootGeneration } } : endPage(next);
 }
 
 /** The survey of the page in hand (none for an empty page). */
@@ -227,7 +237,7 @@ export function planNamespace(pass: NamespacePass, result: CollectorResult | und
         // Retention wins: without a trusted root nothing is claimed or deleted in this namespace this pass.
         return done(skipped);
       }
-      return surveyPage({ ...pass, rootChecked: true });
+      return surveyPage({ ...pass, rootChecked: true, ...(result.generation !== undefined && { rootGeneration: result.generation }) });
     }
     case 'surveyed':
       return surveyed(pass, result.prefixes);
@@ -249,6 +259,8 @@ export interface PrefixPass {
   readonly namespaceId: string;
   readonly jobId: string;
   readonly owner: PrefixOwner;
+  /** The generation of the root the pass judged the namespace by: the walk deletes nothing by an older root. */
+  readonly rootGeneration?: number;
 }
 
 export type PrefixStep =
@@ -258,25 +270,27 @@ export type PrefixStep =
 /** After the walk: the lease this pass owns goes last, whatever became of the walk. */
 function afterWalk(pass: PrefixPass, delta: ReportDelta): PrefixStep {
   if (pass.owner.owner !== 'collector') return { pass, delta, next: 'done' };
-  const { lease } = pass.owner;
-  return { pass, delta, next: 'command', command: { kind: 'deleteLease', jobId: pass.jobId, ...(lease && { lease }) } };
+  const { lease, claim } = pass.owner;
+  return { pass, delta, next: 'command', command: { kind: 'deleteLease', jobId: pass.jobId, ...(lease && { lease }), ...(claim && { claim }) } };
 }
 
-/** Acts on an owner the pass may collect: counts it and walks its prefix, or it is live or corrupt after all. */
+/** Acts on an owner the pass may collect: counts it and walks its prefix, or it is live, another pass's or corrupt after all. */
 function actOn(pass: PrefixPass, owner: SettledOwner): PrefixStep {
   const next = { ...pass, owner };
   if (owner.owner === 'job') return { pass: next, delta: { totals: { live: 1 } }, next: 'done' };
+  if (owner.owner === 'another_pass') return { pass: next, delta: { totals: { claimedByOtherPasses: 1 } }, next: 'done' };
   if (owner.owner === 'corrupt') return { pass: next, delta: { totals: { corrupt: 1 }, corruptLeases: [{ key: owner.key, reason: owner.reason }] }, next: 'done' };
-  const delta = { totals: owner.owner === 'collector' ? { claimed: 1 } : { orphaned: 1 } };
-  const why: PrefixRule = owner.owner === 'collector' ? { rule: 'claimed_prefix', ...(owner.lease && { lease: owner.lease }) } : { rule: 'orphaned_prefix' };
-  return { pass: next, delta, next: 'command', command: { kind: 'reclaimPrefix', jobId: pass.jobId, why } };
+  const { lease, claim, created } = owner;
+  const why: PrefixRule = { rule: created ? 'orphaned_prefix' : 'claimed_prefix', ...(lease && { lease }), ...(claim && { claim }) };
+  const minRootGeneration = pass.rootGeneration === undefined ? {} : { minRootGeneration: pass.rootGeneration };
+  return { pass: next, delta: { totals: created ? { orphaned: 1 } : { claimed: 1 } }, next: 'command', command: { kind: 'reclaimPrefix', jobId: pass.jobId, why, ...minRootGeneration } };
 }
 
-/** A prefix's next step: claim an expired lease, walk, release; `delta` is what the step adds to the report. */
+/** A prefix's next step: claim it (an expired lease, or none), walk, release; `delta` is what the step adds to the report. */
 export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined): PrefixStep {
   if (result === undefined) {
     const { owner } = pass;
-    return owner.owner === 'expired' ? { pass, delta: {}, next: 'command', command: { kind: 'claimLease', jobId: pass.jobId, seen: owner } } : actOn(pass, owner);
+    return owner.owner === 'expired' || owner.owner === 'none' ? { pass, delta: {}, next: 'command', command: { kind: 'claimLease', jobId: pass.jobId, seen: owner } } : actOn(pass, owner);
   }
   switch (result.kind) {
     case 'claimed':
@@ -290,6 +304,11 @@ export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined
     }
     case 'leaseDeleted':
       return { pass, delta: { totals: { leasesDeleted: 1 } }, next: 'done' };
+    case 'claimLost': {
+      const key = jobPrefix(namespaceId(pass.namespaceId), jobId(pass.jobId));
+      const message = 'the lease is no longer this pass\'s claim (another pass took it over after it went unrefreshed): left to its owner';
+      return { pass, delta: { totals: { failedPrefixes: 1 }, failures: [{ key, message }] }, next: 'done' };
+    }
     case 'fenceFailed': {
       // WARN: unfenced, a claimed prefix is neither walked nor released: a lease deleted now would leave its objects to passes that see no owner and fence nothing.
       const key = jobPrefix(namespaceId(pass.namespaceId), jobId(pass.jobId));
@@ -331,8 +350,13 @@ export interface PageProgress {
   readonly onProgress: (at: PageCollection) => void;
 }
 
-/** Whether a prefix awaits a walk of a prefix this pass owns: the fence must be written before it deletes anything there. */
-const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt => p !== null && p !== 'done' && p.command.kind === 'reclaimPrefix' && p.pass.owner.owner === 'collector';
+/**
+ * Whether a prefix awaits a walk of a prefix this pass owns by a lease a job wrote (or an earlier
+ * claim): the fence must be written before it deletes anything there. A prefix whose claim the pass
+ * created had no lease, so no job there can have a publication in flight.
+ */
+const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt =>
+  p !== null && p !== 'done' && p.command.kind === 'reclaimPrefix' && p.pass.owner.owner === 'collector' && p.pass.owner.created !== true;
 
 /**
  * Collects the prefixes of a page, `rules.prefixConcurrency` at a time (one with nothing else to do
@@ -349,6 +373,7 @@ export async function collectPrefixes(
   rules: PassRules,
   execute: CollectorExecutor,
   page?: PageProgress,
+  rootGeneration?: number,
 ): Promise<GcReport> {
   let report = page?.resume?.report ?? emptyReport(rules.nowMs, rules.dryRun);
   const at: (PrefixAt | 'done' | null)[] = page?.resume ? [...page.resume.prefixes] : prefixes.map(() => null);
@@ -370,7 +395,7 @@ export async function collectPrefixes(
     Promise.all(prefixes.map((found, index) => lanes.hold(async () => {
       const entered = at[index];
       if (entered === 'done' || report.totals.corrupt > 0 || failure) return;
-      if (entered === null) advance(index, planPrefix({ namespaceId: namespace, ...found }, undefined));
+      if (entered === null) advance(index, planPrefix({ namespaceId: namespace, ...found, ...(rootGeneration !== undefined && { rootGeneration }) }, undefined));
       for (let now = at[index]; now && now !== 'done' && goesOn(now.command); now = at[index]) {
         const { pass, command } = now;
         const walk: WalkProgress = {

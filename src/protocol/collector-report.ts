@@ -17,8 +17,10 @@ export interface GcTotals {
   readonly live: number;
   /** Prefixes owned by the collector: claimed by this pass, or by an earlier one that did not finish. */
   readonly claimed: number;
-  /** Prefixes with no lease at all. */
+  /** Prefixes with no lease at all (the pass claims them by creating one). */
   readonly orphaned: number;
+  /** Prefixes another pass claimed and still holds: left to that pass. */
+  readonly claimedByOtherPasses: number;
   readonly corrupt: number;
   readonly failedPrefixes: number;
   readonly leasesDeleted: number;
@@ -62,6 +64,8 @@ export interface GcReport {
   readonly rootProblems: readonly NamespaceRootProblem[];
   /** The manifest of each namespace where the pass deleted (or would delete) anything: `namespaces/{ns}/metadata/gc/{pass}/`, its parts under it. */
   readonly manifests: readonly string[];
+  /** Why the pass ran as a dry run though asked to delete: its clock and the store's disagree (spec 6c.6). */
+  readonly clockProblem?: string;
 }
 
 /** Part of a report, added to another by {@link mergeReport}. */
@@ -71,7 +75,7 @@ export type ReportDelta = Partial<Omit<GcReport, 'totals' | 'nowMs' | 'dryRun'>>
 export const REPORT_LIMIT = 100;
 
 const ZERO: GcTotals = {
-  namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, corrupt: 0, failedPrefixes: 0,
+  namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, claimedByOtherPasses: 0, corrupt: 0, failedPrefixes: 0,
   leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0, skippedNamespaces: 0,
   retiredDeleted: 0, lostWritesDeleted: 0, retiredRecordsDropped: 0, retainedInGrace: 0, manifestPartsDeleted: 0,
 };
@@ -131,11 +135,13 @@ export const tallyDelta = ({ unrecognisedKeys, ...counts }: ReclaimTally): Repor
 export const isIncomplete = (report: GcReport): boolean => hasNamespaceProblems(report) || passFailed(report);
 
 /**
- * A namespace's own problem (a corrupt lease, a root that is missing, corrupt, unreadable or past the
- * readers' limit) leaves it incomplete, and the pass says so in its result: another pass cannot mend
- * it, and pausing the schedule would stop every other namespace too.
+ * A namespace's own problem (a corrupt lease, a root that is missing, corrupt, unreadable, older
+ * than one judged or past the readers' limit), or clocks that disagree, leaves the pass incomplete,
+ * and it says so in its result: another pass cannot mend it, and pausing the schedule would stop every
+ * other namespace too.
  */
-export const hasNamespaceProblems = ({ totals, rootProblems }: GcReport): boolean => totals.corrupt > 0 || totals.skippedNamespaces > 0 || rootProblems.length > 0;
+export const hasNamespaceProblems = ({ totals, rootProblems, clockProblem }: GcReport): boolean =>
+  totals.corrupt > 0 || totals.skippedNamespaces > 0 || rootProblems.length > 0 || clockProblem !== undefined;
 
 /** A failure of the pass itself (a walk or a namespace's pass failed after its retries): the pass fails, and a schedule pauses. */
 export const passFailed = ({ totals }: GcReport): boolean => totals.failedPrefixes > 0 || totals.failedNamespaces > 0;

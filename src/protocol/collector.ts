@@ -17,8 +17,8 @@ import {
   type MetadataCompactionId,
   type NamespaceId,
 } from '../keys';
-import { claimLeaseState, decideOwner, encodeLease, type LeaseState } from '../lease';
-import { MAX_COLLECTED_ROOT_BYTES, MAX_ROOT_BYTES, RootCorruptError, RootTooLargeError, type RootCodec } from '../root';
+import { claimLeaseState, claimUnleasedState, decideOwner, encodeLease, type LeaseState } from '../lease';
+import { MAX_COLLECTED_ROOT_BYTES, MAX_ROOT_BYTES, RootCorruptError, RootTooLargeError, type RootCodec, type RootState } from '../root';
 import {
   AFTER_ALL_UNDER,
   AmbiguousError,
@@ -31,8 +31,10 @@ import {
   type ObjectStore,
   ObjectTooLargeError,
 } from '../store';
+import { isDryRunEtag } from '../store/dry-run';
 import { leaseReadOf, readLease, type JobRef, type LeaseRead } from './lease-read';
-import { readRoot, RootMissingError } from './root-io';
+import { readRoot, RootLostError, RootMissingError, type ReadRoot } from './root-io';
+import { judgeRoot, RootWentBackError } from './judged-root';
 import { isRetainedByRoot } from './retired';
 import type { OwnerRules, ReclaimOptions } from './rules';
 import { inBatches } from '../store/batches';
@@ -88,39 +90,59 @@ export const listJobPrefixes = async (
 ): Promise<ChildrenPage<MetadataCompactionId>> => listChildren(store, compactionsPrefix(ns), after, limit, (p) => parseJobPrefix(ns, p));
 
 /**
+ * The claim a pass holds on a prefix: the lease it wrote (`reaping`, its pass id), enough to refresh
+ * it by CAS while it walks (spec 6.2) and to tell it from another pass's when the walk lists it.
+ */
+export interface HeldClaim {
+  readonly etag: string;
+  readonly startedAtMs: number;
+  readonly heartbeatAtMs: number;
+}
+
+/**
  * Who owns a job prefix, as one pass sees it: the only ownership type of the collector. A survey
- * answers any of these; a claim settles `expired` into one of the others.
+ * answers any of these; a claim settles `expired` and `none` into one of the others.
  */
 export type PrefixOwner =
-  /** No lease: the prefix holds plain orphans. */
+  /** No lease: the prefix holds plain orphans; the pass claims it by creating a `reaping` lease before deleting there. */
   | { readonly owner: 'none' }
   /**
-   * `reaping`: claimed by this pass just now (or, in a dry run, would be) or by an earlier pass that
-   * did not finish; `lease`: the lease as read when it was claimed or found reaping (for the manifest).
+   * `reaping`, this pass's: claimed just now (or, in a dry run, would be), or earlier by an attempt of
+   * this same pass. `lease`: the lease as read when it was claimed (for the manifest); `claim`: the
+   * lease this pass wrote, when it knows it; `created`: the prefix had no lease and the pass created
+   * its claim (no job can have a publication in flight there, so no root fence is needed for it).
    */
-  | { readonly owner: 'collector'; readonly lease?: LeaseFacts }
+  | { readonly owner: 'collector'; readonly lease?: LeaseFacts; readonly claim?: HeldClaim; readonly created?: true }
+  /** `reaping`, claimed by another pass whose claim has not expired: that pass owns the prefix; this one leaves it. */
+  | { readonly owner: 'another_pass'; readonly passId: string }
   /** Live, or the job refreshed between our read and our claim (`raced`): retain the whole prefix. */
   | { readonly owner: 'job'; readonly raced: boolean }
   /**
-   * An expired `active` lease as one GET read it, still to be claimed: the claim's CAS uses this
-   * ETag, and `lease` is the text read (it travels through workflow history), so the claim needs no second GET.
+   * An expired `active` lease, or another pass's expired claim, as one GET read it, still to be
+   * claimed: the claim's CAS uses this ETag, and `lease` is the text read (it travels through
+   * workflow history), so the claim needs no second GET.
    */
   | { readonly owner: 'expired'; readonly etag: string; readonly lease: string }
   /** Undecodable, or names another job or namespace than its key: the namespace's pass fails. */
   | { readonly owner: 'corrupt'; readonly key: string; readonly reason: string };
 
 /** An owner the pass acts on without a claim. */
-export type SettledOwner = Exclude<PrefixOwner, { owner: 'expired' }>;
+export type SettledOwner = Exclude<PrefixOwner, { owner: 'expired' | 'none' }>;
 export type ExpiredLease = Extract<PrefixOwner, { owner: 'expired' }>;
+/** What a survey saw of a prefix the pass may claim: an expired lease, or none. */
+export type ClaimableOwner = Extract<PrefixOwner, { owner: 'expired' | 'none' }>;
+
+const heldClaim = (lease: LeaseState, etag: string): HeldClaim => ({ etag, startedAtMs: lease.started_at_ms, heartbeatAtMs: lease.heartbeat_at_ms });
 
 function ownerOf(found: LeaseRead, rules: OwnerRules, key: string): PrefixOwner {
-  const decision = decideOwner(found, rules.nowMs, rules.leaseExpiryMs);
+  const decision = decideOwner(found, rules.nowMs, rules.leaseExpiryMs, rules.passId);
   if (decision.owner === 'corrupt') return { owner: 'corrupt', key, reason: decision.reason };
   if (decision.owner === 'job') return { owner: 'job', raced: false };
   if (decision.owner === 'none') return { owner: 'none' };
+  if (decision.owner === 'another_pass') return { owner: 'another_pass', passId: decision.passId };
   // decideOwner answers `collector` and `expired` only for a lease that was read, so this GET's ETag and bytes exist.
   const read = found as Extract<LeaseRead, { etag: string }>;
-  if (decision.owner === 'collector') return { owner: 'collector', lease: leaseFacts(read.lease) };
+  if (decision.owner === 'collector') return { owner: 'collector', claim: heldClaim(read.lease, read.etag) };
   return { owner: 'expired', etag: read.etag, lease: new TextDecoder().decode(read.bytes) };
 }
 
@@ -136,61 +158,112 @@ export async function surveyLease(store: ObjectStore, job: JobRef, rules: OwnerR
   return ownerOf(await readLease(store, job), rules, leaseKey(job.namespaceId, job.jobId));
 }
 
+const isUnclear = (err: unknown): boolean =>
+  err instanceof PreconditionFailedError || err instanceof NotFoundError || err instanceof ConflictError || err instanceof AmbiguousError;
+
 /**
- * Decides the owner from one GET (or from `seen`, a survey's earlier read of the same lease) and,
- * for an expired `active` lease, claims it by CAS with the ETag of that same read. A refused CAS
- * (412/404/409) or an ambiguous one is settled by a fresh read, never guessed: the refusal may be
- * our own claim met again (its reply lost and the SDK's retry refused, or a page retried after a
- * worker crash). `reaping` is terminal and only collectors write it, so a lease found `reaping` is
- * ours to reclaim; `active` with a newer heartbeat than the one we claimed is a job that refreshed in
- * between, live for this pass however old that heartbeat is at the pass's clock; gone, no one owns
- * the prefix. A dry run's store records the claim instead of making it, and answers as if it landed.
+ * Claims the prefix for pass `rules.passId` (spec 6.2), deciding the owner from one GET (or from
+ * `seen`, a survey's earlier read of the same lease): an expired lease (a job's, or another pass's
+ * claim that was not refreshed) is claimed by CAS with the ETag of that same read, and a prefix with
+ * no lease by creating a `reaping` lease (put-if-absent), so no job can create its own there
+ * afterwards. The claim names this pass and its clock (`clockMs`), so its bytes are its own: a
+ * refused (412/404/409) or ambiguous write is settled by a fresh read, never guessed, and the read
+ * tells this pass's claim (its reply was lost, the SDK's retry refused) from another pass's, which
+ * that pass owns; `active` with a newer heartbeat than the one claimed is a job that refreshed in
+ * between, live for this pass however old that heartbeat is at the pass's clock. A dry run's store
+ * records the claim instead of making it, and answers as if it landed.
  */
-export async function claimLease(store: ObjectStore, job: JobRef, rules: OwnerRules, seen?: ExpiredLease): Promise<SettledOwner> {
+export async function claimLease(store: ObjectStore, job: JobRef, rules: OwnerRules, seen?: ClaimableOwner, clockMs: () => number = Date.now): Promise<SettledOwner> {
   const key = leaseKey(job.namespaceId, job.jobId);
   let lastError: unknown;
   let claimedHeartbeatMs: number | undefined;
   for (let read = 0; read < MAX_CLAIM_READS; read++) {
-    const found = read === 0 && seen ? leaseReadOf({ body: new TextEncoder().encode(seen.lease), etag: seen.etag }, job) : await readLease(store, job);
+    const found: LeaseRead =
+      read === 0 && seen?.owner === 'expired' ? leaseReadOf({ body: new TextEncoder().encode(seen.lease), etag: seen.etag }, job)
+      : read === 0 && seen?.owner === 'none' ? { missing: true }
+      : await readLease(store, job);
     const owner = ownerOf(found, rules, key);
     if (owner.owner === 'job') return { owner: 'job', raced: claimedHeartbeatMs !== undefined };
-    if (owner.owner !== 'expired') return owner;
-    const { lease } = found as Extract<LeaseRead, { etag: string }>;
-    if (claimedHeartbeatMs !== undefined && lease.heartbeat_at_ms > claimedHeartbeatMs) return { owner: 'job', raced: true };
+    if (owner.owner !== 'expired' && owner.owner !== 'none') return owner;
     try {
+      if (owner.owner === 'none') {
+        const claim = claimUnleasedState({ ...job, passId: rules.passId, nowMs: clockMs() });
+        const { etag } = await store.putIfAbsent(key, encodeLease(claim));
+        return { owner: 'collector', claim: heldClaim(claim, etag), created: true };
+      }
+      const { lease } = found as Extract<LeaseRead, { etag: string }>;
+      if (claimedHeartbeatMs !== undefined && lease.status === 'active' && lease.heartbeat_at_ms > claimedHeartbeatMs) return { owner: 'job', raced: true };
       claimedHeartbeatMs = lease.heartbeat_at_ms;
-      await store.putIfMatch(key, encodeLease(claimLeaseState(lease)), owner.etag);
-      return { owner: 'collector', lease: leaseFacts(lease) };
+      const claim = claimLeaseState(lease, rules.passId, clockMs());
+      const { etag } = await store.putIfMatch(key, encodeLease(claim), owner.etag);
+      return { owner: 'collector', lease: leaseFacts(lease), claim: heldClaim(claim, etag) };
     } catch (err) {
-      const unclear = err instanceof PreconditionFailedError || err instanceof NotFoundError || err instanceof ConflictError || err instanceof AmbiguousError;
-      if (!unclear) throw err;
+      if (!isUnclear(err)) throw err;
       lastError = err;
     }
   }
   throw lastError;
 }
 
+/** Another party took a claim this pass held while it walked the prefix (its refresh met another's lease, or none). */
+export class ClaimLostError extends TypedError {
+  readonly failureType = 'ClaimLost';
+  constructor(
+    readonly key: string,
+    readonly reason: string,
+  ) {
+    super(`claim ${key} lost while walking its prefix: ${reason}; the prefix is left to its owner`);
+  }
+}
+
+/**
+ * Refreshes this pass's claim by CAS (a later heartbeat at `clockMs`), as a job refreshes its lease:
+ * a claim older than the lease expiry is another pass's to take over. An unclear answer is settled
+ * by a re-read: this pass's claim (its own bytes, or an earlier refresh of its own) is adopted;
+ * anything else is {@link ClaimLostError}.
+ */
+export async function refreshClaim(store: ObjectStore, job: JobRef, passId: string, held: HeldClaim, clockMs: () => number): Promise<HeldClaim> {
+  const key = leaseKey(job.namespaceId, job.jobId);
+  const current = { job_id: job.jobId, namespace_id: job.namespaceId, owner_id: passId, status: 'reaping', started_at_ms: held.startedAtMs, heartbeat_at_ms: held.heartbeatAtMs } as const;
+  const next = claimLeaseState(current, passId, clockMs());
+  try {
+    return heldClaim(next, (await store.putIfMatch(key, encodeLease(next), held.etag)).etag);
+  } catch (err) {
+    if (!isUnclear(err)) throw err;
+  }
+  const read = await readLease(store, job);
+  if ('lease' in read && read.lease.status === 'reaping' && read.lease.owner_id === passId) return heldClaim(read.lease, read.etag);
+  throw new ClaimLostError(key, 'missing' in read ? 'the lease is gone' : 'corrupt' in read ? read.corrupt : `it is ${read.lease.status}, owner ${read.lease.owner_id}`);
+}
+
 /** Why a namespace's root cannot be trusted; the namespace's pass then claims and deletes nothing. */
 export interface RootProblem {
   readonly key: string;
-  /** `oversize`: readable to the collector only, past what readers accept; only its superseded segments are reclaimed, to shrink it. */
-  readonly problem: 'missing' | 'corrupt' | 'unreadable' | 'oversize';
+  /**
+   * `oversize`: readable to the collector only, past what readers accept; only its superseded segments
+   * are reclaimed, to shrink it. `went_back`: older than a root a pass already judged (spec 6c.5); a
+   * root missing where one was judged is `missing`, its reason naming the restore.
+   */
+  readonly problem: 'missing' | 'corrupt' | 'unreadable' | 'oversize' | 'went_back';
   readonly reason: string;
 }
 
 /**
- * Reads the root once and says what is wrong with it, if anything. Retention wins: without a root
- * to read there is no telling referenced segments from unreferenced ones, so a namespace whose root
- * is missing, corrupt or unreadable (after the store's own retries) is skipped for the pass. A root
+ * Reads the root once and says what is wrong with it, if anything, or the generation the pass judges
+ * the namespace by (recorded first: {@link judgeRoot}). Retention wins: without a root to read there
+ * is no telling referenced segments from unreferenced ones, so a namespace whose root is missing,
+ * corrupt, unreadable (after the store's own retries) or older than one a pass judged is skipped for the pass. A root
  * over the readers' limit (up to {@link MAX_COLLECTED_ROOT_BYTES}) is `oversize`: its job prefixes
  * wait, and its superseded segments are reclaimed, which is what shrinks it.
  */
-export async function findRootProblem(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<RootProblem | undefined> {
+export async function findRootProblem(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<{ readonly problem: RootProblem } | { readonly generation: number }> {
   try {
-    return oversizeProblem(ns, (await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES)).bytes);
+    const judged = await judgeRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
+    const oversize = oversizeProblem(ns, judged.bytes);
+    return oversize ? { problem: oversize } : { generation: judged.root.generation };
   } catch (err) {
     const problem = rootProblemOf(err, ns);
-    if (problem) return problem;
+    if (problem) return { problem };
     throw err;
   }
 }
@@ -202,7 +275,8 @@ export const oversizeProblem = (ns: NamespaceId, bytes: number): RootProblem | u
 /** What a failed read of the root says about it; undefined for a failure that is not about the root (a bug). */
 export function rootProblemOf(err: unknown, ns: NamespaceId): RootProblem | undefined {
   const key = rootKey(ns);
-  if (err instanceof RootMissingError) return { key, problem: 'missing', reason: err.message };
+  if (err instanceof RootMissingError || err instanceof RootLostError) return { key, problem: 'missing', reason: err.message };
+  if (err instanceof RootWentBackError) return { key, problem: 'went_back', reason: err.message };
   if (err instanceof RootCorruptError || err instanceof ObjectTooLargeError) return { key, problem: 'corrupt', reason: err.message };
   if (err instanceof StoreError) return { key, problem: 'unreadable', reason: err.message };
   return undefined;
@@ -224,31 +298,42 @@ export class DeleteFailedError extends TypedError {
 const leaseDeletion = (object: ObjectInfo, lease: LeaseFacts | undefined): Deletion => ({ object, rule: 'lease', read: lease ? { lease } : {} });
 
 /**
- * Deletes the lease this collector owns, after its manifest line: the line the walk of its prefix
+ * Deletes the lease this pass owns, after its manifest line: the line the walk of its prefix
  * recorded with its last batch (from the walk's listing), else one of its own (its size, ETag and
  * LastModified from a HEAD; a lease already gone needs neither). Called after the prefix was walked,
- * also when the walk failed. `lease`: the lease as the claim read it.
+ * also when the walk failed. `lease`: the lease as the claim read it. The lease is read first and
+ * deleted only while it is still this pass's claim: one another pass took over (this pass stalled
+ * past the expiry) is that pass's to release, and the answer is `false`.
  */
-export async function deleteLease(store: ObjectStore, job: JobRef, deletes: Deleter = deleterOf(store, undefined), lease?: LeaseFacts): Promise<void> {
+export async function deleteLease(store: ObjectStore, job: JobRef, passId: string, deletes: Deleter = deleterOf(store, undefined), lease?: LeaseFacts, claim?: HeldClaim): Promise<boolean> {
   const key = leaseKey(job.namespaceId, job.jobId);
+  // A dry run's claim was recorded, never written: the lease it would delete is the one it would have claimed.
+  if (!(claim && isDryRunEtag(claim.etag))) {
+    const read = await readLease(store, job);
+    if ('missing' in read) return true;
+    if (!('lease' in read && read.lease.status === 'reaping' && read.lease.owner_id === passId)) return false;
+  }
   let result = await deletes.deleteRecorded(key);
   if (!result) {
     let object: ObjectInfo;
     try {
       object = await store.head(key);
     } catch (err) {
-      if (err instanceof NotFoundError) return;
+      if (err instanceof NotFoundError) return true;
       throw err;
     }
     result = await deletes([leaseDeletion(object, lease)]);
   }
   if (result.failed.length) throw new DeleteFailedError(key, result.failed);
+  return true;
 }
 
-/** How a walk's deletions are recorded: the rule of its prefix and the lease that made it the collector's. */
+/** How a walk's deletions are recorded: the rule of its prefix and the lease that made it the collector's, and the claim it refreshes. */
 export interface PrefixRule {
   readonly rule: Extract<DeletionRule, 'claimed_prefix' | 'orphaned_prefix'>;
   readonly lease?: LeaseFacts;
+  /** This pass's claim on the prefix, refreshed while the walk lasts; absent for a walk of a prefix no one owns. */
+  readonly claim?: HeldClaim;
 }
 
 /** What the walk of one prefix did; counts are exact for a walk that was not interrupted. */
@@ -315,11 +400,13 @@ type FlushOutcome =
   | { readonly error: unknown; readonly deleted: ReclaimTally };
 
 /**
- * Walks a prefix owned by this collector or by no one and deletes each staged segment that is old
+ * Walks a prefix this pass owns and deletes each staged segment that is old
  * enough and not referenced by the root, which is re-read before every delete batch (candidate
  * selection may be stale, deletion may not). The lease and unrecognised keys are never deleted here;
  * the lease of a claimed prefix, as this walk listed it, is recorded in its last batch's part, so
- * {@link deleteLease} after the walk writes no part of its own.
+ * {@link deleteLease} after the walk writes no part of its own. A walk that holds a claim
+ * (`why.claim`) refreshes it by CAS before a batch once it is a refresh interval old, and stops with
+ * {@link ClaimLostError} if another party took it.
  * `onProgress` receives the position after every page, so a retried walk resumes there; the
  * position only moves past keys whose fate is settled. `awaitLastPart`: how the last batch, after
  * which the walk has nothing else to do, waits for its manifest part (in a page, out of its lane);
@@ -331,19 +418,13 @@ type FlushOutcome =
  * listings of key ranges, made it read the prefix's whole directory again for every page.) A
  * failure stops the walk at its next page; it then reports where it stands and rethrows.
  */
-export async function reclaimPrefix(
-  store: ObjectStore,
-  job: JobRef,
-  options: ReclaimOptions,
-  resume: ReclaimPosition,
-  onProgress: (position: ReclaimPosition) => void,
-  codec: RootCodec,
-  deletes: Deleter = deleterOf(store, undefined),
-  why: PrefixRule = { rule: 'orphaned_prefix' },
-  awaitLastPart?: PartWait,
-): Promise<ReclaimTally> {
+export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: ReclaimOptions, walk: PrefixWalk): Promise<ReclaimTally> {
+  const { codec, deletes = deleterOf(store, undefined), why = { rule: 'orphaned_prefix' }, awaitLastPart, clockMs = Date.now } = walk;
+  const onProgress = walk.onProgress ?? (() => {});
+  const resume = walk.from ?? START_OF_WALK;
   const lastDeletes = awaitLastPart ? deletes.awaitingPartsWith(awaitLastPart) : deletes;
   const prefix = jobPrefix(job.namespaceId, job.jobId);
+  let claim = why.claim;
   let position = resume;
   let failure: { readonly error: unknown } | undefined;
 
@@ -352,9 +433,11 @@ export async function reclaimPrefix(
     let deleted: ObjectInfo[] = [];
     try {
       let referencedCount = 0;
+      // A claim is refreshed before a batch once it is a refresh interval old: a claim older than the expiry is another pass's to take over.
+      if (claim && clockMs() - claim.heartbeatAtMs >= options.leaseRefreshIntervalMs) claim = await refreshClaim(store, job, options.passId, claim, clockMs);
       if (batch.length) {
         // A missing root is no evidence that nothing is referenced: readRoot throws, and nothing is deleted.
-        const { root } = await readRoot(store, job.namespaceId, codec);
+        const root = atLeast(await readRoot(store, job.namespaceId, codec), walk.minRootGeneration);
         const doomed = batch.filter((o) => !isRetainedByRoot(root, o.key, options));
         referencedCount = batch.length - doomed.length;
         const read = { ...(why.lease && { lease: why.lease }), rootGeneration: root.generation };
@@ -427,6 +510,31 @@ export async function reclaimPrefix(
   onProgress(position);
   if (failure) throw failure.error;
   return position.tally;
+}
+
+/** `read`'s root, unless it is older than `minGeneration` (the root the pass judged): then it went back, and nothing is decided by it. */
+export function atLeast(read: ReadRoot, minGeneration: number | undefined): RootState {
+  if (minGeneration !== undefined && read.root.generation < minGeneration) throw new RootWentBackError(read.root.namespace_id, read.root.generation, minGeneration);
+  return read.root;
+}
+
+/** How one walk of a prefix runs: the root codec, where it resumes, whom it tells, how it deletes and what it holds. */
+export interface PrefixWalk {
+  readonly codec: RootCodec;
+  /** Where a walk an earlier attempt started goes on (its tally counted on); the beginning of the prefix by default. */
+  readonly from?: ReclaimPosition;
+  /** Receives the position after every page, so a retried walk resumes there. */
+  readonly onProgress?: (position: ReclaimPosition) => void;
+  /** How batches are deleted and recorded; a deleter of its own (no manifest) by default. */
+  readonly deletes?: Deleter;
+  /** The rule its deletions are recorded under, and the claim it holds; an unowned prefix's by default. */
+  readonly why?: PrefixRule;
+  /** How the last batch, after which the walk has nothing else to do, waits for its manifest part. */
+  readonly awaitLastPart?: PartWait;
+  /** The wall clock a held claim is refreshed at. */
+  readonly clockMs?: () => number;
+  /** The generation of the root the pass judged the namespace by: a batch re-reads the root, and an older one deletes nothing ({@link RootWentBackError}). */
+  readonly minRootGeneration?: number;
 }
 
 /** A job prefix of a surveyed page and its owner at the pass's clock. */

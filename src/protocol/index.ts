@@ -11,3 +11,5 @@ export * from './manifest';
 export * from './manifest-read';
 export * from './manifest-reclaim';
 export * from './input-manifest';
+export * from './stopwatch';
+export * from './judged-root';

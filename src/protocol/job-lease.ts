@@ -54,6 +54,8 @@ export async function createJobLease(store: ObjectStore, job: JobRef & { ownerId
     // was this job's own earlier create (landed, its answer lost, expired and reclaimed before this retry) or a
     // colliding job's: either way the prefix is not this job's, and running again as a new job is the answer.
     if ('missing' in read) throw new LeaseLostError(key, 'a lease stood here when the create was retried and has since been claimed and deleted');
+    // A collector claims a prefix with no lease by creating one `reaping` before it deletes there: the prefix is its.
+    if ('lease' in read && read.lease.status === 'reaping') throw new LeaseLostError(key, `collector pass ${read.lease.owner_id} claimed the prefix before the lease was created`);
     throw new JobIdCollisionError(`${key} already exists and is not this job's lease: job id collision`);
   }
 }

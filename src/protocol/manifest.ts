@@ -39,8 +39,10 @@ export interface DeletionEvidence {
   readonly lease?: LeaseFacts;
   /** The generation of the root re-read just before the batch was deleted. */
   readonly rootGeneration?: number;
-  /** A retired segment's `retired_at_ms`: the reader grace counts from here. */
+  /** A retired segment's `retired_at_ms`: its writer's clock when it retired it. */
   readonly retiredAtMs?: number;
+  /** A retired segment's `visible_at_ms`: the reader grace counted from here (spec 6c.2). */
+  readonly visibleAtMs?: number;
   /** An expired manifest's pass clock: the retention counts from here. */
   readonly passClockMs?: number;
 }

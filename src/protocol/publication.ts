@@ -1,18 +1,18 @@
 /**
- * Publication (spec 5.4): refresh the lease at the top of every attempt, re-read the root, check
- * the inputs are still current, build the new root (the inputs retired at the heartbeat that refresh
- * wrote, spec 6a.1), check the budget, CAS the root. A CAS whose
+ * Publication (spec 5.4): each attempt reads the root its CAS will be conditional on, then refreshes
+ * the lease, checks the inputs are still current, builds the new root (the inputs retired at the
+ * heartbeat that refresh wrote, spec 6a.1), checks the budget and CASes the root. A CAS whose
  * answer was lost or refused may have landed, so before an attempt is judged (at the start of a
  * retried activity and after every failed CAS) the root is read to see whether it already holds this
  * job's publication; that read comes before the refresh, so nothing writes the lease after publication.
  */
 import { TypedError } from '../errors';
-import { rootKey, type FamilyGroup } from '../keys';
+import { leaseKey, rootKey, type FamilyGroup } from '../keys';
 import { encodeRootForWrite, groupSegments, planPublication, rootIndex, type RootCodec, type RootState } from '../root';
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectStore } from '../store';
 import { LeaseLostError, refreshJobLease, type HeldLease } from './job-lease';
 import { readLease, type JobRef } from './lease-read';
-import { readRoot } from './root-io';
+import { changeRoot, readRoot } from './root-io';
 
 export type PublicationOutcome =
   | { readonly outcome: 'published'; readonly rootGeneration: number }
@@ -34,6 +34,8 @@ export interface PublicationRequest extends JobRef {
    * only when the group holds segments other than the inputs (see {@link publishedKeys}). Absent: none.
    */
   readonly tombstones?: readonly string[];
+  /** The highest seq of a tombstone in `tombstones` (`CompactionOutputs.tombstoneSeqFloor`); absent: unknown, and the tombstone segments are always named. */
+  readonly tombstoneSeqFloor?: number;
 }
 
 /** The compactor returned no output and no tombstone segment for inputs that exist: publishing that would empty the group. */
@@ -48,13 +50,12 @@ export interface PublicationClock {
   readonly elapsedMs: () => number;
 }
 
-/** `resumed`: an earlier attempt of this publication (a retried activity) may have sent a root CAS. */
+/** Every attempt first reads the root and asks whether an earlier one (a retried activity's too) already published. */
 export async function publishCompaction(
   store: ObjectStore,
   request: PublicationRequest,
   limits: { budgetMs: number; maxRootRaces: number },
   clock: PublicationClock,
-  resumed: boolean,
   codec: RootCodec,
 ): Promise<PublicationOutcome> {
   // Inputs hold at least one record each, and every key's winner is in an output or a tombstone
@@ -65,21 +66,27 @@ export async function publishCompaction(
       `job ${request.jobId} compacted ${request.inputs.length} input segments of group ${request.group} (namespace ${request.namespaceId}) into no output and no tombstone segment: nothing is published; check the compactor and its progress, then start the compaction again`,
     );
   }
+  // The ids are checked before any request: a raw id cast to a brand fails here (InvalidKeyError).
+  leaseKey(request.namespaceId, request.jobId);
   // Every root this activity sent by CAS: with no outputs, the only evidence that one landed.
   const sent: RootState[] = [];
   for (let race = 0; ; race++) {
-    if (resumed || race > 0) {
-      const before = await readRoot(store, request.namespaceId, codec);
-      if (holdsPublication(before.root, request, sent, codec)) return { outcome: 'published', rootGeneration: before.root.generation };
-    }
+    // WARN: the root the CAS is conditional on is read before the refresh. A claim of the lease comes
+    // after a refresh that succeeded, and the collector fences the root after its claim and before it
+    // deletes anything (spec 6b), so a CAS on a root read before the refresh fails its precondition
+    // however late it arrives; read after the refresh, it could be read after the fence.
+    const current = await readRoot(store, request.namespaceId, codec);
+    // An earlier round's CAS, or an earlier activity attempt's, may have landed; judged before the
+    // refresh, so nothing writes the lease after publication.
+    if (holdsPublication(current.root, request, sent, codec)) return { outcome: 'published', rootGeneration: current.root.generation };
     // Checked after the read: the last race's CAS may have landed too.
     if (race === limits.maxRootRaces) return { outcome: 'superseded', lostRaces: race };
     const read = await readLease(store, request);
     if ('missing' in read) return { outcome: 'fenced', reason: 'the lease is gone' };
     if ('corrupt' in read) return { outcome: 'fenced', reason: read.corrupt };
     if (read.lease.status === 'reaping') return { outcome: 'fenced', reason: 'a collector claimed the lease' };
-    // The budget runs from before the refresh is sent: the heartbeat it writes is read off the clock
-    // then, so a slow refresh leaves less of the lease, and the budget must count it.
+    // The budget runs from before the refresh is sent: it bounds the work an attempt can waste on a
+    // lease that may expire, not the safety of the CAS (the order above gives that).
     const refreshSentAt = clock.elapsedMs();
     let held: HeldLease;
     try {
@@ -88,13 +95,11 @@ export async function publishCompaction(
       if (err instanceof LeaseLostError) return { outcome: 'fenced', reason: err.reason };
       throw err;
     }
-    const current = await readRoot(store, request.namespaceId, codec);
-    // A CAS of an earlier activity attempt still in flight may have landed since the first read.
-    if (holdsPublication(current.root, request, sent, codec)) return { outcome: 'published', rootGeneration: current.root.generation };
     // The inputs retire at this attempt's lease clock (spec 6a.1): the heartbeat the refresh wrote.
     // WARN: which keys to name is decided on the root the CAS below is conditional on: a segment
     // registered after this read fails the CAS, and the next round decides again.
-    const plan = planPublication(current.root, request.group, request.inputs, publishedKeys(current.root, request), held.lease.heartbeat_at_ms);
+    const published = publishedKeys(current.root, request);
+    const plan = planPublication(current.root, request.group, request.inputs, published.keys, held.lease.heartbeat_at_ms, published.seqFloor);
     if (plan.kind === 'abandoned') return { outcome: 'abandoned', missingInputs: plan.missingInputs };
     // Encoded before the budget is checked, which then counts it. A root readers would refuse is never
     // written: the job fails (RootTooLarge), its outputs left to the collector.
@@ -113,6 +118,36 @@ export async function publishCompaction(
       if (!(err instanceof AmbiguousError || err instanceof PreconditionFailedError || err instanceof ConflictError)) throw err;
     }
   }
+}
+
+/** What a settled publication came to: the root names it, or it is certain never to. */
+export type SettledPublication = { readonly outcome: 'published'; readonly rootGeneration: number } | { readonly outcome: 'unpublished'; readonly rootGeneration: number };
+
+/** Rounds of the settling CAS against other writers; each lost one is re-read and decided again. */
+const MAX_SETTLE_ROUNDS = 10;
+
+/**
+ * Settles a publication whose attempts are spent (its activity timed out, the store failed it): a
+ * CAS of it may still be in flight, held in a proxy or a paused process, and land later. Either the
+ * root names it (published), or this write lands first: the root with its generation + 1 and nothing
+ * else, so every CAS the job sent before fails its precondition however late it arrives, and the job
+ * is certain to have published nothing. So a run never ends failed beside a root that names its
+ * outputs. Throws when the store does not answer (then nothing is certain).
+ */
+export async function settlePublication(
+  store: ObjectStore,
+  request: JobRef & Pick<PublicationRequest, 'group' | 'inputs' | 'outputs' | 'tombstones'>,
+  codec: RootCodec,
+): Promise<SettledPublication> {
+  const settled = await changeRoot(
+    store,
+    request.namespaceId,
+    codec,
+    ({ root }) => (holdsPublication(root, request, [], codec) ? undefined : Object.freeze({ ...root, generation: root.generation + 1 })),
+    { maxRounds: MAX_SETTLE_ROUNDS },
+  );
+  if (!settled) throw new AmbiguousError(rootKey(request.namespaceId), `the root changed in each of ${MAX_SETTLE_ROUNDS} rounds while job ${request.jobId} settled its publication`);
+  return { outcome: settled.written ? 'unpublished' : 'published', rootGeneration: settled.root.generation };
 }
 
 /**
@@ -137,15 +172,20 @@ export async function publicationOfReclaimedJob(
 
 /**
  * The keys that replace the inputs in `root`, so that a reader's view of the group (the newest
- * record of each key, tombstones applied) is the same before and after the publication. The
- * outputs hold no tombstone; that is exact only while the group is the inputs alone. A segment
- * registered since the job read the group may hold an older version of a key the inputs deleted,
- * so then the job's tombstone segments are named too, and keep deleting it.
+ * record of each key, tombstones applied) is the same before and after the publication, and stays so
+ * whatever is registered after it. The outputs hold no tombstone; that is exact only while the group
+ * is the inputs alone. A segment registered since the job read the group may hold an older version of
+ * a key the inputs deleted, so then the job's tombstone segments are named too, and keep deleting it.
+ * Left out, the winning tombstones raise the group's sequence floor to the highest of them (`seqFloor`,
+ * spec 6c.3), so no older version registered later can come back; when the compactor did not say how
+ * high they go, the tombstone segments are named all the same.
  */
-export function publishedKeys(root: RootState, request: PublicationRequest): readonly string[] {
+export function publishedKeys(root: RootState, request: PublicationRequest): { readonly keys: readonly string[]; readonly seqFloor?: number } {
   const inputs = new Set(request.inputs);
+  const tombstones = request.tombstones ?? [];
   const late = groupSegments(root, request.group).some((k) => !inputs.has(k));
-  return late ? [...request.outputs, ...(request.tombstones ?? [])] : request.outputs;
+  if (late || (tombstones.length > 0 && request.tombstoneSeqFloor === undefined)) return { keys: [...request.outputs, ...tombstones] };
+  return { keys: request.outputs, ...(tombstones.length > 0 && { seqFloor: request.tombstoneSeqFloor }) };
 }
 
 /**
@@ -157,7 +197,7 @@ export function publishedKeys(root: RootState, request: PublicationRequest): rea
  * CAS landed (or a writer made exactly the same change). Anything else is not proof, and a
  * publication is never assumed.
  */
-function holdsPublication(root: RootState, request: PublicationRequest, sent: readonly RootState[], codec: RootCodec): boolean {
+function holdsPublication(root: RootState, request: Pick<PublicationRequest, 'group' | 'outputs' | 'tombstones'>, sent: readonly RootState[], codec: RootCodec): boolean {
   const current = new Set(groupSegments(root, request.group));
   if (request.outputs.length > 0) return request.outputs.every((k) => current.has(k));
   const tombstones = request.tombstones ?? [];

@@ -7,14 +7,16 @@
  * objects are deleted, then their records dropped from the retired list by root CAS, so a record
  * never outlives nothing and a segment never loses its record while it still exists.
  */
-import { inputSegmentsPrefix, isInputSegmentKeyOf, jobPrefix, parseCompactionKey, rootKey, type NamespaceId } from '../keys';
-import { encodeRootForWrite, MAX_COLLECTED_ROOT_BYTES, type RootCodec, type RootState } from '../root';
-import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectInfo, type ObjectStore } from '../store';
-import { DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } from './collector';
-import { decideSegment, droppableRecords, dueRetiredKeys, withoutReclaimed } from './retired';
+import { inputSegmentsPrefix, isInputSegmentKeyOf, jobPrefix, parseCompactionKey, type NamespaceId } from '../keys';
+import { condemnLostWrites, MAX_COLLECTED_ROOT_BYTES, rootIndex, stampRetirements, type RootCodec, type RootState } from '../root';
+import type { ObjectInfo, ObjectStore } from '../store';
+import { LAST_MODIFIED_RESOLUTION_MS } from '../store/clock-skew';
+import { atLeast, DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } from './collector';
+import { decideSegment, droppableRecords, dueRetiredKeys, isCondemned, withoutReclaimed } from './retired';
 import type { RetiredReclaimOptions, RetiredRules } from './rules';
 import { EMPTY_RETIRED_TALLY, type RetiredTally } from './collector-report';
-import { readRoot } from './root-io';
+import { changeRoot, readRoot } from './root-io';
+import { judgeRoot } from './judged-root';
 import { deleterOf, type Deleter } from './manifest';
 
 /** `oversize`: the root was past the readers' limit when the reclaim read it (it reclaimed, and shrank it, all the same). */
@@ -101,11 +103,20 @@ function dueOutputsByPrefix(ns: NamespaceId, due: readonly string[]): Map<string
  * past the readers' limit; or, for a root that cannot be trusted, the outcome: nothing to reclaim
  * (missing, and `metadata/segments/` empty), else the problem.
  */
-async function rootToReclaimBy(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<{ root: RootState; oversize?: RootProblem } | RetiredReclaimOutcome> {
+async function rootToReclaimBy(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<{ root: RootState; judgedGeneration: number; oversize?: RootProblem } | RetiredReclaimOutcome> {
   try {
-    const read = await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
+    const read = await judgeRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
     const oversize = oversizeProblem(ns, read.bytes);
-    return { root: read.root, ...(oversize && { oversize }) };
+    // Retirements no pass has seen yet are stamped visible at the LastModified of the root that shows
+    // them (spec 6c.2), rounded up to its resolution (a GET's is the second): their reader grace counts
+    // from here. A dry run decides by the root it would have written, as the real pass would.
+    const visibleBy = (lastModified: Date) => lastModified.getTime() + LAST_MODIFIED_RESOLUTION_MS;
+    const stamped = await changeRoot(store, ns, codec, (current) => current.lastModified && stampRetirements(current.root, visibleBy(current.lastModified)), {
+      maxRounds: MAX_RECORD_ROUNDS,
+      maxBytes: MAX_COLLECTED_ROOT_BYTES,
+    });
+    const root = stamped ? atLeast({ ...read, root: stamped.root }, read.root.generation) : read.root;
+    return { root, judgedGeneration: read.root.generation, ...(oversize && { oversize }) };
   } catch (err) {
     const problem = rootProblemOf(err, ns);
     if (!problem) throw err;
@@ -143,6 +154,9 @@ export async function reclaimRetiredSegments(
   const read = await rootToReclaimBy(store, ns, codec);
   if (!('root' in read)) return read;
   const { root, oversize } = read;
+  // Every root this reclaim decides by later must be at least as new as the one it judged (a dry run's stamps are never
+  // written, so not the stamped one): an older one went back (spec 6c.5).
+  const judged = { ...options, minRootGeneration: read.judgedGeneration };
   const segments = inputSegmentsPrefix(ns);
   const due = dueRetiredKeys(root, options).sort();
   let position = resume;
@@ -152,7 +166,7 @@ export async function reclaimRetiredSegments(
 
   /** Deletes the batch in hand, drops its records, and moves the position past it (in `phase`, up to `upTo`). */
   const flush = async (phase: RetiredPosition['phase'], upTo: string | undefined): Promise<void> => {
-    const settled = await reclaimBatch(store, ns, candidates, gone, options, codec, deletes);
+    const settled = await reclaimBatch(store, ns, candidates, gone, judged, codec, deletes);
     const tally = addTally(retained, settled.tally, options.reportLimit);
     candidates = [];
     gone = [];
@@ -201,6 +215,9 @@ export async function reclaimRetiredSegments(
 /**
  * Deletes the candidates the root as it is now still dooms (candidate selection may be stale,
  * deletion may not), then drops the records of the retired ones and of the due keys found gone.
+ * WARN: a lost write is deleted only once the root condemns it (its `LastModified` at or before the
+ * lost-write cutoff, spec 6c.1), so the cutoff is raised by CAS first where it does not yet reach: a
+ * registration sent on an older root then fails its precondition however late it arrives.
  * A DeleteObjects that failed for some keys is returned as `failure`, after the records of the rest are dropped.
  */
 async function reclaimBatch(
@@ -208,21 +225,28 @@ async function reclaimBatch(
   ns: NamespaceId,
   candidates: readonly ObjectInfo[],
   gone: readonly string[],
-  options: RetiredReclaimOptions,
+  options: RetiredReclaimOptions & { readonly minRootGeneration: number },
   codec: RootCodec,
   deletes: Deleter,
 ): Promise<{ readonly tally: RetiredTally; readonly failure?: DeleteFailedError }> {
   if (candidates.length === 0 && gone.length === 0) return { tally: EMPTY_RETIRED_TALLY };
-  const fresh = (await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES)).root;
-  const doomed = candidates.flatMap((o) => {
-    const fate = decideSegment(fresh, o.key, o.lastModified, options);
-    return fate === 'retired_due' || fate === 'lost_write' ? [{ o, fate }] : [];
-  });
-  const retiredAtMs = new Map((fresh.retired ?? []).map((r) => [r.key, r.retired_at_ms]));
+  let fresh = atLeast(await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES), options.minRootGeneration);
+  const fates = (root: RootState) => candidates.map((o) => ({ o, fate: decideSegment(root, o.key, o.lastModified, options) }));
+  if (fates(fresh).some(({ o, fate }) => fate === 'lost_write' && !isCondemned(fresh, o.lastModified))) {
+    const cutoffMs = options.nowMs - options.lostWriteGraceMs;
+    const condemned = await changeRoot(store, ns, codec, (current) => condemnLostWrites(atLeast(current, options.minRootGeneration), cutoffMs), {
+      maxRounds: MAX_RECORD_ROUNDS,
+      maxBytes: MAX_COLLECTED_ROOT_BYTES,
+    });
+    // Races lost to other writers leave the lost writes for a later pass; a dry run decides by the root it would have written.
+    if (condemned) fresh = condemned.root;
+  }
+  const doomed = fates(fresh).filter(({ o, fate }) => fate === 'retired_due' || (fate === 'lost_write' && isCondemned(fresh, o.lastModified)));
+  const retired = rootIndex(fresh).retired;
   const { failed } = await deletes(
     doomed.map(({ o, fate }) => {
-      const retiredAt = retiredAtMs.get(o.key);
-      const read = { rootGeneration: fresh.generation, ...(retiredAt !== undefined && { retiredAtMs: retiredAt }) };
+      const entry = retired.get(o.key);
+      const read = { rootGeneration: fresh.generation, ...(entry && { retiredAtMs: entry.retired_at_ms }), ...(entry?.visible_at_ms !== undefined && { visibleAtMs: entry.visible_at_ms }) };
       return { object: o, rule: fate === 'retired_due' ? 'retired_segment' : 'lost_write', read };
     }),
   );
@@ -244,19 +268,20 @@ async function reclaimBatch(
  * Drops the records of segments that are gone by root CAS, re-reading on every lost race; returns
  * how many it dropped (none counted for a CAS whose answer was lost, though it may have landed).
  */
-async function dropRecords(store: ObjectStore, ns: NamespaceId, gone: ReadonlySet<string>, rules: RetiredRules, codec: RootCodec): Promise<number> {
+async function dropRecords(store: ObjectStore, ns: NamespaceId, gone: ReadonlySet<string>, rules: RetiredRules & { readonly minRootGeneration: number }, codec: RootCodec): Promise<number> {
   if (gone.size === 0) return 0;
-  for (let round = 0; round < MAX_RECORD_ROUNDS; round++) {
-    const current = await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
-    const next = withoutReclaimed(current.root, gone, rules);
-    if (!next) return 0;
-    try {
-      await store.putIfMatch(rootKey(ns), encodeRootForWrite(codec, next, current.bytes), current.etag);
-      return droppableRecords(current.root, gone, rules).length;
-    } catch (err) {
-      // A publication or a writer won the race, or our own CAS answered late: the next round reads the root again.
-      if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof AmbiguousError)) throw err;
-    }
-  }
-  return 0;
+  let dropped = 0;
+  // A publication or a writer may win a race, or our own CAS answer late: each round reads the root again.
+  const written = await changeRoot(
+    store,
+    ns,
+    codec,
+    (current) => {
+      const root = atLeast(current, rules.minRootGeneration);
+      dropped = droppableRecords(root, gone, rules).length;
+      return withoutReclaimed(root, gone, rules);
+    },
+    { maxRounds: MAX_RECORD_ROUNDS, maxBytes: MAX_COLLECTED_ROOT_BYTES },
+  );
+  return written?.written ? dropped : 0;
 }

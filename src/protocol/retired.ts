@@ -5,7 +5,7 @@
  * read at the start and again to the root it re-reads before every delete batch.
  */
 import { isInputSegmentKeyOf } from '../keys';
-import { rootIndex, type RootState } from '../root';
+import { rootIndex, type RetiredSegment, type RootState } from '../root';
 import type { RetiredRules } from './rules';
 
 /** What becomes of one segment key in this pass. */
@@ -14,7 +14,7 @@ export type SegmentFate =
   | 'referenced'
   /** Retired, and its reader grace is over: deleted, then dropped from the retired list. */
   | 'retired_due'
-  /** Retired, and readers of an older root may still read it (a future `retired_at_ms` included). */
+  /** Retired, and readers of an older root may still read it (not yet stamped visible, or a future stamp, included). */
   | 'retired_in_grace'
   /** Neither named nor retired, and older than the lost-write grace: its writer never registered it, and no longer may. */
   | 'lost_write'
@@ -23,7 +23,13 @@ export type SegmentFate =
   /** A staged output neither named nor retired: the job-prefix reclaim's, under its lease rules (spec 6), never this one's. */
   | 'job_prefix';
 
-const isDue = (retiredAtMs: number, rules: Pick<RetiredRules, 'nowMs' | 'readerGraceMs'>): boolean => retiredAtMs <= rules.nowMs && rules.nowMs - retiredAtMs >= rules.readerGraceMs;
+/**
+ * A retirement is due once the reader grace has passed since it was visible (spec 6c.2): since the
+ * stamp a pass wrote, never since the writer's clock, which a late write leaves in the past.
+ * Unstamped, it is not due.
+ */
+const isDue = ({ visible_at_ms: visible }: RetiredSegment, rules: Pick<RetiredRules, 'nowMs' | 'readerGraceMs'>): boolean =>
+  visible !== undefined && visible <= rules.nowMs && rules.nowMs - visible >= rules.readerGraceMs;
 
 /**
  * Judges one segment key of the root's namespace. A key both named and retired (referenced again
@@ -31,19 +37,26 @@ const isDue = (retiredAtMs: number, rules: Pick<RetiredRules, 'nowMs' | 'readerG
  * a missing or future timestamp means young.
  */
 export function decideSegment(root: RootState, key: string, lastModified: Date | undefined, rules: RetiredRules): SegmentFate {
-  const { referenced, retiredAtMs } = rootIndex(root);
+  const { referenced, retired } = rootIndex(root);
   if (referenced.has(key)) return 'referenced';
-  const retiredAt = retiredAtMs.get(key);
-  if (retiredAt !== undefined) return isDue(retiredAt, rules) ? 'retired_due' : 'retired_in_grace';
+  const entry = retired.get(key);
+  if (entry !== undefined) return isDue(entry, rules) ? 'retired_due' : 'retired_in_grace';
   if (!isInputSegmentKeyOf(root.namespace_id, key)) return 'job_prefix';
   const at = lastModified?.getTime();
   return at !== undefined && at <= rules.nowMs && rules.nowMs - at >= rules.lostWriteGraceMs ? 'lost_write' : 'young';
 }
 
+/**
+ * Whether the root condemns a lost write of `lastModified` (spec 6c.1): at or before its lost-write
+ * cutoff, so no root writer names it again and it may be deleted. A missing timestamp is never condemned.
+ */
+export const isCondemned = (root: RootState, lastModified: Date | undefined): boolean =>
+  lastModified !== undefined && root.lost_write_cutoff_ms !== undefined && lastModified.getTime() <= root.lost_write_cutoff_ms;
+
 /** The retired keys whose grace is over and that no group names again: the ones the pass deletes. */
 export function dueRetiredKeys(root: RootState, rules: RetiredRules): string[] {
   const { referenced } = rootIndex(root);
-  return (root.retired ?? []).filter((r) => !referenced.has(r.key) && isDue(r.retired_at_ms, rules)).map((r) => r.key);
+  return (root.retired ?? []).filter((r) => !referenced.has(r.key) && isDue(r, rules)).map((r) => r.key);
 }
 
 /**
@@ -52,15 +65,15 @@ export function dueRetiredKeys(root: RootState, rules: RetiredRules): string[] {
  * from its retirement, not from when it was written.
  */
 export function isRetainedByRoot(root: RootState, key: string, rules: Pick<RetiredRules, 'nowMs' | 'readerGraceMs'>): boolean {
-  const { referenced, retiredAtMs } = rootIndex(root);
+  const { referenced, retired } = rootIndex(root);
   if (referenced.has(key)) return true;
-  const retiredAt = retiredAtMs.get(key);
-  return retiredAt !== undefined && !isDue(retiredAt, rules);
+  const entry = retired.get(key);
+  return entry !== undefined && !isDue(entry, rules);
 }
 
 /**
  * The records of `reclaimed` segments (deleted, or found gone) that `root` may drop: only entries
- * still due. One retired again since (a later `retired_at_ms`) or referenced again stays, so a
+ * still due. One retired again since (unstamped again) or referenced again stays, so a
  * record goes only for data already gone.
  */
 export const droppableRecords = (root: RootState, reclaimed: ReadonlySet<string>, rules: RetiredRules): string[] =>

@@ -1,12 +1,23 @@
 /** Reading and replacing the namespace root: bytes and ETag from one GET, replaced only by CAS. */
 import { TypedError } from '../errors';
-import { rootKey, type NamespaceId } from '../keys';
-import { decodeRootWith, emptyRoot, encodeRootForWrite, MAX_ROOT_BYTES, retireRemoved, type RootCodec, type RootState } from '../root';
-import { ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
+import { isInputSegmentKeyOf, judgedRootKey, rootKey, type NamespaceId } from '../keys';
+import {
+  decodeRootWith,
+  emptyRoot,
+  encodeRootForWrite,
+  MAX_ROOT_BYTES,
+  newlyNamed,
+  retireRemoved,
+  rootIndex,
+  type RootCodec,
+  type RootState,
+} from '../root';
+import { AmbiguousError, ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
+import { inBatches } from '../store/batches';
 
 /**
  * The namespace has no root: nothing to compact (a compaction of it is invalid input), and nothing
- * to tell referenced segments from unreferenced ones (the collector deletes nothing there).
+ * to tell referenced segments from unreferenced ones (the collector deletes nothing in it).
  */
 export class RootMissingError extends TypedError {
   readonly failureType = 'RootMissing';
@@ -15,11 +26,69 @@ export class RootMissingError extends TypedError {
   }
 }
 
+/**
+ * The root is missing where the namespace has history (a collector pass judged a root of it): it
+ * was deleted or lost, not never written. A writer that created it afresh would forget every segment
+ * it named, so none does; the collector deletes nothing in the namespace meanwhile (spec 6c.5).
+ */
+export class RootLostError extends TypedError {
+  readonly failureType = 'RootLost';
+  constructor(readonly namespaceId: NamespaceId) {
+    super(
+      `the root of namespace ${namespaceId} is missing, but a collector pass judged one (${judgedRootKey(namespaceId)}): it was lost, so it is not created afresh; ` +
+        `restore the last root a pass judged with \`compaction-lease root restore ${namespaceId}\` (a dry run first), then write again`,
+    );
+  }
+}
+
+/**
+ * A root change would name a segment that no root may name again (spec 6c.1): condemned as a lost
+ * write, retired, or missing. Nothing was written; write its records again as a new segment.
+ */
+export class SegmentLostError extends TypedError {
+  readonly failureType = 'SegmentLost';
+  constructor(
+    readonly key: string,
+    readonly reason: string,
+  ) {
+    super(`segment ${key} cannot be registered: ${reason}; nothing was written: write its records again as a new segment`);
+  }
+}
+
+/**
+ * A root change would register a segment holding a record at or below its group's sequence floor
+ * (spec 6c.3): a publication dropped a tombstone of that group at the floor, and an older version of
+ * a deleted key would come back. Nothing was written; write the records again with newer seqs.
+ */
+export class SequenceFloorError extends TypedError {
+  readonly failureType = 'SequenceFloor';
+  constructor(
+    readonly key: string,
+    readonly group: string,
+    /** The segment's lowest seq, if the writer declared it. */
+    readonly seq: number | undefined,
+    readonly floor: number,
+  ) {
+    super(
+      seq === undefined
+        ? `segment ${key} cannot be registered in group ${group}, whose seq floor is ${floor}: its lowest seq was not declared (RootWriteOptions.minSeqOf), so it may hold an older version of a deleted key`
+        : `segment ${key} cannot be registered in group ${group}: it holds a record at seq ${seq}, at or below the group's floor ${floor} (a compaction dropped a tombstone there); write the records again with seqs above ${floor}`,
+    );
+  }
+}
+
+/** A root change the package's root writer does not make: it names a staged segment under a job prefix, which only that job's publication names. */
+export class InvalidRootChangeError extends TypedError {
+  readonly failureType = 'InvalidInput';
+}
+
 export interface ReadRoot {
   readonly root: RootState;
   readonly etag: string;
   /** The size of the bytes read. */
   readonly bytes: number;
+  /** The store's `LastModified` of the version read: by then everything in it was visible. */
+  readonly lastModified: Date | undefined;
 }
 
 /**
@@ -31,62 +100,157 @@ export async function readRoot(store: ObjectStore, ns: NamespaceId, codec: RootC
   const key = rootKey(ns);
   try {
     const object = await store.get(key, { maxBytes });
-    return { root: decodeRootWith(codec, object.body, ns, maxBytes), etag: object.etag, bytes: object.body.length };
+    return { root: decodeRootWith(codec, object.body, ns, maxBytes), etag: object.etag, bytes: object.body.length, lastModified: object.lastModified };
   } catch (err) {
     throw err instanceof NotFoundError ? new RootMissingError(key) : err;
   }
 }
 
 /** The root, or undefined when the namespace has none yet. */
-export async function readRootIfAny(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<ReadRoot | undefined> {
+export async function readRootIfAny(store: ObjectStore, ns: NamespaceId, codec: RootCodec, maxBytes = MAX_ROOT_BYTES): Promise<ReadRoot | undefined> {
   try {
-    return await readRoot(store, ns, codec);
+    return await readRoot(store, ns, codec, maxBytes);
   } catch (err) {
     if (err instanceof RootMissingError) return undefined;
     throw err;
   }
 }
 
-/** How the package's root writer writes: its clock, and a check before each CAS is sent. */
+/** How a CAS of the root runs. */
+interface CasOptions {
+  /** Checks the root to be written against the one it replaces, once its bytes are known to fit; what it throws stops the write with nothing sent. */
+  readonly check?: (before: RootState, next: RootState) => Promise<void>;
+  /** Called right before each CAS is sent; what it throws stops the write with nothing sent. */
+  readonly beforeWrite?: () => void;
+  /** Rounds before giving up on lost races (undefined is returned); unbounded by default. */
+  readonly maxRounds?: number;
+  /** The largest root read: past the readers' limit only for the collector, whose writes may then only shrink it. */
+  readonly maxBytes?: number;
+}
+
+/** A root a CAS wrote, or found already as wanted. */
+export interface WrittenRoot {
+  readonly root: RootState;
+  /** False when the current root needed no change. */
+  readonly written: boolean;
+  /** The root it replaced (undefined when it created one, or wrote nothing). */
+  readonly replaced: ReadRoot | undefined;
+}
+
+const isUnclear = (err: unknown): boolean =>
+  err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof NotFoundError || err instanceof AmbiguousError;
+
+/**
+ * Replaces the root by CAS with what `next` makes of the current one (undefined: nothing to write),
+ * re-reading and deciding again after every refused or unclear answer (412, 409, 404, an unknown
+ * outcome): a change that landed is found in the next read and, `next` being idempotent, not made
+ * twice. Undefined when `maxRounds` races were lost.
+ */
+async function casRoot(
+  store: ObjectStore,
+  ns: NamespaceId,
+  codec: RootCodec,
+  next: (current: ReadRoot | undefined) => Promise<RootState | undefined> | RootState | undefined,
+  options: CasOptions = {},
+): Promise<WrittenRoot | undefined> {
+  const { check, beforeWrite = () => {}, maxRounds = Number.POSITIVE_INFINITY, maxBytes = MAX_ROOT_BYTES } = options;
+  for (let round = 0; round < maxRounds; round++) {
+    const current = await readRootIfAny(store, ns, codec, maxBytes);
+    const root = await next(current);
+    if (root === undefined) return current && { root: current.root, written: false, replaced: undefined };
+    // Only the collector reads past the readers' limit, and may then write a root that is still past it if it is smaller.
+    const bytes = encodeRootForWrite(codec, root, maxBytes > MAX_ROOT_BYTES ? (current?.bytes ?? 0) : 0);
+    await check?.(current?.root ?? emptyRoot(ns), root);
+    beforeWrite();
+    try {
+      if (current) await store.putIfMatch(rootKey(ns), bytes, current.etag);
+      else await store.putIfAbsent(rootKey(ns), bytes);
+      return { root, written: true, replaced: current };
+    } catch (err) {
+      if (!isUnclear(err)) throw err;
+    }
+  }
+  return undefined;
+}
+
+/** How the package's root writer writes: its clock, a check before each CAS is sent, and what it knows of the segments it registers. */
 export interface RootWriteOptions {
   /** The writer's wall clock: every segment the write removes retires at its reading then (spec 6a.1). */
   readonly clockMs?: () => number;
   /** Called right before each CAS is sent; what it throws stops the write with nothing sent (a writer budget spent). */
   readonly beforeWrite?: () => void;
+  /**
+   * The lowest `seq` a segment the change registers holds, where the writer knows it: a group with a
+   * sequence floor (spec 6c.3) registers only a segment declared to hold nothing at or below it.
+   */
+  readonly minSeqOf?: (key: string) => number | undefined;
 }
 
-/**
- * Replaces the root by CAS with what `next` makes of the current one (undefined: nothing to write),
- * re-reading and retrying on a lost race. An ambiguous answer is thrown: a change that landed may not be one to apply twice.
- */
-async function casRoot<R extends RootState | undefined>(
-  store: ObjectStore,
-  ns: NamespaceId,
-  codec: RootCodec,
-  next: (current: ReadRoot | undefined) => R,
-  beforeWrite: () => void = () => {},
-): Promise<R> {
-  for (;;) {
-    const current = await readRootIfAny(store, ns, codec);
-    const root = next(current);
-    if (root === undefined) return root;
-    const bytes = encodeRootForWrite(codec, root);
-    beforeWrite();
-    try {
-      if (current) await store.putIfMatch(rootKey(ns), bytes, current.etag);
-      else await store.putIfAbsent(rootKey(ns), bytes);
-      return root;
-    } catch (err) {
-      if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof NotFoundError)) throw err;
-    }
+/** Whether the namespace has history: a collector pass judged a root of it (spec 6c.5). */
+async function hasHistory(store: ObjectStore, ns: NamespaceId): Promise<boolean> {
+  try {
+    await store.head(judgedRootKey(ns));
+    return true;
+  } catch (err) {
+    if (err instanceof NotFoundError) return false;
+    throw err;
   }
 }
 
 /**
- * Applies `change` to the current root by CAS, creating the root if absent, retrying lost races.
- * Every segment the change removes from the root is retired at the writer's clock in the same write
- * (spec 6a.1), so readers of the old root get the reader grace. For the metadata service's own
- * writer (stood in for by the demo and tests), not for publication.
+ * Refuses a change of `before` into `next` that registers a segment no root may name (spec 6c):
+ * a staged segment under a job prefix (only its job's publication names those), one `before`
+ * retires (it goes after the reader grace), one missing from the store, one condemned as a lost write
+ * (`LastModified` at or before the cutoff), or one that may hold a record at or below its group's
+ * floor. Each is read (HEAD, a few at a time) after `before` was: a collector deletes a segment only
+ * after a root write that condemns it, which fails this writer's CAS on `before` or is in `before`.
+ */
+async function checkRegistrations(store: ObjectStore, before: RootState, next: RootState, minSeqOf: (key: string) => number | undefined): Promise<void> {
+  const ns = before.namespace_id;
+  const { retired } = rootIndex(before);
+  const registered = newlyNamed(before, next);
+  for (const key of registered) {
+    if (!isInputSegmentKeyOf(ns, key)) throw new InvalidRootChangeError(`a root change may not name ${key}: a staged segment under a job prefix is named only by its job's publication`);
+    if (retired.has(key)) throw new SegmentLostError(key, 'it was retired from the root and is deleted once its reader grace is over');
+  }
+  await inBatches(registered, 1, HEAD_CONCURRENCY, async ([key]) => checkRegistration(store, before, next, key!, minSeqOf));
+}
+
+/** HEAD requests of one registration in flight at once. */
+const HEAD_CONCURRENCY = 16;
+
+/** One segment a change registers: in the store, not condemned, above its group's floor. */
+async function checkRegistration(store: ObjectStore, before: RootState, next: RootState, key: string, minSeqOf: (key: string) => number | undefined): Promise<void> {
+  let lastModified: Date | undefined;
+  try {
+    ({ lastModified } = await store.head(key));
+  } catch (err) {
+    if (err instanceof NotFoundError) throw new SegmentLostError(key, 'it is not in the store (never written, or deleted as a lost write)');
+    throw err;
+  }
+  const cutoff = before.lost_write_cutoff_ms;
+  if (cutoff !== undefined && (lastModified === undefined || lastModified.getTime() <= cutoff)) {
+    throw new SegmentLostError(key, `it was written ${lastModified?.toISOString() ?? 'at an unknown time'}, at or before the lost-write cutoff ${new Date(cutoff).toISOString()}: a collector condemned it as a lost write`);
+  }
+  for (const [group, keys] of Object.entries(next.groups)) {
+    const floor = before.seq_floors?.[group];
+    if (floor === undefined || !keys.includes(key)) continue;
+    const seq = minSeqOf(key);
+    if (seq === undefined || seq <= floor) throw new SequenceFloorError(key, group, seq, floor);
+  }
+}
+
+/**
+ * Applies `change` to the current root by CAS, creating the root if absent (never where the
+ * namespace has history: {@link RootLostError}), and retrying lost races. Every segment the change
+ * removes from the root is retired at the writer's clock in the same write (spec 6a.1), so readers of
+ * the old root get the reader grace; every segment it registers is checked first (spec 6c:
+ * {@link SegmentLostError}, {@link SequenceFloorError}); the generation always goes up.
+ *
+ * `change` must be idempotent: applied to a root that already holds it, it returns that very root
+ * (as `addSegments` does), and nothing is written. A refused or unclear CAS is settled by re-reading
+ * and applying it again, so a change whose reply was lost is found made and never made twice.
+ * For the metadata service's own writer (stood in for by the demo and tests), not for publication.
  * A root the change makes larger than readers accept is refused (`RootTooLargeError`) and not written.
  */
 export async function updateRoot(
@@ -96,12 +260,21 @@ export async function updateRoot(
   codec: RootCodec,
   options: RootWriteOptions = {},
 ): Promise<RootState> {
-  const clockMs = options.clockMs ?? Date.now;
-  const retiring = (current: ReadRoot | undefined): RootState => {
-    const before = current?.root ?? emptyRoot(ns);
-    return retireRemoved(before, change(before), clockMs());
-  };
-  return casRoot(store, ns, codec, retiring, options.beforeWrite);
+  const { clockMs = Date.now, minSeqOf = () => undefined } = options;
+  const written = await casRoot(
+    store,
+    ns,
+    codec,
+    async (current) => {
+      if (!current && (await hasHistory(store, ns))) throw new RootLostError(ns);
+      const before = current?.root ?? emptyRoot(ns);
+      const changed = change(before);
+      if (current && changed === before) return undefined;
+      return retireRemoved(before, { ...changed, generation: Math.max(changed.generation, before.generation + 1) }, clockMs());
+    },
+    { check: (before, next) => checkRegistrations(store, before, next, minSeqOf), ...(options.beforeWrite && { beforeWrite: options.beforeWrite }) },
+  );
+  return (written as WrittenRoot).root;
 }
 
 /**
@@ -110,5 +283,20 @@ export async function updateRoot(
  * Undefined when the namespace has no root (no publication can land there either).
  */
 export async function fenceRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<RootState | undefined> {
-  return casRoot(store, ns, codec, (current) => current && Object.freeze({ ...current.root, generation: current.root.generation + 1 }));
+  const fenced = await casRoot(store, ns, codec, (current) => current && Object.freeze({ ...current.root, generation: current.root.generation + 1 }));
+  return fenced?.root;
 }
+
+/**
+ * A change of the current root by CAS (`change` of it; undefined when it needs none), re-read and
+ * decided again after every lost race, for the collector's own writes (stamps, the lost-write cutoff,
+ * dropped records: read up to `maxBytes`, past the readers' limit only to shrink the root) and a job
+ * settling its publication. Bounded rounds: undefined when every one was lost to other writers.
+ */
+export const changeRoot = (
+  store: ObjectStore,
+  ns: NamespaceId,
+  codec: RootCodec,
+  change: (current: ReadRoot) => RootState | undefined,
+  options: { readonly maxRounds: number; readonly maxBytes?: number },
+): Promise<WrittenRoot | undefined> => casRoot(store, ns, codec, (current) => current && change(current), options);

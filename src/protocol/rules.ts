@@ -25,17 +25,27 @@ export interface PassRules {
   readonly keysPerFlush: number;
   /** Bounds every list of a report. */
   readonly reportLimit: number;
-  /** The pass's id: its manifests go under `namespaces/{ns}/metadata/gc/{passId}/`. Unset, the pass writes none (a benchmark's baseline). */
-  readonly passId?: string;
+  /**
+   * The pass's id (`newPassId`): the `owner_id` of every lease it claims, so its claims are its own
+   * (spec 6.2), and where its manifests go (`namespaces/{ns}/metadata/gc/{passId}/`).
+   */
+  readonly passId: string;
+  /** `false`: the pass writes no deletion manifests (a benchmark's baseline); otherwise it does. */
+  readonly manifests?: boolean;
+  /**
+   * How often a pass refreshes a claim while it walks the claimed prefix, as a job refreshes its
+   * lease: a claim older than the lease expiry is another pass's to take over.
+   */
+  readonly leaseRefreshIntervalMs: number;
   /** A pass's manifests older than this at `nowMs` (by the clock in their pass id) are reclaimed; unset, none are. */
   readonly manifestRetentionMs?: number;
 }
 
-/** What an owner decision uses. */
-export type OwnerRules = Pick<PassRules, 'nowMs' | 'leaseExpiryMs'>;
+/** What an owner decision and a claim use. */
+export type OwnerRules = Pick<PassRules, 'nowMs' | 'leaseExpiryMs' | 'passId'>;
 
 /** What the walk of a claimed or orphaned job prefix uses. */
-export type ReclaimOptions = Pick<PassRules, 'nowMs' | 'stagingGraceMs' | 'readerGraceMs' | 'keysPerFlush' | 'reportLimit'>;
+export type ReclaimOptions = Pick<PassRules, 'nowMs' | 'stagingGraceMs' | 'readerGraceMs' | 'keysPerFlush' | 'reportLimit' | 'passId' | 'leaseRefreshIntervalMs'>;
 
 /** What the judgement of a superseded segment uses (spec 6a). */
 export type RetiredRules = Pick<PassRules, 'nowMs' | 'readerGraceMs' | 'lostWriteGraceMs'>;

@@ -37,13 +37,15 @@ export async function readGroupSnapshot(store: ObjectStore, ns: string, group: s
 }
 
 /**
- * Until when every segment of `snapshot` stays readable: the reader grace less T. A compaction
- * retires a segment at its lease clock and its root lands up to T (`gcMinGraceMs`) later, so a root
- * read at t keeps its segments until at least t + reader grace − T; a reader that needs longer reads
- * the root again.
+ * Until when every segment of `snapshot` stays readable: the reader grace less the clock safety
+ * margin. A segment leaves the group only by retirement, and the collector counts the grace from when
+ * the retirement was visible in the root (a stamp no earlier than the retiring write landed, spec
+ * 6c.2), which is after this snapshot's read: only the clocks of the reader, the store and the pass may
+ * disagree, by at most the margin. However late the retiring write lands, the promise holds; a reader
+ * that needs longer reads the root again.
  */
-export const readableUntilMs = (snapshot: GroupSnapshot, timing: Pick<Timing, 'readerGraceMs' | 'gcMinGraceMs'>): number =>
-  snapshot.readAtMs + timing.readerGraceMs - timing.gcMinGraceMs;
+export const readableUntilMs = (snapshot: GroupSnapshot, timing: Pick<Timing, 'readerGraceMs' | 'clockSafetyMarginMs'>): number =>
+  snapshot.readAtMs + timing.readerGraceMs - timing.clockSafetyMarginMs;
 
 /**
  * The group's records as readers see them, in key order: one per key, the highest `seq` winning,

@@ -4,9 +4,10 @@
  * lease (kind `metadata_root`). It is only ever replaced by compare-and-swap; whatever its groups
  * name is referenced and never deleted.
  *
- * Format 1 has no `retired` list; format 2 adds it. A root with nothing retired is written in
- * format 1, byte for byte what earlier versions wrote, so they keep reading it until the first
- * retirement; both formats are read.
+ * Format 1 has no `retired` list; format 2 adds it; format 3 adds what fences the other writers and
+ * the readers by the root (spec 6c): the lost-write cutoff, the groups' sequence floors and the
+ * collector's visibility stamps. A root is written in the first format that holds it (format 1 with
+ * nothing retired, byte for byte what earlier versions wrote); all three are read.
  */
 import { bounded, MESSAGE_LIMIT, quoted, TypedError, type FailureType } from '../errors';
 import { z } from 'zod';
@@ -32,6 +33,19 @@ export interface RootState {
   readonly groups: Readonly<Record<string, readonly string[]>>;
   /** Segments a publication replaced, each once, with the time it left: kept for readers until the reader grace is over. Absent: none. */
   readonly retired?: readonly RetiredSegment[];
+  /**
+   * Lost writes condemned (spec 6c.1): an input segment (under `metadata/segments/`) whose store
+   * `LastModified` is at or before this is never named by a root again. The collector raises it by
+   * CAS before it deletes such segments, and every root writer refuses to name one, so a
+   * registration that arrives late fails its precondition or sees it. Absent: none.
+   */
+  readonly lost_write_cutoff_ms?: number;
+  /**
+   * Per group, the highest `seq` of a winning tombstone a publication dropped (spec 6c.3): a segment
+   * holding a record at or below it may hold an older version of a deleted key, and no root writer
+   * registers one into the group. Absent: none.
+   */
+  readonly seq_floors?: Readonly<Record<string, number>>;
   /** A plug-in codec's own fields (see {@link RootCodec}): the package never reads them and carries them through every change. */
   readonly extension?: unknown;
 }
@@ -39,8 +53,14 @@ export interface RootState {
 export interface RetiredSegment {
   /** A segment key of this namespace (input or staged output). */
   readonly key: string;
-  /** The publishing job's lease clock at the attempt whose CAS replaced it: the reader grace counts from here. */
+  /** The clock of the writer whose CAS retired it (a publication: the job's lease clock at that attempt); for the record. */
   readonly retired_at_ms: number;
+  /**
+   * When the retirement was visible by: the store's `LastModified` of the root in which a collector
+   * pass first saw it, stamped by that pass's CAS (spec 6c.2). The reader grace counts from here, so a
+   * retiring write that landed late shortens no reader's grace. Absent until a pass stamps it: not due.
+   */
+  readonly visible_at_ms?: number;
 }
 
 export class RootCorruptError extends TypedError {
@@ -123,26 +143,46 @@ export function encodeRootForWrite(codec: RootCodec, root: RootState, replacingB
   return bytes;
 }
 
-/** Format 1: groups only. Format 2: groups and the retired list. */
-const ROOT_FORMAT_VERSIONS = [1, 2] as const;
+/** Format 1: groups only. Format 2: groups and the retired list. Format 3: the fences of spec 6c too. */
+const ROOT_FORMAT_VERSIONS = [1, 2, 3] as const;
 const millis = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+const groupName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/);
 const v1Schema = z.strictObject({
   namespace_id: z.string(),
   generation: millis,
-  groups: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/), z.array(z.string())),
+  groups: z.record(groupName, z.array(z.string())),
 });
 const v2Schema = v1Schema.extend({ retired: z.array(z.strictObject({ key: z.string(), retired_at_ms: millis })) });
+const v3Schema = v1Schema.extend({
+  retired: z.array(z.strictObject({ key: z.string(), retired_at_ms: millis, visible_at_ms: millis.optional() })),
+  lost_write_cutoff_ms: millis.optional(),
+  seq_floors: z.record(groupName, millis).optional(),
+});
+const ROOT_SCHEMAS = { 1: v1Schema, 2: v2Schema, 3: v3Schema } as const;
 
 export const emptyRoot = (ns: NamespaceId): RootState => Object.freeze({ namespace_id: ns, generation: 0, groups: {}, retired: [] });
 
-/** Group names are written sorted, so equal roots have equal bytes; format 1 while nothing is retired. */
+const sortedByKey = <T>(record: Readonly<Record<string, T>>): Record<string, T> =>
+  Object.fromEntries(Object.keys(record).sort().map((name) => [name, record[name] as T]));
+
+/** Whether a root carries any of the fences of format 3. */
+const hasFences = (root: RootState): boolean =>
+  root.lost_write_cutoff_ms !== undefined || root.seq_floors !== undefined || (root.retired ?? []).some((r) => r.visible_at_ms !== undefined);
+
+/** Group names are written sorted, so equal roots have equal bytes; in the first format that holds the root. */
 export function encodeRoot(root: RootState): Uint8Array {
-  const groups: Record<string, readonly string[]> = {};
-  for (const name of Object.keys(root.groups).sort()) groups[name] = root.groups[name] ?? [];
-  const payload = { namespace_id: root.namespace_id, generation: root.generation, groups };
-  if (!root.retired?.length) return encodeEnvelope(ROOT_KIND, payload, 1);
-  const retired = root.retired.map(({ key, retired_at_ms }) => ({ key, retired_at_ms }));
-  return encodeEnvelope(ROOT_KIND, { ...payload, retired }, 2);
+  const payload = { namespace_id: root.namespace_id, generation: root.generation, groups: sortedByKey(root.groups) };
+  if (!hasFences(root)) {
+    if (!root.retired?.length) return encodeEnvelope(ROOT_KIND, payload, 1);
+    return encodeEnvelope(ROOT_KIND, { ...payload, retired: root.retired.map(({ key, retired_at_ms }) => ({ key, retired_at_ms })) }, 2);
+  }
+  const retired = (root.retired ?? []).map(({ key, retired_at_ms, visible_at_ms }) => ({ key, retired_at_ms, ...(visible_at_ms !== undefined && { visible_at_ms }) }));
+  return encodeEnvelope(ROOT_KIND, {
+    ...payload,
+    retired,
+    ...(root.lost_write_cutoff_ms !== undefined && { lost_write_cutoff_ms: root.lost_write_cutoff_ms }),
+    ...(root.seq_floors !== undefined && { seq_floors: sortedByKey(root.seq_floors) }),
+  }, 3);
 }
 
 /**
@@ -179,10 +219,16 @@ export function checkRoot(root: RootState, ns: NamespaceId): RootState {
     if (foreign !== undefined) throw corrupt(`group ${quoted(group)} names ${quoted(foreign)}, which is not a segment key of ${ns}`);
   }
   const seen = new Set<string>();
-  for (const { key } of root.retired ?? []) {
+  const isMillis = (n: unknown): boolean => Number.isSafeInteger(n) && (n as number) >= 0;
+  for (const { key, retired_at_ms, visible_at_ms } of root.retired ?? []) {
     if (!isSegmentKeyOf(ns, key)) throw corrupt(`retired names ${quoted(key)}, which is not a segment key of ${ns}`);
     if (seen.has(key)) throw corrupt(`retired names ${quoted(key)} twice`);
+    if (!isMillis(retired_at_ms) || (visible_at_ms !== undefined && !isMillis(visible_at_ms))) throw corrupt(`retired ${quoted(key)} has a time that is not a whole number of milliseconds`);
     seen.add(key);
+  }
+  if (root.lost_write_cutoff_ms !== undefined && !isMillis(root.lost_write_cutoff_ms)) throw corrupt(`lost_write_cutoff_ms ${root.lost_write_cutoff_ms} is not a whole number of milliseconds`);
+  for (const [group, floor] of Object.entries(root.seq_floors ?? {})) {
+    if (!isMillis(floor)) throw corrupt(`the seq floor of group ${quoted(group)} is ${floor}, not a whole number`);
   }
   return Object.freeze({ ...root, namespace_id: ns, retired: root.retired ?? [] });
 }
@@ -210,7 +256,7 @@ export const jsonRootCodec: RootCodec = {
   decode(bytes, ns) {
     const corrupt = (reason: string) => new RootCorruptError(rootKey(ns), reason);
     const { formatVersion, payload } = decodeEnvelope(ROOT_KIND, bytes, corrupt, ROOT_FORMAT_VERSIONS);
-    const parsed = (formatVersion === 1 ? v1Schema : v2Schema).safeParse(payload);
+    const parsed = ROOT_SCHEMAS[formatVersion as keyof typeof ROOT_SCHEMAS].safeParse(payload);
     if (!parsed.success) throw corrupt(`payload: ${describeIssues(parsed.error)}`);
     return { retired: [], ...parsed.data, namespace_id: parsed.data.namespace_id as NamespaceId };
   },
@@ -223,8 +269,8 @@ export const decodeRoot = (bytes: Uint8Array, ns: NamespaceId): RootState => dec
 export interface RootIndex {
   /** Every key a group names: the set the collector must never delete from. */
   readonly referenced: ReadonlySet<string>;
-  /** Each retired key's `retired_at_ms`. */
-  readonly retiredAtMs: ReadonlyMap<string, number>;
+  /** Each retired key's entry. */
+  readonly retired: ReadonlyMap<string, RetiredSegment>;
 }
 
 // A root is an immutable value (every change builds a new one), so its index is built once per root
@@ -237,7 +283,7 @@ export function rootIndex(root: RootState): RootIndex {
   if (index === undefined) {
     const referenced = new Set<string>();
     for (const keys of Object.values(root.groups)) for (const key of keys) referenced.add(key);
-    index = { referenced, retiredAtMs: new Map((root.retired ?? []).map((r) => [r.key, r.retired_at_ms])) };
+    index = { referenced, retired: new Map((root.retired ?? []).map((r) => [r.key, r])) };
     indexes.set(root, index);
   }
   return index;
@@ -248,13 +294,27 @@ export const referencedKeys = (root: RootState): ReadonlySet<string> => rootInde
 
 export const groupSegments = (root: RootState, group: FamilyGroup): readonly string[] => root.groups[group] ?? [];
 
-/** Appends segments to a group (the metadata service's own writer, stood in for by the demo and tests). */
+/**
+ * Appends segments to a group (the metadata service's own writer, stood in for by the demo and tests).
+ * Idempotent: a key the root already names, or once named and has retired since, is not appended
+ * again, and a root that needs nothing appended is returned as it is (nothing to write). So a
+ * registration whose reply was lost, re-applied to the root it landed in, changes nothing.
+ */
 export function addSegments(root: RootState, group: FamilyGroup, keys: readonly string[]): RootState {
+  const { referenced, retired } = rootIndex(root);
+  const fresh = [...new Set(keys)].filter((k) => !referenced.has(k) && !retired.has(k));
+  if (fresh.length === 0) return root;
   return Object.freeze({
     ...root,
     generation: root.generation + 1,
-    groups: { ...root.groups, [group]: [...groupSegments(root, group), ...keys] },
+    groups: { ...root.groups, [group]: [...groupSegments(root, group), ...fresh] },
   });
+}
+
+/** The keys `next` names that `before` named in no group: what a root change registers. */
+export function newlyNamed(before: RootState, next: RootState): string[] {
+  const { referenced } = rootIndex(before);
+  return [...referencedKeys(next)].filter((k) => !referenced.has(k));
 }
 
 export type PublicationPlan =
@@ -265,7 +325,9 @@ export type PublicationPlan =
 /**
  * Replaces the job's inputs by its outputs in one group, and retires the inputs at `retiredAtMs`
  * in the same root (spec 6a.1); segments added to the group meanwhile are kept. An input retired
- * before (referenced again since) is listed once, with its latest retirement.
+ * before (referenced again since) is listed once, with its latest retirement. `seqFloor`: the highest
+ * seq of a winning tombstone the publication leaves out of the group, which raises the group's floor
+ * in the same write (spec 6c.3), so no older version of a deleted key can be registered after it.
  */
 export function planPublication(
   root: RootState,
@@ -273,6 +335,7 @@ export function planPublication(
   inputs: readonly string[],
   outputs: readonly string[],
   retiredAtMs: number,
+  seqFloor?: number,
 ): PublicationPlan {
   const current = groupSegments(root, group);
   const inGroup = new Set(current);
@@ -281,13 +344,14 @@ export function planPublication(
   const replaced = new Set(inputs);
   const kept = current.filter((k) => !replaced.has(k));
   const retired = retire(root.retired, [...replaced], retiredAtMs);
+  const floors = seqFloor === undefined ? {} : { seq_floors: { ...root.seq_floors, [group]: Math.max(seqFloor, root.seq_floors?.[group] ?? 0) } };
   return {
     kind: 'publish',
-    root: Object.freeze({ ...root, generation: root.generation + 1, groups: { ...root.groups, [group]: [...outputs, ...kept] }, retired }),
+    root: Object.freeze({ ...root, generation: root.generation + 1, groups: { ...root.groups, [group]: [...outputs, ...kept] }, retired, ...floors }),
   };
 }
 
-/** `retired` with each of `keys` listed once, at `retiredAtMs`: a key retired before (referenced again since) takes its latest retirement. */
+/** `retired` with each of `keys` listed once, at `retiredAtMs`: a key retired before (referenced again since) takes its latest retirement, unstamped. */
 function retire(retired: readonly RetiredSegment[] | undefined, keys: readonly string[], retiredAtMs: number): RetiredSegment[] {
   const now = new Set(keys);
   return [...(retired ?? []).filter((r) => !now.has(r.key)), ...keys.map((key) => ({ key, retired_at_ms: retiredAtMs }))];
@@ -303,4 +367,24 @@ export function retireRemoved(before: RootState, next: RootState, retiredAtMs: n
   const still = referencedKeys(next);
   const removed = [...referencedKeys(before)].filter((k) => !still.has(k));
   return removed.length ? Object.freeze({ ...next, retired: retire(next.retired, removed, retiredAtMs) }) : next;
+}
+
+/**
+ * The root with every retirement no pass has stamped yet stamped `visibleAtMs` (spec 6c.2): the
+ * store's `LastModified` of the root the pass read, by which each was visible. Undefined when all are
+ * stamped (nothing to write).
+ */
+export function stampRetirements(root: RootState, visibleAtMs: number): RootState | undefined {
+  if (!(root.retired ?? []).some((r) => r.visible_at_ms === undefined)) return undefined;
+  const retired = (root.retired ?? []).map((r) => (r.visible_at_ms === undefined ? { ...r, visible_at_ms: visibleAtMs } : r));
+  return Object.freeze({ ...root, generation: root.generation + 1, retired });
+}
+
+/**
+ * The root with its lost-write cutoff raised to `cutoffMs` (spec 6c.1), or undefined when it is
+ * there already: every input segment whose `LastModified` is at or before it is condemned.
+ */
+export function condemnLostWrites(root: RootState, cutoffMs: number): RootState | undefined {
+  if ((root.lost_write_cutoff_ms ?? -1) >= cutoffMs) return undefined;
+  return Object.freeze({ ...root, generation: root.generation + 1, lost_write_cutoff_ms: cutoffMs });
 }

@@ -13,6 +13,9 @@ export type RecordedWrite =
 /** ETag the dry-run store answers for a write it did not make; no real object ever has it (not hex). */
 const DRY_RUN_ETAG = '"dry-run"';
 
+/** Whether `etag` is the dry-run store's answer to a write it only recorded. */
+export const isDryRunEtag = (etag: string): boolean => etag === DRY_RUN_ETAG;
+
 /**
  * `store` with every write recorded through `record` instead of performed: a conditional write is
  * answered as if its condition held (the real pass's write is what the report and manifest predict),

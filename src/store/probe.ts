@@ -6,6 +6,7 @@
  */
 import { TypedError } from '../errors';
 import { storeProbeKeys } from '../keys';
+import { clockSkew } from './clock-skew';
 import {
   AmbiguousError,
   ConflictError,
@@ -76,8 +77,6 @@ export function requireFitStore(check: StoreCheck): void {
 
 /** How many writers race to create one key: enough to catch a store that lets several through, few enough to stay a handful of requests. */
 const RACE_WRITERS = 16;
-/** S3's `LastModified` has one-second resolution: a time truncated to the second is up to this much earlier than the write. */
-const LAST_MODIFIED_RESOLUTION_MS = 1000;
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 const unquoted = (etag: string | undefined) => etag?.replace(/^W\//, '').replace(/"/g, '');
@@ -196,6 +195,12 @@ async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promi
       missingFailure ? `answered ${missingFailure.code}: ${missingFailure.message}` : 'counted as deleted',
     );
     return { properties: results, versioning: await store.versioning() };
+  } catch (err) {
+    // A compare-and-swap from an ETag the store answered itself was refused: its ETags name no version
+    // (one ETag for every write, a proxy rewriting them), so no lease or root write could ever succeed.
+    if (!(err instanceof PreconditionFailedError)) throw err;
+    report('new-etag', false, `a compare-and-swap of ${err.key} from the ETag the store answered for it was refused: its ETags do not name the versions written`);
+    return { properties: results, versioning: await store.versioning() };
   } finally {
     if (!cleanedUp) await store.deleteMany([keys.object, keys.missing]).catch(() => undefined);
   }
@@ -214,18 +219,4 @@ async function outcomeOf(call: Promise<unknown>): Promise<Error | undefined> {
       throw err;
     },
   );
-}
-
-/**
- * The least skew the write's `LastModified` proves: ahead when it is later than the answer, behind
- * when even its second ended before the request was sent. Round trips make it a lower bound only.
- */
-function clockSkew(lastModified: Date | undefined, sentAt: number, answeredAt: number, allowedMs: number): [boolean, string] {
-  if (!lastModified) return [false, 'the store gave no LastModified: the collector would take every object for young'];
-  const at = lastModified.getTime();
-  const ahead = at - answeredAt;
-  const behind = sentAt - (at + LAST_MODIFIED_RESOLUTION_MS);
-  const skew = Math.max(0, ahead, behind);
-  const side = skew === 0 ? 'between sending and answer by the local clock' : `${ahead > 0 ? `${ahead} ms ahead of` : `${behind} ms behind`} the local clock`;
-  return [skew <= allowedMs, `LastModified ${lastModified.toISOString()}: ${side} (allowed ${allowedMs} ms)`];
 }

@@ -91,6 +91,18 @@ function jobFailure(err: unknown): unknown {
   return failure;
 }
 
+/**
+ * A publication whose attempts were spent and which could not be settled either: its root CAS may
+ * have landed, or may still land. The failure says so and how to tell.
+ */
+function unsettledPublication(err: unknown, ns: string, group: string, job: string): ApplicationFailure {
+  const cause = jobFailure(err);
+  const message =
+    `the publication of job ${job} failed (${cause instanceof Error ? cause.message : String(cause)}) and could not be settled: the root of ${ns} may name its outputs, ` +
+    `and a root write of it may still land. Read group ${group} (readGroupSnapshot) for keys under ${job}/: named, it was published; the next compaction of the group settles it either way`;
+  return ApplicationFailure.create({ type: 'PublicationUnsettled', message, nonRetryable: true, cause: cause instanceof Error ? cause : undefined });
+}
+
 /** A lost lease is the job's end as `fenced` (undefined here); any other failure ends the workflow. */
 const unlessLeaseLost = (err: unknown): undefined => {
   if (isLeaseLost(err)) return undefined;
@@ -111,7 +123,7 @@ function jobActivities(settings: WorkflowSettings) {
     ...options.heartbeated('7 days'),
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   });
-  return { readGroup: short.readGroup, createLease: short.createLease, publish: short.publish, compactUnderLease };
+  return { readGroup: short.readGroup, createLease: short.createLease, publish: short.publish, settlePublication: short.settlePublication, compactUnderLease };
 }
 
 /** What the job does after its work, decided from what it holds: publish, or end without a root write. */
@@ -171,7 +183,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     upsertSearchAttributes([{ key: CompactionNamespace, value: ns }, { key: CompactionGroup, value: group }]);
   }
   const settings = await compactionSettings();
-  const { readGroup, createLease, compactUnderLease, publish } = jobActivities(settings);
+  const { readGroup, createLease, compactUnderLease, publish, settlePublication } = jobActivities(settings);
   const job: MetadataCompactionId = newJobId(workflowRandom);
   view.jobId = job;
   upsertSearchAttributes([{ key: CompactionJobId, value: job }]);
@@ -208,9 +220,17 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
     const published = await publish
       .executeWithOptions({ summary: `publish ${compaction.outputs.length} segments of ${job}`, startToCloseTimeout: settings.publicationTimeoutMs }, [
-        { ...ref, outputs: compaction.outputs, tombstones: compaction.tombstones },
+        { ...ref, outputs: compaction.outputs, tombstones: compaction.tombstones, ...(compaction.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: compaction.tombstoneSeqFloor }) },
       ])
-      .catch((err: unknown) => {
+      .catch(async (err: unknown): Promise<PublicationOutcome> => {
+        // Its attempts spent, a root CAS of it may still be in flight and land: settle which it is, so the
+        // run never ends failed beside a root that names its outputs.
+        const settled = await settlePublication
+          .executeWithOptions({ summary: `settle the publication of ${job}` }, [{ namespaceId: ns, jobId: job, group, outputs: compaction.outputs, tombstones: compaction.tombstones }])
+          .catch(() => {
+            throw unsettledPublication(err, ns, group, job);
+          });
+        if (settled.outcome === 'published') return settled;
         throw jobFailure(err);
       });
     outcome = published.outcome;

@@ -42,6 +42,7 @@ import {
 } from '../protocol/collector-plan';
 import { emptyReport, hasNamespaceProblems, isIncomplete, mergeReport, passFailed, REPORT_LIMIT, type GcReport } from '../protocol/collector-report';
 import { inBatches } from '../store/batches';
+import { clockSkew } from '../store/clock-skew';
 import { activityOptions, type ActivitySettings } from './activity-options';
 import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcIncomplete, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
 
@@ -78,6 +79,8 @@ export interface GcOptions {
 /** What a pass takes from its first worker, once: its rules, and the activity timeouts. */
 export interface PassSetup {
   readonly rules: PassRules;
+  /** Allowed error between the pass's clock and the store's: beyond half of it the pass deletes nothing (spec 6c.6). */
+  readonly clockSafetyMarginMs: number;
   readonly namespaceConcurrency: number;
   readonly timeouts: ActivitySettings;
   /** Where the pass's activities and per-namespace workflows run (see {@link GcOptions.collectorTaskQueue}). */
@@ -136,7 +139,8 @@ function describe(report: GcReport, phase: string): string {
     `dropped ${t.retiredRecordsDropped} records, ${t.retainedInGrace} in reader grace` +
     (report.manifests?.length ? `\n\nmanifests: ${report.manifests.join(', ')}` : '') +
     (report.corruptLeases.length ? `\n\ncorrupt leases: ${report.corruptLeases.map((c) => c.key).join(', ')}` : '') +
-    (report.rootProblems.length ? `\n\nskipped, root ${report.rootProblems.map((r) => `${r.problem}: ${r.key}`).join(', ')}` : '')
+    (report.rootProblems.length ? `\n\nskipped, root ${report.rootProblems.map((r) => `${r.problem}: ${r.key}`).join(', ')}` : '') +
+    (report.clockProblem ? `\n\nnothing deleted: ${report.clockProblem}` : '')
   );
 }
 
@@ -166,7 +170,7 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   const nowMs = input.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });
-  const { operationDeadlineMs, heartbeatTimeoutMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, manifestRetentionMs } = await gcSettings();
+  const { operationDeadlineMs, heartbeatTimeoutMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, clockSafetyMarginMs, manifestRetentionMs } = await gcSettings();
   const { dryRun, prefixesPerPage, prefixConcurrency, keysPerFlush, namespaceConcurrency, collectorTaskQueue } = options;
   if (collectorTaskQueue !== undefined && (typeof collectorTaskQueue !== 'string' || collectorTaskQueue === '')) {
     invalidInput(`collectorTaskQueue must be a task queue name, not ${JSON.stringify(collectorTaskQueue)}`);
@@ -174,13 +178,28 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   return {
     ...(collectorTaskQueue !== undefined && { collectorTaskQueue }),
     rules: {
-      nowMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT,
+      nowMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT,
       passId: newPassId(nowMs, workflowRandom),
       manifestRetentionMs,
     },
     namespaceConcurrency,
+    clockSafetyMarginMs,
     timeouts: { operationDeadlineMs, heartbeatTimeoutMs },
   };
+}
+
+/**
+ * Compares the pass's clock (the workflow's, the Temporal server's) with the store's, whose
+ * `LastModified` every age rule compares it with (spec 6c.6): a store write's stamp must lie between
+ * the workflow's time before and after it, give or take half the clock safety margin. What is wrong,
+ * if anything.
+ */
+async function storeClockProblem(setup: PassSetup): Promise<string | undefined> {
+  const { short } = gcActivities(setup);
+  const sentAt = Date.now();
+  const storeMs = await short.storeClock.executeWithOptions({ summary: "compare the store's clock with the pass's" }, []);
+  const [fits, detail] = clockSkew(storeMs === null ? undefined : new Date(storeMs), sentAt, Date.now(), setup.clockSafetyMarginMs / 2);
+  return fits ? undefined : `the store's clock disagrees with the pass's (the Temporal server's) by more than half the clock safety margin: ${detail}; the pass deletes nothing until the clocks agree`;
 }
 
 /** Attempts of each collector activity: a step that fails them all fails its prefix or namespace, which the next pass retries. */
@@ -239,7 +258,7 @@ function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
           // Its retries spent (or cancelled): each prefix goes on from where it stood (a walk after its saved position), one activity per command, so every claimed lease is still released.
           const resume = pageCollectionOf(err);
           const page = { ...(resume && { resume }), onProgress: () => {} };
-          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, page) };
+          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, page, command.rootGeneration) };
         }
       }
       case 'fenceRoot':
@@ -304,9 +323,17 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
     if (err instanceof InvalidKeyError) invalidInput(err.message);
     throw err;
   }
-  const setup = input.carried?.setup ?? (await setUp(input));
+  let setup = input.carried?.setup ?? (await setUp(input));
+  let { after, report } = input.carried ?? { after: undefined, report: emptyReport(setup.rules.nowMs, setup.rules.dryRun) };
+  if (!input.carried) {
+    // WARN: every age rule compares the pass's clock with the store's; a pass that cannot trust them runs as a dry run, deleting nothing.
+    const clockProblem = await storeClockProblem(setup);
+    if (clockProblem) {
+      setup = { ...setup, rules: { ...setup.rules, dryRun: true } };
+      report = { ...emptyReport(setup.rules.nowMs, true), clockProblem };
+    }
+  }
   const { rules } = setup;
-  let { after, report } = input.carried ?? { after: undefined, report: emptyReport(rules.nowMs, rules.dryRun) };
   const { listNamespaces } = gcActivities(setup).short;
 
   const collectNamespace = async (ns: string): Promise<void> => {

@@ -2,11 +2,11 @@
  * A stand-in for the metadata service's own writer: writes sorted input segments and registers
  * them in the namespace root. The demo and the tests use it to give compactions something to do.
  */
-import { performance } from 'node:perf_hooks';
 import { timingFromEnv } from '../config/timing';
 import { TypedError } from '../errors';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, type FamilyGroup, type NamespaceId } from '../keys';
 import { updateRoot } from '../protocol/root-io';
+import { stopwatch } from '../protocol/stopwatch';
 import { addSegments, jsonRootCodec } from '../root';
 import { asSegmentRecord, DEFAULT_SEGMENT_FORMAT_VERSION, encodeSegment, SEGMENT_EXTENSION, type SegmentFormatVersion, type SegmentRecord } from '../segments';
 import type { ObjectStore } from '../store';
@@ -27,8 +27,8 @@ export class InvalidSegmentInputError extends TypedError {
 
 /**
  * The writer budget was spent before a root CAS could be sent: the segment was written but not
- * registered, and never will be. It is an ordinary lost write, deleted after the lost-write grace;
- * write the records again as a new segment.
+ * registered, and this writer sends nothing more for it. It is an ordinary lost write, condemned and
+ * deleted after the lost-write grace; write the records again as a new segment.
  */
 export class WriterBudgetExceededError extends TypedError {
   readonly failureType = 'WriterBudgetExceeded';
@@ -47,12 +47,12 @@ export class WriterBudgetExceededError extends TypedError {
 /** How long {@link writeInputSegment} may take to register its segment, and the clock that measures it. */
 export interface WriterOptions {
   /**
-   * From before the segment PUT until each root CAS is sent (spec 6a.4). Defaults to
-   * `COMPACTION_WRITER_BUDGET_MS` of the environment (15 min unset): it must be the budget the
-   * collectors' lost-write grace was validated against.
+   * From before the segment PUT until each root CAS is sent (spec 6a.4): it bounds the work spent on
+   * a registration, not its safety (the root fences that, spec 6c). Defaults to
+   * `COMPACTION_WRITER_BUDGET_MS` of the environment (15 min unset).
    */
   readonly writerBudgetMs?: number;
-  /** Monotonic milliseconds for the budget; `performance.now` unless a test brings its own. */
+  /** Milliseconds since the writer started, for the budget; a {@link stopwatch} started before the PUT unless a test brings its own. */
   readonly elapsedMs?: () => number;
   /** The writer's wall clock, for its root writes (spec 6a.1); `Date.now` unless a test brings its own. */
   readonly clockMs?: () => number;
@@ -100,9 +100,11 @@ function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readon
  * Writes one input segment of the reference format (`.mseg` of `options.segmentFormat`, records sorted by key here) and adds it
  * to the group in the reference root (`root.json`); returns its key.
  * Ids and records are all checked before the first request: on refusal nothing is written.
- * Registration happens within the writer budget or never ({@link WriterBudgetExceededError}): the
- * collector deletes an unregistered segment once it is older than the lost-write grace, which is
- * longer than the budget, so a registered segment was never deleted.
+ * Registration is fenced by the root (spec 6c), whatever the delays: a segment the collector
+ * condemned as a lost write, or one holding a record at or below the group's sequence floor, is
+ * refused (`SegmentLostError`, `SequenceFloorError`); write its records again. A
+ * registration whose reply was lost is found in the root and not made twice. The writer budget only
+ * bounds the work: past it nothing more is sent ({@link WriterBudgetExceededError}).
  */
 export async function writeInputSegment(
   store: ObjectStore,
@@ -114,17 +116,22 @@ export async function writeInputSegment(
   const namespace = namespaceId(ns);
   const validGroup = familyGroup(group);
   const bytes = encodeInputSegment(namespace, validGroup, records, options.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION);
+  const minSeq = Math.min(...records.map((r) => r.seq));
   const budgetMs = options.writerBudgetMs ?? timingFromEnv().writerBudgetMs;
-  const elapsedMs = options.elapsedMs ?? (() => performance.now());
-  const key = inputSegmentKey(namespace, newSegmentId(), SEGMENT_EXTENSION);
   // The budget runs from before the PUT: the store may date the segment as early as its start.
-  const putSentAt = elapsedMs();
+  const elapsedMs = options.elapsedMs ?? stopwatch();
+  const startedAt = elapsedMs();
+  const key = inputSegmentKey(namespace, newSegmentId(), SEGMENT_EXTENSION);
   await store.put(key, bytes);
-  // Checked right before each CAS is sent, lost races included: a CAS sent later could register a segment already deleted.
+  // Checked right before each CAS is sent, lost races included: past it the work is not worth finishing.
   const withinBudget = () => {
-    const spent = elapsedMs() - putSentAt;
+    const spent = elapsedMs() - startedAt;
     if (spent > budgetMs) throw new WriterBudgetExceededError(key, spent, budgetMs);
   };
-  await updateRoot(store, namespace, (root) => addSegments(root, validGroup, [key]), jsonRootCodec, { beforeWrite: withinBudget, ...(options.clockMs && { clockMs: options.clockMs }) });
+  await updateRoot(store, namespace, (root) => addSegments(root, validGroup, [key]), jsonRootCodec, {
+    beforeWrite: withinBudget,
+    minSeqOf: (registered) => (registered === key ? minSeq : undefined),
+    ...(options.clockMs && { clockMs: options.clockMs }),
+  });
   return key;
 }

@@ -9,6 +9,7 @@ import type { ObjectStore } from '../../src/store';
 import { auditBucket, type AuditInput, type AuditRule } from '../support/auditor';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 import { quickExpirySettings } from '../support/temporal';
+import { TEST_PASS_ID } from '../support/pass';
 
 const { timing } = quickExpirySettings;
 const ns: NamespaceId = namespaceId('audited');
@@ -45,7 +46,7 @@ async function history() {
       prefix: jobPrefix(ns, id),
       create: () => store.put(key, encodeLease(lease)),
       refresh: (heartbeatMs: number) => store.put(key, encodeLease((lease = refreshLeaseState(lease, heartbeatMs)))),
-      claim: () => store.put(key, encodeLease((lease = claimLeaseState(lease)))),
+      claim: () => store.put(key, encodeLease((lease = claimLeaseState(lease, TEST_PASS_ID, Date.now())))),
       /** Writes over whatever is there: what a broken job would do after losing its lease. */
       reactivate: (heartbeatMs: number) => store.put(key, encodeLease((lease = { ...lease, status: 'active', heartbeat_at_ms: heartbeatMs }))),
       deleteLease: () => store.deleteMany([key]),

@@ -13,6 +13,7 @@ import { makeInputs, writeInputs } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
 import { environmentFor } from '../support/worker-process';
+import { writeRoot } from '../support/roots';
 
 const cliMain = join(__dirname, '..', '..', 'src', 'cli', 'index.ts');
 
@@ -116,7 +117,8 @@ describe('compaction-lease CLI', () => {
     const broken = namespaceId(uniqueId('cli-missing').toLowerCase());
     await writeInputs(fixture.store, broken, 'revisions', makeInputs(1, 20));
     const missing = inputSegmentKey(broken, newSegmentId(), 'mseg');
-    await updateRoot(fixture.store, broken, (root) => addSegments(root, familyGroup('revisions'), [missing]), jsonRootCodec);
+    // Named by a writer that breaks the protocol: the package's root writer refuses a segment that is not in the store.
+    await writeRoot(fixture.store, broken, (root) => addSegments(root, familyGroup('revisions'), [missing]));
     const run = await cli('compact', 'start', '--namespace', broken, '--group', 'revisions', '--wait');
     expect(run.code, run.stderr).toBe(1);
     const lines = run.stderr.trim().split('\n');

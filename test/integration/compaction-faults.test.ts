@@ -30,6 +30,7 @@ import { referenceFormat, TEST_FORMATS, type TestFormat } from '../support/forma
 import { makeInputs, writeInputs } from '../support/records';
 import { s3ClientConfig } from '../support/stores';
 import { expectReplays, startTestWorker, storeAndClient, testSettings, uniqueId } from '../support/temporal';
+import { TEST_PASS_ID } from '../support/pass';
 
 const settings = testSettings(1000);
 const until = async (condition: () => Promise<boolean>, timeoutMs = 60_000) => {
@@ -88,7 +89,7 @@ describe('compaction workflow under faults', () => {
       await until(async () => !isLeaseLive(decodeLease((await servers.fixture.store.get(key)).body, { namespaceId: nsId, jobId: jobId(firstJob!) }), Date.now(), settings.timing.leaseExpiryMs));
       const expired = await servers.fixture.store.get(key);
       const lease = decodeLease(expired.body, { namespaceId: nsId, jobId: jobId(firstJob!) });
-      await servers.fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), expired.etag);
+      await servers.fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease, TEST_PASS_ID, Date.now())), expired.etag);
       const rootWhileFenced = await readRoot(servers.fixture.store, nsId, format.plugins.rootCodec);
       blockRefreshes = false;
       compactionHeld.open();
@@ -118,7 +119,7 @@ describe('compaction workflow under faults', () => {
           const landed = await servers.fixture.store.get(key);
           const lease = decodeLease(landed.body, parseCompactionKey(key) as { namespaceId: NamespaceId; jobId: MetadataCompactionId });
           firstJob = lease.job_id;
-          await servers.fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease)), landed.etag);
+          await servers.fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease, TEST_PASS_ID, Date.now())), landed.etag);
           throw new AmbiguousError(key, 'response lost');
         }
         return result;
@@ -174,7 +175,7 @@ describe('compaction workflow under faults', () => {
       const reclaim = async () => {
         const key = leaseKey(nsId, firstJob!);
         const current = await servers.fixture.store.get(key);
-        await servers.fixture.store.putIfMatch(key, encodeLease(claimLeaseState(decodeLease(current.body, { namespaceId: nsId, jobId: firstJob! }))), current.etag);
+        await servers.fixture.store.putIfMatch(key, encodeLease(claimLeaseState(decodeLease(current.body, { namespaceId: nsId, jobId: firstJob! }), TEST_PASS_ID, Date.now())), current.etag);
         await servers.fixture.store.deleteMany([inputManifestKey(nsId, firstJob!, 1)]);
       };
       const store = wrapStore(servers.fixture.store, async (operation, args, call) => {

@@ -27,6 +27,7 @@ import type { GcReport } from '../../src/workflows/gc';
 import { interceptStore } from '../support/faults';
 import { openTestStore } from '../support/stores';
 import { connectClient, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
+import { TEST_PASS_ID } from '../support/pass';
 
 const settings = testSettings(1000);
 const { leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = settings.timing;
@@ -290,7 +291,7 @@ async function populate(store: ObjectStore, bucket: BucketModel): Promise<{ nowM
       const body = {
         missing: undefined,
         active: encodeLease(lease),
-        reaping: encodeLease(claimLeaseState(lease)),
+        reaping: encodeLease(claimLeaseState(lease, TEST_PASS_ID, Date.now())),
         garbage: bytes('{"kind":"compaction_lease",'),
         'names another job': encodeLease(other),
       }[job.lease];

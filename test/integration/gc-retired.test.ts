@@ -106,15 +106,18 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     const { root } = await readRoot(store, ns, rootCodec);
     expect(root.groups.bindings).toEqual(result.outputs);
     expect(root.retired?.map((r) => r.key).sort()).toEqual([...inputKeys].sort());
-    const retiredAt = Math.max(...(root.retired ?? []).map((r) => r.retired_at_ms));
-    expect(retiredAt).toBeLessThanOrEqual(Date.now());
+    expect(root.retired?.every((r) => r.visible_at_ms === undefined)).toBe(true);
 
-    // Passes during the grace, the last with its clock 1 ms short of it, delete none of them; the reader of the old root reads every segment it names.
+    // Passes during the grace, the last with its clock 1 ms short of it, delete none of them; the reader of the old root reads every
+    // segment it names. The first pass stamps each retirement visible: the grace counts from there.
     const during = await pass(ns);
     expect(during.report.totals).toMatchObject({ retiredDeleted: 0, retainedInGrace: inputKeys.length });
     expect((await format.readRecords(store, oldRoot.groups.bindings ?? [])).length).toBeGreaterThan(0);
-    await sleep(Math.max(0, retiredAt + readerGraceMs - Date.now()) + 200);
-    const early = await pass(ns, retiredAt + readerGraceMs - 1);
+    const stamped = (await readRoot(store, ns, rootCodec)).root.retired ?? [];
+    const visibleAt = Math.max(...stamped.map((r) => r.visible_at_ms ?? Number.POSITIVE_INFINITY));
+    expect(visibleAt).toBeGreaterThanOrEqual(Math.max(...stamped.map((r) => r.retired_at_ms)));
+    await sleep(Math.max(0, visibleAt + readerGraceMs - Date.now()) + 200);
+    const early = await pass(ns, visibleAt + readerGraceMs - 1);
     expect(early.complete).toBe(true);
     expect(early.report.totals).toMatchObject({ retiredDeleted: 0, retainedInGrace: inputKeys.length });
     expect((await format.readRecords(store, oldRoot.groups.bindings ?? [])).length).toBeGreaterThan(0);
@@ -149,7 +152,9 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     const ns = newNamespace('dry');
     const [due, lost] = [inputSegmentKey(ns, newSegmentId(), format.extension), inputSegmentKey(ns, newSegmentId(), format.extension)];
     for (const k of [due, lost]) await store.put(k, bytes(k));
-    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: Date.now() - readerGraceMs - 1000 }] }), rootCodec);
+    const longAgo = Date.now() - readerGraceMs - 1000;
+    // Retired, and seen retired (stamped visible) by an earlier pass, longer ago than the reader grace.
+    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo, visible_at_ms: longAgo }] }), rootCodec);
     const rootBefore = await store.get(rootKey(ns));
     await sleep(lostWriteGraceMs + 500);
     const { report } = await pass(ns, undefined, true);
@@ -166,7 +171,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     const report = (await pass(ns)).report;
     expect(report.totals).toMatchObject({ retiredDeleted: 0, retainedReferenced: 1 });
     expect(await exists(key)).toBe(true);
-    expect((await readRoot(store, ns, rootCodec)).root.retired).toEqual([{ key, retired_at_ms: 1 }]);
+    expect((await readRoot(store, ns, rootCodec)).root.retired).toEqual([{ key, retired_at_ms: 1, visible_at_ms: expect.any(Number) }]);
   });
 
   it.each([
@@ -190,15 +195,16 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     const [due, adopted, published] = [0, 1, 2].map(() => inputSegmentKey(ns, newSegmentId(), format.extension)) as [string, string, string];
     for (const k of [due, adopted]) await store.put(k, bytes(k));
     const longAgo = Date.now() - readerGraceMs - 1000;
-    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo }] }), rootCodec);
+    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo, visible_at_ms: longAgo }] }), rootCodec);
     await sleep(lostWriteGraceMs + 500);
-    // `adopted` is a lost write when the pass lists it; a writer publishes it before the delete batch's root read,
-    // and writes and publishes `published` before the collector's CAS that drops the record of `due`.
+    // `adopted` is a lost write when the pass lists it; a writer publishes it before the delete batch's root read (the
+    // pass's third: it judged the root, then looked for retirements to stamp), and writes and publishes `published` before
+    // the collector's CAS that drops the record of `due`.
     hooks = {
       ns,
       seen: { get: 0, cas: 0, deletes: 0 },
       beforeRootGet: async (n) => {
-        if (n === 2) await updateRoot(store, ns, (r) => addSegments(r, bindings, [adopted]), rootCodec);
+        if (n === 3) await updateRoot(store, ns, (r) => addSegments(r, bindings, [adopted]), rootCodec);
       },
       beforeRootCas: async (n) => {
         if (n !== 1) return;

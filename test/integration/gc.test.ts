@@ -24,6 +24,7 @@ import {
   newSegmentId,
   rootKey,
   stagedSegmentKey,
+  STORE_PROBE_PREFIX,
   type MetadataCompactionId,
   type NamespaceId,
 } from '../../src/keys';
@@ -34,10 +35,12 @@ import { jsonRootCodec, referencedKeys } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
 import { StoreConfigError, StoreUnavailableError, type DeleteResult, type ListPage, type ListRequest, type ObjectStore } from '../../src/store';
 import type { GcInput, GcPassReport, GcReport } from '../../src/workflows/gc';
+import { LAST_MODIFIED_RESOLUTION_MS } from '../../src/store/clock-skew';
 import { gate } from '../support/faults';
 import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, workflowBundle, type RunningWorker } from '../support/temporal';
+import { TEST_PASS_ID } from '../support/pass';
 
 const settings = quickExpirySettings;
 const { leaseExpiryMs, stagingGraceMs } = settings.timing;
@@ -52,10 +55,15 @@ interface Faults {
   smallPages?: { prefix: string; maxKeys: number };
 }
 
-/** The worker's view of the store: forwards to MinIO, records lists and deletes, and injects the current test's faults. */
-function faultyStore(inner: ObjectStore, faults: () => Faults, seen: { lists: ListRequest[]; deletes: string[][]; gets: string[]; cas: string[] }): ObjectStore {
+/**
+ * The worker's view of the store: forwards to MinIO, records lists and deletes, and injects the current test's faults. The
+ * pass's clock check (an object of its own under store-probe/, written, read and deleted) is neither recorded nor faulted.
+ */
+function faultyStore(inner: ObjectStore, faults: () => Faults, seen: { lists: ListRequest[]; deletes: string[][]; gets: string[]; cas: string[]; claims: string[] }): ObjectStore {
+  const isProbe = (key: string | undefined) => key?.startsWith(STORE_PROBE_PREFIX) === true;
   return Object.assign(Object.create(inner) as ObjectStore, {
     get(key: string, options?: Parameters<ObjectStore['get']>[1]) {
+      if (isProbe(key)) return inner.get(key, options);
       seen.gets.push(key);
       return inner.get(key, options);
     },
@@ -65,6 +73,7 @@ function faultyStore(inner: ObjectStore, faults: () => Faults, seen: { lists: Li
       return inner.list(small && request.prefix === small.prefix ? { ...request, maxKeys: small.maxKeys } : request);
     },
     async deleteMany(keys: readonly string[]): Promise<DeleteResult> {
+      if (keys.every(isProbe)) return inner.deleteMany(keys);
       seen.deletes.push([...keys]);
       const fail = faults().failDeleteCall;
       if (fail && seen.deletes.length === fail.call) throw fail.error();
@@ -73,8 +82,19 @@ function faultyStore(inner: ObjectStore, faults: () => Faults, seen: { lists: Li
     },
     async putIfMatch(key: string, body: Uint8Array, etag: string) {
       seen.cas.push(key);
-      if (key.endsWith('/lease.json')) await faults().beforeLeaseCas?.(key);
+      if (key.endsWith('/lease.json')) {
+        await faults().beforeLeaseCas?.(key);
+        // A claim replaces an active lease (or another pass's claim); a pass refreshing its own claim replaces its own.
+        const owner = (lease: Uint8Array) => (JSON.parse(new TextDecoder().decode(lease)) as { payload: { status: string; owner_id: string } }).payload;
+        const stored = await inner.get(key).then((o) => owner(o.body), () => undefined);
+        if (stored && !(stored.status === 'reaping' && stored.owner_id === owner(body).owner_id)) seen.claims.push(key);
+      }
       return inner.putIfMatch(key, body, etag);
+    },
+    async putIfAbsent(key: string, body: Uint8Array) {
+      // A pass claims a prefix without a lease by creating one.
+      if (key.endsWith('/lease.json')) seen.claims.push(key);
+      return inner.putIfAbsent(key, body);
     },
   });
 }
@@ -86,7 +106,7 @@ describe('collector pass', () => {
   let client: Client;
   let closeClient: () => Promise<void>;
   let faults: Faults = {};
-  const seen = { lists: [] as ListRequest[], deletes: [] as string[][], gets: [] as string[], cas: [] as string[] };
+  const seen = { lists: [] as ListRequest[], deletes: [] as string[][], gets: [] as string[], cas: [] as string[], claims: [] as string[] };
 
   beforeAll(async () => {
     fixture = await openTestStore('minio');
@@ -100,6 +120,7 @@ describe('collector pass', () => {
     seen.deletes.length = 0;
     seen.gets.length = 0;
     seen.cas.length = 0;
+    seen.claims.length = 0;
   });
   afterAll(async () => {
     await worker?.stop();
@@ -301,7 +322,7 @@ describe('collector pass', () => {
       const held = await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'racer', startedAtMs: Date.now() - leaseExpiryMs - 1000 });
       const [refresh, claim] = await Promise.allSettled([
         refreshJobLease(store, { namespaceId: ns, jobId: job }, held, () => Date.now()),
-        claimLease(store, { namespaceId: ns, jobId: job }, { nowMs: Date.now(), leaseExpiryMs }),
+        claimLease(store, { namespaceId: ns, jobId: job }, { nowMs: Date.now(), leaseExpiryMs, passId: TEST_PASS_ID }),
       ]);
       if (claim.status === 'rejected') throw claim.reason;
       const final = decodeLease((await store.get(leaseKey(ns, job))).body, { namespaceId: ns, jobId: job });
@@ -352,7 +373,8 @@ describe('collector pass', () => {
     // The second batch fails as a lost connection would: retryable, so Temporal runs the walk again.
     faults.failDeleteCall = { call: 2, error: () => new StoreUnavailableError(jobPrefix(ns, job), 'connection reset (injected)') };
 
-    const report = await pass({ namespaces: [ns], keysPerFlush: 1000 });
+    // Pages of 1000 with the lease (the pass's own claim) first, and batches of 999 keys: each batch is a page's staged keys.
+    const report = await pass({ namespaces: [ns], keysPerFlush: 999 });
 
     expect(report.totals).toMatchObject({ orphaned: 1, objectsDeleted: staged.length, failedPrefixes: 0 });
     expect(await keysUnder(jobPrefix(ns, job))).toEqual([]);
@@ -363,7 +385,7 @@ describe('collector pass', () => {
     // failure are counted once (the tally travels in the heartbeat too). Every other page continues a listing by cursor.
     const walks = seen.lists.filter((l) => l.prefix === jobPrefix(ns, job));
     expect(walks.filter((l) => l.startAfter === undefined && l.cursor === undefined)).toHaveLength(1);
-    expect(walks.filter((l) => l.startAfter === staged[999]).length).toBeGreaterThanOrEqual(1);
+    expect(walks.filter((l) => l.startAfter === staged[998]).length).toBeGreaterThanOrEqual(1);
     expect(walks.every((l) => l.startAfter === undefined || l.cursor === undefined)).toBe(true);
   });
 
@@ -414,7 +436,7 @@ describe('collector pass', () => {
 
     expect(report.totals).toMatchObject({ prefixesSeen: 6, claimed: 6, live: 0, objectsDeleted: 6, leasesDeleted: 6, failedPrefixes: 0 });
     // A retry that started the page afresh would claim again with the survey's ETag, meet 412 and keep the prefix as live.
-    expect(seen.cas.filter((key) => key !== rootKey(ns)).sort()).toEqual(jobs.map((job) => leaseKey(ns, job)).sort());
+    expect(seen.claims.sort()).toEqual(jobs.map((job) => leaseKey(ns, job)).sort());
     // The page's one root fence, after its claims: its retried attempt goes on from it and does not fence again.
     expect(seen.cas.filter((key) => key === rootKey(ns))).toHaveLength(1);
     expect(await keysUnder(compactionsPrefix(ns))).toEqual([]);
@@ -478,7 +500,7 @@ describe('collector pass', () => {
     expect(report.totals).toMatchObject({ prefixesSeen: 4, claimed: 4, live: 0, objectsDeleted: 9, leasesDeleted: 4, failedPrefixes: 0 });
     expect(await keysUnder(compactionsPrefix(faulty))).toEqual([]);
     // Each lease is claimed once, all in the page (a second claim with the survey's ETag would meet 412), and the root fenced once.
-    const claims = seen.cas.filter((key) => key.startsWith(compactionsPrefix(faulty)));
+    const claims = seen.claims.filter((key) => key.startsWith(compactionsPrefix(faulty)));
     expect(claims.sort()).toEqual(jobs.map((job) => leaseKey(faulty, job)).sort());
     expect(seen.cas.filter((key) => key === rootKey(faulty))).toHaveLength(1);
     // The walk is listed from its start once, in the page; the fallback's walk goes on after its saved position.
@@ -497,7 +519,7 @@ describe('collector pass', () => {
     await expectReplays(client, `${workflowId}/${faulty}`);
   });
 
-  it('a namespace that fits in one page reads each lease once: one GET for a live lease, one GET and one CAS for a claim', async () => {
+  it('a namespace that fits in one page reads each lease once to decide, and a claimed one once more before its release: a live lease costs one GET, a claim a GET, a CAS and a GET', async () => {
     const ns = newNamespace();
     const [live, expired, orphans] = [0, 1, 2].map(() => Array.from({ length: 3 }, () => newJobId()));
     for (const job of [...(expired ?? []), ...(orphans ?? [])]) await stage(ns, job, 1);
@@ -508,11 +530,13 @@ describe('collector pass', () => {
 
     const report = await pass({ namespaces: [ns] }, workflowId);
 
-    expect(report.totals).toMatchObject({ prefixesSeen: 9, live: 3, claimed: 3, orphaned: 3, objectsDeleted: 6, leasesDeleted: 3 });
+    // The orphans' leases too: the pass claimed each prefix by creating one, and released it.
+    expect(report.totals).toMatchObject({ prefixesSeen: 9, live: 3, claimed: 3, orphaned: 3, objectsDeleted: 6, leasesDeleted: 6 });
+    const claimed = [...(expired ?? []), ...(orphans ?? [])].map((job) => leaseKey(ns, job));
     const leaseReads = seen.gets.filter((key) => key.endsWith('/lease.json'));
-    expect(leaseReads.sort()).toEqual([...(live ?? []), ...(expired ?? []), ...(orphans ?? [])].map((job) => leaseKey(ns, job)).sort());
-    expect(seen.cas.filter((key) => key !== rootKey(ns)).sort()).toEqual((expired ?? []).map((job) => leaseKey(ns, job)).sort());
-    // And one root fence (spec 6b) for the page's claims.
+    expect(leaseReads.sort()).toEqual([...(live ?? []).map((job) => leaseKey(ns, job)), ...claimed, ...claimed].sort());
+    expect(seen.claims.sort()).toEqual(claimed.sort());
+    // And one root fence (spec 6b) for the page's claims of leases jobs wrote.
     expect(seen.cas.filter((key) => key === rootKey(ns))).toHaveLength(1);
     await expectReplays(client, `${workflowId}/${ns}`);
   });
@@ -528,9 +552,10 @@ describe('collector pass', () => {
     const report = await pass({ namespaces: [ns], prefixesPerPage: 3 });
 
     expect(report.totals).toMatchObject({ prefixesSeen: 7, live: 3, claimed: 4, orphaned: 0, objectsDeleted: 4, leasesDeleted: 4 });
+    // Twice each to decide, and each claimed lease once more before its release.
     const leaseReads = seen.gets.filter((key) => key.endsWith('/lease.json')).sort();
-    expect(leaseReads).toEqual(jobs.flatMap((job) => [leaseKey(ns, job), leaseKey(ns, job)]).sort());
-    expect(seen.cas.filter((key) => key !== rootKey(ns)).sort()).toEqual(expired.map((job) => leaseKey(ns, job)).sort());
+    expect(leaseReads).toEqual([...jobs.flatMap((job) => [leaseKey(ns, job), leaseKey(ns, job)]), ...expired.map((job) => leaseKey(ns, job))].sort());
+    expect(seen.claims.sort()).toEqual(expired.map((job) => leaseKey(ns, job)).sort());
     // One root fence per page that claimed (each of the three pages holds an expired lease).
     expect(seen.cas.filter((key) => key === rootKey(ns))).toHaveLength(3);
   });
@@ -597,8 +622,10 @@ describe('collector pass', () => {
 
     expect(dry.dryRun).toBe(true);
     expect(dry.totals).toEqual(real.totals);
-    expect(real.totals).toMatchObject({ live: 1, claimed: 1, orphaned: 1, objectsDeleted: 7, retainedYoung: 2, leasesDeleted: 1 });
-    expect(before.length - (await keysUnder(compactionsPrefix(ns))).length).toBe(real.totals.objectsDeleted + real.totals.leasesDeleted);
+    // Two leases: the dead job's, and the one the pass created to claim the orphan prefix.
+    expect(real.totals).toMatchObject({ live: 1, claimed: 1, orphaned: 1, objectsDeleted: 7, retainedYoung: 2, leasesDeleted: 2 });
+    // The orphan's lease did not exist before: the pass created it to claim the prefix, then deleted it.
+    expect(before.length - (await keysUnder(compactionsPrefix(ns))).length).toBe(real.totals.objectsDeleted + real.totals.leasesDeleted - real.totals.orphaned);
   });
 
   it("ensureGcSchedule twice gives one schedule; a namespace's corrupt lease leaves it running, a failing pass pauses it", async () => {
@@ -657,13 +684,17 @@ describe('collector pass', () => {
       const report = await pass({ namespaces: [ns] }, undefined, formatWorker.taskQueue);
 
       // Of the job prefix the lease goes, and the tombstone segments the root does not name (nothing was
-      // registered during the job) and its input manifest; the waits outlast the reader grace too, so the
-      // three inputs the job superseded go (spec 6a).
+      // registered during the job) and its input manifest. The three inputs the job superseded stay: this pass
+      // is the first to see them retired, and stamps when (spec 6c.2).
       expect(result.tombstones.length).toBeGreaterThan(0);
-      expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 3 + result.tombstones.length + 1, retiredDeleted: 3, retainedReferenced: result.outputs.length, leasesDeleted: 1 });
+      expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: result.tombstones.length + 1, retiredDeleted: 0, retainedInGrace: 3, retainedReferenced: result.outputs.length, leasesDeleted: 1 });
       const job = jobId(result.jobId);
       expect(await keysUnder(jobPrefix(namespaceId(ns), job))).toEqual([...result.outputs].sort());
       expect((await readRoot(store, namespaceId(ns), format.plugins.rootCodec)).root.groups.bindings).toEqual(result.outputs);
+      // Past the reader grace since that stamp (the root's LastModified, to the second), the next pass deletes them (spec 6a).
+      await sleep(settings.timing.readerGraceMs + LAST_MODIFIED_RESOLUTION_MS + 500);
+      const later = await pass({ namespaces: [ns] }, undefined, formatWorker.taskQueue);
+      expect(later.totals).toMatchObject({ retiredDeleted: 3, retainedInGrace: 0 });
     });
 
     it("a publication that lands during a pass (after the pass read the lease and the root) never costs the job its segments", async () => {
@@ -684,7 +715,6 @@ describe('collector pass', () => {
           { namespaceId: ns, jobId: job, group, inputs, outputs },
           { budgetMs: settings.timing.publicationBudgetMs, maxRootRaces: 3 },
           { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - startedAt },
-          false,
           format.plugins.rootCodec,
         );
         published = outcome.outcome;

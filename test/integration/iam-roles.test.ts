@@ -44,6 +44,7 @@ import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 import { connectClient, expectReplays, quickExpirySettings, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
 import { workerEnvironment } from '../support/worker-env';
+import { TEST_PASS_ID } from '../support/pass';
 
 const settings = quickExpirySettings;
 const { leaseExpiryMs, stagingGraceMs, publicationBudgetMs } = settings.timing;
@@ -112,7 +113,9 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     // A superseded input retired long before the reader grace, and a lost write of the metadata service.
     const [superseded, lost] = [inputSegmentKey(ns, newSegmentId(), 'seg'), inputSegmentKey(ns, newSegmentId(), 'seg')];
     for (const key of [superseded, lost]) await root.store.put(key, bytes(key));
-    await updateRoot(root.store, ns, (r) => ({ ...r, retired: [{ key: superseded, retired_at_ms: Date.now() - settings.timing.readerGraceMs - 1000 }] }), jsonRootCodec);
+    // Its retirement was seen (stamped visible) by an earlier pass, long enough ago.
+    const longAgo = Date.now() - settings.timing.readerGraceMs - 1000;
+    await updateRoot(root.store, ns, (r) => ({ ...r, retired: [{ key: superseded, retired_at_ms: longAgo, visible_at_ms: longAgo }] }), jsonRootCodec);
     const [expired, orphan, live] = [newJobId(), newJobId(), newJobId()];
     const expiredStaged = await stage(ns, expired, 3);
     const doomed = [...expiredStaged, ...(await stage(ns, orphan, 2)), superseded, lost];
@@ -125,9 +128,11 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const report: GcReport = await client.workflow.execute('gcWorkflow', { taskQueue: collectorWorker.taskQueue, workflowId: uniqueId('iam-gc'), args: [{}] });
 
     expect(report.totals).toMatchObject({ namespaces: 1, failedNamespaces: 0, prefixesSeen: 3, live: 1, claimed: 1, orphaned: 1, failedPrefixes: 0 });
-    expect(report.totals).toMatchObject({ objectsDeleted: doomed.length, leasesDeleted: 1, retiredDeleted: 1, lostWritesDeleted: 1, retiredRecordsDropped: 1 });
-    // A set: a walk that Temporal retried may ask again for keys it already deleted.
-    expect([...new Set(collectorDeletes.flat())].sort()).toEqual([...doomed, leaseKey(ns, expired)].sort());
+    // Two leases: the expired job's, and the one the pass created to claim the orphan prefix.
+    expect(report.totals).toMatchObject({ objectsDeleted: doomed.length, leasesDeleted: 2, retiredDeleted: 1, lostWritesDeleted: 1, retiredRecordsDropped: 1 });
+    const leases = [leaseKey(ns, expired), leaseKey(ns, orphan)];
+    // A set: a walk that Temporal retried may ask again for keys it already deleted. (The pass's clock check deletes its own probe object.)
+    expect([...new Set(collectorDeletes.flat().filter((k) => !k.startsWith(STORE_PROBE_PREFIX)))].sort()).toEqual([...doomed, ...leases].sort());
     const leaseDeleted = collectorDeletes.findIndex((keys) => keys.includes(leaseKey(ns, expired)));
     const stagedDeleted = collectorDeletes.flatMap((keys, i) => (keys.some((k) => expiredStaged.includes(k)) ? [i] : []));
     expect(Math.max(...stagedDeleted)).toBeLessThan(leaseDeleted);
@@ -137,9 +142,11 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const pass = parseManifestPrefix(report.manifests[0] ?? '');
     expect(pass?.namespaceId).toBe(ns);
     const lines = (await readPassManifest(stores.reader, ns, passId(pass?.passId))).flatMap((p) => p.lines.map((l) => l.key));
-    expect([...new Set(lines)].sort()).toEqual([...doomed, leaseKey(ns, expired)].sort());
-    // The collector wrote the root twice and changed nothing else: its fence after the claim (spec 6b), and the CAS that dropped the record.
-    expect((await readRoot(root.store, ns, jsonRootCodec)).root).toEqual({ ...rootBefore.root, generation: rootBefore.root.generation + 2, retired: [] });
+    expect([...new Set(lines)].sort()).toEqual([...doomed, ...leases].sort());
+    // The collector wrote the root three times and changed nothing else: its fence after the claim (spec 6b), the lost-write
+    // cutoff before it deleted the lost write (spec 6c.1), and the CAS that dropped the record.
+    const after = (await readRoot(root.store, ns, jsonRootCodec)).root;
+    expect(after).toEqual({ ...rootBefore.root, generation: rootBefore.root.generation + 3, retired: [], lost_write_cutoff_ms: expect.any(Number) });
   });
 
   it.each(['worker', 'collector'] as const)("the %s's policy lets the store probe through: every property held, its versioning read, nothing left under store-probe/", async (role) => {
@@ -175,7 +182,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const outputs = [stagedSegmentKey(ns, job.jobId, newSegmentId(), 'seg')];
     await stores.worker.put(outputs[0] as string, bytes('staged output'));
 
-    expect(await claimLease(stores.collector, job, { nowMs: Date.now(), leaseExpiryMs })).toMatchObject({ owner: 'collector' });
+    expect(await claimLease(stores.collector, job, { nowMs: Date.now(), leaseExpiryMs, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector' });
 
     await expect(refreshJobLease(stores.worker, job, held, Date.now)).rejects.toThrow(LeaseLostError);
     const startedAt = performance.now();
@@ -184,11 +191,10 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       { ...job, group, inputs, outputs },
       { budgetMs: publicationBudgetMs, maxRootRaces: 3 },
       { leaseClockMs: Date.now, elapsedMs: () => performance.now() - startedAt },
-      false,
       jsonRootCodec,
     );
     expect(publication).toEqual({ outcome: 'fenced', reason: 'a collector claimed the lease' });
-    await deleteLease(stores.collector, job);
+    await deleteLease(stores.collector, job, TEST_PASS_ID);
     // The CAS of a missing lease is a 404, and so is the re-read that decides it: the job is fenced, not failed.
     await expect(refreshJobLease(stores.worker, job, held, Date.now)).rejects.toThrow(/the lease is gone/);
     expect((await readRoot(root.store, ns, jsonRootCodec)).root.groups[group]).toEqual(inputs);
@@ -306,7 +312,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       expect(await whereItRan(pass.workflowId)).toEqual({
         taskQueue: compactionOnly.taskQueue,
         activityQueues: [collectorOnly.taskQueue],
-        activityTypes: ['listNamespaces'],
+        activityTypes: ['listNamespaces', 'storeClock'],
         activityWorkers: [identity.collector],
         workflowWorkers: [identity.compaction],
       });

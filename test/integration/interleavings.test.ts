@@ -186,7 +186,7 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
   publishing = true;
   const clock = { leaseClockMs: run.clock.now, elapsedMs: run.clock.now };
   const request = { ...job, group: plan.group, inputs, outputs };
-  return (await retrying(run, actor, () => publishCompaction(store, request, { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 }, clock, false, jsonRootCodec))).outcome;
+  return (await retrying(run, actor, () => publishCompaction(store, request, { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 }, clock, jsonRootCodec))).outcome;
 }
 
 /**
@@ -196,9 +196,13 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
  * the activity's heartbeat; once its retries are spent, each prefix goes on command by command, as
  * the workflow does. Pages of two prefixes, two at a time, so runs with several jobs take the scan phase.
  */
-async function collectPass(run: Run, actor: string, store: ObjectStore): Promise<void> {
+async function collectPass(run: Run, actor: string, store: ObjectStore, pass: number): Promise<void> {
+  const nowMs = run.clock.now();
   const rules: PassRules = {
-    nowMs: run.clock.now(),
+    nowMs,
+    // Deterministic, one per pass of each actor: a seed replays the same bytes.
+    passId: `gc_${String(nowMs).padStart(13, '0')}_${Buffer.from(actor).toString('hex').slice(0, 12).padStart(12, '0')}${pass.toString(16).padStart(4, '0')}`,
+    leaseRefreshIntervalMs: timing.leaseRefreshIntervalMs,
     leaseExpiryMs: timing.leaseExpiryMs,
     stagingGraceMs: timing.stagingGraceMs,
     readerGraceMs: timing.readerGraceMs,
@@ -212,7 +216,7 @@ async function collectPass(run: Run, actor: string, store: ObjectStore): Promise
   /** One attempt of one command, after the actor's idle gate. */
   const attempt: CollectorExecutor = async (command, walk) => {
     await run.idle(actor);
-    const result = await executeOnStore(store, run.ns, rules, command, walk, jsonRootCodec);
+    const result = await executeOnStore(store, run.ns, rules, command, walk, { codec: jsonRootCodec });
     if (result.kind === 'claimed' && actor !== SETTLE) run.outcomes.claims[result.owner.owner === 'job' && result.owner.raced ? 'raced' : result.owner.owner]++;
     return result;
   };
@@ -246,7 +250,7 @@ async function runCollector(run: Run, passes: number, index: number): Promise<vo
   const store = run.storeFor(actor, () => false);
   for (let pass = 0; pass < passes; pass++) {
     await run.idle(actor);
-    await collectPass(run, actor, store);
+    await collectPass(run, actor, store, pass);
   }
 }
 
@@ -259,7 +263,7 @@ async function runClock(run: Run, ticks: readonly number[]): Promise<void> {
 
 const zeroOutcomes = (): Outcomes => ({
   jobs: { published: 0, fenced: 0, abandoned: 0, superseded: 0, 'fenced while running': 0, stopped: 0, 'gave up': 0 },
-  claims: { none: 0, collector: 0, job: 0, raced: 0, corrupt: 0 },
+  claims: { collector: 0, another_pass: 0, job: 0, raced: 0, corrupt: 0 },
 });
 
 describe('randomized interleavings of jobs and collectors on MinIO, with S3 faults', () => {
@@ -366,7 +370,7 @@ describe('randomized interleavings of jobs and collectors on MinIO, with S3 faul
       // Liveness: faults off, every lease expired and every object older than the staging grace, one more pass.
       proxy.setPlan({});
       clock.advance(timing.leaseExpiryMs + timing.stagingGraceMs + 1);
-      await collectPass({ ...run, idle: async () => {} }, SETTLE, dated);
+      await collectPass({ ...run, idle: async () => {} }, SETTLE, dated, 0);
     } finally {
       proxy.setPlan({});
       unobserve();

@@ -14,6 +14,7 @@ import { ConflictError, createS3ObjectStore, NotFoundError, type ObjectStore } f
 import { s3Requests, startS3FaultProxy, type S3FaultProxy } from '../support/s3-fault-proxy';
 import { interceptStore } from '../support/faults';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
+import { TEST_PASS_ID } from '../support/pass';
 
 describe('lease creation with an unclear outcome', () => {
   let direct: TestStore;
@@ -47,7 +48,7 @@ describe('lease creation with an unclear outcome', () => {
     // The first attempt landed but its answer was lost; a collector claimed the lease before the retry.
     const landed = await createJobLease(direct.store, job);
     const key = leaseKey(job.namespaceId, job.jobId);
-    await direct.store.putIfMatch(key, encodeLease(claimLeaseState(landed.lease)), landed.etag);
+    await direct.store.putIfMatch(key, encodeLease(claimLeaseState(landed.lease, TEST_PASS_ID, Date.now())), landed.etag);
     const retried = createJobLease(faulty, job);
     await expect(retried).rejects.toBeInstanceOf(LeaseLostError);
     await expect(retried).rejects.toThrow(/claimed/);

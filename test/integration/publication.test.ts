@@ -8,6 +8,7 @@ import { interceptStore } from '../support/faults';
 import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
 import { uniqueId } from '../support/temporal';
+import { TEST_PASS_ID } from '../support/pass';
 
 const group = familyGroup('attributes');
 const limits = { budgetMs: 1000, maxRootRaces: 3 };
@@ -34,20 +35,16 @@ describe.each(TEST_FORMATS)('publication, $name format', (format) => {
     return { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start };
   };
 
-  it('an attempt that overruns the publication budget before the root CAS publishes nothing', async () => {
+  it('a root read slower than the budget, before the refresh, costs the attempt nothing: the budget runs from the refresh, and the order fences the CAS', async () => {
     const { ns, request } = await prepare();
-    const before = await fixture.store.get(rootKey(ns));
-    let rootWrites = 0;
+    const order: string[] = [];
     const slow: ObjectStore = interceptStore(fixture.store, async (operation, key) => {
-      if (key !== rootKey(ns)) return;
-      if (operation === 'get') await new Promise((r) => setTimeout(r, limits.budgetMs + 200));
-      if (operation === 'putIfMatch') rootWrites++;
+      if (key === rootKey(ns) || key === leaseKey(ns, request.jobId)) order.push(`${operation} ${key === rootKey(ns) ? 'root' : 'lease'}`);
+      if (key === rootKey(ns) && operation === 'get') await new Promise((r) => setTimeout(r, limits.budgetMs + 200));
     });
-    await expect(publishCompaction(slow, request, limits, realClock(), false, codec)).rejects.toBeInstanceOf(PublicationBudgetExceededError);
-    expect(rootWrites).toBe(0);
-    expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
-    // The retried attempt starts again from its refresh and publishes.
-    await expect(publishCompaction(fixture.store, request, limits, realClock(), false, codec)).resolves.toMatchObject({ outcome: 'published' });
+    await expect(publishCompaction(slow, request, limits, realClock(), codec)).resolves.toMatchObject({ outcome: 'published' });
+    // The root the CAS rests on is read before the lease is refreshed: a claim after the refresh, and its fence, come after that read.
+    expect(order).toEqual(['get root', 'get lease', 'putIfMatch lease', 'putIfMatch root']);
   });
 
   it('a slow refresh at the top of an attempt counts against the publication budget: that attempt publishes nothing', async () => {
@@ -57,15 +54,15 @@ describe.each(TEST_FORMATS)('publication, $name format', (format) => {
     const slowRefresh: ObjectStore = interceptStore(fixture.store, async (operation, key) => {
       if (operation === 'putIfMatch' && key === leaseKey(ns, request.jobId)) await new Promise((r) => setTimeout(r, limits.budgetMs + 200));
     });
-    await expect(publishCompaction(slowRefresh, request, limits, realClock(), false, codec)).rejects.toBeInstanceOf(PublicationBudgetExceededError);
+    await expect(publishCompaction(slowRefresh, request, limits, realClock(), codec)).rejects.toBeInstanceOf(PublicationBudgetExceededError);
     expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
   });
 
   it('a job whose lease was claimed is fenced at the top of the attempt and publishes nothing', async () => {
     const { ns, held, request } = await prepare();
-    await fixture.store.putIfMatch(leaseKey(ns, request.jobId), encodeLease(claimLeaseState(held.lease)), held.etag);
+    await fixture.store.putIfMatch(leaseKey(ns, request.jobId), encodeLease(claimLeaseState(held.lease, TEST_PASS_ID, Date.now())), held.etag);
     const before = await fixture.store.get(rootKey(ns));
-    await expect(publishCompaction(fixture.store, request, limits, realClock(), false, codec)).resolves.toMatchObject({ outcome: 'fenced' });
+    await expect(publishCompaction(fixture.store, request, limits, realClock(), codec)).resolves.toMatchObject({ outcome: 'fenced' });
     expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
   });
 
@@ -75,7 +72,7 @@ describe.each(TEST_FORMATS)('publication, $name format', (format) => {
       // Another writer slips a harmless change in between our read and our CAS, every time.
       if (operation === 'putIfMatch' && key === rootKey(ns)) await updateRoot(fixture.store, ns, (root) => ({ ...root, generation: root.generation + 1 }), codec);
     });
-    await expect(publishCompaction(racing, request, limits, realClock(), false, codec)).resolves.toEqual({ outcome: 'superseded', lostRaces: 3 });
+    await expect(publishCompaction(racing, request, limits, realClock(), codec)).resolves.toEqual({ outcome: 'superseded', lostRaces: 3 });
     const { root } = await readRoot(fixture.store, ns, codec);
     expect(root.groups[group]).toEqual(request.inputs);
   });

@@ -27,10 +27,11 @@ import type { ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
 import { interceptStore, type StoreOperation } from '../support/faults';
 import { openTestStore, type TestStore } from '../support/stores';
+import { TEST_PASS_ID } from '../support/pass';
 
 const TRAVERSAL_NAMESPACE = '../demo' as NamespaceId;
 const TRAVERSAL_JOB = `cmp_${'0'.repeat(32)}/../../root.json` as MetadataCompactionId;
-const clock = { nowMs: Date.now(), leaseExpiryMs: 1000, dryRun: false };
+const clock = { nowMs: Date.now(), leaseExpiryMs: 1000, passId: TEST_PASS_ID };
 
 describe('raw ids at the protocol functions', () => {
   let fixture: TestStore;
@@ -54,12 +55,12 @@ describe('raw ids at the protocol functions', () => {
     ['refreshJobLease', (ref) => refreshJobLease(store, ref, held(ref), () => 2)],
     ['surveyLease', (ref) => surveyLease(store, ref, clock)],
     ['claimLease', (ref) => claimLease(store, ref, clock)],
-    ['deleteLease', (ref) => deleteLease(store, ref)],
-    ['reclaimPrefix', (ref) => reclaimPrefix(store, ref, { nowMs: clock.nowMs, stagingGraceMs: 0, readerGraceMs: 0, keysPerFlush: 10, reportLimit: 10 }, START_OF_WALK, () => {}, jsonRootCodec)],
+    ['deleteLease', (ref) => deleteLease(store, ref, TEST_PASS_ID)],
+    ['reclaimPrefix', (ref) => reclaimPrefix(store, ref, { ...clock, stagingGraceMs: 0, readerGraceMs: 0, keysPerFlush: 10, reportLimit: 10, leaseRefreshIntervalMs: 1000 }, { codec: jsonRootCodec })],
     [
       'publishCompaction',
       (ref) =>
-        publishCompaction(store, { ...ref, group: 'bindings' as FamilyGroup, inputs: [], outputs: [] }, { budgetMs: 1000, maxRootRaces: 1 }, { leaseClockMs: () => 2, elapsedMs: () => 0 }, false, jsonRootCodec),
+        publishCompaction(store, { ...ref, group: 'bindings' as FamilyGroup, inputs: [], outputs: [] }, { budgetMs: 1000, maxRootRaces: 1 }, { leaseClockMs: () => 2, elapsedMs: () => 0 }, jsonRootCodec),
     ],
   ];
   const namespaceCalls: [string, (ns: NamespaceId) => Promise<unknown>][] = [

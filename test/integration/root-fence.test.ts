@@ -63,7 +63,6 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
       request,
       { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 },
       { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start },
-      false,
       jsonRootCodec,
     );
     await held.arrived;

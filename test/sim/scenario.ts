@@ -6,7 +6,7 @@
  */
 import { resolveSettings, resolveTiming, type Timing } from '../../src/config';
 import { attemptsSpanning } from '../../src/config/retry';
-import { namespaceId, namespacePrefix, parseManifestPartKey, rootKey } from '../../src/keys';
+import { judgedRootKey, namespaceId, namespacePrefix, parseManifestPartKey, rootKey } from '../../src/keys';
 import { readGroupRecords, readGroupSnapshot, type LiveRecord } from '../../src/reader';
 import { encodeRoot, jsonRootCodec, referencedKeys } from '../../src/root';
 import type { ObjectStore, StreamedObject } from '../../src/store';
@@ -207,7 +207,7 @@ function leftovers(env: Env): string[] {
   const foreign = new Set(foreignKeys(env));
   const left = env.sim.world
     .keys()
-    .filter((k) => k.startsWith(namespacePrefix(env.ns)) && k !== rootKey(env.ns) && !named.has(k) && !foreign.has(k) && !parseManifestPartKey(k))
+    .filter((k) => k.startsWith(namespacePrefix(env.ns)) && k !== rootKey(env.ns) && k !== judgedRootKey(env.ns) && !named.has(k) && !foreign.has(k) && !parseManifestPartKey(k))
     .map(shortKey);
   return root.retired?.length ? [...left, `${root.retired.length} retired records`] : left;
 }

@@ -160,22 +160,25 @@ function checkLeaseChain(key: string, events: readonly LeaseEvent[], timing: Tim
         report(`deleted at ${at} without being claimed first`);
       }
     } else if (previous === undefined || previous.deleted) {
-      if (event.lease.status !== 'active' || event.lease.heartbeat_at_ms !== event.lease.started_at_ms) {
-        report(`its first version${previous ? ' after a delete' : ''} (${at}) is not a job's creation: ${event.lease.status}, heartbeat ${event.lease.heartbeat_at_ms}, started ${event.lease.started_at_ms}`);
+      // A job creates its lease active; a pass claims a prefix that has none by creating it reaping, named for itself.
+      if (event.lease.heartbeat_at_ms !== event.lease.started_at_ms) {
+        report(`its first version${previous ? ' after a delete' : ''} (${at}) is no creation: ${event.lease.status}, heartbeat ${event.lease.heartbeat_at_ms}, started ${event.lease.started_at_ms}`);
       }
+      if (event.lease.status === 'reaping') claims++;
       if (previous) recreated++;
     } else if ('lease' in previous) {
       const before = previous.lease;
       const now = event.lease;
-      if (before.status === 'reaping') report(`written again at ${at} (${now.status}) after a collector claimed it: two owners`);
-      else if (now.status === 'active') {
-        if (now.started_at_ms !== before.started_at_ms || now.owner_id !== before.owner_id) report(`refresh at ${at} changed started_at_ms or owner_id`);
-        if (!(now.heartbeat_at_ms > before.heartbeat_at_ms)) report(`refresh at ${at} did not increase the heartbeat (${before.heartbeat_at_ms} → ${now.heartbeat_at_ms})`);
-      } else {
+      if (now.started_at_ms !== before.started_at_ms) report(`write at ${at} changed started_at_ms`);
+      if (!(now.heartbeat_at_ms > before.heartbeat_at_ms)) report(`write at ${at} did not increase the heartbeat (${before.heartbeat_at_ms} → ${now.heartbeat_at_ms}): it defeats the CAS`);
+      if (now.status === 'active') {
+        if (before.status === 'reaping') report(`written active at ${at} after a collector claimed it: two owners`);
+        else if (now.owner_id !== before.owner_id) report(`refresh at ${at} changed owner_id`);
+      } else if (!(before.status === 'reaping' && before.owner_id === now.owner_id)) {
+        // A claim (a job's expired lease, or another pass's expired claim): only of an expired version. A pass refreshing its own claim is no claim.
         claims++;
-        if (now.heartbeat_at_ms !== before.heartbeat_at_ms) report(`claim at ${at} carries heartbeat ${now.heartbeat_at_ms}, not that of the version it replaced (${before.heartbeat_at_ms}): a claim of an older version won`);
         if (event.time <= before.heartbeat_at_ms + timing.leaseExpiryMs) {
-          report(`claimed at ${at}, while live until ${new Date(before.heartbeat_at_ms + timing.leaseExpiryMs).toISOString()}`);
+          report(`claimed at ${at} by ${now.owner_id} while live: ${before.status === 'reaping' ? `${before.owner_id}'s claim` : 'the job'} held it until ${new Date(before.heartbeat_at_ms + timing.leaseExpiryMs).toISOString()}`);
         }
       }
     }

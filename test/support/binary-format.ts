@@ -18,6 +18,7 @@ import {
   type NamespaceId,
   type ObjectStore,
   type RootCodec,
+  type RetiredSegment,
   type RootState,
 } from '../../src/index';
 
@@ -113,19 +114,24 @@ export const binaryCompactor: Compactor<BinaryProgress> = {
       await store.put(keys[i]!, body);
       heartbeat({ written: i + 1 });
     }
-    return { outputs, tombstones, recordsOut: live.flat().length, bytesOut };
+    // How high the tombstones go: a publication that leaves them out raises the group's sequence floor to it.
+    const tombstoneSeqFloor = dead.flat().reduce<number | undefined>((floor, r) => Math.max(r.seq, floor ?? 0), undefined);
+    return { outputs, tombstones, ...(tombstoneSeqFloor !== undefined && { tombstoneSeqFloor }), recordsOut: live.flat().length, bytesOut };
   },
 };
 
 /**
  * The root as text: `lproot 1`, `namespace`, `generation`, one `group` line per group (its segments
- * in order), one `retired` line per retired segment; groups sorted, so equal roots have equal bytes.
+ * in order), one `retired` line per retired segment, and the fences of spec 6c (`lost-write-cutoff`,
+ * `seq-floor` per group); groups sorted, so equal roots have equal bytes.
  */
 export const textRootCodec: RootCodec = {
   encode(root) {
     const lines = ['lproot 1', `namespace ${root.namespace_id}`, `generation ${root.generation}`];
     for (const group of Object.keys(root.groups).sort()) lines.push(['group', group, ...(root.groups[group] ?? [])].join(' '));
-    for (const { key, retired_at_ms } of root.retired ?? []) lines.push(`retired ${key} ${retired_at_ms}`);
+    for (const { key, retired_at_ms, visible_at_ms } of root.retired ?? []) lines.push(['retired', key, retired_at_ms, ...(visible_at_ms === undefined ? [] : [visible_at_ms])].join(' '));
+    if (root.lost_write_cutoff_ms !== undefined) lines.push(`lost-write-cutoff ${root.lost_write_cutoff_ms}`);
+    for (const group of Object.keys(root.seq_floors ?? {}).sort()) lines.push(`seq-floor ${group} ${root.seq_floors?.[group]}`);
     return Buffer.from(`${lines.join('\n')}\n`);
   },
   decode(bytes, ns) {
@@ -134,17 +140,23 @@ export const textRootCodec: RootCodec = {
     let namespace: NamespaceId | undefined;
     let generation = NaN;
     const groups: Record<string, string[]> = {};
-    const retired: { key: string; retired_at_ms: number }[] = [];
+    const retired: RetiredSegment[] = [];
+    const floors: Record<string, number> = {};
+    let cutoff: number | undefined;
     for (const line of lines.slice(1, -1)) {
       const [field, first, ...rest] = line.split(' ');
       if (field === 'namespace') namespace = namespaceId(first);
       else if (field === 'generation') generation = Number(first);
       else if (field === 'group') groups[familyGroup(first)] = rest;
-      else if (field === 'retired') retired.push({ key: first!, retired_at_ms: Number(rest[0]) });
+      else if (field === 'retired') retired.push({ key: first!, retired_at_ms: Number(rest[0]), ...(rest[1] !== undefined && { visible_at_ms: Number(rest[1]) }) });
+      else if (field === 'lost-write-cutoff') cutoff = Number(first);
+      else if (field === 'seq-floor') floors[familyGroup(first)] = Number(rest[0]);
       else throw new RootCorruptError(rootKey(ns), `unknown line ${JSON.stringify(line)}`);
     }
     if (namespace === undefined) throw new RootCorruptError(rootKey(ns), 'no namespace line');
-    return { namespace_id: namespace, generation, groups, retired };
+    // The fences of spec 6c ride along: a codec that dropped them would let a late write name a condemned segment.
+    const fences = { ...(cutoff !== undefined && { lost_write_cutoff_ms: cutoff }), ...(Object.keys(floors).length && { seq_floors: floors }) };
+    return { namespace_id: namespace, generation, groups, retired, ...fences };
   },
 };
 

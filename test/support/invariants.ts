@@ -102,7 +102,7 @@ export function checkInvariants(log: readonly StoreEvent[], finalObjects: Readon
 
   const leaseWritten = (event: Extract<StoreEvent, { kind: 'put' }>, index: number, ids: { namespaceId: NamespaceId; jobId: MetadataCompactionId }) => {
     const previous = leases.get(event.key);
-    const owner = (l: LeaseState) => (l.status === 'active' ? `job ${l.job_id}` : 'a collector');
+    const owner = (l: LeaseState) => (l.status === 'active' ? `job ${l.job_id}` : `collector pass ${l.owner_id}`);
     let next: LeaseState;
     try {
       next = decodeLease(event.body ?? new Uint8Array(), ids);
@@ -112,26 +112,30 @@ export function checkInvariants(log: readonly StoreEvent[], finalObjects: Readon
     leases.set(event.key, { lease: next, etag: event.etag });
     if (previous === undefined) {
       if (event.ifNoneMatch !== '*') flag('oneOwner', event.key, 'a lease created without put-if-absent', index);
-      if (next.status !== 'active' || next.heartbeat_at_ms !== next.started_at_ms) flag('oneOwner', event.key, `a lease created ${next.status}, heartbeat ${next.heartbeat_at_ms}, started ${next.started_at_ms}`, index);
-      tally.leasesCreated++;
+      // A job creates its lease active; a pass claims a prefix without one by creating it reaping, named for itself.
+      if (next.heartbeat_at_ms !== next.started_at_ms) flag('oneOwner', event.key, `a lease created ${next.status}, heartbeat ${next.heartbeat_at_ms}, started ${next.started_at_ms}`, index);
+      if (next.status === 'active') tally.leasesCreated++;
+      else tally.claims++;
       return;
     }
     // Every later version must be a CAS on the version it replaces: two writes from one version would give it two owners.
     if (event.ifMatch !== previous.etag) {
       return flag('oneOwner', event.key, `${owner(next)} wrote over version ${previous.etag} of ${owner(previous.lease)} with ${event.ifMatch ? `If-Match ${event.ifMatch}` : 'no If-Match'}`, index);
     }
-    if (previous.lease.status === 'reaping') return flag('oneOwner', event.key, `${owner(next)} wrote over a reaping lease: the claim is terminal`, index);
-    if (next.job_id !== previous.lease.job_id || next.started_at_ms !== previous.lease.started_at_ms || next.owner_id !== previous.lease.owner_id) {
-      return flag('oneOwner', event.key, 'a lease write changed the job, owner or start', index);
+    if (next.job_id !== previous.lease.job_id || next.started_at_ms !== previous.lease.started_at_ms) {
+      return flag('oneOwner', event.key, 'a lease write changed the job or start', index);
     }
+    if (!(next.heartbeat_at_ms > previous.lease.heartbeat_at_ms)) flag('oneOwner', event.key, `heartbeat ${next.heartbeat_at_ms} is not after ${previous.lease.heartbeat_at_ms}`, index);
     if (next.status === 'active') {
-      if (!(next.heartbeat_at_ms > previous.lease.heartbeat_at_ms)) flag('oneOwner', event.key, `heartbeat ${next.heartbeat_at_ms} is not after ${previous.lease.heartbeat_at_ms}`, index);
+      if (previous.lease.status === 'reaping') return flag('oneOwner', event.key, `${owner(next)} wrote over a reaping lease: the claim is terminal`, index);
+      if (next.owner_id !== previous.lease.owner_id) flag('oneOwner', event.key, 'a refresh changed the owner', index);
       tally.refreshes++;
-    } else {
-      if (next.heartbeat_at_ms !== previous.lease.heartbeat_at_ms) flag('oneOwner', event.key, 'a claim changed the heartbeat', index);
-      if (event.atMs <= previous.lease.heartbeat_at_ms + options.leaseExpiryMs) flag('oneOwner', event.key, `claimed at ${event.atMs} while live until ${previous.lease.heartbeat_at_ms + options.leaseExpiryMs}`, index);
-      tally.claims++;
+      return;
     }
+    // A pass refreshing its own claim; otherwise a claim, which needs the lease it replaces expired (a job's, or another pass's claim).
+    if (previous.lease.status === 'reaping' && previous.lease.owner_id === next.owner_id) return;
+    if (event.atMs <= previous.lease.heartbeat_at_ms + options.leaseExpiryMs) flag('oneOwner', event.key, `claimed at ${event.atMs} while live until ${previous.lease.heartbeat_at_ms + options.leaseExpiryMs}`, index);
+    tally.claims++;
   };
 
   const rootWritten = (event: Extract<StoreEvent, { kind: 'put' }>, index: number, ns: NamespaceId) => {

@@ -6,6 +6,9 @@ import type { GcReport } from '../../src/protocol/collector-report';
 import { jsonRootCodec } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
 
+/** The pass id of a pass a test runs or claims for: any valid id names its claims. */
+export const TEST_PASS_ID = 'gc_0000000000001_00000000000000aa';
+
 /**
  * One pass over `ns` whose clock is `aheadMs` past now, under `timing` (the defaults unless given):
  * ahead of the store's `LastModified` and of the leases' heartbeats by the age a test needs.
@@ -23,6 +26,8 @@ export function passAhead(store: ObjectStore, ns: NamespaceId, aheadMs: number, 
     prefixConcurrency: 4,
     keysPerFlush: 100,
     reportLimit: 10,
+    passId: TEST_PASS_ID,
+    leaseRefreshIntervalMs: timing.leaseRefreshIntervalMs,
   };
-  return runNamespacePass(startNamespacePass(ns, rules), (command, walk) => executeOnStore(store, ns, rules, command, walk, jsonRootCodec), async () => {});
+  return runNamespacePass(startNamespacePass(ns, rules), (command, walk) => executeOnStore(store, ns, rules, command, walk, { codec: jsonRootCodec }), async () => {});
 }

@@ -16,6 +16,7 @@ import { resolveSettings, SettingsError, TimingConfigError } from '../../src/con
 import { InvalidKeyError, jobId, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
 import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease';
 import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, StoreUnfitError, type ObjectStore } from '../../src/store';
+import { TEST_PASS_ID } from '../support/pass';
 
 const settings = resolveSettings({ timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 3600 }, heartbeatTimeoutMs: 2000 });
 const expiry = settings.timing.leaseExpiryMs;
@@ -176,14 +177,14 @@ describe('cli lease reads', () => {
   const ns = namespaceId('unit');
   const writeLease = (store: ObjectStore, job = newJobId(), heartbeatAtMs = NOW, claimed = false) => {
     const lease = createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w1', nowMs: heartbeatAtMs });
-    return store.put(leaseKey(ns, job), encodeLease(claimed ? claimLeaseState(lease) : lease)).then(() => job);
+    return store.put(leaseKey(ns, job), encodeLease(claimed ? claimLeaseState(lease, TEST_PASS_ID, Date.now()) : lease)).then(() => job);
   };
 
   it('a lease is active at heartbeat + expiry and expired 1 ms later, the collector\'s own rule', () => {
     const lease = createLeaseState({ jobId: newJobId(), namespaceId: ns, ownerId: 'w', nowMs: 5000 });
     expect(prefixStatus({ lease }, 5000 + expiry, expiry)).toBe('active');
     expect(prefixStatus({ lease }, 5001 + expiry, expiry)).toBe('expired');
-    expect(prefixStatus({ lease: claimLeaseState(lease) }, 0, expiry)).toBe('reaping');
+    expect(prefixStatus({ lease: claimLeaseState(lease, TEST_PASS_ID, Date.now()) }, 0, expiry)).toBe('reaping');
     expect(prefixStatus({ missing: true }, 0, expiry)).toBe('orphaned');
     expect(prefixStatus({ corrupt: 'x' }, 0, expiry)).toBe('corrupt');
   });

@@ -22,10 +22,12 @@ import {
 } from '../../src/protocol';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import { jsonRootCodec } from '../../src/root';
+import { TEST_PASS_ID } from '../support/pass';
+import { writeRoot } from '../support/roots';
 
 const rules: PassRules = {
   nowMs: 1_000_000, leaseExpiryMs: 10_000, stagingGraceMs: 1000, readerGraceMs: 1000, lostWriteGraceMs: 1000, dryRun: false,
-  prefixesPerPage: 100, prefixConcurrency: 2, keysPerFlush: 10, reportLimit: REPORT_LIMIT,
+  prefixesPerPage: 100, prefixConcurrency: 2, keysPerFlush: 10, reportLimit: REPORT_LIMIT, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 60_000, manifests: false,
 };
 const expired = (): SurveyedPrefix => ({ jobId: newJobId(), owner: { owner: 'expired', etag: '"e"', lease: '{}' } });
 
@@ -43,7 +45,7 @@ function scripted(failing?: (command: CollectorCommand) => boolean, fence: Colle
     commands.push(`${command.kind} ${jobId}`);
     switch (command.kind) {
       case 'claimLease':
-        return { kind: 'claimed', owner: { owner: 'collector' } };
+        return { kind: 'claimed', owner: command.seen.owner === 'none' ? { owner: 'collector', created: true } : { owner: 'collector' } };
       case 'reclaimPrefix':
         return { kind: 'reclaimed', tally: { ...EMPTY_TALLY, objectsDeleted: 1, bytesDeleted: 6 } };
       case 'deleteLease':
@@ -95,7 +97,7 @@ describe('collecting a page by the pass plan', () => {
       },
       deleteMany: (keys: readonly string[]) => (failDelete(keys) ? Promise.reject(new StoreUnavailableError(keys[0] ?? '', 'connection reset (injected)')) : store.deleteMany(keys)),
     });
-    const onStore = (ns: NamespaceId): CollectorExecutor => (command, walk) => executeOnStore(paged, ns, walkRules, command, walk, jsonRootCodec);
+    const onStore = (ns: NamespaceId): CollectorExecutor => (command, walk) => executeOnStore(paged, ns, walkRules, command, walk, { codec: jsonRootCodec });
     /** Three expired leases; the first prefix in listing order holds six old staged segments, the others one each. Returns the page's survey. */
     const seed = async (ns: NamespaceId) => {
       await updateRoot(store, ns, (root) => root, jsonRootCodec);
@@ -142,7 +144,7 @@ describe('a page with a manifest', () => {
   it('a walk whose last batch waits for its part gives up its lane: other walks go on and share the next part, no more prefixes than the concurrency send requests at once, and those out hold no more than a batch per lane', async () => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
     const ns = namespaceId('laned');
-    const walkRules: PassRules = { ...rules, nowMs: Date.now() + 60_000, prefixConcurrency: 2, keysPerFlush: 2, passId: newPassId(Date.now()) };
+    const walkRules: PassRules = { ...rules, nowMs: Date.now() + 60_000, prefixConcurrency: 2, keysPerFlush: 2, passId: newPassId(Date.now()), manifests: true };
     const [log, listedPrefixes]: [string[], string[]] = [[], []];
     /** Prefixes with a listing or a delete in flight, and the most at once. */
     const busy = { now: new Map<string, number>(), most: 0 };
@@ -181,7 +183,7 @@ describe('a page with a manifest', () => {
       // The first prefix in listing order holds six old staged segments (three batches), the others one each.
       for (const [i, job] of jobs.entries()) for (let n = i === 0 ? 6 : 1; n > 0; n--) await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), new Uint8Array(10));
       log.length = 0;
-      const collecting = executeOnStore(watched, ns, walkRules, { kind: 'collectPrefixes', prefixes: jobs.map((jobId) => ({ jobId, owner: { owner: 'none' } })) }, { onProgress: () => {} }, jsonRootCodec);
+      const collecting = executeOnStore(watched, ns, walkRules, { kind: 'collectPrefixes', prefixes: jobs.map((jobId) => ({ jobId, owner: { owner: 'none' } })) }, { onProgress: () => {} }, { codec: jsonRootCodec });
       // The first part is held: other prefixes are still listed and handed to the next part meanwhile, until the batches
       // out of their lanes hold a batch's keys per lane (2 × 2, one key each): the big walk waits in its lane (its batch
       // is not its last), four small ones wait out of theirs, a fifth in the other lane, and no more begin.
@@ -194,7 +196,8 @@ describe('a page with a manifest', () => {
       expect(result.kind === 'collected' && result.report.totals).toMatchObject({ orphaned: 7, objectsDeleted: 12 });
       expect(busy.most).toBeLessThanOrEqual(2);
       const manifest = await readPassManifest(store, ns, passId(walkRules.passId ?? ''));
-      expect(manifest.flatMap((part) => part.lines)).toHaveLength(12);
+      // Twelve segments, and the seven leases the pass created to claim the prefixes, each recorded with its walk's last batch.
+      expect(manifest.flatMap((part) => part.lines)).toHaveLength(19);
       // Fewer parts than batches (nine): the walks that came while the first part was held shared the next.
       expect(manifest.length).toBeLessThan(9);
       expect((await store.list({ prefix: compactionsPrefix(ns) })).objects).toEqual([]);
@@ -224,10 +227,11 @@ describe('the root fence of a page (spec 6b)', () => {
     expect(kinds(commands)).toEqual(['fenceRoot', 'reclaimPrefix', 'deleteLease']);
   });
 
-  it('a page that owns no prefix (only orphans without a lease) writes no fence', async () => {
+  it('a page whose prefixes had no lease claims each by creating one, and writes no fence: no job there can have a publication in flight', async () => {
     const { execute, commands } = scripted();
-    await collectPrefixes('ns', [{ jobId: newJobId(), owner: { owner: 'none' } }, { jobId: newJobId(), owner: { owner: 'none' } }], rules, execute);
-    expect(kinds(commands)).toEqual(['reclaimPrefix', 'reclaimPrefix']);
+    const report = await collectPrefixes('ns', [{ jobId: newJobId(), owner: { owner: 'none' } }, { jobId: newJobId(), owner: { owner: 'none' } }], rules, execute);
+    expect(kinds(commands)).toEqual(['claimLease', 'claimLease', 'reclaimPrefix', 'reclaimPrefix', 'deleteLease', 'deleteLease']);
+    expect(report.totals).toMatchObject({ orphaned: 2, claimed: 0, leasesDeleted: 2 });
   });
 
   it('a dry run plans exactly the commands of a real pass (its store, not its plan, leaves the bucket alone)', async () => {
@@ -250,7 +254,7 @@ describe('the root fence of a page (spec 6b)', () => {
       await store.put(staged, new Uint8Array([1]));
       const before = await store.list({ prefix: 'namespaces/' });
       const dry = { ...rules, nowMs: Date.now() + 60_000, dryRun: true };
-      const report = await runNamespacePass(startNamespacePass(ns, dry), (command, walk) => executeOnStore(store, ns, dry, command, walk, jsonRootCodec), async () => {});
+      const report = await runNamespacePass(startNamespacePass(ns, dry), (command, walk) => executeOnStore(store, ns, dry, command, walk, { codec: jsonRootCodec }), async () => {});
       expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 1, leasesDeleted: 1 });
       expect(await store.list({ prefix: 'namespaces/' })).toEqual(before);
     } finally {
@@ -262,9 +266,10 @@ describe('the root fence of a page (spec 6b)', () => {
     const [claimed, orphan] = [expired(), { jobId: newJobId(), owner: { owner: 'none' as const } }];
     const { execute, commands } = scripted(undefined, { kind: 'fenceFailed', message: 'root corrupt' });
     const report = await collectPrefixes('ns', [claimed, orphan], rules, execute);
-    expect(report.totals).toMatchObject({ claimed: 1, orphaned: 1, failedPrefixes: 1, leasesDeleted: 0 });
+    // The orphan's claim was created, not taken from a job: it needs no fence, and is walked and released.
+    expect(report.totals).toMatchObject({ claimed: 1, orphaned: 1, failedPrefixes: 1, leasesDeleted: 1 });
     expect(report.failures[0]?.message).toMatch(/the root fence was not written \(root corrupt\)/);
-    expect(commands).toEqual([`claimLease ${claimed.jobId}`, 'fenceRoot ', `reclaimPrefix ${orphan.jobId}`]);
+    expect(commands).toEqual([`claimLease ${claimed.jobId}`, `claimLease ${orphan.jobId}`, 'fenceRoot ', `reclaimPrefix ${orphan.jobId}`, `deleteLease ${orphan.jobId}`]);
   });
 
   it('on the store, the fence is the root with its generation + 1 and nothing else changed', async () => {
@@ -272,11 +277,11 @@ describe('the root fence of a page (spec 6b)', () => {
     try {
       const ns = namespaceId('fenced');
       const segment = stagedSegmentKey(ns, newJobId(), newSegmentId(), 'seg');
-      const before = await updateRoot(store, ns, (root) => ({ ...root, generation: 7, groups: { inodes: [segment] }, retired: [] }), jsonRootCodec);
-      const result = await executeOnStore(store, ns, rules, { kind: 'fenceRoot' }, { onProgress: () => {} }, jsonRootCodec);
+      const before = await writeRoot(store, ns, (root) => ({ ...root, generation: 7, groups: { inodes: [segment] }, retired: [] }));
+      const result = await executeOnStore(store, ns, rules, { kind: 'fenceRoot' }, { onProgress: () => {} }, { codec: jsonRootCodec });
       expect(result).toEqual({ kind: 'rootFenced' });
       expect((await readRoot(store, ns, jsonRootCodec)).root).toEqual({ ...before, generation: 8 });
-      const missing = await executeOnStore(store, namespaceId('rootless'), rules, { kind: 'fenceRoot' }, { onProgress: () => {} }, jsonRootCodec);
+      const missing = await executeOnStore(store, namespaceId('rootless'), rules, { kind: 'fenceRoot' }, { onProgress: () => {} }, { codec: jsonRootCodec });
       expect(missing).toMatchObject({ kind: 'fenceFailed', message: expect.stringMatching(/does not exist/) });
     } finally {
       await store.close();

@@ -22,6 +22,7 @@ import { jsonRootCodec } from '../../src/root';
 import { RootMissingError, updateRoot } from '../../src/protocol/root-io';
 import { AmbiguousError, createEmbeddedObjectStore, PreconditionFailedError, type ListPage, type ObjectStore } from '../../src/store';
 import { dryRunStore, type RecordedWrite } from '../../src/store/dry-run';
+import { TEST_PASS_ID } from '../support/pass';
 
 const ns = namespaceId('unit');
 const expiry = 1000;
@@ -45,16 +46,16 @@ describe('collector', () => {
 
   it('a lease is live at heartbeat + expiry and claimed 1 ms later', async () => {
     await writeLease(5000);
-    expect(await claimLease(store, ref(), { nowMs: 5000 + expiry, leaseExpiryMs: expiry })).toEqual({ owner: 'job', raced: false });
+    expect(await claimLease(store, ref(), { nowMs: 5000 + expiry, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toEqual({ owner: 'job', raced: false });
     expect(await status()).toBe('active');
-    expect(await claimLease(store, ref(), { nowMs: 5001 + expiry, leaseExpiryMs: expiry })).toMatchObject({ owner: 'collector' });
+    expect(await claimLease(store, ref(), { nowMs: 5001 + expiry, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('reaping');
   });
 
   it('a dry run makes no claim but reports the prefix as the claim would leave it', async () => {
     await writeLease(1);
     const writes: RecordedWrite[] = [];
-    expect(await claimLease(dryRunStore(store, (w) => writes.push(w)), ref(), { nowMs: 10_000, leaseExpiryMs: expiry })).toMatchObject({ owner: 'collector' });
+    expect(await claimLease(dryRunStore(store, (w) => writes.push(w)), ref(), { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('active');
     expect(writes).toEqual([expect.objectContaining({ kind: 'putIfMatch', key: leaseKey(ns, job) })]);
   });
@@ -67,12 +68,12 @@ describe('collector', () => {
         throw new AmbiguousError(key, 'response lost (injected)');
       },
     });
-    expect(await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry })).toMatchObject({ owner: 'collector' });
+    expect(await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector' });
   });
 
   it('a survey claims nothing; a claim handed its read makes one CAS and no GET, and loses to a refresh made since, which one re-read confirms', async () => {
     await writeLease(1);
-    const clock = { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false };
+    const clock = { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID };
     const surveyed = await surveyLease(store, ref(), clock);
     expect(surveyed.owner).toBe('expired');
     expect(await status()).toBe('active');
@@ -104,12 +105,12 @@ describe('collector', () => {
         throw new PreconditionFailedError(key);
       },
     });
-    expect(await claimLease(lostReply, ref(), { nowMs: 10_000, leaseExpiryMs: expiry })).toMatchObject({ owner: 'collector' });
+    expect(await claimLease(lostReply, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('reaping');
   });
 
   it('a survey settles live, missing, claimed and corrupt leases without a claim', async () => {
-    const clock = { nowMs: 10_000, leaseExpiryMs: expiry, dryRun: false };
+    const clock = { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID };
     expect(await surveyLease(store, ref(), clock)).toEqual({ owner: 'none' });
     await writeLease(clock.nowMs);
     expect(await surveyLease(store, ref(), clock)).toEqual({ owner: 'job', raced: false });
@@ -120,10 +121,11 @@ describe('collector', () => {
     expect(await surveyLease(store, ref(), clock)).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
   });
 
-  it('a missing lease means no owner, a corrupt one is reported by key', async () => {
-    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry })).toEqual({ owner: 'none' });
+  it('a prefix with no lease is claimed by creating a reaping lease of this pass; a corrupt one is reported by key', async () => {
+    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector', created: true });
+    expect(decodeLease((await store.get(leaseKey(ns, job))).body, ref())).toMatchObject({ status: 'reaping', owner_id: TEST_PASS_ID });
     await store.put(leaseKey(ns, job), bytes('garbage'));
-    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry })).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
+    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
   });
 
   it('a missing or future LastModified is young: nothing is deleted on an unknown age', async () => {
@@ -137,8 +139,8 @@ describe('collector', () => {
         return { ...page, objects };
       },
     });
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10 };
-    const tally = await reclaimPrefix(skewed, ref(), options, START_OF_WALK, () => {}, jsonRootCodec);
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 60_000 };
+    const tally = await reclaimPrefix(skewed, ref(), options, { codec: jsonRootCodec });
     expect(tally).toMatchObject({ objectsDeleted: 0, retainedYoung: 2 });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
   });
@@ -147,12 +149,12 @@ describe('collector', () => {
     const keys = [stagedSegmentKey(ns, job, newSegmentId(), 'seg'), stagedSegmentKey(ns, job, newSegmentId(), 'seg')];
     for (const k of keys) await store.put(k, bytes(k));
     await store.deleteMany([rootKey(ns)]);
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10 };
-    await expect(reclaimPrefix(store, ref(), options, START_OF_WALK, () => {}, jsonRootCodec)).rejects.toThrow(RootMissingError);
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 60_000 };
+    await expect(reclaimPrefix(store, ref(), options, { codec: jsonRootCodec })).rejects.toThrow(RootMissingError);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
-    expect(await findRootProblem(store, ns, jsonRootCodec)).toEqual({ key: rootKey(ns), problem: 'missing', reason: expect.stringContaining('does not exist') });
+    expect(await findRootProblem(store, ns, jsonRootCodec)).toEqual({ problem: { key: rootKey(ns), problem: 'missing', reason: expect.stringContaining('does not exist') } });
     await store.put(rootKey(ns), bytes('{"kind":"metadata_root"'));
-    expect(await findRootProblem(store, ns, jsonRootCodec)).toMatchObject({ problem: 'corrupt', reason: expect.stringContaining('not JSON') });
+    expect(await findRootProblem(store, ns, jsonRootCodec)).toMatchObject({ problem: { problem: 'corrupt', reason: expect.stringContaining('not JSON') } });
   });
 
   it('a resumed walk starts after its position and keeps the tally it carried', async () => {
@@ -160,8 +162,8 @@ describe('collector', () => {
     for (const k of keys) await store.put(k, bytes(k));
     const resume: ReclaimPosition = { after: keys[1], tally: { ...EMPTY_TALLY, objectsDeleted: 2 } };
     const positions: ReclaimPosition[] = [];
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10 };
-    const tally = await reclaimPrefix(store, ref(), options, resume, (p) => positions.push(p), jsonRootCodec);
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 60_000 };
+    const tally = await reclaimPrefix(store, ref(), options, { codec: jsonRootCodec, from: resume, onProgress: (p) => positions.push(p) });
     expect(tally.objectsDeleted).toBe(5);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key)).toEqual(keys.slice(0, 2));
     expect(positions.at(-1)?.after).toBe(keys.at(-1));

@@ -19,6 +19,7 @@ import * as collector from '../../src/protocol/collector';
 import * as collectorPlan from '../../src/protocol/collector-plan';
 import * as inputManifest from '../../src/protocol/input-manifest';
 import * as jobLease from '../../src/protocol/job-lease';
+import * as judgedRoot from '../../src/protocol/judged-root';
 import * as publication from '../../src/protocol/publication';
 import * as rootIo from '../../src/protocol/root-io';
 import * as root from '../../src/root';
@@ -32,7 +33,7 @@ import * as writer from '../../src/writer';
 
 const modules = [
   compactorInputs, compactorPlan, compactorPlugin, compactorRecurring, settings, timing, conformance, keys, leaseCodec, leaseState,
-  collector, collectorPlan, inputManifest, jobLease, publication, rootIo, root, segments, storePort, storeProbe, storeS3, formatModule, writer,
+  collector, collectorPlan, inputManifest, jobLease, judgedRoot, publication, rootIo, root, segments, storePort, storeProbe, storeS3, formatModule, writer,
 ];
 type ErrorClass = abstract new (...args: never[]) => Error;
 const errorClasses = [...new Set(modules.flatMap((m) => Object.values(m)))].filter(

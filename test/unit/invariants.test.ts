@@ -4,6 +4,7 @@ import { inputSegmentKey, jobId, leaseKey, namespaceId, rootKey, segmentId, stag
 import { claimLeaseState, createLeaseState, encodeLease, refreshLeaseState } from '../../src/lease';
 import { encodeRoot } from '../../src/root';
 import { checkInvariants, type StoreEvent } from '../support/invariants';
+import { TEST_PASS_ID } from '../support/pass';
 
 const ns = namespaceId('audit');
 const job = jobId(`cmp_${'a'.repeat(32)}`);
@@ -26,7 +27,7 @@ const legal: StoreEvent[] = [
   put(output, bytes('out'), 'o', 100),
   put(lease, encodeLease(refreshed), 'l2', 500, { ifMatch: 'l1' }),
   put(rootKey(ns), root(2, [output]), 'r2', 600, { ifMatch: 'r1' }),
-  put(lease, encodeLease(claimLeaseState(refreshed)), 'l3', 2000, { ifMatch: 'l2' }),
+  put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 2000, { ifMatch: 'l2' }),
   del(lease, 2100),
 ];
 const finalOf = (log: StoreEvent[]) => {
@@ -53,18 +54,18 @@ describe('invariant checker', () => {
   });
 
   it('catches two owners of one lease version: a claim and a refresh both from the same ETag', () => {
-    const log = [...legal.slice(0, 5), put(lease, encodeLease(claimLeaseState(refreshed)), 'l3', 2000, { ifMatch: 'l2' }), put(lease, encodeLease(refreshLeaseState(refreshed, 2001)), 'l4', 2001, { ifMatch: 'l2' })];
+    const log = [...legal.slice(0, 5), put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 2000, { ifMatch: 'l2' }), put(lease, encodeLease(refreshLeaseState(refreshed, 2001)), 'l4', 2001, { ifMatch: 'l2' })];
     expect(properties(log)).toContain('oneOwner');
   });
 
   it('catches a claim of a live lease and a job writing active over reaping', () => {
-    expect(properties([...legal.slice(0, 5), put(lease, encodeLease(claimLeaseState(refreshed)), 'l3', 900, { ifMatch: 'l2' })])).toEqual(['oneOwner']);
-    const overReaping = [...legal.slice(0, 5), put(lease, encodeLease(claimLeaseState(refreshed)), 'l3', 2000, { ifMatch: 'l2' })];
+    expect(properties([...legal.slice(0, 5), put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 900, { ifMatch: 'l2' })])).toEqual(['oneOwner']);
+    const overReaping = [...legal.slice(0, 5), put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 2000, { ifMatch: 'l2' })];
     expect(properties([...overReaping, put(lease, encodeLease(refreshLeaseState(refreshed, 2001)), 'l4', 2001, { ifMatch: 'l3' })])).toEqual(['oneOwner']);
   });
 
   it('catches a fenced job that published', () => {
-    const log = [...legal.slice(0, 5), put(lease, encodeLease(claimLeaseState(refreshed)), 'l3', 2000, { ifMatch: 'l2' }), put(rootKey(ns), root(2, [output]), 'r2', 2100, { ifMatch: 'r1' })];
+    const log = [...legal.slice(0, 5), put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 2000, { ifMatch: 'l2' }), put(rootKey(ns), root(2, [output]), 'r2', 2100, { ifMatch: 'r1' })];
     expect(properties(log)).toEqual(['fencedPublished']);
   });
 

@@ -6,6 +6,7 @@ import { encodeEnvelope } from '../../src/envelope';
 import { jobId, namespaceId } from '../../src/keys';
 import {
   claimLeaseState,
+  claimUnleasedState,
   createLeaseState,
   decideOwner,
   decodeLease,
@@ -18,6 +19,7 @@ import {
   type LeaseState,
 } from '../../src/lease';
 import { decodeRoot, encodeRoot, RootCorruptError } from '../../src/root';
+import { TEST_PASS_ID } from '../support/pass';
 
 const ns = namespaceId('demo');
 const job = jobId('cmp_0123456789abcdef0123456789abcdef');
@@ -30,7 +32,7 @@ const bytes = (s: string) => new TextEncoder().encode(s);
 describe('lease codec', () => {
   it.each([
     ['lease-active.json', refreshLeaseState(active, 3000)],
-    ['lease-reaping.json', claimLeaseState(refreshLeaseState(active, 3000))],
+    ['lease-reaping.json', claimLeaseState(refreshLeaseState(active, 3000), 'gc_0000000004000_0123456789abcdef', 4000)],
   ])('golden file %s round-trips byte for byte', (file, lease) => {
     expect(Buffer.from(encodeLease(lease))).toEqual(golden(file));
     expect(decodeLease(golden(file), ids)).toEqual(lease);
@@ -125,7 +127,7 @@ describe('lease codec', () => {
     fc.assert(
       fc.property(fc.string({ minLength: 1, maxLength: 256 }), fc.nat(), fc.nat(), fc.boolean(), (owner, start, delta, reaping) => {
         let lease = refreshLeaseState(createLeaseState({ jobId: job, namespaceId: ns, ownerId: owner, nowMs: start }), start + delta + 1);
-        if (reaping) lease = claimLeaseState(lease);
+        if (reaping) lease = claimLeaseState(lease, TEST_PASS_ID, Date.now());
         expect(decodeLease(encodeLease(lease), ids)).toEqual(lease);
       }),
     );
@@ -141,25 +143,38 @@ describe('lease transitions', () => {
     expect(nextHeartbeatMs(refreshed, 5000.7)).toBe(5000);
   });
 
-  it('a claim turns active into reaping with the heartbeat unchanged, and reaping is terminal', () => {
-    const claimed = claimLeaseState(active);
-    expect(claimed).toEqual({ ...active, status: 'reaping' });
-    expect(encodeLease(claimed)).not.toEqual(encodeLease(active));
-    expect(() => claimLeaseState(claimed)).toThrow(LeaseTransitionError);
-    expect(() => refreshLeaseState(claimed, 2000)).toThrow(LeaseTransitionError);
+  it('a claim names its pass and its clock, so two passes never write the same bytes; reaping never turns active again', () => {
+    const claimed = claimLeaseState(active, TEST_PASS_ID, 5000);
+    expect(claimed).toEqual({ ...active, status: 'reaping', owner_id: TEST_PASS_ID, heartbeat_at_ms: 5000 });
+    const other = claimLeaseState(active, 'gc_0000000000002_00000000000000bb', 5000);
+    expect(encodeLease(other)).not.toEqual(encodeLease(claimed));
+    // A claim stamps no earlier than the lease's last write: the heartbeat strictly increases.
+    expect(claimLeaseState(claimed, TEST_PASS_ID, 10).heartbeat_at_ms).toBe(5001);
+    expect(() => claimLeaseState(active, '', 5000)).toThrow(LeaseTransitionError);
+    expect(() => refreshLeaseState(claimed, 6000)).toThrow(LeaseTransitionError);
+  });
+
+  it('a prefix without a lease is claimed by a reaping lease of the pass, started at its clock', () => {
+    expect(claimUnleasedState({ jobId: job, namespaceId: ns, passId: TEST_PASS_ID, nowMs: 7000 })).toEqual({
+      job_id: job, namespace_id: ns, owner_id: TEST_PASS_ID, status: 'reaping', started_at_ms: 7000, heartbeat_at_ms: 7000,
+    });
   });
 
   it('a lease is live up to and including heartbeat + expiry, and expired 1 ms after', () => {
     expect(isLeaseLive(active, 1000 + 500, 500)).toBe(true);
     expect(isLeaseLive(active, 1000 + 501, 500)).toBe(false);
-    expect(isLeaseLive(claimLeaseState(active), 0, 500)).toBe(false);
+    expect(isLeaseLive(claimLeaseState(active, TEST_PASS_ID, Date.now()), 0, 500)).toBe(false);
   });
 
-  it('decides the owner of a prefix as spec 6.2 says', () => {
-    expect(decideOwner({ missing: true }, 0, 500)).toEqual({ owner: 'none' });
-    expect(decideOwner({ corrupt: 'bad' }, 0, 500)).toEqual({ owner: 'corrupt', reason: 'bad' });
-    expect(decideOwner({ lease: claimLeaseState(active) }, 0, 500)).toMatchObject({ owner: 'collector' });
-    expect(decideOwner({ lease: active }, 1500, 500)).toEqual({ owner: 'job' });
-    expect(decideOwner({ lease: active }, 1501, 500)).toEqual({ owner: 'expired', lease: active });
+  it('decides the owner of a prefix as spec 6.2 says: its own claim, another pass\'s live claim, an expired one to take over', () => {
+    const pass = TEST_PASS_ID;
+    expect(decideOwner({ missing: true }, 0, 500, pass)).toEqual({ owner: 'none' });
+    expect(decideOwner({ corrupt: 'bad' }, 0, 500, pass)).toEqual({ owner: 'corrupt', reason: 'bad' });
+    const ours = claimLeaseState(active, pass, 2000);
+    expect(decideOwner({ lease: ours }, 9999, 500, pass)).toEqual({ owner: 'collector' });
+    expect(decideOwner({ lease: ours }, 2500, 500, 'gc_0000000000002_00000000000000bb')).toEqual({ owner: 'another_pass', passId: pass });
+    expect(decideOwner({ lease: ours }, 2501, 500, 'gc_0000000000002_00000000000000bb')).toEqual({ owner: 'expired', lease: ours });
+    expect(decideOwner({ lease: active }, 1500, 500, pass)).toEqual({ owner: 'job' });
+    expect(decideOwner({ lease: active }, 1501, 500, pass)).toEqual({ owner: 'expired', lease: active });
   });
 });

@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ProgressMismatchError, referenceCompactor, stagedStore, type CompactionOutputs, type CompactionProgress, type MergeLimits } from '../../src/compactor';
 import { familyGroup, namespaceId, newJobId, rootKey, type MetadataCompactionId, type NamespaceId } from '../../src/keys';
-import { createJobLease, EmptyCompactionError, publishCompaction, readRoot, type PublicationOutcome } from '../../src/protocol';
+import { createJobLease, EmptyCompactionError, publishCompaction, readRoot, SequenceFloorError, type PublicationOutcome } from '../../src/protocol';
 import { groupSegments, jsonRootCodec } from '../../src/root';
 import type { SegmentRecord } from '../../src/segments';
 import { AmbiguousError, createEmbeddedObjectStore, type ObjectStore } from '../../src/store';
@@ -62,10 +62,9 @@ async function publish(store: ObjectStore, job: { namespaceId: NamespaceId; jobI
   await createJobLease(store, { ...job, ownerId: 'test', startedAtMs: Date.now() });
   return publishCompaction(
     store,
-    { ...job, group, inputs, outputs: result.outputs, tombstones: result.tombstones ?? [] },
+    { ...job, group, inputs, outputs: result.outputs, tombstones: result.tombstones ?? [], ...(result.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: result.tombstoneSeqFloor }) },
     { budgetMs: 60_000, maxRootRaces: 5 },
     { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
-    false,
     jsonRootCodec,
   );
 }
@@ -104,6 +103,10 @@ describe('a publication leaves the reader view of its group unchanged', () => {
 
     await expect(publish(store, job, inputs, result)).resolves.toMatchObject({ outcome: 'published' });
     expect(await groupKeys(store)).toEqual(result.outputs);
+    expect(await readGroupView(store, ns, group)).toEqual({ 'inode/2': 'x' });
+    // The dropped tombstone of inode/1 (seq 7) is the group's floor: an older version of it registered later is refused.
+    expect((await readRoot(store, ns, jsonRootCodec)).root.seq_floors).toEqual({ [group]: 7 });
+    await expect(writeInputSegment(store, ns, group, [{ key: 'inode/1', seq: 6, value: 'stale' }])).rejects.toThrow(SequenceFloorError);
     expect(await readGroupView(store, ns, group)).toEqual({ 'inode/2': 'x' });
   });
 

@@ -80,9 +80,9 @@ describe('reading a group', () => {
     await expect(lookupRecord(store, snapshot, 'inode/3')).rejects.toThrow(SegmentCorruptError);
   });
 
-  it('the segments of a snapshot stay readable for the reader grace less T from its read: 25 minutes at the defaults', async () => {
+  it('the segments of a snapshot stay readable for the reader grace less the clock margin from its read: 42.5 minutes at the defaults', async () => {
     await seeded();
     const snapshot = await readGroupSnapshot(store, ns, 'inodes', jsonRootCodec, () => 0);
-    expect(readableUntilMs(snapshot, resolveTiming())).toBe(25 * 60_000);
+    expect(readableUntilMs(snapshot, resolveTiming())).toBe(42.5 * 60_000);
   });
 });

@@ -9,9 +9,10 @@ import { EMPTY_TALLY, reclaimPrefix, START_OF_WALK, type ReclaimPosition } from 
 import type { ReclaimOptions } from '../../src/protocol/rules';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import { gate } from '../support/faults';
+import { TEST_PASS_ID } from '../support/pass';
 
 const ns = namespaceId('pipeline');
-const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 2, reportLimit: 10 };
+const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 2, reportLimit: 10, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 60_000 };
 
 describe('reclaim walk: pipeline', () => {
   let store: ObjectStore;
@@ -52,7 +53,7 @@ describe('reclaim walk: pipeline', () => {
         return store.deleteMany(batch);
       },
     });
-    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, () => {}, jsonRootCodec);
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, { codec: jsonRootCodec });
     expect(tally.objectsDeleted).toBe(keys.length);
     expect(await remaining()).toEqual([]);
   });
@@ -75,7 +76,7 @@ describe('reclaim walk: pipeline', () => {
         return result;
       },
     });
-    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, (p) => positions.push(p), jsonRootCodec);
+    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, { codec: jsonRootCodec, onProgress: (p) => positions.push(p) });
     await expect(walk).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(deleting).toBe(false);
     expect(positions.at(-1)?.after).toBe(keys[1]);
@@ -94,7 +95,7 @@ describe('reclaim walk: pipeline', () => {
         return { deleted: result.deleted, failed: [{ key: refused ?? '', code: 'AccessDenied', message: 'injected' }] };
       },
     });
-    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, START_OF_WALK, (p) => positions.push(p), jsonRootCodec);
+    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, { codec: jsonRootCodec, onProgress: (p) => positions.push(p) });
     await expect(walk).rejects.toThrow(/1 deletes under .* failed/);
     expect(positions.at(-1)?.after).toBe(keys[1]);
     expect(positions.at(-1)?.tally.objectsDeleted).toBe(3);
@@ -145,7 +146,7 @@ describe('reclaim walk: listing', () => {
   it('a prefix whose first page is its whole listing costs one LIST', async () => {
     const { job, segmentKeys } = await seeded(5, 0);
     const { walked, stats } = counting(1000);
-    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, START_OF_WALK, () => {}, jsonRootCodec);
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, { codec: jsonRootCodec });
     expect(tally.objectsDeleted).toBe(segmentKeys.length);
     expect(stats.requests).toHaveLength(1);
   });
@@ -153,7 +154,7 @@ describe('reclaim walk: listing', () => {
   it('a longer prefix is one listing: each page after the first continues the one before by its cursor, one at a time', async () => {
     const { job, segmentKeys, junkKeys } = await seeded(60, 3);
     const { walked, stats } = counting(4);
-    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, START_OF_WALK, () => {}, jsonRootCodec);
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, { codec: jsonRootCodec });
     expect(tally).toMatchObject({ objectsDeleted: segmentKeys.length, retainedUnrecognised: junkKeys.length });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key).sort()).toEqual([...junkKeys].sort());
     expect(stats.requests).toHaveLength(Math.ceil((segmentKeys.length + junkKeys.length) / 4));
@@ -166,7 +167,7 @@ describe('reclaim walk: listing', () => {
     const { job, segmentKeys } = await seeded(12, 0);
     const sorted = [...segmentKeys].sort();
     const { walked, stats } = counting(4);
-    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, { after: sorted[3], tally: EMPTY_TALLY }, () => {}, jsonRootCodec);
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, { codec: jsonRootCodec, from: { after: sorted[3], tally: EMPTY_TALLY } });
     expect(tally.objectsDeleted).toBe(8);
     expect([stats.requests[0]?.startAfter, stats.requests[0]?.cursor]).toEqual([sorted[3], undefined]);
     expect(stats.requests.slice(1).every((r) => r.cursor !== undefined)).toBe(true);
@@ -178,12 +179,12 @@ describe('reclaim walk: listing', () => {
         const { job, segmentKeys, junkKeys } = await seeded(segments, junk);
         let position = START_OF_WALK;
         const { walked } = counting(pageSize, { atCall });
-        const first = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, position, (p) => (position = p), jsonRootCodec);
+        const first = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, { codec: jsonRootCodec, from: position, onProgress: (p) => (position = p) });
         const failed = await first.then(() => false, (err: unknown) => (expect(err).toBeInstanceOf(StoreUnavailableError), true));
         if (failed) {
           // The retried attempt resumes from the last heartbeat, as the activity does.
           const retried = counting(pageSize);
-          await reclaimPrefix(retried.walked, { namespaceId: ns, jobId: job }, walkOptions, position, (p) => (position = p), jsonRootCodec);
+          await reclaimPrefix(retried.walked, { namespaceId: ns, jobId: job }, walkOptions, { codec: jsonRootCodec, from: position, onProgress: (p) => (position = p) });
         }
         expect(position.tally).toMatchObject({ objectsDeleted: segmentKeys.length, retainedUnrecognised: junkKeys.length, retainedYoung: 0 });
         expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key).sort()).toEqual([...junkKeys].sort());

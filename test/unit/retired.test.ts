@@ -1,9 +1,9 @@
 /** The versioned root and the pure decisions of spec 6a: retirement in the publication CAS, the reader grace, lost writes. */
 import { describe, expect, it } from 'vitest';
 import { familyGroup, inputSegmentKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
-import { decideSegment, dueRetiredKeys, isRetainedByRoot, withoutReclaimed } from '../../src/protocol/retired';
+import { decideSegment, dueRetiredKeys, isCondemned, isRetainedByRoot, withoutReclaimed } from '../../src/protocol/retired';
 import type { RetiredRules } from '../../src/protocol/rules';
-import { decodeRoot, encodeRoot, planPublication, RootCorruptError, type RootState } from '../../src/root';
+import { condemnLostWrites, decodeRoot, encodeRoot, planPublication, RootCorruptError, stampRetirements, type RootState } from '../../src/root';
 
 const ns = namespaceId('demo');
 const group = familyGroup('bindings');
@@ -45,7 +45,37 @@ describe('the root records retirement', () => {
     expect(wire).toContain('"format_version":2');
     expect(() => decodeRoot(new TextEncoder().encode(wire.replace('"format_version":2', '"format_version":1')), ns)).toThrow(/retired/);
     expect(() => decodeRoot(new TextEncoder().encode(text(before).replace('"format_version":1', '"format_version":2')), ns)).toThrow(/retired/);
-    expect(() => decodeRoot(new TextEncoder().encode(wire.replace('"format_version":2', '"format_version":3')), ns)).toThrow(/unknown format_version 3/);
+    expect(() => decodeRoot(new TextEncoder().encode(wire.replace('"format_version":2', '"format_version":4')), ns)).toThrow(/unknown format_version 4/);
+  });
+
+  it('a root with a fence of spec 6c is format 3, every fence read back; without them the same root stays format 2', () => {
+    const retiring: RootState = { ...before, retired: [{ key: a, retired_at_ms: 7 }] };
+    const fenced: RootState = { ...retiring, retired: [{ key: a, retired_at_ms: 7, visible_at_ms: 9 }], lost_write_cutoff_ms: 3, seq_floors: { bindings: 12 } };
+    expect(text(retiring)).toContain('"format_version":2');
+    expect(text(fenced)).toContain('"format_version":3');
+    expect(decodeRoot(encodeRoot(fenced), ns)).toEqual(fenced);
+    expect(() => decodeRoot(new TextEncoder().encode(text(fenced).replace('"format_version":3', '"format_version":2')), ns)).toThrow(RootCorruptError);
+  });
+
+  it('a collector stamps each unstamped retirement visible once, and raises the lost-write cutoff only upward', () => {
+    const retiring: RootState = { ...before, retired: [{ key: a, retired_at_ms: 7, visible_at_ms: 8 }, { key: b, retired_at_ms: 7 }] };
+    const stamped = stampRetirements(retiring, 50);
+    expect(stamped?.retired).toEqual([{ key: a, retired_at_ms: 7, visible_at_ms: 8 }, { key: b, retired_at_ms: 7, visible_at_ms: 50 }]);
+    expect(stamped?.generation).toBe(before.generation + 1);
+    expect(stampRetirements(stamped!, 60)).toBeUndefined();
+    const condemned = condemnLostWrites(before, 1000);
+    expect(condemned?.lost_write_cutoff_ms).toBe(1000);
+    expect(condemnLostWrites(condemned!, 999)).toBeUndefined();
+    expect(isCondemned(condemned!, new Date(1000))).toBe(true);
+    expect(isCondemned(condemned!, new Date(1001))).toBe(false);
+    expect(isCondemned(condemned!, undefined)).toBe(false);
+  });
+
+  it('a publication that drops tombstones raises its group\'s seq floor in the same root, never lowers it', () => {
+    const plan = planPublication({ ...before, seq_floors: { bindings: 30 } }, group, [a], [out], 42, 20);
+    expect(plan.kind === 'publish' && plan.root.seq_floors).toEqual({ bindings: 30 });
+    const raised = planPublication(before, group, [a], [out], 42, 20);
+    expect(raised.kind === 'publish' && raised.root.seq_floors).toEqual({ bindings: 20 });
   });
 
   it('a retired list naming a foreign key, or one key twice, is corrupt', () => {
@@ -57,16 +87,18 @@ describe('the root records retirement', () => {
 });
 
 describe('the fate of a segment in a pass', () => {
-  const [live, due, inGrace, future, again, lost, young] = [input(), input(), staged(), input(), input(), input(), input()];
+  const [live, due, inGrace, future, again, lost, young, unstamped] = [input(), input(), staged(), input(), input(), input(), input(), input()];
   const root: RootState = {
     namespace_id: ns,
     generation: 9,
     groups: { bindings: [live], inodes: [again] },
+    // The grace counts from the visibility stamp, never from the writer's clock (`retired_at_ms`).
     retired: [
-      { key: due, retired_at_ms: rules.nowMs - rules.readerGraceMs },
-      { key: inGrace, retired_at_ms: rules.nowMs - rules.readerGraceMs + 1 },
-      { key: future, retired_at_ms: rules.nowMs + 60_000 },
-      { key: again, retired_at_ms: 0 },
+      { key: due, retired_at_ms: 0, visible_at_ms: rules.nowMs - rules.readerGraceMs },
+      { key: inGrace, retired_at_ms: 0, visible_at_ms: rules.nowMs - rules.readerGraceMs + 1 },
+      { key: future, retired_at_ms: 0, visible_at_ms: rules.nowMs + 60_000 },
+      { key: again, retired_at_ms: 0, visible_at_ms: 0 },
+      { key: unstamped, retired_at_ms: 0 },
     ],
   };
   const old = new Date(rules.nowMs - rules.lostWriteGraceMs);
@@ -76,6 +108,7 @@ describe('the fate of a segment in a pass', () => {
     ['a retired segment at exactly the reader grace', due, undefined, 'retired_due'],
     ['a retired output 1 ms inside the grace', inGrace, old, 'retired_in_grace'],
     ['a retirement in the future', future, old, 'retired_in_grace'],
+    ['a retirement no pass has stamped visible, however old its writer\'s clock', unstamped, old, 'retired_in_grace'],
     ['a retired segment another group references again', again, old, 'referenced'],
     ['an unknown input at exactly T', lost, old, 'lost_write'],
     ['an unknown input 1 ms younger than T', young, new Date(old.getTime() + 1), 'young'],
@@ -88,7 +121,7 @@ describe('the fate of a segment in a pass', () => {
 
   it('only due retired segments no group references are due; the prefix reclaim keeps the others', () => {
     expect(dueRetiredKeys(root, rules)).toEqual([due]);
-    expect([live, inGrace, future, again].every((k) => isRetainedByRoot(root, k, rules))).toBe(true);
+    expect([live, inGrace, future, again, unstamped].every((k) => isRetainedByRoot(root, k, rules))).toBe(true);
     expect(isRetainedByRoot(root, due, rules)).toBe(false);
   });
 
@@ -96,6 +129,6 @@ describe('the fate of a segment in a pass', () => {
     expect(withoutReclaimed(root, new Set([inGrace, again]), rules)).toBeUndefined();
     const next = withoutReclaimed(root, new Set([due, inGrace]), rules);
     expect(next?.generation).toBe(10);
-    expect(next?.retired?.map((r) => r.key)).toEqual([inGrace, future, again]);
+    expect(next?.retired?.map((r) => r.key)).toEqual([inGrace, future, again, unstamped]);
   });
 });

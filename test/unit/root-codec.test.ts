@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, rootKey } from '../../src/keys';
 import { withoutReclaimed } from '../../src/protocol/retired';
-import { addSegments, decodeRootWith, emptyRoot, encodeRoot, encodeRootForWrite, jsonRootCodec, MAX_ROOT_BYTES, planPublication, RootCorruptError, RootFormatMismatchError, RootTooLargeError, type RootCodec, type RootState } from '../../src/root';
+import { addSegments, decodeRootWith, emptyRoot, encodeRoot, encodeRootForWrite, jsonRootCodec, MAX_ROOT_BYTES, planPublication, RootCorruptError, stampRetirements, RootFormatMismatchError, RootTooLargeError, type RootCodec, type RootState } from '../../src/root';
 
 const ns = namespaceId('codec');
 const group = familyGroup('inodes');
@@ -72,13 +72,14 @@ describe('a plug-in root codec', () => {
     expect(() => decodeRootWith(codecOf(() => decoded), new Uint8Array([1]), ns)).toThrow(reason);
   });
 
-  it("the codec's extension is carried through publication and the collector's record drop", () => {
+  it("the codec's extension is carried through publication, the collector's stamps and its record drop", () => {
     const [input, output] = [inputSegmentKey(ns, newSegmentId(), 'lpb'), inputSegmentKey(ns, newSegmentId(), 'lpb')];
     const start = addSegments(root({ extension: { schema: 7 } }), group, [input]);
     const plan = planPublication(start, group, [input], [output], 1000);
     expect(plan.kind === 'publish' && plan.root.extension).toEqual({ schema: 7 });
-    const published = plan.kind === 'publish' ? plan.root : start;
-    const dropped = withoutReclaimed(published, new Set([input]), { nowMs: 5000, readerGraceMs: 0, lostWriteGraceMs: 0 });
+    const published = stampRetirements(plan.kind === 'publish' ? plan.root : start, 2000);
+    expect(published?.extension).toEqual({ schema: 7 });
+    const dropped = withoutReclaimed(published ?? start, new Set([input]), { nowMs: 5000, readerGraceMs: 0, lostWriteGraceMs: 0 });
     expect(dropped?.extension).toEqual({ schema: 7 });
     expect(dropped?.retired).toEqual([]);
   });

@@ -53,6 +53,25 @@ describe('verifyStore', () => {
     expect(check.fit).toBe(true);
   });
 
+  it('a store that answers one ETag for every write fails new-etag (exit 5 in the CLI), not the probe', async () => {
+    // As a proxy that rewrites every ETag to one value would: the store itself still compares its real ones.
+    // Before, the refused compare-and-swap escaped the probe (PreconditionFailedError, exit 1).
+    const store = embedded();
+    const same = '"0000"';
+    const oneEtag = Object.assign(Object.create(store) as ObjectStore, {
+      putIfAbsent: async (key: string, body: Uint8Array) => ({ ...(await store.putIfAbsent(key, body)), etag: same }),
+      putIfMatch: async (key: string, body: Uint8Array, etag: string) => ({ ...(await store.putIfMatch(key, body, etag)), etag: same }),
+      put: async (key: string, body: Uint8Array) => ({ ...(await store.put(key, body)), etag: same }),
+      get: async (key: string) => ({ ...(await store.get(key)), etag: same }),
+      head: async (key: string) => ({ ...(await store.head(key)), etag: same }),
+    });
+    const check = await verifyStore(oneEtag, margin);
+    expect(check.fit).toBe(false);
+    expect(check.properties.at(-1)).toMatchObject({ property: 'new-etag', outcome: 'failed', detail: expect.stringMatching(/do not name the versions written/) });
+    expect(() => requireFitStore(check)).toThrow(StoreUnfitError);
+    expect((await store.list({ prefix: STORE_PROBE_PREFIX })).objects).toEqual([]);
+  });
+
   it('requireFitStore throws StoreUnfitError naming the failed property and the store, non-retryable', async () => {
     const store = embedded();
     const check = await verifyStore(skewed(store, -60_000), margin);

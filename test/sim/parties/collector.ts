@@ -50,6 +50,7 @@ export async function runPass(env: Env, party: Party, plan: PassPlan): Promise<G
     stagingGraceMs: timing.stagingGraceMs,
     readerGraceMs: timing.readerGraceMs,
     lostWriteGraceMs: timing.lostWriteGraceMs,
+    leaseRefreshIntervalMs: timing.leaseRefreshIntervalMs,
     dryRun: false,
     prefixesPerPage: plan.prefixesPerPage,
     prefixConcurrency: plan.prefixConcurrency,
@@ -78,7 +79,7 @@ export async function runPass(env: Env, party: Party, plan: PassPlan): Promise<G
   /** One attempt of one command's activity. */
   const attempt: CollectorExecutor = async (command, walk) => {
     if (command.kind === 'reclaimPrefix' && command.why?.rule === 'claimed_prefix') invariants.ownershipBegins(prefixOf(command.jobId), party.name);
-    const result = await executeOnStore(party.store, ns, rules, command, walk, jsonRootCodec);
+    const result = await executeOnStore(party.store, ns, rules, command, walk, { codec: jsonRootCodec, clockMs: party.clock });
     observe(command, result);
     return result;
   };
@@ -89,10 +90,10 @@ export async function runPass(env: Env, party: Party, plan: PassPlan): Promise<G
         let at: PageCollection | undefined;
         const page = () => ({ ...(at && { resume: at }), onProgress: (p: PageCollection) => (at = p) });
         try {
-          return { kind: 'collected', report: await retrying('collectPrefixes', () => collectPrefixes(ns, command.prefixes, rules, attempt, page())) };
+          return { kind: 'collected', report: await retrying('collectPrefixes', () => collectPrefixes(ns, command.prefixes, rules, attempt, page(), command.rootGeneration)) };
         } catch (err) {
           if (!activityFailed(err)) throw err;
-          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, execute, page()) };
+          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, execute, page(), command.rootGeneration) };
         } finally {
           for (const { jobId: job } of command.prefixes) invariants.ownershipEnds(prefixOf(job), party.name);
         }

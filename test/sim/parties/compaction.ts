@@ -14,6 +14,7 @@ import {
   LeaseLostError,
   publicationOfReclaimedJob,
   publishCompaction,
+  settlePublication,
   readInputManifestIfAny,
   readInputManifestUnderLease,
   readRoot,
@@ -29,7 +30,7 @@ import { groupSegments, jsonRootCodec } from '../../../src/root';
 import { attemptStore } from '../../../src/store/attempt';
 import { decideJobEnd } from '../../../src/workflows/compaction';
 import type { Env } from '../env';
-import type { Party } from '../sim';
+import { PartyGaveUp, type Party } from '../sim';
 import { shortKey } from '../trace';
 import { runActivity } from './activity';
 
@@ -164,25 +165,38 @@ export async function runCompaction(env: Env, party: Party, plan: CompactionPlan
       if (!(err instanceof LeaseLostError)) throw err;
       party.log(`lease lost: ${err.reason}`);
     }
-    const output = compaction && { outputs: [...compaction.outputs], tombstones: [...(compaction.tombstones ?? [])], progress: { recordsOut: compaction.recordsOut, bytesOut: compaction.bytesOut } };
+    const output = compaction && {
+      outputs: [...compaction.outputs],
+      tombstones: [...(compaction.tombstones ?? [])],
+      ...(typeof compaction.tombstoneSeqFloor === 'number' && { tombstoneSeqFloor: compaction.tombstoneSeqFloor }),
+      progress: { recordsOut: compaction.recordsOut, bytesOut: compaction.bytesOut },
+    };
     const end = decideJobEnd(held !== undefined, output, ref.count);
     let outcome: JobEndName = end.kind === 'publish' ? 'published' : end.kind;
     if (end.kind === 'publish' && output) {
       await party.sleep(plan.publishDelayMs);
       party.log(`publishing ${output.outputs.length} outputs and ${output.tombstones.length} tombstone segments`);
-      const published = await runActivity(party, 'publish', { ...short, startToCloseMs: settings.timing.publicationBudgetMs + 4 * timing.operationDeadlineMs }, async (attempt) => {
+      const publication = { ...job, group, outputs: output.outputs, tombstones: output.tombstones };
+      const published = await runActivity(party, 'publish', { ...short, startToCloseMs: settings.timing.publicationBudgetMs + 4 * timing.operationDeadlineMs }, async () => {
         const start = party.elapsed();
         const manifest = await readInputManifestIfAny(party.store, job, ref);
         return manifest
           ? publishCompaction(
               party.store,
-              { ...job, group, inputs: manifest.inputs, outputs: output.outputs, tombstones: output.tombstones },
+              { ...publication, inputs: manifest.inputs, ...('tombstoneSeqFloor' in output && { tombstoneSeqFloor: output.tombstoneSeqFloor }) },
               { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
               { leaseClockMs: party.clock, elapsedMs: () => party.elapsed() - start },
-              attempt > 1,
               jsonRootCodec,
             )
           : publicationOfReclaimedJob(party.store, { ...job, outputs: output.outputs, tombstones: output.tombstones }, jsonRootCodec);
+      }).catch(async (err: unknown): Promise<PublicationOutcome> => {
+        // As the workflow: its attempts spent, the publication is settled (a CAS of it may still land), and the job fails unless the root names it.
+        if (!(err instanceof TypedError || err instanceof PartyGaveUp)) throw err;
+        const settled = await runActivity(party, 'settlePublication', short, () => settlePublication(party.store, { ...publication, inputs: [] }, jsonRootCodec));
+        env.sim.count(`publication settled: ${settled.outcome}`);
+        party.log(`publication settled: ${settled.outcome}`);
+        if (settled.outcome === 'published') return settled;
+        throw err;
       });
       outcome = published.outcome;
     }
