@@ -15,6 +15,9 @@ import type { Monitor, Outcome, Sim, StoreRequest } from './sim';
 import { shortKey } from './trace';
 import type { Change, SimObject } from './world';
 
+/** The job prefix a lease key is the lease of (`leaseKey` is the prefix and `lease.json`). */
+const prefixOfLease = (key: string): string => key.slice(0, -'lease.json'.length);
+
 /** What a reader sends its root read with: where the bucket records the event at which it applied it. */
 export interface SnapshotContext {
   readonly snapshot: { event?: number };
@@ -94,6 +97,10 @@ export class Invariants implements Monitor {
   private hadRoot = false;
   /** Each job prefix's collector owner now. */
   private readonly owners = new Map<string, string>();
+  /** Per job prefix, per pass: when its last claim written expires, on the store's clock. */
+  private readonly claimedUntil = new Map<string, Map<string, number>>();
+  /** Per job prefix, the pass that wrote its lease last as a claim. */
+  private readonly lastClaimer = new Map<string, string>();
   /** Each lease key's last `active` write by its job: until when (store time) its heartbeat keeps it live. */
   private readonly liveUntil = new Map<string, number>();
   /** When each input segment's PUT was sent. */
@@ -121,6 +128,8 @@ export class Invariants implements Monitor {
     else if (change.kind === 'delete') {
       this.deletions.set(change.key, { event, at: this.sim.now, party: request?.party.name ?? 'operator' });
       this.rootNamesOnlyExistingObjects(change.key, request);
+      // A pass owns a prefix until its lease is gone from the store, not until the pass hears so: another may claim it meanwhile.
+      if (request && parseCompactionKey(change.key).kind === 'lease') this.claimDeletedByItsPass(prefixOfLease(change.key), request);
     } else {
       if (change.key.endsWith('.mseg')) {
         const records = recordsOf(change.after.body);
@@ -250,8 +259,29 @@ export class Invariants implements Monitor {
   /** At most one owner of a job prefix at any time: its job while the lease is live, or one collector pass. */
   atMostOneOwner(prefix: string, pass: string): void {
     const other = this.owners.get(prefix);
-    if (other !== undefined && other !== pass) {
-      this.sim.violate({ invariant: 'atMostOneOwner', message: `${pass} took ${shortKey(prefix)} while ${other} owned it`, evidence: { prefix, owners: [other, pass] } });
+    if (other === undefined || other === pass) return;
+    // A claim expires as a job's lease does: a pass paused past it (its walk refreshes it otherwise) owns the prefix no longer.
+    const until = this.claimedUntil.get(prefix)?.get(other);
+    if (until !== undefined && this.sim.now >= until - this.sim.timing.clockSafetyMarginMs) {
+      this.sim.count('interleaving: an expired claim of a paused pass taken over');
+      return;
+    }
+    this.sim.violate({ invariant: 'atMostOneOwner', message: `${pass} took ${shortKey(prefix)} while ${other} owned it`, evidence: { prefix, owners: [other, pass] } });
+  }
+
+  /**
+   * A pass deletes a prefix's lease only while it is its own claim, or no one's live claim: deleting
+   * another pass's live claim leaves that pass walking a prefix a third may claim anew. The deleter's
+   * ownership ends there, whatever it hears back.
+   */
+  claimDeletedByItsPass(prefix: string, request: StoreRequest): void {
+    const pass = request.party.name;
+    this.ownershipEnds(prefix, pass);
+    const claimer = this.lastClaimer.get(prefix);
+    if (claimer === undefined || claimer === pass || request.party.kind !== 'collector') return;
+    const until = this.claimedUntil.get(prefix)?.get(claimer);
+    if (until !== undefined && this.sim.now < until - this.sim.timing.clockSafetyMarginMs) {
+      this.sim.violate({ invariant: 'atMostOneOwner', message: `${pass} deleted the lease of ${shortKey(prefix)}, ${claimer}'s live claim (${until - this.sim.now} ms before it expires)`, evidence: { prefix, owners: [claimer, pass], deletedClaimOf: claimer } });
     }
   }
 
@@ -346,7 +376,15 @@ export class Invariants implements Monitor {
     if (lease.status === 'active' && request.party.kind === 'job') {
       // The heartbeat is the job's clock: on the store's clock it was written `skew` earlier.
       this.liveUntil.set(key, lease.heartbeat_at_ms - request.party.skewMs + this.sim.timing.leaseExpiryMs);
-    } else if (lease.status === 'reaping' && before && decode(before)?.status === 'active') {
+    } else if (lease.status === 'reaping' && request.party.kind === 'collector') {
+      // A claim's heartbeat is the pass's clock, as a job's is the job's.
+      const prefix = prefixOfLease(key);
+      const claims = this.claimedUntil.get(prefix) ?? new Map<string, number>();
+      claims.set(request.party.name, lease.heartbeat_at_ms - request.party.skewMs + this.sim.timing.leaseExpiryMs);
+      this.claimedUntil.set(prefix, claims);
+      this.lastClaimer.set(prefix, request.party.name);
+    }
+    if (lease.status === 'reaping' && before && decode(before)?.status === 'active') {
       const until = this.liveUntil.get(key);
       // The pass's clock may run up to the safety margin ahead of the job's: a claim that early is within the rules.
       if (until !== undefined && this.sim.now < until - this.sim.timing.clockSafetyMarginMs) {
