@@ -5,7 +5,7 @@
  */
 import { gunzipSync } from 'node:zlib';
 import { decodeLease, type LeaseState } from '../../src/lease';
-import { isInputSegmentKeyOf, parseCompactionKey, parseManifestPartKey, rootKey, type MetadataCompactionId, type NamespaceId } from '../../src/keys';
+import { isInputSegmentKeyOf, jobPrefix, judgedRootKey, parseCompactionKey, parseManifestPartKey, rootKey, type MetadataCompactionId, type NamespaceId } from '../../src/keys';
 import type { LiveRecord } from '../../src/reader';
 import { jsonRootCodec, type RootState } from '../../src/root';
 import { NotFoundError } from '../../src/store';
@@ -91,12 +91,10 @@ export class Invariants implements Monitor {
   readonly deletions = new Map<string, { readonly event: number; readonly at: number; readonly party: string }>();
   /** The records each segment was written with (v1 only). */
   readonly segmentRecords = new Map<string, SegmentRecord[]>();
-  /** When the root was re-created after the namespace had one (a root that went back to nothing). */
-  rootRecreatedEvent: number | undefined;
+  /** When the root was re-created after the namespace had one, before any pass judged a root of it (the writer cannot tell it from a new namespace). */
+  rootRecreatedUnjudgedEvent: number | undefined;
   private current: RootState | undefined;
   private hadRoot = false;
-  /** Each job prefix's collector owner now. */
-  private readonly owners = new Map<string, string>();
   /** Per job prefix, per pass: when its last claim written expires, on the store's clock. */
   private readonly claimedUntil = new Map<string, Map<string, number>>();
   /** Per job prefix, the pass that wrote its lease last as a claim. */
@@ -129,7 +127,10 @@ export class Invariants implements Monitor {
       this.deletions.set(change.key, { event, at: this.sim.now, party: request?.party.name ?? 'operator' });
       this.rootNamesOnlyExistingObjects(change.key, request);
       // A pass owns a prefix until its lease is gone from the store, not until the pass hears so: another may claim it meanwhile.
-      if (request && parseCompactionKey(change.key).kind === 'lease') this.claimDeletedByItsPass(prefixOfLease(change.key), request);
+      const staged = parseCompactionKey(change.key);
+      if (request?.party.kind === 'collector' && 'jobId' in staged && staged.namespaceId === this.ns) this.atMostOneOwner(jobPrefix(this.ns, staged.jobId), request, 'deleted in');
+      // With its lease gone the prefix is no pass's until one claims it again.
+      if (staged.kind === 'lease') this.lastClaimer.delete(prefixOfLease(change.key));
     } else {
       if (change.key.endsWith('.mseg')) {
         const records = recordsOf(change.after.body);
@@ -140,7 +141,7 @@ export class Invariants implements Monitor {
         this.model.written(context.write, change.key);
         this.putSentAt.set(change.key, request.issuedAt);
       }
-      if (parseCompactionKey(change.key).kind === 'lease') this.leaseChanged(change.key, change.before, change.after, request);
+      if (parseCompactionKey(change.key).kind === 'lease') this.leaseChanged(change.key, change.after, request);
     }
   }
 
@@ -160,21 +161,6 @@ export class Invariants implements Monitor {
       this.corruptionDeletesNothing(request);
       for (const k of request.keys ?? []) this.deletionsConfined(k, request);
     }
-  }
-
-  /** A collector pass owns `prefix` from now (its claim, or a `reaping` lease it took as its own). */
-  ownershipBegins(prefix: string, pass: string): void {
-    this.atMostOneOwner(prefix, pass);
-    this.owners.set(prefix, pass);
-  }
-
-  ownershipEnds(prefix: string, pass: string): void {
-    if (this.owners.get(prefix) === pass) this.owners.delete(prefix);
-  }
-
-  /** A pass ended: it owns nothing any more. */
-  releaseAll(pass: string): void {
-    for (const [prefix, owner] of [...this.owners]) if (owner === pass) this.owners.delete(prefix);
   }
 
   // ---- the invariants ----
@@ -256,33 +242,36 @@ export class Invariants implements Monitor {
     this.sim.violate({ invariant: 'corruptionDeletesNothing', message: `${request.party.name} deleted ${(request.keys ?? []).map(shortKey).join(', ')} after it found ${context.corruption}` });
   }
 
-  /** At most one owner of a job prefix at any time: its job while the lease is live, or one collector pass. */
-  atMostOneOwner(prefix: string, pass: string): void {
-    const other = this.owners.get(prefix);
-    if (other === undefined || other === pass) return;
-    // A claim expires as a job's lease does: a pass paused past it (its walk refreshes it otherwise) owns the prefix no longer.
-    const until = this.claimedUntil.get(prefix)?.get(other);
-    if (until !== undefined && this.sim.now >= until - this.sim.timing.clockSafetyMarginMs) {
-      this.sim.count('interleaving: an expired claim of a paused pass taken over');
+  /**
+   * At most one owner of a job prefix at any time, judged by the store: its job while its lease is
+   * active and unexpired, else the pass whose claim was written last, while that claim is unexpired
+   * (a claim's heartbeat expires as a job's does). A collector's claim, or any deletion under the
+   * prefix by a collector, while another holds it breaks the invariant; a pass paused past its own
+   * claim's expiry owns the prefix no longer, and whatever it does there then is checked the same.
+   * The clocks of the two may differ by the safety margin: that much earlier is within the rules.
+   */
+  atMostOneOwner(prefix: string, request: StoreRequest, act: 'claimed' | 'deleted in'): void {
+    const pass = request.party.name;
+    const margin = this.sim.timing.clockSafetyMarginMs;
+    const jobUntil = this.liveUntil.get(`${prefix}lease.json`);
+    if (jobUntil !== undefined && this.sim.now < jobUntil - margin) {
+      this.sim.violate({ invariant: 'atMostOneOwner', message: `${pass} ${act} ${shortKey(prefix)} ${jobUntil - this.sim.now} ms before its job's heartbeat expired`, evidence: { prefix, owners: ['job', pass] } });
       return;
     }
-    this.sim.violate({ invariant: 'atMostOneOwner', message: `${pass} took ${shortKey(prefix)} while ${other} owned it`, evidence: { prefix, owners: [other, pass] } });
-  }
-
-  /**
-   * A pass deletes a prefix's lease only while it is its own claim, or no one's live claim: deleting
-   * another pass's live claim leaves that pass walking a prefix a third may claim anew. The deleter's
-   * ownership ends there, whatever it hears back.
-   */
-  claimDeletedByItsPass(prefix: string, request: StoreRequest): void {
-    const pass = request.party.name;
-    this.ownershipEnds(prefix, pass);
     const claimer = this.lastClaimer.get(prefix);
-    if (claimer === undefined || claimer === pass || request.party.kind !== 'collector') return;
+    if (claimer === undefined || claimer === pass) return;
     const until = this.claimedUntil.get(prefix)?.get(claimer);
-    if (until !== undefined && this.sim.now < until - this.sim.timing.clockSafetyMarginMs) {
-      this.sim.violate({ invariant: 'atMostOneOwner', message: `${pass} deleted the lease of ${shortKey(prefix)}, ${claimer}'s live claim (${until - this.sim.now} ms before it expires)`, evidence: { prefix, owners: [claimer, pass], deletedClaimOf: claimer } });
+    if (until === undefined) return;
+    if (this.sim.now >= until - margin) {
+      if (act === 'claimed') this.sim.count('interleaving: an expired claim of another pass taken over');
+      return;
     }
+    const lease = request.key === `${prefix}lease.json` || (request.keys ?? []).includes(`${prefix}lease.json`);
+    this.sim.violate({
+      invariant: 'atMostOneOwner',
+      message: `${pass} ${act === 'deleted in' && lease ? 'deleted the lease of' : act} ${shortKey(prefix)} while ${claimer}'s claim was live (${until - this.sim.now} ms before it expires)`,
+      evidence: { prefix, owners: [claimer, pass], ...(act === 'deleted in' && lease && { deletedClaimOf: claimer }) },
+    });
   }
 
   passStarted(pass: string): void {
@@ -343,8 +332,12 @@ export class Invariants implements Monitor {
       return;
     }
     if (change.before === undefined && this.hadRoot && request !== undefined) {
-      this.rootRecreatedEvent ??= event;
-      this.sim.count('root re-created from empty by a writer');
+      if (this.sim.world.has(judgedRootKey(this.ns))) {
+        this.sim.violate({ invariant: 'lostRootNotRecreated', message: `${party} created the root afresh although a pass had judged one (${shortKey(judgedRootKey(this.ns))}): every segment the lost root named is forgotten` });
+        return;
+      }
+      this.rootRecreatedUnjudgedEvent ??= event;
+      this.sim.count('root re-created from empty by a writer, no pass having judged one');
     }
     this.hadRoot = true;
     if (this.sim.trace.on) this.sim.trace.add(this.sim.now, party, `root gen ${root.generation}: ${Object.entries(root.groups).map(([g, keys]) => `${g}=[${keys.map(shortKey).join(' ')}]`).join(' ')}${root.retired?.length ? ` retired ${root.retired.length}` : ''}`);
@@ -361,7 +354,7 @@ export class Invariants implements Monitor {
     this.rootNamesOnlyExistingObjects(undefined, request);
   }
 
-  private leaseChanged(key: string, before: SimObject | undefined, after: SimObject, request: StoreRequest | undefined): void {
+  private leaseChanged(key: string, after: SimObject, request: StoreRequest | undefined): void {
     const parsed = parseCompactionKey(key);
     if (parsed.kind !== 'lease' || !request) return;
     const decode = (object: SimObject): LeaseState | undefined => {
@@ -377,23 +370,13 @@ export class Invariants implements Monitor {
       // The heartbeat is the job's clock: on the store's clock it was written `skew` earlier.
       this.liveUntil.set(key, lease.heartbeat_at_ms - request.party.skewMs + this.sim.timing.leaseExpiryMs);
     } else if (lease.status === 'reaping' && request.party.kind === 'collector') {
-      // A claim's heartbeat is the pass's clock, as a job's is the job's.
       const prefix = prefixOfLease(key);
+      this.atMostOneOwner(prefix, request, 'claimed');
+      // A claim's heartbeat is the pass's clock, as a job's is the job's.
       const claims = this.claimedUntil.get(prefix) ?? new Map<string, number>();
       claims.set(request.party.name, lease.heartbeat_at_ms - request.party.skewMs + this.sim.timing.leaseExpiryMs);
       this.claimedUntil.set(prefix, claims);
       this.lastClaimer.set(prefix, request.party.name);
-    }
-    if (lease.status === 'reaping' && before && decode(before)?.status === 'active') {
-      const until = this.liveUntil.get(key);
-      // The pass's clock may run up to the safety margin ahead of the job's: a claim that early is within the rules.
-      if (until !== undefined && this.sim.now < until - this.sim.timing.clockSafetyMarginMs) {
-        this.sim.violate({
-          invariant: 'atMostOneOwner',
-          message: `${request.party.name} claimed ${shortKey(key)} ${until - this.sim.now} ms before its job's heartbeat expired`,
-          evidence: { prefix: key, owners: ['job', request.party.name] },
-        });
-      }
     }
   }
 

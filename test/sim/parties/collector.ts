@@ -6,7 +6,7 @@
  * plan's own results). The pass's clock is its party's, read once at its start.
  */
 import { TypedError } from '../../../src/errors';
-import { jobId, jobPrefix, newPassId } from '../../../src/keys';
+import { newPassId } from '../../../src/keys';
 import {
   collectPrefixes,
   executeOnStore,
@@ -65,20 +65,16 @@ export async function runPass(env: Env, party: Party, plan: PassPlan): Promise<G
   const corrupted = (what: string) => {
     if (context.corruption === undefined) party.context = context = { ...context, corruption: what };
   };
-  const prefixOf = (job: string) => jobPrefix(ns, jobId(job));
   const observe = (command: CollectorCommand, result: CollectorResult): void => {
     if (result.kind === 'claimed' && command.kind === 'claimLease') {
       env.sim.count(`claim: ${result.owner.owner}${result.owner.owner === 'job' && result.owner.raced ? ' (raced by a refresh)' : ''}`);
-      if (result.owner.owner === 'collector') invariants.ownershipBegins(prefixOf(command.jobId), party.name);
     }
-    if (result.kind === 'leaseDeleted' && command.kind === 'deleteLease') invariants.ownershipEnds(prefixOf(command.jobId), party.name);
     if (result.kind === 'rootRead' && result.problem) corrupted(`the root ${result.problem.problem}`);
     if (result.kind === 'surveyed' && result.prefixes.some((p) => p.owner.owner === 'corrupt')) corrupted('a corrupt lease');
     if (result.kind === 'retiredReclaimed' && 'rootProblem' in result.outcome) corrupted(`the root ${result.outcome.rootProblem.problem}`);
   };
   /** One attempt of one command's activity. */
   const attempt: CollectorExecutor = async (command, walk) => {
-    if (command.kind === 'reclaimPrefix' && command.why?.rule === 'claimed_prefix') invariants.ownershipBegins(prefixOf(command.jobId), party.name);
     const result = await executeOnStore(party.store, ns, rules, command, walk, { codec: jsonRootCodec, clockMs: party.clock });
     observe(command, result);
     return result;
@@ -94,8 +90,6 @@ export async function runPass(env: Env, party: Party, plan: PassPlan): Promise<G
         } catch (err) {
           if (!activityFailed(err)) throw err;
           return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, execute, page(), command.rootGeneration) };
-        } finally {
-          for (const { jobId: job } of command.prefixes) invariants.ownershipEnds(prefixOf(job), party.name);
         }
       }
       case 'reclaimPrefix': {
@@ -140,7 +134,6 @@ export async function runPass(env: Env, party: Party, plan: PassPlan): Promise<G
     return report;
   } finally {
     party.context = undefined;
-    invariants.releaseAll(party.name);
     invariants.passEnded(party.name);
   }
 }
