@@ -128,7 +128,9 @@ export class Invariants implements Monitor {
       this.rootNamesOnlyExistingObjects(change.key, request);
       // A pass owns a prefix until its lease is gone from the store, not until the pass hears so: another may claim it meanwhile.
       const staged = parseCompactionKey(change.key);
-      if (request?.party.kind === 'collector' && 'jobId' in staged && staged.namespaceId === this.ns) this.atMostOneOwner(jobPrefix(this.ns, staged.jobId), request, 'deleted in');
+      // A retired output is reclaimed by the root's record, whoever owns its prefix; everything else there by its owner only.
+      const retired = this.current?.retired?.some((r) => r.key === change.key) === true;
+      if (request?.party.kind === 'collector' && 'jobId' in staged && staged.namespaceId === this.ns && !retired) this.atMostOneOwner(jobPrefix(this.ns, staged.jobId), request, 'deleted in');
       // With its lease gone the prefix is no pass's until one claims it again.
       if (staged.kind === 'lease') this.lastClaimer.delete(prefixOfLease(change.key));
     } else {
@@ -253,9 +255,15 @@ export class Invariants implements Monitor {
   atMostOneOwner(prefix: string, request: StoreRequest, act: 'claimed' | 'deleted in'): void {
     const pass = request.party.name;
     const margin = this.sim.timing.clockSafetyMarginMs;
+    const leaseDeleted = act === 'deleted in' && (request.keys ?? []).includes(`${prefix}lease.json`);
+    const what = leaseDeleted ? 'deleted the lease of' : act;
     const jobUntil = this.liveUntil.get(`${prefix}lease.json`);
     if (jobUntil !== undefined && this.sim.now < jobUntil - margin) {
-      this.sim.violate({ invariant: 'atMostOneOwner', message: `${pass} ${act} ${shortKey(prefix)} ${jobUntil - this.sim.now} ms before its job's heartbeat expired`, evidence: { prefix, owners: ['job', pass] } });
+      this.sim.violate({
+        invariant: 'atMostOneOwner',
+        message: `${pass} ${what} ${shortKey(prefix)} ${jobUntil - this.sim.now} ms before its job's heartbeat expired`,
+        evidence: { prefix, owners: ['job', pass], ...(leaseDeleted && { deletedLeaseOf: 'job' }) },
+      });
       return;
     }
     const claimer = this.lastClaimer.get(prefix);
@@ -266,11 +274,10 @@ export class Invariants implements Monitor {
       if (act === 'claimed') this.sim.count('interleaving: an expired claim of another pass taken over');
       return;
     }
-    const lease = request.key === `${prefix}lease.json` || (request.keys ?? []).includes(`${prefix}lease.json`);
     this.sim.violate({
       invariant: 'atMostOneOwner',
-      message: `${pass} ${act === 'deleted in' && lease ? 'deleted the lease of' : act} ${shortKey(prefix)} while ${claimer}'s claim was live (${until - this.sim.now} ms before it expires)`,
-      evidence: { prefix, owners: [claimer, pass], ...(act === 'deleted in' && lease && { deletedClaimOf: claimer }) },
+      message: `${pass} ${what} ${shortKey(prefix)} while ${claimer}'s claim was live (${until - this.sim.now} ms before it expires)`,
+      evidence: { prefix, owners: [claimer, pass], ...(leaseDeleted && { deletedLeaseOf: claimer }) },
     });
   }
 

@@ -29,11 +29,11 @@ export const KNOWN_DEFECTS: readonly KnownDefect[] = [
     matches: (_, { invariants }) => invariants.rootRecreatedUnjudgedEvent !== undefined,
   },
   {
-    id: 'lease-deleted-after-its-claim-moved',
+    id: 'unconditional-lease-deletion',
     issue: '42',
     title:
-      "a pass paused between `deleteLease`'s read of its own claim and the delete (its claim expiring meanwhile) deletes the claim another pass took since: that pass walks a prefix a third may claim anew",
-    matches: (v) => v.invariant === 'atMostOneOwner' && v.evidence?.deletedClaimOf !== undefined,
+      "a pass's lease deletion is not conditional on the claim it read: delayed after its check (a pause, a DeleteObjects stuck past the deadline), it deletes a lease written since, another pass's claim or a new job's live lease",
+    matches: (v) => v.invariant === 'atMostOneOwner' && v.evidence?.deletedLeaseOf !== undefined,
   },
 ];
 
