@@ -111,7 +111,7 @@ export function drawConfig(c: Choices): ScenarioConfig {
   // collector, which meets every deletion as soon as it is due).
   const scheduleMs = chance(c, 50) ? pick(c, [[2, () => between(c, 2 * UNIT_MS, 6 * UNIT_MS)], [1, () => between(c, UNIT_MS / 2, 2 * UNIT_MS)]])() : undefined;
   const passTimes = scheduleMs ? Array.from({ length: Math.floor(horizonMs / scheduleMs) }, (_, i) => (i + 1) * scheduleMs) : Array.from({ length: between(c, 1, 6) }, () => (chance(c, 50) ? at() : spread()));
-  const trigger = chance(c, 50) ? { everyMs: between(c, UNIT_MS / 4, UNIT_MS), threshold: between(c, 2, 3) } : undefined;
+  const trigger = chance(c, 50) ? { everyMs: between(c, UNIT_MS / 4, UNIT_MS), threshold: between(c, 2, 3), cutOffPercent: pick(c, [[3, 0], [1, 30]]) } : undefined;
   const passes: PassPlan[] = [];
   for (const afterMs of passTimes) {
     const plan = { afterMs, prefixesPerPage: between(c, 1, 3), prefixConcurrency: between(c, 1, 2), keysPerFlush: between(c, 1, 3) };
@@ -145,6 +145,10 @@ export function drawConfig(c: Choices): ScenarioConfig {
     const lasts = pick(c, [[1, () => between(c, deadline, T)], [2, () => between(c, T, expiry)], [1, () => between(c, expiry, 2 * expiry)]])();
     return { party, partition: { fromMs, lastsMs: lasts, onRootWrite: chance(c, 50) } };
   });
+  // A job cut off from its publication on for longer than an expiry: its CAS may land after a pass claimed it.
+  compactions.forEach((plan, i) => {
+    if (chance(c, 25)) partitions.push({ party: writers.length + i, partition: { fromMs: START_MS + plan.afterMs, lastsMs: expiry + between(c, 0, 2 * expiry), onRootWrite: true } });
+  });
   return { timing, horizonMs, groups, writers, compactions, trigger, passes, readers, probers, rewrites, operator: { acts }, faults, lateSpanMs, skews, partitions };
 }
 
@@ -153,7 +157,7 @@ export function describeConfig(config: ScenarioConfig): string {
   const t = config.timing;
   return [
     `timing: refresh ${t.leaseRefreshIntervalMs}, deadline ${t.operationDeadlineMs}, margin ${t.clockSafetyMarginMs}, budget ${t.publicationBudgetMs}, T ${t.gcMinGraceMs}, expiry ${t.leaseExpiryMs}, staging ${t.stagingGraceMs}, reader grace ${t.readerGraceMs}, writer budget ${t.writerBudgetMs}, lost-write grace ${t.lostWriteGraceMs}`,
-    `horizon ${config.horizonMs} ms; groups ${config.groups.join(', ')}; ${config.writers.length} writers (${config.writers.map((w) => w.writes.length).join('+')} writes), ${config.compactions.length} compactions${config.trigger ? ` and a trigger (every ${config.trigger.everyMs} ms, ${config.trigger.threshold} segments)` : ''}, ${config.passes.length} passes, ${config.readers.length} readers, ${config.probers.length} probers, ${config.rewrites.length} rewrites`,
+    `horizon ${config.horizonMs} ms; groups ${config.groups.join(', ')}; ${config.writers.length} writers (${config.writers.map((w) => w.writes.length).join('+')} writes), ${config.compactions.length} compactions${config.trigger ? ` and a trigger (every ${config.trigger.everyMs} ms, ${config.trigger.threshold} segments, ${config.trigger.cutOffPercent}% of its jobs cut off at their publication)` : ''}, ${config.passes.length} passes, ${config.readers.length} readers, ${config.probers.length} probers, ${config.rewrites.length} rewrites`,
     `partitions: ${config.partitions.map((p) => `party ${p.party} for ${p.partition.lastsMs} ms ${p.partition.onRootWrite ? 'from its first root write after' : 'at'} ${p.partition.fromMs - START_MS}`).join(', ') || 'none'}; faults: ${config.faults.percent}% of requests, late ${config.faults.late ? `yes (${config.faults.lateRootPercent}% of root writes)` : 'no'}, pauses up to ${config.faults.maxPauseMs} ms; operator: ${config.operator.acts.map((a) => a.act.kind).join(', ') || 'nothing'}`,
   ].join('\n');
 }
@@ -299,7 +303,11 @@ export async function runScenario(seed: number, options: RunOptions = {}): Promi
     let started = 0;
     sim.spawn(party, () =>
       runCompactionTrigger(env, party, trigger, (group, done) => {
-        const job = sim.party(`auto${started++}`, 'job', between(sim.choices, 0, timing.clockSafetyMarginMs) - Math.floor(timing.clockSafetyMarginMs / 2));
+        const skew = between(sim.choices, 0, timing.clockSafetyMarginMs) - Math.floor(timing.clockSafetyMarginMs / 2);
+        // Cut off for longer than an expiry, ending before the faults heal (which would end it at once).
+        const leftMs = START_MS + config.horizonMs - sim.now - 2 * timing.leaseExpiryMs;
+        const cutOff = leftMs > 0 && chance(sim.choices, trigger.cutOffPercent) ? [{ fromMs: sim.now, lastsMs: timing.leaseExpiryMs + between(sim.choices, 0, leftMs), onRootWrite: true }] : [];
+        const job = sim.party(`auto${started++}`, 'job', skew, cutOff);
         sim.spawn(job, () => runCompaction(env, job, { afterMs: 0, group, targetSegmentBytes: 1 << 20, maxFanIn: 64, leaseDelayMs: 0, publishDelayMs: 0 }).finally(done));
       }),
     );

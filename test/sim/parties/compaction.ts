@@ -211,6 +211,11 @@ export interface TriggerPlan {
   readonly everyMs: number;
   /** A group with at least this many segments gets a compaction (one at a time per group, as a workflow id per group gives). */
   readonly threshold: number;
+  /**
+   * Percent of its jobs cut off from the store from their first root write (their publication) for
+   * longer than a lease expiry: the CAS lands, if at all, after a pass could claim the job.
+   */
+  readonly cutOffPercent: number;
 }
 
 /**
