@@ -2,9 +2,9 @@
  * The deterministic simulator in CI (issue 42): 10,000 seeded scenarios of writers, compaction jobs,
  * collector passes, readers and an operator on the simulated bucket, every fault healed at the end
  * and liveness judged. A scenario whose first violation is a known defect (`known-defects.ts`,
- * issue 41, being fixed) counts as that defect; any other violation fails. Each known defect must
- * still be found, so its entry is removed when its fix lands, and the simulator then holds the code
- * to the invariant. `npm run sim -- --seed S` replays any seed this prints.
+ * reported and not yet fixed) counts as that defect; any other violation fails. Each known defect
+ * must still be found, so its entry is removed when its fix lands, and the simulator then holds the
+ * code to the invariant. `npm run sim -- --seed S` replays any seed this prints.
  */
 import { describe, expect, it } from 'vitest';
 import { KNOWN_DEFECTS } from './known-defects';
