@@ -131,8 +131,9 @@ export class Invariants implements Monitor {
       // A retired output is reclaimed by the root's record, whoever owns its prefix; everything else there by its owner only.
       const retired = this.current?.retired?.some((r) => r.key === change.key) === true;
       if (request?.party.kind === 'collector' && 'jobId' in staged && staged.namespaceId === this.ns && !retired) this.atMostOneOwner(jobPrefix(this.ns, staged.jobId), request, 'deleted in');
-      // With its lease gone the prefix is no pass's until one claims it again.
+      // With its lease gone the prefix is no pass's until one claims it again, and no job's if the operator took it.
       if (staged.kind === 'lease') this.lastClaimer.delete(prefixOfLease(change.key));
+      if (staged.kind === 'lease' && !request) this.liveUntil.delete(change.key);
     } else {
       if (change.key.endsWith('.mseg')) {
         const records = recordsOf(change.after.body);
@@ -363,7 +364,12 @@ export class Invariants implements Monitor {
 
   private leaseChanged(key: string, after: SimObject, request: StoreRequest | undefined): void {
     const parsed = parseCompactionKey(key);
-    if (parsed.kind !== 'lease' || !request) return;
+    if (parsed.kind !== 'lease') return;
+    if (!request) {
+      // The operator's hand (a corrupt lease): the job holds it no longer.
+      this.liveUntil.delete(key);
+      return;
+    }
     const decode = (object: SimObject): LeaseState | undefined => {
       try {
         return decodeLease(object.body, { namespaceId: this.ns, jobId: parsed.jobId as MetadataCompactionId });
