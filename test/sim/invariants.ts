@@ -263,7 +263,7 @@ export class Invariants implements Monitor {
       this.sim.violate({
         invariant: 'atMostOneOwner',
         message: `${pass} ${what} ${shortKey(prefix)} ${jobUntil - this.sim.now} ms before its job's heartbeat expired`,
-        evidence: { prefix, owners: ['job', pass], ...(leaseDeleted && { deletedLeaseOf: 'job' }) },
+        evidence: { prefix, owners: ['job', pass], ...(act === 'deleted in' && { deletedBy: pass }) },
       });
       return;
     }
@@ -278,7 +278,7 @@ export class Invariants implements Monitor {
     this.sim.violate({
       invariant: 'atMostOneOwner',
       message: `${pass} ${what} ${shortKey(prefix)} while ${claimer}'s claim was live (${until - this.sim.now} ms before it expires)`,
-      evidence: { prefix, owners: [claimer, pass], ...(leaseDeleted && { deletedLeaseOf: claimer }) },
+      evidence: { prefix, owners: [claimer, pass], ...(act === 'deleted in' && { deletedBy: pass }) },
     });
   }
 

@@ -29,11 +29,11 @@ export const KNOWN_DEFECTS: readonly KnownDefect[] = [
     matches: (_, { invariants }) => invariants.rootRecreatedUnjudgedEvent !== undefined,
   },
   {
-    id: 'unconditional-lease-deletion',
+    id: 'deletion-not-fenced-by-claim',
     issue: '42',
     title:
-      "a pass's lease deletion is not conditional on the claim it read: delayed after its check (a pause, a DeleteObjects stuck past the deadline), it deletes a lease written since, another pass's claim or a new job's live lease",
-    matches: (v) => v.invariant === 'atMostOneOwner' && v.evidence?.deletedLeaseOf !== undefined,
+      "a pass's deletions under a prefix are checked against its claim before they are sent, not fenced by it: delayed past the claim's expiry (a pause mid-walk or inside deleteLease, a DeleteObjects stuck past the deadline), they land in a prefix another pass claimed since, or on a lease written since (that pass's claim, a new job's live lease)",
+    matches: (v) => v.invariant === 'atMostOneOwner' && v.evidence?.deletedBy !== undefined,
   },
 ];
 
