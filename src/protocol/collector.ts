@@ -219,10 +219,12 @@ export class ClaimLostError extends TypedError {
 /**
  * Refreshes this pass's claim by CAS (a later heartbeat at `clockMs`), as a job refreshes its lease:
  * a claim older than the lease expiry is another pass's to take over. An unclear answer is settled
- * by a re-read: this pass's claim (its own bytes, or an earlier refresh of its own) is adopted;
- * anything else is {@link ClaimLostError}.
+ * by a re-read: this pass's claim (its own bytes, or an earlier refresh of its own) is adopted; a
+ * lease that is gone ends the claim (`undefined`): only a claim's holder deletes a reaping lease, and
+ * only after its walk, so the prefix was reclaimed (by an earlier attempt of this walk, or by a pass
+ * that took the claim over); anything else is {@link ClaimLostError}.
  */
-export async function refreshClaim(store: ObjectStore, job: JobRef, passId: string, held: HeldClaim, clockMs: () => number): Promise<HeldClaim> {
+export async function refreshClaim(store: ObjectStore, job: JobRef, passId: string, held: HeldClaim, clockMs: () => number): Promise<HeldClaim | undefined> {
   const key = leaseKey(job.namespaceId, job.jobId);
   const current = { job_id: job.jobId, namespace_id: job.namespaceId, owner_id: passId, status: 'reaping', started_at_ms: held.startedAtMs, heartbeat_at_ms: held.heartbeatAtMs } as const;
   const next = claimLeaseState(current, passId, clockMs());
@@ -232,8 +234,9 @@ export async function refreshClaim(store: ObjectStore, job: JobRef, passId: stri
     if (!isUnclear(err)) throw err;
   }
   const read = await readLease(store, job);
+  if ('missing' in read) return undefined;
   if ('lease' in read && read.lease.status === 'reaping' && read.lease.owner_id === passId) return heldClaim(read.lease, read.etag);
-  throw new ClaimLostError(key, 'missing' in read ? 'the lease is gone' : 'corrupt' in read ? read.corrupt : `it is ${read.lease.status}, owner ${read.lease.owner_id}`);
+  throw new ClaimLostError(key, 'corrupt' in read ? read.corrupt : `it is ${read.lease.status}, owner ${read.lease.owner_id}`);
 }
 
 /** Why a namespace's root cannot be trusted; the namespace's pass then claims and deletes nothing. */
@@ -396,7 +399,7 @@ function addTally(a: ReclaimTally, b: ReclaimTally, limit: number): ReclaimTally
 
 /** A delete batch's fate: what it settled up to `upTo`, or the failure and what it deleted before it. */
 type FlushOutcome =
-  | { readonly upTo: string | undefined; readonly settled: ReclaimTally }
+  | { readonly upTo: string | undefined; readonly settled: ReclaimTally; readonly ended?: true }
   | { readonly error: unknown; readonly deleted: ReclaimTally };
 
 /**
@@ -405,8 +408,9 @@ type FlushOutcome =
  * selection may be stale, deletion may not). The lease and unrecognised keys are never deleted here;
  * the lease of a claimed prefix, as this walk listed it, is recorded in its last batch's part, so
  * {@link deleteLease} after the walk writes no part of its own. A walk that holds a claim
- * (`why.claim`) refreshes it by CAS before a batch once it is a refresh interval old, and stops with
- * {@link ClaimLostError} if another party took it.
+ * (`why.claim`) refreshes it by CAS before a batch once it is a refresh interval old, stops with
+ * {@link ClaimLostError} if another party took it, and ends, deleting nothing more, if the lease is
+ * gone (its holder deleted it after a finished walk).
  * `onProgress` receives the position after every page, so a retried walk resumes there; the
  * position only moves past keys whose fate is settled. `awaitLastPart`: how the last batch, after
  * which the walk has nothing else to do, waits for its manifest part (in a page, out of its lane);
@@ -427,6 +431,7 @@ export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: Re
   let claim = why.claim;
   let position = resume;
   let failure: { readonly error: unknown } | undefined;
+  let claimEnded = false;
 
   const deleteBatch = async (batch: readonly ObjectInfo[], batchRetained: ReclaimTally, upTo: string | undefined, last: boolean, later: readonly Deletion[]): Promise<FlushOutcome> => {
     const through = last ? lastDeletes : deletes;
@@ -434,7 +439,11 @@ export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: Re
     try {
       let referencedCount = 0;
       // A claim is refreshed before a batch once it is a refresh interval old: a claim older than the expiry is another pass's to take over.
-      if (claim && clockMs() - claim.heartbeatAtMs >= options.leaseRefreshIntervalMs) claim = await refreshClaim(store, job, options.passId, claim, clockMs);
+      if (claim && clockMs() - claim.heartbeatAtMs >= options.leaseRefreshIntervalMs) {
+        claim = await refreshClaim(store, job, options.passId, claim, clockMs);
+        // The claim ended with its lease: the prefix was reclaimed, and this walk deletes nothing more.
+        if (!claim) return { upTo, settled: batchRetained, ended: true };
+      }
       if (batch.length) {
         // A missing root is no evidence that nothing is referenced: readRoot throws, and nothing is deleted.
         const root = atLeast(await readRoot(store, job.namespaceId, codec), walk.minRootGeneration);
@@ -464,6 +473,7 @@ export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: Re
       failure ??= { error: outcome.error };
     } else {
       position = { after: outcome.upTo, tally: addTally(position.tally, outcome.settled, options.reportLimit) };
+      claimEnded ||= outcome.ended === true;
     }
   };
 
@@ -494,7 +504,7 @@ export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: Re
       const last = cursor === undefined;
       if (last || candidates.length >= options.keysPerFlush) {
         await settle();
-        if (failure) break;
+        if (failure || claimEnded) break;
         inFlight = deleteBatch(candidates, retained, listedUpTo, last, last && lease ? [leaseDeletion(lease, why.lease)] : []);
         candidates = [];
         retained = { ...EMPTY_TALLY, unrecognisedKeys: [] };

@@ -1,7 +1,7 @@
 /**
  * Deletion confinement (spec section 7): for arbitrary bucket contents, adversarial keys included,
  * every key a collector pass deletes is a staged segment (or the claimed lease) of a validated job
- * prefix whose lease was missing, expired or reaping, a retired segment past its reader grace, or
+ * prefix whose lease was missing or expired (a claim of another pass, too, once older than the expiry), a retired segment past its reader grace, or
  * an input segment no root knows older than T (spec 6a); none is referenced by the root. The pass is
  * the real gcWorkflow on the Temporal dev server; the store is embedded for many runs and MinIO for a few.
  */
@@ -14,6 +14,7 @@ import {
   inputSegmentKey,
   jobPrefix,
   leaseKey,
+  parseCompactionKey,
   rootKey,
   stagedSegmentKey,
   type MetadataCompactionId,
@@ -188,7 +189,7 @@ const inputKeys = (ns: NamespaceModel) => ns.inputs.map((segment) => ({ key: inp
 
 const isCorrupt = (lease: LeaseModel) => lease === 'garbage' || lease === 'names another job';
 const ownedByCollectorOrNoOne = (job: JobModel) =>
-  job.lease === 'missing' || job.lease === 'reaping' || (job.lease === 'active' && job.heartbeatAge > 1);
+  job.lease === 'missing' || ((job.lease === 'active' || job.lease === 'reaping') && job.heartbeatAge > 1);
 
 /** What the protocol allows a pass to delete, and what it must delete (old enough and unreferenced), from the model alone. */
 function oracle(bucket: BucketModel): { allowed: Set<string>; expected: Set<string>; referenced: Set<string> } {
@@ -284,14 +285,16 @@ async function populate(store: ObjectStore, bucket: BucketModel): Promise<{ nowM
     const referenced: string[] = [];
     const retired = [...ns.jobs.flatMap((j) => stagedKeys(ns, j)), ...inputKeys(ns)]
       .filter((s, i, all) => s.segment.retired !== 'none' && all.findIndex((t) => t.key === s.key) === i)
-      .map((s) => ({ key: s.key, retired_at_ms: retiredAt[s.segment.retired] }));
+      // Stamped visible at the same clock (by an earlier pass): the reader grace counts from there (spec 6c.2).
+      .map((s) => ({ key: s.key, retired_at_ms: retiredAt[s.segment.retired], visible_at_ms: retiredAt[s.segment.retired] }));
     for (const job of ns.jobs) {
       const lease = createLeaseState({ jobId: job.jobId, namespaceId: ns.namespaceId, ownerId: 'model', nowMs: Math.round(nowMs - job.heartbeatAge * leaseExpiryMs) });
       const other = createLeaseState({ jobId: `cmp_${'e'.repeat(32)}` as MetadataCompactionId, namespaceId: ns.namespaceId, ownerId: 'model', nowMs: 1 });
       const body = {
         missing: undefined,
         active: encodeLease(lease),
-        reaping: encodeLease(claimLeaseState(lease, TEST_PASS_ID, Date.now())),
+        // Another pass's claim, refreshed `heartbeatAge` expiries ago (spec 6.2: past the expiry, it is taken over).
+        reaping: encodeLease(claimLeaseState(lease, TEST_PASS_ID, lease.heartbeat_at_ms)),
         garbage: bytes('{"kind":"compaction_lease",'),
         'names another job': encodeLease(other),
       }[job.lease];
@@ -393,8 +396,12 @@ describe('deletion confinement', () => {
     current = { store, dates, deleteRequests: [] };
     const before = new Set(await allKeys(store));
     const passReport = await pass(bucket, nowMs);
-    const requested = new Set(current.deleteRequests);
     const after = new Set(await allKeys(store));
+    // A prefix with no lease is claimed by creating one (spec 6.2), deleted last like any claim: the only
+    // deletes of keys that were not in the bucket, each a lease of a valid job key, and gone after the pass.
+    const created = current.deleteRequests.filter((k) => !before.has(k));
+    expect(created.filter((k) => parseCompactionKey(k).kind !== 'lease' || after.has(k)), 'deletes of keys the pass did not create to claim a prefix').toEqual([]);
+    const requested = new Set(current.deleteRequests.filter((k) => before.has(k)));
     const { allowed, expected, referenced } = oracle(bucket);
 
     const outside = [...requested].filter((k) => !allowed.has(k));

@@ -2,8 +2,9 @@
  * Every deletion fenced by the root (spec 6c), on MinIO through the S3 fault proxy where a write held
  * past its budget or a lost reply is the point. Each test is a way a writer, a publication or two
  * collector passes lost data, brought deleted data back or wedged a group on the code before the
- * fences; each comment says what that code did when this file ran against it (commit 4afcdf1,
- * 2026-12-06, with its own signatures).
+ * fences; each "Before:" comment says what that code did when the way was found. Run against that
+ * code (commit 4afcdf1), the lost registration reply failed here naming the segment twice and the
+ * two passes' claim failed naming no pass; the other tests need the fences' API to run at all.
  */
 import { S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -159,10 +160,11 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     await writeInputSegment(fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]);
     await writeInputSegment(fixture.store, ns, group, [{ key: 'b', seq: 2, value: 'y' }]);
     const { result } = await compactAndPublish(ns);
+    // The root the pass judges (it then stamps the retired inputs visible, one generation more).
+    const published = await rootOf(ns);
     const judging = await passAhead(fixture.store, ns, 1000);
     expect(judging.rootProblems).toEqual([]);
     await expect(fixture.store.head(judgedRootKey(ns))).resolves.toBeDefined();
-    const published = await rootOf(ns);
 
     await fixture.store.deleteMany([rootKey(ns)]);
     await expect(writeInputSegment(fixture.store, ns, group, [{ key: 'c', seq: 3, value: 'z' }])).rejects.toBeInstanceOf(RootLostError);

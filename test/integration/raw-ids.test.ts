@@ -17,7 +17,6 @@ import {
   readRootIfAny,
   reclaimPrefix,
   refreshJobLease,
-  START_OF_WALK,
   surveyLease,
   updateRoot,
   type JobRef,

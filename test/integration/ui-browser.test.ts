@@ -63,6 +63,8 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     expect(published.result.outcome).toBe('published');
     // Its input manifest, written before it published, is a staged object no root names.
     const publishedAt = Date.now();
+    // A first pass sees the inputs it retired and stamps them visible: their reader grace counts from there (spec 6c.2).
+    await client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId: uniqueId('ui-stamp'), args: [{ namespaces: [ns] }] });
 
     // The next job stalls before it reads, and none of its lease refreshes reaches the store: its lease expires.
     await writeInputs(fixture.store, ns, 'bindings', makeInputs(3, 300));
@@ -82,8 +84,9 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     }, poll);
     await new Promise((r) => setTimeout(r, Math.max(0, Math.max(orphanWritten, publishedAt) + settings.timing.stagingGraceMs + 500 - Date.now())));
     // And past the reader grace of the inputs the published job retired, so the pass reclaims them too (spec 6a).
-    const retiredAt = Math.max(...((await readRoot(fixture.store, namespaceId(ns), jsonRootCodec)).root.retired ?? []).map((r) => r.retired_at_ms));
-    await new Promise((r) => setTimeout(r, Math.max(0, retiredAt + settings.timing.readerGraceMs + 500 - Date.now())));
+    const visibleAt = Math.max(...((await readRoot(fixture.store, namespaceId(ns), jsonRootCodec)).root.retired ?? []).map((r) => r.visible_at_ms ?? Number.POSITIVE_INFINITY));
+    expect(visibleAt).toBeLessThan(Date.now());
+    await new Promise((r) => setTimeout(r, Math.max(0, visibleAt + settings.timing.readerGraceMs + 500 - Date.now())));
 
     // The collector as an operator runs it: its schedule (a yearly cron, so only the trigger starts it), triggered now.
     await ensureGcSchedule(client, { scheduleId, cron: '0 0 1 1 *', taskQueue: worker.taskQueue, pass: { namespaces: [ns] } });

@@ -7,6 +7,7 @@ import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegme
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import {
   claimLease,
+  ClaimLostError,
   EMPTY_TALLY,
   findRootProblem,
   listJobPrefixes,
@@ -167,6 +168,53 @@ describe('collector', () => {
     expect(tally.objectsDeleted).toBe(5);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key)).toEqual(keys.slice(0, 2));
     expect(positions.at(-1)?.after).toBe(keys.at(-1));
+  });
+
+  it('a walk holding a claim refreshes it before each batch: it goes on while the claim is its own, ends deleting nothing once the lease is gone, and stops with ClaimLost once another pass holds it', async () => {
+    const keys = Array.from({ length: 3 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort();
+    const stageAll = () => Promise.all(keys.map((k) => store.put(k, bytes(k))));
+    const left = async () => (await store.list({ prefix: jobPrefix(ns, job) })).objects.filter((o) => o.key !== leaseKey(ns, job)).length;
+    // Every batch one key, every batch a refresh: a claim is a refresh interval old as soon as it is taken.
+    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1, reportLimit: 10, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 0 };
+    const claimNow = async () => {
+      await writeLease(1);
+      const claimed = await claimLease(store, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID });
+      if (claimed.owner !== 'collector' || !claimed.claim) throw new Error(`no claim: ${claimed.owner}`);
+      return claimed.claim;
+    };
+    let clock = Date.now() + 1000;
+    const walkWith = (claim: Awaited<ReturnType<typeof claimNow>>, on: ObjectStore = store) =>
+      reclaimPrefix(on, ref(), options, { codec: jsonRootCodec, why: { rule: 'claimed_prefix', claim }, clockMs: () => clock++ });
+
+    await stageAll();
+    const own = await claimNow();
+    expect(await walkWith(own)).toMatchObject({ objectsDeleted: 3 });
+    expect(decodeLease((await store.get(leaseKey(ns, job))).body, ref())).toMatchObject({ status: 'reaping', owner_id: TEST_PASS_ID });
+    expect(decodeLease((await store.get(leaseKey(ns, job))).body, ref()).heartbeat_at_ms).toBeGreaterThan(own.heartbeatAtMs);
+
+    // The lease is deleted after the first batch (as its holder does after a finished walk): the walk deletes nothing more.
+    await stageAll();
+    const ended = await claimNow();
+    let batches = 0;
+    const deletingLease = Object.assign(Object.create(store) as ObjectStore, {
+      // One key a page, so each batch is listed after the one before it settled.
+      list: (request: Parameters<ObjectStore['list']>[0]) => store.list({ ...request, maxKeys: 1 }),
+      async deleteMany(batch: readonly string[]) {
+        const result = await store.deleteMany(batch);
+        if (++batches === 1) await store.deleteMany([leaseKey(ns, job)]);
+        return result;
+      },
+    });
+    expect(await walkWith(ended, deletingLease)).toMatchObject({ objectsDeleted: 1 });
+    expect(batches).toBe(1);
+    expect(await left()).toBe(2);
+
+    // Another pass took the claim over: the walk deletes nothing and names the claim it lost.
+    await stageAll();
+    const lost = await claimNow();
+    await store.put(leaseKey(ns, job), encodeLease({ ...decodeLease((await store.get(leaseKey(ns, job))).body, ref()), owner_id: 'gc_0000000009999_ffffffffffffffff' }));
+    await expect(walkWith(lost)).rejects.toThrow(ClaimLostError);
+    expect(await left()).toBe(3);
   });
 
   it('a heartbeat is read back as the position it carried; none means the start of the walk', () => {
