@@ -12,6 +12,11 @@ export default defineConfig({
       },
       {
         extends: true,
+        // The simulator runs its seeds in processes of its own (test/sim/runner.ts), on both cores.
+        test: { name: 'sim', include: ['test/sim/**/*.test.ts'], testTimeout: 900_000 },
+      },
+      {
+        extends: true,
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],

@@ -43,6 +43,8 @@ export interface WriterOptions {
   readonly writerBudgetMs?: number;
   /** Milliseconds since the writer started, for the budget; a {@link stopwatch} started before the PUT unless a test brings its own. */
   readonly elapsedMs?: () => number;
+  /** The writer's wall clock, for its root writes (spec 6a.1); `Date.now` unless a test brings its own. */
+  readonly clockMs?: () => number;
   /** The segment format to write; `DEFAULT_SEGMENT_FORMAT_VERSION` unless given (a compactor reads both). */
   readonly segmentFormat?: SegmentFormatVersion;
 }
@@ -117,6 +119,7 @@ export async function writeInputSegment(
   await updateRoot(store, namespace, (root) => addSegments(root, validGroup, [key]), jsonRootCodec, {
     beforeWrite: withinBudget,
     minSeqOf: (registered) => (registered === key ? minSeq : undefined),
+    ...(options.clockMs && { clockMs: options.clockMs }),
   });
   return key;
 }

@@ -1,0 +1,43 @@
+/**
+ * The defects the simulator finds on today's code that are known and reported, each recognised by
+ * the invariant it breaks and the evidence that tells it from any other cause. Until its fix lands,
+ * a scenario whose first violation is one of them counts as that defect, not as a failure;
+ * everything else fails the run. The CI test also expects each to be found, so this list cannot
+ * outlive its fix unnoticed: once the fix is merged, its entry goes and the simulator holds the code
+ * to the invariant again.
+ */
+import type { Timing } from '../../src/config';
+import type { Invariants } from './invariants';
+import type { Violation } from './sim';
+
+export interface KnownDefect {
+  readonly id: string;
+  /** Where it is tracked. */
+  readonly issue: string;
+  readonly title: string;
+  /** Whether `violation`, the first of its scenario, is this defect. */
+  readonly matches: (violation: Violation, world: { readonly invariants: Invariants; readonly timing: Timing }) => boolean;
+}
+
+export const KNOWN_DEFECTS: readonly KnownDefect[] = [
+  {
+    id: 'root-lost-before-judged',
+    issue: '42',
+    title:
+      'a root deleted before any pass judged one (no gc/judged-root) is re-created from empty by the next writer: the segments it named drop out of the reader view and go as lost writes',
+    // The root cause of whatever breaks after it: every later violation is its consequence.
+    matches: (_, { invariants }) => invariants.rootRecreatedUnjudgedEvent !== undefined,
+  },
+  {
+    id: 'deletion-not-fenced-by-claim',
+    issue: '42',
+    title:
+      "a pass's deletions under a prefix are checked against its claim before they are sent, not fenced by it: delayed past the claim's expiry (a pause mid-walk or inside deleteLease, a DeleteObjects stuck past the deadline), they land in a prefix another pass claimed since, or on a lease written since (that pass's claim, a new job's live lease)",
+    matches: (v) => v.invariant === 'atMostOneOwner' && v.evidence?.deletedBy !== undefined,
+  },
+];
+
+/** The known defect `violation` is, if any. */
+export function knownDefectOf(violation: Violation, world: { readonly invariants: Invariants; readonly timing: Timing }, known: readonly KnownDefect[] = KNOWN_DEFECTS): KnownDefect | undefined {
+  return known.find((defect) => defect.matches(violation, world));
+}
