@@ -57,11 +57,30 @@ export async function checkFormat(format: FormatUnderTest): Promise<readonly str
   }
 }
 
+/** What every check of one run shares: the store, the format, and the sample group its writer listed. */
+interface CheckRun {
+  readonly store: ObjectStore;
+  readonly format: FormatUnderTest;
+  readonly limits: MergeLimits;
+  readonly ns: NamespaceId;
+  readonly group: FamilyGroup;
+  readonly root: RootState;
+  readonly inputs: readonly string[];
+  /** Runs one named check: `fail` throws its {@link FormatCheckError}; a check that returns passed. */
+  readonly check: (name: string, run: (fail: (reason: string) => never) => Promise<void> | void) => Promise<void>;
+}
+
+/** The outputs of an uninterrupted attempt of the sample job, which later checks compare and publish. */
+interface SampleCompaction {
+  readonly job: MetadataCompactionId;
+  readonly outputs: readonly string[];
+  readonly tombstones: readonly string[];
+  readonly tombstoneSeqFloor: number | undefined;
+}
+
 async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<readonly string[]> {
-  const { compactor, rootCodec } = format;
-  const limits = format.limits ?? { targetSegmentBytes: 4096, maxFanIn: 16 };
   const passed: string[] = [];
-  const check = async (name: string, run: (fail: (reason: string) => never) => Promise<void> | void) => {
+  const check: CheckRun['check'] = async (name, run) => {
     await run((reason) => {
       throw new FormatCheckError(name, reason);
     });
@@ -70,9 +89,16 @@ async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<r
   const ns = namespaceId('conformance');
   const group = familyGroup('sample');
   await format.writeInputs(store, ns, group);
-  const { root } = await readRoot(store, ns, rootCodec);
-  const inputs = root.groups[group] ?? [];
+  const { root } = await readRoot(store, ns, format.rootCodec);
+  const limits = format.limits ?? { targetSegmentBytes: 4096, maxFanIn: 16 };
+  const run: CheckRun = { store, format, limits, ns, group, root, inputs: root.groups[group] ?? [], check };
+  await checkRootCodec(run);
+  const sample = await checkCompactor(run);
+  await checkPublicationAndCollector(run, sample);
+  return passed;
+}
 
+async function checkRootCodec({ format: { rootCodec }, ns, group, root, inputs, check }: CheckRun): Promise<void> {
   await check('the root lists the sample inputs', (fail) => {
     if (inputs.length < 2) fail(`writeInputs listed ${inputs.length} segments in group ${group}: write at least two, through updateRoot with the codec`);
   });
@@ -85,32 +111,33 @@ async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<r
     const next = rootCodec.encode({ ...root, generation: root.generation + 1 });
     if (Buffer.from(next).equals(rootCodec.encode(root))) fail('two generations of one root encode to the same bytes: write the generation, every CAS must change the bytes');
   });
+}
 
-  let uninterrupted: readonly string[] = [];
-  let tombstones: readonly string[] = [];
-  let tombstoneSeqFloor: number | undefined;
-  let written: string[] = [];
+async function checkCompactor(run: CheckRun): Promise<SampleCompaction> {
+  const { check } = run;
   const job = newJobId();
+  let first: CompactorRun | undefined;
   await check('the compactor writes only staged keys of its job, and its outputs and tombstone segments are among them', async (fail) => {
-    const run = await runCompactor(store, compactor, ns, group, job, inputs, limits, undefined);
-    ({ outputs: uninterrupted, tombstones, tombstoneSeqFloor, written } = run);
-    const returned = [...uninterrupted, ...tombstones];
-    checkStagedKeys({ namespaceId: ns, jobId: job }, returned);
-    const missing = returned.filter((k) => !written.includes(k));
+    first = await runCompactor(run, { job });
+    const returned = [...first.outputs, ...first.tombstones];
+    checkStagedKeys({ namespaceId: run.ns, jobId: job }, returned);
+    const missing = returned.filter((k) => !first!.written.includes(k));
     if (missing.length) fail(`outputs ${missing.join(', ')} were never written`);
     if (new Set(returned).size !== returned.length) fail('an output or tombstone segment is listed twice');
   });
+  const { outputs, tombstones, tombstoneSeqFloor, written } = first!;
   await check('output keys are deterministic: a second attempt of the job writes the same keys', async (fail) => {
-    const again = await runCompactor(store, compactor, ns, group, job, inputs, limits, undefined);
-    if (!isDeepStrictEqual([again.outputs, again.tombstones], [uninterrupted, tombstones])) fail(`a second attempt returned ${JSON.stringify(again.outputs)}, the first ${JSON.stringify(uninterrupted)}: derive every key with stagedOutputKey(job, name, extension) from names that do not change between attempts`);
+    const again = await runCompactor(run, { job });
+    if (!isDeepStrictEqual([again.outputs, again.tombstones], [outputs, tombstones])) fail(`a second attempt returned ${JSON.stringify(again.outputs)}, the first ${JSON.stringify(outputs)}: derive every key with stagedOutputKey(job, name, extension) from names that do not change between attempts`);
     if (!isDeepStrictEqual([...again.written].sort(), [...written].sort())) fail('a second attempt wrote other keys than the first: a resumed job would leave twins under its prefix');
   });
   await check('progress is small plain JSON, and an attempt resumed from it ends with the same outputs', async (fail) => {
     let progress: unknown;
-    const stopped = await runCompactor(store, compactor, ns, group, job, inputs, limits, undefined, (p) => {
+    const onProgress = (p: unknown) => {
       progress = p;
       throw new AttemptStopped();
-    }).then(
+    };
+    const stopped = await runCompactor(run, { job, onProgress }).then(
       () => false,
       (err: unknown) => {
         if (err instanceof AttemptStopped) return true;
@@ -121,20 +148,24 @@ async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<r
     // Within MAX_PROGRESS_BYTES of JSON: the heartbeat checked it, as a worker's does.
     const text = JSON.stringify(progress);
     if (!isDeepStrictEqual(JSON.parse(text), progress)) fail('progress does not survive JSON: Temporal stores heartbeat details as JSON');
-    const resumed = await runCompactor(store, compactor, ns, group, job, inputs, limits, JSON.parse(text));
-    if (!isDeepStrictEqual([resumed.outputs, resumed.tombstones], [uninterrupted, tombstones])) fail(`the resumed attempt returned ${JSON.stringify(resumed.outputs)}, an uninterrupted one ${JSON.stringify(uninterrupted)}`);
+    const resumed = await runCompactor(run, { job, resume: JSON.parse(text) });
+    if (!isDeepStrictEqual([resumed.outputs, resumed.tombstones], [outputs, tombstones])) fail(`the resumed attempt returned ${JSON.stringify(resumed.outputs)}, an uninterrupted one ${JSON.stringify(outputs)}`);
   });
+  return { job, outputs, tombstones, tombstoneSeqFloor };
+}
 
+async function checkPublicationAndCollector({ store, format: { rootCodec }, ns, group, inputs, check }: CheckRun, sample: SampleCompaction): Promise<void> {
+  const { job, outputs, tombstones, tombstoneSeqFloor } = sample;
   await check('publication through the codec replaces the inputs by the outputs and retires the inputs', async (fail) => {
     await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'conformance', startedAtMs: Date.now() });
     const start = performance.now();
     const clock = { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start };
-    const request = { namespaceId: ns, jobId: job, group, inputs, outputs: uninterrupted, tombstones, ...(tombstoneSeqFloor !== undefined && { tombstoneSeqFloor }) };
+    const request = { namespaceId: ns, jobId: job, group, inputs, outputs, tombstones, ...(tombstoneSeqFloor !== undefined && { tombstoneSeqFloor }) };
     const outcome = await publishCompaction(store, request, { budgetMs: 60_000, maxRootRaces: 3 }, clock, rootCodec);
     if (outcome.outcome !== 'published') fail(`publication ended ${JSON.stringify(outcome)}`);
     const after = (await readRoot(store, ns, rootCodec)).root;
     // A compactor that says how high its tombstones go lets publication drop them (and raise the floor); otherwise they are named.
-    const expected = tombstoneSeqFloor === undefined ? [...uninterrupted, ...tombstones] : uninterrupted;
+    const expected = tombstoneSeqFloor === undefined ? [...outputs, ...tombstones] : outputs;
     if (!isDeepStrictEqual(after.groups[group], expected)) fail(`the group lists ${JSON.stringify(after.groups[group])} after publication, not ${JSON.stringify(expected)}`);
     if (!isDeepStrictEqual(after.retired?.map((r) => r.key).sort(), [...inputs].sort())) fail('the root read back does not retire exactly the inputs: encode and decode the retired list');
   });
@@ -145,9 +176,8 @@ async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<r
     if (outcome.tally.retiredDeleted !== inputs.length) fail(`${outcome.tally.retiredDeleted} of ${inputs.length} retired inputs deleted`);
     const after = (await readRoot(store, ns, rootCodec)).root;
     if (after.retired?.length) fail('the retired records stayed in the root after their segments went');
-    for (const key of uninterrupted) await store.head(key).catch(() => fail(`output ${key} is gone`));
+    for (const key of outputs) await store.head(key).catch(() => fail(`output ${key} is gone`));
   });
-  return passed;
 }
 
 function roundTrip(codec: RootCodec, root: RootState, ns: NamespaceId, fail: (reason: string) => never): void {
@@ -158,18 +188,19 @@ function roundTrip(codec: RootCodec, root: RootState, ns: NamespaceId, fail: (re
   if (!Buffer.from(codec.encode(back)).equals(bytes)) fail('encoding a decoded root gives other bytes: encode must be a pure function of the root');
 }
 
-/** One attempt of `compactor` as a worker would run it, with every key it writes recorded. */
+interface CompactorRun {
+  readonly outputs: readonly string[];
+  readonly tombstones: readonly string[];
+  readonly tombstoneSeqFloor: number | undefined;
+  /** Every key the attempt wrote, in order. */
+  readonly written: string[];
+}
+
+/** One attempt of the format's compactor on the sample group as a worker would run it, with every key it writes recorded. */
 async function runCompactor(
-  store: ObjectStore,
-  compactor: Compactor,
-  ns: NamespaceId,
-  group: FamilyGroup,
-  job: MetadataCompactionId,
-  inputs: readonly string[],
-  limits: MergeLimits,
-  resume: unknown,
-  onProgress: (progress: unknown) => void = () => {},
-): Promise<{ outputs: readonly string[]; tombstones: readonly string[]; tombstoneSeqFloor: number | undefined; written: string[] }> {
+  { store, format: { compactor }, ns, group, inputs, limits }: CheckRun,
+  { job, resume, onProgress = () => {} }: { job: MetadataCompactionId; resume?: unknown; onProgress?: (progress: unknown) => void },
+): Promise<CompactorRun> {
   const ref = { namespaceId: ns, jobId: job };
   const staged = stagedStore(store, ref);
   const written: string[] = [];
