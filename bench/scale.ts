@@ -28,7 +28,7 @@ import { createJobLease } from '../src/protocol';
 import type { ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
 import type { GcReport } from '../src/workflows/gc';
-import { actionTotal, describeActions, jobActions } from './support/actions';
+import { actionTotal, billableTotal, describeActions, jobActions } from './support/actions';
 import { createBucket, GROUPS_PER_NAMESPACE, seedJobs, spawnScaleWorker, type Bucket, type JobSpec, type WorkerProcess } from './support/fleet';
 import { machineCpuSeconds, pidsWithArgs, totalCpuSeconds } from './support/proc';
 import { histogramBuckets, quantile, scrape, total, type Sample } from './support/prometheus';
@@ -318,7 +318,7 @@ async function requestCost(opts: Options, minio: S3Server, bucket: Bucket): Prom
           `(one PUT per refresh: ${(3600_000 / settings.timing.leaseRefreshIntervalMs).toFixed(0)}); ${refreshCount} refreshes counted by the worker, ${(puts / Math.max(refreshCount, 1)).toFixed(3)} PUT per refresh\n` +
           `  Temporal heartbeat RPCs: ${heartbeats} (the worker's counter), ${(heartbeats / leaseHours).toFixed(2)} per lease-hour\n` +
           `  history actions in the window (every job's history): ${describeActions(history)}\n` +
-          `  billable actions per job-hour in steady state: ${((heartbeats + actionTotal(history)) / leaseHours).toFixed(2)}`,
+          `  actions per job-hour in steady state: billable ${((heartbeats + billableTotal(history)) / leaseHours).toFixed(2)}, all ${((heartbeats + actionTotal(history)) / leaseHours).toFixed(2)}`,
       );
     } finally {
       await worker!.stop('SIGKILL');
@@ -336,8 +336,10 @@ async function wholeJobActions(opts: Options, minio: S3Server, bucket: Bucket): 
     const f = opts.actionsScale;
     const settings = resolveSettings({ timing: defaultTimingDividedBy(f) });
     const holdMs = 3600_000 / f;
-    const jobs = await seedJobs(bucket.store, 'actions', opts.actionsJobs);
-    const worker = await spawnScaleWorker({ temporalAddress: address, bucket, taskQueue: 'actions', settings, name: 'actions', holdMs });
+    // Two inputs a group and an output a job: the jobs publish, as a group's compactions do; a namespace
+    // each, so no job loses its root races to the others publishing in the same second.
+    const jobs = await seedJobs(bucket.store, 'actions', opts.actionsJobs, { inputsPerGroup: 2, groupsPerNamespace: 1 });
+    const worker = await spawnScaleWorker({ temporalAddress: address, bucket, taskQueue: 'actions', settings, name: 'actions', holdMs, publish: true });
     try {
       log(
         `actions: ${jobs.length} one-hour jobs at the default timings ÷ ${f} (refresh ${settings.timing.leaseRefreshIntervalMs} ms, ` +
@@ -351,9 +353,10 @@ async function wholeJobActions(opts: Options, minio: S3Server, bucket: Bucket): 
       const perJob = 1 / jobs.length;
       const byOutcome = [...new Set(outcomes)].map((o) => `${o} ${outcomes.filter((x) => x === o).length}`).join(', ');
       console.log(
-        `billable actions per one-hour job (default timings ÷ ${f}, ${jobs.length} jobs: ${byOutcome}), ${load()}\n` +
+        `actions per one-hour job (default timings ÷ ${f}, ${jobs.length} jobs: ${byOutcome}), ${load()}\n` +
           `  heartbeat RPCs ${(heartbeats * perJob).toFixed(2)} (the worker's counter); history: ${describeActions(history, perJob)}\n` +
-          `  total ${((heartbeats + actionTotal(history)) * perJob).toFixed(2)} per job`,
+          `  billable (Temporal Cloud) ${((heartbeats + billableTotal(history)) * perJob).toFixed(2)} per job; ` +
+          `not billable (workflow tasks) ${(history['workflow tasks'] * perJob).toFixed(2)}; total ${((heartbeats + actionTotal(history)) * perJob).toFixed(2)}`,
       );
     } finally {
       await worker.stop('SIGKILL');

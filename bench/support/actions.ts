@@ -53,6 +53,9 @@ export async function jobActions(client: Client, jobs: readonly JobSpec[], fromM
 
 export const actionTotal = (counts: ActionCounts): number => Object.values(counts).reduce((a, b) => a + b, 0);
 
+/** The actions Temporal Cloud bills: all of them but workflow tasks, which cost only a self-hosted cluster. */
+export const billableTotal = (counts: ActionCounts): number => actionTotal(counts) - counts['workflow tasks'];
+
 /** "kind n, …" scaled by `per` (e.g. 1 / job-hours), zero kinds left out. */
 export const describeActions = (counts: ActionCounts, per = 1): string =>
   Object.entries(counts)

@@ -50,19 +50,23 @@ export interface JobSpec {
   readonly group: string;
 }
 
-/** `count` jobs as namespaces `{prefix}-{i}` of {@link GROUPS_PER_NAMESPACE} groups, each group one (empty) input segment in its root. */
-export async function seedJobs(store: ObjectStore, prefix: string, count: number): Promise<JobSpec[]> {
+/**
+ * `count` jobs as namespaces `{prefix}-{i}` of `groupsPerNamespace` groups, each group
+ * `inputsPerGroup` (empty) input segments in its root: one makes a job end `unchanged`, more make
+ * it publish (with a worker that writes an output: `SCALE_PUBLISH`).
+ */
+export async function seedJobs(store: ObjectStore, prefix: string, count: number, { inputsPerGroup = 1, groupsPerNamespace = GROUPS_PER_NAMESPACE } = {}): Promise<JobSpec[]> {
   const jobs = Array.from({ length: count }, (_, i) => ({
-    namespaceId: `${prefix}-${Math.floor(i / GROUPS_PER_NAMESPACE)}`,
-    group: `g${String(i % GROUPS_PER_NAMESPACE).padStart(3, '0')}`,
+    namespaceId: `${prefix}-${Math.floor(i / groupsPerNamespace)}`,
+    group: `g${String(i % groupsPerNamespace).padStart(3, '0')}`,
   }));
-  const inputs = jobs.map((j) => inputSegmentKey(namespaceId(j.namespaceId), newSegmentId(), SEGMENT_EXTENSION));
+  const inputs = jobs.map((j) => Array.from({ length: inputsPerGroup }, () => inputSegmentKey(namespaceId(j.namespaceId), newSegmentId(), SEGMENT_EXTENSION)));
   // The test compactor reads no input, but a job checks its inputs exist before its lease does: one empty object each.
-  await inBatches(inputs, 1, 32, ([key]) => store.put(key!, new Uint8Array()));
+  await inBatches(inputs.flat(), 1, 32, ([key]) => store.put(key!, new Uint8Array()));
   const namespaces = [...new Set(jobs.map((j) => j.namespaceId))];
   await inBatches(namespaces, 1, 16, ([ns]) =>
     updateRoot(store, namespaceId(ns), (root) =>
-      jobs.reduce((r, j, i) => (j.namespaceId === ns ? addSegments(r, familyGroup(j.group), [inputs[i]!]) : r), root),
+      jobs.reduce((r, j, i) => (j.namespaceId === ns ? addSegments(r, familyGroup(j.group), inputs[i]!) : r), root),
       jsonRootCodec,
     ),
   );
@@ -78,6 +82,8 @@ export interface WorkerProcessOptions {
   /** Undefined: SDK defaults are not overridden beyond createWorker's own. */
   readonly workerOptions?: Record<string, unknown>;
   readonly holdMs?: number;
+  /** The job writes one output once its work is done, so a group of several inputs publishes. */
+  readonly publish?: boolean;
 }
 
 export interface WorkerProcess {
@@ -112,6 +118,7 @@ function workerEnvironment(options: WorkerProcessOptions, metricsAddress: string
     COMPACTION_METRICS_PROMETHEUS: metricsAddress,
     ...(options.workerOptions && { SCALE_WORKER_OPTIONS: JSON.stringify(options.workerOptions) }),
     ...(options.holdMs !== undefined && { SCALE_HOLD_MS: String(options.holdMs) }),
+    ...(options.publish && { SCALE_PUBLISH: '1' }),
   };
 }
 

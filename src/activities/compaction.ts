@@ -7,7 +7,7 @@ import { Context } from '@temporalio/activity';
 import { TemporalFailure } from '@temporalio/common';
 import { attemptWrites, checkOutputsExist, checkStagedKeys, MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, referenceCompactor, withCheckedProgress, type CompactionOutputs, type Compactor, type FailureStreak } from '../compactor';
 import { asInputError, checkInputs, pinnedInputs } from '../compactor/inputs';
-import type { CompactionSettings } from '../config';
+import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { firstLineOf, TypedError } from '../errors';
 import { familyGroup, jobId, namespaceId, type FamilyGroup } from '../keys';
 import { groupSegments, type RootCodec } from '../root';
@@ -30,6 +30,7 @@ import {
 } from '../protocol';
 import { storeIdentity, type ObjectStore } from '../store';
 import { attemptStore } from '../store/attempt';
+import { beatsAfterFirstInterval } from './first-beat';
 import { attemptClock, keepLease } from './lease-keeper';
 import { recordFence } from './metrics';
 import type { StoreBound } from './store-binding';
@@ -192,7 +193,8 @@ async function compactUnderLease(deps: CompactionDeps, ref: JobRef, inputs: Inpu
   let recurring = resumed?.recurring;
   const resumedAt = JSON.stringify(progress);
   // Every beat carries the latest of all three; the worker's heartbeat throttle sends at most one per beat interval.
-  const beat = () => ctx.heartbeat({ held, progress, recurring } satisfies LeasedProgress);
+  const beats = beatsAfterFirstInterval(() => ctx.heartbeat({ held, progress, recurring } satisfies LeasedProgress), heartbeatEveryMs(deps.settings));
+  const beat = beats.beat;
   /**
    * The work's failure, or {@link RecurringFailureError} when an untyped error (a typed one decided
    * its own retryability) ended this attempt as it ended the ones before, with no progress since.
@@ -202,7 +204,7 @@ async function compactUnderLease(deps: CompactionDeps, ref: JobRef, inputs: Inpu
     if (!(err instanceof Error) || err instanceof TypedError || err instanceof TemporalFailure) return err;
     recurring = nextStreak(recurring, `${err.name}: ${firstLineOf(err)}`);
     if (recurring.attempts >= MAX_RECURRING_ATTEMPTS) return new RecurringFailureError(ref, recurring);
-    beat();
+    beats.now();
     return err;
   };
   const workEnded = new AbortController();
@@ -227,7 +229,7 @@ async function compactUnderLease(deps: CompactionDeps, ref: JobRef, inputs: Inpu
     workEndedAtMs = Date.now();
     workEnded.abort();
   });
-  const [worked, kept] = await Promise.allSettled([working, keeping]);
+  const [worked, kept] = await Promise.allSettled([working, keeping]).finally(beats.stop);
   // The keeper's failure comes first: the work's, if any, followed from it.
   if (kept.status === 'rejected') throw kept.reason;
   if (worked.status === 'rejected') throw endIfRecurring(worked.reason);
