@@ -1,13 +1,13 @@
 /**
- * A collector pass against a bare scan, side by side in one run (issue 16, item 4), on MinIO and
- * a Temporal dev server started here. Two namespaces are seeded alike with N job prefixes of the
+ * A collector pass against a bare scan, side by side in one run, on MinIO and a Temporal dev server
+ * started here. Two namespaces are seeded alike with N job prefixes of the
  * benchmark's mix (a third orphans with one old staged segment, a third expired leases with one,
  * a third live leases). The bare scan runs the pass's own plan against the store from this process
  * (the same S3 requests with the same concurrency, no Temporal); the pass is gcWorkflow on an
  * in-process worker, which collects a page's prefixes in one activity. Prints the machine, both
  * times, their ratio and the history length of every run of the pass.
- * The bare scan runs twice, on namespaces seeded alike, without and with deletion manifests (issue
- * 32 item 5: at most one PUT of a manifest part per delete batch), and prints their ratio; with
+ * The bare scan runs twice, on namespaces seeded alike, without and with deletion manifests (at
+ * most one PUT of a manifest part per delete batch), and prints their ratio; with
  * `--rounds N` it runs N such pairs, the order flipped every round so drifting load from other work
  * on the machine weighs on both sides alike, and prints the ratio of their sums, and of the CPU
  * seconds this process and MinIO spent on each side.

@@ -1,6 +1,6 @@
 /**
- * The reclaim of superseded segments at scale (issue 28, item 3), on the embedded store (a SQLite
- * file in a temporary directory) with every request delayed by --latency-ms, an S3 request's order:
+ * The reclaim of superseded segments at scale, on the embedded store (a SQLite file in a temporary
+ * directory) with every request delayed by --latency-ms, an S3 request's order:
  * one namespace with N keys under `metadata/segments/` (R of them retired and due, the rest lost
  * writes) and M due retired outputs under job prefixes (100 per job). The store is seeded once and
  * copied for each run, so every code tree meets the same bucket; each tree runs in a process of its

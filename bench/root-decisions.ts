@@ -1,7 +1,7 @@
 /**
- * The collector's per-key decisions and planPublication at the scale of a large root (issue 28,
- * item 2), pure and in process: a root of 100,000 referenced keys in 10 groups and 50,000 retired
- * ones, decoded from its bytes as a pass reads it. Prints the machine, then:
+ * The collector's per-key decisions and planPublication at the scale of a large root, pure and in
+ * process: a root of 100,000 referenced keys in 10 groups and 50,000 retired ones, decoded from its
+ * bytes as a pass reads it. Prints the machine, then:
  *  - a 1,000-key page of `metadata/segments/` classified (`decideSegment`), the first page of a root
  *    read (which builds the root's index) and the mean of the next ones; target < 100 ms;
  *  - a 1,000-key page of a job prefix judged by the walk (`isRetainedByRoot`);

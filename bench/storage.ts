@@ -1,7 +1,7 @@
 /**
- * Storage over compaction cycles (issue 17 item 5), on a real MinIO and Temporal dev server started
- * here. Two namespaces are fed the same way: each cycle a writer adds input segments that update a
- * fixed key space (so the live data stays the same size), a compaction replaces the group's
+ * Storage over compaction cycles, on a real MinIO and Temporal dev server started here. Two
+ * namespaces are fed the same way: each cycle a writer adds input segments that update a fixed key
+ * space (so the live data stays the same size), a compaction replaces the group's
  * segments, and a collector pass runs. Namespace `bounded` is served by a worker at the default
  * reader grace (expiry + T); namespace `unbounded` by one whose reader grace is a year, so nothing a
  * compaction supersedes is ever reclaimed there. Each cycle prints, per namespace, the objects and

@@ -1,9 +1,9 @@
 /**
  * Peak memory of one compaction attempt over a wide group, on MinIO: the reference compactor through
  * the activity's attempt store (src/store/attempt.ts: a stream read to its end is forgotten) beside
- * the same store keeping every stream it opened, as the attempt store did before issue 33 item 4.
- * Same inputs, same bucket, each variant in a process of its own, so each peak RSS (the kernel's
- * VmHWM) is that variant's alone.
+ * the same store keeping every stream it opened (the control: what an attempt store that forgot
+ * nothing would hold). Same inputs, same bucket, each variant in a process of its own, so each peak
+ * RSS (the kernel's VmHWM) is that variant's alone.
  *
  * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/wide-attempt-memory.ts --inputs 10000`
  */

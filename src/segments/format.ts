@@ -25,8 +25,8 @@ const HEADER_LINE = `${JSON.stringify(HEADER)}\n`;
 export const MAX_SEGMENT_LINE_BYTES = 1 << 20;
 
 /**
- * gzip level of written segments, chosen by measurement (docs/performance.md): level 3 compresses
- * about 2.5× faster than the default 6 for a few percent more bytes, and decompresses as fast.
+ * gzip level of written segments, chosen by measurement (docs/performance.md, "Codec levels"): level 3
+ * compresses faster than the default 6 for 5–7 % more bytes, and decompresses as fast.
  */
 const GZIP_LEVEL = 3;
 
