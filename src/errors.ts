@@ -60,6 +60,7 @@ export const FAILURE_TYPES = {
   InvalidSettings: 'final',
 } as const satisfies Record<string, 'retryable' | 'final'>;
 
+/** A failure type: the `type` of a Temporal failure the package raises, one key of {@link FAILURE_TYPES}. */
 export type FailureType = keyof typeof FAILURE_TYPES;
 
 /** The failure types no retry can fix, for the activities' retry policies: derived from {@link FAILURE_TYPES}. */

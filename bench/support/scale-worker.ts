@@ -5,7 +5,7 @@
  * `SCALE_WORKER_OPTIONS` (JSON) overrides worker options, to measure alternatives to the defaults.
  */
 import type { WorkerOptions } from '@temporalio/worker';
-import { waitingCompactor } from '../../src/compactor';
+import { waitingCompactor } from '../../src/testing';
 import { settingsFromEnv } from '../../src/config';
 import { serveWorkerFromEnv } from '../../src/worker/main';
 

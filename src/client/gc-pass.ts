@@ -15,6 +15,7 @@ import { DEFAULT_WORKER_TIMEOUT_MS, waitForWorker, type WorkerCheckOptions } fro
 /** The failure type of a pass that ran to its end but failed somewhere (a walk, a namespace's pass); its report is the failure's first detail. */
 export const GC_PASS_INCOMPLETE = 'GcPassIncomplete';
 
+/** What one collector pass does ({@link GcOptions}) and where {@link startGcPass} starts it. */
 export interface GcPassOptions extends GcOptions, WorkerCheckOptions {
   /** Default: `compaction-gc-run-<ISO time>`. */
   readonly workflowId?: string;
@@ -24,8 +25,10 @@ export interface GcPassOptions extends GcOptions, WorkerCheckOptions {
   readonly summary?: string;
 }
 
+/** A started collector pass: {@link gcPassResult} waits for its report. */
 export type GcPassHandle = WorkflowHandleWithFirstExecutionRunId<typeof gcWorkflow>;
 
+/** A finished pass's report, complete or not: an incomplete pass is a value here, not a thrown failure. */
 export interface GcPassResult {
   readonly workflowId: string;
   readonly runId: string;

@@ -18,6 +18,7 @@ export type GcCadence =
   | { readonly cron: string }
   | { readonly every: Duration };
 
+/** The collector's Temporal Schedule as {@link ensureGcSchedule} creates or updates it: its cadence, queue and what every pass does. */
 export type GcScheduleOptions = GcCadence & {
   readonly scheduleId?: string;
   /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`. */

@@ -20,6 +20,7 @@ const FIRST_LOOK_MS = 2_500;
 /** Open children described per look: a pass runs `namespaceConcurrency` of them at once (4 by default). */
 const CHILDREN_WATCHED = 8;
 
+/** How a wait for a run reports while the run waits for a worker, and how often it looks. */
 export interface WaitOptions {
   /**
    * Where a line goes while the run waits for a worker: when first seen, then every 30 s.

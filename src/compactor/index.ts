@@ -281,7 +281,6 @@ async function* readSegments(store: StagedStore, keys: readonly string[], window
 
 export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan';
 export { MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, type FailureStreak } from './recurring';
-export { waitingCompactor } from './waiting';
 export {
   attemptWrites,
   CompactorRuleError,

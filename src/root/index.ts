@@ -24,6 +24,7 @@ export const MAX_ROOT_BYTES = 16 * 1024 * 1024;
  */
 export const MAX_COLLECTED_ROOT_BYTES = 2 * MAX_ROOT_BYTES;
 
+/** A namespace root as the package reads and changes it, whatever codec stores it. */
 export interface RootState {
   /** Namespace this root belongs to; must match its key. */
   readonly namespace_id: NamespaceId;
@@ -50,6 +51,7 @@ export interface RootState {
   readonly extension?: unknown;
 }
 
+/** A segment a publication replaced: kept for readers of older roots until the reader grace is over. */
 export interface RetiredSegment {
   /** A segment key of this namespace (input or staged output). */
   readonly key: string;
@@ -63,6 +65,7 @@ export interface RetiredSegment {
   readonly visible_at_ms?: number;
 }
 
+/** The namespace root's bytes are not a root this package may trust (a wrong checksum, a foreign key, a codec's refusal): nothing there is decided on. */
 export class RootCorruptError extends TypedError {
   readonly failureType: FailureType = 'RootCorrupt';
   /** What is wrong, {@link bounded}: it may quote anything the root holds. */

@@ -46,6 +46,7 @@ export interface CompactionInput {
  */
 export type CompactionOutcomeName = 'published' | 'unchanged' | 'fenced' | 'abandoned' | 'superseded';
 
+/** How a compaction run ended (`outcome`) and what it did: its job, inputs, outputs and counts. */
 export interface CompactionResult {
   readonly outcome: CompactionOutcomeName;
   readonly namespaceId: string;
@@ -179,6 +180,7 @@ function validGroup(input: CompactionInput): { ns: NamespaceId; group: FamilyGro
   }
 }
 
+/** One group's compaction under a lease: read, lease, compact, publish; a fenced job continues as new with a new job id. */
 export async function compactionWorkflow(input: CompactionInput): Promise<CompactionResult> {
   const { ns, group } = validGroup(input);
   const fencedJobIds = [...(input.fencedJobIds ?? [])];

@@ -5,7 +5,9 @@
  * assertions on both, with one worker per format.
  */
 import { join } from 'node:path';
-import { jsonRootCodec, referenceCompactor, SEGMENT_EXTENSION, writeInputSegment, type CompactionProgress, type Compactor, type ObjectStore, type RootCodec, type SegmentFormatVersion, type SegmentRecord } from '../../src/index';
+import { jsonRootCodec, referenceCompactor, writeInputSegment, type Compactor, type ObjectStore, type RootCodec, type SegmentRecord } from '../../src/index';
+import type { CompactionProgress } from '../../src/compactor';
+import { SEGMENT_EXTENSION, type SegmentFormatVersion } from '../../src/segments';
 import { BINARY_EXTENSION, binaryCompactor, decodeBinarySegment, sampleBinaryInputs, textRootCodec, writeBinaryInputs, type BinaryRecord } from './binary-format';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from './records';
 
