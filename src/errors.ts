@@ -53,11 +53,18 @@ export const FAILURE_TYPES = {
   FormatCheck: 'final',
   // The collector.
   DeleteFailed: 'retryable',
+  GcPassIncomplete: 'final',
   ClaimLost: 'final',
   PlanOutOfStep: 'final',
   // Configuration.
   TimingConfig: 'final',
   InvalidSettings: 'final',
+  // Starting and waiting for runs (the client's side): a worker that starts polling makes a start succeed.
+  NoWorkerPolling: 'retryable',
+  TemporalNamespaceNotFound: 'final',
+  SearchAttributesMissing: 'final',
+  GcScheduleOwned: 'final',
+  WorkflowTaskFailing: 'final',
 } as const satisfies Record<string, 'retryable' | 'final'>;
 
 /** A failure type: the `type` of a Temporal failure the package raises, one key of {@link FAILURE_TYPES}. */

@@ -9,11 +9,12 @@ import { storeIdentityFromEnv } from '../store';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
 import type { GcOptions, GcReport, gcWorkflow } from '../workflows/gc';
 import { requireSearchAttributes } from './search-attributes';
+import type { FailureType } from '../errors';
 import { watchedResult, type WaitOptions } from './waiting';
 import { DEFAULT_WORKER_TIMEOUT_MS, waitForWorker, type WorkerCheckOptions } from './workers';
 
 /** The failure type of a pass that ran to its end but failed somewhere (a walk, a namespace's pass); its report is the failure's first detail. */
-export const GC_PASS_INCOMPLETE = 'GcPassIncomplete';
+export const GC_PASS_INCOMPLETE = 'GcPassIncomplete' satisfies FailureType;
 
 /** What one collector pass does ({@link GcOptions}) and where {@link startGcPass} starts it. */
 export interface GcPassOptions extends GcOptions, WorkerCheckOptions {

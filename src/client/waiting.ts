@@ -9,6 +9,7 @@
 import type { WorkflowClient } from '@temporalio/client';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
+import { TypedError } from '../errors';
 import { describeWorkers, taskQueueWorkers, type PolledFor } from './workers';
 
 /** How often a wait that sees a run waiting for a worker says so again. */
@@ -44,8 +45,8 @@ const FIXES: Readonly<Record<string, string>> = {
 };
 
 /** A run's workflow task fails again and again: the run stays Running, its result never comes. The message names the run, the cause and the fix. */
-export class WorkflowTaskFailingError extends Error {
-  override readonly name = 'WorkflowTaskFailingError';
+export class WorkflowTaskFailingError extends TypedError {
+  readonly failureType = 'WorkflowTaskFailing';
   constructor(
     readonly workflowId: string,
     readonly runId: string,
