@@ -53,13 +53,21 @@ export const FAILURE_TYPES = {
   FormatCheck: 'final',
   // The collector.
   DeleteFailed: 'retryable',
+  GcPassIncomplete: 'final',
   ClaimLost: 'final',
   PlanOutOfStep: 'final',
   // Configuration.
   TimingConfig: 'final',
   InvalidSettings: 'final',
+  // Starting and waiting for runs (the client's side): a worker that starts polling makes a start succeed.
+  NoWorkerPolling: 'retryable',
+  TemporalNamespaceNotFound: 'final',
+  SearchAttributesMissing: 'final',
+  GcScheduleOwned: 'final',
+  WorkflowTaskFailing: 'final',
 } as const satisfies Record<string, 'retryable' | 'final'>;
 
+/** A failure type: the `type` of a Temporal failure the package raises, one key of {@link FAILURE_TYPES}. */
 export type FailureType = keyof typeof FAILURE_TYPES;
 
 /** The failure types no retry can fix, for the activities' retry policies: derived from {@link FAILURE_TYPES}. */

@@ -6,7 +6,8 @@
  * publishes; `SCALE_WORKER_OPTIONS` (JSON) overrides worker options, to measure alternatives to the defaults.
  */
 import type { WorkerOptions } from '@temporalio/worker';
-import { outputSegmentKey, waitingCompactor, type Compactor } from '../../src/compactor';
+import { outputSegmentKey, type Compactor } from '../../src/compactor';
+import { waitingCompactor } from '../../src/testing';
 import { settingsFromEnv } from '../../src/config';
 import { encodeSegment } from '../../src/segments';
 import { serveWorkerFromEnv } from '../../src/worker/main';

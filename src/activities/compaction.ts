@@ -76,7 +76,7 @@ export interface CompactionOutput {
   readonly progress: { readonly recordsOut: number; readonly bytesOut: number };
 }
 
-/** The heartbeat details of {@link compactUnderLease}: the lease as last held and the work's progress, one stream for both. */
+/** The heartbeat details of the `compactUnderLease` activity: the lease as last held and the work's progress, one stream for both. */
 export interface LeasedProgress {
   readonly held: HeldLease;
   /** The compactor's own position (plain JSON), undefined before its first heartbeat. */
@@ -144,7 +144,7 @@ export function createCompactionActivities(deps: CompactionDeps) {
      */
     async compactUnderLease(input: ManifestInput & { held: HeldLease }): Promise<LeasedCompactionOutput> {
       const ref = job(input);
-      return compactUnderLease(deps, ref, await readInputManifestUnderLease(store, ref, input.manifest), input.held);
+      return compactBesideKeeper(deps, ref, await readInputManifestUnderLease(store, ref, input.manifest), input.held);
     },
 
     /**
@@ -185,7 +185,7 @@ export type CompactionActivities = ReturnType<typeof createCompactionActivities>
  * work goes on; a lost lease or the attempt's cancellation ends the work at its next record batch,
  * and the attempt fails with the keeper's reason.
  */
-async function compactUnderLease(deps: CompactionDeps, ref: JobRef, inputs: InputManifest, from: HeldLease): Promise<LeasedCompactionOutput> {
+async function compactBesideKeeper(deps: CompactionDeps, ref: JobRef, inputs: InputManifest, from: HeldLease): Promise<LeasedCompactionOutput> {
   const ctx = Context.current();
   const resumed = ctx.info.heartbeatDetails as LeasedProgress | undefined;
   let held = resumed?.held ?? from;

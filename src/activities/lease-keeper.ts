@@ -103,7 +103,7 @@ export async function keepLease(ctx: Context, store: ObjectStore, settings: Comp
       if (lost) {
         recordFence();
         // Expected (the job is fenced and runs again as a new one): BENIGN, logged at DEBUG.
-        throw ApplicationFailure.create({ message: lost.message, type: 'LeaseLost', nonRetryable: true, category: ApplicationFailureCategory.BENIGN });
+        throw ApplicationFailure.create({ message: lost.message, type: lost.failureType, nonRetryable: !lost.retryable, category: ApplicationFailureCategory.BENIGN });
       }
       if (!retrying) throw err;
       // The refresh is due at once after the wait: the lease's heartbeat has not moved. A write

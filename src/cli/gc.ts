@@ -25,19 +25,16 @@ function printReport(ctx: CliContext, report: GcReport): void {
     ['prefixes', `${t.prefixesSeen}: live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, corrupt ${t.corrupt}, failed ${t.failedPrefixes}`],
     [report.dryRun ? 'would delete' : 'deleted', `${t.objectsDeleted} objects, ${t.bytesDeleted} bytes, ${t.leasesDeleted} leases`],
     ['retained', `referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}`],
-    // Reports of passes that predate superseded segments have none of these counts.
     [
       'superseded',
-      `segments: ${report.dryRun ? 'would delete' : 'deleted'} ${t.retiredDeleted ?? 0} retired and ${t.lostWritesDeleted ?? 0} lost writes, ` +
-        `${t.retiredRecordsDropped ?? 0} records dropped, ${t.retainedInGrace ?? 0} in reader grace`,
+      `segments: ${report.dryRun ? 'would delete' : 'deleted'} ${t.retiredDeleted} retired and ${t.lostWritesDeleted} lost writes, ` +
+        `${t.retiredRecordsDropped} records dropped, ${t.retainedInGrace} in reader grace`,
     ],
     // The reason already names the key (`lease <key> is corrupt: …`).
     ...report.corruptLeases.map((c) => ['corrupt lease', c.reason.includes(c.key) ? c.reason : `${c.key}: ${c.reason}`] as const),
     ...report.failures.map((f) => ['failure', `${f.key}: ${f.message}`] as const),
-    // Reports of passes that predate the root check have no such list.
-    ...(report.rootProblems ?? []).map((r) => ['skipped namespace', `${r.namespaceId}: root ${r.problem}: ${r.reason}`] as const),
-    // Reports of passes that predate manifests have none.
-    ...(report.manifests ?? []).map((m) => ['manifest', m] as const),
+    ...report.rootProblems.map((r) => ['skipped namespace', `${r.namespaceId}: root ${r.problem}: ${r.reason}`] as const),
+    ...report.manifests.map((m) => ['manifest', m] as const),
   ]);
 }
 
@@ -70,7 +67,7 @@ async function run(ctx: CliContext, options: RunOptions): Promise<void> {
     throw new CliError(
       ExitCode.failed,
       `collector pass ${started.workflowId} incomplete (${t.corrupt} corrupt leases, ${t.failedPrefixes} failed prefixes, ${t.failedNamespaces} failed namespaces, ` +
-        `${t.skippedNamespaces ?? 0} namespaces skipped for their root): see docs/operations.md, then run it again`,
+        `${t.skippedNamespaces} namespaces skipped for their root): see docs/operations.md, then run it again`,
     );
   }
 }

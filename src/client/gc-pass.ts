@@ -9,12 +9,14 @@ import { storeIdentityFromEnv } from '../store';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
 import type { GcOptions, GcReport, gcWorkflow } from '../workflows/gc';
 import { requireSearchAttributes } from './search-attributes';
+import type { FailureType } from '../errors';
 import { watchedResult, type WaitOptions } from './waiting';
 import { DEFAULT_WORKER_TIMEOUT_MS, waitForWorker, type WorkerCheckOptions } from './workers';
 
 /** The failure type of a pass that ran to its end but failed somewhere (a walk, a namespace's pass); its report is the failure's first detail. */
-export const GC_PASS_INCOMPLETE = 'GcPassIncomplete';
+export const GC_PASS_INCOMPLETE = 'GcPassIncomplete' satisfies FailureType;
 
+/** What one collector pass does ({@link GcOptions}) and where {@link startGcPass} starts it. */
 export interface GcPassOptions extends GcOptions, WorkerCheckOptions {
   /** Default: `compaction-gc-run-<ISO time>`. */
   readonly workflowId?: string;
@@ -24,8 +26,10 @@ export interface GcPassOptions extends GcOptions, WorkerCheckOptions {
   readonly summary?: string;
 }
 
+/** A started collector pass: {@link gcPassResult} waits for its report. */
 export type GcPassHandle = WorkflowHandleWithFirstExecutionRunId<typeof gcWorkflow>;
 
+/** A finished pass's report, complete or not: an incomplete pass is a value here, not a thrown failure. */
 export interface GcPassResult {
   readonly workflowId: string;
   readonly runId: string;

@@ -13,6 +13,7 @@ import { DEFAULT_WORKER_TIMEOUT_MS, openRunTaskQueue, waitForWorker, type Worker
 /** At most one compaction per group runs at a time: its workflow id names the group. */
 export const compactionWorkflowId = (ns: string, group: string): string => `compaction:${namespaceId(ns)}:${familyGroup(group)}`;
 
+/** Which group {@link startCompaction} compacts, where its run waits for a worker, and the store it works on. */
 export interface StartCompactionOptions extends WorkerCheckOptions {
   readonly namespaceId: string;
   readonly group: string;

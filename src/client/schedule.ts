@@ -8,6 +8,7 @@ import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type Schedu
 import type { Duration } from '@temporalio/common';
 import { sameStore, storeIdentityFromEnv } from '../store';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
+import { TypedError } from '../errors';
 import type { GcOptions, gcWorkflow } from '../workflows/gc';
 import { requireSearchAttributes } from './search-attributes';
 
@@ -18,6 +19,7 @@ export type GcCadence =
   | { readonly cron: string }
   | { readonly every: Duration };
 
+/** The collector's Temporal Schedule as {@link ensureGcSchedule} creates or updates it: its cadence, queue and what every pass does. */
 export type GcScheduleOptions = GcCadence & {
   readonly scheduleId?: string;
   /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`. */
@@ -62,8 +64,8 @@ const otherOwner = (existing: GcScheduleOwner, requested: GcScheduleOwner): bool
  * The schedule exists and starts its passes on other queues, or for another store, than asked: it is
  * another deployment's. Updating it would move that deployment's collector to these workers, silently.
  */
-export class GcScheduleOwnedError extends Error {
-  override readonly name = 'GcScheduleOwnedError';
+export class GcScheduleOwnedError extends TypedError {
+  readonly failureType = 'GcScheduleOwned';
   constructor(
     readonly scheduleId: string,
     readonly existing: GcScheduleOwner,

@@ -8,6 +8,7 @@
 import { isGrpcServiceError, type ConnectionLike } from '@temporalio/client';
 import type { SearchAttributeType as SdkType } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
+import { TypedError } from '../errors';
 import { SEARCH_ATTRIBUTE_KEYS } from '../workflows/search-attributes';
 
 /** Value types the Temporal CLI accepts for `--type` (and `tcld` for `--sa name=Type`). */
@@ -71,8 +72,8 @@ export interface SearchAttributeCheck {
 const GRPC = { invalidArgument: 3, notFound: 5, permissionDenied: 7, unimplemented: 12, unauthenticated: 16 } as const;
 
 /** The Temporal namespace named does not exist on the server. */
-export class TemporalNamespaceNotFoundError extends Error {
-  override readonly name = 'TemporalNamespaceNotFoundError';
+export class TemporalNamespaceNotFoundError extends TypedError {
+  readonly failureType = 'TemporalNamespaceNotFound';
   constructor(readonly namespace: string) {
     super(`Temporal namespace ${namespace} does not exist on this server: set TEMPORAL_NAMESPACE to yours, or create it (\`temporal operator namespace create --namespace ${namespace}\`)`);
   }
@@ -138,8 +139,8 @@ async function mismatchesByQuery(connection: ConnectionLike, namespace: string, 
 }
 
 /** The Temporal namespace lacks some of the package's search attributes, or has one under another type; the message names them and the fix. */
-export class SearchAttributesMissingError extends Error {
-  override readonly name = 'SearchAttributesMissingError';
+export class SearchAttributesMissingError extends TypedError {
+  readonly failureType = 'SearchAttributesMissing';
   readonly missing: readonly string[];
   constructor(
     readonly namespace: string,

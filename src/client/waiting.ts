@@ -9,6 +9,7 @@
 import type { WorkflowClient } from '@temporalio/client';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
+import { TypedError } from '../errors';
 import { describeWorkers, taskQueueWorkers, type PolledFor } from './workers';
 
 /** How often a wait that sees a run waiting for a worker says so again. */
@@ -20,6 +21,7 @@ const FIRST_LOOK_MS = 2_500;
 /** Open children described per look: a pass runs `namespaceConcurrency` of them at once (4 by default). */
 const CHILDREN_WATCHED = 8;
 
+/** How a wait for a run reports while the run waits for a worker, and how often it looks. */
 export interface WaitOptions {
   /**
    * Where a line goes while the run waits for a worker: when first seen, then every 30 s.
@@ -43,8 +45,8 @@ const FIXES: Readonly<Record<string, string>> = {
 };
 
 /** A run's workflow task fails again and again: the run stays Running, its result never comes. The message names the run, the cause and the fix. */
-export class WorkflowTaskFailingError extends Error {
-  override readonly name = 'WorkflowTaskFailingError';
+export class WorkflowTaskFailingError extends TypedError {
+  readonly failureType = 'WorkflowTaskFailing';
   constructor(
     readonly workflowId: string,
     readonly runId: string,

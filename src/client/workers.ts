@@ -9,6 +9,7 @@ import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
+import { TypedError } from '../errors';
 import { COLLECTOR_TASK_QUEUE_ENV, TASK_QUEUE_ENV } from '../worker/task-queue';
 
 /** What the liveness checks need of a client: a `Client`, or a workflow handle's `client`. */
@@ -173,8 +174,8 @@ export function describeWorkers(workers: TaskQueueWorkers, nowMs = Date.now()): 
 }
 
 /** No live worker polled the task queue within the wait; the message names the queue, what was seen and how to start one. */
-export class NoWorkerPollingError extends Error {
-  override readonly name = 'NoWorkerPollingError';
+export class NoWorkerPollingError extends TypedError {
+  readonly failureType = 'NoWorkerPolling';
   constructor(
     readonly taskQueue: string,
     readonly namespace: string,

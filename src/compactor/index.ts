@@ -19,17 +19,14 @@ const BACKGROUND = { background: true } as const;
  */
 export interface CompactionProgress {
   /** This compactor's progress format: a resume of another version (or another compactor) is refused, never read as a position. */
-  readonly version: ProgressVersion;
+  readonly version: typeof PROGRESS_VERSION;
   readonly segmentsFinished: number;
   /** Last key of the last finished segment: a resumed attempt skips every key up to it. */
   readonly lastKey: string | null;
   /** Tombstone segments finished: the final merge's tombstones, cut at the same places as the outputs. */
   readonly tombstoneSegmentsFinished: number;
-  /**
-   * The highest seq of a tombstone in the finished tombstone segments; absent while they hold none;
-   * null when some of them were finished by a progress that did not count it (then unknown).
-   */
-  readonly tombstoneSeqFloor?: number | null;
+  /** The highest seq of a tombstone in the finished tombstone segments; absent while they hold none. */
+  readonly tombstoneSeqFloor?: number;
   readonly recordsOut: number;
   readonly bytesOut: number;
   /** Parts of each intermediate run finished so far, in plan order, and the fan-in they were planned with; absent until one is. */
@@ -37,15 +34,10 @@ export interface CompactionProgress {
 }
 
 /**
- * Raised whenever the shape or meaning of {@link CompactionProgress} changes. 2: intermediate runs
- * are segment format v2 whatever the outputs' format, so a worker that reads only v1 refuses the
- * progress instead of failing on its runs.
+ * Raised whenever the shape or meaning of {@link CompactionProgress} changes: a worker resumes only
+ * its own version, so one of another version refuses the progress instead of misreading it.
  */
 export const PROGRESS_VERSION = 2;
-
-/** A progress version this compactor resumes: its own, and version 1's, whose runs are v1 segments (read as such). */
-export type ProgressVersion = 1 | typeof PROGRESS_VERSION;
-const RESUMABLE_PROGRESS_VERSIONS: readonly ProgressVersion[] = [1, PROGRESS_VERSION];
 
 /** Intermediate runs never leave the job, so they are always written in the fast format. */
 const RUN_FORMAT = 2;
@@ -102,10 +94,7 @@ export async function compactGroup(
   const plan = planMerge(inputs.length, maxFanIn);
   // Runs finished under another fan-in belong to another plan: this attempt writes its own.
   const runParts = resume.runs?.fanIn === maxFanIn ? [...resume.runs.parts] : [];
-  // From here on this attempt may write v2 runs: its progress says so. Tombstone segments a progress
-  // finished without counting their highest seq leave it unknown for good.
-  const floorUnknown = resume.tombstoneSegmentsFinished > 0 && resume.tombstoneSeqFloor === undefined;
-  let progress: CompactionProgress = { ...resume, version: PROGRESS_VERSION, ...(floorUnknown && { tombstoneSeqFloor: null }) };
+  let progress: CompactionProgress = resume;
   let recordsIn = 0;
   const counted = (records: number) => {
     // Every few thousand records, wherever a batch crosses the mark.
@@ -169,7 +158,7 @@ export async function compactGroup(
           segmentsFinished: progress.segmentsFinished + Math.sign(cutLive.count),
           tombstoneSegmentsFinished: progress.tombstoneSegmentsFinished + Math.sign(cutDead.count),
           lastKey: cutLastKey,
-          ...(cutMaxSeq !== undefined && progress.tombstoneSeqFloor !== null && { tombstoneSeqFloor: Math.max(cutMaxSeq, progress.tombstoneSeqFloor ?? 0) }),
+          ...(cutMaxSeq !== undefined && { tombstoneSeqFloor: Math.max(cutMaxSeq, progress.tombstoneSeqFloor ?? cutMaxSeq) }),
           recordsOut: progress.recordsOut + cutLive.count,
           bytesOut: progress.bytesOut + cutLive.size,
         };
@@ -236,14 +225,14 @@ export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress
   const runs = p?.runs as { fanIn?: unknown; parts?: unknown } | undefined;
   const fits =
     typeof p === 'object' && p !== null &&
-    (RESUMABLE_PROGRESS_VERSIONS as readonly unknown[]).includes(p.version) &&
+    p.version === PROGRESS_VERSION &&
     isCount(p.segmentsFinished) && isCount(p.tombstoneSegmentsFinished) && isCount(p.recordsOut) && isCount(p.bytesOut) &&
-    (p.tombstoneSeqFloor === undefined || p.tombstoneSeqFloor === null || isCount(p.tombstoneSeqFloor)) &&
+    (p.tombstoneSeqFloor === undefined || isCount(p.tombstoneSeqFloor)) &&
     // A cut finishes an output, a tombstone segment or both: lastKey is set once either count is.
     // A key is well-formed text: a lone surrogate here is no position the merge could have reached.
     (p.lastKey === null ? p.segmentsFinished === 0 && p.tombstoneSegmentsFinished === 0 : typeof p.lastKey === 'string' && isWellFormed(p.lastKey) && (p.segmentsFinished as number) + (p.tombstoneSegmentsFinished as number) > 0) &&
     (runs === undefined || (typeof runs === 'object' && runs !== null && isCount(runs.fanIn) && runs.fanIn >= 2 && Array.isArray(runs.parts) && runs.parts.every(isCount)));
-  if (!fits) throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${RESUMABLE_PROGRESS_VERSIONS.join(' or ')}`);
+  if (!fits) throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${PROGRESS_VERSION}`);
   return resume as CompactionProgress;
 }
 
@@ -258,7 +247,7 @@ export const referenceCompactor: Compactor = {
       onSegmentFinished: heartbeat,
       onRecords: () => heartbeat(),
     });
-    const floor = typeof progress.tombstoneSeqFloor === 'number' ? { tombstoneSeqFloor: progress.tombstoneSeqFloor } : {};
+    const floor = progress.tombstoneSeqFloor === undefined ? {} : { tombstoneSeqFloor: progress.tombstoneSeqFloor };
     return { outputs: outputSegmentKeys(job, progress), tombstones: tombstoneSegmentKeys(job, progress), ...floor, recordsOut: progress.recordsOut, bytesOut: progress.bytesOut };
   },
 };
@@ -281,7 +270,6 @@ async function* readSegments(store: StagedStore, keys: readonly string[], window
 
 export { FanInError, planMerge, type MergePlan, type MergeSource } from './plan';
 export { MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, type FailureStreak } from './recurring';
-export { waitingCompactor } from './waiting';
 export {
   attemptWrites,
   CompactorRuleError,

@@ -6,6 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Compactor } from './plugin';
 
+/** How long a {@link waitingCompactor} job lasts, and how often it heartbeats meanwhile. */
 export interface WaitingCompactorOptions {
   /** How long a job's work lasts; Infinity waits until the activity is cancelled. */
   readonly holdMs: number;
@@ -13,6 +14,7 @@ export interface WaitingCompactorOptions {
   readonly beatEveryMs: number;
 }
 
+/** A compactor whose every job waits `holdMs` (heartbeating), then returns the progress it was given and no outputs. */
 export function waitingCompactor({ holdMs, beatEveryMs }: WaitingCompactorOptions): Compactor {
   return {
     async compact({ heartbeat }) {

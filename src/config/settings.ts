@@ -11,6 +11,7 @@ export class SettingsError extends TypedError {
   readonly failureType = 'InvalidSettings';
 }
 
+/** A worker's settings: its timings and the bounds and identities it writes by; {@link resolveSettings} fills the defaults. */
 export interface CompactionSettings {
   readonly timing: Timing;
   /** Written into `owner_id` of every lease, for an operator reading the object. */
@@ -76,6 +77,7 @@ export const SETTINGS_ENV = {
   manifestRetentionMs: 'COMPACTION_MANIFEST_RETENTION_MS',
 } as const;
 
+/** Settings from code, every one not given at its default, checked as a worker would at start ({@link SettingsError} names the setting). */
 export function resolveSettings(
   settings: Partial<Omit<CompactionSettings, 'timing'>> & { timing?: Timing | Partial<Timing> } = {},
 ): CompactionSettings {

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { describeIssues } from '../envelope';
 import { ACTIVITY_BACKOFF } from './retry';
 
+/** The protocol's timings (docs/protocol.md, Timings): {@link resolveTiming} checks every invariant between them. */
 export interface Timing {
   /** How often a job refreshes its lease; longer than one S3 operation including retries. */
   readonly leaseRefreshIntervalMs: number;

@@ -6,6 +6,7 @@ import { httpOk, startServer } from './process';
 import { PROVISION_HINT, provisionCache } from './provisioned';
 import type { S3Server } from './s3';
 
+/** How {@link startMinio} runs MinIO: its binary, port, data folder and root credentials. */
 export interface MinioOptions {
   /** Default: env MINIO_BIN, else the binary scripts/provision.sh builds. */
   binPath?: string;
@@ -20,6 +21,7 @@ export interface MinioOptions {
   readyTimeoutMs?: number;
 }
 
+/** A MinIO server on a free port (unless `port` is given), ready to serve S3 requests; `stop()` ends it and removes its data. */
 export function startMinio(opts: MinioOptions = {}): Promise<S3Server> {
   return startOnFreePorts(opts.port, () => startMinioOnce(opts));
 }

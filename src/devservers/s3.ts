@@ -6,6 +6,7 @@ export interface S3Endpoint {
   region: 'us-east-1';
 }
 
+/** A running S3-compatible test server: its endpoint, and how to stop it. */
 export interface S3Server extends S3Endpoint {
   stop(): Promise<void>;
 }

@@ -6,6 +6,7 @@ import { startServer } from './process';
 import { PROVISION_HINT, provisionCache } from './provisioned';
 import { registerSearchAttributes, type SearchAttributeType } from '../client/search-attributes';
 
+/** How {@link startTemporalDevServer} runs `temporal server start-dev`: ports, persistence, the namespace it creates. */
 export interface TemporalDevServerOptions {
   /** Default: env TEMPORAL_CLI, else what scripts/provision.sh installs, else `temporal` on PATH. */
   cliPath?: string;
@@ -28,6 +29,7 @@ export interface TemporalDevServerOptions {
   cancelPollsOnShutdown?: boolean;
 }
 
+/** A running Temporal dev server: where to connect, and how to stop it. */
 export interface TemporalDevServer {
   /** host:port of the gRPC frontend. */
   address: string;
@@ -69,6 +71,7 @@ async function probe(address: string, namespace: string, searchAttributes: Recor
   }
 }
 
+/** A Temporal dev server (`temporal server start-dev`) on free ports, ready once its namespace and the search attributes asked for exist; `stop()` ends it. */
 export function startTemporalDevServer(opts: TemporalDevServerOptions = {}): Promise<TemporalDevServer> {
   return startOnFreePorts(opts.port, () => startTemporalDevServerOnce(opts));
 }

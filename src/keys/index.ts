@@ -47,12 +47,16 @@ function validate<T>(subject: string, pattern: RegExp, shape: string, value: unk
 
 const NAME_SHAPE = '1-63 characters of [a-z0-9_-] starting with a letter or digit';
 
+/** A validated namespace id (the tenant whose metadata a root lists); throws {@link InvalidKeyError} naming the shape. */
 export const namespaceId = (value: unknown): NamespaceId =>
   validate('namespace id', NAME_PATTERN, NAME_SHAPE, value);
+/** A validated family group (a name the root lists segments under); throws {@link InvalidKeyError} naming the shape. */
 export const familyGroup = (value: unknown): FamilyGroup =>
   validate('family group', NAME_PATTERN, NAME_SHAPE, value);
+/** A validated job id (`cmp_` + 32 lowercase hex); throws {@link InvalidKeyError}. */
 export const jobId = (value: unknown): MetadataCompactionId =>
   validate('job id', JOB_ID_PATTERN, '"cmp_" followed by 32 lowercase hex digits', value);
+/** A validated segment id (`seg_` + 32 lowercase hex); throws {@link InvalidKeyError}. */
 export const segmentId = (value: unknown): SegmentId =>
   validate('segment id', SEGMENT_ID_PATTERN, '"seg_" followed by 32 lowercase hex digits', value);
 const segmentExtension = (value: string): string =>
@@ -91,9 +95,11 @@ export function storeProbeKeys(fill: RandomFill = webCryptoFill): { readonly pre
 // string cast to an id (`'../demo' as NamespaceId`) would otherwise build a key outside its prefix.
 // Nothing builds a key without passing here, so no request can name an unvalidated id.
 export const namespacePrefix = (ns: NamespaceId): string => `${NAMESPACES_PREFIX}${namespaceId(ns)}/`;
+/** The namespace root's key: the one object whose compare-and-swap publishes, registers and retires segments. */
 export const rootKey = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/root.json`;
 /** Where the metadata service writes its segments (the compactions' inputs); always ends in `/`. */
 export const inputSegmentsPrefix = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/segments/`;
+/** The key of a segment the metadata service writes (a compaction's input), under {@link inputSegmentsPrefix}. */
 export const inputSegmentKey = (ns: NamespaceId, seg: SegmentId, ext: string): string =>
   `${inputSegmentsPrefix(ns)}${segmentId(seg)}.${segmentExtension(ext)}`;
 export const compactionsPrefix = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/compactions/`;
@@ -101,6 +107,7 @@ export const compactionsPrefix = (ns: NamespaceId): string => `${namespacePrefix
 export const jobPrefix = (ns: NamespaceId, job: MetadataCompactionId): string => `${compactionsPrefix(ns)}${jobId(job)}/`;
 /** `lease.json` sorts before `segments/`: an ascending listing meets the lease first. */
 export const leaseKey = (ns: NamespaceId, job: MetadataCompactionId): string => `${jobPrefix(ns, job)}lease.json`;
+/** A segment a job stages under its prefix (`…/segments/`): reclaimed with the prefix unless a root names it. */
 export const stagedSegmentKey = (ns: NamespaceId, job: MetadataCompactionId, seg: SegmentId, ext: string): string =>
   `${jobPrefix(ns, job)}segments/${segmentId(seg)}.${segmentExtension(ext)}`;
 

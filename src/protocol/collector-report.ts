@@ -115,7 +115,7 @@ function capped<T>(a: readonly T[], b: readonly T[]): T[] {
 
 export function mergeReport(a: GcReport, b: ReportDelta): GcReport {
   const totals = { ...a.totals };
-  for (const [name, n] of Object.entries(b.totals ?? {}) as [keyof GcTotals, number][]) totals[name] = (totals[name] ?? 0) + n;
+  for (const [name, n] of Object.entries(b.totals ?? {}) as [keyof GcTotals, number][]) totals[name] += n;
   return {
     ...a,
     totals,
@@ -124,8 +124,7 @@ export function mergeReport(a: GcReport, b: ReportDelta): GcReport {
     failures: capped(a.failures, b.failures ?? []),
     unrecognisedKeys: capped(a.unrecognisedKeys, b.unrecognisedKeys ?? []),
     rootProblems: capped(a.rootProblems, b.rootProblems ?? []),
-    // A report carried from a run that predates manifests has none.
-    manifests: capped(a.manifests ?? [], b.manifests ?? []),
+    manifests: capped(a.manifests, b.manifests ?? []),
   };
 }
 

@@ -4,10 +4,9 @@
  * lease (kind `metadata_root`). It is only ever replaced by compare-and-swap; whatever its groups
  * name is referenced and never deleted.
  *
- * Format 1 has no `retired` list; format 2 adds it; format 3 adds what fences the other writers and
- * the readers by the root (spec 6c): the lost-write cutoff, the groups' sequence floors and the
- * collector's visibility stamps. A root is written in the first format that holds it (format 1 with
- * nothing retired, byte for byte what earlier versions wrote); all three are read.
+ * One format, `format_version` 3: the groups, the retired list, and what fences the other writers
+ * and the readers by the root (spec 6c): the lost-write cutoff, the groups' sequence floors and the
+ * collector's visibility stamps. It is the only one written and the only one read.
  */
 import { bounded, MESSAGE_LIMIT, quoted, TypedError, type FailureType } from '../errors';
 import { z } from 'zod';
@@ -24,6 +23,7 @@ export const MAX_ROOT_BYTES = 16 * 1024 * 1024;
  */
 export const MAX_COLLECTED_ROOT_BYTES = 2 * MAX_ROOT_BYTES;
 
+/** A namespace root as the package reads and changes it, whatever codec stores it. */
 export interface RootState {
   /** Namespace this root belongs to; must match its key. */
   readonly namespace_id: NamespaceId;
@@ -50,6 +50,7 @@ export interface RootState {
   readonly extension?: unknown;
 }
 
+/** A segment a publication replaced: kept for readers of older roots until the reader grace is over. */
 export interface RetiredSegment {
   /** A segment key of this namespace (input or staged output). */
   readonly key: string;
@@ -63,6 +64,7 @@ export interface RetiredSegment {
   readonly visible_at_ms?: number;
 }
 
+/** The namespace root's bytes are not a root this package may trust (a wrong checksum, a foreign key, a codec's refusal): nothing there is decided on. */
 export class RootCorruptError extends TypedError {
   readonly failureType: FailureType = 'RootCorrupt';
   /** What is wrong, {@link bounded}: it may quote anything the root holds. */
@@ -143,46 +145,35 @@ export function encodeRootForWrite(codec: RootCodec, root: RootState, replacingB
   return bytes;
 }
 
-/** Format 1: groups only. Format 2: groups and the retired list. Format 3: the fences of spec 6c too. */
-const ROOT_FORMAT_VERSIONS = [1, 2, 3] as const;
+/** The root's `format_version`: raised when its shape or meaning changes, so a reader of another refuses it instead of misreading it. */
+const ROOT_FORMAT_VERSION = 3;
 const millis = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 const groupName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/);
-const v1Schema = z.strictObject({
+const rootSchema = z.strictObject({
   namespace_id: z.string(),
   generation: millis,
   groups: z.record(groupName, z.array(z.string())),
-});
-const v2Schema = v1Schema.extend({ retired: z.array(z.strictObject({ key: z.string(), retired_at_ms: millis })) });
-const v3Schema = v1Schema.extend({
   retired: z.array(z.strictObject({ key: z.string(), retired_at_ms: millis, visible_at_ms: millis.optional() })),
   lost_write_cutoff_ms: millis.optional(),
   seq_floors: z.record(groupName, millis).optional(),
 });
-const ROOT_SCHEMAS = { 1: v1Schema, 2: v2Schema, 3: v3Schema } as const;
 
 export const emptyRoot = (ns: NamespaceId): RootState => Object.freeze({ namespace_id: ns, generation: 0, groups: {}, retired: [] });
 
 const sortedByKey = <T>(record: Readonly<Record<string, T>>): Record<string, T> =>
   Object.fromEntries(Object.keys(record).sort().map((name) => [name, record[name] as T]));
 
-/** Whether a root carries any of the fences of format 3. */
-const hasFences = (root: RootState): boolean =>
-  root.lost_write_cutoff_ms !== undefined || root.seq_floors !== undefined || (root.retired ?? []).some((r) => r.visible_at_ms !== undefined);
-
-/** Group names are written sorted, so equal roots have equal bytes; in the first format that holds the root. */
+/** Group names are written sorted, so equal roots have equal bytes. */
 export function encodeRoot(root: RootState): Uint8Array {
-  const payload = { namespace_id: root.namespace_id, generation: root.generation, groups: sortedByKey(root.groups) };
-  if (!hasFences(root)) {
-    if (!root.retired?.length) return encodeEnvelope(ROOT_KIND, payload, 1);
-    return encodeEnvelope(ROOT_KIND, { ...payload, retired: root.retired.map(({ key, retired_at_ms }) => ({ key, retired_at_ms })) }, 2);
-  }
   const retired = (root.retired ?? []).map(({ key, retired_at_ms, visible_at_ms }) => ({ key, retired_at_ms, ...(visible_at_ms !== undefined && { visible_at_ms }) }));
   return encodeEnvelope(ROOT_KIND, {
-    ...payload,
+    namespace_id: root.namespace_id,
+    generation: root.generation,
+    groups: sortedByKey(root.groups),
     retired,
     ...(root.lost_write_cutoff_ms !== undefined && { lost_write_cutoff_ms: root.lost_write_cutoff_ms }),
     ...(root.seq_floors !== undefined && { seq_floors: sortedByKey(root.seq_floors) }),
-  }, 3);
+  }, ROOT_FORMAT_VERSION);
 }
 
 /**
@@ -255,10 +246,10 @@ export function decodeRootWith(codec: RootCodec, bytes: Uint8Array, ns: Namespac
 export const jsonRootCodec: RootCodec = {
   decode(bytes, ns) {
     const corrupt = (reason: string) => new RootCorruptError(rootKey(ns), reason);
-    const { formatVersion, payload } = decodeEnvelope(ROOT_KIND, bytes, corrupt, ROOT_FORMAT_VERSIONS);
-    const parsed = ROOT_SCHEMAS[formatVersion as keyof typeof ROOT_SCHEMAS].safeParse(payload);
+    const { payload } = decodeEnvelope(ROOT_KIND, bytes, corrupt, [ROOT_FORMAT_VERSION]);
+    const parsed = rootSchema.safeParse(payload);
     if (!parsed.success) throw corrupt(`payload: ${describeIssues(parsed.error)}`);
-    return { retired: [], ...parsed.data, namespace_id: parsed.data.namespace_id as NamespaceId };
+    return { ...parsed.data, namespace_id: parsed.data.namespace_id as NamespaceId };
   },
   encode: (root) => encodeRoot(root),
 };

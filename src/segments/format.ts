@@ -35,6 +35,7 @@ export type SegmentRecord =
   | { readonly key: string; readonly seq: number; readonly value: string }
   | { readonly key: string; readonly seq: number; readonly tombstone: true };
 
+/** A segment's bytes fail its format's checks (header, order, a checksum): the job that read it stops, publishing nothing. */
 export class SegmentCorruptError extends TypedError {
   readonly failureType = 'SegmentCorrupt';
   constructor(

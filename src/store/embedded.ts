@@ -32,6 +32,7 @@ import {
 } from './port';
 import { inSixteenths } from './slices';
 
+/** Where the embedded store's SQLite file is. */
 export interface EmbeddedStoreOptions {
   /** Database file; created with its folder when missing. `:memory:` for a private in-process store. */
   readonly path: string;
@@ -40,6 +41,7 @@ export interface EmbeddedStoreOptions {
 /** Environment variable naming the embedded store's file. */
 export const EMBEDDED_ENV = 'COMPACTION_EMBEDDED_STORE';
 
+/** The embedded store: one SQLite file (node:sqlite) that several processes share, for a single host. */
 export function createEmbeddedObjectStore(options: EmbeddedStoreOptions): ObjectStore {
   return new EmbeddedObjectStore(options.path);
 }

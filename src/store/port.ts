@@ -82,6 +82,7 @@ export interface StreamOptions {
   readonly windowMultiple?: number;
 }
 
+/** The object-store port: everything the protocol asks of a store, which each adapter implements (docs/stores.md). */
 export interface ObjectStore {
   /** For logs and errors: the backend and its bucket or file, never a credential. */
   readonly description: string;
@@ -139,6 +140,7 @@ export abstract class StoreError extends TypedError {
   }
 }
 
+/** The key holds no object: a read of a missing key, or a conditional write whose object is gone. */
 export class NotFoundError extends StoreError {
   readonly failureType = 'NotFound';
   constructor(key: string) {

@@ -48,6 +48,7 @@ import { readBounded } from './idle';
 import { createLimiter, type Limiter } from './limiter';
 import { inSixteenths } from './slices';
 
+/** The bucket, the AWS SDK client's configuration and the adapter's bounds on sockets and reads. */
 export interface S3StoreOptions {
   readonly bucket: string;
   /** A ready client (tests add middleware to it); otherwise one is built from `clientConfig` and the SDK's environment. */
@@ -138,6 +139,7 @@ export function s3Identity(bucket: string, endpoint: string | undefined, env: No
   return `s3://${bucket} at ${normal}`;
 }
 
+/** The S3 adapter: one bucket, conditional writes by ETag, over the AWS SDK's client. */
 export function createS3ObjectStore(options: S3StoreOptions): ObjectStore {
   return new S3ObjectStore(options);
 }

@@ -29,12 +29,14 @@ export interface StartWorkerOptions extends Pick<CreateWorkerOptions, 'compactor
   readonly connect?: (temporal: TemporalTarget) => Promise<NativeConnection>;
 }
 
+/** What a worker started from the environment may take from code instead. */
 export interface StartWorkerFromEnvOptions extends StartWorkerOptions {
   readonly env?: NodeJS.ProcessEnv;
   /** Settings instead of the environment's `COMPACTION_*` ones (shrunk timings for a demo or a test). */
   readonly settings?: CompactionSettings;
 }
 
+/** A running worker started from the environment: its store (for the writer and the readers) and how to stop it. */
 export interface WorkerFromEnv {
   readonly worker: Worker;
   readonly store: ObjectStore;

@@ -17,6 +17,7 @@ export { installRuntime, LOG_LEVEL_ENV, METRICS_ENV, requireOneTemporalRuntime, 
 export { temporalTarget, type TemporalTarget } from './connect';
 export { FORMAT_MODULE_ENV, FormatModuleError, loadFormatModule, type FormatModule } from './format-module';
 
+/** A worker's store, settings, Temporal connection and plug-ins; every option not given is read as the environment says. */
 export interface CreateWorkerOptions {
   readonly store: ObjectStore;
   readonly settings: CompactionSettings;

@@ -22,6 +22,7 @@ import type { CompactionActivities, CompactionOutput, WorkflowSettings } from '.
 import type { HeldLease, InputManifestRef, PublicationOutcome } from '../protocol';
 import { familyGroup, InvalidKeyError, namespaceId, newJobId, rootKey, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
 import { attemptsSpanning } from '../config/retry';
+import type { FailureType } from '../errors';
 import { activityOptions } from './activity-options';
 import { workflowRandom } from './workflow-random';
 import { CompactionGroup, CompactionJobId, CompactionNamespace, CompactionOutcome } from './search-attributes';
@@ -46,6 +47,7 @@ export interface CompactionInput {
  */
 export type CompactionOutcomeName = 'published' | 'unchanged' | 'fenced' | 'abandoned' | 'superseded';
 
+/** How a compaction run ended (`outcome`) and what it did: its job, inputs, outputs and counts. */
 export interface CompactionResult {
   readonly outcome: CompactionOutcomeName;
   readonly namespaceId: string;
@@ -80,7 +82,7 @@ export const leaseStateQuery = defineQuery<LeaseView>('leaseState');
 const { compactionSettings } = proxyLocalActivities<CompactionActivities>({ startToCloseTimeout: '10 seconds', summary: "read the worker's timings" });
 
 const isLeaseLost = (err: unknown): boolean =>
-  err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'LeaseLost';
+  err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === ('LeaseLost' satisfies FailureType);
 
 /**
  * An activity's failure that ends the job (a missing or corrupt input, retries spent) fails the
@@ -179,6 +181,7 @@ function validGroup(input: CompactionInput): { ns: NamespaceId; group: FamilyGro
   }
 }
 
+/** One group's compaction under a lease: read, lease, compact, publish; a fenced job continues as new with a new job id. */
 export async function compactionWorkflow(input: CompactionInput): Promise<CompactionResult> {
   const { ns, group } = validGroup(input);
   const fencedJobIds = [...(input.fencedJobIds ?? [])];

@@ -27,6 +27,7 @@ import {
 } from '@temporalio/workflow';
 import type { CommandInput, GcActivities } from '../activities/gc';
 import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix, newPassId } from '../keys';
+import type { FailureType } from '../errors';
 import { workflowRandom } from './workflow-random';
 import type { ReclaimTally } from '../protocol/collector';
 import {
@@ -391,7 +392,7 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
   upsertSearchAttributes([{ key: GcIncomplete, value: isIncomplete(report) }]);
   if (passFailed(report)) {
     throw ApplicationFailure.create({
-      type: 'GcPassIncomplete',
+      type: 'GcPassIncomplete' satisfies FailureType,
       message:
         `collector pass incomplete: ${report.totals.corrupt} corrupt leases, ${report.totals.failedPrefixes} failed prefixes, ` +
         `${report.totals.failedNamespaces} failed namespaces, ${report.totals.skippedNamespaces} namespaces skipped for their root`,

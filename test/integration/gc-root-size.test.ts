@@ -23,7 +23,7 @@ const group = familyGroup('bindings');
 const newNamespace = () => namespaceId(uniqueId('root-size').toLowerCase());
 const inputKeys = (ns: NamespaceId, n: number) => Array.from({ length: n }, () => inputSegmentKey(ns, newSegmentId(), 'mseg'));
 
-/** A root of `ns` whose group names as many input segments as fit in `bytes` (format 1, nothing retired). */
+/** A root of `ns` whose group names as many input segments as fit in `bytes` (nothing retired). */
 function rootOfAbout(ns: NamespaceId, bytes: number): RootState {
   const sample = inputKeys(ns, 1000);
   const base = encodeRoot({ namespace_id: ns, generation: 1, groups: { [group]: [] } }).length;

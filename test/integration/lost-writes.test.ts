@@ -121,16 +121,15 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
     expect(await segmentsUnder(ns)).toEqual([merged]);
   });
 
-  it('segments replaced without retirement (a format-1 root from an older worker) are kept for the lost-write grace, not T', async () => {
-    const ns = newNamespace('format1');
+  it('segments a root writer replaced without retiring them (a service\'s own writer) are kept for the lost-write grace, not T', async () => {
+    const ns = newNamespace('unretired');
     const [a, b, c] = [await writeInputSegment(store, ns, 'inodes', [record('a')]), await writeInputSegment(store, ns, 'inodes', [record('b')]), await writeInputSegment(store, ns, 'inodes', [record('c')])];
     const output = inputSegmentKey(ns, newSegmentId(), 'mseg');
     await store.put(output, new TextEncoder().encode('an older publisher wrote this'));
-    // An older worker's publication: the inputs leave the group and no retired list names them.
+    // A publication of the service's own: the inputs leave the group and no retired list names them.
     const current = await readRoot(store, ns, jsonRootCodec);
-    const format1 = encodeRoot({ namespace_id: ns, generation: current.root.generation + 1, groups: { inodes: [output] } });
-    expect(JSON.parse(new TextDecoder().decode(format1))).toMatchObject({ format_version: 1 });
-    await store.putIfMatch(rootKey(ns), format1, current.etag);
+    const unretired = encodeRoot({ namespace_id: ns, generation: current.root.generation + 1, groups: { inodes: [output] }, retired: [] });
+    await store.putIfMatch(rootKey(ns), unretired, current.etag);
     for (const ahead of [MINUTE, gcMinGraceMs + MINUTE, readerGraceMs + MINUTE, lostWriteGraceMs - MINUTE]) {
       const report = await pass(ns, ahead);
       expect(report.totals, `${ahead} ms ahead`).toMatchObject({ lostWritesDeleted: 0, retainedYoung: 3 });

@@ -12,9 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   gcPassResult,
   inputSegmentKey,
-  jobId,
   namespaceId,
-  newJobId,
   newSegmentId,
   readRoot,
   rootKey,
@@ -25,6 +23,7 @@ import {
   type ObjectStore,
   WriteAfterAttemptError,
 } from '../../src/index';
+import { jobId, newJobId } from '../../src/testing';
 import type { gcWorkflow } from '../../src/workflows/gc';
 import { binaryCompactor, sampleBinaryInputs, textRootCodec, writeBinaryInputs } from '../support/binary-format';
 import { openTestStore, type TestStore } from '../support/stores';

@@ -5,7 +5,9 @@
  * assertions on both, with one worker per format.
  */
 import { join } from 'node:path';
-import { jsonRootCodec, referenceCompactor, SEGMENT_EXTENSION, writeInputSegment, type CompactionProgress, type Compactor, type ObjectStore, type RootCodec, type SegmentFormatVersion, type SegmentRecord } from '../../src/index';
+import { jsonRootCodec, referenceCompactor, writeInputSegment, type Compactor, type ObjectStore, type RootCodec, type SegmentRecord } from '../../src/index';
+import type { CompactionProgress } from '../../src/compactor';
+import { SEGMENT_EXTENSION, type SegmentFormatVersion } from '../../src/segments';
 import { BINARY_EXTENSION, binaryCompactor, decodeBinarySegment, sampleBinaryInputs, textRootCodec, writeBinaryInputs, type BinaryRecord } from './binary-format';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from './records';
 
@@ -44,9 +46,14 @@ export interface TestFormat {
 const fromSegmentRecord = (r: SegmentRecord): FormatRecord => ({ key: r.key, seq: r.seq, value: 'tombstone' in r ? null : r.value });
 const toSegmentRecord = (r: BinaryRecord): SegmentRecord => (r.value === null ? { key: r.key, seq: r.seq, tombstone: true } : { key: r.key, seq: r.seq, value: r.value });
 
+/** The reference compactor as a worker with `COMPACTION_SEGMENT_FORMAT` set runs it: the setting reaches it in its limits. */
+const writing = (segmentFormat: SegmentFormatVersion): Compactor => ({
+  compact: (attempt) => referenceCompactor.compact({ ...attempt, limits: { ...attempt.limits, segmentFormat } }),
+});
+
 export const referenceFormat: TestFormat = {
   name: 'reference (.mseg v1, root.json)',
-  plugins: { compactor: referenceCompactor, rootCodec: jsonRootCodec },
+  plugins: { compactor: writing(1), rootCodec: jsonRootCodec },
   workerEnv: { COMPACTION_SEGMENT_FORMAT: '1' },
   extension: SEGMENT_EXTENSION,
   segmentFormat: 1,
@@ -59,9 +66,6 @@ export const referenceFormat: TestFormat = {
   writeRecords: (store, ns, group, records) => writeInputSegment(store, ns, group, records.map(toSegmentRecord), { segmentFormat: 1 }),
 };
 
-/** The reference compactor as a worker with `COMPACTION_SEGMENT_FORMAT=2` runs it: the setting reaches it in its limits. */
-const writingV2: Compactor = { compact: (attempt) => referenceCompactor.compact({ ...attempt, limits: { ...attempt.limits, segmentFormat: 2 } }) };
-
 /**
  * The reference compactor writing segment format v2 over a namespace whose inputs alternate v1 and
  * v2, as a v1 namespace has after its writer and compactor move to v2: every test over this format
@@ -70,7 +74,7 @@ const writingV2: Compactor = { compact: (attempt) => referenceCompactor.compact(
 export const referenceV2Format: TestFormat = {
   ...referenceFormat,
   name: 'reference (.mseg v2, from v1 and v2 inputs, root.json)',
-  plugins: { compactor: writingV2, rootCodec: jsonRootCodec },
+  plugins: { compactor: writing(2), rootCodec: jsonRootCodec },
   workerEnv: { COMPACTION_SEGMENT_FORMAT: '2' },
   segmentFormat: 2,
   async writeInputs(store, ns, group, segments, perSegment, keySpace) {

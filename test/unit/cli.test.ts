@@ -18,6 +18,7 @@ import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease'
 import { SearchAttributesMissingError } from '../../src/client/search-attributes';
 import { WorkflowTaskFailingError } from '../../src/client/waiting';
 import { addSegments, jsonRootCodec } from '../../src/root';
+import { emptyReport, type GcReport } from '../../src/protocol/collector-report';
 import { registeredAttributes } from '../support/search-attributes';
 import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, StoreUnfitError, type ObjectStore } from '../../src/store';
 import { TEST_PASS_ID } from '../support/pass';
@@ -521,10 +522,8 @@ describe('cli operator paths', () => {
   it('gc run --wait prints each corrupt lease once, key and reason, and exits 1 for the incomplete pass', async () => {
     const key = leaseKey(ns, newJobId());
     const reason = `lease ${key} is corrupt: not JSON`;
-    const report = {
-      nowMs: NOW, dryRun: false, corruptNamespaces: [ns], corruptLeases: [{ key, reason }], failures: [], unrecognisedKeys: [],
-      totals: { namespaces: 1, failedNamespaces: 0, prefixesSeen: 1, live: 0, claimed: 0, orphaned: 0, corrupt: 1, failedPrefixes: 0, leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0 },
-    };
+    const empty = emptyReport(NOW, false);
+    const report: GcReport = { ...empty, corruptNamespaces: [ns], corruptLeases: [{ key, reason }], totals: { ...empty.totals, namespaces: 1, prefixesSeen: 1, corrupt: 1 } };
     const failed = new WorkflowFailedError('failed', ApplicationFailure.create({ type: 'GcPassIncomplete', message: 'incomplete', details: [report] }), RetryState.NON_RETRYABLE_FAILURE);
     const run = await cli(['gc', 'run', '--wait'], undefined, fakeClient([poller('w1')], () => Promise.reject(failed)));
     expect(run.code).toBe(ExitCode.failed);

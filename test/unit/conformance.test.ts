@@ -7,8 +7,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
-  checkFormat,
-  FormatCheckError,
   jsonRootCodec,
   OutsideJobPrefixError,
   ProgressRefusedError,
@@ -16,9 +14,9 @@ import {
   stagedOutputKey,
   writeInputSegment,
   type Compactor,
-  type FormatUnderTest,
   type RootCodec,
 } from '../../src/index';
+import { checkFormat, FormatCheckError, type FormatUnderTest } from '../../src/testing';
 import { binaryCompactor, sampleBinaryInputs, textRootCodec, writeBinaryInputs } from '../support/binary-format';
 
 const binary: FormatUnderTest = {

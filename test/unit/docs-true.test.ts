@@ -16,6 +16,7 @@ import * as entry from '../../src';
 import { buildProgram } from '../../src/cli/program';
 import type { CliContext } from '../../src/cli/context';
 import { SEARCH_ATTRIBUTES } from '../../src/client/search-attributes';
+import { LIVE_POLLER_WINDOW_MS } from '../../src/client/workers';
 import * as recurring from '../../src/compactor/recurring';
 import { resolveSettings, resolveTiming, SETTINGS_ENV, TIMING_ENV, WORKER_ROLE_ENV, workerRoleFromEnv } from '../../src/config';
 import * as segments from '../../src/segments';
@@ -32,7 +33,7 @@ import {
   taskQueueFromEnv,
 } from '../../src/worker';
 import { configuredFormat, FORMAT_MODULE_ENV } from '../../src/worker/format-module';
-import { DEFAULT_LOG_LEVEL, LOG_LEVEL_ENV, METRICS_ENV } from '../../src/worker/runtime';
+import { DEFAULT_LOG_LEVEL, LOG_LEVEL_ENV, METRICS_ENV, WORKER_HEARTBEAT_INTERVAL_MS } from '../../src/worker/runtime';
 import type { CompactionOutcomeName } from '../../src/workflows/compaction';
 
 const root = join(__dirname, '..', '..');
@@ -265,7 +266,7 @@ describe('the docs say what the code does', () => {
   });
 
   it('every constant the docs quote with a value is one of the code, of that value', () => {
-    const constants: Record<string, unknown> = { ...recurring, ...segments, ...entry };
+    const constants: Record<string, unknown> = { ...recurring, ...segments, ...entry, LIVE_POLLER_WINDOW_MS, WORKER_HEARTBEAT_INTERVAL_MS };
     const quoted = docs.flatMap(({ name: doc, text }) =>
       [...text.replace(/\s+/g, ' ').matchAll(/`([A-Z][A-Z0-9_]*[A-Z0-9])`(?:, | \()(\d[\d ,.]*(?: ?(?:KiB|MiB|GiB|ms|min|h|s)\b)?)/g)]
         .filter((m) => !m[1]!.startsWith('COMPACTION_'))

@@ -7,7 +7,10 @@ import { msToTs } from '@temporalio/common/lib/time';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as library from '../../src';
+import { LIVE_POLLER_WINDOW_MS } from '../../src/client/workers';
 import { SettingsError } from '../../src/config';
+import * as testing from '../../src/testing';
+import { DEFAULT_TASK_QUEUE, taskQueueFromEnv } from '../../src/worker';
 import type { GcReport } from '../../src/workflows/gc';
 import { registeredAttributes } from '../support/search-attributes';
 
@@ -42,26 +45,36 @@ afterEach(() => {
 
 describe('the public API', () => {
   it.each([
-    'SEARCH_ATTRIBUTES', 'registerSearchAttributes', 'taskQueueFromEnv', 'installRuntime', 'temporalTarget', 'connectClientFromEnv',
+    'SEARCH_ATTRIBUTES', 'registerSearchAttributes', 'installRuntime', 'connectClientFromEnv',
     'startWorkerFromEnv', 'createWorker', 'startCompaction', 'ensureGcSchedule', 'runGcPass', 'startGcPass', 'gcPassResult',
-    'waitForWorker', 'writeInputSegment', 'objectStoreFromEnv', 'settingsFromEnv', 'workerRoleFromEnv', 'collectorTaskQueueFromEnv',
-    'verifyStore', 'requireFitStore', 'StoreUnfitError', 'storeCheckFromEnv',
+    'waitForWorker', 'writeInputSegment', 'objectStoreFromEnv', 'settingsFromEnv', 'verifyStore', 'requireFitStore', 'StoreUnfitError',
   ])('exports %s', (name) => {
     expect(library).toHaveProperty(name);
+  });
+
+  it('keeps test helpers out of the main entry: dev servers, shrunk timings, the stand-in compactor and the conformance kit are compaction-lease/testing', () => {
+    const helpers = ['startTemporalDevServer', 'startMinio', 'shrunkTiming', 'defaultTimingDividedBy', 'waitingCompactor', 'checkFormat', 'jobPrefix', 'leaseKey'];
+    expect(helpers.filter((name) => !(name in testing))).toEqual([]);
+    expect(helpers.filter((name) => name in library)).toEqual([]);
+  });
+
+  it('names at most 120 values in its main entry, and none twice across the two entries', () => {
+    expect(Object.keys(library).length).toBeLessThanOrEqual(120);
+    expect(Object.keys(testing).filter((name) => name in library)).toEqual([]);
   });
 
   it('is named export by export: a name a module adds stays inside until src/index.ts names it', () => {
     expect(readFileSync(join(__dirname, '..', '..', 'src', 'index.ts'), 'utf8')).not.toMatch(/export \*|export type \*/);
   });
 
-  it('exports every error class the README and the docs name, so a caller can catch it by its class', () => {
+  it('exports every error class the README and the docs name, from one of its two entries, so a caller can catch it by its class', () => {
     const root = join(__dirname, '..', '..');
     const texts = [join(root, 'README.md'), ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => join(root, 'docs', f))].map((file) => readFileSync(file, 'utf8'));
     const named = new Set(texts.flatMap((text) => [...text.matchAll(/\b([A-Z][A-Za-z]+Error)\b/g)].map((m) => m[1] as string)));
     // JavaScript's own, an S3 error code, and the error a plug-in in docs/plugins.md declares for itself.
     const notOurs = new Set(['Error', 'RangeError', 'TypeError', 'InternalError', 'AcmeInputError']);
     expect(named.size).toBeGreaterThan(20);
-    expect([...named].filter((name) => !notOurs.has(name) && typeof (library as Record<string, unknown>)[name] !== 'function').sort()).toEqual([]);
+    expect([...named].filter((name) => !notOurs.has(name) && typeof ({ ...library, ...testing } as Record<string, unknown>)[name] !== 'function').sort()).toEqual([]);
   });
 
   it('registers every search attribute the workflows upsert, by the type the Temporal CLI names', () => {
@@ -77,14 +90,14 @@ describe('one task queue setting for the library, the CLI and the worker', () =>
     await library.ensureGcSchedule(client, { cron: '*/15 * * * *' });
     await library.startGcPass(client, { dryRun: true });
     expect(started.map((s) => s.taskQueue)).toEqual(['tq2', 'tq2', 'tq2']);
-    expect(library.taskQueueFromEnv()).toBe('tq2');
+    expect(taskQueueFromEnv()).toBe('tq2');
   });
 
   it('without it they all use the default queue, the one a worker polls by default', async () => {
     vi.stubEnv('COMPACTION_TASK_QUEUE', '');
     const { client, started } = recordingClient();
     await library.startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes' });
-    expect(started[0]?.taskQueue).toBe(library.DEFAULT_TASK_QUEUE);
+    expect(started[0]?.taskQueue).toBe(DEFAULT_TASK_QUEUE);
   });
 
   it("ensureGcSchedule and startGcPass record COMPACTION_COLLECTOR_TASK_QUEUE in the pass's input, unless told another", async () => {
@@ -120,7 +133,7 @@ describe('one task queue setting for the library, the CLI and the worker', () =>
   });
 
   it('a poller the server last saw more than LIVE_POLLER_WINDOW_MS ago is a stopped worker; workerTimeoutMs: false starts without looking', async () => {
-    const { client, started } = recordingClient({ pollerAgoMs: library.LIVE_POLLER_WINDOW_MS + 5_000 });
+    const { client, started } = recordingClient({ pollerAgoMs: LIVE_POLLER_WINDOW_MS + 5_000 });
     await expect(library.startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes', workerTimeoutMs: 0 })).rejects.toThrow(library.NoWorkerPollingError);
     await library.startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes', workerTimeoutMs: false });
     expect(started).toHaveLength(1);

@@ -96,7 +96,7 @@ describe("the reference compactor's progress, which the activity does not check"
   /** The largest progress of a job over `inputs` at `fanIn`: every intermediate run finished, 999 parts each, a 1 KiB last key. */
   const largest = (inputs: number, fanIn: number): number =>
     Buffer.byteLength(JSON.stringify({
-      version: 1, segmentsFinished: 99_999, tombstoneSegmentsFinished: 99_999, lastKey: 'k'.repeat(1024), recordsOut: 1e12, bytesOut: 1e15,
+      version: 2, segmentsFinished: 99_999, tombstoneSegmentsFinished: 99_999, lastKey: 'k'.repeat(1024), recordsOut: 1e12, bytesOut: 1e15,
       runs: { fanIn, parts: planMerge(inputs, fanIn).runs.map(() => 999) },
     } satisfies CompactionProgress));
 

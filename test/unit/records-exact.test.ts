@@ -150,7 +150,7 @@ describe('only well-formed text: refused at the door, refused as corrupt when an
 });
 
 describe('one record bound: what the writer accepts, every format holds, runs and outputs alike', () => {
-  // Failed before in format 2: the writer took each of these. A v1 output (the default) cannot hold the
+  // Failed before in format 2: the writer took each of these. A v1 output cannot hold the
   // first two (their line is longer than 1 MiB once JSON-escaped) nor the third (a footer repeats the key
   // of an output's first and last record), and the fourth, cut at, makes heartbeated progress longer than
   // Temporal's details may be: every compaction of the group failed until it ended as RecurringFailure.

@@ -1,4 +1,5 @@
 /** The versioned root and the pure decisions of spec 6a: retirement in the publication CAS, the reader grace, lost writes. */
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { familyGroup, inputSegmentKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
 import { decideSegment, dueRetiredKeys, isCondemned, isRetainedByRoot, withoutReclaimed } from '../../src/protocol/retired';
@@ -32,29 +33,22 @@ describe('the root records retirement', () => {
     expect(plan.kind === 'publish' && plan.root.retired).toEqual([{ key: a, retired_at_ms: 50 }]);
   });
 
-  it('a root with nothing retired is written in format 1, exactly as earlier versions wrote it, and read', () => {
-    const wire = text(before);
-    expect(wire).toContain('"format_version":1');
-    expect(wire).not.toContain('retired');
+  it('every root is written in format 3, its retired list always present, and read back with every fence of spec 6c', () => {
+    const fenced: RootState = { ...before, retired: [{ key: a, retired_at_ms: 7, visible_at_ms: 9 }], lost_write_cutoff_ms: 3, seq_floors: { bindings: 12 } };
+    for (const root of [before, fenced]) expect(text(root)).toContain('"format_version":3');
+    expect(text(before)).toContain('"retired":[]');
     expect(decodeRoot(encodeRoot(before), ns)).toEqual({ ...before, retired: [] });
-  });
-
-  it('a root with retired segments is format 2; format 1 with a retired list, or format 2 without one, is corrupt', () => {
-    const retiring: RootState = { ...before, retired: [{ key: a, retired_at_ms: 7 }] };
-    const wire = text(retiring);
-    expect(wire).toContain('"format_version":2');
-    expect(() => decodeRoot(new TextEncoder().encode(wire.replace('"format_version":2', '"format_version":1')), ns)).toThrow(/retired/);
-    expect(() => decodeRoot(new TextEncoder().encode(text(before).replace('"format_version":1', '"format_version":2')), ns)).toThrow(/retired/);
-    expect(() => decodeRoot(new TextEncoder().encode(wire.replace('"format_version":2', '"format_version":4')), ns)).toThrow(/unknown format_version 4/);
-  });
-
-  it('a root with a fence of spec 6c is format 3, every fence read back; without them the same root stays format 2', () => {
-    const retiring: RootState = { ...before, retired: [{ key: a, retired_at_ms: 7 }] };
-    const fenced: RootState = { ...retiring, retired: [{ key: a, retired_at_ms: 7, visible_at_ms: 9 }], lost_write_cutoff_ms: 3, seq_floors: { bindings: 12 } };
-    expect(text(retiring)).toContain('"format_version":2');
-    expect(text(fenced)).toContain('"format_version":3');
     expect(decodeRoot(encodeRoot(fenced), ns)).toEqual(fenced);
-    expect(() => decodeRoot(new TextEncoder().encode(text(fenced).replace('"format_version":3', '"format_version":2')), ns)).toThrow(RootCorruptError);
+  });
+
+  it('a root of another format_version, or without its retired list, is corrupt', () => {
+    const wire = text(before);
+    for (const version of [1, 2, 4]) {
+      expect(() => decodeRoot(new TextEncoder().encode(wire.replace('"format_version":3', `"format_version":${version}`)), ns)).toThrow(`unknown format_version ${version}`);
+    }
+    const payload = JSON.stringify({ namespace_id: ns, generation: 1, groups: {} });
+    const withoutRetired = `{"kind":"metadata_root","format_version":3,"payload_checksum":"sha256:${createHash('sha256').update(payload).digest('hex')}","payload":${payload}}`;
+    expect(() => decodeRoot(new TextEncoder().encode(withoutRetired), ns)).toThrow(/retired/);
   });
 
   it('a collector stamps each unstamped retirement visible once, and raises the lost-write cutoff only upward', () => {

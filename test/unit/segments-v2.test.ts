@@ -179,9 +179,9 @@ describe('v1 and v2 together', () => {
 });
 
 describe('the segment format setting', () => {
-  it('is read from COMPACTION_SEGMENT_FORMAT, 1 unless set, and refuses a format that does not exist', () => {
-    expect(settingsFromEnv({}).segmentFormat).toBe(1);
-    expect(settingsFromEnv({ COMPACTION_SEGMENT_FORMAT: '2' }).segmentFormat).toBe(2);
+  it('is read from COMPACTION_SEGMENT_FORMAT, 2 unless set, and refuses a format that does not exist', () => {
+    expect(settingsFromEnv({}).segmentFormat).toBe(2);
+    expect(settingsFromEnv({ COMPACTION_SEGMENT_FORMAT: '1' }).segmentFormat).toBe(1);
     for (const bad of ['3', '0', 'zstd']) expect(() => settingsFromEnv({ COMPACTION_SEGMENT_FORMAT: bad }), bad).toThrow(SettingsError);
     expect(() => settingsFromEnv({ COMPACTION_SEGMENT_FORMAT: '3' })).toThrow(/segmentFormat/);
   });

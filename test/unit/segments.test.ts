@@ -21,8 +21,8 @@ const rewrite = (bytes: Uint8Array, change: (text: string) => string) => gzipSyn
 
 describe('segment format', () => {
   it('round-trips records, values and tombstones', async () => {
-    expect(await readAll(encodeSegment(records))).toEqual(records);
-    expect(await readAll(encodeSegment([]))).toEqual([]);
+    expect(await readAll(encodeSegment(records, 1))).toEqual(records);
+    expect(await readAll(encodeSegment([], 1))).toEqual([]);
   });
 
   it.each([
@@ -34,10 +34,10 @@ describe('segment format', () => {
     ['a record with both a value and a tombstone', (b: Uint8Array) => rewrite(b, (t) => t.replace('"value":"one"', '"value":"one","tombstone":true')), /malformed/],
     ['data after the footer', (b: Uint8Array) => rewrite(b, (t) => `${t}{"key":"z","seq":9,"value":"v"}\n`), /after the footer/],
   ])('rejects %s as corrupt, naming the key', async (_, corrupt, reason) => {
-    const read = readAll(corrupt(encodeSegment(records)));
+    const read = readAll(corrupt(encodeSegment(records, 1)));
     await expect(read).rejects.toBeInstanceOf(SegmentCorruptError);
-    await expect(readAll(corrupt(encodeSegment(records)))).rejects.toThrow(/segment seg-key is corrupt/);
-    await expect(readAll(corrupt(encodeSegment(records)))).rejects.toThrow(reason);
+    await expect(readAll(corrupt(encodeSegment(records, 1)))).rejects.toThrow(/segment seg-key is corrupt/);
+    await expect(readAll(corrupt(encodeSegment(records, 1)))).rejects.toThrow(reason);
   });
 });
 
@@ -47,7 +47,7 @@ describe('segment reader', () => {
 
   it('reads a segment written by the encoder before issue 14 (gzip level 6, commit f4bc94b), and writes the same lines today', async () => {
     expect(await readAll(golden)).toEqual(goldenRecords);
-    expect(gunzipSync(encodeSegment(goldenRecords)).toString('utf8')).toBe(gunzipSync(golden).toString('utf8'));
+    expect(gunzipSync(encodeSegment(goldenRecords, 1)).toString('utf8')).toBe(gunzipSync(golden).toString('utf8'));
   });
 
   it('reads records whatever the chunking of the bytes, lines split anywhere', async () => {
@@ -58,7 +58,7 @@ describe('segment reader', () => {
           .map((r, i): SegmentRecord => (r.value === undefined ? { key: r.key, seq: i, tombstone: true } : { key: r.key, seq: i, value: r.value }))
           .sort((x, y) => (x.key < y.key ? -1 : 1));
         // Stored with no compression, so small input chunks become small decompressed chunks that cut lines (and characters) apart.
-        const bytes = gzipSync(gunzipSync(encodeSegment(sorted)), { level: 0 });
+        const bytes = gzipSync(gunzipSync(encodeSegment(sorted, 1)), { level: 0 });
         const chunks: Uint8Array[] = [];
         for (let at = 0, i = 0; at < bytes.length; at += cuts[i++ % cuts.length]!) chunks.push(bytes.subarray(at, at + cuts[i % cuts.length]!));
         const out: SegmentRecord[] = [];
@@ -80,12 +80,12 @@ describe('segment reader', () => {
     ['a seq beyond the safe integers', '{"key":"a","seq":9007199254740993,"value":"one"}'],
     ['an array', '["a",1,"one"]'],
   ])('rejects a record line with %s as malformed', async (_, line) => {
-    const bytes = rewrite(encodeSegment(records), (t) => t.replace('{"key":"a","seq":1,"value":"one"}', line));
+    const bytes = rewrite(encodeSegment(records, 1), (t) => t.replace('{"key":"a","seq":1,"value":"one"}', line));
     await expect(readAll(bytes)).rejects.toThrow(/segment seg-key is corrupt: record 1 is malformed/);
   });
 
   it(`rejects a line longer than ${MAX_SEGMENT_LINE_BYTES} bytes as corrupt, without reading the rest`, async () => {
-    const long = rewrite(encodeSegment(records), (t) => t.replace('"one"', JSON.stringify('x'.repeat(MAX_SEGMENT_LINE_BYTES))));
+    const long = rewrite(encodeSegment(records, 1), (t) => t.replace('"one"', JSON.stringify('x'.repeat(MAX_SEGMENT_LINE_BYTES))));
     await expect(readAll(long)).rejects.toThrow(/segment seg-key is corrupt: a line is longer than/);
     // A line that never ends: the reader must give up near the bound (plus what the pipes buffer), or this test never finishes.
     let produced = 0;
@@ -103,7 +103,7 @@ describe('segment reader', () => {
 
   it('refuses to write a record or a footer whose line would be longer than a reader accepts', () => {
     expect(() => new SegmentBuilder().add({ key: 'big', seq: 1, value: 'x'.repeat(MAX_SEGMENT_LINE_BYTES) })).toThrow(/record "big" is \d+ bytes as a line/);
-    const longKeys = () => encodeSegment(['a', 'b'].map((c, seq): SegmentRecord => ({ key: c.repeat(MAX_SEGMENT_LINE_BYTES / 2), seq, tombstone: true })));
+    const longKeys = () => encodeSegment(['a', 'b'].map((c, seq): SegmentRecord => ({ key: c.repeat(MAX_SEGMENT_LINE_BYTES / 2), seq, tombstone: true })), 1);
     expect(longKeys).toThrow(/the footer of a segment from "a+" is \d+ bytes/);
   });
 });
