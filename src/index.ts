@@ -166,6 +166,7 @@ export {
   STORE_PROPERTIES,
   StoreUnfitError,
   verifyStore,
+  type ConditionalDelete,
   type EmbeddedStoreOptions,
   type S3StoreOptions,
   type StoreCheck,
