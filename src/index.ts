@@ -72,6 +72,7 @@ export {
   requireFitStore,
   StoreUnfitError,
   verifyStore,
+  type ConditionalDelete,
   type EmbeddedStoreOptions,
   type S3StoreOptions,
 } from './store';

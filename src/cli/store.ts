@@ -1,7 +1,8 @@
 /**
  * `store check`: the store probe (`verifyStore`) against the configured bucket, as every worker runs
- * it at start: one row per property, held or failed, and the bucket's versioning. It writes a few
- * objects under `store-probe/` and deletes them, so it needs a worker's credentials, not a reader's.
+ * it at start: one row per property, held or failed, the bucket's versioning, and whether it honours
+ * a conditional delete. It writes a few objects under `store-probe/` and deletes them, so it needs a
+ * worker's credentials, not a reader's.
  */
 import type { Command } from 'commander';
 import { requireFitStore, verifyStore, type StoreCheck } from '../store';
@@ -15,10 +16,16 @@ const VERSIONING_NOTE = {
   unknown: 'unknown: the store would not say (no s3:GetBucketVersioning grant?)',
 } as const;
 
+const CONDITIONAL_DELETE_NOTE = {
+  honoured: 'honoured: a lease is deleted only in the version its collector holds',
+  ignored: "ignored: a lease's deletion is checked by a read, not fenced; a deletion delayed past its claim's expiry can remove a lease written since (docs/stores.md)",
+} as const;
+
 function printCheck(ctx: CliContext, check: StoreCheck): void {
   printFields(ctx.out, [
     ['store', check.store],
     ['versioning', VERSIONING_NOTE[check.versioning]],
+    ['conditional delete', CONDITIONAL_DELETE_NOTE[check.conditionalDelete]],
     ['verdict', `${check.fit ? 'fit' : 'UNFIT'} (${check.durationMs} ms)`],
   ]);
   ctx.out.line('');

@@ -302,33 +302,36 @@ const leaseDeletion = (object: ObjectInfo, lease: LeaseFacts | undefined): Delet
 
 /**
  * Deletes the lease this pass owns, after its manifest line: the line the walk of its prefix
- * recorded with its last batch (from the walk's listing), else one of its own (its size, ETag and
- * LastModified from a HEAD; a lease already gone needs neither). Called after the prefix was walked,
- * also when the walk failed. `lease`: the lease as the claim read it. The lease is read first and
- * deleted only while it is still this pass's claim: one another pass took over (this pass stalled
- * past the expiry) is that pass's to release, and the answer is `false`.
+ * recorded with its last batch (from the walk's listing), else one of its own, from the read below.
+ * Called after the prefix was walked, also when the walk failed. `lease`: the lease as the claim read it.
+ * The lease is read, and deleted only while it is still this pass's claim, and only in the version
+ * read (a conditional delete): a delete that lands late, after another pass took the claim over (this
+ * pass stalled past the expiry) or after the lease was re-created, finds another ETag and deletes
+ * nothing. A refused delete is settled by a fresh read, as a refused claim is: this pass's claim in
+ * another version (a refresh of its own landed late) is deleted in that one; another's is that
+ * party's to release, and the answer is `false`. A lease already gone needs nothing (`true`). On a
+ * store that ignores the condition (`store check`: conditional delete `ignored`) the read is the only
+ * check, and a delete that lands after another write removes it (docs/stores.md).
  */
 export async function deleteLease(store: ObjectStore, job: JobRef, passId: string, deletes: Deleter = deleterOf(store, undefined), lease?: LeaseFacts, claim?: HeldClaim): Promise<boolean> {
   const key = leaseKey(job.namespaceId, job.jobId);
-  // A dry run's claim was recorded, never written: the lease it would delete is the one it would have claimed.
-  if (!(claim && isDryRunEtag(claim.etag))) {
-    const read = await readLease(store, job);
-    if ('missing' in read) return true;
-    if (!('lease' in read && read.lease.status === 'reaping' && read.lease.owner_id === passId)) return false;
-  }
-  let result = await deletes.deleteRecorded(key);
-  if (!result) {
-    let object: ObjectInfo;
+  // A dry run's claim was recorded, never written: the lease it would delete is the one it would have claimed, as the store holds it.
+  const dryRun = claim !== undefined && isDryRunEtag(claim.etag);
+  let lastError: unknown;
+  for (let read = 0; read < MAX_CLAIM_READS; read++) {
+    const found = await readLease(store, job);
+    if ('missing' in found) return true;
+    if (!('lease' in found && (dryRun || (found.lease.status === 'reaping' && found.lease.owner_id === passId)))) return false;
+    const object: ObjectInfo = { key, size: found.bytes.length, etag: found.etag, lastModified: found.lastModified };
     try {
-      object = await store.head(key);
+      await deletes.deleteIfMatch(leaseDeletion(object, lease), found.etag);
+      return true;
     } catch (err) {
-      if (err instanceof NotFoundError) return true;
-      throw err;
+      if (!(err instanceof PreconditionFailedError || err instanceof ConflictError)) throw err;
+      lastError = err;
     }
-    result = await deletes([leaseDeletion(object, lease)]);
   }
-  if (result.failed.length) throw new DeleteFailedError(key, result.failed);
-  return true;
+  throw lastError;
 }
 
 /** How a walk's deletions are recorded: the rule of its prefix and the lease that made it the collector's, and the claim it refreshes. */

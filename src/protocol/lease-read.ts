@@ -9,7 +9,8 @@ export interface JobRef {
 }
 
 export type LeaseRead =
-  | { readonly lease: LeaseState; readonly etag: string; readonly bytes: Uint8Array }
+  /** `lastModified`: the store's, when the bytes came from a GET (not handed on from an earlier read). */
+  | { readonly lease: LeaseState; readonly etag: string; readonly bytes: Uint8Array; readonly lastModified?: Date }
   | { readonly missing: true }
   | { readonly corrupt: string };
 
@@ -26,9 +27,9 @@ export async function readLease(store: ObjectStore, job: JobRef): Promise<LeaseR
 }
 
 /** Decodes bytes read earlier (and handed on, e.g. through workflow history) exactly as {@link readLease} decodes a GET. */
-export function leaseReadOf(object: { readonly body: Uint8Array; readonly etag: string }, job: JobRef): LeaseRead {
+export function leaseReadOf(object: { readonly body: Uint8Array; readonly etag: string; readonly lastModified?: Date | undefined }, job: JobRef): LeaseRead {
   try {
-    return { lease: decodeLease(object.body, job), etag: object.etag, bytes: object.body };
+    return { lease: decodeLease(object.body, job), etag: object.etag, bytes: object.body, ...(object.lastModified && { lastModified: object.lastModified }) };
   } catch (err) {
     if (err instanceof LeaseCorruptError) return { corrupt: err.message };
     throw err;

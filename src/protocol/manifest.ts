@@ -83,16 +83,17 @@ export interface ManifestTarget {
 
 /**
  * Deletes objects after recording them: the only way the collector deletes. `later`: objects
- * recorded in the same part but deleted afterwards, by {@link Deleter.deleteRecorded} (a prefix's
+ * recorded in the same part but deleted afterwards, by {@link Deleter.deleteIfMatch} (a prefix's
  * lease, which goes after its walk): their lines then cost no part of their own.
  */
 export interface Deleter {
   (deletions: readonly Deletion[], later?: readonly Deletion[]): Promise<DeleteResult>;
   /**
-   * Deletes `key` if its line needs no part of its own: this deleter recorded it as `later`, or
-   * keeps no manifest. Undefined, nothing sent, when it must be recorded first.
+   * Deletes one object only while its ETag is `etag` (`ObjectStore.deleteIfMatch`, whose errors it
+   * throws), after its line: the line this deleter recorded as `later` if there is one, else
+   * `deletion` in a part of its own. A key is recorded once, however often its delete is tried.
    */
-  readonly deleteRecorded: (key: string) => Promise<DeleteResult | undefined>;
+  readonly deleteIfMatch: (deletion: Deletion, etag: string) => Promise<void>;
   /**
    * The same deleter (its parts, its recorded keys) waiting for each part through `wait`: a walk
    * gives up its lane meanwhile (`Lanes.stepOut`), so other walks fill the next part.
@@ -167,8 +168,15 @@ export function deleterOf(store: ObjectStore, manifest: ManifestTarget | undefin
       for (const d of later) recorded.add(d.object.key);
       return deletions.length ? store.deleteMany(deletions.map((d) => d.object.key)) : { deleted: [], failed: [] };
     };
-    const deleteRecorded = async (key: string): Promise<DeleteResult | undefined> => (record && !recorded.delete(key) ? undefined : store.deleteMany([key]));
-    return Object.assign(deletes, { deleteRecorded, awaitingPartsWith });
+    const deleteIfMatch = async (deletion: Deletion, etag: string): Promise<void> => {
+      const { key } = deletion.object;
+      if (record && !recorded.has(key)) {
+        await wait(record([deletion]), 1);
+        recorded.add(key);
+      }
+      await store.deleteIfMatch(key, etag);
+    };
+    return Object.assign(deletes, { deleteIfMatch, awaitingPartsWith });
   };
   return awaitingPartsWith((durable) => durable);
 }

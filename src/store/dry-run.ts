@@ -42,6 +42,9 @@ export function dryRunStore(store: ObjectStore, record: (write: RecordedWrite) =
       for (const key of keys) record({ kind: 'delete', key });
       return { deleted: [...keys], failed: [] };
     },
+    async deleteIfMatch(key): Promise<void> {
+      record({ kind: 'delete', key });
+    },
     // The real store belongs to whoever wrapped it.
     close: async () => {},
   };

@@ -230,6 +230,16 @@ class EmbeddedObjectStore implements ObjectStore {
     return { deleted: [...keys], failed: [] };
   }
 
+  async deleteIfMatch(key: string, etag: string): Promise<void> {
+    this.inTransaction('IMMEDIATE', () => {
+      const current = (this.statements.etag.get(key) as { etag: string } | undefined)?.etag;
+      if (current === undefined) return;
+      if (current !== etag) throw new PreconditionFailedError(key);
+      this.statements.delete.run(key);
+      this.statements.deleteChunks.run(key);
+    });
+  }
+
   async identity(): Promise<string> {
     return `embedded:${this.file}`;
   }

@@ -11,6 +11,7 @@ export {
   STORE_PROPERTIES,
   StoreUnfitError,
   verifyStore,
+  type ConditionalDelete,
   type StoreCheck,
   type StorePropertyId,
   type StorePropertyResult,

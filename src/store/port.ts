@@ -111,6 +111,15 @@ export interface ObjectStore {
   list(request: ListRequest): Promise<ListPage>;
   /** Deletes in requests of at most {@link MAX_KEYS_PER_REQUEST} keys; per-key errors are returned, not thrown, except a denied key ({@link StoreConfigError}). */
   deleteMany(keys: readonly string[]): Promise<DeleteResult>;
+  /**
+   * Conditional delete (`If-Match` on DeleteObject): deletes `key` only while its ETag is `etag`, so a
+   * delete that lands late cannot remove a version written since. Resolves once that version is gone:
+   * deleted now, or already missing (a 404, as the SDK's retry of a delete that landed meets).
+   * {@link PreconditionFailedError} when another version is there, which stays; {@link ConflictError};
+   * {@link AmbiguousError}. A store that ignores the condition deletes whatever is there: `store check`
+   * reports it (`conditionalDelete`), docs/stores.md says what that leaves open.
+   */
+  deleteIfMatch(key: string, etag: string): Promise<void>;
   /** Checks that the bucket exists and the credentials work; throws {@link StoreConfigError} naming the setting. */
   verifyAccess(): Promise<void>;
   /** Whether deletions leave noncurrent versions behind; never throws (`unknown` instead). */

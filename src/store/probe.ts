@@ -45,10 +45,19 @@ export interface StoreCheck {
   readonly properties: readonly StorePropertyResult[];
   /** Reported, not checked: with versioning, deletions leave noncurrent versions (docs/operations.md has the lifecycle rule). */
   readonly versioning: BucketVersioning;
+  /**
+   * Reported, not required: whether a conditional delete (`If-Match` on DeleteObject) with a stale ETag
+   * is refused and keeps the object. `ignored`: the object was deleted; the collector's deletion of a
+   * lease is then checked by a read only, not fenced (docs/stores.md).
+   */
+  readonly conditionalDelete: ConditionalDelete;
   /** Whether every property held: the store is fit for the protocol. */
   readonly fit: boolean;
   readonly durationMs: number;
 }
+
+/** What a store does with a conditional delete whose ETag is stale: refuse it (412), or delete anyway. */
+export type ConditionalDelete = 'honoured' | 'ignored';
 
 export interface VerifyStoreOptions {
   /** The allowed error between host clocks and the store's `LastModified` (`COMPACTION_CLOCK_SAFETY_MARGIN_MS`); the probe allows half of it. */
@@ -107,11 +116,11 @@ export async function retryInconclusive<T>(check: () => Promise<T>): Promise<T> 
  */
 export async function verifyStore(store: ObjectStore, options: VerifyStoreOptions): Promise<StoreCheck> {
   const started = performance.now();
-  const { properties, versioning } = await retryInconclusive(() => probeOnce(store, options));
-  return { store: store.description, properties, versioning, fit: properties.every((p) => p.outcome === 'held'), durationMs: Math.round(performance.now() - started) };
+  const { properties, versioning, conditionalDelete } = await retryInconclusive(() => probeOnce(store, options));
+  return { store: store.description, properties, versioning, conditionalDelete, fit: properties.every((p) => p.outcome === 'held'), durationMs: Math.round(performance.now() - started) };
 }
 
-async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promise<Pick<StoreCheck, 'properties' | 'versioning'>> {
+async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promise<Pick<StoreCheck, 'properties' | 'versioning' | 'conditionalDelete'>> {
   const keys = storeProbeKeys();
   const results: StorePropertyResult[] = [];
   const report = (property: StorePropertyId, held: boolean, detail: string) =>
@@ -185,6 +194,11 @@ async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promi
     // 6. Clock skew, from the same write: its LastModified must lie between sending and answer, give or take the allowance.
     report('clock-skew', ...clockSkew(read.lastModified, sentAt, answeredAt, options.clockSafetyMarginMs / 2));
 
+    // Reported, not required: a conditional delete from the first, stale ETag must keep the object (a 404 would mean it deleted it).
+    const staleDelete = await outcomeOf(store.deleteIfMatch(keys.object, first));
+    const kept = !(await outcomeOf(store.head(keys.object).then(() => undefined)) instanceof NotFoundError);
+    const conditionalDelete: ConditionalDelete = staleDelete instanceof PreconditionFailedError && kept ? 'honoured' : 'ignored';
+
     // 7. Cleanup with a key never written: a missing key must count as deleted, as the collector assumes.
     const deleted = await store.deleteMany([keys.object, keys.missing, keys.neverWritten]);
     cleanedUp = true;
@@ -194,13 +208,13 @@ async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promi
       !missingFailure && deleted.deleted.includes(keys.neverWritten),
       missingFailure ? `answered ${missingFailure.code}: ${missingFailure.message}` : 'counted as deleted',
     );
-    return { properties: results, versioning: await store.versioning() };
+    return { properties: results, versioning: await store.versioning(), conditionalDelete };
   } catch (err) {
     // A compare-and-swap from an ETag the store answered itself was refused: its ETags name no version
     // (one ETag for every write, a proxy rewriting them), so no lease or root write could ever succeed.
     if (!(err instanceof PreconditionFailedError)) throw err;
     report('new-etag', false, `a compare-and-swap of ${err.key} from the ETag the store answered for it was refused: its ETags do not name the versions written`);
-    return { properties: results, versioning: await store.versioning() };
+    return { properties: results, versioning: await store.versioning(), conditionalDelete: 'ignored' };
   } finally {
     if (!cleanedUp) await store.deleteMany([keys.object, keys.missing]).catch(() => undefined);
   }

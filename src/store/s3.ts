@@ -10,6 +10,7 @@
  */
 import type { Readable } from 'node:stream';
 import {
+  DeleteObjectCommand,
   DeleteObjectsCommand,
   GetBucketVersioningCommand,
   GetObjectCommand,
@@ -354,6 +355,15 @@ class S3ObjectStore implements ObjectStore {
     });
     if (thrown) throw thrown.error;
     return { deleted: results.flatMap((r) => r.deleted), failed: results.flatMap((r) => r.failed) };
+  }
+
+  async deleteIfMatch(key: string, etag: string): Promise<void> {
+    try {
+      await this.send(key, 'write', (o) => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key, IfMatch: etag }), o));
+    } catch (err) {
+      // S3 answers 404 to If-Match on a missing key: the version is gone either way, and the SDK's retry of a delete that landed meets it.
+      if (!(err instanceof NotFoundError)) throw err;
+    }
   }
 
   async verifyAccess(): Promise<void> {

@@ -118,6 +118,7 @@ describe('bad-input catalogue', () => {
     const recorded = interceptStore(store, async (operation, subject) => {
       // The pass's clock check writes and deletes an object of its own under store-probe/: not a deletion of the bucket's contents.
       if (operation === 'deleteMany') deleteRequests.push(...(subject as readonly string[]).filter((k) => !k.startsWith(STORE_PROBE_PREFIX)));
+      if (operation === 'deleteIfMatch') deleteRequests.push(subject as string);
       if (operation === 'put' || operation === 'putIfAbsent' || operation === 'putIfMatch') writes.push(subject as string);
       if (operation === 'getStream' && deleteOnRead.delete(subject as string)) await store.deleteMany([subject as string]);
     });

@@ -349,6 +349,7 @@ function routedStore(run: () => CurrentRun): ObjectStore {
   });
   return interceptStore(dated, (operation, subject) => {
     if (operation === 'deleteMany') run().deleteRequests.push(...(subject as readonly string[]));
+    if (operation === 'deleteIfMatch') run().deleteRequests.push(subject as string);
   });
 }
 

@@ -49,6 +49,10 @@ function loggingStore(inner: ObjectStore, log: { op: 'put' | 'delete' | 'head'; 
       log.push({ op: 'delete', keys: [...keys] });
       return inner.deleteMany(keys);
     },
+    async deleteIfMatch(key: string, etag: string): Promise<void> {
+      log.push({ op: 'delete', keys: [key] });
+      return inner.deleteIfMatch(key, etag);
+    },
   });
 }
 

@@ -61,6 +61,13 @@ interface Faults {
  */
 function faultyStore(inner: ObjectStore, faults: () => Faults, seen: { lists: ListRequest[]; deletes: string[][]; gets: string[]; cas: string[]; claims: string[] }): ObjectStore {
   const isProbe = (key: string | undefined) => key?.startsWith(STORE_PROBE_PREFIX) === true;
+  /** Records a delete request (a batch, or a lease's conditional delete) and runs the test's delete faults on it. */
+  const deleting = async (keys: readonly string[]): Promise<void> => {
+    seen.deletes.push([...keys]);
+    const fail = faults().failDeleteCall;
+    if (fail && seen.deletes.length === fail.call) throw fail.error();
+    await faults().beforeDelete?.(keys);
+  };
   return Object.assign(Object.create(inner) as ObjectStore, {
     get(key: string, options?: Parameters<ObjectStore['get']>[1]) {
       if (isProbe(key)) return inner.get(key, options);
@@ -74,11 +81,12 @@ function faultyStore(inner: ObjectStore, faults: () => Faults, seen: { lists: Li
     },
     async deleteMany(keys: readonly string[]): Promise<DeleteResult> {
       if (keys.every(isProbe)) return inner.deleteMany(keys);
-      seen.deletes.push([...keys]);
-      const fail = faults().failDeleteCall;
-      if (fail && seen.deletes.length === fail.call) throw fail.error();
-      await faults().beforeDelete?.(keys);
+      await deleting(keys);
       return inner.deleteMany(keys);
+    },
+    async deleteIfMatch(key: string, etag: string): Promise<void> {
+      await deleting([key]);
+      return inner.deleteIfMatch(key, etag);
     },
     async putIfMatch(key: string, body: Uint8Array, etag: string) {
       seen.cas.push(key);

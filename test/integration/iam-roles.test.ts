@@ -83,6 +83,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const collector = stores.collector;
     const recorded = Object.assign(Object.create(collector) as ObjectStore, {
       deleteMany: (keys: readonly string[]) => (collectorDeletes.push([...keys]), collector.deleteMany(keys)),
+      deleteIfMatch: (key: string, etag: string) => (collectorDeletes.push([key]), collector.deleteIfMatch(key, etag)),
     });
     collectorWorker = await startTestWorker(recorded, settings);
     ({ client, close: closeClient } = await connectClient());

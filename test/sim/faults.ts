@@ -10,7 +10,7 @@
  *   its last check and the send);
  * - `refused`: 503 after the SDK's retries, nothing applied (a write reports it as unknown, as the
  *   S3 adapter does);
- * - `conflict`: 409 ConditionalRequestConflict on a conditional write, nothing applied;
+ * - `conflict`: 409 ConditionalRequestConflict on a conditional write or delete, nothing applied;
  * - `lost-reply-retried`: applied, the answer lost, and the SDK's retry of the same request applied
  *   in turn: the caller gets the retry's answer (the 412 of a conditional write that had landed);
  * - `lost-reply-gave-up`: applied, every answer lost: an unknown outcome;
@@ -24,7 +24,7 @@
 import type { Timing } from '../../src/config';
 import { between, pick, type Choices } from './choices';
 
-export type StoreOp = 'get' | 'getStream' | 'head' | 'putIfAbsent' | 'putIfMatch' | 'put' | 'list' | 'deleteMany';
+export type StoreOp = 'get' | 'getStream' | 'head' | 'putIfAbsent' | 'putIfMatch' | 'put' | 'list' | 'deleteMany' | 'deleteIfMatch';
 
 export const FAULT_KINDS = ['slow', 'late-stuck', 'late-paused', 'refused', 'conflict', 'lost-reply-retried', 'lost-reply-gave-up', 'partial-delete', 'pause'] as const;
 export type FaultKind = 'none' | 'partitioned' | (typeof FAULT_KINDS)[number];
@@ -52,8 +52,8 @@ export interface FaultProfile {
   readonly lateRootPercent: number;
 }
 
-export const isWrite = (op: StoreOp): boolean => op === 'put' || op === 'putIfAbsent' || op === 'putIfMatch' || op === 'deleteMany';
-export const isConditional = (op: StoreOp): boolean => op === 'putIfAbsent' || op === 'putIfMatch';
+export const isWrite = (op: StoreOp): boolean => op === 'put' || op === 'putIfAbsent' || op === 'putIfMatch' || op === 'deleteMany' || op === 'deleteIfMatch';
+export const isConditional = (op: StoreOp): boolean => op === 'putIfAbsent' || op === 'putIfMatch' || op === 'deleteIfMatch';
 
 /** The relative weight of each fault kind among faulted requests, for `op`; 0 where the kind cannot happen. */
 function weights(op: StoreOp, profile: FaultProfile): Record<(typeof FAULT_KINDS)[number], number> {

@@ -99,6 +99,8 @@ export class Invariants implements Monitor {
   private readonly claimedUntil = new Map<string, Map<string, number>>();
   /** Per job prefix, the pass that wrote its lease last as a claim. */
   private readonly lastClaimer = new Map<string, string>();
+  /** Per lease key, the party that wrote the version the store holds (`operator` for the operator's hand). */
+  private readonly leaseWriters = new Map<string, string>();
   /** Each lease key's last `active` write by its job: until when (store time) its heartbeat keeps it live. */
   private readonly liveUntil = new Map<string, number>();
   /** When each input segment's PUT was sent. */
@@ -130,9 +132,14 @@ export class Invariants implements Monitor {
       const staged = parseCompactionKey(change.key);
       // A retired output is reclaimed by the root's record, whoever owns its prefix; everything else there by its owner only.
       const retired = this.current?.retired?.some((r) => r.key === change.key) === true;
-      if (request?.party.kind === 'collector' && 'jobId' in staged && staged.namespaceId === this.ns && !retired) this.atMostOneOwner(jobPrefix(this.ns, staged.jobId), request, 'deleted in');
+      if (request?.party.kind === 'collector' && 'jobId' in staged && staged.namespaceId === this.ns && !retired) {
+        this.atMostOneOwner(jobPrefix(this.ns, staged.jobId), request, staged.kind === 'lease' ? 'deleted the lease of' : 'deleted in');
+      }
       // With its lease gone the prefix is no pass's until one claims it again, and no job's if the operator took it.
-      if (staged.kind === 'lease') this.lastClaimer.delete(prefixOfLease(change.key));
+      if (staged.kind === 'lease') {
+        this.lastClaimer.delete(prefixOfLease(change.key));
+        this.leaseWriters.delete(change.key);
+      }
       if (staged.kind === 'lease' && !request) this.liveUntil.delete(change.key);
     } else {
       if (change.key.endsWith('.mseg')) {
@@ -144,7 +151,10 @@ export class Invariants implements Monitor {
         this.model.written(context.write, change.key);
         this.putSentAt.set(change.key, request.issuedAt);
       }
-      if (parseCompactionKey(change.key).kind === 'lease') this.leaseChanged(change.key, change.after, request);
+      if (parseCompactionKey(change.key).kind === 'lease') {
+        this.leaseWriters.set(change.key, request?.party.name ?? 'operator');
+        this.leaseChanged(change.key, change.after, request);
+      }
     }
   }
 
@@ -160,7 +170,7 @@ export class Invariants implements Monitor {
       }
       else if ((op === 'getStream' || op === 'get') && 'err' in outcome) this.readersReadWithinPromise(request, outcome.err);
     }
-    if (op === 'deleteMany' && party.kind === 'collector') {
+    if ((op === 'deleteMany' || op === 'deleteIfMatch') && party.kind === 'collector') {
       this.corruptionDeletesNothing(request);
       for (const k of request.keys ?? []) this.deletionsConfined(k, request);
     }
@@ -248,21 +258,37 @@ export class Invariants implements Monitor {
   /**
    * At most one owner of a job prefix at any time, judged by the store: its job while its lease is
    * active and unexpired, else the pass whose claim was written last, while that claim is unexpired
-   * (a claim's heartbeat expires as a job's does). A collector's claim, or any deletion under the
-   * prefix by a collector, while another holds it breaks the invariant; a pass paused past its own
-   * claim's expiry owns the prefix no longer, and whatever it does there then is checked the same.
-   * The clocks of the two may differ by the safety margin: that much earlier is within the rules.
+   * (a claim's heartbeat expires as a job's does); a pass paused past its own claim's expiry owns the
+   * prefix no longer. The clocks of the two may differ by the safety margin: that much earlier is
+   * within the rules. It breaks where an owner's exclusion is what keeps something safe:
+   * - a collector's claim while another holds the prefix (two passes would walk it as theirs);
+   * - a collector's deletion of a lease in a version it did not write itself: a pass releases its own
+   *   claim only, never another pass's claim (whose prefix a third pass would then take as orphaned)
+   *   nor a job's lease, however late its delete lands;
+   * - a collector's deletion of a staged object while the prefix's job holds it live.
+   * A staged object that one pass deletes after another pass claimed the prefix is no second owner's
+   * loss: the job was fenced by the first claim, so its staged objects are garbage to every pass
+   * alike, and whether a root still names one is `rootNamesOnlyExistingObjects`'s to judge. It is
+   * counted as an interleaving, not a violation.
    */
-  atMostOneOwner(prefix: string, request: StoreRequest, act: 'claimed' | 'deleted in'): void {
+  atMostOneOwner(prefix: string, request: StoreRequest, act: 'claimed' | 'deleted in' | 'deleted the lease of'): void {
     const pass = request.party.name;
     const margin = this.sim.timing.clockSafetyMarginMs;
-    const leaseDeleted = act === 'deleted in' && (request.keys ?? []).includes(`${prefix}lease.json`);
-    const what = leaseDeleted ? 'deleted the lease of' : act;
+    if (act === 'deleted the lease of') {
+      const writer = this.leaseWriters.get(`${prefix}lease.json`) ?? 'operator';
+      if (writer === pass) return;
+      this.sim.violate({
+        invariant: 'atMostOneOwner',
+        message: `${pass} deleted the lease of ${shortKey(prefix)} in a version ${writer} wrote${writer === this.lastClaimer.get(prefix) ? ' (its claim)' : ''}`,
+        evidence: { prefix, owners: [writer, pass], deletedBy: pass },
+      });
+      return;
+    }
     const jobUntil = this.liveUntil.get(`${prefix}lease.json`);
     if (jobUntil !== undefined && this.sim.now < jobUntil - margin) {
       this.sim.violate({
         invariant: 'atMostOneOwner',
-        message: `${pass} ${what} ${shortKey(prefix)} ${jobUntil - this.sim.now} ms before its job's heartbeat expired`,
+        message: `${pass} ${act} ${shortKey(prefix)} ${jobUntil - this.sim.now} ms before its job's heartbeat expired`,
         evidence: { prefix, owners: ['job', pass], ...(act === 'deleted in' && { deletedBy: pass }) },
       });
       return;
@@ -275,10 +301,14 @@ export class Invariants implements Monitor {
       if (act === 'claimed') this.sim.count('interleaving: an expired claim of another pass taken over');
       return;
     }
+    if (act === 'deleted in') {
+      this.sim.count("interleaving: a staged object deleted in a prefix another pass claimed since");
+      return;
+    }
     this.sim.violate({
       invariant: 'atMostOneOwner',
-      message: `${pass} ${what} ${shortKey(prefix)} while ${claimer}'s claim was live (${until - this.sim.now} ms before it expires)`,
-      evidence: { prefix, owners: [claimer, pass], ...(act === 'deleted in' && { deletedBy: pass }) },
+      message: `${pass} claimed ${shortKey(prefix)} while ${claimer}'s claim was live (${until - this.sim.now} ms before it expires)`,
+      evidence: { prefix, owners: [claimer, pass] },
     });
   }
 

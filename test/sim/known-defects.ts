@@ -28,13 +28,6 @@ export const KNOWN_DEFECTS: readonly KnownDefect[] = [
     // The root cause of whatever breaks after it: every later violation is its consequence.
     matches: (_, { invariants }) => invariants.rootRecreatedUnjudgedEvent !== undefined,
   },
-  {
-    id: 'deletion-not-fenced-by-claim',
-    issue: '42',
-    title:
-      "a pass's deletions under a prefix are checked against its claim before they are sent, not fenced by it: delayed past the claim's expiry (a pause mid-walk or inside deleteLease, a DeleteObjects stuck past the deadline), they land in a prefix another pass claimed since, or on a lease written since (that pass's claim, a new job's live lease)",
-    matches: (v) => v.invariant === 'atMostOneOwner' && v.evidence?.deletedBy !== undefined,
-  },
 ];
 
 /** The known defect `violation` is, if any. */

@@ -52,6 +52,7 @@ describe('the deterministic simulation of the protocol', () => {
       'a lost answer on a lease create': /^fault lost-reply-retried: job putIfAbsent lease$/,
       'a lost answer on a publication': /^fault lost-reply-retried: job putIfMatch root$/,
       'a lost answer on a batched delete': /^fault lost-reply-retried: collector deleteMany/,
+      'a lost answer on a lease deletion': /^fault lost-reply-retried: collector deleteIfMatch lease$/,
       'a late publication CAS': /^interleaving: publication CAS arrived late/,
       'a publication CAS after its lease was claimed': /^interleaving: publication CAS arrived after its lease was claimed/,
       'a pause inside the writer budget': /^interleaving: writer CAS sent in the second half of its budget/,

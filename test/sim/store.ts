@@ -2,7 +2,7 @@
  * The package's `ObjectStore` port as one party sees the simulated bucket: every call is a request
  * through the simulation (`Sim.request`), with its own fault and delays.
  */
-import type { BucketVersioning, DeleteResult, ListPage, ListRequest, ObjectInfo, ObjectStore, StoredObject, StreamedObject } from '../../src/store';
+import { NotFoundError, type BucketVersioning, DeleteResult, ListPage, ListRequest, ObjectInfo, ObjectStore, StoredObject, StreamedObject } from '../../src/store';
 import type { Party, Sim } from './sim';
 
 /** A body streamed back in two chunks, so readers meet a chunk boundary as they would S3's windows. */
@@ -52,6 +52,13 @@ export class PartyStore implements ObjectStore {
   async deleteMany(keys: readonly string[]): Promise<DeleteResult> {
     if (keys.length === 0) return { deleted: [], failed: [] };
     return this.sim.request(this.party, 'deleteMany', keys[0]!, (failing) => this.sim.world.deleteMany(keys, failing), { keys });
+  }
+
+  /** S3 answers 404 to a conditional delete of a missing key; the adapter counts it as gone, and so does this. */
+  async deleteIfMatch(key: string, etag: string): Promise<void> {
+    await this.sim.request(this.party, 'deleteIfMatch', key, () => this.sim.world.deleteIfMatch(key, etag), { keys: [key], etag }).catch((err: unknown) => {
+      if (!(err instanceof NotFoundError)) throw err;
+    });
   }
 
   async verifyAccess(): Promise<void> {}

@@ -3,7 +3,8 @@
  * semantics for what the protocol relies on. ETags are the MD5 of the body as S3 gives them for a
  * single-part upload (equal bytes, equal ETag: the protocol must change the bytes on every write);
  * `LastModified` is the store's clock (the simulation's time, to the millisecond) when the write
- * was applied; listings ascend in UTF-8 byte order; a deletion of a missing key succeeds.
+ * was applied; listings ascend in UTF-8 byte order; a deletion of a missing key succeeds, a
+ * conditional one is refused (404, as S3 answers).
  */
 import { createHash } from 'node:crypto';
 import {
@@ -125,6 +126,13 @@ export class World {
       deleted.push(key);
     }
     return { deleted, failed: keys.filter((k) => failing.has(k)).map((key) => ({ key, code: 'InternalError', message: 'We encountered an internal error. Please try again.' })) };
+  }
+
+  /** S3's conditional delete: a 404 for a missing key, a 412 for another version, which stays. */
+  deleteIfMatch(key: string, etag: string): void {
+    const current = this.require(key);
+    if (current.etag !== etag) throw new PreconditionFailedError(key);
+    this.deleteMany([key]);
   }
 
   private require(key: string): SimObject {

@@ -39,6 +39,7 @@ const unfitCheck = {
   store: 'embedded:x',
   properties: [{ property: 'create-race', statement: 'a put-if-absent race of 16 writers has exactly one winner', outcome: 'failed', detail: '16 of 16 writers were told they created the key' }],
   versioning: 'unknown',
+  conditionalDelete: 'honoured',
   fit: false,
   durationMs: 1,
 } as const;
@@ -194,12 +195,13 @@ describe('cli store check', () => {
       get: async (key: string) => ({ ...(await store.get(key)), lastModified: new Date(Date.now() - 3_600_000) }),
     });
 
-  it('prints the store, its versioning and one row per property, all held: exit 0', async () => {
+  it('prints the store, its versioning, what it does with a conditional delete and one row per property, all held: exit 0', async () => {
     const store = embeddedStore();
     const run = await cli(['store', 'check'], store);
     expect(run.code, run.stderr.join('\n')).toBe(0);
-    expect(run.stdout[0]).toBe(`store       ${store.description}`);
-    expect(run.stdout).toContain('versioning  off: deletions free the storage');
+    expect(run.stdout[0]).toMatch(new RegExp(`^store {2,}${store.description}$`));
+    expect(run.stdout).toContainEqual(expect.stringMatching(/^versioning {2,}off: deletions free the storage$/));
+    expect(run.stdout).toContainEqual(expect.stringMatching(/^conditional delete {2,}honoured: /));
     expect(run.stdout.find((l) => l.startsWith('PROPERTY'))).toMatch(/^PROPERTY\s+RESULT\s+DETAIL$/);
     expect(run.stdout.filter((l) => /^\S+\s+held\s/.test(l))).toHaveLength(7);
   });

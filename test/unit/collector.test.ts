@@ -8,11 +8,13 @@ import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import {
   claimLease,
   ClaimLostError,
+  deleteLease,
   EMPTY_TALLY,
   findRootProblem,
   listJobPrefixes,
   reclaimPositionFrom,
   reclaimPrefix,
+  refreshClaim,
   START_OF_WALK,
   surveyLease,
   type ReclaimPosition,
@@ -215,6 +217,34 @@ describe('collector', () => {
     await store.put(leaseKey(ns, job), encodeLease({ ...decodeLease((await store.get(leaseKey(ns, job))).body, ref()), owner_id: 'gc_0000000009999_ffffffffffffffff' }));
     await expect(walkWith(lost)).rejects.toThrow(ClaimLostError);
     expect(await left()).toBe(3);
+  });
+
+  it("a lease's delete refused because this pass's own refresh landed since is settled by a re-read and deletes the newer version; a dry run deletes nothing", async () => {
+    await writeLease(1);
+    const rules = { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID };
+    const writes: RecordedWrite[] = [];
+    const dryRun = dryRunStore(store, (w) => writes.push(w));
+    const wouldClaim = await claimLease(dryRun, ref(), rules);
+    expect(await deleteLease(dryRun, ref(), TEST_PASS_ID, undefined, undefined, wouldClaim.owner === 'collector' ? wouldClaim.claim : undefined)).toBe(true);
+    expect(writes.map((w) => w.kind)).toEqual(['putIfMatch', 'delete']);
+    expect(await status()).toBe('active');
+    const claimed = await claimLease(store, ref(), rules);
+    if (claimed.owner !== 'collector' || !claimed.claim) throw new Error('expected a claim');
+    const conditions: string[] = [];
+    let refreshed = false;
+    // The pass's refresh, stuck until after its read of the lease, lands just before its delete.
+    const late = Object.assign(Object.create(store) as ObjectStore, {
+      async deleteIfMatch(key: string, etag: string) {
+        conditions.push(etag);
+        if (!refreshed) await refreshClaim(store, ref(), TEST_PASS_ID, claimed.claim!, () => 20_000).then(() => (refreshed = true));
+        return store.deleteIfMatch(key, etag);
+      },
+    });
+    expect(await deleteLease(late, ref(), TEST_PASS_ID, undefined, undefined, claimed.claim)).toBe(true);
+    expect(conditions).toHaveLength(2);
+    expect(conditions[0]).toBe(claimed.claim.etag);
+    expect(conditions[1]).not.toBe(claimed.claim.etag);
+    expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toEqual([]);
   });
 
   it('a heartbeat is read back as the position it carried; none means the start of the walk', () => {

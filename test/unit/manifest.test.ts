@@ -3,7 +3,7 @@ import { setImmediate } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
 import { manifestPartKey, manifestsPrefix, namespaceId, newPassId, parseManifestPartKey, parseManifestPrefix, parsePassPrefix, passClockMs, passId, passManifestPrefix, type PartTotals } from '../../src/keys';
 import { deleterOf, listGcPasses, listManifestPasses, readPassManifest, writeManifestPart, type ManifestTarget } from '../../src/protocol';
-import { createEmbeddedObjectStore, type DeleteResult, type ObjectStore } from '../../src/store';
+import { createEmbeddedObjectStore, NotFoundError, PreconditionFailedError, type DeleteResult, type ObjectStore } from '../../src/store';
 import { dryRunStore, type RecordedWrite } from '../../src/store/dry-run';
 
 const ns = namespaceId('unit');
@@ -94,6 +94,7 @@ describe('sharing parts', () => {
         return store.put(key, body);
       },
       deleteMany: (keys: readonly string[]): Promise<DeleteResult> => (log.push(`delete ${keys.map((k) => k.split('/').at(-1)).join(',')}`), store.deleteMany(keys)),
+      deleteIfMatch: (key: string, etag: string) => (log.push(`delete ${key.split('/').at(-1)} if ${etag}`), store.deleteIfMatch(key, etag)),
     });
     const keys = ['a', 'b', 'c', 'lease.json'].map((k) => `namespaces/unit/metadata/compactions/cmp_${'1'.repeat(32)}/${k}`);
     for (const k of keys) await store.put(k, new Uint8Array([1, 2]));
@@ -140,18 +141,28 @@ describe('sharing parts', () => {
     expect(log.at(-1)).toBe('delete a');
   });
 
-  it("a lease recorded with its walk's last batch is deleted afterwards without a part of its own; one not recorded needs its own", async () => {
-    const { store, logged, log, target, a, lease } = await setUp();
+  it("a lease recorded with its walk's last batch is deleted afterwards without a part of its own, only in the version named; one not recorded needs its own", async () => {
+    const { store, logged, log, target, a, b, lease } = await setUp();
     const deletes = deleterOf(logged, target);
-    expect(await deletes.deleteRecorded(lease.object.key)).toBeUndefined();
+    const etag = lease.object.etag!;
     await deletes([a], [lease]);
     expect(log).toEqual([expect.stringMatching(/^put part_/), 'delete a']);
-    expect(await deletes.deleteRecorded(lease.object.key)).toEqual({ deleted: [lease.object.key], failed: [] });
-    expect(log).toEqual([expect.stringMatching(/^put part_/), 'delete a', 'delete lease.json']);
+    await expect(deletes.deleteIfMatch(lease, '"another version"')).rejects.toBeInstanceOf(PreconditionFailedError);
+    expect((await store.head(lease.object.key)).etag).toBe(etag);
+    await deletes.deleteIfMatch(lease, etag);
+    expect(log).toEqual([expect.stringMatching(/^put part_/), 'delete a', 'delete lease.json if "another version"', `delete lease.json if ${etag}`]);
+    await expect(store.head(lease.object.key)).rejects.toBeInstanceOf(NotFoundError);
     const [part] = await readPassManifest(store, ns, target.passId);
-    expect(part?.lines.map((l) => [l.key.split('/').at(-1), l.rule, l.etag])).toEqual([['a', 'orphaned_prefix', a.object.etag], ['lease.json', 'lease', lease.object.etag]]);
+    expect(part?.lines.map((l) => [l.key.split('/').at(-1), l.rule, l.etag])).toEqual([['a', 'orphaned_prefix', a.object.etag], ['lease.json', 'lease', etag]]);
+    // Not recorded before: a part of its own first, once however often the delete is tried.
+    log.length = 0;
+    await expect(deletes.deleteIfMatch(b, '"another version"')).rejects.toBeInstanceOf(PreconditionFailedError);
+    await deletes.deleteIfMatch(b, b.object.etag!);
+    expect(log).toEqual([expect.stringMatching(/^put part_/), 'delete b if "another version"', `delete b if ${b.object.etag}`]);
     // Without a manifest there is nothing to record: the delete goes at once.
-    expect(await deleterOf(logged, undefined).deleteRecorded(a.object.key)).toEqual({ deleted: [a.object.key], failed: [] });
+    log.length = 0;
+    await deleterOf(logged, undefined).deleteIfMatch(a, '"gone already"');
+    expect(log).toEqual(['delete a if "gone already"']);
   });
 });
 
