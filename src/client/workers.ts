@@ -9,6 +9,7 @@ import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
+import { CLIENT_SETTINGS } from '../config/declaration';
 import { COLLECTOR_TASK_QUEUE_ENV, TASK_QUEUE_ENV } from '../worker/task-queue';
 
 /** What the liveness checks need of a client: a `Client`, or a workflow handle's `client`. */
@@ -37,8 +38,8 @@ const POLLED_FOR = {
  */
 export const LIVE_POLLER_WINDOW_MS = 75_000;
 
-/** How long a start looks for a live worker before it fails, unless told otherwise. */
-export const DEFAULT_WORKER_TIMEOUT_MS = 5_000;
+/** How long a start (and `waitForWorker`) looks for a live worker before it fails, unless told otherwise; why this long: `CLIENT_SETTINGS`. */
+export const DEFAULT_WORKER_TIMEOUT_MS = CLIENT_SETTINGS.workerTimeoutMs.default;
 
 /** Clock difference allowed between a worker's heartbeat time (its host's clock) and the server's poll times. */
 const HEARTBEAT_SKEW_MS = 2_000;
@@ -197,7 +198,7 @@ export class NoWorkerPollingError extends Error {
 }
 
 export interface WaitForWorkerOptions {
-  /** @default 10_000 */
+  /** Default {@link DEFAULT_WORKER_TIMEOUT_MS}. */
   readonly timeoutMs?: number;
   /** @default 500 */
   readonly intervalMs?: number;
@@ -209,7 +210,7 @@ export interface WaitForWorkerOptions {
 
 /** Resolves once a live worker polls `taskQueue` for `polledFor`; throws {@link NoWorkerPollingError} after `timeoutMs` without one. */
 export async function waitForWorker(client: WorkflowServiceClient, taskQueue: string, options: WaitForWorkerOptions = {}): Promise<void> {
-  const { timeoutMs = 10_000, intervalMs = 500, polledFor = 'workflows', waitingWorkflowId } = options;
+  const { timeoutMs = DEFAULT_WORKER_TIMEOUT_MS, intervalMs = 500, polledFor = 'workflows', waitingWorkflowId } = options;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const workers = await taskQueueWorkers(client, taskQueue, polledFor);
@@ -224,8 +225,7 @@ export interface WorkerCheckOptions {
   /**
    * How long the start looks for a live worker on its task queue before it fails with
    * {@link NoWorkerPollingError}, starting nothing; `false` starts without looking (for deployments
-   * that start work before their workers).
-   * @default 5_000
+   * that start work before their workers). Default {@link DEFAULT_WORKER_TIMEOUT_MS}.
    */
   readonly workerTimeoutMs?: number | false;
 }

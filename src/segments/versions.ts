@@ -3,14 +3,16 @@
  * an index, blocks.ts). Readers tell them apart by their first bytes, so a group may hold both; a
  * setting chooses what a compactor writes.
  */
+import { WORKER_SETTINGS } from '../config/declaration';
 import { BlockSegmentBuilder, isBlockSegment, lookupInBlockSegment, readBlockSegment, type MergeRecord } from './blocks';
 import { readGzipSegment, SegmentBuilder, type SegmentRecord } from './format';
 
-export const SEGMENT_FORMAT_VERSIONS = [1, 2] as const;
+/** The versions there are, as the setting that chooses one declares them. */
+export const SEGMENT_FORMAT_VERSIONS = WORKER_SETTINGS.segmentFormat.values;
 export type SegmentFormatVersion = (typeof SEGMENT_FORMAT_VERSIONS)[number];
 
 /** What new segments are written in unless a setting says otherwise. */
-export const DEFAULT_SEGMENT_FORMAT_VERSION: SegmentFormatVersion = 1;
+export const DEFAULT_SEGMENT_FORMAT_VERSION: SegmentFormatVersion = WORKER_SETTINGS.segmentFormat.default;
 
 /** A segment being built in memory, in either format; the caller bounds it with `size`. */
 export interface SegmentWriter {

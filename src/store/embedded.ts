@@ -30,6 +30,7 @@ import {
   type StoredObject,
   type StreamedObject,
 } from './port';
+import { EMBEDDED_STORE_SETTINGS } from '../config/declaration';
 import { inSixteenths } from './slices';
 
 export interface EmbeddedStoreOptions {
@@ -38,7 +39,7 @@ export interface EmbeddedStoreOptions {
 }
 
 /** Environment variable naming the embedded store's file. */
-export const EMBEDDED_ENV = 'COMPACTION_EMBEDDED_STORE';
+export const EMBEDDED_ENV = EMBEDDED_STORE_SETTINGS.path.env;
 
 export function createEmbeddedObjectStore(options: EmbeddedStoreOptions): ObjectStore {
   return new EmbeddedObjectStore(options.path);
