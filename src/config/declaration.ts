@@ -253,10 +253,11 @@ export const CLIENT_SETTINGS = {
 /** Every table, each setting of the package in one of them. */
 export const SETTING_TABLES = [TIMING_SETTINGS, WORKER_SETTINGS, PROCESS_SETTINGS, S3_SETTINGS, EMBEDDED_STORE_SETTINGS, GC_PASS_SETTINGS, CLIENT_SETTINGS] as const;
 
-type Table = Readonly<Record<string, SettingDeclaration>>;
+/** Settings by name, in the order their defaults derive. */
+export type SettingTable = Readonly<Record<string, SettingDeclaration>>;
 
 /** The environment variable of each setting of `table` that has one. */
-export const envNames = <T extends Table>(table: T): { readonly [K in keyof T as T[K]['env'] extends string ? K : never]: T[K]['env'] } =>
+export const envNames = <T extends SettingTable>(table: T): { readonly [K in keyof T as T[K]['env'] extends string ? K : never]: T[K]['env'] } =>
   Object.freeze(Object.fromEntries(Object.entries(table).flatMap(([name, declared]) => (declared.env ? [[name, declared.env]] : [])))) as never;
 
 /**
@@ -264,7 +265,7 @@ export const envNames = <T extends Table>(table: T): { readonly [K in keyof T as
  * else its value default, else derived from the values before it (and `context`, settings of other
  * tables it derives from). The one place defaults apply; unset settings without a default stay unset.
  */
-export function applyDefaults<T extends Table>(
+export function applyDefaults<T extends SettingTable>(
   table: T,
   given: { readonly [K in keyof T]?: SettingValue | undefined },
   context: object = {},

@@ -12,7 +12,9 @@ import {
   TIMING_SETTINGS,
   WORKER_SETTINGS,
   type SettingDeclaration,
+  type SettingTable,
   type SettingType,
+  type SettingValue,
 } from './declaration';
 import { resolveSettings, SettingsError, type CompactionSettings, type WorkerRole } from './settings';
 import { resolveTiming, TimingConfigError, type Timing } from './timing';
@@ -20,10 +22,8 @@ import { resolveTiming, TimingConfigError, type Timing } from './timing';
 /** `env` when given (a test's, a child process's), else the process's own. */
 export const environment = (env?: NodeJS.ProcessEnv): NodeJS.ProcessEnv => env ?? process.env;
 
-type Table = Readonly<Record<string, SettingDeclaration>>;
-
 /** The error a bad value of each table's settings is: whoever handles that table's errors handles it. */
-const failureOf = (table: Table): ((variable: string, message: string) => Error) =>
+const failureOf = (table: SettingTable): ((variable: string, message: string) => Error) =>
   table === TIMING_SETTINGS
     ? (_, message) => new TimingConfigError(message)
     : table === S3_SETTINGS || table === EMBEDDED_STORE_SETTINGS
@@ -47,7 +47,7 @@ function allowed(declared: SettingDeclaration): string {
 }
 
 /** `raw` as a value of `declared`, or undefined when it is none. */
-function parse(declared: SettingDeclaration, raw: string): SettingValueOf | undefined {
+function parse(declared: SettingDeclaration, raw: string): SettingValue | undefined {
   switch (declared.kind) {
     case 'whole': {
       const n = Number(raw);
@@ -63,18 +63,17 @@ function parse(declared: SettingDeclaration, raw: string): SettingValueOf | unde
       return raw === 'true' ? true : raw === 'false' ? false : undefined;
   }
 }
-type SettingValueOf = number | string | boolean;
 
 /** What reading a setting gives: its value, else its value default; undefined only for a setting without one. */
 export type ReadSetting<D> = D extends { default: unknown } ? SettingType<D> : SettingType<D> | undefined;
 
 /** The value `env` sets for setting `name` of `table` (empty is unset), else its value default. */
-export function settingFromEnv<T extends Table, K extends keyof T & string>(table: T, name: K, env?: NodeJS.ProcessEnv): ReadSetting<T[K]> {
+export function settingFromEnv<T extends SettingTable, K extends keyof T & string>(table: T, name: K, env?: NodeJS.ProcessEnv): ReadSetting<T[K]> {
   return (settingSetInEnv(table, name, env) ?? table[name]!.default) as ReadSetting<T[K]>;
 }
 
 /** The value `env` sets for setting `name` of `table`, undefined when unset (or empty). */
-export function settingSetInEnv<T extends Table, K extends keyof T & string>(table: T, name: K, env?: NodeJS.ProcessEnv): SettingType<T[K]> | undefined {
+export function settingSetInEnv<T extends SettingTable, K extends keyof T & string>(table: T, name: K, env?: NodeJS.ProcessEnv): SettingType<T[K]> | undefined {
   const declared: SettingDeclaration = table[name]!;
   const variable = declared.env;
   const raw = variable === undefined ? undefined : environment(env)[variable];
@@ -85,7 +84,7 @@ export function settingSetInEnv<T extends Table, K extends keyof T & string>(tab
 }
 
 /** The settings of `table` that `env` sets, parsed; the unset ones are absent. */
-export function settingsSetInEnv<T extends Table>(table: T, env?: NodeJS.ProcessEnv): { [K in keyof T]?: SettingType<T[K]> } {
+export function settingsSetInEnv<T extends SettingTable>(table: T, env?: NodeJS.ProcessEnv): { [K in keyof T]?: SettingType<T[K]> } {
   return Object.fromEntries(Object.keys(table).flatMap((name) => {
     const value = settingSetInEnv(table, name, env);
     return value === undefined ? [] : [[name, value]];

@@ -1,6 +1,6 @@
 /** The bounds of options given in code, as zod schemas derived from the declaration: one rule for code and environment. */
 import { z } from 'zod';
-import type { SettingDeclaration, SettingType } from './declaration';
+import type { SettingDeclaration, SettingTable, SettingType } from './declaration';
 
 function schemaOfSetting(declared: SettingDeclaration): z.ZodType {
   switch (declared.kind) {
@@ -16,7 +16,7 @@ function schemaOfSetting(declared: SettingDeclaration): z.ZodType {
 }
 
 /** A strict object of `table`'s settings, each optional (unset: its default). */
-export const schemaOf = <T extends Readonly<Record<string, SettingDeclaration>>>(table: T) =>
+export const schemaOf = <T extends SettingTable>(table: T) =>
   z.strictObject(Object.fromEntries(Object.entries(table).map(([name, declared]) => [name, schemaOfSetting(declared).optional()]))) as z.ZodType<{
     [K in keyof T]?: SettingType<T[K]>;
   }>;

@@ -15,6 +15,7 @@ import {
   timingFromEnv,
   WORKER_SETTINGS,
   type SettingDeclaration,
+  type SettingTable,
   type SettingValue,
 } from '../../src/config';
 import { s3OptionsFromEnv, StoreConfigError } from '../../src/store';
@@ -62,7 +63,7 @@ describe('the declaration of every setting', () => {
   });
 
   /** Each table's reader and the error class of a bad value there. */
-  const readers: [string, Readonly<Record<string, SettingDeclaration>>, (env: Record<string, string>) => unknown, new (...args: never[]) => Error][] = [
+  const readers: [string, SettingTable, (env: Record<string, string>) => unknown, new (...args: never[]) => Error][] = [
     ['timings', TIMING_SETTINGS, (env) => timingFromEnv(env), TimingConfigError],
     ['worker settings', WORKER_SETTINGS, (env) => settingsFromEnv(env), SettingsError],
     ['process settings', PROCESS_SETTINGS, (env) => Object.keys(PROCESS_SETTINGS).map((name) => settingFromEnv(PROCESS_SETTINGS, name as keyof typeof PROCESS_SETTINGS, env)), SettingsError],
