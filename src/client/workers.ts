@@ -200,7 +200,7 @@ export class NoWorkerPollingError extends Error {
 export interface WaitForWorkerOptions {
   /** Default {@link DEFAULT_WORKER_TIMEOUT_MS}. */
   readonly timeoutMs?: number;
-  /** @default 500 */
+  /** How often the server is asked; default `CLIENT_SETTINGS.workerPollIntervalMs`. */
   readonly intervalMs?: number;
   /** @default 'workflows' */
   readonly polledFor?: PolledFor;
@@ -210,7 +210,7 @@ export interface WaitForWorkerOptions {
 
 /** Resolves once a live worker polls `taskQueue` for `polledFor`; throws {@link NoWorkerPollingError} after `timeoutMs` without one. */
 export async function waitForWorker(client: WorkflowServiceClient, taskQueue: string, options: WaitForWorkerOptions = {}): Promise<void> {
-  const { timeoutMs = DEFAULT_WORKER_TIMEOUT_MS, intervalMs = 500, polledFor = 'workflows', waitingWorkflowId } = options;
+  const { timeoutMs = DEFAULT_WORKER_TIMEOUT_MS, intervalMs = CLIENT_SETTINGS.workerPollIntervalMs.default, polledFor = 'workflows', waitingWorkflowId } = options;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const workers = await taskQueueWorkers(client, taskQueue, polledFor);

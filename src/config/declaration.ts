@@ -248,6 +248,10 @@ export const CLIENT_SETTINGS = {
    * @default 10_000 (10 s)
    */
   workerTimeoutMs: { ...ms(0), default: 10_000, doc: 'how long a start looks for a live worker before it fails, starting nothing' },
+  /** @default 500 */
+  workerPollIntervalMs: { ...ms(), default: 500, doc: 'how often `waitForWorker` asks the server which workers poll the queue' },
+  /** @default 5_000 (5 s) */
+  watchIntervalMs: { ...ms(), default: 5_000, doc: 'how often a wait for a run describes it: a failing workflow task is reported within this plus about 1 s' },
 } as const satisfies Record<string, SettingDeclaration>;
 
 /** Every table, each setting of the package in one of them. */
