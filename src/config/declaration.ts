@@ -254,6 +254,9 @@ export const CLIENT_SETTINGS = {
   watchIntervalMs: { ...ms(), default: 5_000, doc: 'how often a wait for a run describes it: a failing workflow task is reported within this plus about 1 s' },
 } as const satisfies Record<string, SettingDeclaration>;
 
+/** A setting's value once defaulted: unset only where nothing is declared to apply. */
+export type DefaultedSetting<D> = D extends { default: SettingValue } | { derive: unknown } ? SettingType<D> : SettingType<D> | undefined;
+
 /** Every table, each setting of the package in one of them. */
 export const SETTING_TABLES = [TIMING_SETTINGS, WORKER_SETTINGS, PROCESS_SETTINGS, S3_SETTINGS, EMBEDDED_STORE_SETTINGS, GC_PASS_SETTINGS, CLIENT_SETTINGS] as const;
 
@@ -273,13 +276,13 @@ export function applyDefaults<T extends SettingTable>(
   table: T,
   given: { readonly [K in keyof T]?: SettingValue | undefined },
   context: object = {},
-): Record<keyof T, SettingValue | undefined> {
+): { [K in keyof T]: DefaultedSetting<T[K]> } {
   const values: Record<string, SettingValue | undefined> = { ...(context as Record<string, SettingValue>) };
   for (const [name, declared] of Object.entries(table)) {
     const derive = declared.derive as ((values: Record<string, SettingValue | undefined>) => SettingValue) | undefined;
     values[name] = given[name] ?? declared.default ?? derive?.(values);
   }
-  return Object.fromEntries(Object.keys(table).map((name) => [name, values[name]])) as Record<keyof T, SettingValue | undefined>;
+  return Object.fromEntries(Object.keys(table).map((name) => [name, values[name]])) as { [K in keyof T]: DefaultedSetting<T[K]> };
 }
 
 /** The value of every setting with an environment variable when nothing is set, by variable: the docs' defaults. */

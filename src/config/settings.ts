@@ -61,7 +61,7 @@ export function resolveSettings(
   const parsed = schema.safeParse(rest);
   if (!parsed.success) throw new SettingsError(`invalid settings: ${describeIssues(parsed.error)}`);
   const resolved = resolveTiming(timing);
-  const s = applyDefaults(WORKER_SETTINGS, parsed.data, resolved) as Omit<CompactionSettings, 'timing' | 'ownerId'> & { ownerId?: string };
+  const s = applyDefaults(WORKER_SETTINGS, parsed.data, resolved);
   const minimumExpiryMs = minimumLeaseExpiryMs(resolved, s.heartbeatTimeoutMs);
   if (resolved.leaseExpiryMs < minimumExpiryMs) {
     throw new SettingsError(

@@ -65,7 +65,7 @@ export const TIMING_ENV = envNames(TIMING_SETTINGS);
 export function resolveTiming(settings: Partial<Timing> = {}): Timing {
   const parsed = schema.safeParse(settings);
   if (!parsed.success) throw new TimingConfigError(`invalid timing: ${describeIssues(parsed.error)}`);
-  const timing = Object.freeze(applyDefaults(TIMING_SETTINGS, parsed.data)) as Timing;
+  const timing: Timing = Object.freeze(applyDefaults(TIMING_SETTINGS, parsed.data));
   const broken = timingViolations(timing);
   if (broken.length) throw new TimingConfigError(`unsafe timing: ${broken.join('; ')}`);
   return timing;

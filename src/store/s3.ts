@@ -167,7 +167,7 @@ class S3ObjectStore implements ObjectStore {
     this.deadlineMs = options.operationDeadlineMs ?? TIMING_SETTINGS.operationDeadlineMs.default;
     const { maxSockets, idleTimeoutMs, minUploadBytesPerSecond, readWindowBytes, maxConcurrentReads, deleteConcurrency } = applyDefaults(S3_SETTINGS, options, {
       operationDeadlineMs: this.deadlineMs,
-    }) as Required<Pick<S3StoreOptions, 'maxSockets' | 'idleTimeoutMs' | 'minUploadBytesPerSecond' | 'readWindowBytes' | 'maxConcurrentReads' | 'deleteConcurrency'>>;
+    });
     const pool = { keepAlive: true, maxSockets };
     this.client = options.client ?? new S3Client({ requestHandler: { httpAgent: pool, httpsAgent: pool }, ...options.clientConfig });
     this.idleTimeoutMs = idleTimeoutMs;

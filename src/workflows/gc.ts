@@ -116,7 +116,7 @@ export interface GcNamespaceInput {
 /** A run continues as new at a page boundary beyond this many events (or when the server suggests it). */
 const HISTORY_EVENTS_PER_RUN = 4000;
 /** What a pass does unless its input says otherwise. */
-const DEFAULTS = applyDefaults(GC_PASS_SETTINGS, {}) as { dryRun: boolean; namespaceConcurrency: number; prefixesPerPage: number; prefixConcurrency: number; keysPerFlush: number };
+const DEFAULTS = applyDefaults(GC_PASS_SETTINGS, {});
 
 const historyIsLong = (): boolean => {
   const info = workflowInfo();
