@@ -11,7 +11,7 @@ import { Command } from 'commander';
 import { compactionResult, DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, runGcPass, startCompaction } from './client';
 import type { LeasedProgress } from './activities/compaction';
 import type { CompactionProgress } from './compactor';
-import { resolveSettings, SETTINGS_ENV, SettingsError, settingsFromEnv, shrunkTiming, TIMING_ENV, WORKER_ROLE_ENV } from './config';
+import { PROCESS_SETTINGS, resolveSettings, settingFromEnv, SettingsError, settingsFromEnv, settingsSetInEnv, shrunkTiming, TIMING_SETTINGS, WORKER_ROLE_ENV, WORKER_SETTINGS } from './config';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer } from './devservers';
 import { namespaceId } from './keys';
 import { readRootIfAny } from './protocol';
@@ -23,10 +23,6 @@ import { workerSetupFromEnv } from './worker/setup';
 import { writeInputSegment } from './writer';
 import type { LeaseView } from './workflows/compaction';
 
-/** Cron expression of the collector's schedule. */
-const GC_CRON_ENV = 'COMPACTION_GC_CRON';
-const DEFAULT_GC_CRON = '*/15 * * * *';
-
 const DEMO_NAMESPACE = 'demo';
 const DEMO_GROUP = 'bindings';
 
@@ -36,9 +32,8 @@ const DEMO_GROUP = 'bindings';
  */
 function demoSettings() {
   const fromEnv = settingsFromEnv();
-  const timingSet = Object.values(TIMING_ENV).some((name) => process.env[name]);
-  if (timingSet) return fromEnv;
-  const heartbeatTimeoutMs = process.env[SETTINGS_ENV.heartbeatTimeoutMs] ? fromEnv.heartbeatTimeoutMs : 5000;
+  if (Object.keys(settingsSetInEnv(TIMING_SETTINGS)).length) return fromEnv;
+  const heartbeatTimeoutMs = settingsSetInEnv(WORKER_SETTINGS).heartbeatTimeoutMs ?? 5000;
   return resolveSettings({ ...fromEnv, timing: shrunkTiming(2000, heartbeatTimeoutMs), heartbeatTimeoutMs, targetSegmentBytes: 32 * 1024 });
 }
 
@@ -66,7 +61,7 @@ async function main(): Promise<void> {
     .opts<{ once?: boolean }>();
   // Assembled as every worker is (src/worker/from-env.ts): the environment's store, role, task queue,
   // format module and Runtime settings; only the timings are the demo's own.
-  const setup = await workerSetupFromEnv(process.env, { settings: demoSettings() });
+  const setup = await workerSetupFromEnv(undefined, { settings: demoSettings() });
   // The demo's one worker runs its compaction and its collector pass: it must serve both roles.
   if (setup.role !== 'all') throw new SettingsError(`the demo runs a compaction and a collector pass on its one worker: ${WORKER_ROLE_ENV} must be all or unset, not ${setup.role}`);
   const { settings, taskQueue } = setup;
@@ -114,9 +109,9 @@ async function main(): Promise<void> {
       `${result.recordsOut} records, ${result.bytesOut} bytes${result.detail ? ` (${result.detail})` : ''}`,
   );
 
-  const cron = process.env[GC_CRON_ENV] || DEFAULT_GC_CRON;
+  const cron = settingFromEnv(PROCESS_SETTINGS, 'gcCron');
   await ensureGcSchedule(client, { cron, taskQueue });
-  console.log(`collector schedule ${DEFAULT_GC_SCHEDULE_ID}: ${cron} (${GC_CRON_ENV}); running one pass now`);
+  console.log(`collector schedule ${DEFAULT_GC_SCHEDULE_ID}: ${cron} (${PROCESS_SETTINGS.gcCron.env}); running one pass now`);
   const pass = await runGcPass(client, { workflowId: `${DEFAULT_GC_SCHEDULE_ID}-demo`, taskQueue });
   const t = pass.report.totals;
   console.log(

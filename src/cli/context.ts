@@ -5,7 +5,7 @@
  * never needs a server.
  */
 import { Client, Connection } from '@temporalio/client';
-import { settingsFromEnv, type CompactionSettings } from '../config';
+import { environment, settingsFromEnv, type CompactionSettings } from '../config';
 import { jsonRootCodec, type RootCodec } from '../root';
 import { objectStoreFromEnv, storeIdentityFromEnv, type ObjectStore } from '../store';
 import { configuredFormat } from '../worker/format-module';
@@ -52,7 +52,8 @@ const once = <T>(make: () => T): (() => T) => {
   return () => (made ??= { value: make() }).value;
 };
 
-export function contextFromEnv(env: NodeJS.ProcessEnv = process.env, out: Output = processOutput): CliContext {
+export function contextFromEnv(given?: NodeJS.ProcessEnv, out: Output = processOutput): CliContext {
+  const env = environment(given);
   const closers: (() => Promise<void>)[] = [];
   const settings = once(() => settingsFromEnv(env));
   const temporal = once(() => temporalTarget(env));

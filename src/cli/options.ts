@@ -1,6 +1,7 @@
 /** Option parsers shared by several commands. */
 import { msToNumber } from '@temporalio/common/lib/time';
 import { InvalidArgumentError, Option, type Command } from 'commander';
+import { CLIENT_SETTINGS } from '../config/declaration';
 
 /** Collects a repeatable option's values in order (`--namespace a --namespace b`). */
 export const repeated = (value: string, previous: string[] = []): string[] => [...previous, value];
@@ -26,7 +27,7 @@ export const withWorkerCheck = (command: Command): Command =>
   command
     .addOption(
       new Option('--worker-timeout <duration>', 'how long to look for a live worker polling the task queue before giving up, starting nothing')
-        .default(10_000, '10s')
+        .default(CLIENT_SETTINGS.workerTimeoutMs.default, `${CLIENT_SETTINGS.workerTimeoutMs.default / 1000}s`)
         .argParser((value) => {
           const ms = durationMs(value);
           if (ms === undefined || !(ms >= 0)) throw new InvalidArgumentError(`"${value}" is not a duration (e.g. 10s, 2m)`);

@@ -3,14 +3,14 @@ import type { Command } from 'commander';
 import { namespaceId } from '../keys';
 import { restoreJudgedRoot } from '../protocol';
 import { jsonRootCodec, MAX_COLLECTED_ROOT_BYTES } from '../root';
-import { configuredFormat } from '../worker/format-module';
+import { loadFormatModule } from '../worker/format-module';
 import type { CliContext } from './context';
 import { printFields, printJson } from './output';
 
 async function restore(ctx: CliContext, nsArg: string, options: { apply?: boolean; json?: boolean; format?: string }): Promise<void> {
   const ns = namespaceId(nsArg);
   // The root is rewritten (its generation raised), so through the service's root codec: its format module's, else root.json.
-  const codec = (await configuredFormat(process.env, options.format))?.rootCodec ?? jsonRootCodec;
+  const codec = options.format === undefined ? await ctx.rootCodec() : ((await loadFormatModule(options.format)).rootCodec ?? jsonRootCodec);
   const plan = await restoreJudgedRoot(await ctx.store(), ns, codec, { apply: options.apply === true, maxBytes: MAX_COLLECTED_ROOT_BYTES });
   if (options.json) return printJson(ctx.out, plan);
   const unnamed = plan.unnamedCount

@@ -44,7 +44,7 @@ export interface GcPassResult {
 /** The queue a pass starts on and the one its collector work goes to, from the options, else the environment. */
 function passQueues(options: Pick<GcPassOptions, 'taskQueue' | 'collectorTaskQueue'>): { taskQueue: string; collectorTaskQueue: string } {
   const taskQueue = options.taskQueue ?? taskQueueFromEnv();
-  return { taskQueue, collectorTaskQueue: options.collectorTaskQueue ?? collectorTaskQueueFromEnv(process.env, taskQueue) };
+  return { taskQueue, collectorTaskQueue: options.collectorTaskQueue ?? collectorTaskQueueFromEnv(undefined, taskQueue) };
 }
 
 /**

@@ -89,7 +89,7 @@ export async function ensureGcSchedule(client: Client, options: GcScheduleOption
   const spec = 'cron' in options ? { cronExpressions: [options.cron] } : { intervals: [{ every: options.every }] };
   const taskQueue = options.taskQueue ?? taskQueueFromEnv();
   const store = options.pass?.store ?? storeIdentityFromEnv();
-  const pass = { ...options.pass, collectorTaskQueue: options.pass?.collectorTaskQueue ?? collectorTaskQueueFromEnv(process.env, taskQueue), ...(store !== undefined && { store }) };
+  const pass = { ...options.pass, collectorTaskQueue: options.pass?.collectorTaskQueue ?? collectorTaskQueueFromEnv(undefined, taskQueue), ...(store !== undefined && { store }) };
   await requireSearchAttributes(client.connection, client.options.namespace);
   const action = {
     type: 'startWorkflow' as const,

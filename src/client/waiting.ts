@@ -9,6 +9,7 @@
 import type { WorkflowClient } from '@temporalio/client';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
+import { CLIENT_SETTINGS } from '../config/declaration';
 import { TypedError } from '../errors';
 import { describeWorkers, taskQueueWorkers, type PolledFor } from './workers';
 
@@ -31,7 +32,7 @@ export interface WaitOptions {
   /**
    * How often the run is described (one `DescribeWorkflowExecution`, and one per open child): a
    * failing workflow task is reported within this plus the server's retry of the task (about 1 s).
-   * @default 5_000
+   * Default `CLIENT_SETTINGS.watchIntervalMs`.
    */
   readonly watchIntervalMs?: number;
 }
@@ -154,7 +155,7 @@ export interface WatchedRun {
  * result the caller awaits beside it reports a server that stays away.
  */
 async function watchRun(client: WorkflowClient, run: WatchedRun, options: WaitOptions, signal: AbortSignal): Promise<never> {
-  const { onWait = (line: string) => console.warn(line), watchIntervalMs = 5_000 } = options;
+  const { onWait = (line: string) => console.warn(line), watchIntervalMs = CLIENT_SETTINGS.watchIntervalMs.default } = options;
   let reportedAtMs = -Infinity;
   for (let looks = 0; ; looks++) {
     await sleep(looks === 0 ? Math.min(FIRST_LOOK_MS, watchIntervalMs) : watchIntervalMs, signal);

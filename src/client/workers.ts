@@ -9,6 +9,7 @@ import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
+import { CLIENT_SETTINGS } from '../config/declaration';
 import { TypedError } from '../errors';
 import { COLLECTOR_TASK_QUEUE_ENV, TASK_QUEUE_ENV } from '../worker/task-queue';
 
@@ -38,8 +39,8 @@ const POLLED_FOR = {
  */
 export const LIVE_POLLER_WINDOW_MS = 75_000;
 
-/** How long a start looks for a live worker before it fails, unless told otherwise. */
-export const DEFAULT_WORKER_TIMEOUT_MS = 5_000;
+/** How long a start (and `waitForWorker`) looks for a live worker before it fails, unless told otherwise; why this long: `CLIENT_SETTINGS`. */
+export const DEFAULT_WORKER_TIMEOUT_MS = CLIENT_SETTINGS.workerTimeoutMs.default;
 
 /** Clock difference allowed between a worker's heartbeat time (its host's clock) and the server's poll times. */
 const HEARTBEAT_SKEW_MS = 2_000;
@@ -198,9 +199,9 @@ export class NoWorkerPollingError extends TypedError {
 }
 
 export interface WaitForWorkerOptions {
-  /** @default 10_000 */
+  /** Default {@link DEFAULT_WORKER_TIMEOUT_MS}. */
   readonly timeoutMs?: number;
-  /** @default 500 */
+  /** How often the server is asked; default `CLIENT_SETTINGS.workerPollIntervalMs`. */
   readonly intervalMs?: number;
   /** @default 'workflows' */
   readonly polledFor?: PolledFor;
@@ -210,7 +211,7 @@ export interface WaitForWorkerOptions {
 
 /** Resolves once a live worker polls `taskQueue` for `polledFor`; throws {@link NoWorkerPollingError} after `timeoutMs` without one. */
 export async function waitForWorker(client: WorkflowServiceClient, taskQueue: string, options: WaitForWorkerOptions = {}): Promise<void> {
-  const { timeoutMs = 10_000, intervalMs = 500, polledFor = 'workflows', waitingWorkflowId } = options;
+  const { timeoutMs = DEFAULT_WORKER_TIMEOUT_MS, intervalMs = CLIENT_SETTINGS.workerPollIntervalMs.default, polledFor = 'workflows', waitingWorkflowId } = options;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const workers = await taskQueueWorkers(client, taskQueue, polledFor);
@@ -225,8 +226,7 @@ export interface WorkerCheckOptions {
   /**
    * How long the start looks for a live worker on its task queue before it fails with
    * {@link NoWorkerPollingError}, starting nothing; `false` starts without looking (for deployments
-   * that start work before their workers).
-   * @default 5_000
+   * that start work before their workers). Default {@link DEFAULT_WORKER_TIMEOUT_MS}.
    */
   readonly workerTimeoutMs?: number | false;
 }

@@ -1,2 +1,4 @@
 export * from './timing';
 export * from './settings';
+export * from './declaration';
+export * from './environment';

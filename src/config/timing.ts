@@ -3,9 +3,10 @@
  * when the object is built, so a worker with unsafe timings fails at start-up, not at 3 a.m.
  */
 import { TypedError } from '../errors';
-import { z } from 'zod';
 import { describeIssues } from '../envelope';
+import { applyDefaults, envNames, TIMING_SETTINGS } from './declaration';
 import { ACTIVITY_BACKOFF } from './retry';
+import { schemaOf } from './schema';
 
 /** The protocol's timings (docs/protocol.md, Timings): {@link resolveTiming} checks every invariant between them. */
 export interface Timing {
@@ -51,67 +52,21 @@ export class TimingConfigError extends TypedError {
   readonly failureType = 'TimingConfig';
 }
 
-const ms = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
-const partialSchema = z.strictObject({
-  leaseRefreshIntervalMs: ms.optional(),
-  leaseExpiryMs: ms.optional(),
-  publicationBudgetMs: ms.optional(),
-  operationDeadlineMs: ms.optional(),
-  clockSafetyMarginMs: ms.optional(),
-  gcMinGraceMs: ms.optional(),
-  stagingGraceMs: ms.optional(),
-  readerGraceMs: ms.optional(),
-  writerBudgetMs: ms.optional(),
-  lostWriteGraceMs: ms.optional(),
-});
+const schema = schemaOf(TIMING_SETTINGS);
 
 /** Environment variable for each setting: the spec's name behind the `COMPACTION_` prefix. */
-export const TIMING_ENV: Readonly<Record<keyof Timing, string>> = {
-  leaseRefreshIntervalMs: 'COMPACTION_LEASE_REFRESH_INTERVAL_MS',
-  leaseExpiryMs: 'COMPACTION_LEASE_EXPIRY_MS',
-  publicationBudgetMs: 'COMPACTION_PUBLICATION_BUDGET_MS',
-  operationDeadlineMs: 'COMPACTION_OPERATION_DEADLINE_MS',
-  clockSafetyMarginMs: 'COMPACTION_CLOCK_SAFETY_MARGIN_MS',
-  gcMinGraceMs: 'COMPACTION_GC_MIN_GRACE_MS',
-  stagingGraceMs: 'COMPACTION_STAGING_GRACE_MS',
-  readerGraceMs: 'COMPACTION_READER_GRACE_MS',
-  writerBudgetMs: 'COMPACTION_WRITER_BUDGET_MS',
-  lostWriteGraceMs: 'COMPACTION_LOST_WRITE_GRACE_MS',
-};
+export const TIMING_ENV = envNames(TIMING_SETTINGS);
 
 /**
- * Builds the timing from partial settings. Unset values take the spec's defaults, derived from
- * the ones that are set: T = budget + deadline + margin, expiry = max(5 × refresh, T) (never shorter
- * than T; 5 × refresh at the defaults), staging = expiry + T, reader grace = expiry + T (readers of a
- * replaced root keep its segments for at least the lease expiry),
- * writer budget 15 min, lost-write grace 24 h (or writer budget + deadline + margin when that is longer).
+ * Builds the timing from partial settings. Unset values take the spec's defaults
+ * ({@link TIMING_SETTINGS}), the derived ones from the values that are set: T = budget + deadline +
+ * margin, expiry = max(5 × refresh, T), staging = reader grace = expiry + T, lost-write grace
+ * max(24 h, writer budget + deadline + margin).
  */
 export function resolveTiming(settings: Partial<Timing> = {}): Timing {
-  const parsed = partialSchema.safeParse(settings);
+  const parsed = schema.safeParse(settings);
   if (!parsed.success) throw new TimingConfigError(`invalid timing: ${describeIssues(parsed.error)}`);
-  const s = parsed.data;
-  const leaseRefreshIntervalMs = s.leaseRefreshIntervalMs ?? 300_000;
-  const publicationBudgetMs = s.publicationBudgetMs ?? 900_000;
-  const operationDeadlineMs = s.operationDeadlineMs ?? 150_000;
-  const clockSafetyMarginMs = s.clockSafetyMarginMs ?? 180_000;
-  const gcMinGraceMs = s.gcMinGraceMs ?? publicationBudgetMs + operationDeadlineMs + clockSafetyMarginMs;
-  const leaseExpiryMs = s.leaseExpiryMs ?? Math.max(5 * leaseRefreshIntervalMs, gcMinGraceMs);
-  const stagingGraceMs = s.stagingGraceMs ?? leaseExpiryMs + gcMinGraceMs;
-  const readerGraceMs = s.readerGraceMs ?? leaseExpiryMs + gcMinGraceMs;
-  const writerBudgetMs = s.writerBudgetMs ?? 900_000;
-  const lostWriteGraceMs = s.lostWriteGraceMs ?? Math.max(86_400_000, writerBudgetMs + operationDeadlineMs + clockSafetyMarginMs);
-  const timing: Timing = Object.freeze({
-    leaseRefreshIntervalMs,
-    leaseExpiryMs,
-    publicationBudgetMs,
-    operationDeadlineMs,
-    clockSafetyMarginMs,
-    gcMinGraceMs,
-    stagingGraceMs,
-    readerGraceMs,
-    writerBudgetMs,
-    lostWriteGraceMs,
-  });
+  const timing: Timing = Object.freeze(applyDefaults(TIMING_SETTINGS, parsed.data));
   const broken = timingViolations(timing);
   if (broken.length) throw new TimingConfigError(`unsafe timing: ${broken.join('; ')}`);
   return timing;
@@ -168,18 +123,6 @@ export const KEEPER_RETRY_DELAY_MS = ACTIVITY_BACKOFF.initialIntervalMs;
  */
 export const minimumLeaseExpiryMs = (t: Pick<Timing, 'leaseRefreshIntervalMs' | 'operationDeadlineMs'>, heartbeatTimeoutMs: number): number =>
   t.leaseRefreshIntervalMs + heartbeatTimeoutMs + KEEPER_RETRY_DELAY_MS + t.operationDeadlineMs;
-
-/** Reads the `COMPACTION_*_MS` variables; a value that is not a positive integer is a {@link TimingConfigError}. */
-export function timingFromEnv(env: NodeJS.ProcessEnv = process.env): Timing {
-  const settings: Partial<Record<keyof Timing, number>> = {};
-  for (const [field, name] of Object.entries(TIMING_ENV) as [keyof Timing, string][]) {
-    const raw = env[name];
-    if (raw === undefined || raw === '') continue;
-    if (!/^\d+$/.test(raw)) throw new TimingConfigError(`${name}=${JSON.stringify(raw)} is not a whole number of milliseconds`);
-    settings[field] = Number(raw);
-  }
-  return resolveTiming(settings);
-}
 
 /**
  * The default timings with every one divided by `factor`: each cadence shrinks alike, so a job under

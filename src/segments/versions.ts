@@ -3,10 +3,12 @@
  * an index, blocks.ts). Readers tell them apart by their first bytes, so a group may hold both; a
  * setting chooses what a compactor writes.
  */
+import { WORKER_SETTINGS } from '../config/declaration';
 import { BlockSegmentBuilder, isBlockSegment, lookupInBlockSegment, readBlockSegment, type MergeRecord } from './blocks';
 import { readGzipSegment, SegmentBuilder, type SegmentRecord } from './format';
 
-export const SEGMENT_FORMAT_VERSIONS = [1, 2] as const;
+/** The versions there are, as the setting that chooses one declares them. */
+export const SEGMENT_FORMAT_VERSIONS = WORKER_SETTINGS.segmentFormat.values;
 export type SegmentFormatVersion = (typeof SEGMENT_FORMAT_VERSIONS)[number];
 
 /**
@@ -14,7 +16,7 @@ export type SegmentFormatVersion = (typeof SEGMENT_FORMAT_VERSIONS)[number];
  * CPU-second than v1 in fewer bytes (docs/performance.md). A reader in another language must read v2
  * (docs/formats.md); `COMPACTION_SEGMENT_FORMAT=1` keeps writing v1 for readers that read only v1.
  */
-export const DEFAULT_SEGMENT_FORMAT_VERSION: SegmentFormatVersion = 2;
+export const DEFAULT_SEGMENT_FORMAT_VERSION: SegmentFormatVersion = WORKER_SETTINGS.segmentFormat.default;
 
 /** A segment being built in memory, in either format; the caller bounds it with `size`. */
 export interface SegmentWriter {

@@ -30,6 +30,7 @@ import {
   type StoredObject,
   type StreamedObject,
 } from './port';
+import { EMBEDDED_STORE_SETTINGS } from '../config/declaration';
 import { inSixteenths } from './slices';
 
 /** Where the embedded store's SQLite file is. */
@@ -39,7 +40,7 @@ export interface EmbeddedStoreOptions {
 }
 
 /** Environment variable naming the embedded store's file. */
-export const EMBEDDED_ENV = 'COMPACTION_EMBEDDED_STORE';
+export const EMBEDDED_ENV = EMBEDDED_STORE_SETTINGS.path.env;
 
 /** The embedded store: one SQLite file (node:sqlite) that several processes share, for a single host. */
 export function createEmbeddedObjectStore(options: EmbeddedStoreOptions): ObjectStore {

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { EMBEDDED_STORE_SETTINGS, S3_SETTINGS, settingFromEnv, settingSetInEnv } from '../config';
 import { createEmbeddedObjectStore, EMBEDDED_ENV } from './embedded';
 import { StoreConfigError, type ObjectStore } from './port';
 import { createS3ObjectStore, S3_ENV, s3Identity, s3OptionsFromEnv } from './s3';
@@ -21,16 +22,17 @@ export { createEmbeddedObjectStore, EMBEDDED_ENV, type EmbeddedStoreOptions } fr
 export { dryRunStore, type RecordedWrite } from './dry-run';
 
 /** The default embedded store file, relative to the working directory. */
-export const DEFAULT_EMBEDDED_PATH = 'data/store.sqlite';
+export const DEFAULT_EMBEDDED_PATH = EMBEDDED_STORE_SETTINGS.path.default;
 
 /**
  * The identity of the store the environment names, without opening it: S3's bucket and endpoint when
  * `COMPACTION_S3_BUCKET` is set, the embedded file when `COMPACTION_EMBEDDED_STORE` is; undefined when
  * it names neither (a client that starts work and leaves the store to its workers).
  */
-export function storeIdentityFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
-  if (env[S3_ENV.bucket]) return s3Identity(env[S3_ENV.bucket] as string, undefined, env);
-  const path = env[EMBEDDED_ENV];
+export function storeIdentityFromEnv(env?: NodeJS.ProcessEnv): string | undefined {
+  const bucket = settingSetInEnv(S3_SETTINGS, 'bucket', env);
+  if (bucket) return s3Identity(bucket, undefined, env);
+  const path = settingSetInEnv(EMBEDDED_STORE_SETTINGS, 'path', env);
   return path ? `embedded:${resolve(path)}` : undefined;
 }
 
@@ -39,9 +41,9 @@ export function storeIdentityFromEnv(env: NodeJS.ProcessEnv = process.env): stri
  * (default `./data/store.sqlite`). `existing`: the store is only read (or is one a worker made),
  * so an embedded store file that is not there is a {@link StoreConfigError}, never a new empty store.
  */
-export function objectStoreFromEnv(env: NodeJS.ProcessEnv = process.env, operationDeadlineMs?: number, options: { existing?: boolean } = {}): ObjectStore {
-  if (env[S3_ENV.bucket]) return createS3ObjectStore({ ...s3OptionsFromEnv(env), operationDeadlineMs });
-  const path = env[EMBEDDED_ENV] || DEFAULT_EMBEDDED_PATH;
+export function objectStoreFromEnv(env?: NodeJS.ProcessEnv, operationDeadlineMs?: number, options: { existing?: boolean } = {}): ObjectStore {
+  if (settingSetInEnv(S3_SETTINGS, 'bucket', env)) return createS3ObjectStore({ ...s3OptionsFromEnv(env), operationDeadlineMs });
+  const path = settingFromEnv(EMBEDDED_STORE_SETTINGS, 'path', env);
   if (options.existing && !existsSync(path)) {
     throw new StoreConfigError(
       EMBEDDED_ENV,

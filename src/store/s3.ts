@@ -43,6 +43,7 @@ import {
   type StreamedObject,
   type StreamOptions,
 } from './port';
+import { applyDefaults, environment, envNames, S3_SETTINGS, settingsSetInEnv, TIMING_SETTINGS } from '../config';
 import { NAMESPACES_PREFIX } from '../keys';
 import { inBatches } from './batches';
 import { readBounded } from './idle';
@@ -57,7 +58,7 @@ export interface S3StoreOptions {
   readonly clientConfig?: S3ClientConfig;
   /** Deadline of one request until its response arrives, including the SDK's own retries. */
   readonly operationDeadlineMs?: number;
-  /** A response body that moves no byte for this long fails as {@link StoreUnavailableError}; default the deadline, at most 30 s. */
+  /** A response body that moves no byte for this long fails as {@link StoreUnavailableError}; default the deadline, at most 30 s (every default: `S3_SETTINGS`). */
   readonly idleTimeoutMs?: number;
   /**
    * `getStream` reads an object in ranged GETs of this many bytes (times the stream's `windowMultiple`,
@@ -80,46 +81,14 @@ export interface S3StoreOptions {
 /** The largest window a `windowMultiple` may ask for: whatever a caller asks, one stream holds at most two of these. */
 const MAX_READ_WINDOW_BYTES = 8 * 1024 * 1024;
 
-/** What the S3 store uses for each bound its options (and `COMPACTION_S3_*`) leave unset; the idle timeout is the operation deadline up to `maxIdleTimeoutMs`. */
-export const S3_DEFAULTS = {
-  readWindowBytes: 256 * 1024,
-  maxConcurrentReads: 32,
-  // Window reads take at most 32; the rest serve lease keepers' refreshes, output segment writes and the collector.
-  maxSockets: 128,
-  maxIdleTimeoutMs: 30_000,
-  minUploadBytesPerSecond: 1024 * 1024,
-} as const;
-
 /** S3 environment settings this package reads besides the AWS SDK's own chain (region, credentials, `AWS_ENDPOINT_URL_S3`). */
-export const S3_ENV = {
-  bucket: 'COMPACTION_S3_BUCKET',
-  forcePathStyle: 'COMPACTION_S3_FORCE_PATH_STYLE',
-  idleTimeoutMs: 'COMPACTION_S3_IDLE_TIMEOUT_MS',
-  readWindowBytes: 'COMPACTION_S3_READ_WINDOW_BYTES',
-  maxConcurrentReads: 'COMPACTION_S3_MAX_CONCURRENT_READS',
-  maxSockets: 'COMPACTION_S3_MAX_SOCKETS',
-  minUploadBytesPerSecond: 'COMPACTION_S3_MIN_UPLOAD_BYTES_PER_S',
-} as const;
+export const S3_ENV = envNames(S3_SETTINGS);
 
 /** Options from the environment: bucket, path style and the bounds from `COMPACTION_S3_*`, everything else from the SDK's chain. */
-export function s3OptionsFromEnv(env: NodeJS.ProcessEnv = process.env): S3StoreOptions {
-  const bucket = env[S3_ENV.bucket];
+export function s3OptionsFromEnv(env?: NodeJS.ProcessEnv): S3StoreOptions {
+  const { bucket, forcePathStyle = S3_SETTINGS.forcePathStyle.default, ...bounds } = settingsSetInEnv(S3_SETTINGS, env);
   if (!bucket) throw new StoreConfigError(S3_ENV.bucket, `${S3_ENV.bucket} is not set: name the bucket that holds the namespaces`);
-  const positive = (name: string): number | undefined => {
-    const raw = env[name];
-    if (raw === undefined || raw === '') return undefined;
-    if (!/^[1-9]\d*$/.test(raw)) throw new StoreConfigError(name, `${name}=${JSON.stringify(raw)} is not a positive whole number`);
-    return Number(raw);
-  };
-  return {
-    bucket,
-    clientConfig: { forcePathStyle: env[S3_ENV.forcePathStyle] === 'true' },
-    idleTimeoutMs: positive(S3_ENV.idleTimeoutMs),
-    readWindowBytes: positive(S3_ENV.readWindowBytes),
-    maxConcurrentReads: positive(S3_ENV.maxConcurrentReads),
-    maxSockets: positive(S3_ENV.maxSockets),
-    minUploadBytesPerSecond: positive(S3_ENV.minUploadBytesPerSecond),
-  };
+  return { bucket, clientConfig: { forcePathStyle }, ...bounds };
 }
 
 /**
@@ -127,7 +96,8 @@ export function s3OptionsFromEnv(env: NodeJS.ProcessEnv = process.env): S3StoreO
  * the one the AWS SDK reads from the environment (`AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`), else none
  * (AWS itself, where a bucket name is global). The URL is normalised: `http://h:9000/` and `http://h:9000` are one.
  */
-export function s3Identity(bucket: string, endpoint: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+export function s3Identity(bucket: string, endpoint: string | undefined, given?: NodeJS.ProcessEnv): string {
+  const env = environment(given);
   const url = endpoint ?? (env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS === 'true' ? undefined : env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL);
   if (!url) return `s3://${bucket}`;
   let normal = url;
@@ -197,15 +167,17 @@ class S3ObjectStore implements ObjectStore {
 
   constructor(options: S3StoreOptions) {
     this.bucket = options.bucket;
-    const maxSockets = options.maxSockets ?? S3_DEFAULTS.maxSockets;
+    this.deadlineMs = options.operationDeadlineMs ?? TIMING_SETTINGS.operationDeadlineMs.default;
+    const { maxSockets, idleTimeoutMs, minUploadBytesPerSecond, readWindowBytes, maxConcurrentReads, deleteConcurrency } = applyDefaults(S3_SETTINGS, options, {
+      operationDeadlineMs: this.deadlineMs,
+    });
     const pool = { keepAlive: true, maxSockets };
     this.client = options.client ?? new S3Client({ requestHandler: { httpAgent: pool, httpsAgent: pool }, ...options.clientConfig });
-    this.deadlineMs = options.operationDeadlineMs ?? 150_000;
-    this.idleTimeoutMs = options.idleTimeoutMs ?? Math.min(this.deadlineMs, S3_DEFAULTS.maxIdleTimeoutMs);
-    this.minUploadBytesPerSecond = options.minUploadBytesPerSecond ?? S3_DEFAULTS.minUploadBytesPerSecond;
-    this.windowBytes = options.readWindowBytes ?? S3_DEFAULTS.readWindowBytes;
-    this.windowRequests = createLimiter(options.maxConcurrentReads ?? S3_DEFAULTS.maxConcurrentReads);
-    this.deleteConcurrency = options.deleteConcurrency ?? 4;
+    this.idleTimeoutMs = idleTimeoutMs;
+    this.minUploadBytesPerSecond = minUploadBytesPerSecond;
+    this.windowBytes = readWindowBytes;
+    this.windowRequests = createLimiter(maxConcurrentReads);
+    this.deleteConcurrency = deleteConcurrency;
     this.description = `s3://${this.bucket}`;
   }
 

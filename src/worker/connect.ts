@@ -1,5 +1,6 @@
 /** Temporal connection settings the ecosystem's way: `@temporalio/envconfig` profiles and `TEMPORAL_*` variables. */
 import { loadClientConnectConfig } from '@temporalio/envconfig';
+import { environment } from '../config';
 
 export interface TemporalTarget {
   readonly address: string;
@@ -9,12 +10,13 @@ export interface TemporalTarget {
   readonly connectionOptions: ReturnType<typeof loadClientConnectConfig>['connectionOptions'];
 }
 
-export function temporalTarget(env: NodeJS.ProcessEnv = process.env): TemporalTarget {
-  const { connectionOptions, namespace } = loadClientConnectConfig({ overrideEnvVars: env as Record<string, string> });
+export function temporalTarget(env?: NodeJS.ProcessEnv): TemporalTarget {
+  const vars = environment(env);
+  const { connectionOptions, namespace } = loadClientConnectConfig({ overrideEnvVars: vars as Record<string, string> });
   return {
     address: connectionOptions.address ?? '127.0.0.1:7233',
     namespace: namespace ?? 'default',
-    configured: Boolean(env.TEMPORAL_ADDRESS || env.TEMPORAL_PROFILE || env.TEMPORAL_CONFIG_FILE),
+    configured: Boolean(vars.TEMPORAL_ADDRESS || vars.TEMPORAL_PROFILE || vars.TEMPORAL_CONFIG_FILE),
     connectionOptions,
   };
 }

@@ -9,11 +9,12 @@ import { createRequire } from 'node:module';
 import { isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Compactor } from '../compactor';
+import { PROCESS_SETTINGS, settingSetInEnv } from '../config';
 import { firstLineOf, TypedError } from '../errors';
 import type { RootCodec } from '../root';
 
 /** The module `startWorkerFromEnv`, the worker process and `compaction-lease worker` load a format from. */
-export const FORMAT_MODULE_ENV = 'COMPACTION_FORMAT_MODULE';
+export const FORMAT_MODULE_ENV = PROCESS_SETTINGS.formatModule.env;
 
 /** What a format module gave: an export it lacks leaves the worker's default for that plug-in. */
 export interface FormatModule {
@@ -53,7 +54,7 @@ const missingMethods = (value: unknown, names: readonly string[]): string[] =>
   names.filter((name) => typeof (value as Record<string, unknown> | null)?.[name] !== 'function');
 
 /** The format module `specifier` names, else the one `env` names in {@link FORMAT_MODULE_ENV}; none: the defaults. */
-export async function configuredFormat(env: NodeJS.ProcessEnv, specifier = env[FORMAT_MODULE_ENV]): Promise<FormatModule | undefined> {
+export async function configuredFormat(env?: NodeJS.ProcessEnv, specifier = settingSetInEnv(PROCESS_SETTINGS, 'formatModule', env)): Promise<FormatModule | undefined> {
   return specifier ? loadFormatModule(specifier) : undefined;
 }
 

@@ -31,6 +31,7 @@ export interface StartWorkerOptions extends Pick<CreateWorkerOptions, 'compactor
 
 /** What a worker started from the environment may take from code instead. */
 export interface StartWorkerFromEnvOptions extends StartWorkerOptions {
+  /** Default: the process's environment. */
   readonly env?: NodeJS.ProcessEnv;
   /** Settings instead of the environment's `COMPACTION_*` ones (shrunk timings for a demo or a test). */
   readonly settings?: CompactionSettings;
@@ -89,7 +90,7 @@ export async function startWorker(setup: WorkerSetup, options: StartWorkerOption
 
 /** Starts a worker configured by the environment and runs it in the background until {@link WorkerFromEnv.stop}. */
 export async function startWorkerFromEnv(options: StartWorkerFromEnvOptions = {}): Promise<WorkerFromEnv> {
-  const setup = await workerSetupFromEnv(options.env ?? process.env, { settings: options.settings });
+  const setup = await workerSetupFromEnv(options.env, { settings: options.settings });
   return startWorker(setup, options);
 }
 

@@ -5,7 +5,7 @@ import { createActivities } from '../activities';
 import { requireSearchAttributes } from '../client/search-attributes';
 import { referenceCompactor, type Compactor } from '../compactor';
 import { jsonRootCodec, type RootCodec } from '../root';
-import { heartbeatEveryMs, SettingsError, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
+import { heartbeatEveryMs, PROCESS_SETTINGS, settingFromEnv, settingSetInEnv, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
 import { requireFitStore, verifyStore, type ObjectStore } from '../store';
 import { retryInconclusive } from '../store/probe';
 import { temporalTarget } from './connect';
@@ -56,24 +56,17 @@ export interface CreateWorkerOptions {
   readonly storeCheck?: StoreCheckMode;
 }
 
-export const STORE_CHECK_ENV = 'COMPACTION_STORE_CHECK';
-export const STORE_CHECK_MODES = ['run', 'skip'] as const;
+export const STORE_CHECK_ENV = PROCESS_SETTINGS.storeCheck.env;
+export const STORE_CHECK_MODES = PROCESS_SETTINGS.storeCheck.values;
 export type StoreCheckMode = (typeof STORE_CHECK_MODES)[number];
 
-/** The mode `COMPACTION_STORE_CHECK` names, `run` when unset; any other value is a {@link SettingsError}. */
-export function storeCheckFromEnv(env: NodeJS.ProcessEnv = process.env): StoreCheckMode {
-  const value = env[STORE_CHECK_ENV] || 'run';
-  if ((STORE_CHECK_MODES as readonly string[]).includes(value)) return value as StoreCheckMode;
-  throw new SettingsError(`${STORE_CHECK_ENV} must be one of ${STORE_CHECK_MODES.join(', ')}, not ${JSON.stringify(value)}`);
+/** The mode `COMPACTION_STORE_CHECK` names, `run` when unset; any other value is a `SettingsError`. */
+export function storeCheckFromEnv(env?: NodeJS.ProcessEnv): StoreCheckMode {
+  return settingFromEnv(PROCESS_SETTINGS, 'storeCheck', env);
 }
 
-/**
- * A running job holds one activity slot for its whole life (its work with the lease keeper beside it),
- * so the SDK's default of 100 would cap a worker at 100 jobs, and jobs filling every slot would starve
- * the collector's activities. 10,000 jobs (the scale target, docs/performance.md) take 10,000; the rest
- * is headroom for collector passes. A waiting keeper costs a timer, not a thread.
- */
-export const DEFAULT_ACTIVITY_SLOTS = 11_000;
+/** Activity slots of a worker unless `COMPACTION_WORKER_ACTIVITY_SLOTS` says otherwise (why so many: {@link PROCESS_SETTINGS}). */
+export const DEFAULT_ACTIVITY_SLOTS = PROCESS_SETTINGS.activitySlots.default;
 
 /** The workflows' folder, for `bundleWorkflowCode` and replay. */
 export const WORKFLOWS_PATH = join(__dirname, '..', 'workflows');
@@ -127,13 +120,10 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
   return worker;
 }
 
-export const ACTIVITY_SLOTS_ENV = 'COMPACTION_WORKER_ACTIVITY_SLOTS';
+export const ACTIVITY_SLOTS_ENV = PROCESS_SETTINGS.activitySlots.env;
 
-/** The worker options an operator sets in the environment; a value that is not a positive integer is a {@link SettingsError}. */
-export function workerOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Partial<WorkerOptions> {
-  const raw = env[ACTIVITY_SLOTS_ENV];
-  if (!raw) return {};
-  const slots = Number(raw);
-  if (!Number.isSafeInteger(slots) || slots < 1) throw new SettingsError(`${ACTIVITY_SLOTS_ENV} must be a positive integer, not ${JSON.stringify(raw)}`);
-  return { maxConcurrentActivityTaskExecutions: slots };
+/** The worker options an operator sets in the environment; a value that is not a positive integer is a `SettingsError`. */
+export function workerOptionsFromEnv(env?: NodeJS.ProcessEnv): Partial<WorkerOptions> {
+  const slots = settingSetInEnv(PROCESS_SETTINGS, 'activitySlots', env);
+  return slots === undefined ? {} : { maxConcurrentActivityTaskExecutions: slots };
 }

@@ -1,14 +1,13 @@
 /** The process-wide Temporal Runtime: log level, and the Prometheus endpoint when configured. */
 import { IllegalStateError } from '@temporalio/common';
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
-import { SettingsError } from '../config';
+import { environment, PROCESS_SETTINGS, settingFromEnv, settingSetInEnv, SettingsError } from '../config';
 
 /** `host:port` to serve `/metrics` on (the SDK's metrics and this package's `compaction_lease_*`). */
-export const METRICS_ENV = 'COMPACTION_METRICS_PROMETHEUS';
-export const LOG_LEVEL_ENV = 'COMPACTION_LOG_LEVEL';
-const LOG_LEVELS: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
+export const METRICS_ENV = PROCESS_SETTINGS.metricsPrometheus.env;
+export const LOG_LEVEL_ENV = PROCESS_SETTINGS.logLevel.env;
 /** The level `installRuntime` logs at when `COMPACTION_LOG_LEVEL` is unset. */
-export const DEFAULT_LOG_LEVEL: LogLevel = 'WARN';
+export const DEFAULT_LOG_LEVEL: LogLevel = PROCESS_SETTINGS.logLevel.default;
 
 /**
  * How often the workers of a Runtime this package installs tell the server they live (`ListWorkers`,
@@ -47,10 +46,9 @@ export function requireOneTemporalRuntime(): void {
  * and `'existing'` returned; unless either setting is given, which could then not apply: that is a
  * {@link SettingsError}, and so is a Runtime of a second copy of `@temporalio/worker` ({@link requireOneTemporalRuntime}).
  */
-export function installRuntime(env: NodeJS.ProcessEnv = process.env): 'installed' | 'existing' {
-  const bindAddress = env[METRICS_ENV];
-  const level = (env[LOG_LEVEL_ENV] || DEFAULT_LOG_LEVEL).toUpperCase() as LogLevel;
-  if (!LOG_LEVELS.includes(level)) throw new SettingsError(`${LOG_LEVEL_ENV} must be one of ${LOG_LEVELS.join(', ')}, not ${JSON.stringify(env[LOG_LEVEL_ENV])}`);
+export function installRuntime(env?: NodeJS.ProcessEnv): 'installed' | 'existing' {
+  const bindAddress = settingSetInEnv(PROCESS_SETTINGS, 'metricsPrometheus', env);
+  const level = settingFromEnv(PROCESS_SETTINGS, 'logLevel', env);
   requireOneTemporalRuntime();
   try {
     Runtime.install({
@@ -62,7 +60,7 @@ export function installRuntime(env: NodeJS.ProcessEnv = process.env): 'installed
     return 'installed';
   } catch (err) {
     if (!(err instanceof IllegalStateError)) throw err;
-    const given = [LOG_LEVEL_ENV, METRICS_ENV].filter((name) => env[name]);
+    const given = [LOG_LEVEL_ENV, METRICS_ENV].filter((name) => environment(env)[name]);
     if (given.length) {
       throw new SettingsError(
         `${given.join(' and ')} cannot apply: this process already has a Temporal Runtime (installed before the first connection or worker); ` +

@@ -2,7 +2,7 @@
  * A worker's setup: what it is built from, read from the environment in one place for every entry
  * point (src/worker/from-env.ts). Light on purpose: the CLI reads it before it loads the native worker.
  */
-import { settingsFromEnv, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
+import { environment, settingsFromEnv, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
 import { temporalTarget, type TemporalTarget } from './connect';
 import { configuredFormat, type FormatModule } from './format-module';
 import { roleTaskQueueFromEnv } from './task-queue';
@@ -31,7 +31,8 @@ export interface WorkerSetupOverrides {
  * The worker's setup from `env`, each value overridable. The format module is loaded and checked
  * here, before anything connects: a wrong one is a configuration error, not a failed job later.
  */
-export async function workerSetupFromEnv(env: NodeJS.ProcessEnv, overrides: WorkerSetupOverrides = {}): Promise<WorkerSetup> {
+export async function workerSetupFromEnv(given?: NodeJS.ProcessEnv, overrides: WorkerSetupOverrides = {}): Promise<WorkerSetup> {
+  const env = environment(given);
   const role = overrides.role ?? workerRoleFromEnv(env);
   const format = await configuredFormat(env, overrides.formatModule);
   return {

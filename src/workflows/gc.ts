@@ -26,6 +26,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { CommandInput, GcActivities } from '../activities/gc';
+import { applyDefaults, GC_PASS_SETTINGS } from '../config/declaration';
 import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix, newPassId } from '../keys';
 import type { FailureType } from '../errors';
 import { workflowRandom } from './workflow-random';
@@ -115,16 +116,8 @@ export interface GcNamespaceInput {
 
 /** A run continues as new at a page boundary beyond this many events (or when the server suggests it). */
 const HISTORY_EVENTS_PER_RUN = 4000;
-/**
- * A run checks its history length between pages. A page collected in one activity costs a few
- * events; collected command by command (a page whose activity failed for good) one job prefix
- * costs about 12 (bench/reclaim.ts measured 12,043 events for a run with
- * pages of 1,000): 4,000 + 400 × 12 stays under Temporal's 10,000-event comfort limit either way.
- */
-const MAX_PREFIXES_PER_PAGE = 400;
-/** Each prefix in flight holds up to two activities open: far below Temporal's 2,000 pending activities per run. */
-const MAX_PREFIX_CONCURRENCY = 100;
-const DEFAULTS = { dryRun: false, namespaceConcurrency: 4, prefixesPerPage: 100, prefixConcurrency: 8, keysPerFlush: 4000 };
+/** What a pass does unless its input says otherwise. */
+const DEFAULTS = applyDefaults(GC_PASS_SETTINGS, {});
 
 const historyIsLong = (): boolean => {
   const info = workflowInfo();
@@ -176,14 +169,11 @@ function show(report: GcReport, phase: string): void {
 /** Validates the caller's options and fixes the pass's rules from them and the first worker's settings. */
 async function setUp(input: GcInput): Promise<PassSetup> {
   const options = { ...DEFAULTS, ...input };
-  const whole = (name: keyof typeof DEFAULTS, max: number) => {
+  for (const name of ['namespaceConcurrency', 'prefixesPerPage', 'prefixConcurrency', 'keysPerFlush'] as const) {
+    const { min, max } = GC_PASS_SETTINGS[name];
     const n = options[name];
-    if (!Number.isInteger(n) || (n as number) < 1 || (n as number) > max) invalidInput(`${name} must be a whole number from 1 to ${max}, not ${String(n)}`);
-  };
-  whole('namespaceConcurrency', 1000);
-  whole('prefixesPerPage', MAX_PREFIXES_PER_PAGE);
-  whole('prefixConcurrency', MAX_PREFIX_CONCURRENCY);
-  whole('keysPerFlush', 1_000_000);
+    if (!Number.isInteger(n) || n < min || n > max) invalidInput(`${name} must be a whole number from ${min} to ${max}, not ${String(n)}`);
+  }
   const nowMs = input.nowMs ?? Date.now();
   if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });

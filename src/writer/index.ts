@@ -2,7 +2,7 @@
  * The metadata service's writer for the package's formats: writes sorted input segments and registers
  * them in the namespace root within the writer budget. The demo and the tests seed groups with it too.
  */
-import { timingFromEnv } from '../config/timing';
+import { timingFromEnv } from '../config/environment';
 import { quoted, TypedError } from '../errors';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, type FamilyGroup, type NamespaceId } from '../keys';
 import { updateRoot } from '../protocol/root-io';

@@ -1,6 +1,6 @@
 /**
  * What README.md and docs/*.md state about the code, checked against the code: the settings and their
- * defaults, the constants they quote, the search attributes, the compaction outcomes, the CLI's
+ * defaults (against their declaration, src/config/declaration.ts), the constants they quote, the search attributes, the compaction outcomes, the CLI's
  * commands and options, and the folders of src/. Seen failing on the docs before they were corrected:
  * the activity slots' default (21 000, the code's is 11 000), a 30 s heartbeat timeout (450 000),
  * derived defaults stated with no value to check, an owner id of another shape than the code's, an
@@ -9,31 +9,17 @@
  */
 import type { Command } from 'commander';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as entry from '../../src';
 import { buildProgram } from '../../src/cli/program';
 import type { CliContext } from '../../src/cli/context';
 import { SEARCH_ATTRIBUTES } from '../../src/client/search-attributes';
-import { LIVE_POLLER_WINDOW_MS } from '../../src/client/workers';
+import { DEFAULT_WORKER_TIMEOUT_MS, LIVE_POLLER_WINDOW_MS } from '../../src/client/workers';
+import { WORKER_HEARTBEAT_INTERVAL_MS } from '../../src/worker/runtime';
 import * as recurring from '../../src/compactor/recurring';
-import { resolveSettings, resolveTiming, SETTINGS_ENV, TIMING_ENV, WORKER_ROLE_ENV, workerRoleFromEnv } from '../../src/config';
+import { defaultsByVariable, PROCESS_SETTINGS, SETTING_TABLES, SETTINGS_ENV } from '../../src/config';
 import * as segments from '../../src/segments';
-import { DEFAULT_EMBEDDED_PATH, EMBEDDED_ENV, S3_ENV, s3OptionsFromEnv } from '../../src/store';
-import { S3_DEFAULTS } from '../../src/store/s3';
-import {
-  ACTIVITY_SLOTS_ENV,
-  COLLECTOR_TASK_QUEUE_ENV,
-  DEFAULT_ACTIVITY_SLOTS,
-  roleTaskQueueFromEnv,
-  STORE_CHECK_ENV,
-  storeCheckFromEnv,
-  TASK_QUEUE_ENV,
-  taskQueueFromEnv,
-} from '../../src/worker';
-import { configuredFormat, FORMAT_MODULE_ENV } from '../../src/worker/format-module';
-import { DEFAULT_LOG_LEVEL, LOG_LEVEL_ENV, METRICS_ENV, WORKER_HEARTBEAT_INTERVAL_MS } from '../../src/worker/runtime';
 import type { CompactionOutcomeName } from '../../src/workflows/compaction';
 
 const root = join(__dirname, '..', '..');
@@ -45,39 +31,14 @@ const readme = docs[0]!.text;
 type CodeDefault = number | string | undefined;
 
 /**
- * Every `COMPACTION_*` setting `src/` reads, with the default the code applies when it is unset, read
- * through the code's own exports. The demo's cron is the one read from source: src/main.ts starts the
- * demo when imported.
+ * Every `COMPACTION_*` setting declared (src/config/declaration.ts), with its default as the docs state
+ * it: the owner id by its shape, the collector's queue by the setting it defaults to.
  */
-async function codeDefaults(): Promise<Map<string, CodeDefault>> {
-  const timing = resolveTiming();
-  const settings = resolveSettings();
-  const demoCron = /const DEFAULT_GC_CRON = '([^']+)'/.exec(readFileSync(join(root, 'src', 'main.ts'), 'utf8'))?.[1];
-  const probeQueue = 'queue-of-the-pass';
-  const collectorQueue = roleTaskQueueFromEnv('collector', { [TASK_QUEUE_ENV]: probeQueue });
-  return new Map<string, CodeDefault>([
-    ...Object.entries(TIMING_ENV).map(([key, name]) => [name, timing[key as keyof typeof timing]] as const),
-    ...Object.entries(SETTINGS_ENV).map(([key, name]) => [name, settings[key as keyof typeof settings] as CodeDefault] as const),
-    // The owner id is the process's: the docs state its shape.
-    [SETTINGS_ENV.ownerId, settings.ownerId.replace(String(process.pid), '{pid}').replace(hostname(), '{hostname}')],
-    [WORKER_ROLE_ENV, workerRoleFromEnv({})],
-    [S3_ENV.bucket, undefined],
-    [S3_ENV.forcePathStyle, String(s3OptionsFromEnv({ [S3_ENV.bucket]: 'bucket' }).clientConfig?.forcePathStyle)],
-    [S3_ENV.idleTimeoutMs, S3_DEFAULTS.maxIdleTimeoutMs],
-    [S3_ENV.readWindowBytes, S3_DEFAULTS.readWindowBytes],
-    [S3_ENV.maxConcurrentReads, S3_DEFAULTS.maxConcurrentReads],
-    [S3_ENV.maxSockets, S3_DEFAULTS.maxSockets],
-    [S3_ENV.minUploadBytesPerSecond, S3_DEFAULTS.minUploadBytesPerSecond],
-    [EMBEDDED_ENV, DEFAULT_EMBEDDED_PATH],
-    [TASK_QUEUE_ENV, taskQueueFromEnv({})],
-    [COLLECTOR_TASK_QUEUE_ENV, collectorQueue === probeQueue ? TASK_QUEUE_ENV : collectorQueue],
-    [STORE_CHECK_ENV, storeCheckFromEnv({})],
-    [ACTIVITY_SLOTS_ENV, DEFAULT_ACTIVITY_SLOTS],
-    [FORMAT_MODULE_ENV, (await configuredFormat({})) === undefined ? undefined : 'a format module'],
-    [METRICS_ENV, undefined],
-    [LOG_LEVEL_ENV, DEFAULT_LOG_LEVEL],
-    ['COMPACTION_GC_CRON', demoCron],
-  ]);
+function declaredDefaults(): Map<string, CodeDefault> {
+  const defaults = new Map([...defaultsByVariable()].map(([name, value]) => [name, value === undefined ? undefined : typeof value === 'number' ? value : String(value)]));
+  defaults.set(SETTINGS_ENV.ownerId, '{pid}@{hostname}');
+  defaults.set(PROCESS_SETTINGS.collectorTaskQueue.env, PROCESS_SETTINGS.taskQueue.env);
+  return defaults;
 }
 
 /** The outcomes of `compactionWorkflow`: the compiler holds this object to exactly the members of `CompactionOutcomeName`. */
@@ -199,33 +160,37 @@ function unknownInCommand(program: Command, command: string): string | undefined
 }
 
 describe('the docs say what the code does', () => {
-  it('every setting a settings table or the text states exists, with the default the code applies', async () => {
-    const code = await codeDefaults();
+  it('every setting a settings table or the text states is declared, with its declared default', () => {
+    const code = declaredDefaults();
     const stated = [...tabledSettings(), ...proseDefaults()];
     expect(stated.length).toBeGreaterThan(40);
     const wrong = stated.flatMap(({ doc, name, stated: s }) => {
-      if (!code.has(name)) return [`${doc}: ${name} is no setting of the code`];
-      const problem = disagreement(s, code.get(name));
+      if (!code.has(name)) return [`${doc}: ${name} is no declared setting`];
+      const problem = disagreement(s, code.get(name), 'the declared default');
       return problem ? [`${doc}: ${name} ${problem}`] : [];
     });
     expect(wrong).toEqual([]);
   });
 
-  it("the README's configuration table states every COMPACTION_* setting src/ reads, and the docs name no other", async () => {
-    const code = await codeDefaults();
-    const literals = (dir: string): string[] =>
+  it("the README's configuration table states every declared setting with a variable, src/ names none but through the declaration, and the docs name no other", () => {
+    const code = declaredDefaults();
+    const declaration = join(root, 'src', 'config', 'declaration.ts');
+    const named = (dir: string): string[] =>
       readdirSync(dir, { withFileTypes: true, recursive: true })
-        .filter((entry) => entry.isFile() && entry.name.endsWith('.ts') && !join(entry.parentPath, entry.name).includes(join('src', 'devservers')))
-        .flatMap((entry) => [...readFileSync(join(entry.parentPath, entry.name), 'utf8').matchAll(/'(COMPACTION_[A-Z0-9_]+)'/g)].map((m) => m[1]!));
-    // The test's own list is complete: nothing in src/ names a setting it leaves out.
-    expect([...new Set(literals(join(root, 'src')))].filter((name) => !code.has(name))).toEqual([]);
+        .filter((entry) => entry.isFile() && entry.name.endsWith('.ts'))
+        .map((entry) => join(entry.parentPath, entry.name))
+        .filter((file) => file !== declaration && !file.includes(join('src', 'devservers')))
+        .flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/'(COMPACTION_[A-Z0-9_]+)'/g)].map((m) => `${file.slice(root.length + 1)}: ${m[1]}`));
+    // Declared once: any other module takes a variable's name from its declaration.
+    expect(named(join(root, 'src'))).toEqual([]);
+    expect(SETTING_TABLES.flatMap((table) => Object.values(table).flatMap((declared) => ('env' in declared ? [declared.env] : []))).sort()).toEqual([...code.keys()].sort());
     const table = readme.slice(readme.indexOf('## Configuration'));
     const tabled = new Set([...table.matchAll(/^\| `([A-Z0-9_]+)` \|/gm)].map((m) => m[1]));
     expect([...code.keys()].filter((name) => !tabled.has(name))).toEqual([]);
     // Elsewhere a name may be a script's (the tool cache of scripts/provision.sh).
     const scripts = readdirSync(join(root, 'scripts')).map((name) => readFileSync(join(root, 'scripts', name), 'utf8')).join('\n');
-    const named = docs.flatMap(({ name: doc, text }) => [...text.matchAll(/\b(COMPACTION_[A-Z0-9_]*[A-Z0-9])\b/g)].map((m) => ({ doc, name: m[1]! })));
-    expect(named.filter(({ name }) => !code.has(name) && !scripts.includes(name)).map(({ doc, name }) => `${doc}: ${name}`)).toEqual([]);
+    const inDocs = docs.flatMap(({ name: doc, text }) => [...text.matchAll(/\b(COMPACTION_[A-Z0-9_]*[A-Z0-9])\b/g)].map((m) => ({ doc, name: m[1]! })));
+    expect(inDocs.filter(({ name }) => !code.has(name) && !scripts.includes(name)).map(({ doc, name }) => `${doc}: ${name}`)).toEqual([]);
   });
 
   it('every list of the search attributes is SEARCH_ATTRIBUTES, and every query names one of them', () => {
@@ -266,7 +231,7 @@ describe('the docs say what the code does', () => {
   });
 
   it('every constant the docs quote with a value is one of the code, of that value', () => {
-    const constants: Record<string, unknown> = { ...recurring, ...segments, ...entry, LIVE_POLLER_WINDOW_MS, WORKER_HEARTBEAT_INTERVAL_MS };
+    const constants: Record<string, unknown> = { ...recurring, ...segments, ...entry, DEFAULT_WORKER_TIMEOUT_MS, LIVE_POLLER_WINDOW_MS, WORKER_HEARTBEAT_INTERVAL_MS };
     const quoted = docs.flatMap(({ name: doc, text }) =>
       [...text.replace(/\s+/g, ' ').matchAll(/`([A-Z][A-Z0-9_]*[A-Z0-9])`(?:, | \()(\d[\d ,.]*(?: ?(?:KiB|MiB|GiB|ms|min|h|s)\b)?)/g)]
         .filter((m) => !m[1]!.startsWith('COMPACTION_'))

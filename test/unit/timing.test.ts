@@ -71,7 +71,7 @@ describe('timing configuration', () => {
 
   it('rejects values that are not positive whole milliseconds', () => {
     expect(() => resolveTiming({ leaseRefreshIntervalMs: -1 })).toThrow(/leaseRefreshIntervalMs/);
-    expect(() => timingFromEnv({ COMPACTION_LEASE_EXPIRY_MS: '25m' })).toThrow(/COMPACTION_LEASE_EXPIRY_MS="25m"/);
+    expect(() => timingFromEnv({ COMPACTION_LEASE_EXPIRY_MS: '25m' })).toThrow('COMPACTION_LEASE_EXPIRY_MS must be a whole number of milliseconds, at least 1, not "25m"');
   });
 
   it('reads settings from the environment and derives the rest', () => {
