@@ -21,14 +21,6 @@ export interface KnownDefect {
 
 export const KNOWN_DEFECTS: readonly KnownDefect[] = [
   {
-    id: 'root-lost-before-judged',
-    issue: '42',
-    title:
-      'a root deleted before any pass judged one (no gc/judged-root) is re-created from empty by the next writer: the segments it named drop out of the reader view and go as lost writes',
-    // The root cause of whatever breaks after it: every later violation is its consequence.
-    matches: (_, { invariants }) => invariants.rootRecreatedUnjudgedEvent !== undefined,
-  },
-  {
     id: 'deletion-not-fenced-by-claim',
     issue: '42',
     title:
