@@ -12,7 +12,7 @@ import { encodeRootForWrite, groupSegments, planPublication, rootIndex, type Roo
 import { AmbiguousError, ConflictError, PreconditionFailedError, type ObjectStore } from '../store';
 import { LeaseLostError, refreshJobLease, type HeldLease } from './job-lease';
 import { readLease, type JobRef } from './lease-read';
-import { changeRoot, markHistory, readRoot } from './root-io';
+import { changeRoot, readRoot } from './root-io';
 
 export type PublicationOutcome =
   | { readonly outcome: 'published'; readonly rootGeneration: number }
@@ -108,9 +108,8 @@ export async function publishCompaction(
     if (spent > limits.budgetMs) {
       throw new PublicationBudgetExceededError(`${spent.toFixed(0)} ms since the refresh exceeds the publication budget of ${limits.budgetMs} ms`);
     }
+    sent.push(plan.root);
     try {
-      await markHistory(store, request.namespaceId, codec, current.root);
-      sent.push(plan.root);
       await store.putIfMatch(rootKey(request.namespaceId), bytes, current.etag);
       return { outcome: 'published', rootGeneration: plan.root.generation };
     } catch (err) {

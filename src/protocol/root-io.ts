@@ -128,9 +128,9 @@ const firstRoot = (ns: NamespaceId): RootState => Object.freeze({ ...emptyRoot(n
  * marker or a pass's copy: the history is marked. Whether the root went back is not judged here: the
  * root read may be stale (its CAS then fails and the next round reads a newer one), and the
  * collector judges every root it decides by. Any other failure is the store's, for the caller's
- * round to settle as it settles its CAS. Every CAS of a generation-1 root is sent after this returned.
+ * round to settle as it settles its CAS.
  */
-export async function markHistory(store: ObjectStore, ns: NamespaceId, codec: RootCodec, current: RootState): Promise<void> {
+async function markHistory(store: ObjectStore, ns: NamespaceId, codec: RootCodec, current: RootState): Promise<void> {
   if (current.generation !== 1) return;
   try {
     await store.putIfAbsent(judgedRootKey(ns), encodeRootForWrite(codec, current));
@@ -149,8 +149,14 @@ interface CasOptions {
   readonly maxRounds?: number;
   /** The largest root read: past the readers' limit only for the collector, whose writes may then only shrink it. */
   readonly maxBytes?: number;
-  /** Whether a missing root is created (empty, generation 1) where the namespace has no history; otherwise undefined is returned. Only the package's root writer creates one. */
-  readonly create?: boolean;
+  /**
+   * Whether the write keeps the namespace's history (spec 6c.5), as the package's root writer does: a
+   * missing root is created, empty at generation 1, where the namespace has none (otherwise undefined
+   * is returned), and a generation-1 root is changed only after the history marker. The collector
+   * needs neither: it changes only a root it judged, which wrote the copy; nor a job: it changes
+   * only a root naming its inputs, which the root writer changed before (and has no grant on the copy).
+   */
+  readonly keepHistory?: boolean;
 }
 
 /** A root a CAS wrote, or found already as wanted. */
@@ -180,8 +186,8 @@ async function hasHistory(store: ObjectStore, ns: NamespaceId): Promise<boolean>
  * Replaces the root by CAS with what `next` makes of the current one (undefined: nothing to write),
  * re-reading and deciding again after every refused or unclear answer (412, 409, 404, an unknown
  * outcome): a change that landed is found in the next read and, `next` being idempotent, not made
- * twice. A missing root is created only with `create`, and only as the empty first root, which the
- * next round changes like any other (never where the namespace has history: {@link RootLostError}).
+ * twice. A missing root is created only with `keepHistory`, and only as the empty first root, which
+ * the next round changes like any other (never where the namespace has history: {@link RootLostError}).
  * Undefined when the root is missing and not created, or when `maxRounds` races were lost.
  */
 async function casRoot(
@@ -191,11 +197,11 @@ async function casRoot(
   next: (current: ReadRoot) => Promise<RootState | undefined> | RootState | undefined,
   options: CasOptions = {},
 ): Promise<WrittenRoot | undefined> {
-  const { check, beforeWrite = () => {}, maxRounds = Number.POSITIVE_INFINITY, maxBytes = MAX_ROOT_BYTES, create = false } = options;
+  const { check, beforeWrite = () => {}, maxRounds = Number.POSITIVE_INFINITY, maxBytes = MAX_ROOT_BYTES, keepHistory = false } = options;
   for (let round = 0; round < maxRounds; round++) {
     const current = await readRootIfAny(store, ns, codec, maxBytes);
     if (!current) {
-      if (!create) return undefined;
+      if (!keepHistory) return undefined;
       if (await hasHistory(store, ns)) throw new RootLostError(ns);
       beforeWrite();
       // Empty, so a loss before the history marker forgets nothing: content comes only by a CAS after it.
@@ -212,7 +218,7 @@ async function casRoot(
     beforeWrite();
     try {
       // WARN: the marker lands before the first change of a generation-1 root, so no root with content is ever lost unnoticed.
-      await markHistory(store, ns, codec, current.root);
+      if (keepHistory) await markHistory(store, ns, codec, current.root);
       await store.putIfMatch(rootKey(ns), bytes, current.etag);
       return { root, written: true, replaced: current };
     } catch (err) {
@@ -309,7 +315,7 @@ export async function updateRoot(
       if (changed === before) return undefined;
       return retireRemoved(before, { ...changed, generation: Math.max(changed.generation, before.generation + 1) }, clockMs());
     },
-    { create: true, check: (before, next) => checkRegistrations(store, before, next, minSeqOf), ...(options.beforeWrite && { beforeWrite: options.beforeWrite }) },
+    { keepHistory: true, check: (before, next) => checkRegistrations(store, before, next, minSeqOf), ...(options.beforeWrite && { beforeWrite: options.beforeWrite }) },
   );
   return (written as WrittenRoot).root;
 }

@@ -9,15 +9,14 @@
  */
 import { describe, expect, it } from 'vitest';
 import { resolveTiming } from '../../src/config';
-import { familyGroup, inputSegmentKey, judgedRootKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type NamespaceId } from '../../src/keys';
-import { createJobLease, publishCompaction, readJudgedRoot, readRoot, restoreJudgedRoot, RootLostError, updateRoot } from '../../src/protocol';
-import { addSegments, groupSegments, jsonRootCodec, MAX_COLLECTED_ROOT_BYTES } from '../../src/root';
+import { familyGroup, judgedRootKey, namespaceId, rootKey, type NamespaceId } from '../../src/keys';
+import { readJudgedRoot, readRoot, restoreJudgedRoot, RootLostError, updateRoot } from '../../src/protocol';
+import { groupSegments, jsonRootCodec, MAX_COLLECTED_ROOT_BYTES } from '../../src/root';
 import { NotFoundError, type ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
 import { passAhead } from '../support/pass';
 import { proxiedMinio } from '../support/proxied-minio';
 import { readGroupView } from '../support/records';
-import { writeRoot } from '../support/roots';
 import { s3Requests } from '../support/s3-fault-proxy';
 import { uniqueId } from '../support/temporal';
 
@@ -83,28 +82,5 @@ describe("a namespace's history starts with its root's first change, on MinIO", 
     expect(report.rootProblems).toEqual([]);
     expect((await markerOf(ns))?.generation).toBeGreaterThanOrEqual(2);
     expect(await readGroupView(minio.fixture.store, ns, group)).toEqual({ b: 'y' });
-  });
-
-  it("a publication on a generation-1 root another writer created with content marks the history first: the root's loss is refused, and the marker names the root's segments", async () => {
-    const ns = newNamespace();
-    const inputs = [inputSegmentKey(ns, newSegmentId(), 'mseg'), inputSegmentKey(ns, newSegmentId(), 'mseg')];
-    for (const key of inputs) await minio.fixture.store.put(key, new TextEncoder().encode('input'));
-    await writeRoot(minio.fixture.store, ns, (root) => addSegments(root, group, inputs));
-    await missing(minio.fixture.store, judgedRootKey(ns));
-    const jobId = newJobId();
-    await createJobLease(minio.fixture.store, { namespaceId: ns, jobId, ownerId: 'test', startedAtMs: Date.now() });
-    const outputs = [stagedSegmentKey(ns, jobId, newSegmentId(), 'mseg')];
-    const published = await publishCompaction(
-      minio.fixture.store,
-      { namespaceId: ns, jobId, group, inputs, outputs },
-      { budgetMs: 60_000, maxRootRaces: 3 },
-      { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
-      jsonRootCodec,
-    );
-    expect(published).toEqual({ outcome: 'published', rootGeneration: 2 });
-    expect(await markerOf(ns)).toMatchObject({ generation: 1, groups: { [group]: inputs } });
-
-    await minio.fixture.store.deleteMany([rootKey(ns)]);
-    await expect(writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }])).rejects.toBeInstanceOf(RootLostError);
   });
 });
