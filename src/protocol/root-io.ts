@@ -171,7 +171,7 @@ export interface WrittenRoot {
 const isUnclear = (err: unknown): boolean =>
   err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof NotFoundError || err instanceof AmbiguousError;
 
-/** Whether the namespace has history: its root was changed after its creation, or a pass judged one (spec 6c.5). */
+/** Whether the namespace has history (spec 6c.5): the marker its root writer put before the root's first change, or a pass's copy. */
 async function hasHistory(store: ObjectStore, ns: NamespaceId): Promise<boolean> {
   try {
     await store.head(judgedRootKey(ns));
@@ -217,7 +217,7 @@ async function casRoot(
     await check?.(current.root, root);
     beforeWrite();
     try {
-      // WARN: the marker lands before the first change of a generation-1 root, so no root with content is ever lost unnoticed.
+      // WARN: the marker lands before the first change of a generation-1 root, so no root this writer filled is lost unnoticed.
       if (keepHistory) await markHistory(store, ns, codec, current.root);
       await store.putIfMatch(rootKey(ns), bytes, current.etag);
       return { root, written: true, replaced: current };
