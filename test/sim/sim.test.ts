@@ -62,6 +62,8 @@ describe('the deterministic simulation of the protocol', () => {
       'a partition from a root write': /^partition of a .* from its root write$/,
       'a fenced job': /^job fenced$/,
       'a claim lost to a refresh': /^claim: job \(raced by a refresh\)$/,
+      'a store that ignores a conditional delete': /^store: conditional delete ignored$/,
+      'a live lease deleted under its job': /^operator: a lease deleted before it expired$/,
     };
     const missing = Object.entries(expected).filter(([, pattern]) => seen(pattern) === 0).map(([name]) => name);
     expect(missing).toEqual([]);
