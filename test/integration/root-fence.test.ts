@@ -12,7 +12,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { resolveTiming } from '../../src/config';
-import { familyGroup, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type NamespaceId } from '../../src/keys';
+import { familyGroup, leaseKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type NamespaceId } from '../../src/keys';
 import { createJobLease, publishCompaction, readRoot, type PublicationRequest } from '../../src/protocol';
 import { jsonRootCodec, referencedKeys } from '../../src/root';
 import { NotFoundError } from '../../src/store';
@@ -87,9 +87,8 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
   it("a held CAS released while the claimed lease is still reaping is refused, and the publication's next attempt finds the lease reaping: fenced", async () => {
     const { ns, output, request } = await prepare();
     const held = await publishHeld(request);
-    // The walk's delete batch goes through; the pass's second DeleteObjects, its lease last, waits in the minio.proxy.
-    let deletes = 0;
-    const leaseDelete = minio.proxy.hold((r) => s3Requests.deleteObjects(r) && ++deletes === 2);
+    // The walk's delete batch goes through; the pass's DeleteObject of its lease, last, waits in the proxy.
+    const leaseDelete = minio.proxy.hold((r) => s3Requests.deleteObject(r) && r.key === leaseKey(ns, request.jobId));
     const pass = lateIn(ns);
     await leaseDelete.arrived;
     await expect(minio.fixture.store.head(output)).rejects.toBeInstanceOf(NotFoundError);
