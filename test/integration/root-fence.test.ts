@@ -99,4 +99,29 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
     leaseDelete.release();
     expect((await pass).totals).toMatchObject({ claimed: 1, objectsDeleted: 1, leasesDeleted: 1 });
   });
+
+  it('a root CAS held while the live lease is deleted under its job (by hand, or a late delete on a store that ignores If-Match) and a pass takes the prefix as an orphan\'s is refused too', async () => {
+    const { ns, inputs, output, request } = await prepare();
+    const rootWrites: S3Exchange[] = [];
+    const unobserve = minio.proxy.observe((exchange) => {
+      if (exchange.request.method === 'PUT' && exchange.request.key === rootKey(ns)) rootWrites.push(exchange);
+    });
+    const held = await publishHeld(request);
+    // The lease goes while the job's CAS, resting on the refresh before it, is in flight.
+    await minio.fixture.store.deleteMany([leaseKey(ns, request.jobId)]);
+
+    const report = await lateIn(ns);
+    expect(report.totals).toMatchObject({ orphaned: 1, claimed: 0, objectsDeleted: 1, leasesDeleted: 1, failedPrefixes: 0 });
+    await expect(minio.fixture.store.head(output)).rejects.toBeInstanceOf(NotFoundError);
+    // The claim the pass created is fenced as a claimed lease is: one root write, while the job's CAS was held.
+    expect(rootWrites.map((w) => w.status)).toEqual([200]);
+
+    held.release();
+    await expect(held.publication).resolves.toEqual({ outcome: 'fenced', reason: 'the lease is gone' });
+    unobserve();
+    expect(rootWrites.map((w) => w.status)).toEqual([200, 412]);
+    const { root } = await readRoot(minio.fixture.store, ns, jsonRootCodec);
+    expect(root.groups[group]).toEqual(inputs);
+    expect(referencedKeys(root).has(output)).toBe(false);
+  });
 });
