@@ -351,12 +351,15 @@ export interface PageProgress {
 }
 
 /**
- * Whether a prefix awaits a walk of a prefix this pass owns by a lease a job wrote (or an earlier
- * claim): the fence must be written before it deletes anything there. A prefix whose claim the pass
- * created had no lease, so no job there can have a publication in flight.
+ * Whether a prefix awaits a walk of a prefix this pass owns, however it came to own it: the fence
+ * must be written before it deletes anything there. A prefix whose claim the pass created needs it
+ * too: a lease missing now is no proof its job is gone, since a live lease can be deleted under its
+ * job (by hand, or by a pass's late delete on a store that ignores `If-Match`) after the refresh a
+ * publication in flight rests on. That publication read its root before the refresh, the refresh
+ * came before the lease was gone, and the claim after, so the fence fails it as it fails one of a
+ * claimed lease.
  */
-const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt =>
-  p !== null && p !== 'done' && p.command.kind === 'reclaimPrefix' && p.pass.owner.owner === 'collector' && p.pass.owner.created !== true;
+const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt => p !== null && p !== 'done' && p.command.kind === 'reclaimPrefix' && p.pass.owner.owner === 'collector';
 
 /**
  * Collects the prefixes of a page, `rules.prefixConcurrency` at a time (one with nothing else to do

@@ -110,7 +110,8 @@ export type PrefixOwner =
    * `reaping`, this pass's: claimed just now (or, in a dry run, would be), or earlier by an attempt of
    * this same pass. `lease`: the lease as read when it was claimed (for the manifest); `claim`: the
    * lease this pass wrote, when it knows it; `created`: the prefix had no lease and the pass created
-   * its claim (no job can have a publication in flight there, so no root fence is needed for it).
+   * its claim (its objects are reported as orphans'; the root is fenced all the same, since a lease
+   * can be deleted under a live job).
    */
   | { readonly owner: 'collector'; readonly lease?: LeaseFacts; readonly claim?: HeldClaim; readonly created?: true }
   /** `reaping`, claimed by another pass whose claim has not expired: that pass owns the prefix; this one leaves it. */

@@ -9,10 +9,15 @@
  * `{ outcome: 'published', rootGeneration: 3 }` and the root named the output the pass had just
  * deleted (`InputMissing` for every later compaction of the group, NotFound for readers). With the fence, MinIO refuses the CAS (412: the root's ETag changed) and the
  * publication's next attempt finds the lease gone: `fenced`.
+ *
+ * The same holds where the job's live lease was deleted under it while its CAS was in flight, and the
+ * pass took the lease-less prefix as an orphan's: on the code that fenced only claims taken from a
+ * lease (`claimfence` at 6a603c0, 2026-12-07) the pass wrote no root and the released CAS published
+ * generation 3 naming the deleted output; the claim the pass creates is fenced now too.
  */
 import { describe, expect, it } from 'vitest';
 import { resolveTiming } from '../../src/config';
-import { familyGroup, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type NamespaceId } from '../../src/keys';
+import { familyGroup, leaseKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type NamespaceId } from '../../src/keys';
 import { createJobLease, publishCompaction, readRoot, type PublicationRequest } from '../../src/protocol';
 import { jsonRootCodec, referencedKeys } from '../../src/root';
 import { NotFoundError } from '../../src/store';
@@ -57,18 +62,27 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
   /** A pass through the proxy, its clock past the job's lease expiry and its output's staging grace. */
   const lateIn = (ns: NamespaceId) => passAhead(minio.viaProxy, ns, timing.stagingGraceMs + 60_000);
 
-  it('a root CAS held until the collector claimed the job and deleted its staged output is refused; the job ends fenced and no root ever names a deleted object', async () => {
+  it.each<[string, (request: PublicationRequest) => Promise<unknown>, { claimed: number; orphaned: number }]>([
+    ['the collector claimed the job', async () => {}, { claimed: 1, orphaned: 0 }],
+    // The lease goes while the job's CAS, resting on the refresh before it, is in flight: the pass finds the prefix lease-less.
+    [
+      "its live lease was deleted under it (by hand, or a late delete on a store that ignores If-Match), the collector took the prefix as an orphan's",
+      (request) => minio.fixture.store.deleteMany([leaseKey(request.namespaceId, request.jobId)]),
+      { claimed: 0, orphaned: 1 },
+    ],
+  ])('a root CAS held until %s and deleted its staged output is refused; the job ends fenced and no root ever names a deleted object', async (_, before, totals) => {
     const { ns, inputs, output, request } = await prepare();
     const rootWrites: S3Exchange[] = [];
     const unobserve = minio.proxy.observe((exchange) => {
       if (exchange.request.method === 'PUT' && exchange.request.key === rootKey(ns)) rootWrites.push(exchange);
     });
     const held = await publishHeld(request);
+    await before(request);
 
     const report = await lateIn(ns);
-    expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 1, leasesDeleted: 1, failedPrefixes: 0 });
+    expect(report.totals).toMatchObject({ ...totals, objectsDeleted: 1, leasesDeleted: 1, failedPrefixes: 0 });
     await expect(minio.fixture.store.head(output)).rejects.toBeInstanceOf(NotFoundError);
-    // The pass wrote one root: its fence, while the job's CAS was held.
+    // The pass wrote one root: its fence, while the job's CAS was held (a claim it created is fenced as a claimed lease is).
     expect(rootWrites.map((w) => w.status)).toEqual([200]);
 
     held.release();
@@ -87,9 +101,8 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
   it("a held CAS released while the claimed lease is still reaping is refused, and the publication's next attempt finds the lease reaping: fenced", async () => {
     const { ns, output, request } = await prepare();
     const held = await publishHeld(request);
-    // The walk's delete batch goes through; the pass's second DeleteObjects, its lease last, waits in the minio.proxy.
-    let deletes = 0;
-    const leaseDelete = minio.proxy.hold((r) => s3Requests.deleteObjects(r) && ++deletes === 2);
+    // The walk's delete batch goes through; the pass's DeleteObject of its lease, last, waits in the proxy.
+    const leaseDelete = minio.proxy.hold((r) => s3Requests.deleteObject(r) && r.key === leaseKey(ns, request.jobId));
     const pass = lateIn(ns);
     await leaseDelete.arrived;
     await expect(minio.fixture.store.head(output)).rejects.toBeInstanceOf(NotFoundError);

@@ -9,7 +9,7 @@ import { attemptsSpanning } from '../../src/config/retry';
 import { judgedRootKey, namespaceId, namespacePrefix, parseManifestPartKey, rootKey } from '../../src/keys';
 import { readGroupRecords, readGroupSnapshot, type LiveRecord } from '../../src/reader';
 import { encodeRoot, jsonRootCodec, referencedKeys } from '../../src/root';
-import type { ObjectStore, StreamedObject } from '../../src/store';
+import type { ConditionalDelete, ObjectStore, StreamedObject } from '../../src/store';
 import { between, chance, listedChoices, pick, seededChoices, type Choices } from './choices';
 import { retryDelayOf, type Env } from './env';
 import type { FaultProfile } from './faults';
@@ -48,6 +48,8 @@ export interface ScenarioConfig {
   readonly rewrites: readonly RewritePlan[];
   readonly operator: OperatorPlan;
   readonly faults: FaultProfile;
+  /** What the bucket does with `If-Match` on DeleteObject: honoured (S3, moto) or ignored (MinIO), as `store check` reports it. */
+  readonly conditionalDelete: ConditionalDelete;
   readonly lateSpanMs: number;
   /** The skew of each party's clock, in the order parties are made. */
   readonly skews: readonly number[];
@@ -128,6 +130,9 @@ export function drawConfig(c: Choices): ScenarioConfig {
   if (chance(c, 12)) acts.push({ afterMs: at(), act: { kind: 'delete root', restoreAfterMs: restore() } });
   if (chance(c, 6)) acts.push({ afterMs: at(), act: { kind: 'corrupt root', restoreAfterMs: restore() } });
   if (chance(c, 6)) acts.push({ afterMs: at(), act: { kind: 'corrupt a lease' } });
+  // An operator who deletes the lease of a job stuck at its publication (below): its CAS still in flight.
+  const stuckLeaseDeleted = chance(c, 10);
+  if (stuckLeaseDeleted) acts.push({ afterMs: at(), act: { kind: 'delete a stuck lease' } });
   if (chance(c, 15)) acts.push({ afterMs: at(), act: { kind: 'foreign objects' } });
   const faults: FaultProfile = {
     percent: pick(c, [[2, 0], [3, 3], [3, 10], [2, 25]]),
@@ -138,18 +143,23 @@ export function drawConfig(c: Choices): ScenarioConfig {
   const lateSpanMs = 2 * (timing.leaseExpiryMs + Math.max(timing.stagingGraceMs, timing.readerGraceMs, timing.lostWriteGraceMs));
   const parties = writers.length + compactions.length + passes.length + readers.length + probers.length + rewrites.length;
   const skews = Array.from({ length: parties }, () => between(c, 0, timing.clockSafetyMarginMs) - Math.floor(timing.clockSafetyMarginMs / 2));
-  const { operationDeadlineMs: deadline, gcMinGraceMs: T, leaseExpiryMs: expiry } = timing;
+  const { operationDeadlineMs: deadline, gcMinGraceMs: T, leaseExpiryMs: expiry, stagingGraceMs: staging } = timing;
   const partitions = Array.from({ length: pick(c, [[3, 0], [2, 1], [1, 2]]) }, () => {
     const party = c.next(parties);
     const fromMs = START_MS + at();
     const lasts = pick(c, [[1, () => between(c, deadline, T)], [2, () => between(c, T, expiry)], [1, () => between(c, expiry, 2 * expiry)]])();
     return { party, partition: { fromMs, lastsMs: lasts, onRootWrite: chance(c, 50) } };
   });
-  // A job cut off from its publication on for longer than an expiry: its CAS may land after a pass claimed it.
+  // A job cut off from its publication on for longer than an expiry: its CAS may land after a pass claimed it. Where
+  // the operator deletes a stuck lease, every job is cut off past the staging grace: its CAS may land after a pass
+  // took its lease-less prefix and deleted its outputs.
   compactions.forEach((plan, i) => {
-    if (chance(c, 25)) partitions.push({ party: writers.length + i, partition: { fromMs: START_MS + plan.afterMs, lastsMs: expiry + between(c, 0, 2 * expiry), onRootWrite: true } });
+    if (stuckLeaseDeleted) partitions.push({ party: writers.length + i, partition: { fromMs: START_MS + plan.afterMs, lastsMs: between(c, staging, staging + 2 * expiry), onRootWrite: true } });
+    else if (chance(c, 25)) partitions.push({ party: writers.length + i, partition: { fromMs: START_MS + plan.afterMs, lastsMs: expiry + between(c, 0, 2 * expiry), onRootWrite: true } });
   });
-  return { timing, horizonMs, groups, writers, compactions, trigger, passes, readers, probers, rewrites, operator: { acts }, faults, lateSpanMs, skews, partitions };
+  // The collector runs on a store that ignores the condition of a delete (MinIO) as on one that honours it.
+  const conditionalDelete = pick(c, [[2, 'honoured'], [1, 'ignored']] as const);
+  return { timing, horizonMs, groups, writers, compactions, trigger, passes, readers, probers, rewrites, operator: { acts }, faults, conditionalDelete, lateSpanMs, skews, partitions };
 }
 
 /** The configuration in a line, for a failure's report. */
@@ -158,7 +168,7 @@ export function describeConfig(config: ScenarioConfig): string {
   return [
     `timing: refresh ${t.leaseRefreshIntervalMs}, deadline ${t.operationDeadlineMs}, margin ${t.clockSafetyMarginMs}, budget ${t.publicationBudgetMs}, T ${t.gcMinGraceMs}, expiry ${t.leaseExpiryMs}, staging ${t.stagingGraceMs}, reader grace ${t.readerGraceMs}, writer budget ${t.writerBudgetMs}, lost-write grace ${t.lostWriteGraceMs}`,
     `horizon ${config.horizonMs} ms; groups ${config.groups.join(', ')}; ${config.writers.length} writers (${config.writers.map((w) => w.writes.length).join('+')} writes), ${config.compactions.length} compactions${config.trigger ? ` and a trigger (every ${config.trigger.everyMs} ms, ${config.trigger.threshold} segments, ${config.trigger.cutOffPercent}% of its jobs cut off at their publication)` : ''}, ${config.passes.length} passes, ${config.readers.length} readers, ${config.probers.length} probers, ${config.rewrites.length} rewrites`,
-    `partitions: ${config.partitions.map((p) => `party ${p.party} for ${p.partition.lastsMs} ms ${p.partition.onRootWrite ? 'from its first root write after' : 'at'} ${p.partition.fromMs - START_MS}`).join(', ') || 'none'}; faults: ${config.faults.percent}% of requests, late ${config.faults.late ? `yes (${config.faults.lateRootPercent}% of root writes)` : 'no'}, pauses up to ${config.faults.maxPauseMs} ms; operator: ${config.operator.acts.map((a) => a.act.kind).join(', ') || 'nothing'}`,
+    `partitions: ${config.partitions.map((p) => `party ${p.party} for ${p.partition.lastsMs} ms ${p.partition.onRootWrite ? 'from its first root write after' : 'at'} ${p.partition.fromMs - START_MS}`).join(', ') || 'none'}; faults: ${config.faults.percent}% of requests, late ${config.faults.late ? `yes (${config.faults.lateRootPercent}% of root writes)` : 'no'}, pauses up to ${config.faults.maxPauseMs} ms; conditional delete ${config.conditionalDelete}; operator: ${config.operator.acts.map((a) => a.act.kind).join(', ') || 'nothing'}`,
   ].join('\n');
 }
 
@@ -266,7 +276,8 @@ export async function runScenario(seed: number, options: RunOptions = {}): Promi
   const config = drawConfig(choices);
   const { timing } = config;
   const ns = namespaceId('sim');
-  const sim = new Sim({ startMs: START_MS, choices, timing, faults: config.faults, lateSpanMs: config.lateSpanMs, trace: options.trace ?? 'hash' });
+  const sim = new Sim({ startMs: START_MS, choices, timing, faults: config.faults, lateSpanMs: config.lateSpanMs, conditionalDelete: config.conditionalDelete, trace: options.trace ?? 'hash' });
+  sim.count(`store: conditional delete ${config.conditionalDelete}`);
   const model = new Model();
   const invariants = new Invariants(sim, model, ns);
   sim.monitor = invariants;

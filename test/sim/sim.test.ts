@@ -64,6 +64,8 @@ describe('the deterministic simulation of the protocol', () => {
       'a claim lost to a refresh': /^claim: job \(raced by a refresh\)$/,
       'a lost root with history, refused to writers': /^write failed: RootLost$/,
       'a root lost while still the empty first one, created again': /^root re-created empty: the lost root was the empty first one$/,
+      'a store that ignores a conditional delete': /^store: conditional delete ignored$/,
+      'a live lease deleted under its job': /^operator: a lease deleted before it expired$/,
     };
     const missing = Object.entries(expected).filter(([, pattern]) => seen(pattern) === 0).map(([name]) => name);
     expect(missing).toEqual([]);

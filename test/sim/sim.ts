@@ -7,7 +7,7 @@
  */
 import type { Timing } from '../../src/config';
 import { TypedError } from '../../src/errors';
-import { AmbiguousError, ConflictError, StoreError, StoreUnavailableError, type ObjectStore } from '../../src/store';
+import { AmbiguousError, ConflictError, StoreError, StoreUnavailableError, type ConditionalDelete, type ObjectStore } from '../../src/store';
 import type { Choices } from './choices';
 import { decideFault, healedFault, isWrite, partitionedFault, type Fault, type FaultProfile, type StoreOp } from './faults';
 import { Scheduler, type SimEvent } from './scheduler';
@@ -88,6 +88,8 @@ export interface SimOptions {
   readonly faults: FaultProfile;
   /** How far past the operation deadline a late request may reach the store. */
   readonly lateSpanMs: number;
+  /** Whether the bucket honours `If-Match` on DeleteObject (S3, moto) or ignores it (MinIO). */
+  readonly conditionalDelete: ConditionalDelete;
   readonly trace: TraceMode;
 }
 
@@ -125,6 +127,7 @@ export class Sim {
     this.world = new World(
       () => this.scheduler.now,
       (change) => this.monitor?.changed(change, this.applying),
+      options.conditionalDelete,
     );
   }
 

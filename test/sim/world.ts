@@ -4,7 +4,8 @@
  * single-part upload (equal bytes, equal ETag: the protocol must change the bytes on every write);
  * `LastModified` is the store's clock (the simulation's time, to the millisecond) when the write
  * was applied; listings ascend in UTF-8 byte order; a deletion of a missing key succeeds, a
- * conditional one is refused (404, as S3 answers).
+ * conditional one is refused (404, as S3 answers). A bucket that ignores conditional deletes (as
+ * MinIO does, `store check`: conditional delete `ignored`) deletes whatever version is there.
  */
 import { createHash } from 'node:crypto';
 import {
@@ -16,6 +17,7 @@ import {
   type DeleteResult,
   type ListPage,
   type ListRequest,
+  type ConditionalDelete,
   type ObjectInfo,
   type StoredObject,
 } from '../../src/store';
@@ -48,6 +50,8 @@ export class World {
   constructor(
     private readonly clock: () => number,
     private readonly onChange: (change: Change) => void,
+    /** What the bucket does with `If-Match` on DeleteObject: S3's answer, or MinIO's (the condition ignored). */
+    readonly conditionalDelete: ConditionalDelete = 'honoured',
   ) {}
 
   has(key: string): boolean {
@@ -128,8 +132,16 @@ export class World {
     return { deleted, failed: keys.filter((k) => failing.has(k)).map((key) => ({ key, code: 'InternalError', message: 'We encountered an internal error. Please try again.' })) };
   }
 
-  /** S3's conditional delete: a 404 for a missing key, a 412 for another version, which stays. */
+  /**
+   * S3's conditional delete: a 404 for a missing key, a 412 for another version, which stays. A bucket
+   * that ignores the condition deletes the key as DeleteObject does without it: any version, and a
+   * missing key counts as deleted.
+   */
   deleteIfMatch(key: string, etag: string): void {
+    if (this.conditionalDelete === 'ignored') {
+      this.deleteMany([key]);
+      return;
+    }
     const current = this.require(key);
     if (current.etag !== etag) throw new PreconditionFailedError(key);
     this.deleteMany([key]);

@@ -474,5 +474,7 @@ export const s3Requests = {
   createIfAbsent: (r: S3Request) => r.method === 'PUT' && r.headers['if-none-match'] === '*',
   getObject: (r: S3Request) => r.method === 'GET' && r.key !== '',
   list: (r: S3Request) => r.method === 'GET' && r.key === '' && /(^|&)list-type=2(&|$)/.test(r.query),
+  /** A DeleteObject of one key (a conditional one carries `If-Match`). */
+  deleteObject: (r: S3Request) => r.method === 'DELETE' && r.key !== '',
   deleteObjects: (r: S3Request) => r.method === 'POST' && /(^|&)delete(=|&|$)/.test(r.query),
 } as const;

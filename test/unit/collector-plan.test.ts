@@ -227,10 +227,10 @@ describe('the root fence of a page (spec 6b)', () => {
     expect(kinds(commands)).toEqual(['fenceRoot', 'reclaimPrefix', 'deleteLease']);
   });
 
-  it('a page whose prefixes had no lease claims each by creating one, and writes no fence: no job there can have a publication in flight', async () => {
+  it('a page whose prefixes had no lease claims each by creating one, then fences the root once before it walks: a lease deleted under a live job leaves a publication in flight', async () => {
     const { execute, commands } = scripted();
     const report = await collectPrefixes('ns', [{ jobId: newJobId(), owner: { owner: 'none' } }, { jobId: newJobId(), owner: { owner: 'none' } }], rules, execute);
-    expect(kinds(commands)).toEqual(['claimLease', 'claimLease', 'reclaimPrefix', 'reclaimPrefix', 'deleteLease', 'deleteLease']);
+    expect(kinds(commands)).toEqual(['claimLease', 'claimLease', 'fenceRoot', 'reclaimPrefix', 'reclaimPrefix', 'deleteLease', 'deleteLease']);
     expect(report.totals).toMatchObject({ orphaned: 2, claimed: 0, leasesDeleted: 2 });
   });
 
@@ -266,10 +266,10 @@ describe('the root fence of a page (spec 6b)', () => {
     const [claimed, orphan] = [expired(), { jobId: newJobId(), owner: { owner: 'none' as const } }];
     const { execute, commands } = scripted(undefined, { kind: 'fenceFailed', message: 'root corrupt' });
     const report = await collectPrefixes('ns', [claimed, orphan], rules, execute);
-    // The orphan's claim was created, not taken from a job: it needs no fence, and is walked and released.
-    expect(report.totals).toMatchObject({ claimed: 1, orphaned: 1, failedPrefixes: 1, leasesDeleted: 1 });
-    expect(report.failures[0]?.message).toMatch(/the root fence was not written \(root corrupt\)/);
-    expect(commands).toEqual([`claimLease ${claimed.jobId}`, `claimLease ${orphan.jobId}`, 'fenceRoot ', `reclaimPrefix ${orphan.jobId}`, `deleteLease ${orphan.jobId}`]);
+    // The orphan's created claim waits for the fence too: neither prefix is walked, both leases stay reaping.
+    expect(report.totals).toMatchObject({ claimed: 1, orphaned: 1, failedPrefixes: 2, leasesDeleted: 0 });
+    expect(report.failures.map((f) => f.message)).toEqual([expect.stringMatching(/the root fence was not written \(root corrupt\)/), expect.stringMatching(/the root fence was not written/)]);
+    expect(commands).toEqual([`claimLease ${claimed.jobId}`, `claimLease ${orphan.jobId}`, 'fenceRoot ']);
   });
 
   it('on the store, the fence is the root with its generation + 1 and nothing else changed', async () => {

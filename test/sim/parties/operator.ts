@@ -1,10 +1,12 @@
 /**
  * An operator's hand on the bucket, outside every protocol: a root deleted (a mistake, a bad
  * restore, a lifecycle rule) and put back from the copy taken before; a root or a lease overwritten
- * with bytes that do not decode; foreign objects under the namespace. Each acts directly on the
- * bucket (no request, no fault). When faults heal the operator repairs what is still broken.
+ * with bytes that do not decode; the lease of a job that looks stuck deleted; foreign objects under
+ * the namespace. Each acts directly on the bucket (no request, no fault). When faults heal the
+ * operator repairs what is still broken.
  */
-import { compactionsPrefix, inputSegmentsPrefix, parseCompactionKey, rootKey } from '../../../src/keys';
+import { compactionsPrefix, inputSegmentsPrefix, parseCompactionKey, rootKey, type MetadataCompactionId } from '../../../src/keys';
+import { decodeLease } from '../../../src/lease';
 import type { Env } from '../env';
 import type { Party } from '../sim';
 import { shortKey } from '../trace';
@@ -13,6 +15,12 @@ export type OperatorAct =
   | { readonly kind: 'delete root'; readonly restoreAfterMs: number | undefined }
   | { readonly kind: 'corrupt root'; readonly restoreAfterMs: number | undefined }
   | { readonly kind: 'corrupt a lease' }
+  /**
+   * The lease of a job that looks stuck (active, its heartbeat older than two refresh intervals)
+   * deleted by hand, as an operator unblocking a group would: its job may still be live, its
+   * publication in flight. Looked for again every refresh interval until one is found or faults heal.
+   */
+  | { readonly kind: 'delete a stuck lease' }
   | { readonly kind: 'foreign objects' };
 
 export interface OperatorPlan {
@@ -70,10 +78,37 @@ export class Operator {
         sim.operate(() => world.put(lease, CORRUPT));
         return;
       }
+      case 'delete a stuck lease':
+        this.deleteStuckLease();
+        return;
       case 'foreign objects':
         this.party.log('puts foreign objects');
         for (const key of foreignKeys(this.env)) sim.operate(() => world.put(key, new TextEncoder().encode('not ours')));
     }
+  }
+
+  /** Deletes the active lease whose heartbeat is the oldest, if one is older than two refresh intervals; else looks again an interval later. */
+  private deleteStuckLease(): void {
+    const { sim, ns, timing } = this.env;
+    if (sim.healed) return;
+    const heartbeats = sim.world.keys().flatMap((key) => {
+      const staged = parseCompactionKey(key);
+      if (staged.kind !== 'lease') return [];
+      try {
+        const lease = decodeLease(sim.world.peek(key)!.body, { namespaceId: ns, jobId: staged.jobId as MetadataCompactionId });
+        return lease.status === 'active' ? [{ key, heartbeatMs: lease.heartbeat_at_ms }] : [];
+      } catch {
+        return [];
+      }
+    });
+    const stalest = heartbeats.sort((a, b) => a.heartbeatMs - b.heartbeatMs)[0];
+    if (!stalest || sim.now - stalest.heartbeatMs <= 2 * timing.leaseRefreshIntervalMs) {
+      sim.scheduler.at(sim.now + timing.leaseRefreshIntervalMs, () => this.deleteStuckLease());
+      return;
+    }
+    this.party.log(`deletes ${shortKey(stalest.key)}, its heartbeat ${sim.now - stalest.heartbeatMs} ms old`);
+    sim.count(`operator: a lease deleted ${sim.now - stalest.heartbeatMs < timing.leaseExpiryMs ? 'before' : 'after'} it expired`);
+    sim.operate(() => sim.world.deleteMany([stalest.key]));
   }
 
   /** Puts the backed-up root back where the root is missing or does not decode; a root written since stays (its writer re-created it). */
