@@ -244,10 +244,11 @@ export const CLIENT_SETTINGS = {
    * A start looks for a live worker on its queue this long before it fails, the library's and the
    * CLI's alike: a worker that polls is seen at once, so the wait only delays the failure; but a worker
    * started beside its client (a second terminal, a deployment's first minute) polls only once its
-   * workflow code is bundled, which takes seconds.
-   * @default 10_000 (10 s)
+   * workflow code is bundled, which takes a few seconds; a start refused too early says so and how
+   * to wait longer (`workerTimeoutMs`, `--worker-timeout`).
+   * @default 5_000 (5 s)
    */
-  workerTimeoutMs: { ...ms(0), default: 10_000, doc: 'how long a start looks for a live worker before it fails, starting nothing' },
+  workerTimeoutMs: { ...ms(0), default: 5_000, doc: 'how long a start looks for a live worker before it fails, starting nothing' },
   /** @default 500 */
   workerPollIntervalMs: { ...ms(), default: 500, doc: 'how often `waitForWorker` asks the server which workers poll the queue' },
   /** @default 5_000 (5 s) */
