@@ -237,7 +237,8 @@ async function compactBesideKeeper(deps: CompactionDeps, ref: JobRef, inputs: In
     workEndedAtMs = Date.now();
     workEnded.abort();
   });
-  const [worked, kept] = await Promise.allSettled([working, keeping]).finally(beats.stop);
+  const [worked, kept] = await Promise.allSettled([working, keeping]);
+  beats.end(worked.status === 'rejected' || kept.status === 'rejected');
   // The keeper's failure comes first: the work's, if any, followed from it.
   if (kept.status === 'rejected') throw kept.reason;
   if (worked.status === 'rejected') throw endIfRecurring(worked.reason);

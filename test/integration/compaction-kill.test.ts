@@ -117,13 +117,14 @@ describe('compaction across a worker crash', () => {
     const taskQueue = uniqueId('kill-runs-tq');
     const fanIn = { COMPACTION_MAX_FAN_IN: '4', COMPACTION_TARGET_SEGMENT_BYTES: '4096' };
     // The first worker reaches MinIO through a proxy that keeps the first part of the third run
-    // from the store, so it is killed with exactly two runs finished, however fast it merges.
+    // from the store, its retries too (its deadline passes while held), so it is killed with exactly
+    // two runs finished, however fast it merges and whenever it heartbeats.
     const proxy = await startS3FaultProxy(fixture.endpoint!.endpoint);
     const isThirdRunsFirstPart = (key: string) => {
       const staged = parseCompactionKey(key);
       return staged.kind === 'staged_segment' && key === runPartKey({ namespaceId: nsId, jobId: staged.jobId }, 4, 2, 0);
     };
-    const thirdRun = proxy.hold((r) => s3Requests.put(r) && isThirdRunsFirstPart(r.key));
+    const thirdRun = proxy.hold((r) => s3Requests.put(r) && isThirdRunsFirstPart(r.key), { every: true });
     const first = spawnWorker(fixture, taskQueue, { ...fanIn, AWS_ENDPOINT_URL_S3: proxy.endpoint });
     children.push(first);
     try {

@@ -144,9 +144,10 @@ export interface S3FaultProxy {
   script(fault: FaultKind | ErrorAnswer, matches: (r: S3Request) => boolean, times?: number): void;
   /**
    * Holds the next request that `matches` before it reaches the server, until `release()`; then it is
-   * forwarded as sent (a request stuck in a proxy, or a process paused right after sending it).
+   * forwarded as sent (a request stuck in a proxy, or a process paused right after sending it). With
+   * `every`, each later match (a client's retry of it) is held too, until the same `release()`.
    */
-  hold(matches: (r: S3Request) => boolean): HeldRequest;
+  hold(matches: (r: S3Request) => boolean, options?: { readonly every?: boolean }): HeldRequest;
   /** Replace the throttle (off = {}); requests already flowing keep the one they started with. */
   setThrottle(throttle: Throttle): void;
   /** Faults injected so far, by kind; `answer` counts scripted {@link ErrorAnswer}s. */
@@ -282,7 +283,7 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
   let random = seededRandom(initialPlan.seed ?? 0);
   let requests = 0;
   let peakConnections = 0;
-  const holds: { matches: (r: S3Request) => boolean; arrive: (r: S3Request) => void; released: Promise<void> }[] = [];
+  const holds: { matches: (r: S3Request) => boolean; arrive: (r: S3Request) => void; released: Promise<void>; every: boolean }[] = [];
 
   const chooseFault = (request: S3Request): FaultKind | ErrorAnswer | undefined => {
     const script = scripted.find((s) => s.remaining > 0 && s.matches(request));
@@ -381,7 +382,8 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
     const request = describeRequest(req);
     const held = holds.findIndex((h) => h.matches(request));
     if (held >= 0) {
-      const [{ arrive, released }] = holds.splice(held, 1) as [(typeof holds)[number]];
+      const { arrive, released, every } = holds[held]!;
+      if (!every) holds.splice(held, 1);
       arrive(request);
       await released;
     }
@@ -431,13 +433,20 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
       throttle = next;
       sharedPacers = {};
     },
-    hold(matches) {
+    hold(matches, { every = false } = {}) {
       let arrive!: (r: S3Request) => void;
       let release!: () => void;
       const arrived = new Promise<S3Request>((resolve) => (arrive = resolve));
       const released = new Promise<void>((resolve) => (release = resolve));
-      holds.push({ matches, arrive, released });
-      return { arrived, release };
+      const hold = { matches, arrive, released, every };
+      holds.push(hold);
+      return {
+        arrived,
+        release: () => {
+          if (every) holds.splice(holds.indexOf(hold), 1);
+          release();
+        },
+      };
     },
     script(fault, matches, times = 1) {
       scripted.push({ fault, matches, remaining: times });

@@ -22,16 +22,27 @@ describe('an attempt heartbeats from one beat interval on', () => {
     expect(sent).toHaveLength(3);
   });
 
-  it('sends nothing when no beat was asked for, nor after stop', () => {
+  it('sends nothing when no beat was asked for, nor after a successful end', () => {
     const sent: number[] = [];
     const quiet = beatsAfterFirstInterval(() => sent.push(1), 5000);
     vi.advanceTimersByTime(10_000);
-    const stopped = beatsAfterFirstInterval(() => sent.push(2), 5000);
-    stopped.beat();
-    stopped.stop();
+    const succeeded = beatsAfterFirstInterval(() => sent.push(2), 5000);
+    succeeded.beat();
+    succeeded.end(false);
     vi.advanceTimersByTime(10_000);
     expect(sent).toEqual([]);
-    quiet.stop();
+    quiet.end(false);
+  });
+
+  it('sends the deferred beat at once when the attempt fails in its first interval: the next attempt resumes from it', () => {
+    const sent: number[] = [];
+    const beats = beatsAfterFirstInterval(() => sent.push(Date.now()), 5000);
+    const start = Date.now();
+    beats.beat();
+    vi.advanceTimersByTime(1500);
+    beats.end(true);
+    vi.advanceTimersByTime(10_000);
+    expect(sent).toEqual([start + 1500]);
   });
 
   it('sends at once when told, in the first interval too, and no deferred beat after it', () => {
