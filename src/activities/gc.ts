@@ -165,47 +165,114 @@ function heartbeated<P>(from: P) {
   };
 }
 
-export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
-  /** Every command runs through the same executor as a pass run without Temporal. */
-  const onManifestPart = (dryRun: boolean) => (key: string, lines: number) => recordManifestPart(key, lines, dryRun);
-  const run: Run = async (input, progress = { onProgress: () => {} }, deletes) => {
+/** The metrics of the manifest parts a pass's deleter writes. */
+const manifestPartRecorder = (dryRun: boolean) => (key: string, lines: number) =>
+  recordManifestPart(key, lines, dryRun);
+
+/** Every command runs through the same executor as a pass run without Temporal, and reports its metrics. */
+function commandRunner(store: ObjectStore, rootCodec: RootCodec): Run {
+  return async (input, progress = { onProgress: () => {} }, deletes) => {
     const { dryRun } = input.rules;
     const result = await executeOnStore(
       store,
       namespaceId(input.namespaceId),
       input.rules,
       input.command,
-      { onManifestPart: onManifestPart(dryRun), ...progress },
+      { onManifestPart: manifestPartRecorder(dryRun), ...progress },
       { codec: rootCodec, ...(deletes && { deletes }) },
     );
     recordResult(result, dryRun);
     return result as ResultOf<typeof input.command.kind>;
   };
+}
+
+/** The worker's settings a pass takes once, named one by one: nothing else of the worker's leaks into its rules. */
+async function passSettings(store: ObjectStore, settings: CompactionSettings): Promise<GcWorkflowSettings> {
+  const {
+    operationDeadlineMs,
+    leaseRefreshIntervalMs,
+    leaseExpiryMs,
+    stagingGraceMs,
+    readerGraceMs,
+    lostWriteGraceMs,
+    clockSafetyMarginMs,
+  } = settings.timing;
+  const { heartbeatTimeoutMs, manifestRetentionMs } = settings;
   return {
-    async gcSettings(): Promise<GcWorkflowSettings> {
-      const {
-        operationDeadlineMs,
-        leaseRefreshIntervalMs,
-        leaseExpiryMs,
-        stagingGraceMs,
-        readerGraceMs,
-        lostWriteGraceMs,
-        clockSafetyMarginMs,
-      } = settings.timing;
-      const { heartbeatTimeoutMs, manifestRetentionMs } = settings;
-      return {
-        operationDeadlineMs,
-        heartbeatTimeoutMs,
-        leaseRefreshIntervalMs,
-        leaseExpiryMs,
-        stagingGraceMs,
-        readerGraceMs,
-        lostWriteGraceMs,
-        clockSafetyMarginMs,
-        manifestRetentionMs,
-        store: await storeIdentity(store),
-      };
-    },
+    operationDeadlineMs,
+    heartbeatTimeoutMs,
+    leaseRefreshIntervalMs,
+    leaseExpiryMs,
+    stagingGraceMs,
+    readerGraceMs,
+    lostWriteGraceMs,
+    clockSafetyMarginMs,
+    manifestRetentionMs,
+    store: await storeIdentity(store),
+  };
+}
+
+/** A walk of one prefix resumed at its predecessor attempt's heartbeat; a failure carries the tally it reached. */
+async function reclaimPrefixResuming(run: Run, input: Input<'reclaimPrefix'>) {
+  const walk = heartbeated(reclaimPositionFrom(undefined, input.command.from));
+  try {
+    return await run({ ...input, command: { ...input.command, from: walk.at.position } }, { onProgress: walk.tell });
+  } catch (err) {
+    throw withProgress(err, walk.at.position.tally);
+  }
+}
+
+/** A page's prefixes collected through one deleter, resumed at the page's heartbeat; a failure carries the page's report so far. */
+async function collectPageResuming(run: Run, store: ObjectStore, input: Input<'collectPrefixes'>) {
+  const page = heartbeated<PageCollection | undefined>(undefined);
+  const resume = page.at.position;
+  const deletes = passDeleter(
+    store,
+    namespaceId(input.namespaceId),
+    input.rules,
+    manifestPartRecorder(input.rules.dryRun),
+  );
+  const execute = pageExecutor(run, input, Context.current().cancellationSignal, deletes);
+  try {
+    return {
+      kind: 'collected' as const,
+      report: await collectPrefixes(
+        input.namespaceId,
+        input.command.prefixes,
+        input.rules,
+        execute,
+        { ...(resume && { resume }), onProgress: page.tell },
+        input.command.rootGeneration,
+      ),
+    };
+  } catch (err) {
+    throw withProgress(err, page.at.position);
+  }
+}
+
+/** A reclaim of superseded segments resumed at its heartbeat, which a timer repeats while a request is in flight. */
+async function reclaimRetiredResuming(run: Run, settings: CompactionSettings, input: Input<'reclaimRetiredSegments'>) {
+  const ctx = Context.current();
+  const reclaim = heartbeated(input.command.from);
+  const beat = setInterval(
+    () => ctx.heartbeat(reclaim.at.position),
+    Math.min(RETIRED_BEAT_MS, heartbeatEveryMs(settings)),
+  );
+  try {
+    const from = reclaim.at.position;
+    return await run(
+      { ...input, command: { ...input.command, ...(from && { from }) } },
+      { onProgress: () => {}, onRetiredProgress: reclaim.tell },
+    );
+  } finally {
+    clearInterval(beat);
+  }
+}
+
+export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
+  const run = commandRunner(store, rootCodec);
+  return {
+    gcSettings: (): Promise<GcWorkflowSettings> => passSettings(store, settings),
     /**
      * The store's clock: the `LastModified` of an object written now outside `namespaces/` (left in
      * place, so even a dry run deletes nothing), or null when the store gives none. The pass compares it
@@ -226,49 +293,14 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
     /** Claims the prefix with the survey's read: one CAS (a create where there was no lease), no GET. */
     claimLease: (input: Input<'claimLease'>) => run(input),
     /** Walks the prefix from the command's `from`; its position travels in heartbeats, so a retried attempt resumes where the last one stood. */
-    async reclaimPrefix(input: Input<'reclaimPrefix'>) {
-      const walk = heartbeated(reclaimPositionFrom(undefined, input.command.from));
-      try {
-        return await run(
-          { ...input, command: { ...input.command, from: walk.at.position } },
-          { onProgress: walk.tell },
-        );
-      } catch (err) {
-        throw withProgress(err, walk.at.position.tally);
-      }
-    },
+    reclaimPrefix: (input: Input<'reclaimPrefix'>) => reclaimPrefixResuming(run, input),
     /**
      * Collects a page's prefixes in one activity, each by the plan's own steps (claim, fence, walk,
      * lease last) through the same executor. Every step and walk page is heartbeated, so a retried
      * attempt resumes each prefix at the command it awaited (a walk at its position); a failed one
      * hands where it stood to the workflow.
      */
-    async collectPrefixes(input: Input<'collectPrefixes'>) {
-      const page = heartbeated<PageCollection | undefined>(undefined);
-      const resume = page.at.position;
-      const deletes = passDeleter(
-        store,
-        namespaceId(input.namespaceId),
-        input.rules,
-        onManifestPart(input.rules.dryRun),
-      );
-      const execute = pageExecutor(run, input, Context.current().cancellationSignal, deletes);
-      try {
-        return {
-          kind: 'collected' as const,
-          report: await collectPrefixes(
-            input.namespaceId,
-            input.command.prefixes,
-            input.rules,
-            execute,
-            { ...(resume && { resume }), onProgress: page.tell },
-            input.command.rootGeneration,
-          ),
-        };
-      } catch (err) {
-        throw withProgress(err, page.at.position);
-      }
-    },
+    collectPrefixes: (input: Input<'collectPrefixes'>) => collectPageResuming(run, store, input),
     deleteLease: (input: Input<'deleteLease'>) => run(input),
     /** The root fence of a page (spec 6b): one CAS of the root, generation + 1; retried on a lost race. */
     fenceRoot: (input: Input<'fenceRoot'>) => run(input),
@@ -277,23 +309,7 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
      * grace. Its position travels in heartbeats, after every listing page and batch and at least every
      * {@link RETIRED_BEAT_MS} while a request is in flight, so a retried attempt resumes where the last stood.
      */
-    async reclaimRetiredSegments(input: Input<'reclaimRetiredSegments'>) {
-      const ctx = Context.current();
-      const reclaim = heartbeated(input.command.from);
-      const beat = setInterval(
-        () => ctx.heartbeat(reclaim.at.position),
-        Math.min(RETIRED_BEAT_MS, heartbeatEveryMs(settings)),
-      );
-      try {
-        const from = reclaim.at.position;
-        return await run(
-          { ...input, command: { ...input.command, ...(from && { from }) } },
-          { onProgress: () => {}, onRetiredProgress: reclaim.tell },
-        );
-      } finally {
-        clearInterval(beat);
-      }
-    },
+    reclaimRetiredSegments: (input: Input<'reclaimRetiredSegments'>) => reclaimRetiredResuming(run, settings, input),
   };
 }
 
