@@ -102,7 +102,8 @@ export async function retryInconclusive<T>(check: () => Promise<T>): Promise<T> 
     try {
       return await check();
     } catch (err) {
-      const inconclusive = err instanceof AmbiguousError || err instanceof StoreUnavailableError || err instanceof ConflictError;
+      const inconclusive =
+        err instanceof AmbiguousError || err instanceof StoreUnavailableError || err instanceof ConflictError;
       if (!inconclusive || run >= START_CHECK_RUNS) throw err;
     }
   }
@@ -117,10 +118,20 @@ export async function retryInconclusive<T>(check: () => Promise<T>): Promise<T> 
 export async function verifyStore(store: ObjectStore, options: VerifyStoreOptions): Promise<StoreCheck> {
   const started = performance.now();
   const { properties, versioning, conditionalDelete } = await retryInconclusive(() => probeOnce(store, options));
-  return { store: store.description, properties, versioning, conditionalDelete, fit: properties.every((p) => p.outcome === 'held'), durationMs: Math.round(performance.now() - started) };
+  return {
+    store: store.description,
+    properties,
+    versioning,
+    conditionalDelete,
+    fit: properties.every((p) => p.outcome === 'held'),
+    durationMs: Math.round(performance.now() - started),
+  };
 }
 
-async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promise<Pick<StoreCheck, 'properties' | 'versioning' | 'conditionalDelete'>> {
+async function probeOnce(
+  store: ObjectStore,
+  options: VerifyStoreOptions,
+): Promise<Pick<StoreCheck, 'properties' | 'versioning' | 'conditionalDelete'>> {
   const keys = storeProbeKeys();
   const results: StorePropertyResult[] = [];
   const report = (property: StorePropertyId, held: boolean, detail: string) =>
@@ -128,8 +139,13 @@ async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promi
   let cleanedUp = false;
   try {
     // 1. The race: every loser must be refused (412) or told of a concurrent conditional write (409).
-    const attempts = await Promise.allSettled(Array.from({ length: RACE_WRITERS }, (_, i) => store.putIfAbsent(keys.object, bytes(`writer ${i}`))));
-    const unexpected = attempts.find((a) => a.status === 'rejected' && !(a.reason instanceof PreconditionFailedError || a.reason instanceof ConflictError));
+    const attempts = await Promise.allSettled(
+      Array.from({ length: RACE_WRITERS }, (_, i) => store.putIfAbsent(keys.object, bytes(`writer ${i}`))),
+    );
+    const unexpected = attempts.find(
+      (a) =>
+        a.status === 'rejected' && !(a.reason instanceof PreconditionFailedError || a.reason instanceof ConflictError),
+    );
     if (unexpected?.status === 'rejected') throw unexpected.reason;
     const winners = attempts.flatMap((a, i) => (a.status === 'fulfilled' ? [{ writer: i, etag: a.value.etag }] : []));
     // No winner at all (every writer told of a conflict): the rest of the probe still needs the object.
@@ -153,13 +169,19 @@ async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promi
     report(
       'stale-if-match',
       stale instanceof PreconditionFailedError,
-      stale instanceof PreconditionFailedError ? 'refused with 412' : stale instanceof Error ? `answered ${stale.name}, not 412` : 'the write with a stale ETag was accepted',
+      stale instanceof PreconditionFailedError
+        ? 'refused with 412'
+        : stale instanceof Error
+          ? `answered ${stale.name}, not 412`
+          : 'the write with a stale ETag was accepted',
     );
 
     // 3. A CAS must never create: a missing lease is "fenced" to a job (404 or 412 both map there).
     const onMissing = await outcomeOf(store.putIfMatch(keys.missing, bytes('never created'), first));
     const refusedMissing = onMissing instanceof NotFoundError || onMissing instanceof PreconditionFailedError;
-    const createdMissing = !(await outcomeOf(store.head(keys.missing).then(() => undefined)) instanceof NotFoundError);
+    const createdMissing = !(
+      (await outcomeOf(store.head(keys.missing).then(() => undefined))) instanceof NotFoundError
+    );
     report(
       'if-match-missing',
       refusedMissing && !createdMissing,
@@ -173,17 +195,22 @@ async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promi
     );
 
     // 4. The last write, from the current ETag, timed against the local clock.
-    const current = stale instanceof Error ? second.etag : (await store.head(keys.object)).etag ?? second.etag;
+    const current = stale instanceof Error ? second.etag : ((await store.head(keys.object)).etag ?? second.etag);
     const sentAt = Date.now();
     const third = await store.putIfMatch(keys.object, bytes('third write'), current);
     const answeredAt = Date.now();
     const etags = [first, second.etag, third.etag].map(unquoted);
-    report('new-etag', new Set(etags).size === etags.length, `ETags of three writes of distinct bytes: ${etags.join(', ')}`);
+    report(
+      'new-etag',
+      new Set(etags).size === etags.length,
+      `ETags of three writes of distinct bytes: ${etags.join(', ')}`,
+    );
 
     // 5. Read-after-write: the GET and the LIST right after the write both see it.
     const read = await store.get(keys.object);
     const listed = (await store.list({ prefix: keys.prefix })).objects.find((o) => o.key === keys.object);
-    const readSeen = new TextDecoder().decode(read.body) === 'third write' && unquoted(read.etag) === unquoted(third.etag);
+    const readSeen =
+      new TextDecoder().decode(read.body) === 'third write' && unquoted(read.etag) === unquoted(third.etag);
     const listSeen = unquoted(listed?.etag) === unquoted(third.etag);
     report(
       'read-after-write',
@@ -196,8 +223,9 @@ async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promi
 
     // Reported, not required: a conditional delete from the first, stale ETag must keep the object (a 404 would mean it deleted it).
     const staleDelete = await outcomeOf(store.deleteIfMatch(keys.object, first));
-    const kept = !(await outcomeOf(store.head(keys.object).then(() => undefined)) instanceof NotFoundError);
-    const conditionalDelete: ConditionalDelete = staleDelete instanceof PreconditionFailedError && kept ? 'honoured' : 'ignored';
+    const kept = !((await outcomeOf(store.head(keys.object).then(() => undefined))) instanceof NotFoundError);
+    const conditionalDelete: ConditionalDelete =
+      staleDelete instanceof PreconditionFailedError && kept ? 'honoured' : 'ignored';
 
     // 7. Cleanup with a key never written: a missing key must count as deleted, as the collector assumes.
     const deleted = await store.deleteMany([keys.object, keys.missing, keys.neverWritten]);
@@ -213,7 +241,11 @@ async function probeOnce(store: ObjectStore, options: VerifyStoreOptions): Promi
     // A compare-and-swap from an ETag the store answered itself was refused: its ETags name no version
     // (one ETag for every write, a proxy rewriting them), so no lease or root write could ever succeed.
     if (!(err instanceof PreconditionFailedError)) throw err;
-    report('new-etag', false, `a compare-and-swap of ${err.key} from the ETag the store answered for it was refused: its ETags do not name the versions written`);
+    report(
+      'new-etag',
+      false,
+      `a compare-and-swap of ${err.key} from the ETag the store answered for it was refused: its ETags do not name the versions written`,
+    );
     return { properties: results, versioning: await store.versioning(), conditionalDelete: 'ignored' };
   } finally {
     if (!cleanedUp) await store.deleteMany([keys.object, keys.missing]).catch(() => undefined);
