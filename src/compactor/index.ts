@@ -6,7 +6,16 @@
  */
 import type { JobRef } from '../protocol';
 import type { StreamOptions } from '../store';
-import { DEFAULT_SEGMENT_FORMAT_VERSION, isTombstone, isWellFormed, mergeSegments, newSegmentWriter, readMergeBatches, SEGMENT_EXTENSION, type MergeRecord } from '../segments';
+import {
+  DEFAULT_SEGMENT_FORMAT_VERSION,
+  isTombstone,
+  isWellFormed,
+  mergeSegments,
+  newSegmentWriter,
+  readMergeBatches,
+  SEGMENT_EXTENSION,
+  type MergeRecord,
+} from '../segments';
 import { planMerge, type MergeSource } from './plan';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
@@ -42,16 +51,25 @@ export const PROGRESS_VERSION = 2;
 /** Intermediate runs never leave the job, so they are always written in the fast format. */
 const RUN_FORMAT = 2;
 
-export const NO_PROGRESS: CompactionProgress = { version: PROGRESS_VERSION, segmentsFinished: 0, tombstoneSegmentsFinished: 0, lastKey: null, recordsOut: 0, bytesOut: 0 };
+export const NO_PROGRESS: CompactionProgress = {
+  version: PROGRESS_VERSION,
+  segmentsFinished: 0,
+  tombstoneSegmentsFinished: 0,
+  lastKey: null,
+  recordsOut: 0,
+  bytesOut: 0,
+};
 
-export const outputSegmentKey = (job: JobRef, index: number): string => stagedOutputKey(job, String(index), SEGMENT_EXTENSION);
+export const outputSegmentKey = (job: JobRef, index: number): string =>
+  stagedOutputKey(job, String(index), SEGMENT_EXTENSION);
 
 /** Part `part` of intermediate run `run` under fan-in `fanIn`: a fan-in of its own plans other runs, so their keys differ too. */
 export const runPartKey = (job: JobRef, fanIn: number, run: number, part: number): string =>
   stagedOutputKey(job, `run/${fanIn}/${run}/${part}`, SEGMENT_EXTENSION);
 
 /** Tombstone segment `index`: the tombstones the final merge left out of the outputs, staged for publication to name when it must. */
-export const tombstoneSegmentKey = (job: JobRef, index: number): string => stagedOutputKey(job, `tombstones/${index}`, SEGMENT_EXTENSION);
+export const tombstoneSegmentKey = (job: JobRef, index: number): string =>
+  stagedOutputKey(job, `tombstones/${index}`, SEGMENT_EXTENSION);
 
 export const outputSegmentKeys = (job: JobRef, progress: CompactionProgress): string[] =>
   Array.from({ length: progress.segmentsFinished }, (_, i) => outputSegmentKey(job, i));
@@ -104,11 +122,18 @@ export async function compactGroup(
   const open = (source: MergeSource, windows: StreamOptions): AsyncIterator<MergeRecord[]> =>
     'input' in source
       ? readSegments(store, [inputs[source.input]!], windows)
-      : readSegments(store, Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)), windows);
+      : readSegments(
+          store,
+          Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)),
+          windows,
+        );
   // A merge of fewer sources than the fan-in reads larger windows: no more memory than the widest merge, fewer requests.
   const merge = (sources: readonly MergeSource[], after?: string) => {
     const windows = { windowMultiple: Math.floor(maxFanIn / sources.length) };
-    return mergeSegments(sources.map((source) => open(source, windows)), { dropTombstones: false, after });
+    return mergeSegments(
+      sources.map((source) => open(source, windows)),
+      { dropTombstones: false, after },
+    );
   };
 
   const writes = writeBehind();
@@ -149,7 +174,10 @@ export async function compactGroup(
       live = newSegmentWriter(version, BACKGROUND);
       dead = newSegmentWriter(version, BACKGROUND);
       deadMaxSeq = undefined;
-      const bytes = Promise.all([cutDead.count > 0 ? cutDead.finish() : undefined, cutLive.count > 0 ? cutLive.finish() : undefined]);
+      const bytes = Promise.all([
+        cutDead.count > 0 ? cutDead.finish() : undefined,
+        cutLive.count > 0 ? cutLive.finish() : undefined,
+      ]);
       await writes.queue(bytes, async ([deadBytes, liveBytes]) => {
         if (deadBytes) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), deadBytes);
         if (liveBytes) await store.put(outputSegmentKey(job, progress.segmentsFinished), liveBytes);
@@ -158,7 +186,9 @@ export async function compactGroup(
           segmentsFinished: progress.segmentsFinished + Math.sign(cutLive.count),
           tombstoneSegmentsFinished: progress.tombstoneSegmentsFinished + Math.sign(cutDead.count),
           lastKey: cutLastKey,
-          ...(cutMaxSeq !== undefined && { tombstoneSeqFloor: Math.max(cutMaxSeq, progress.tombstoneSeqFloor ?? cutMaxSeq) }),
+          ...(cutMaxSeq !== undefined && {
+            tombstoneSeqFloor: Math.max(cutMaxSeq, progress.tombstoneSeqFloor ?? cutMaxSeq),
+          }),
           recordsOut: progress.recordsOut + cutLive.count,
           bytesOut: progress.bytesOut + cutLive.size,
         };
@@ -224,15 +254,30 @@ export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress
   const p = resume as Partial<Record<keyof CompactionProgress, unknown>> | null;
   const runs = p?.runs as { fanIn?: unknown; parts?: unknown } | undefined;
   const fits =
-    typeof p === 'object' && p !== null &&
+    typeof p === 'object' &&
+    p !== null &&
     p.version === PROGRESS_VERSION &&
-    isCount(p.segmentsFinished) && isCount(p.tombstoneSegmentsFinished) && isCount(p.recordsOut) && isCount(p.bytesOut) &&
+    isCount(p.segmentsFinished) &&
+    isCount(p.tombstoneSegmentsFinished) &&
+    isCount(p.recordsOut) &&
+    isCount(p.bytesOut) &&
     (p.tombstoneSeqFloor === undefined || isCount(p.tombstoneSeqFloor)) &&
     // A cut finishes an output, a tombstone segment or both: lastKey is set once either count is.
     // A key is well-formed text: a lone surrogate here is no position the merge could have reached.
-    (p.lastKey === null ? p.segmentsFinished === 0 && p.tombstoneSegmentsFinished === 0 : typeof p.lastKey === 'string' && isWellFormed(p.lastKey) && (p.segmentsFinished as number) + (p.tombstoneSegmentsFinished as number) > 0) &&
-    (runs === undefined || (typeof runs === 'object' && runs !== null && isCount(runs.fanIn) && runs.fanIn >= 2 && Array.isArray(runs.parts) && runs.parts.every(isCount)));
-  if (!fits) throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${PROGRESS_VERSION}`);
+    (p.lastKey === null
+      ? p.segmentsFinished === 0 && p.tombstoneSegmentsFinished === 0
+      : typeof p.lastKey === 'string' &&
+        isWellFormed(p.lastKey) &&
+        (p.segmentsFinished as number) + (p.tombstoneSegmentsFinished as number) > 0) &&
+    (runs === undefined ||
+      (typeof runs === 'object' &&
+        runs !== null &&
+        isCount(runs.fanIn) &&
+        runs.fanIn >= 2 &&
+        Array.isArray(runs.parts) &&
+        runs.parts.every(isCount)));
+  if (!fits)
+    throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${PROGRESS_VERSION}`);
   return resume as CompactionProgress;
 }
 
@@ -248,7 +293,13 @@ export const referenceCompactor: Compactor = {
       onRecords: () => heartbeat(),
     });
     const floor = progress.tombstoneSeqFloor === undefined ? {} : { tombstoneSeqFloor: progress.tombstoneSeqFloor };
-    return { outputs: outputSegmentKeys(job, progress), tombstones: tombstoneSegmentKeys(job, progress), ...floor, recordsOut: progress.recordsOut, bytesOut: progress.bytesOut };
+    return {
+      outputs: outputSegmentKeys(job, progress),
+      tombstones: tombstoneSegmentKeys(job, progress),
+      ...floor,
+      recordsOut: progress.recordsOut,
+      bytesOut: progress.bytesOut,
+    };
   },
 };
 
@@ -257,7 +308,11 @@ export const referenceCompactor: Compactor = {
  * when the one before it starts, so a source of several segments (an intermediate run's parts)
  * waits no round trip between them: it holds its current segment and the next one's first window.
  */
-async function* readSegments(store: StagedStore, keys: readonly string[], windows: StreamOptions): AsyncGenerator<MergeRecord[]> {
+async function* readSegments(
+  store: StagedStore,
+  keys: readonly string[],
+  windows: StreamOptions,
+): AsyncGenerator<MergeRecord[]> {
   let opening = keys.length > 0 ? store.getStream(keys[0]!, windows) : undefined;
   for (const [i, key] of keys.entries()) {
     const current = await opening!;
