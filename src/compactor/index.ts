@@ -16,7 +16,7 @@ import {
   SEGMENT_EXTENSION,
   type MergeRecord,
 } from '../segments';
-import { planMerge, type MergeSource } from './plan';
+import { planMerge, type MergePlan, type MergeSource } from './plan';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
 /** Outputs are compressed on the block codec threads while the merge goes on: v2 block by block, v1 whole at the cut. */
@@ -99,26 +99,64 @@ export interface CompactionHooks {
  * about as much as a merge of the full fan-in and sends fewer requests. An input or run part is
  * opened only when its merge starts and is closed by the end of its last record.
  */
-export async function compactGroup(
-  store: StagedStore,
-  job: JobRef,
-  inputs: readonly string[],
-  limits: MergeLimits,
-  resume: CompactionProgress,
-  hooks: CompactionHooks,
-): Promise<CompactionProgress> {
-  const { targetSegmentBytes, maxFanIn } = limits;
-  const version = limits.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION;
-  const plan = planMerge(inputs.length, maxFanIn);
+export async function compactGroup(compaction: GroupCompaction): Promise<CompactionProgress> {
+  const { limits, resume } = compaction;
+  const plan = planMerge(compaction.inputs.length, limits.maxFanIn);
   // Runs finished under another fan-in belong to another plan: this attempt writes its own.
-  const runParts = resume.runs?.fanIn === maxFanIn ? [...resume.runs.parts] : [];
-  let progress: CompactionProgress = resume;
+  const runParts = resume.runs?.fanIn === limits.maxFanIn ? [...resume.runs.parts] : [];
+  const merging: Merging = {
+    ...compaction,
+    runParts,
+    merge: sourceMerger(compaction, runParts),
+    counted: recordCounter(compaction.hooks.onRecords),
+    writes: writeBehind(),
+  };
+  try {
+    const afterRuns = await writeIntermediateRuns(merging, plan, resume);
+    return await writeFinalMerge(merging, plan.final, afterRuns);
+  } finally {
+    // No write of this attempt may still be in flight once it returns or fails (attemptWrites checks).
+    await merging.writes.settled();
+  }
+}
+
+/** What {@link compactGroup} merges and where it stands: the arguments of one attempt. */
+export interface GroupCompaction {
+  readonly store: StagedStore;
+  readonly job: JobRef;
+  /** The group's input segments, in the order the plan numbers them. */
+  readonly inputs: readonly string[];
+  readonly limits: MergeLimits;
+  /** Where an earlier attempt stopped: {@link NO_PROGRESS} for a first one. */
+  readonly resume: CompactionProgress;
+  readonly hooks: CompactionHooks;
+}
+
+/** One attempt's merge machinery, shared by its intermediate runs and its final merge. */
+interface Merging extends GroupCompaction {
+  /** Parts of each intermediate run finished, in plan order: this attempt's and those it resumed. */
+  readonly runParts: number[];
+  readonly merge: (sources: readonly MergeSource[], after?: string) => AsyncIterable<MergeRecord[]>;
+  /** Counts records read, telling the hooks every few thousand. */
+  readonly counted: (records: number) => void;
+  readonly writes: ReturnType<typeof writeBehind>;
+}
+
+/** Calls `onRecords` every few thousand records, wherever a batch crosses the mark. */
+function recordCounter(onRecords: CompactionHooks['onRecords']): (records: number) => void {
   let recordsIn = 0;
-  const counted = (records: number) => {
-    // Every few thousand records, wherever a batch crosses the mark.
-    if (Math.floor((recordsIn + records) / 2048) > Math.floor(recordsIn / 2048)) hooks.onRecords(recordsIn + records);
+  return (records) => {
+    if (Math.floor((recordsIn + records) / 2048) > Math.floor(recordsIn / 2048)) onRecords(recordsIn + records);
     recordsIn += records;
   };
+}
+
+/**
+ * The merge of a span of sources (inputs or finished intermediate runs), from after `after`. A merge of
+ * fewer sources than the fan-in reads larger windows: no more memory than the widest merge, fewer requests.
+ */
+function sourceMerger({ store, job, inputs, limits }: GroupCompaction, runParts: readonly number[]): Merging['merge'] {
+  const { maxFanIn } = limits;
   const open = (source: MergeSource, windows: StreamOptions): AsyncIterator<MergeRecord[]> =>
     'input' in source
       ? readSegments(store, [inputs[source.input]!], windows)
@@ -127,93 +165,110 @@ export async function compactGroup(
           Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)),
           windows,
         );
-  // A merge of fewer sources than the fan-in reads larger windows: no more memory than the widest merge, fewer requests.
-  const merge = (sources: readonly MergeSource[], after?: string) => {
+  return (sources, after) => {
     const windows = { windowMultiple: Math.floor(maxFanIn / sources.length) };
     return mergeSegments(
       sources.map((source) => open(source, windows)),
       { dropTombstones: false, after },
     );
   };
+}
 
-  const writes = writeBehind();
-  try {
-    for (let run = runParts.length; run < plan.runs.length; run++) {
-      let parts = 0;
-      let builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
-      const storePart = async () => {
-        const [part, bytes] = [parts++, builder.finish()];
-        builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
-        await writes.queue(bytes, (finished) => store.put(runPartKey(job, maxFanIn, run, part), finished));
-      };
-      for await (const batch of merge(plan.runs[run]!)) {
-        for (const record of batch) {
-          builder.add(record);
-          if (builder.size >= targetSegmentBytes) await storePart();
-        }
-        counted(batch.length);
-      }
-      if (builder.count > 0) await storePart();
-      // A run is reported finished only once every part of it is stored.
-      await writes.drained();
-      runParts.push(parts);
-      progress = { ...progress, runs: { fanIn: maxFanIn, parts: [...runParts] } };
-      hooks.onSegmentFinished(progress);
-    }
-
-    // The final merge reads every input, so each key's winner is final here. A winning tombstone
-    // leaves the outputs but not the job: it goes to a tombstone segment, which publication names
-    // beside the outputs only when the group holds segments other than the inputs (one of them may
-    // hold an older version of the key). Both are cut at the same record, so one position resumes both.
-    let live = newSegmentWriter(version, BACKGROUND);
-    let dead = newSegmentWriter(version, BACKGROUND);
-    let lastKey = progress.lastKey;
-    let deadMaxSeq: number | undefined;
-    const storeCut = async () => {
-      const [cutLive, cutDead, cutLastKey, cutMaxSeq] = [live, dead, lastKey, deadMaxSeq];
-      live = newSegmentWriter(version, BACKGROUND);
-      dead = newSegmentWriter(version, BACKGROUND);
-      deadMaxSeq = undefined;
-      const bytes = Promise.all([
-        cutDead.count > 0 ? cutDead.finish() : undefined,
-        cutLive.count > 0 ? cutLive.finish() : undefined,
-      ]);
-      await writes.queue(bytes, async ([deadBytes, liveBytes]) => {
-        if (deadBytes) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), deadBytes);
-        if (liveBytes) await store.put(outputSegmentKey(job, progress.segmentsFinished), liveBytes);
-        progress = {
-          ...progress,
-          segmentsFinished: progress.segmentsFinished + Math.sign(cutLive.count),
-          tombstoneSegmentsFinished: progress.tombstoneSegmentsFinished + Math.sign(cutDead.count),
-          lastKey: cutLastKey,
-          ...(cutMaxSeq !== undefined && {
-            tombstoneSeqFloor: Math.max(cutMaxSeq, progress.tombstoneSeqFloor ?? cutMaxSeq),
-          }),
-          recordsOut: progress.recordsOut + cutLive.count,
-          bytesOut: progress.bytesOut + cutLive.size,
-        };
-        // Heartbeated only now: a position never names an output that is not stored.
-        hooks.onSegmentFinished(progress);
-      });
+/**
+ * Writes the plan's intermediate runs not yet finished, each cut into parts of the target size; a
+ * run is reported finished (its part count heartbeated) only once every part of it is stored.
+ */
+async function writeIntermediateRuns(
+  { store, job, limits, hooks, runParts, merge, counted, writes }: Merging,
+  plan: MergePlan,
+  resume: CompactionProgress,
+): Promise<CompactionProgress> {
+  const { targetSegmentBytes, maxFanIn } = limits;
+  let progress = resume;
+  for (let run = runParts.length; run < plan.runs.length; run++) {
+    let parts = 0;
+    let builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
+    const storePart = async () => {
+      const [part, bytes] = [parts++, builder.finish()];
+      builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
+      await writes.queue(bytes, (finished) => store.put(runPartKey(job, maxFanIn, run, part), finished));
     };
-    for await (const batch of merge(plan.final, progress.lastKey ?? undefined)) {
+    for await (const batch of merge(plan.runs[run]!)) {
       for (const record of batch) {
-        if (isTombstone(record)) {
-          dead.add(record);
-          deadMaxSeq = Math.max(record.seq, deadMaxSeq ?? 0);
-        } else live.add(record);
-        lastKey = record.key;
-        if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+        builder.add(record);
+        if (builder.size >= targetSegmentBytes) await storePart();
       }
       counted(batch.length);
     }
-    if (live.count > 0 || dead.count > 0) await storeCut();
+    if (builder.count > 0) await storePart();
     await writes.drained();
-    return progress;
-  } finally {
-    // No write of this attempt may still be in flight once it returns or fails (attemptWrites checks).
-    await writes.settled();
+    runParts.push(parts);
+    progress = { ...progress, runs: { fanIn: maxFanIn, parts: [...runParts] } };
+    hooks.onSegmentFinished(progress);
   }
+  return progress;
+}
+
+/**
+ * The final merge, from `resume`'s last key. It reads every input, so each key's winner is final here.
+ * A winning tombstone leaves the outputs but not the job: it goes to a tombstone segment, which
+ * publication names beside the outputs only when the group holds segments other than the inputs (one
+ * of them may hold an older version of the key). Both are cut at the same record, so one position
+ * resumes both.
+ */
+async function writeFinalMerge(
+  { store, job, limits, hooks, merge, counted, writes }: Merging,
+  sources: readonly MergeSource[],
+  resume: CompactionProgress,
+): Promise<CompactionProgress> {
+  const { targetSegmentBytes } = limits;
+  const version = limits.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION;
+  let progress = resume;
+  let live = newSegmentWriter(version, BACKGROUND);
+  let dead = newSegmentWriter(version, BACKGROUND);
+  let lastKey = progress.lastKey;
+  let deadMaxSeq: number | undefined;
+  const storeCut = async () => {
+    const [cutLive, cutDead, cutLastKey, cutMaxSeq] = [live, dead, lastKey, deadMaxSeq];
+    live = newSegmentWriter(version, BACKGROUND);
+    dead = newSegmentWriter(version, BACKGROUND);
+    deadMaxSeq = undefined;
+    const bytes = Promise.all([
+      cutDead.count > 0 ? cutDead.finish() : undefined,
+      cutLive.count > 0 ? cutLive.finish() : undefined,
+    ]);
+    await writes.queue(bytes, async ([deadBytes, liveBytes]) => {
+      if (deadBytes) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), deadBytes);
+      if (liveBytes) await store.put(outputSegmentKey(job, progress.segmentsFinished), liveBytes);
+      progress = {
+        ...progress,
+        segmentsFinished: progress.segmentsFinished + Math.sign(cutLive.count),
+        tombstoneSegmentsFinished: progress.tombstoneSegmentsFinished + Math.sign(cutDead.count),
+        lastKey: cutLastKey,
+        ...(cutMaxSeq !== undefined && {
+          tombstoneSeqFloor: Math.max(cutMaxSeq, progress.tombstoneSeqFloor ?? cutMaxSeq),
+        }),
+        recordsOut: progress.recordsOut + cutLive.count,
+        bytesOut: progress.bytesOut + cutLive.size,
+      };
+      // Heartbeated only now: a position never names an output that is not stored.
+      hooks.onSegmentFinished(progress);
+    });
+  };
+  for await (const batch of merge(sources, progress.lastKey ?? undefined)) {
+    for (const record of batch) {
+      if (isTombstone(record)) {
+        dead.add(record);
+        deadMaxSeq = Math.max(record.seq, deadMaxSeq ?? 0);
+      } else live.add(record);
+      lastKey = record.key;
+      if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+    }
+    counted(batch.length);
+  }
+  if (live.count > 0 || dead.count > 0) await storeCut();
+  await writes.drained();
+  return progress;
 }
 
 /**
@@ -288,9 +343,13 @@ export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress
  */
 export const referenceCompactor: Compactor = {
   async compact({ job, inputs, store, limits, resume, heartbeat }) {
-    const progress = await compactGroup(store, job, inputs, limits, resumeProgress(job, resume), {
-      onSegmentFinished: heartbeat,
-      onRecords: () => heartbeat(),
+    const progress = await compactGroup({
+      store,
+      job,
+      inputs,
+      limits,
+      resume: resumeProgress(job, resume),
+      hooks: { onSegmentFinished: heartbeat, onRecords: () => heartbeat() },
     });
     const floor = progress.tombstoneSeqFloor === undefined ? {} : { tombstoneSeqFloor: progress.tombstoneSeqFloor };
     return {
