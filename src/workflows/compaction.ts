@@ -20,7 +20,16 @@ import {
 import { ApplicationFailureCategory } from '@temporalio/common';
 import type { CompactionActivities, CompactionOutput, WorkflowSettings } from '../activities/compaction';
 import type { HeldLease, InputManifestRef, PublicationOutcome } from '../protocol';
-import { familyGroup, InvalidKeyError, namespaceId, newJobId, rootKey, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
+import {
+  familyGroup,
+  InvalidKeyError,
+  namespaceId,
+  newJobId,
+  rootKey,
+  type FamilyGroup,
+  type MetadataCompactionId,
+  type NamespaceId,
+} from '../keys';
 import { attemptsSpanning } from '../config/retry';
 import type { FailureType } from '../errors';
 import { activityOptions } from './activity-options';
@@ -79,10 +88,15 @@ export interface LeaseView {
 
 export const leaseStateQuery = defineQuery<LeaseView>('leaseState');
 
-const { compactionSettings } = proxyLocalActivities<CompactionActivities>({ startToCloseTimeout: '10 seconds', summary: "read the worker's timings" });
+const { compactionSettings } = proxyLocalActivities<CompactionActivities>({
+  startToCloseTimeout: '10 seconds',
+  summary: "read the worker's timings",
+});
 
 const isLeaseLost = (err: unknown): boolean =>
-  err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === ('LeaseLost' satisfies FailureType);
+  err instanceof ActivityFailure &&
+  err.cause instanceof ApplicationFailure &&
+  err.cause.type === ('LeaseLost' satisfies FailureType);
 
 /**
  * An activity's failure that ends the job (a missing or corrupt input, retries spent) fails the
@@ -94,7 +108,13 @@ const isLeaseLost = (err: unknown): boolean =>
 function jobFailure(err: unknown): unknown {
   if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure)) return err;
   const { type, message, category } = err.cause;
-  const failure = ApplicationFailure.create({ type: type ?? undefined, message, nonRetryable: true, cause: err, category: category ?? undefined });
+  const failure = ApplicationFailure.create({
+    type: type ?? undefined,
+    message,
+    nonRetryable: true,
+    cause: err,
+    category: category ?? undefined,
+  });
   if (category === ApplicationFailureCategory.BENIGN) failure.stack = `${failure.name}: ${message}`;
   return failure;
 }
@@ -108,7 +128,12 @@ function unsettledPublication(err: unknown, ns: string, group: string, job: stri
   const message =
     `the publication of job ${job} failed (${cause instanceof Error ? cause.message : String(cause)}) and could not be settled: the root of ${ns} may name its outputs, ` +
     `and a root write of it may still land. Read group ${group} (readGroupSnapshot) for keys under ${job}/: named, it was published; the next compaction of the group settles it either way`;
-  return ApplicationFailure.create({ type: 'PublicationUnsettled', message, nonRetryable: true, cause: cause instanceof Error ? cause : undefined });
+  return ApplicationFailure.create({
+    type: 'PublicationUnsettled',
+    message,
+    nonRetryable: true,
+    cause: cause instanceof Error ? cause : undefined,
+  });
 }
 
 /** A lost lease is the job's end as `fenced` (undefined here); any other failure ends the workflow. */
@@ -131,7 +156,13 @@ function jobActivities(settings: WorkflowSettings) {
     ...options.heartbeated('7 days'),
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   });
-  return { readGroup: short.readGroup, createLease: short.createLease, publish: short.publish, settlePublication: short.settlePublication, compactUnderLease };
+  return {
+    readGroup: short.readGroup,
+    createLease: short.createLease,
+    publish: short.publish,
+    settlePublication: short.settlePublication,
+    compactUnderLease,
+  };
 }
 
 /** What the job does after its work, decided from what it holds: publish, or end without a root write. */
@@ -145,20 +176,30 @@ export type JobEnd = { readonly kind: 'publish' } | { readonly kind: 'fenced' | 
 export function decideJobEnd(held: boolean, compaction: CompactionOutput | undefined, inputCount: number): JobEnd {
   if (!held) return { kind: 'fenced', detail: 'the lease was claimed before its create was confirmed' };
   if (!compaction) return { kind: 'fenced', detail: 'the lease was lost while compacting' };
-  if (inputCount === 1 && compaction.tombstones.length === 0) return { kind: 'unchanged', detail: 'one input segment with nothing to drop: the root is left as it was' };
+  if (inputCount === 1 && compaction.tombstones.length === 0)
+    return { kind: 'unchanged', detail: 'one input segment with nothing to drop: the root is left as it was' };
   return { kind: 'publish' };
 }
 
 /** The publication's outcome in one line, for the result and the UI. */
 export const publicationDetail = (published: PublicationOutcome): string =>
-  published.outcome === 'fenced' ? published.reason
-  : published.outcome === 'abandoned' ? `inputs no longer current, among them: ${published.missingInputs.join(', ')}`
-  : published.outcome === 'superseded' ? `lost ${published.lostRaces} root races`
-  : `root generation ${published.rootGeneration}`;
+  published.outcome === 'fenced'
+    ? published.reason
+    : published.outcome === 'abandoned'
+      ? `inputs no longer current, among them: ${published.missingInputs.join(', ')}`
+      : published.outcome === 'superseded'
+        ? `lost ${published.lostRaces} root races`
+        : `root generation ${published.rootGeneration}`;
 
 /** The job's state for the `leaseState` query and the UI's current details. */
 function jobView(ns: string, group: string, fencedJobIds: readonly string[]) {
-  const view: { -readonly [K in keyof LeaseView]: LeaseView[K] } = { phase: 'reading group', namespaceId: ns, group, leaseStatus: 'none', fencedJobIds };
+  const view: { -readonly [K in keyof LeaseView]: LeaseView[K] } = {
+    phase: 'reading group',
+    namespaceId: ns,
+    group,
+    leaseStatus: 'none',
+    fencedJobIds,
+  };
   setHandler(leaseStateQuery, () => ({ ...view }));
   const show = (phase: CompactionPhase, extra = '') => {
     view.phase = phase;
@@ -189,7 +230,10 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   // Upserted only when the start lacks them (startCompaction sets them): each upsert is a billable action.
   const started = workflowInfo().typedSearchAttributes;
   if (started.get(CompactionNamespace) !== ns || started.get(CompactionGroup) !== group) {
-    upsertSearchAttributes([{ key: CompactionNamespace, value: ns }, { key: CompactionGroup, value: group }]);
+    upsertSearchAttributes([
+      { key: CompactionNamespace, value: ns },
+      { key: CompactionGroup, value: group },
+    ]);
   }
   const settings = await compactionSettings();
   const { readGroup, createLease, compactUnderLease, publish, settlePublication } = jobActivities(settings);
@@ -201,16 +245,24 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
 
   // 1. Fix the group's inputs in the job's input manifest, before the lease exists.
   show('reading group');
-  const manifest: InputManifestRef | undefined = await readGroup.executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, jobId: job, group, store }]).catch((err: unknown) => {
-    throw jobFailure(err);
-  });
-  if (!manifest) throw ApplicationFailure.nonRetryable(`group ${group} of ${ns} has no segments in ${rootKey(ns)}: nothing to compact`, 'InvalidInput');
+  const manifest: InputManifestRef | undefined = await readGroup
+    .executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, jobId: job, group, store }])
+    .catch((err: unknown) => {
+      throw jobFailure(err);
+    });
+  if (!manifest)
+    throw ApplicationFailure.nonRetryable(
+      `group ${group} of ${ns} has no segments in ${rootKey(ns)}: nothing to compact`,
+      'InvalidInput',
+    );
   const ref = { namespaceId: ns, jobId: job, manifest, store };
 
   // 2. Create the lease. A retried create can find its own lease already claimed: fenced before its first output.
   show('creating lease');
   const held: HeldLease | undefined = await createLease
-    .executeWithOptions({ summary: `create lease ${job}` }, [{ namespaceId: ns, jobId: job, ownerId: settings.ownerId, startedAtMs: Date.now(), store }])
+    .executeWithOptions({ summary: `create lease ${job}` }, [
+      { namespaceId: ns, jobId: job, ownerId: settings.ownerId, startedAtMs: Date.now(), store },
+    ])
     .catch(unlessLeaseLost);
 
   // 3. Compact under the lease: one activity holds it beside the work, one heartbeat stream, one slot per job.
@@ -219,7 +271,9 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     view.leaseStatus = 'held';
     show('compacting', `${manifest.count} input segments`);
     compaction = await compactUnderLease
-      .executeWithOptions({ summary: `compact ${manifest.count} segments of ${group} under lease ${job}` }, [{ ...ref, held }])
+      .executeWithOptions({ summary: `compact ${manifest.count} segments of ${group} under lease ${job}` }, [
+        { ...ref, held },
+      ])
       .catch(unlessLeaseLost);
   }
 
@@ -230,14 +284,34 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   if (end.kind === 'publish' && compaction) {
     show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
     const published = await publish
-      .executeWithOptions({ summary: `publish ${compaction.outputs.length} segments of ${job}`, startToCloseTimeout: settings.publicationTimeoutMs }, [
-        { ...ref, outputs: compaction.outputs, tombstones: compaction.tombstones, ...(compaction.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: compaction.tombstoneSeqFloor }) },
-      ])
+      .executeWithOptions(
+        {
+          summary: `publish ${compaction.outputs.length} segments of ${job}`,
+          startToCloseTimeout: settings.publicationTimeoutMs,
+        },
+        [
+          {
+            ...ref,
+            outputs: compaction.outputs,
+            tombstones: compaction.tombstones,
+            ...(compaction.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: compaction.tombstoneSeqFloor }),
+          },
+        ],
+      )
       .catch(async (err: unknown): Promise<PublicationOutcome> => {
         // Its attempts spent, a root CAS of it may still be in flight and land: settle which it is, so the
         // run never ends failed beside a root that names its outputs.
         const settled = await settlePublication
-          .executeWithOptions({ summary: `settle the publication of ${job}` }, [{ namespaceId: ns, jobId: job, group, store, outputs: compaction.outputs, tombstones: compaction.tombstones }])
+          .executeWithOptions({ summary: `settle the publication of ${job}` }, [
+            {
+              namespaceId: ns,
+              jobId: job,
+              group,
+              store,
+              outputs: compaction.outputs,
+              tombstones: compaction.tombstones,
+            },
+          ])
           .catch(() => {
             throw unsettledPublication(err, ns, group, job);
           });
@@ -252,13 +326,31 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   upsertSearchAttributes([{ key: CompactionOutcome, value: outcome }]);
   view.leaseStatus = outcome === 'fenced' ? 'lost' : 'left in place';
   const result: CompactionResult = {
-    outcome, namespaceId: ns, group, jobId: job, fencedJobIds, inputCount: manifest.count, inputManifest: manifest.key,
-    outputs: compaction?.outputs ?? [], tombstones: compaction?.tombstones ?? [], recordsOut: compaction?.progress.recordsOut ?? 0, bytesOut: compaction?.progress.bytesOut ?? 0, detail,
+    outcome,
+    namespaceId: ns,
+    group,
+    jobId: job,
+    fencedJobIds,
+    inputCount: manifest.count,
+    inputManifest: manifest.key,
+    outputs: compaction?.outputs ?? [],
+    tombstones: compaction?.tombstones ?? [],
+    recordsOut: compaction?.progress.recordsOut ?? 0,
+    bytesOut: compaction?.progress.bytesOut ?? 0,
+    detail,
   };
-  show(outcome, `${result.outputs.length} output segments, ${result.recordsOut} records, ${result.bytesOut} bytes${detail ? `\n\n${detail}` : ''}`);
+  show(
+    outcome,
+    `${result.outputs.length} output segments, ${result.recordsOut} records, ${result.bytesOut} bytes${detail ? `\n\n${detail}` : ''}`,
+  );
   if (outcome === 'fenced' && fencedJobIds.length < settings.maxFencedRuns) {
     // A fenced job never runs again under its id: a new run draws a new job id.
-    await continueAsNew<typeof compactionWorkflow>({ namespaceId: ns, group, fencedJobIds: [...fencedJobIds, job], ...(store !== undefined && { store }) });
+    await continueAsNew<typeof compactionWorkflow>({
+      namespaceId: ns,
+      group,
+      fencedJobIds: [...fencedJobIds, job],
+      ...(store !== undefined && { store }),
+    });
   }
   return result;
 }
