@@ -222,12 +222,63 @@ function validGroup(input: CompactionInput): { ns: NamespaceId; group: FamilyGro
   }
 }
 
+/** What every step of one run works with: its ids, its store, the worker's settings and activities, its view. */
+interface JobRun {
+  readonly ns: NamespaceId;
+  readonly group: FamilyGroup;
+  readonly job: MetadataCompactionId;
+  /** Named by every activity: a worker bound to another store refuses it. */
+  readonly store: string | undefined;
+  readonly settings: WorkflowSettings;
+  readonly activities: ReturnType<typeof jobActivities>;
+  readonly view: ReturnType<typeof jobView>['view'];
+  readonly show: ReturnType<typeof jobView>['show'];
+}
+
 /** One group's compaction under a lease: read, lease, compact, publish; a fenced job continues as new with a new job id. */
 export async function compactionWorkflow(input: CompactionInput): Promise<CompactionResult> {
   const { ns, group } = validGroup(input);
   const fencedJobIds = [...(input.fencedJobIds ?? [])];
   const { view, show } = jobView(ns, group, fencedJobIds);
-  // Upserted only when the start lacks them (startCompaction sets them): each upsert is a billable action.
+  tagGroup(ns, group);
+  const settings = await compactionSettings();
+  const activities = jobActivities(settings);
+  const store = input.store ?? settings.store;
+  const job: MetadataCompactionId = newJobId(workflowRandom);
+  view.jobId = job;
+  upsertSearchAttributes([{ key: CompactionJobId, value: job }]);
+  const run: JobRun = { ns, group, job, store, settings, activities, view, show };
+
+  const manifest = await fixInputs(run);
+  const ref = { namespaceId: ns, jobId: job, manifest, store };
+  const held = await createLease(run);
+  const compaction = held && (await compactUnderLease(run, { ...ref, held }));
+
+  // 4. Publish by CAS, unless the job is fenced or has nothing to change.
+  const end = decideJobEnd(held !== undefined, compaction, manifest.count);
+  let outcome: CompactionOutcomeName = end.kind === 'publish' ? 'published' : end.kind;
+  let detail = end.kind === 'publish' ? undefined : end.detail;
+  if (end.kind === 'publish' && compaction) {
+    const published = await publishOutputs(run, ref, compaction);
+    outcome = published.outcome;
+    detail = publicationDetail(published);
+  }
+
+  const result = endJob(run, { outcome, detail, fencedJobIds, manifest, compaction });
+  if (outcome === 'fenced' && fencedJobIds.length < settings.maxFencedRuns) {
+    // A fenced job never runs again under its id: a new run draws a new job id.
+    await continueAsNew<typeof compactionWorkflow>({
+      namespaceId: ns,
+      group,
+      fencedJobIds: [...fencedJobIds, job],
+      ...(store !== undefined && { store }),
+    });
+  }
+  return result;
+}
+
+/** Tags the run with its namespace and group, only when the start lacks them (startCompaction sets them): each upsert is a billable action. */
+function tagGroup(ns: NamespaceId, group: FamilyGroup): void {
   const started = workflowInfo().typedSearchAttributes;
   if (started.get(CompactionNamespace) !== ns || started.get(CompactionGroup) !== group) {
     upsertSearchAttributes([
@@ -235,17 +286,12 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
       { key: CompactionGroup, value: group },
     ]);
   }
-  const settings = await compactionSettings();
-  const { readGroup, createLease, compactUnderLease, publish, settlePublication } = jobActivities(settings);
-  // Every activity names the run's store; a worker bound to another refuses it.
-  const store = input.store ?? settings.store;
-  const job: MetadataCompactionId = newJobId(workflowRandom);
-  view.jobId = job;
-  upsertSearchAttributes([{ key: CompactionJobId, value: job }]);
+}
 
-  // 1. Fix the group's inputs in the job's input manifest, before the lease exists.
+/** 1. Fixes the group's inputs in the job's input manifest, before the lease exists; a group with no segments is invalid input. */
+async function fixInputs({ ns, group, job, store, activities, show }: JobRun): Promise<InputManifestRef> {
   show('reading group');
-  const manifest: InputManifestRef | undefined = await readGroup
+  const manifest: InputManifestRef | undefined = await activities.readGroup
     .executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, jobId: job, group, store }])
     .catch((err: unknown) => {
       throw jobFailure(err);
@@ -255,74 +301,100 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
       `group ${group} of ${ns} has no segments in ${rootKey(ns)}: nothing to compact`,
       'InvalidInput',
     );
-  const ref = { namespaceId: ns, jobId: job, manifest, store };
+  return manifest;
+}
 
-  // 2. Create the lease. A retried create can find its own lease already claimed: fenced before its first output.
+/** 2. Creates the lease. A retried create can find its own lease already claimed: fenced (undefined) before its first output. */
+async function createLease({ ns, job, store, settings, activities, show }: JobRun): Promise<HeldLease | undefined> {
   show('creating lease');
-  const held: HeldLease | undefined = await createLease
+  return activities.createLease
     .executeWithOptions({ summary: `create lease ${job}` }, [
       { namespaceId: ns, jobId: job, ownerId: settings.ownerId, startedAtMs: Date.now(), store },
     ])
     .catch(unlessLeaseLost);
+}
 
-  // 3. Compact under the lease: one activity holds it beside the work, one heartbeat stream, one slot per job.
-  let compaction: CompactionOutput | undefined;
-  if (held) {
-    view.leaseStatus = 'held';
-    show('compacting', `${manifest.count} input segments`);
-    compaction = await compactUnderLease
-      .executeWithOptions({ summary: `compact ${manifest.count} segments of ${group} under lease ${job}` }, [
-        { ...ref, held },
-      ])
-      .catch(unlessLeaseLost);
-  }
+/** 3. Compacts under the lease: one activity holds it beside the work, one heartbeat stream, one slot per job. Undefined when the lease was lost. */
+async function compactUnderLease(
+  { group, job, activities, view, show }: JobRun,
+  leased: JobInputs & { held: HeldLease },
+): Promise<CompactionOutput | undefined> {
+  view.leaseStatus = 'held';
+  show('compacting', `${leased.manifest.count} input segments`);
+  return activities.compactUnderLease
+    .executeWithOptions({ summary: `compact ${leased.manifest.count} segments of ${group} under lease ${job}` }, [
+      leased,
+    ])
+    .catch(unlessLeaseLost);
+}
 
-  // 4. Publish by CAS, unless the job is fenced or has nothing to change.
-  const end = decideJobEnd(held !== undefined, compaction, manifest.count);
-  let outcome: CompactionOutcomeName = end.kind === 'publish' ? 'published' : end.kind;
-  let detail = end.kind === 'publish' ? undefined : end.detail;
-  if (end.kind === 'publish' && compaction) {
-    show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
-    const published = await publish
-      .executeWithOptions(
+/** The job's namespace, id, input manifest and store: what its lease, compaction and publication activities name. */
+interface JobInputs {
+  readonly namespaceId: NamespaceId;
+  readonly jobId: MetadataCompactionId;
+  readonly manifest: InputManifestRef;
+  readonly store: string | undefined;
+}
+
+/**
+ * 4. Publishes the outputs by CAS. Its attempts spent, a root CAS of it may still be in flight and
+ * land: the publication is then settled, so the run never ends failed beside a root that names its outputs.
+ */
+async function publishOutputs(
+  { ns, group, job, store, settings, activities, show }: JobRun,
+  ref: JobInputs,
+  compaction: CompactionOutput,
+): Promise<PublicationOutcome> {
+  show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
+  return activities.publish
+    .executeWithOptions(
+      {
+        summary: `publish ${compaction.outputs.length} segments of ${job}`,
+        startToCloseTimeout: settings.publicationTimeoutMs,
+      },
+      [
         {
-          summary: `publish ${compaction.outputs.length} segments of ${job}`,
-          startToCloseTimeout: settings.publicationTimeoutMs,
+          ...ref,
+          outputs: compaction.outputs,
+          tombstones: compaction.tombstones,
+          ...(compaction.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: compaction.tombstoneSeqFloor }),
         },
-        [
+      ],
+    )
+    .catch(async (err: unknown): Promise<PublicationOutcome> => {
+      const settled = await activities.settlePublication
+        .executeWithOptions({ summary: `settle the publication of ${job}` }, [
           {
-            ...ref,
+            namespaceId: ns,
+            jobId: job,
+            group,
+            store,
             outputs: compaction.outputs,
             tombstones: compaction.tombstones,
-            ...(compaction.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: compaction.tombstoneSeqFloor }),
           },
-        ],
-      )
-      .catch(async (err: unknown): Promise<PublicationOutcome> => {
-        // Its attempts spent, a root CAS of it may still be in flight and land: settle which it is, so the
-        // run never ends failed beside a root that names its outputs.
-        const settled = await settlePublication
-          .executeWithOptions({ summary: `settle the publication of ${job}` }, [
-            {
-              namespaceId: ns,
-              jobId: job,
-              group,
-              store,
-              outputs: compaction.outputs,
-              tombstones: compaction.tombstones,
-            },
-          ])
-          .catch(() => {
-            throw unsettledPublication(err, ns, group, job);
-          });
-        if (settled.outcome === 'published') return settled;
-        throw jobFailure(err);
-      });
-    outcome = published.outcome;
-    detail = publicationDetail(published);
-  }
+        ])
+        .catch(() => {
+          throw unsettledPublication(err, ns, group, job);
+        });
+      if (settled.outcome === 'published') return settled;
+      throw jobFailure(err);
+    });
+}
 
-  // 5. The lease is left in place (a fenced job's is not ours): the outcome, and a new job when fenced.
+/** How the job ended and what it holds, for its result. */
+interface JobEnding {
+  readonly outcome: CompactionOutcomeName;
+  readonly detail: string | undefined;
+  readonly fencedJobIds: readonly string[];
+  readonly manifest: InputManifestRef;
+  readonly compaction: CompactionOutput | undefined;
+}
+
+/** 5. The lease is left in place (a fenced job's is not ours): tags and shows the outcome, and returns the run's result. */
+function endJob(
+  { ns, group, job, view, show }: JobRun,
+  { outcome, detail, fencedJobIds, manifest, compaction }: JobEnding,
+): CompactionResult {
   upsertSearchAttributes([{ key: CompactionOutcome, value: outcome }]);
   view.leaseStatus = outcome === 'fenced' ? 'lost' : 'left in place';
   const result: CompactionResult = {
@@ -343,14 +415,5 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     outcome,
     `${result.outputs.length} output segments, ${result.recordsOut} records, ${result.bytesOut} bytes${detail ? `\n\n${detail}` : ''}`,
   );
-  if (outcome === 'fenced' && fencedJobIds.length < settings.maxFencedRuns) {
-    // A fenced job never runs again under its id: a new run draws a new job id.
-    await continueAsNew<typeof compactionWorkflow>({
-      namespaceId: ns,
-      group,
-      fencedJobIds: [...fencedJobIds, job],
-      ...(store !== undefined && { store }),
-    });
-  }
   return result;
 }
