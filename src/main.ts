@@ -11,7 +11,18 @@ import { Command } from 'commander';
 import { compactionResult, DEFAULT_GC_SCHEDULE_ID, ensureGcSchedule, runGcPass, startCompaction } from './client';
 import type { LeasedProgress } from './activities/compaction';
 import type { CompactionProgress } from './compactor';
-import { PROCESS_SETTINGS, resolveSettings, settingFromEnv, SettingsError, settingsFromEnv, settingsSetInEnv, shrunkTiming, TIMING_SETTINGS, WORKER_ROLE_ENV, WORKER_SETTINGS } from './config';
+import {
+  PROCESS_SETTINGS,
+  resolveSettings,
+  settingFromEnv,
+  SettingsError,
+  settingsFromEnv,
+  settingsSetInEnv,
+  shrunkTiming,
+  TIMING_SETTINGS,
+  WORKER_ROLE_ENV,
+  WORKER_SETTINGS,
+} from './config';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer } from './devservers';
 import { namespaceId } from './keys';
 import { readRootIfAny } from './protocol';
@@ -34,7 +45,12 @@ function demoSettings() {
   const fromEnv = settingsFromEnv();
   if (Object.keys(settingsSetInEnv(TIMING_SETTINGS)).length) return fromEnv;
   const heartbeatTimeoutMs = settingsSetInEnv(WORKER_SETTINGS).heartbeatTimeoutMs ?? 5000;
-  return resolveSettings({ ...fromEnv, timing: shrunkTiming(2000, heartbeatTimeoutMs), heartbeatTimeoutMs, targetSegmentBytes: 32 * 1024 });
+  return resolveSettings({
+    ...fromEnv,
+    timing: shrunkTiming(2000, heartbeatTimeoutMs),
+    heartbeatTimeoutMs,
+    targetSegmentBytes: 32 * 1024,
+  });
 }
 
 /** A few thousand records over several input segments, overlapping keys, rising seqs, some tombstones. */
@@ -47,7 +63,9 @@ async function seedDemoNamespace(store: ObjectStore, writerBudgetMs: number): Pr
     for (let i = 0; i < 1000; i++) {
       const key = `binding/${String((i * 7 + segment * 131) % 4000).padStart(5, '0')}`;
       if (records.some((r) => r.key === key)) continue;
-      records.push(i % 17 === 0 ? { key, seq: ++seq, tombstone: true } : { key, seq: ++seq, value: `inode-${segment}-${i}` });
+      records.push(
+        i % 17 === 0 ? { key, seq: ++seq, tombstone: true } : { key, seq: ++seq, value: `inode-${segment}-${i}` },
+      );
     }
     await writeInputSegment(store, DEMO_NAMESPACE, DEMO_GROUP, records, { writerBudgetMs });
   }
@@ -63,25 +81,45 @@ async function main(): Promise<void> {
   // format module and Runtime settings; only the timings are the demo's own.
   const setup = await workerSetupFromEnv(undefined, { settings: demoSettings() });
   // The demo's one worker runs its compaction and its collector pass: it must serve both roles.
-  if (setup.role !== 'all') throw new SettingsError(`the demo runs a compaction and a collector pass on its one worker: ${WORKER_ROLE_ENV} must be all or unset, not ${setup.role}`);
+  if (setup.role !== 'all')
+    throw new SettingsError(
+      `the demo runs a compaction and a collector pass on its one worker: ${WORKER_ROLE_ENV} must be all or unset, not ${setup.role}`,
+    );
   const { settings, taskQueue } = setup;
   const devServer = setup.temporal.configured
     ? undefined
-    : await startTemporalDevServer({ port: 7233, uiPort: 8233, dbFilename: join('data', 'temporal.db'), searchAttributes: SEARCH_ATTRIBUTES });
+    : await startTemporalDevServer({
+        port: 7233,
+        uiPort: 8233,
+        dbFilename: join('data', 'temporal.db'),
+        searchAttributes: SEARCH_ATTRIBUTES,
+      });
   const address = devServer?.address ?? setup.temporal.address;
   const target = { ...setup.temporal, address, connectionOptions: { ...setup.temporal.connectionOptions, address } };
   const uiUrl = devServer?.uiUrl ?? 'your Temporal UI';
   const started = await startWorker({ ...setup, temporal: target });
   const { store } = started;
-  console.log(`store ${store.description}; Temporal ${address}${devServer ? ` (dev server, UI ${devServer.uiUrl})` : ''}`);
-  const connection = await Connection.connect({ address, tls: target.connectionOptions.tls, metadata: target.connectionOptions.metadata, apiKey: target.connectionOptions.apiKey });
+  console.log(
+    `store ${store.description}; Temporal ${address}${devServer ? ` (dev server, UI ${devServer.uiUrl})` : ''}`,
+  );
+  const connection = await Connection.connect({
+    address,
+    tls: target.connectionOptions.tls,
+    metadata: target.connectionOptions.metadata,
+    apiKey: target.connectionOptions.apiKey,
+  });
   const client = new Client({ connection, namespace: target.namespace });
 
   // The seed is in the reference formats: a format module's plug-ins compact what its own writer left there.
-  if (setup.format) console.log(`format ${setup.format.label}: namespace ${DEMO_NAMESPACE} is not seeded, group ${DEMO_GROUP} is compacted as your writer left it`);
+  if (setup.format)
+    console.log(
+      `format ${setup.format.label}: namespace ${DEMO_NAMESPACE} is not seeded, group ${DEMO_GROUP} is compacted as your writer left it`,
+    );
   else await seedDemoNamespace(store, settings.timing.writerBudgetMs);
   const handle = await startCompaction(client, { namespaceId: DEMO_NAMESPACE, group: DEMO_GROUP, taskQueue });
-  console.log(`compaction ${handle.workflowId}: ${uiUrl}/namespaces/${target.namespace}/workflows/${encodeURIComponent(handle.workflowId)}`);
+  console.log(
+    `compaction ${handle.workflowId}: ${uiUrl}/namespaces/${target.namespace}/workflows/${encodeURIComponent(handle.workflowId)}`,
+  );
   // A run that waits for a worker, or whose workflow task keeps failing, says so instead of waiting in silence.
   const done = compactionResult(handle);
   let last = '';
@@ -95,7 +133,10 @@ async function main(): Promise<void> {
     const compacting = pending.find((a) => a.activityType?.name === 'compactUnderLease');
     const details = compacting?.heartbeatDetails?.payloads?.[0];
     // Only the reference compactor's progress is a CompactionProgress.
-    const p = details && !setup.format?.compactor ? (defaultPayloadConverter.fromPayload<LeasedProgress>(details).progress as CompactionProgress | undefined) : undefined;
+    const p =
+      details && !setup.format?.compactor
+        ? (defaultPayloadConverter.fromPayload<LeasedProgress>(details).progress as CompactionProgress | undefined)
+        : undefined;
     const line = `  ${view?.phase ?? 'starting'}${view?.jobId ? ` job ${view.jobId}` : ''}${p ? `: ${p.segmentsFinished} segments, ${p.recordsOut} records written` : ''}`;
     if (line !== last && !finished) console.log((last = line));
   }
@@ -111,7 +152,9 @@ async function main(): Promise<void> {
 
   const cron = settingFromEnv(PROCESS_SETTINGS, 'gcCron');
   await ensureGcSchedule(client, { cron, taskQueue });
-  console.log(`collector schedule ${DEFAULT_GC_SCHEDULE_ID}: ${cron} (${PROCESS_SETTINGS.gcCron.env}); running one pass now`);
+  console.log(
+    `collector schedule ${DEFAULT_GC_SCHEDULE_ID}: ${cron} (${PROCESS_SETTINGS.gcCron.env}); running one pass now`,
+  );
   const pass = await runGcPass(client, { workflowId: `${DEFAULT_GC_SCHEDULE_ID}-demo`, taskQueue });
   const t = pass.report.totals;
   console.log(
@@ -121,7 +164,9 @@ async function main(): Promise<void> {
   );
 
   if (!options.once) {
-    console.log(`serving: worker on task queue ${taskQueue}${devServer ? `, UI ${devServer.uiUrl}` : ''}. Ctrl-C to stop.`);
+    console.log(
+      `serving: worker on task queue ${taskQueue}${devServer ? `, UI ${devServer.uiUrl}` : ''}. Ctrl-C to stop.`,
+    );
     await new Promise<void>((resolve) => process.once('SIGINT', resolve).once('SIGTERM', resolve));
   }
   // Ctrl-C already shuts the worker down through the Runtime's shutdown signals; this also closes its connection and store.
