@@ -50,7 +50,14 @@ export interface KeeperHooks {
  * attempt and leave it running as a zombie beside its retry. A failing refresh that could no longer
  * be sent a deadline before the lease expires ends the attempt as a lost lease.
  */
-export async function keepLease(ctx: Context, store: ObjectStore, settings: CompactionSettings, ref: JobRef, from: HeldLease, { stop, beat }: KeeperHooks): Promise<void> {
+export async function keepLease(
+  ctx: Context,
+  store: ObjectStore,
+  settings: CompactionSettings,
+  ref: JobRef,
+  from: HeldLease,
+  { stop, beat }: KeeperHooks,
+): Promise<void> {
   const { timing } = settings;
   const beatEveryMs = heartbeatEveryMs(settings);
   const troubleBeatMs = settings.heartbeatTimeoutMs / 3;
@@ -84,7 +91,7 @@ export async function keepLease(ctx: Context, store: ObjectStore, settings: Comp
   record();
   // The stop is looked at only between refreshes: a stopped keeper has no refresh in flight
   // once it returns, so none can land beside the publication's own.
-  for (let failures = 0; ; ) {
+  for (let failures = 0; ;) {
     // Between refreshes the keeper beats only as often as its heartbeat timeout needs (at the default timeout, never).
     await waitBeating(beatAtMs + timing.leaseRefreshIntervalMs, beatEveryMs);
     if (stop.aborted) return;
@@ -97,13 +104,23 @@ export async function keepLease(ctx: Context, store: ObjectStore, settings: Comp
       const lastSendMs = beatAtMs + timing.leaseExpiryMs - timing.operationDeadlineMs;
       const retrying = !(err instanceof TypedError && !err.retryable);
       const lost =
-        err instanceof LeaseLostError ? err
-        : retrying && clock() >= lastSendMs ? new LeaseLostError(leaseKey(ref.namespaceId, ref.jobId), `not refreshed before it would expire, the last refresh failing with: ${firstLineOf(err)}`)
-        : undefined;
+        err instanceof LeaseLostError
+          ? err
+          : retrying && clock() >= lastSendMs
+            ? new LeaseLostError(
+                leaseKey(ref.namespaceId, ref.jobId),
+                `not refreshed before it would expire, the last refresh failing with: ${firstLineOf(err)}`,
+              )
+            : undefined;
       if (lost) {
         recordFence();
         // Expected (the job is fenced and runs again as a new one): BENIGN, logged at DEBUG.
-        throw ApplicationFailure.create({ message: lost.message, type: lost.failureType, nonRetryable: !lost.retryable, category: ApplicationFailureCategory.BENIGN });
+        throw ApplicationFailure.create({
+          message: lost.message,
+          type: lost.failureType,
+          nonRetryable: !lost.retryable,
+          category: ApplicationFailureCategory.BENIGN,
+        });
       }
       if (!retrying) throw err;
       // The refresh is due at once after the wait: the lease's heartbeat has not moved. A write
