@@ -22,11 +22,14 @@ export const MAX_KEY_BYTES = 16 * 1024;
  */
 export function recordProblem(record: SegmentRecord): string | undefined {
   const text = illFormedText(record);
-  if (text !== undefined) return `is not well-formed text: ${text}; keys and values must be well-formed Unicode (String.prototype.isWellFormed)`;
+  if (text !== undefined)
+    return `is not well-formed text: ${text}; keys and values must be well-formed Unicode (String.prototype.isWellFormed)`;
   const keyBytes = Buffer.byteLength(JSON.stringify(record.key));
-  if (keyBytes > MAX_KEY_BYTES) return `has a key of ${keyBytes} bytes as JSON, more than a key may take (${MAX_KEY_BYTES})`;
+  if (keyBytes > MAX_KEY_BYTES)
+    return `has a key of ${keyBytes} bytes as JSON, more than a key may take (${MAX_KEY_BYTES})`;
   const lineBytes = recordLineBytes(record);
-  if (lineBytes > MAX_SEGMENT_LINE_BYTES) return `is ${lineBytes} bytes as a format-1 line, more than a record may take (${MAX_SEGMENT_LINE_BYTES})`;
+  if (lineBytes > MAX_SEGMENT_LINE_BYTES)
+    return `is ${lineBytes} bytes as a format-1 line, more than a record may take (${MAX_SEGMENT_LINE_BYTES})`;
   return undefined;
 }
 
