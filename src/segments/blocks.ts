@@ -54,6 +54,7 @@ export const isBlockSegment = (bytes: Uint8Array): boolean => bytes[0] === BLOCK
  * v2 input to a v2 output is never decoded nor encoded again.
  */
 export class EncodedRecord {
+  // Positional, not an options object: one is made per record read, and an options object would be a second allocation each.
   constructor(
     readonly key: string,
     readonly seq: number,
@@ -275,6 +276,7 @@ function encodeIndex(entries: readonly BlockEntry[]): Buffer {
 /** Reads fields of a buffer in order; any read past `end` is corruption, named by `corrupt`. */
 class Cursor {
   at: number;
+  // Positional, not an options object: a cursor is made per block and index read, beside the per-record parse it drives.
   constructor(
     readonly buf: Buffer,
     start: number,
@@ -370,6 +372,14 @@ async function inflateBlockInBackground(
  */
 let textScratch = Buffer.alloc(0);
 
+/** A block as read, for {@link parseBlock}: its frame head, its decompressed bytes, the key before it, its number from 1. */
+interface BlockRead {
+  readonly head: Buffer;
+  readonly raw: Buffer;
+  readonly after: string | null;
+  readonly number: number;
+}
+
 /**
  * The records of a block's raw bytes, checked: the length its head gave, keys sorted strictly after
  * `after`, no record larger than a writer makes, every key and value UTF-8, nothing left over.
@@ -377,10 +387,7 @@ let textScratch = Buffer.alloc(0);
  */
 function parseBlock(
   corrupt: (reason: string) => SegmentCorruptError,
-  head: Buffer,
-  raw: Buffer,
-  after: string | null,
-  number: number,
+  { head, raw, after, number }: BlockRead,
 ): EncodedRecord[] {
   const count = head.readUInt32BE(9);
   if (raw.length !== head.readUInt32BE(5))
@@ -436,22 +443,9 @@ export async function* readBlockSegment(
   first: Uint8Array,
 ): AsyncGenerator<EncodedRecord[]> {
   const corrupt = (reason: string) => new SegmentCorruptError(key, reason);
-  const queue = new ByteQueue(first);
-  let done = false;
-  /** Makes `n` bytes available, or returns false at the end of the stream. */
-  const fill = async (n: number): Promise<boolean> => {
-    while (queue.length < n) {
-      if (done) return false;
-      const next = await chunks.next();
-      if (next.done) done = true;
-      else queue.push(next.value);
-    }
-    return true;
-  };
-  const need = async (n: number, what: string) => {
-    if (!(await fill(n))) throw corrupt(`truncated in ${what}`);
-  };
-  await need(BLOCK_HEADER.length, 'the header');
+  const bytes = new SegmentBytes(chunks, first, corrupt);
+  const { queue } = bytes;
+  await bytes.need(BLOCK_HEADER.length, 'the header');
   if (!BLOCK_HEADER.equals(queue.take(BLOCK_HEADER.length))) throw corrupt('missing or unknown header');
   const seen: BlockEntry[] = [];
   let offset = BLOCK_HEADER.length;
@@ -462,7 +456,7 @@ export async function* readBlockSegment(
     const { head, raw } = pending!;
     pending = undefined;
     const number = seen.length + 1;
-    const records = parseBlock(corrupt, head, await raw, last, number);
+    const records = parseBlock(corrupt, { head, raw: await raw, after: last, number });
     if (records.length === 0) throw corrupt(`block ${number} is empty`);
     last = records[records.length - 1]!.key;
     seen.push({ offset, count: records.length, firstKey: records[0]!.key, lastKey: last });
@@ -470,17 +464,17 @@ export async function* readBlockSegment(
     return records;
   };
   for (;;) {
-    await need(1, 'a frame');
+    await bytes.need(1, 'a frame');
     const tag = queue.peekByte();
     if (tag === INDEX_TAG) break;
     const number = seen.length + (pending ? 2 : 1);
     if (tag !== BLOCK_TAG) throw corrupt(`unknown frame after block ${number - 1}`);
-    await need(FRAME_HEAD_BYTES, `block ${number}`);
+    await bytes.need(FRAME_HEAD_BYTES, `block ${number}`);
     const head = queue.take(FRAME_HEAD_BYTES);
     const length = head.readUInt32BE(1);
     if (length > MAX_BLOCK_BYTES + 1024)
       throw corrupt(`block ${number} claims ${length} compressed bytes, more than a block may hold`);
-    await need(length, `block ${number}`);
+    await bytes.need(length, `block ${number}`);
     const raw = inflateBlockInBackground(corrupt, head, queue.take(length), number);
     // Handled here too: a reader stopped early leaves this block's failure to nobody.
     raw.catch(() => undefined);
@@ -489,17 +483,56 @@ export async function* readBlockSegment(
     if (ready) yield ready;
   }
   if (pending) yield await parsePending();
-  await need(INDEX_HEAD_BYTES, 'the index');
+  await checkIndexDescribes(bytes, seen, offset);
+}
+
+/** A segment's bytes as its reader takes them: a queue, refilled from the segment's chunks on demand. */
+class SegmentBytes {
+  readonly queue: ByteQueue;
+  private done = false;
+
+  constructor(
+    private readonly chunks: AsyncIterator<Uint8Array>,
+    first: Uint8Array,
+    readonly corrupt: (reason: string) => SegmentCorruptError,
+  ) {
+    this.queue = new ByteQueue(first);
+  }
+
+  /** Makes `n` bytes available, or returns false at the end of the stream. */
+  async fill(n: number): Promise<boolean> {
+    while (this.queue.length < n) {
+      if (this.done) return false;
+      const next = await this.chunks.next();
+      if (next.done) this.done = true;
+      else this.queue.push(next.value);
+    }
+    return true;
+  }
+
+  /** Makes `n` bytes available; the end of the stream before them is a segment truncated in `what`. */
+  async need(n: number, what: string): Promise<void> {
+    if (!(await this.fill(n))) throw this.corrupt(`truncated in ${what}`);
+  }
+}
+
+/**
+ * Reads the index and trailer that end a segment, after its last block at `indexAt`: checksum,
+ * trailer, nothing after it, and an index that describes exactly the blocks read (`seen`).
+ */
+async function checkIndexDescribes(bytes: SegmentBytes, seen: readonly BlockEntry[], indexAt: number): Promise<void> {
+  const { queue, corrupt } = bytes;
+  await bytes.need(INDEX_HEAD_BYTES, 'the index');
   const head = queue.take(INDEX_HEAD_BYTES);
   const indexLength = head.readUInt32BE(1);
   if (indexLength > MAX_INDEX_BYTES) throw corrupt('the index is longer than a segment may hold');
-  await need(indexLength + TRAILER_BYTES, 'the index');
+  await bytes.need(indexLength + TRAILER_BYTES, 'the index');
   const index = queue.take(indexLength);
   if (crc32(index) !== head.readUInt32BE(5)) throw corrupt('the index does not match its checksum');
   const trailer = queue.take(TRAILER_BYTES);
-  if (!TRAILER_MAGIC.equals(trailer.subarray(8)) || Number(trailer.readBigUInt64BE(0)) !== offset)
+  if (!TRAILER_MAGIC.equals(trailer.subarray(8)) || Number(trailer.readBigUInt64BE(0)) !== indexAt)
     throw corrupt('the trailer is malformed');
-  if (queue.length > 0 || (await fill(1))) throw corrupt('data after the trailer');
+  if (queue.length > 0 || (await bytes.fill(1))) throw corrupt('data after the trailer');
   const entries = decodeIndex(corrupt, index, 0, index.length);
   const same =
     entries.length === seen.length &&
@@ -573,13 +606,8 @@ export function lookupInBlockSegment(key: string, bytes: Uint8Array, wanted: str
   const head = buf.subarray(at, at + FRAME_HEAD_BYTES);
   const length = head.readUInt32BE(1);
   if (at + FRAME_HEAD_BYTES + length > indexAt) throw corrupt(`block ${lo + 1} is not where the index says`);
-  const records = parseBlock(
-    corrupt,
-    head,
-    inflateBlock(corrupt, head, buf.subarray(at + FRAME_HEAD_BYTES, at + FRAME_HEAD_BYTES + length), lo + 1),
-    null,
-    lo + 1,
-  );
+  const raw = inflateBlock(corrupt, head, buf.subarray(at + FRAME_HEAD_BYTES, at + FRAME_HEAD_BYTES + length), lo + 1);
+  const records = parseBlock(corrupt, { head, raw, after: null, number: lo + 1 });
   if (
     records.length !== entry.count ||
     records[0]?.key !== entry.firstKey ||

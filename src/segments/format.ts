@@ -246,7 +246,8 @@ class SegmentParser {
 
   /**
    * Reads the line `bytes[start, end)`; returns whether it was a record (the footer's checksum covers
-   * record lines only). `maybeNotUtf8`: its bytes are checked as UTF-8 first.
+   * record lines only). `maybeNotUtf8`: its bytes are checked as UTF-8 first. Positional, not an
+   * options object: it runs once per record line, where an options object would allocate per record.
    */
   private line(bytes: Buffer, start: number, end: number, records: SegmentRecord[], maybeNotUtf8: boolean): boolean {
     if (this.footer) throw this.corrupt('data after the footer');
