@@ -115,7 +115,13 @@ async function checkRootCodec({ format: { rootCodec }, ns, group, root, inputs, 
   await check(
     'the codec round-trips a root, its retirements and the fences of spec 6c, and a new generation changes its bytes',
     (fail) => {
-      const retiring = planPublication(root, group, inputs.slice(0, 1), [], 1_764_820_000_000, 7);
+      const retiring = planPublication(root, {
+        group,
+        inputs: inputs.slice(0, 1),
+        outputs: [],
+        retiredAtMs: 1_764_820_000_000,
+        seqFloor: 7,
+      });
       const retired = retiring.kind === 'publish' ? retiring.root : root;
       // The fences of spec 6c too: a codec that dropped them would let a late write name a condemned segment.
       const fenced = {

@@ -352,20 +352,29 @@ export type PublicationPlan =
   /** An input is no longer current: another writer changed the group; the output is left for the collector. */
   | { readonly kind: 'abandoned'; readonly missingInputs: readonly string[] };
 
+/** What a publication changes in one group of the root: its inputs replaced by its outputs. */
+export interface GroupReplacement {
+  readonly group: FamilyGroup;
+  /** The job's inputs: each must still be in the group, else the plan is `abandoned`. */
+  readonly inputs: readonly string[];
+  readonly outputs: readonly string[];
+  /** When the inputs are retired: the collector's reader grace counts from the retirement. */
+  readonly retiredAtMs: number;
+  /**
+   * The highest seq of a winning tombstone the publication leaves out of the group, which raises the
+   * group's floor in the same write (spec 6c.3), so no older version of a deleted key can be registered after it.
+   */
+  readonly seqFloor?: number;
+}
+
 /**
  * Replaces the job's inputs by its outputs in one group, and retires the inputs at `retiredAtMs`
  * in the same root (spec 6a.1); segments added to the group meanwhile are kept. An input retired
- * before (referenced again since) is listed once, with its latest retirement. `seqFloor`: the highest
- * seq of a winning tombstone the publication leaves out of the group, which raises the group's floor
- * in the same write (spec 6c.3), so no older version of a deleted key can be registered after it.
+ * before (referenced again since) is listed once, with its latest retirement.
  */
 export function planPublication(
   root: RootState,
-  group: FamilyGroup,
-  inputs: readonly string[],
-  outputs: readonly string[],
-  retiredAtMs: number,
-  seqFloor?: number,
+  { group, inputs, outputs, retiredAtMs, seqFloor }: GroupReplacement,
 ): PublicationPlan {
   const current = groupSegments(root, group);
   const inGroup = new Set(current);
