@@ -109,7 +109,7 @@ export { StoreMismatchError } from './activities/store-binding';
 export { SegmentCorruptError, type SegmentRecord } from './segments/format';
 export { InvalidSegmentInputError, MAX_KEY_BYTES } from './segments/records';
 export { writeInputSegment, WriterBudgetExceededError, type WriterOptions } from './writer';
-export { lookupRecord, readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupSnapshot } from './reader';
+export { lookupRecord, readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupRef, type GroupSnapshot } from './reader';
 
 // A format's compactor (docs/plugins.md).
 export {

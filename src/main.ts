@@ -67,7 +67,7 @@ async function seedDemoNamespace(store: ObjectStore, writerBudgetMs: number): Pr
         i % 17 === 0 ? { key, seq: ++seq, tombstone: true } : { key, seq: ++seq, value: `inode-${segment}-${i}` },
       );
     }
-    await writeInputSegment(store, DEMO_NAMESPACE, DEMO_GROUP, records, { writerBudgetMs });
+    await writeInputSegment(store, { namespaceId: DEMO_NAMESPACE, group: DEMO_GROUP }, records, { writerBudgetMs });
   }
   console.log(`seeded namespace ${DEMO_NAMESPACE}: 6 input segments in group ${DEMO_GROUP}`);
 }

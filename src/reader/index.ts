@@ -22,6 +22,12 @@ import type { ObjectStore } from '../store';
 /** A record a reader sees: the latest version of a key that is not deleted. */
 export type LiveRecord = Extract<SegmentRecord, { readonly value: string }>;
 
+/** A family group of a namespace, by its ids: both are checked (`InvalidKeyError`) before any request. */
+export interface GroupRef {
+  readonly namespaceId: string;
+  readonly group: string;
+}
+
 /** A group as one root showed it: the segments to read, all from the same root read. */
 export interface GroupSnapshot {
   readonly namespaceId: NamespaceId;
@@ -38,8 +44,7 @@ export interface GroupSnapshot {
 /** Reads the root once and returns the group's live segments (`RootMissingError` when the namespace has no root). */
 export async function readGroupSnapshot(
   store: ObjectStore,
-  ns: string,
-  group: string,
+  { namespaceId: ns, group }: GroupRef,
   codec: RootCodec,
   clock: () => number = Date.now,
 ): Promise<GroupSnapshot> {

@@ -18,6 +18,7 @@ import {
   type SegmentFormatVersion,
   type SegmentRecord,
 } from '../segments';
+import type { GroupRef } from '../reader';
 import type { ObjectStore } from '../store';
 
 /** Records the writer refuses: defined beside the rule they break (src/segments/records.ts), thrown here. */
@@ -119,8 +120,7 @@ function encodeInputSegment(
  */
 export async function writeInputSegment(
   store: ObjectStore,
-  ns: string,
-  group: string,
+  { namespaceId: ns, group }: GroupRef,
   records: readonly SegmentRecord[],
   options: WriterOptions = {},
 ): Promise<string> {
