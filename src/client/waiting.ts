@@ -49,22 +49,36 @@ const FIXES: Readonly<Record<string, string>> = {
 };
 
 /** A run's workflow task fails again and again: the run stays Running, its result never comes. The message names the run, the cause and the fix. */
-export class WorkflowTaskFailingError extends TypedError {
+export class WorkflowTaskFailingError extends TypedError implements WorkflowTaskFailure {
   readonly failureType = 'WorkflowTaskFailing';
-  constructor(
-    readonly workflowId: string,
-    readonly runId: string,
-    /** The server's cause without its prefix, e.g. `BAD_SEARCH_ATTRIBUTES`. */
-    readonly failureCause: string,
-    readonly failure: string,
-    readonly attempt: number,
-  ) {
+  readonly workflowId: string;
+  readonly runId: string;
+  readonly failureCause: string;
+  readonly failure: string;
+  readonly attempt: number;
+  constructor({ workflowId, runId, failureCause, failure, attempt }: WorkflowTaskFailure) {
     super(
       `workflow ${workflowId} (run ${runId}) stays Running: its workflow task failed ${attempt} times in a row, ${failureCause}: ${failure}; ` +
         (FIXES[failureCause] ??
           "see the worker's log; the server retries the task until it succeeds or the run is terminated"),
     );
+    this.workflowId = workflowId;
+    this.runId = runId;
+    this.failureCause = failureCause;
+    this.failure = failure;
+    this.attempt = attempt;
   }
+}
+
+/** The run whose workflow task keeps failing, and the server's account of its last failure. */
+export interface WorkflowTaskFailure {
+  readonly workflowId: string;
+  readonly runId: string;
+  /** The server's cause without its prefix, e.g. `BAD_SEARCH_ATTRIBUTES`. */
+  readonly failureCause: string;
+  readonly failure: string;
+  /** How many times in a row the task has failed. */
+  readonly attempt: number;
 }
 
 type Description = Awaited<ReturnType<ReturnType<WorkflowClient['getHandle']>['describe']>>;
@@ -125,7 +139,13 @@ async function lookAt(
   const task = run.raw.pendingWorkflowTask;
   const failing = (task?.attempt ?? 0) >= 2 ? await lastTaskFailure(client, run.workflowId, run.runId) : undefined;
   if (failing)
-    throw new WorkflowTaskFailingError(run.workflowId, run.runId, failing.cause, failing.message, task?.attempt ?? 2);
+    throw new WorkflowTaskFailingError({
+      workflowId: run.workflowId,
+      runId: run.runId,
+      failureCause: failing.cause,
+      failure: failing.message,
+      attempt: task?.attempt ?? 2,
+    });
   const waiting: Waiting[] = [];
   const scheduledMs = optionalTsToMs(task?.scheduledTime);
   if (

@@ -227,18 +227,22 @@ export function describeWorkers(workers: TaskQueueWorkers, nowMs = Date.now()): 
 }
 
 /** No live worker polled the task queue within the wait; the message names the queue, what was seen and how to start one. */
-export class NoWorkerPollingError extends TypedError {
+export class NoWorkerPollingError extends TypedError implements NoWorkerPolling {
   readonly failureType = 'NoWorkerPolling';
-  constructor(
-    readonly taskQueue: string,
-    readonly namespace: string,
-    readonly waitedMs: number,
-    readonly polledFor: PolledFor = 'workflows',
-    /** The open workflow that already waits on this queue (a start would return it), if any. */
-    readonly waitingWorkflowId?: string,
-    /** Workers the server listed as polling that had stopped. */
-    readonly stopped: readonly StoppedWorker[] = [],
-  ) {
+  readonly taskQueue: string;
+  readonly namespace: string;
+  readonly waitedMs: number;
+  readonly polledFor: PolledFor;
+  readonly waitingWorkflowId?: string;
+  readonly stopped: readonly StoppedWorker[];
+  constructor({
+    taskQueue,
+    namespace,
+    waitedMs,
+    polledFor = 'workflows',
+    waitingWorkflowId,
+    stopped = [],
+  }: NoWorkerPolling) {
     const { what, worker, setting } = POLLED_FOR[polledFor];
     const seen = stopped.length
       ? ` (${describeWorkers({ live: [], stopped, heartbeats: true }).replace('no worker polls it: ', '')})`
@@ -249,7 +253,27 @@ export class NoWorkerPollingError extends TypedError {
           ? `${waitingWorkflowId} already runs there and waits for one; start a worker on it (\`${worker}\` with ${setting}=${taskQueue}), or terminate that run to start on another queue`
           : `start one on it (\`${worker}\` with ${setting}=${taskQueue}), or point ${setting} at the queue your workers poll`),
     );
+    this.taskQueue = taskQueue;
+    this.namespace = namespace;
+    this.waitedMs = waitedMs;
+    this.polledFor = polledFor;
+    this.waitingWorkflowId = waitingWorkflowId;
+    this.stopped = stopped;
   }
+}
+
+/** The task queue no live worker polled within the wait, and what the server showed of it. */
+export interface NoWorkerPolling {
+  readonly taskQueue: string;
+  /** The Temporal namespace of the queue. */
+  readonly namespace: string;
+  readonly waitedMs: number;
+  /** @default 'workflows' */
+  readonly polledFor?: PolledFor;
+  /** The open workflow that already waits on this queue (a start would return it), if any. */
+  readonly waitingWorkflowId?: string;
+  /** Workers the server listed as polling that had stopped. */
+  readonly stopped?: readonly StoppedWorker[];
 }
 
 export interface WaitForWorkerOptions {
@@ -280,14 +304,14 @@ export async function waitForWorker(
     const workers = await taskQueueWorkers(client, taskQueue, polledFor);
     if (workers.live.length) return;
     if (Date.now() >= deadline)
-      throw new NoWorkerPollingError(
+      throw new NoWorkerPollingError({
         taskQueue,
-        client.options.namespace,
-        timeoutMs,
+        namespace: client.options.namespace,
+        waitedMs: timeoutMs,
         polledFor,
         waitingWorkflowId,
-        workers.stopped,
-      );
+        stopped: workers.stopped,
+      });
     await new Promise((resolve) => setTimeout(resolve, Math.min(intervalMs, Math.max(0, deadline - Date.now()))));
   }
 }

@@ -104,13 +104,12 @@ export async function lookupRecord(
 ): Promise<LiveRecord | undefined> {
   const illFormed = loneSurrogate(key);
   if (illFormed !== undefined) {
-    throw new InvalidSegmentInputError(
-      snapshot.namespaceId,
-      snapshot.group,
-      `the key ${quoted(key)} is not well-formed text: it has ${illFormed}`,
-      undefined,
-      'lookup',
-    );
+    throw new InvalidSegmentInputError({
+      namespaceId: snapshot.namespaceId,
+      group: snapshot.group,
+      reason: `the key ${quoted(key)} is not well-formed text: it has ${illFormed}`,
+      refused: 'lookup',
+    });
   }
   let found: SegmentRecord | undefined;
   // Segments are read one at a time: memory stays at one segment's read window (v1) or its bytes (v2) however wide the group.

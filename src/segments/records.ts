@@ -34,21 +34,34 @@ export function recordProblem(record: SegmentRecord): string | undefined {
 }
 
 /** The records handed to the writer, or the key handed to a lookup, were refused before anything was written or read. */
-export class InvalidSegmentInputError extends TypedError {
+export class InvalidSegmentInputError extends TypedError implements SegmentInputRefusal {
   readonly failureType = 'InvalidInput';
-  constructor(
-    readonly namespaceId: string,
-    readonly group: string,
-    readonly reason: string,
-    /** Index in the caller's list of the first record at fault, when one is. */
-    readonly recordIndex?: number,
-    /** What was refused: an input segment's records (nothing was written) or a lookup's key. */
-    readonly refused: 'write' | 'lookup' = 'write',
-  ) {
+  readonly namespaceId: string;
+  readonly group: string;
+  readonly reason: string;
+  readonly recordIndex?: number;
+  readonly refused: 'write' | 'lookup';
+  constructor({ namespaceId, group, reason, recordIndex, refused = 'write' }: SegmentInputRefusal) {
     super(
       refused === 'write'
         ? `input segment for group ${group} of namespace ${namespaceId} refused, nothing written: ${reason}`
         : `lookup in group ${group} of namespace ${namespaceId} refused: ${reason}`,
     );
+    this.namespaceId = namespaceId;
+    this.group = group;
+    this.reason = reason;
+    this.recordIndex = recordIndex;
+    this.refused = refused;
   }
+}
+
+/** What {@link InvalidSegmentInputError} refused, in which group, and why. */
+export interface SegmentInputRefusal {
+  readonly namespaceId: string;
+  readonly group: string;
+  readonly reason: string;
+  /** Index in the caller's list of the first record at fault, when one is. */
+  readonly recordIndex?: number;
+  /** What was refused: an input segment's records (nothing was written) or a lookup's key. Default `write`. */
+  readonly refused?: 'write' | 'lookup';
 }

@@ -71,7 +71,8 @@ function encodeInputSegment(
   records: readonly SegmentRecord[],
   version: SegmentFormatVersion,
 ): Uint8Array {
-  const refuse = (reason: string, recordIndex?: number) => new InvalidSegmentInputError(ns, group, reason, recordIndex);
+  const refuse = (reason: string, recordIndex?: number) =>
+    new InvalidSegmentInputError({ namespaceId: ns, group, reason, recordIndex });
   if (!Array.isArray(records) || records.length === 0) throw refuse('no records: an input segment holds at least one');
   const keyOf = (record: unknown): unknown =>
     typeof record === 'object' && record !== null ? (record as { key?: unknown }).key : undefined;
