@@ -5,8 +5,9 @@
  */
 import { Context } from '@temporalio/activity';
 import { TemporalFailure } from '@temporalio/common';
-import { attemptWrites, checkOutputsExist, checkStagedKeys, MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, referenceCompactor, withCheckedProgress, type CompactionOutputs, type Compactor, type FailureStreak } from '../compactor';
-import { asInputError, checkInputs, pinnedInputs } from '../compactor/inputs';
+import { MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, type Compactor, type FailureStreak } from '../compactor';
+import { runCompactionAttempt } from '../compactor/attempt';
+import { checkInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
 import { firstLineOf, TypedError } from '../errors';
 import { familyGroup, jobId, namespaceId, type FamilyGroup } from '../keys';
@@ -29,7 +30,6 @@ import {
   type SettledPublication,
 } from '../protocol';
 import { storeIdentity, type ObjectStore } from '../store';
-import { attemptStore } from '../store/attempt';
 import { beatsAfterFirstInterval } from './first-beat';
 import { attemptClock, keepLease } from './lease-keeper';
 import { recordFence } from './metrics';
@@ -220,11 +220,19 @@ async function compactBesideKeeper(deps: CompactionDeps, ref: JobRef, inputs: In
     throw err;
   });
   let workEndedAtMs = 0;
-  const working = compact(deps, ref, inputs, progress, (p) => {
-    if (p !== undefined) progress = p;
-    if (recurring && JSON.stringify(progress) !== resumedAt) recurring = undefined;
-    beat();
-    if (keeperEnded.signal.aborted) throw keeperEnded.signal.reason;
+  const working = runCompactionAttempt({
+    store: deps.store,
+    compactor: deps.compactor,
+    job: ref,
+    input: inputs,
+    limits: deps.settings,
+    resume: progress,
+    heartbeat: (p) => {
+      if (p !== undefined) progress = p;
+      if (recurring && JSON.stringify(progress) !== resumedAt) recurring = undefined;
+      beat();
+      if (keeperEnded.signal.aborted) throw keeperEnded.signal.reason;
+    },
   }).finally(() => {
     workEndedAtMs = Date.now();
     workEnded.abort();
@@ -238,42 +246,3 @@ async function compactBesideKeeper(deps: CompactionDeps, ref: JobRef, inputs: In
   return { outputs: [...outputs], tombstones: [...tombstones], ...floor, progress: { recordsOut, bytesOut }, workEndedAtMs };
 }
 
-/**
- * Runs the compactor over the attempt's store, narrowed to its job's staged segments: every body it
- * opened is closed when it ends, a vanished input reads as one, an input read at another version
- * than `readGroup` saw ends the job, a plug-in's progress is checked before it reaches the heartbeat
- * details, and the outputs it returns are checked to be its own staged segments, written and in the
- * store (publication trusts them: a plug-in's are checked, not believed). Its writes end when it
- * returns or throws: later puts are refused, those in flight are waited for, so no write lands under
- * an output once the attempt has handed it on.
- */
-async function compact({ store, settings, compactor }: CompactionDeps, ref: JobRef, input: InputManifest, resume: unknown, heartbeat: (progress?: unknown) => void): Promise<CompactionOutputs> {
-  const attempt = attemptStore(store);
-  const writes = attemptWrites(attempt.store, ref);
-  let result: CompactionOutputs;
-  try {
-    const run = (beat: typeof heartbeat) =>
-      compactor.compact({
-        job: { ...ref, group: familyGroup(input.group) },
-        inputs: input.inputs,
-        store: pinnedInputs(writes.store, input.group, input.inputs, input.etags),
-        limits: settings,
-        resume,
-        heartbeat: beat,
-      });
-    // A plug-in's progress is checked against MAX_PROGRESS_BYTES. The reference compactor's is bounded
-    // by its merge plan, one number per intermediate run (4 KB at 100,000 inputs and the default
-    // fan-in), and may pass it only at fan-in 2 to 4 with tens of thousands of inputs: not refused.
-    result = compactor === referenceCompactor ? await run(heartbeat) : await withCheckedProgress(ref, heartbeat, run);
-  } catch (err) {
-    // An input deleted or rewritten after readGroup checked it: the same clear end as one missing from the start.
-    throw asInputError(err, input.group, input.inputs);
-  } finally {
-    await writes.end();
-    await attempt.closeBodies();
-  }
-  const written = [...result.outputs, ...(result.tombstones ?? [])];
-  checkStagedKeys(ref, written);
-  await checkOutputsExist(store, ref, written);
-  return result;
-}

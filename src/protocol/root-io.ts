@@ -27,9 +27,10 @@ export class RootMissingError extends TypedError {
 }
 
 /**
- * The root is missing where the namespace has history (a collector pass judged a root of it): it
- * was deleted or lost, not never written. A writer that created it afresh would forget every segment
- * it named, so none does; the collector deletes nothing in the namespace meanwhile (spec 6c.5).
+ * The root is missing where the namespace has history (`gc/judged-root`: written before the first
+ * change of its first root, then by every collector pass): it was deleted or lost, not never written.
+ * A writer that created it afresh would forget every segment it named, so none does; the collector
+ * deletes nothing in the namespace meanwhile (spec 6c.5).
  */
 export class RootLostError extends TypedError {
   readonly failureType = 'RootLost';
@@ -116,16 +117,46 @@ export async function readRootIfAny(store: ObjectStore, ns: NamespaceId, codec: 
   }
 }
 
+/** The root a namespace starts with: empty, at generation 1. The only root a writer creates (spec 6c.5). */
+const firstRoot = (ns: NamespaceId): RootState => Object.freeze({ ...emptyRoot(ns), generation: 1 });
+
+/**
+ * Marks that the namespace has history before the first change of its generation-1 root (spec
+ * 6c.5), and does nothing for any other root: the judged copy of that root, put if absent. From
+ * then on the root's loss is {@link RootLostError}, never a new namespace; before it the root is the
+ * empty one it was created as, and its loss forgets nothing. A copy already there (412) is the
+ * marker or a pass's copy: the history is marked. Whether the root went back is not judged here: the
+ * root read may be stale (its CAS then fails and the next round reads a newer one), and the
+ * collector judges every root it decides by. Any other failure is the store's, for the caller's
+ * round to settle as it settles its CAS.
+ */
+async function markHistory(store: ObjectStore, ns: NamespaceId, codec: RootCodec, current: RootState): Promise<void> {
+  if (current.generation !== 1) return;
+  try {
+    await store.putIfAbsent(judgedRootKey(ns), encodeRootForWrite(codec, current));
+  } catch (err) {
+    if (!(err instanceof PreconditionFailedError)) throw err;
+  }
+}
+
 /** How a CAS of the root runs. */
 interface CasOptions {
   /** Checks the root to be written against the one it replaces, once its bytes are known to fit; what it throws stops the write with nothing sent. */
   readonly check?: (before: RootState, next: RootState) => Promise<void>;
-  /** Called right before each CAS is sent; what it throws stops the write with nothing sent. */
+  /** Called right before each root write is sent; what it throws stops the write with nothing sent. */
   readonly beforeWrite?: () => void;
   /** Rounds before giving up on lost races (undefined is returned); unbounded by default. */
   readonly maxRounds?: number;
   /** The largest root read: past the readers' limit only for the collector, whose writes may then only shrink it. */
   readonly maxBytes?: number;
+  /**
+   * Whether the write keeps the namespace's history (spec 6c.5), as the package's root writer does: a
+   * missing root is created, empty at generation 1, where the namespace has none (otherwise undefined
+   * is returned), and a generation-1 root is changed only after the history marker. The collector
+   * needs neither: it changes only a root it judged, which wrote the copy; nor a job: it changes
+   * only a root naming its inputs, which the root writer changed before (and has no grant on the copy).
+   */
+  readonly keepHistory?: boolean;
 }
 
 /** A root a CAS wrote, or found already as wanted. */
@@ -133,38 +164,62 @@ export interface WrittenRoot {
   readonly root: RootState;
   /** False when the current root needed no change. */
   readonly written: boolean;
-  /** The root it replaced (undefined when it created one, or wrote nothing). */
+  /** The root it replaced (undefined when it wrote nothing). */
   readonly replaced: ReadRoot | undefined;
 }
 
 const isUnclear = (err: unknown): boolean =>
   err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof NotFoundError || err instanceof AmbiguousError;
 
+/** Whether the namespace has history (spec 6c.5): the marker its root writer put before the root's first change, or a pass's copy. */
+async function hasHistory(store: ObjectStore, ns: NamespaceId): Promise<boolean> {
+  try {
+    await store.head(judgedRootKey(ns));
+    return true;
+  } catch (err) {
+    if (err instanceof NotFoundError) return false;
+    throw err;
+  }
+}
+
 /**
  * Replaces the root by CAS with what `next` makes of the current one (undefined: nothing to write),
  * re-reading and deciding again after every refused or unclear answer (412, 409, 404, an unknown
  * outcome): a change that landed is found in the next read and, `next` being idempotent, not made
- * twice. Undefined when `maxRounds` races were lost.
+ * twice. A missing root is created only with `keepHistory`, and only as the empty first root, which
+ * the next round changes like any other (never where the namespace has history: {@link RootLostError}).
+ * Undefined when the root is missing and not created, or when `maxRounds` races were lost.
  */
 async function casRoot(
   store: ObjectStore,
   ns: NamespaceId,
   codec: RootCodec,
-  next: (current: ReadRoot | undefined) => Promise<RootState | undefined> | RootState | undefined,
+  next: (current: ReadRoot) => Promise<RootState | undefined> | RootState | undefined,
   options: CasOptions = {},
 ): Promise<WrittenRoot | undefined> {
-  const { check, beforeWrite = () => {}, maxRounds = Number.POSITIVE_INFINITY, maxBytes = MAX_ROOT_BYTES } = options;
+  const { check, beforeWrite = () => {}, maxRounds = Number.POSITIVE_INFINITY, maxBytes = MAX_ROOT_BYTES, keepHistory = false } = options;
   for (let round = 0; round < maxRounds; round++) {
     const current = await readRootIfAny(store, ns, codec, maxBytes);
+    if (!current) {
+      if (!keepHistory) return undefined;
+      if (await hasHistory(store, ns)) throw new RootLostError(ns);
+      beforeWrite();
+      // Empty, so a loss before the history marker forgets nothing: content comes only by a CAS after it.
+      await store.putIfAbsent(rootKey(ns), encodeRootForWrite(codec, firstRoot(ns))).catch((err: unknown) => {
+        if (!isUnclear(err)) throw err;
+      });
+      continue;
+    }
     const root = await next(current);
-    if (root === undefined) return current && { root: current.root, written: false, replaced: undefined };
+    if (root === undefined) return { root: current.root, written: false, replaced: undefined };
     // Only the collector reads past the readers' limit, and may then write a root that is still past it if it is smaller.
-    const bytes = encodeRootForWrite(codec, root, maxBytes > MAX_ROOT_BYTES ? (current?.bytes ?? 0) : 0);
-    await check?.(current?.root ?? emptyRoot(ns), root);
+    const bytes = encodeRootForWrite(codec, root, maxBytes > MAX_ROOT_BYTES ? current.bytes : 0);
+    await check?.(current.root, root);
     beforeWrite();
     try {
-      if (current) await store.putIfMatch(rootKey(ns), bytes, current.etag);
-      else await store.putIfAbsent(rootKey(ns), bytes);
+      // WARN: the marker lands before the first change of a generation-1 root, so no root this writer filled is lost unnoticed.
+      if (keepHistory) await markHistory(store, ns, codec, current.root);
+      await store.putIfMatch(rootKey(ns), bytes, current.etag);
       return { root, written: true, replaced: current };
     } catch (err) {
       if (!isUnclear(err)) throw err;
@@ -184,17 +239,6 @@ export interface RootWriteOptions {
    * sequence floor (spec 6c.3) registers only a segment declared to hold nothing at or below it.
    */
   readonly minSeqOf?: (key: string) => number | undefined;
-}
-
-/** Whether the namespace has history: a collector pass judged a root of it (spec 6c.5). */
-async function hasHistory(store: ObjectStore, ns: NamespaceId): Promise<boolean> {
-  try {
-    await store.head(judgedRootKey(ns));
-    return true;
-  } catch (err) {
-    if (err instanceof NotFoundError) return false;
-    throw err;
-  }
 }
 
 /**
@@ -241,8 +285,9 @@ async function checkRegistration(store: ObjectStore, before: RootState, next: Ro
 }
 
 /**
- * Applies `change` to the current root by CAS, creating the root if absent (never where the
- * namespace has history: {@link RootLostError}), and retrying lost races. Every segment the change
+ * Applies `change` to the current root by CAS, retrying lost races. A missing root is first created
+ * empty at generation 1 (never where the namespace has history: {@link RootLostError}), and the first
+ * change of a generation-1 root marks the history before it is sent (spec 6c.5). Every segment the change
  * removes from the root is retired at the writer's clock in the same write (spec 6a.1), so readers of
  * the old root get the reader grace; every segment it registers is checked first (spec 6c:
  * {@link SegmentLostError}, {@link SequenceFloorError}); the generation always goes up.
@@ -265,14 +310,12 @@ export async function updateRoot(
     store,
     ns,
     codec,
-    async (current) => {
-      if (!current && (await hasHistory(store, ns))) throw new RootLostError(ns);
-      const before = current?.root ?? emptyRoot(ns);
+    ({ root: before }) => {
       const changed = change(before);
-      if (current && changed === before) return undefined;
+      if (changed === before) return undefined;
       return retireRemoved(before, { ...changed, generation: Math.max(changed.generation, before.generation + 1) }, clockMs());
     },
-    { check: (before, next) => checkRegistrations(store, before, next, minSeqOf), ...(options.beforeWrite && { beforeWrite: options.beforeWrite }) },
+    { keepHistory: true, check: (before, next) => checkRegistrations(store, before, next, minSeqOf), ...(options.beforeWrite && { beforeWrite: options.beforeWrite }) },
   );
   return (written as WrittenRoot).root;
 }
@@ -283,7 +326,7 @@ export async function updateRoot(
  * Undefined when the namespace has no root (no publication can land there either).
  */
 export async function fenceRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<RootState | undefined> {
-  const fenced = await casRoot(store, ns, codec, (current) => current && Object.freeze({ ...current.root, generation: current.root.generation + 1 }));
+  const fenced = await casRoot(store, ns, codec, (current) => Object.freeze({ ...current.root, generation: current.root.generation + 1 }));
   return fenced?.root;
 }
 
@@ -299,4 +342,4 @@ export const changeRoot = (
   codec: RootCodec,
   change: (current: ReadRoot) => RootState | undefined,
   options: { readonly maxRounds: number; readonly maxBytes?: number },
-): Promise<WrittenRoot | undefined> => casRoot(store, ns, codec, (current) => current && change(current), options);
+): Promise<WrittenRoot | undefined> => casRoot(store, ns, codec, change, options);

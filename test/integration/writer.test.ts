@@ -3,7 +3,7 @@
  * is a typed error saying what is wrong, and the store on MinIO is left exactly as it was.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidKeyError, namespaceId, rootKey } from '../../src/keys';
+import { InvalidKeyError, inputSegmentsPrefix, judgedRootKey, namespaceId, rootKey } from '../../src/keys';
 import { readRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import type { SegmentRecord } from '../../src/segments';
@@ -64,9 +64,10 @@ describe('writeInputSegment refuses bad input before writing anything', () => {
     expect(requests).toEqual([]);
   });
 
-  it('the store is exactly as it was: the one good segment and its root', async () => {
+  it('the store is exactly as it was: the one good segment, its root and the history marker', async () => {
     expect(await allKeys()).toEqual(before);
-    expect((await readRoot(fixture.store, ns, jsonRootCodec)).root.groups).toEqual({ bindings: [before.find((k) => k !== rootKey(ns))] });
+    expect(before).toEqual(expect.arrayContaining([rootKey(ns), judgedRootKey(ns)]));
+    expect((await readRoot(fixture.store, ns, jsonRootCodec)).root.groups).toEqual({ bindings: before.filter((k) => k.startsWith(inputSegmentsPrefix(ns))) });
   });
 
   it('good records in any order are written sorted and read back by the segment reader', async () => {

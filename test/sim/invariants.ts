@@ -91,10 +91,9 @@ export class Invariants implements Monitor {
   readonly deletions = new Map<string, { readonly event: number; readonly at: number; readonly party: string }>();
   /** The records each segment was written with (v1 only). */
   readonly segmentRecords = new Map<string, SegmentRecord[]>();
-  /** When the root was re-created after the namespace had one, before any pass judged a root of it (the writer cannot tell it from a new namespace). */
-  rootRecreatedUnjudgedEvent: number | undefined;
   private current: RootState | undefined;
-  private hadRoot = false;
+  /** The last root that decoded: after a loss, the root lost. */
+  private lastDecoded: RootState | undefined;
   /** Per job prefix, per pass: when its last claim written expires, on the store's clock. */
   private readonly claimedUntil = new Map<string, Map<string, number>>();
   /** Per job prefix, the pass that wrote its lease last as a claim. */
@@ -369,15 +368,8 @@ export class Invariants implements Monitor {
       this.sim.trace.add(this.sim.now, party, 'root is now corrupt');
       return;
     }
-    if (change.before === undefined && this.hadRoot && request !== undefined) {
-      if (this.sim.world.has(judgedRootKey(this.ns))) {
-        this.sim.violate({ invariant: 'lostRootNotRecreated', message: `${party} created the root afresh although a pass had judged one (${shortKey(judgedRootKey(this.ns))}): every segment the lost root named is forgotten` });
-        return;
-      }
-      this.rootRecreatedUnjudgedEvent ??= event;
-      this.sim.count('root re-created from empty by a writer, no pass having judged one');
-    }
-    this.hadRoot = true;
+    if (change.before === undefined && request !== undefined && !this.lostRootNotRecreated(party, root)) return;
+    this.lastDecoded = root;
     if (this.sim.trace.on) this.sim.trace.add(this.sim.now, party, `root gen ${root.generation}: ${Object.entries(root.groups).map(([g, keys]) => `${g}=[${keys.map(shortKey).join(' ')}]`).join(' ')}${root.retired?.length ? ` retired ${root.retired.length}` : ''}`);
     for (const keys of Object.values(root.groups)) for (const key of keys) this.model.named(key, event);
     const before = this.roots.at(-2)?.root;
@@ -390,6 +382,31 @@ export class Invariants implements Monitor {
     }
     this.groupsNameEachSegmentOnce(root, request);
     this.rootNamesOnlyExistingObjects(undefined, request);
+  }
+
+  /**
+   * A party creates a root only as the empty first one (generation 1), and only where the root lost
+   * (the last that decoded) was that empty first root too: one that had changed was marked
+   * (`gc/judged-root`) before its first change, and its loss is refused until an operator restores it.
+   * `root` was just written by `party` where there was none.
+   */
+  private lostRootNotRecreated(party: string, root: RootState): boolean {
+    const isFirst = (r: RootState) => r.generation === 1 && Object.values(r.groups).every((keys) => keys.length === 0) && !r.retired?.length;
+    if (!isFirst(root)) {
+      this.sim.violate({ invariant: 'lostRootNotRecreated', message: `${party} created the root at generation ${root.generation} with content: a root is created empty at generation 1` });
+      return false;
+    }
+    const lost = this.lastDecoded;
+    if (lost === undefined) return true;
+    if (!isFirst(lost)) {
+      this.sim.violate({
+        invariant: 'lostRootNotRecreated',
+        message: `${party} created the root afresh where a root of generation ${lost.generation} was lost (${shortKey(judgedRootKey(this.ns))} ${this.sim.world.has(judgedRootKey(this.ns)) ? 'present' : 'missing'}): every segment the lost root named is forgotten`,
+      });
+      return false;
+    }
+    this.sim.count('root re-created empty: the lost root was the empty first one');
+    return true;
   }
 
   private leaseChanged(key: string, after: SimObject, request: StoreRequest | undefined): void {

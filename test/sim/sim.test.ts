@@ -62,6 +62,8 @@ describe('the deterministic simulation of the protocol', () => {
       'a partition from a root write': /^partition of a .* from its root write$/,
       'a fenced job': /^job fenced$/,
       'a claim lost to a refresh': /^claim: job \(raced by a refresh\)$/,
+      'a lost root with history, refused to writers': /^write failed: RootLost$/,
+      'a root lost while still the empty first one, created again': /^root re-created empty: the lost root was the empty first one$/,
     };
     const missing = Object.entries(expected).filter(([, pattern]) => seen(pattern) === 0).map(([name]) => name);
     expect(missing).toEqual([]);

@@ -5,8 +5,9 @@
  * refreshing it at `keepLease`'s cadence (`refreshJobLease`), publication with its budget and
  * retries (an attempt past its timeout runs on abandoned beside the next), and a new job when fenced.
  */
-import { attemptWrites, checkOutputsExist, checkStagedKeys, referenceCompactor, type CompactionOutputs } from '../../../src/compactor';
-import { asInputError, checkInputs, pinnedInputs } from '../../../src/compactor/inputs';
+import { referenceCompactor, type CompactionOutputs } from '../../../src/compactor';
+import { runCompactionAttempt } from '../../../src/compactor/attempt';
+import { checkInputs } from '../../../src/compactor/inputs';
 import { TypedError, firstLineOf } from '../../../src/errors';
 import { familyGroup, leaseKey, newJobId, type FamilyGroup } from '../../../src/keys';
 import {
@@ -27,7 +28,6 @@ import {
   type PublicationOutcome,
 } from '../../../src/protocol';
 import { groupSegments, jsonRootCodec } from '../../../src/root';
-import { attemptStore } from '../../../src/store/attempt';
 import { decideJobEnd } from '../../../src/workflows/compaction';
 import type { Env } from '../env';
 import { PartyGaveUp, type Party } from '../sim';
@@ -105,33 +105,18 @@ async function compactAttempt(env: Env, party: Party, job: JobRef, plan: Compact
     keeperFailure = { error };
     throw error;
   });
-  const working = (async () => {
-    const attempt = attemptStore(party.store);
-    const writes = attemptWrites(attempt.store, job);
-    let result: CompactionOutputs;
-    try {
-      result = await referenceCompactor.compact({
-        job: { ...job, group: familyGroup(input.group) },
-        inputs: input.inputs,
-        store: pinnedInputs(writes.store, input.group, input.inputs, input.etags),
-        limits: { targetSegmentBytes: plan.targetSegmentBytes, maxFanIn: plan.maxFanIn, segmentFormat: 1 },
-        resume: details.progress,
-        heartbeat: (progress) => {
-          if (progress !== undefined) details.progress = progress;
-          if (keeperFailure) throw keeperFailure.error;
-        },
-      });
-    } catch (err) {
-      throw asInputError(err, input.group, input.inputs);
-    } finally {
-      await writes.end();
-      await attempt.closeBodies();
-    }
-    const written = [...result.outputs, ...(result.tombstones ?? [])];
-    checkStagedKeys(job, written);
-    await checkOutputsExist(party.store, job, written);
-    return result;
-  })().finally(() => workEnded.abort());
+  const working = runCompactionAttempt({
+    store: party.store,
+    compactor: referenceCompactor,
+    job,
+    input,
+    limits: { targetSegmentBytes: plan.targetSegmentBytes, maxFanIn: plan.maxFanIn, segmentFormat: 1 },
+    resume: details.progress,
+    heartbeat: (progress) => {
+      if (progress !== undefined) details.progress = progress;
+      if (keeperFailure) throw keeperFailure.error;
+    },
+  }).finally(() => workEnded.abort());
   const [worked, kept] = await Promise.allSettled([working, keeping]);
   if (kept.status === 'rejected') throw kept.reason;
   if (worked.status === 'rejected') throw worked.reason;
