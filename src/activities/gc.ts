@@ -188,26 +188,17 @@ function commandRunner(store: ObjectStore, rootCodec: RootCodec): Run {
 
 /** The worker's settings a pass takes once, named one by one: nothing else of the worker's leaks into its rules. */
 async function passSettings(store: ObjectStore, settings: CompactionSettings): Promise<GcWorkflowSettings> {
-  const {
-    operationDeadlineMs,
-    leaseRefreshIntervalMs,
-    leaseExpiryMs,
-    stagingGraceMs,
-    readerGraceMs,
-    lostWriteGraceMs,
-    clockSafetyMarginMs,
-  } = settings.timing;
-  const { heartbeatTimeoutMs, manifestRetentionMs } = settings;
+  const { timing } = settings;
   return {
-    operationDeadlineMs,
-    heartbeatTimeoutMs,
-    leaseRefreshIntervalMs,
-    leaseExpiryMs,
-    stagingGraceMs,
-    readerGraceMs,
-    lostWriteGraceMs,
-    clockSafetyMarginMs,
-    manifestRetentionMs,
+    operationDeadlineMs: timing.operationDeadlineMs,
+    heartbeatTimeoutMs: settings.heartbeatTimeoutMs,
+    leaseRefreshIntervalMs: timing.leaseRefreshIntervalMs,
+    leaseExpiryMs: timing.leaseExpiryMs,
+    stagingGraceMs: timing.stagingGraceMs,
+    readerGraceMs: timing.readerGraceMs,
+    lostWriteGraceMs: timing.lostWriteGraceMs,
+    clockSafetyMarginMs: timing.clockSafetyMarginMs,
+    manifestRetentionMs: settings.manifestRetentionMs,
     store: await storeIdentity(store),
   };
 }
