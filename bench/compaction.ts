@@ -254,7 +254,7 @@ async function throughputOf(store: ObjectStore, opts: Options, server: Server | 
   const job = { namespaceId: namespaceId('bench-throughput'), jobId: newJobId() };
   const compaction = await measured(server, () =>
     profiled(opts.cpuProfile && `${opts.cpuProfile.replace(/\.cpuprofile$/, '')}-v${version}.cpuprofile`, () =>
-      compactGroup(store, job, keys, { ...opts, segmentFormat: version }, NO_PROGRESS, { onSegmentFinished: () => {}, onRecords: () => {} }),
+      compactGroup({ store, job, inputs: keys, limits: { ...opts, segmentFormat: version }, resume: NO_PROGRESS, hooks: { onSegmentFinished: () => {}, onRecords: () => {} } }),
     ),
   );
   const mb = copy.result / 1e6;

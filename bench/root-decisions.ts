@@ -81,7 +81,7 @@ const wide: RootState = { ...root, groups: { ...root.groups, [group]: Array.from
 const inputs = wide.groups[group]!;
 const outputs = Array.from({ length: 500 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'mseg'));
 start = performance.now();
-const plan = planPublication(wide, group, inputs, outputs, nowMs);
+const plan = planPublication(wide, { group, inputs, outputs, retiredAtMs: nowMs });
 const planMs = ms(start);
 if (plan.kind !== 'publish') throw new Error('the publication was not planned');
 

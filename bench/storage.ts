@@ -130,7 +130,7 @@ async function main(): Promise<void> {
       const inputs = cycleInputs();
       const prints: Footprint[] = [];
       for (const { ns, taskQueue } of served) {
-        for (const records of inputs) await writeInputSegment(store, ns, GROUP, records);
+        for (const records of inputs) await writeInputSegment(store, { namespaceId: ns, group: GROUP }, records);
         const outcome = (await (await startCompaction(client, { namespaceId: ns, group: GROUP, taskQueue })).result()).outcome;
         if (outcome !== 'published') throw new Error(`cycle ${cycle}: compaction of ${ns} ended ${outcome}`);
         const handle = await client.workflow.start<typeof gcWorkflow>('gcWorkflow', { workflowId: `storage-gc-${ns}-${cycle}`, taskQueue, args: [{ namespaces: [ns] }] });

@@ -81,7 +81,7 @@ async function recordCompactions(client: Client, store: ObjectStore, taskQueue: 
     { ...GOLDEN_HISTORIES.compactionCorruptInput, corrupt: true },
   ]) {
     const keys: string[] = [];
-    for (const from of [0, 25, 60]) keys.push(await writeInputSegment(store, namespace, GROUP, records(from), { writerBudgetMs: 60_000 }));
+    for (const from of [0, 25, 60]) keys.push(await writeInputSegment(store, { namespaceId: namespace, group: GROUP }, records(from), { writerBudgetMs: 60_000 }));
     if (corrupt) {
       const { body } = await store.get(keys[2]!);
       await store.put(keys[2]!, body.subarray(0, Math.floor(body.length / 2)));

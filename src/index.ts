@@ -39,8 +39,8 @@ export {
   SearchAttributesMissingError,
   TemporalNamespaceNotFoundError,
 } from './client/search-attributes';
-export { WorkflowTaskFailingError, type WaitOptions } from './client/waiting';
-export { NoWorkerPollingError, waitForWorker } from './client/workers';
+export { WorkflowTaskFailingError, type WaitOptions, type WorkflowTaskFailure } from './client/waiting';
+export { NoWorkerPollingError, waitForWorker, type NoWorkerPolling } from './client/workers';
 export type { CompactionResult } from './workflows/compaction';
 export type { GcReport } from './protocol/collector-report';
 /** The workflow functions, as types: `client.workflow.start<typeof gcWorkflow>('gcWorkflow', …)`. */
@@ -107,9 +107,9 @@ export { StoreMismatchError } from './activities/store-binding';
 
 // Segments: the reference format, its writer and its readers (docs/formats.md, docs/readers.md).
 export { SegmentCorruptError, type SegmentRecord } from './segments/format';
-export { InvalidSegmentInputError, MAX_KEY_BYTES } from './segments/records';
+export { InvalidSegmentInputError, MAX_KEY_BYTES, type SegmentInputRefusal } from './segments/records';
 export { writeInputSegment, WriterBudgetExceededError, type WriterOptions } from './writer';
-export { lookupRecord, readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupSnapshot } from './reader';
+export { lookupRecord, readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupRef, type GroupSnapshot } from './reader';
 
 // A format's compactor (docs/plugins.md).
 export {

@@ -209,7 +209,7 @@ async function compactBesideKeeper(deps: CompactionDeps, ref: JobRef, inputs: In
   };
   const workEnded = new AbortController();
   const keeperEnded = new AbortController();
-  const keeping = keepLease(ctx, deps.store, deps.settings, ref, held, {
+  const keeping = keepLease(ctx, { store: deps.store, settings: deps.settings, ref, from: held }, {
     stop: workEnded.signal,
     beat: (h) => {
       held = h;

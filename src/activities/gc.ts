@@ -48,7 +48,16 @@ export interface GcDeps {
  * The worker's settings a pass takes once, when it starts, through a local activity: the rules
  * travel in the pass's input from then on, so every activity of the pass decides by the same ones.
  */
-export type GcWorkflowSettings = Pick<Timing, 'operationDeadlineMs' | 'leaseRefreshIntervalMs' | 'leaseExpiryMs' | 'stagingGraceMs' | 'readerGraceMs' | 'lostWriteGraceMs' | 'clockSafetyMarginMs'> &
+export type GcWorkflowSettings = Pick<
+  Timing,
+  | 'operationDeadlineMs'
+  | 'leaseRefreshIntervalMs'
+  | 'leaseExpiryMs'
+  | 'stagingGraceMs'
+  | 'readerGraceMs'
+  | 'lostWriteGraceMs'
+  | 'clockSafetyMarginMs'
+> &
   Pick<CompactionSettings, 'heartbeatTimeoutMs' | 'manifestRetentionMs'> & {
     /** The worker's store: a pass started without naming one collects it. Absent in runs recorded before. */
     readonly store?: string;
@@ -70,7 +79,13 @@ function withProgress(err: unknown, progress: ReclaimTally | PageCollection | un
   if (err instanceof CancelledFailure) return new CancelledFailure(err.message, [progress]);
   const failure = toFailure(err);
   if (!(failure instanceof ApplicationFailure) || !(err instanceof Error)) return failure;
-  return ApplicationFailure.create({ type: failure.type ?? err.name, message: failure.message, nonRetryable: failure.nonRetryable === true, cause: err, details: [progress] });
+  return ApplicationFailure.create({
+    type: failure.type ?? err.name,
+    message: failure.message,
+    nonRetryable: failure.nonRetryable === true,
+    cause: err,
+    details: [progress],
+  });
 }
 
 type ResultOf<K extends CollectorCommand['kind']> = Extract<
@@ -95,17 +110,27 @@ function recordResult(result: CollectorResult, dryRun: boolean): void {
   if (result.kind === 'surveyed') for (const { owner } of result.prefixes) recordClaim(owner, dryRun);
   if (result.kind === 'claimed') recordClaim(result.owner, dryRun);
   if (result.kind === 'reclaimed') recordReclaim(result.tally, dryRun);
-  if (result.kind === 'retiredReclaimed' && 'tally' in result.outcome) recordRetiredReclaim(result.outcome.tally, dryRun);
+  if (result.kind === 'retiredReclaimed' && 'tally' in result.outcome)
+    recordRetiredReclaim(result.outcome.tally, dryRun);
 }
 
-type Run = <K extends CollectorCommand['kind']>(input: Input<K>, progress?: WalkProgress, deletes?: Deleter) => Promise<ResultOf<K>>;
+type Run = <K extends CollectorCommand['kind']>(
+  input: Input<K>,
+  progress?: WalkProgress,
+  deletes?: Deleter,
+) => Promise<ResultOf<K>>;
 
 /**
  * The executor of a page's commands inside its activity, all through one deleter (their manifest
  * lines share parts): a cancelled attempt starts no further command, and a walk no retry can finish
  * fails its prefix now, as its own activity would, so the plan still releases the lease.
  */
-function pageExecutor(run: Run, input: Input<'collectPrefixes'>, signal: AbortSignal, deletes: Deleter): CollectorExecutor {
+function pageExecutor(
+  run: Run,
+  input: Input<'collectPrefixes'>,
+  signal: AbortSignal,
+  deletes: Deleter,
+): CollectorExecutor {
   return async (command, walk) => {
     if (signal.aborted) throw signal.reason;
     let position = command.kind === 'reclaimPrefix' ? command.from : undefined;
@@ -117,7 +142,8 @@ function pageExecutor(run: Run, input: Input<'collectPrefixes'>, signal: AbortSi
       return await run({ ...input, command } as Input<typeof command.kind>, { ...walk, onProgress }, deletes);
     } catch (err) {
       const failure = toFailure(err);
-      if (command.kind !== 'reclaimPrefix' || !(failure instanceof ApplicationFailure) || !failure.nonRetryable) throw err;
+      if (command.kind !== 'reclaimPrefix' || !(failure instanceof ApplicationFailure) || !failure.nonRetryable)
+        throw err;
       return { kind: 'reclaimFailed', tally: position?.tally, message: failure.message };
     }
   };
@@ -139,32 +165,105 @@ function heartbeated<P>(from: P) {
   };
 }
 
-export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
-  /** Every command runs through the same executor as a pass run without Temporal. */
-  const onManifestPart = (dryRun: boolean) => (key: string, lines: number) => recordManifestPart(key, lines, dryRun);
-  const run: Run = async (input, progress = { onProgress: () => {} }, deletes) => {
+/** The metrics of the manifest parts a pass's deleter writes. */
+const manifestPartRecorder = (dryRun: boolean) => (key: string, lines: number) =>
+  recordManifestPart(key, lines, dryRun);
+
+/** Every command runs through the same executor as a pass run without Temporal, and reports its metrics. */
+function commandRunner(store: ObjectStore, rootCodec: RootCodec): Run {
+  return async (input, progress = { onProgress: () => {} }, deletes) => {
     const { dryRun } = input.rules;
-    const result = await executeOnStore(store, namespaceId(input.namespaceId), input.rules, input.command, { onManifestPart: onManifestPart(dryRun), ...progress }, { codec: rootCodec, ...(deletes && { deletes }) });
+    const result = await executeOnStore(
+      store,
+      namespaceId(input.namespaceId),
+      input.rules,
+      input.command,
+      { onManifestPart: manifestPartRecorder(dryRun), ...progress },
+      { codec: rootCodec, ...(deletes && { deletes }) },
+    );
     recordResult(result, dryRun);
     return result as ResultOf<typeof input.command.kind>;
   };
+}
+
+/** The worker's settings a pass takes once, named one by one: nothing else of the worker's leaks into its rules. */
+async function passSettings(store: ObjectStore, settings: CompactionSettings): Promise<GcWorkflowSettings> {
+  const { timing } = settings;
   return {
-    async gcSettings(): Promise<GcWorkflowSettings> {
-      const { operationDeadlineMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, clockSafetyMarginMs } = settings.timing;
-      const { heartbeatTimeoutMs, manifestRetentionMs } = settings;
-      return {
-        operationDeadlineMs,
-        heartbeatTimeoutMs,
-        leaseRefreshIntervalMs,
-        leaseExpiryMs,
-        stagingGraceMs,
-        readerGraceMs,
-        lostWriteGraceMs,
-        clockSafetyMarginMs,
-        manifestRetentionMs,
-        store: await storeIdentity(store),
-      };
-    },
+    operationDeadlineMs: timing.operationDeadlineMs,
+    heartbeatTimeoutMs: settings.heartbeatTimeoutMs,
+    leaseRefreshIntervalMs: timing.leaseRefreshIntervalMs,
+    leaseExpiryMs: timing.leaseExpiryMs,
+    stagingGraceMs: timing.stagingGraceMs,
+    readerGraceMs: timing.readerGraceMs,
+    lostWriteGraceMs: timing.lostWriteGraceMs,
+    clockSafetyMarginMs: timing.clockSafetyMarginMs,
+    manifestRetentionMs: settings.manifestRetentionMs,
+    store: await storeIdentity(store),
+  };
+}
+
+/** A walk of one prefix resumed at its predecessor attempt's heartbeat; a failure carries the tally it reached. */
+async function reclaimPrefixResuming(run: Run, input: Input<'reclaimPrefix'>) {
+  const walk = heartbeated(reclaimPositionFrom(undefined, input.command.from));
+  try {
+    return await run({ ...input, command: { ...input.command, from: walk.at.position } }, { onProgress: walk.tell });
+  } catch (err) {
+    throw withProgress(err, walk.at.position.tally);
+  }
+}
+
+/** A page's prefixes collected through one deleter, resumed at the page's heartbeat; a failure carries the page's report so far. */
+async function collectPageResuming(run: Run, store: ObjectStore, input: Input<'collectPrefixes'>) {
+  const page = heartbeated<PageCollection | undefined>(undefined);
+  const resume = page.at.position;
+  const deletes = passDeleter(
+    store,
+    namespaceId(input.namespaceId),
+    input.rules,
+    manifestPartRecorder(input.rules.dryRun),
+  );
+  const execute = pageExecutor(run, input, Context.current().cancellationSignal, deletes);
+  try {
+    return {
+      kind: 'collected' as const,
+      report: await collectPrefixes(
+        input.namespaceId,
+        input.command.prefixes,
+        input.rules,
+        execute,
+        { ...(resume && { resume }), onProgress: page.tell },
+        input.command.rootGeneration,
+      ),
+    };
+  } catch (err) {
+    throw withProgress(err, page.at.position);
+  }
+}
+
+/** A reclaim of superseded segments resumed at its heartbeat, which a timer repeats while a request is in flight. */
+async function reclaimRetiredResuming(run: Run, settings: CompactionSettings, input: Input<'reclaimRetiredSegments'>) {
+  const ctx = Context.current();
+  const reclaim = heartbeated(input.command.from);
+  const beat = setInterval(
+    () => ctx.heartbeat(reclaim.at.position),
+    Math.min(RETIRED_BEAT_MS, heartbeatEveryMs(settings)),
+  );
+  try {
+    const from = reclaim.at.position;
+    return await run(
+      { ...input, command: { ...input.command, ...(from && { from }) } },
+      { onProgress: () => {}, onRetiredProgress: reclaim.tell },
+    );
+  } finally {
+    clearInterval(beat);
+  }
+}
+
+export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
+  const run = commandRunner(store, rootCodec);
+  return {
+    gcSettings: (): Promise<GcWorkflowSettings> => passSettings(store, settings),
     /**
      * The store's clock: the `LastModified` of an object written now outside `namespaces/` (left in
      * place, so even a dry run deletes nothing), or null when the store gives none. The pass compares it
@@ -174,40 +273,25 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
       await store.put(STORE_CLOCK_KEY, new TextEncoder().encode('clock'));
       return (await store.get(STORE_CLOCK_KEY)).lastModified?.getTime() ?? null;
     },
-    listNamespaces: async (input: StoreBound & { after?: string; limit: number }): Promise<ChildrenPage<string>> => listNamespaces(store, input.after, input.limit),
+    listNamespaces: async (input: StoreBound & { after?: string; limit: number }): Promise<ChildrenPage<string>> =>
+      listNamespaces(store, input.after, input.limit),
     listJobPrefixes: (input: Input<'listJobPrefixes'>) => run(input),
     /** Reads the namespace's root once; a problem (missing, corrupt, unreadable) skips the namespace for the pass. */
     readRoot: (input: Input<'readRoot'>) => run(input),
     /** Reads the leases of one page once and decides each owner at the pass's clock, claiming nothing; heartbeats after each read. */
-    surveyLeases: (input: Input<'surveyLeases'>) => run(input, { onProgress: () => {}, onRead: () => Context.current().heartbeat() }),
+    surveyLeases: (input: Input<'surveyLeases'>) =>
+      run(input, { onProgress: () => {}, onRead: () => Context.current().heartbeat() }),
     /** Claims the prefix with the survey's read: one CAS (a create where there was no lease), no GET. */
     claimLease: (input: Input<'claimLease'>) => run(input),
     /** Walks the prefix from the command's `from`; its position travels in heartbeats, so a retried attempt resumes where the last one stood. */
-    async reclaimPrefix(input: Input<'reclaimPrefix'>) {
-      const walk = heartbeated(reclaimPositionFrom(undefined, input.command.from));
-      try {
-        return await run({ ...input, command: { ...input.command, from: walk.at.position } }, { onProgress: walk.tell });
-      } catch (err) {
-        throw withProgress(err, walk.at.position.tally);
-      }
-    },
+    reclaimPrefix: (input: Input<'reclaimPrefix'>) => reclaimPrefixResuming(run, input),
     /**
      * Collects a page's prefixes in one activity, each by the plan's own steps (claim, fence, walk,
      * lease last) through the same executor. Every step and walk page is heartbeated, so a retried
      * attempt resumes each prefix at the command it awaited (a walk at its position); a failed one
      * hands where it stood to the workflow.
      */
-    async collectPrefixes(input: Input<'collectPrefixes'>) {
-      const page = heartbeated<PageCollection | undefined>(undefined);
-      const resume = page.at.position;
-      const deletes = passDeleter(store, namespaceId(input.namespaceId), input.rules, onManifestPart(input.rules.dryRun));
-      const execute = pageExecutor(run, input, Context.current().cancellationSignal, deletes);
-      try {
-        return { kind: 'collected' as const, report: await collectPrefixes(input.namespaceId, input.command.prefixes, input.rules, execute, { ...(resume && { resume }), onProgress: page.tell }, input.command.rootGeneration) };
-      } catch (err) {
-        throw withProgress(err, page.at.position);
-      }
-    },
+    collectPrefixes: (input: Input<'collectPrefixes'>) => collectPageResuming(run, store, input),
     deleteLease: (input: Input<'deleteLease'>) => run(input),
     /** The root fence of a page (spec 6b): one CAS of the root, generation + 1; retried on a lost race. */
     fenceRoot: (input: Input<'fenceRoot'>) => run(input),
@@ -216,17 +300,7 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
      * grace. Its position travels in heartbeats, after every listing page and batch and at least every
      * {@link RETIRED_BEAT_MS} while a request is in flight, so a retried attempt resumes where the last stood.
      */
-    async reclaimRetiredSegments(input: Input<'reclaimRetiredSegments'>) {
-      const ctx = Context.current();
-      const reclaim = heartbeated(input.command.from);
-      const beat = setInterval(() => ctx.heartbeat(reclaim.at.position), Math.min(RETIRED_BEAT_MS, heartbeatEveryMs(settings)));
-      try {
-        const from = reclaim.at.position;
-        return await run({ ...input, command: { ...input.command, ...(from && { from }) } }, { onProgress: () => {}, onRetiredProgress: reclaim.tell });
-      } finally {
-        clearInterval(beat);
-      }
-    },
+    reclaimRetiredSegments: (input: Input<'reclaimRetiredSegments'>) => reclaimRetiredResuming(run, settings, input),
   };
 }
 

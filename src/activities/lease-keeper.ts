@@ -40,6 +40,15 @@ export interface KeeperHooks {
   readonly beat: (held: HeldLease) => void;
 }
 
+/** The lease a keeper refreshes, and where. */
+export interface KeptLease {
+  readonly store: ObjectStore;
+  readonly settings: CompactionSettings;
+  readonly ref: JobRef;
+  /** The lease as the attempt holds it at the start: its create or claim, or its predecessor's heartbeat details. */
+  readonly from: HeldLease;
+}
+
 /**
  * Refreshes the lease by CAS until `stop`, each refresh due one interval after the heartbeat last
  * written. A retried attempt starts from the lease its predecessor left in heartbeat details and
@@ -50,7 +59,11 @@ export interface KeeperHooks {
  * attempt and leave it running as a zombie beside its retry. A failing refresh that could no longer
  * be sent a deadline before the lease expires ends the attempt as a lost lease.
  */
-export async function keepLease(ctx: Context, store: ObjectStore, settings: CompactionSettings, ref: JobRef, from: HeldLease, { stop, beat }: KeeperHooks): Promise<void> {
+export async function keepLease(
+  ctx: Context,
+  { store, settings, ref, from }: KeptLease,
+  { stop, beat }: KeeperHooks,
+): Promise<void> {
   const { timing } = settings;
   const beatEveryMs = heartbeatEveryMs(settings);
   const troubleBeatMs = settings.heartbeatTimeoutMs / 3;
@@ -59,61 +72,90 @@ export async function keepLease(ctx: Context, store: ObjectStore, settings: Comp
   // When the held heartbeat was written, on this attempt's clock: never later than now, since an
   // earlier attempt's host clock may run ahead of ours (that would only postpone the refresh).
   let beatAtMs = Math.min(held.lease.heartbeat_at_ms, clock());
-  let lastBeatMs = 0;
-  const record = () => {
-    beat(held);
-    lastBeatMs = clock();
-  };
-  /** Waits until `untilMs` on the attempt's clock (or the stop), beating every `everyMs` meanwhile. */
-  const waitBeating = async (untilMs: number, everyMs: number) => {
-    while (clock() < untilMs && !stop.aborted) {
-      const beatDue = lastBeatMs + everyMs;
-      await sleepUnless(ctx, Math.max(0, Math.min(beatDue, untilMs) - clock()), stop);
-      if (clock() >= beatDue) record();
-    }
-  };
-  /** `refresh`, beating every third of the heartbeat timeout until it settles: one can take a deadline per request. */
-  const beatingDuring = async <T>(refresh: Promise<T>): Promise<T> => {
-    const timer = setInterval(record, troubleBeatMs);
-    try {
-      return await refresh;
-    } finally {
-      clearInterval(timer);
-    }
-  };
-  record();
+  const beats = keeperBeats(ctx, clock, stop, () => beat(held));
+  beats.record();
   // The stop is looked at only between refreshes: a stopped keeper has no refresh in flight
   // once it returns, so none can land beside the publication's own.
-  for (let failures = 0; ; ) {
+  for (let failures = 0; ;) {
     // Between refreshes the keeper beats only as often as its heartbeat timeout needs (at the default timeout, never).
-    await waitBeating(beatAtMs + timing.leaseRefreshIntervalMs, beatEveryMs);
+    await beats.waitBeating(beatAtMs + timing.leaseRefreshIntervalMs, beatEveryMs);
     if (stop.aborted) return;
     const started = performance.now();
     const sentAtMs = clock();
     try {
-      held = await beatingDuring(refreshJobLease(store, ref, held, clock));
+      held = await beats.beatingDuring(refreshJobLease(store, ref, held, clock), troubleBeatMs);
     } catch (err) {
       // A refresh sent later than this could land after the lease expired, when a collector may have claimed it.
       const lastSendMs = beatAtMs + timing.leaseExpiryMs - timing.operationDeadlineMs;
       const retrying = !(err instanceof TypedError && !err.retryable);
-      const lost =
-        err instanceof LeaseLostError ? err
-        : retrying && clock() >= lastSendMs ? new LeaseLostError(leaseKey(ref.namespaceId, ref.jobId), `not refreshed before it would expire, the last refresh failing with: ${firstLineOf(err)}`)
-        : undefined;
+      const lost = leaseLostBy(err, ref, retrying && clock() >= lastSendMs);
       if (lost) {
         recordFence();
         // Expected (the job is fenced and runs again as a new one): BENIGN, logged at DEBUG.
-        throw ApplicationFailure.create({ message: lost.message, type: lost.failureType, nonRetryable: !lost.retryable, category: ApplicationFailureCategory.BENIGN });
+        throw ApplicationFailure.create({
+          message: lost.message,
+          type: lost.failureType,
+          nonRetryable: !lost.retryable,
+          category: ApplicationFailureCategory.BENIGN,
+        });
       }
       if (!retrying) throw err;
       // The refresh is due at once after the wait: the lease's heartbeat has not moved. A write
       // that landed unseen is found by the next CAS (412, re-read, adopt).
-      await waitBeating(Math.min(clock() + backoffDelayMs(ACTIVITY_BACKOFF, failures++), lastSendMs), troubleBeatMs);
+      await beats.waitBeating(
+        Math.min(clock() + backoffDelayMs(ACTIVITY_BACKOFF, failures++), lastSendMs),
+        troubleBeatMs,
+      );
       continue;
     }
     failures = 0;
     recordRefresh(performance.now() - started);
     beatAtMs = Math.min(held.lease.heartbeat_at_ms, sentAtMs);
-    record();
+    beats.record();
   }
+}
+
+/**
+ * The keeper's heartbeats on the attempt's clock: `record` puts the lease as held into the details
+ * now; the waits beat at a cadence meanwhile, so no wait outlasts the heartbeat timeout.
+ */
+function keeperBeats(ctx: Context, clock: () => number, stop: AbortSignal, beat: () => void) {
+  let lastBeatMs = 0;
+  const record = () => {
+    beat();
+    lastBeatMs = clock();
+  };
+  return {
+    record,
+    /** Waits until `untilMs` on the attempt's clock (or the stop), beating every `everyMs` meanwhile. */
+    async waitBeating(untilMs: number, everyMs: number): Promise<void> {
+      while (clock() < untilMs && !stop.aborted) {
+        const beatDue = lastBeatMs + everyMs;
+        await sleepUnless(ctx, Math.max(0, Math.min(beatDue, untilMs) - clock()), stop);
+        if (clock() >= beatDue) record();
+      }
+    },
+    /** `refresh`, beating every `everyMs` until it settles: one can take a deadline per request. */
+    async beatingDuring<T>(refresh: Promise<T>, everyMs: number): Promise<T> {
+      const timer = setInterval(record, everyMs);
+      try {
+        return await refresh;
+      } finally {
+        clearInterval(timer);
+      }
+    },
+  };
+}
+
+/**
+ * The lease lost by a failed refresh: the store's own verdict, or a retryable failure past the last
+ * moment a refresh could still be sent (`pastLastSend`); undefined while the lease may still be held.
+ */
+function leaseLostBy(err: unknown, ref: JobRef, pastLastSend: boolean): LeaseLostError | undefined {
+  if (err instanceof LeaseLostError) return err;
+  if (!pastLastSend) return undefined;
+  return new LeaseLostError(
+    leaseKey(ref.namespaceId, ref.jobId),
+    `not refreshed before it would expire, the last refresh failing with: ${firstLineOf(err)}`,
+  );
 }

@@ -42,9 +42,15 @@ export interface GcPassResult {
 }
 
 /** The queue a pass starts on and the one its collector work goes to, from the options, else the environment. */
-function passQueues(options: Pick<GcPassOptions, 'taskQueue' | 'collectorTaskQueue'>): { taskQueue: string; collectorTaskQueue: string } {
+function passQueues(options: Pick<GcPassOptions, 'taskQueue' | 'collectorTaskQueue'>): {
+  taskQueue: string;
+  collectorTaskQueue: string;
+} {
   const taskQueue = options.taskQueue ?? taskQueueFromEnv();
-  return { taskQueue, collectorTaskQueue: options.collectorTaskQueue ?? collectorTaskQueueFromEnv(undefined, taskQueue) };
+  return {
+    taskQueue,
+    collectorTaskQueue: options.collectorTaskQueue ?? collectorTaskQueueFromEnv(undefined, taskQueue),
+  };
 }
 
 /**
@@ -55,28 +61,37 @@ function passQueues(options: Pick<GcPassOptions, 'taskQueue' | 'collectorTaskQue
  */
 export async function startGcPass(client: Client, options: GcPassOptions = {}): Promise<GcPassHandle> {
   const { workflowId, summary, workerTimeoutMs = DEFAULT_WORKER_TIMEOUT_MS, taskQueue: asked, ...pass } = options;
-  const { taskQueue, collectorTaskQueue } = passQueues({ taskQueue: asked, collectorTaskQueue: pass.collectorTaskQueue });
+  const { taskQueue, collectorTaskQueue } = passQueues({
+    taskQueue: asked,
+    collectorTaskQueue: pass.collectorTaskQueue,
+  });
   const store = pass.store ?? storeIdentityFromEnv();
   await requireSearchAttributes(client.connection, client.options.namespace);
   if (workerTimeoutMs !== false) {
     await Promise.all([
       waitForWorker(client, taskQueue, { timeoutMs: workerTimeoutMs }),
       // A worker of role `all` on the start queue serves the collector's activities there too.
-      collectorTaskQueue === taskQueue ? undefined : waitForWorker(client, collectorTaskQueue, { timeoutMs: workerTimeoutMs, polledFor: 'collector' }),
+      collectorTaskQueue === taskQueue
+        ? undefined
+        : waitForWorker(client, collectorTaskQueue, { timeoutMs: workerTimeoutMs, polledFor: 'collector' }),
     ]);
   }
   return client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
     workflowId: workflowId ?? `compaction-gc-run-${new Date().toISOString()}`,
     taskQueue,
     args: [{ ...pass, collectorTaskQueue, ...(store !== undefined && { store }) }],
-    staticSummary: summary ?? `Collector pass on demand${pass.dryRun ? ' (dry run)' : ''}${pass.namespaces ? ` over ${pass.namespaces.join(', ')}` : ''}`,
+    staticSummary:
+      summary ??
+      `Collector pass on demand${pass.dryRun ? ' (dry run)' : ''}${pass.namespaces ? ` over ${pass.namespaces.join(', ')}` : ''}`,
   });
 }
 
 /** The report an incomplete pass failed with, or undefined for any other error. */
 export function gcReportOfFailure(err: unknown): GcReport | undefined {
   const cause = err instanceof WorkflowFailedError ? err.cause : undefined;
-  return cause instanceof ApplicationFailure && cause.type === GC_PASS_INCOMPLETE ? (cause.details?.[0] as GcReport | undefined) : undefined;
+  return cause instanceof ApplicationFailure && cause.type === GC_PASS_INCOMPLETE
+    ? (cause.details?.[0] as GcReport | undefined)
+    : undefined;
 }
 
 /**
@@ -85,11 +100,17 @@ export function gcReportOfFailure(err: unknown): GcReport | undefined {
  * waits for a worker, `onWait` hears of it every 30 s. `collectorTaskQueue`: where its activities go,
  * when not on the queue it started on.
  */
-export async function gcPassResult(handle: GcPassHandle, options: WaitOptions & { readonly collectorTaskQueue?: string } = {}): Promise<GcPassResult> {
+export async function gcPassResult(
+  handle: GcPassHandle,
+  options: WaitOptions & { readonly collectorTaskQueue?: string } = {},
+): Promise<GcPassResult> {
   const runId = handle.firstExecutionRunId;
   const { collectorTaskQueue, ...waiting } = options;
   try {
-    const { complete = true, ...report } = await watchedResult(handle, { ...waiting, ...(collectorTaskQueue && { activityTaskQueue: collectorTaskQueue }) });
+    const { complete = true, ...report } = await watchedResult(handle, {
+      ...waiting,
+      ...(collectorTaskQueue && { activityTaskQueue: collectorTaskQueue }),
+    });
     return { workflowId: handle.workflowId, runId, complete, report };
   } catch (err) {
     const report = gcReportOfFailure(err);
@@ -101,5 +122,9 @@ export async function gcPassResult(handle: GcPassHandle, options: WaitOptions & 
 /** Runs one pass and returns its typed report: {@link startGcPass} then {@link gcPassResult}. */
 export async function runGcPass(client: Client, options: GcPassOptions & WaitOptions = {}): Promise<GcPassResult> {
   const { onWait, watchIntervalMs, ...start } = options;
-  return gcPassResult(await startGcPass(client, start), { onWait, watchIntervalMs, collectorTaskQueue: passQueues(start).collectorTaskQueue });
+  return gcPassResult(await startGcPass(client, start), {
+    onWait,
+    watchIntervalMs,
+    collectorTaskQueue: passQueues(start).collectorTaskQueue,
+  });
 }

@@ -11,7 +11,8 @@ import { watchedResult, type WaitOptions } from './waiting';
 import { DEFAULT_WORKER_TIMEOUT_MS, openRunTaskQueue, waitForWorker, type WorkerCheckOptions } from './workers';
 
 /** At most one compaction per group runs at a time: its workflow id names the group. */
-export const compactionWorkflowId = (ns: string, group: string): string => `compaction:${namespaceId(ns)}:${familyGroup(group)}`;
+export const compactionWorkflowId = (ns: string, group: string): string =>
+  `compaction:${namespaceId(ns)}:${familyGroup(group)}`;
 
 /** Which group {@link startCompaction} compacts, where its run waits for a worker, and the store it works on. */
 export interface StartCompactionOptions extends WorkerCheckOptions {
@@ -47,7 +48,10 @@ export async function startCompaction(client: Client, options: StartCompactionOp
   await requireSearchAttributes(client.connection, client.options.namespace);
   if (workerTimeoutMs !== false) {
     const openRunQueue = await openRunTaskQueue(client, workflowId);
-    await waitForWorker(client, openRunQueue ?? taskQueue, { timeoutMs: workerTimeoutMs, ...(openRunQueue !== undefined && { waitingWorkflowId: workflowId }) });
+    await waitForWorker(client, openRunQueue ?? taskQueue, {
+      timeoutMs: workerTimeoutMs,
+      ...(openRunQueue !== undefined && { waitingWorkflowId: workflowId }),
+    });
   }
   return client.workflow.start<typeof compactionWorkflow>('compactionWorkflow', {
     workflowId,
@@ -57,7 +61,7 @@ export async function startCompaction(client: Client, options: StartCompactionOp
     args: [{ namespaceId: ns, group, ...(store !== undefined && { store }) }],
     staticSummary: `Compact group ${group} of namespace ${ns} under a lease`,
     staticDetails:
-      'Merges the group\'s segments into new ones while refreshing its lease, then swaps them into the namespace root. ' +
+      "Merges the group's segments into new ones while refreshing its lease, then swaps them into the namespace root. " +
       'Current details: phase, job, lease, progress. Outcome in search attribute `CompactionOutcome`; a fenced job runs again as a new job.',
     typedSearchAttributes: [
       { key: CompactionNamespace, value: ns },
@@ -73,7 +77,8 @@ export type CompactionHandle = WorkflowHandleWithFirstExecutionRunId<typeof comp
  * that keeps failing ends the wait with `WorkflowTaskFailingError` (the run stays Running), and while
  * the run waits for a worker, `onWait` hears of it every 30 s, naming the queue and what polls it.
  */
-export const compactionResult = (handle: CompactionHandle, options: WaitOptions = {}): Promise<CompactionResult> => watchedResult(handle, options);
+export const compactionResult = (handle: CompactionHandle, options: WaitOptions = {}): Promise<CompactionResult> =>
+  watchedResult(handle, options);
 
 export * from './schedule';
 export * from './gc-pass';

@@ -4,7 +4,13 @@
  * interval. Passes never overlap (SKIP), missed ones are caught up only briefly, and a failed
  * pass pauses the schedule so an operator looks before the next one runs.
  */
-import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleDescription, type ScheduleHandle } from '@temporalio/client';
+import {
+  ScheduleAlreadyRunning,
+  ScheduleOverlapPolicy,
+  type Client,
+  type ScheduleDescription,
+  type ScheduleHandle,
+} from '@temporalio/client';
 import type { Duration } from '@temporalio/common';
 import { sameStore, storeIdentityFromEnv } from '../store';
 import { collectorTaskQueueFromEnv, taskQueueFromEnv } from '../worker/task-queue';
@@ -16,8 +22,7 @@ export const DEFAULT_GC_SCHEDULE_ID = 'compaction-gc';
 
 export type GcCadence =
   /** A cron expression as operators write it, e.g. `*\/15 * * * *`. */
-  | { readonly cron: string }
-  | { readonly every: Duration };
+  { readonly cron: string } | { readonly every: Duration };
 
 /** The collector's Temporal Schedule as {@link ensureGcSchedule} creates or updates it: its cadence, queue and what every pass does. */
 export type GcScheduleOptions = GcCadence & {
@@ -89,7 +94,11 @@ export async function ensureGcSchedule(client: Client, options: GcScheduleOption
   const spec = 'cron' in options ? { cronExpressions: [options.cron] } : { intervals: [{ every: options.every }] };
   const taskQueue = options.taskQueue ?? taskQueueFromEnv();
   const store = options.pass?.store ?? storeIdentityFromEnv();
-  const pass = { ...options.pass, collectorTaskQueue: options.pass?.collectorTaskQueue ?? collectorTaskQueueFromEnv(undefined, taskQueue), ...(store !== undefined && { store }) };
+  const pass = {
+    ...options.pass,
+    collectorTaskQueue: options.pass?.collectorTaskQueue ?? collectorTaskQueueFromEnv(undefined, taskQueue),
+    ...(store !== undefined && { store }),
+  };
   await requireSearchAttributes(client.connection, client.options.namespace);
   const action = {
     type: 'startWorkflow' as const,
@@ -103,7 +112,11 @@ export async function ensureGcSchedule(client: Client, options: GcScheduleOption
       'search attributes `GcPrefixesSeen`, `GcObjectsDeleted`, `GcCorruptLeases`, `GcIncomplete`. A namespace left incomplete for its own reason ' +
       '(a corrupt lease, a root problem) is reported and the schedule keeps running; a failed pass (a walk or a namespace failed) pauses it.',
   };
-  const policies = { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: options.catchupWindow ?? '5 minutes', pauseOnFailure: true };
+  const policies = {
+    overlap: ScheduleOverlapPolicy.SKIP,
+    catchupWindow: options.catchupWindow ?? '5 minutes',
+    pauseOnFailure: true,
+  };
   try {
     return await client.schedule.create({ scheduleId: id, spec, action, policies });
   } catch (err) {
@@ -112,8 +125,16 @@ export async function ensureGcSchedule(client: Client, options: GcScheduleOption
     await handle.update((previous) => {
       if (previous.action.type === 'startWorkflow' && !options.replace) {
         const before = previous.action.args?.[0] as GcOptions | undefined;
-        const existing = { taskQueue: previous.action.taskQueue, collectorTaskQueue: before?.collectorTaskQueue ?? previous.action.taskQueue, ...(before?.store !== undefined && { store: before.store }) };
-        const requested = { taskQueue, collectorTaskQueue: pass.collectorTaskQueue, ...(store !== undefined && { store }) };
+        const existing = {
+          taskQueue: previous.action.taskQueue,
+          collectorTaskQueue: before?.collectorTaskQueue ?? previous.action.taskQueue,
+          ...(before?.store !== undefined && { store: before.store }),
+        };
+        const requested = {
+          taskQueue,
+          collectorTaskQueue: pass.collectorTaskQueue,
+          ...(store !== undefined && { store }),
+        };
         if (otherOwner(existing, requested)) throw new GcScheduleOwnedError(id, existing, requested);
       }
       return { ...previous, spec, action, policies };
@@ -134,5 +155,7 @@ export async function triggerGcPass(client: Client, options: { scheduleId?: stri
   await client.schedule.getHandle(scheduleId(options)).trigger(ScheduleOverlapPolicy.SKIP);
 }
 
-export const describeGcSchedule = (client: Client, options: { scheduleId?: string } = {}): Promise<ScheduleDescription> =>
-  client.schedule.getHandle(scheduleId(options)).describe();
+export const describeGcSchedule = (
+  client: Client,
+  options: { scheduleId?: string } = {},
+): Promise<ScheduleDescription> => client.schedule.getHandle(scheduleId(options)).describe();

@@ -33,21 +33,34 @@ const { IndexedValueType } = temporal.api.enums.v1;
 
 /** The operator API's enum value for a CLI type name (`addSearchAttributes`). */
 const indexedValueType = (type: SearchAttributeType): temporal.api.enums.v1.IndexedValueType =>
-  IndexedValueType[`INDEXED_VALUE_TYPE_${type.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase()}` as keyof typeof IndexedValueType];
+  IndexedValueType[
+    `INDEXED_VALUE_TYPE_${type.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase()}` as keyof typeof IndexedValueType
+  ];
 
 /** The CLI type name of an operator API enum value. */
 const typeName = (value: temporal.api.enums.v1.IndexedValueType): SearchAttributeType | undefined =>
   (Object.values(CLI_TYPE) as SearchAttributeType[]).find((type) => indexedValueType(type) === value);
 
 /** The commands that register `attributes` by hand: one `temporal operator search-attribute create` each (given several `--name`s, the CLI registers only the first). */
-export function searchAttributeCommands(namespace = 'default', attributes: Readonly<Record<string, SearchAttributeType>> = SEARCH_ATTRIBUTES): string[] {
-  return Object.entries(attributes).map(([name, type]) => `temporal operator search-attribute create --namespace ${namespace} --name ${name} --type ${type}`);
+export function searchAttributeCommands(
+  namespace = 'default',
+  attributes: Readonly<Record<string, SearchAttributeType>> = SEARCH_ATTRIBUTES,
+): string[] {
+  return Object.entries(attributes).map(
+    ([name, type]) =>
+      `temporal operator search-attribute create --namespace ${namespace} --name ${name} --type ${type}`,
+  );
 }
 
 /** The one `tcld` command that registers `attributes` in a Temporal Cloud namespace (`<namespace>.<account>`). */
-export function cloudSearchAttributeCommand(namespace: string, attributes: Readonly<Record<string, SearchAttributeType>> = SEARCH_ATTRIBUTES): string {
+export function cloudSearchAttributeCommand(
+  namespace: string,
+  attributes: Readonly<Record<string, SearchAttributeType>> = SEARCH_ATTRIBUTES,
+): string {
   const cloudNamespace = namespace.includes('.') ? namespace : `${namespace}.<account>`;
-  return `tcld namespace search-attributes add --namespace ${cloudNamespace} ${Object.entries(attributes).map(([name, type]) => `--sa ${name}=${type}`).join(' ')}`;
+  return `tcld namespace search-attributes add --namespace ${cloudNamespace} ${Object.entries(attributes)
+    .map(([name, type]) => `--sa ${name}=${type}`)
+    .join(' ')}`;
 }
 
 /** One of the package's attributes as a Temporal namespace has it: absent, or registered under another type. */
@@ -75,7 +88,9 @@ const GRPC = { invalidArgument: 3, notFound: 5, permissionDenied: 7, unimplement
 export class TemporalNamespaceNotFoundError extends TypedError {
   readonly failureType = 'TemporalNamespaceNotFound';
   constructor(readonly namespace: string) {
-    super(`Temporal namespace ${namespace} does not exist on this server: set TEMPORAL_NAMESPACE to yours, or create it (\`temporal operator namespace create --namespace ${namespace}\`)`);
+    super(
+      `Temporal namespace ${namespace} does not exist on this server: set TEMPORAL_NAMESPACE to yours, or create it (\`temporal operator namespace create --namespace ${namespace}\`)`,
+    );
   }
 }
 
@@ -84,7 +99,8 @@ const grpcCode = (err: unknown): number | undefined => {
   const code = (err as { code?: unknown } | undefined)?.code;
   return typeof code === 'number' ? code : undefined;
 };
-const grpcDetails = (err: unknown): string => (isGrpcServiceError(err) ? err.details : err instanceof Error ? err.message : String(err));
+const grpcDetails = (err: unknown): string =>
+  isGrpcServiceError(err) ? err.details : err instanceof Error ? err.message : String(err);
 
 /**
  * Whether the namespace has every attribute of `attributes`, each with its type: through the operator
@@ -104,26 +120,45 @@ export async function checkSearchAttributes(
     const code = grpcCode(err);
     if (code === GRPC.notFound) throw new TemporalNamespaceNotFoundError(namespace);
     if (code !== GRPC.permissionDenied && code !== GRPC.unimplemented && code !== GRPC.unauthenticated) throw err;
-    return { namespace, mismatches: await mismatchesByQuery(connection, namespace, attributes), source: 'visibility queries' };
+    return {
+      namespace,
+      mismatches: await mismatchesByQuery(connection, namespace, attributes),
+      source: 'visibility queries',
+    };
   }
   const mismatches = Object.entries(attributes).flatMap(([name, expected]): SearchAttributeMismatch[] => {
     const found = registered[name];
     if (found === undefined) return [{ name, expected }];
-    return found === indexedValueType(expected) ? [] : [{ name, expected, registered: typeName(found) ?? 'another type' }];
+    return found === indexedValueType(expected)
+      ? []
+      : [{ name, expected, registered: typeName(found) ?? 'another type' }];
   });
   return { namespace, mismatches, source: 'operator API' };
 }
 
 /** A value of each type for a query that only has to be valid: the server checks the attribute's name and its value's kind. */
 const PROBE_VALUE: Record<SearchAttributeType, string> = {
-  Keyword: '""', Text: '""', KeywordList: '""', Int: '0', Double: '0.5', Bool: 'false', Datetime: '"2000-01-01T00:00:00Z"',
+  Keyword: '""',
+  Text: '""',
+  KeywordList: '""',
+  Int: '0',
+  Double: '0.5',
+  Bool: 'false',
+  Datetime: '"2000-01-01T00:00:00Z"',
 };
 
-async function mismatchesByQuery(connection: ConnectionLike, namespace: string, attributes: Readonly<Record<string, SearchAttributeType>>): Promise<SearchAttributeMismatch[]> {
+async function mismatchesByQuery(
+  connection: ConnectionLike,
+  namespace: string,
+  attributes: Readonly<Record<string, SearchAttributeType>>,
+): Promise<SearchAttributeMismatch[]> {
   const checks = await Promise.all(
     Object.entries(attributes).map(async ([name, expected]): Promise<SearchAttributeMismatch | undefined> => {
       try {
-        await connection.workflowService.countWorkflowExecutions({ namespace, query: `${name} = ${PROBE_VALUE[expected]}` });
+        await connection.workflowService.countWorkflowExecutions({
+          namespace,
+          query: `${name} = ${PROBE_VALUE[expected]}`,
+        });
         return undefined;
       } catch (err) {
         const code = grpcCode(err);
@@ -158,7 +193,9 @@ export class SearchAttributesMissingError extends TypedError {
         retyped.length &&
           `Temporal namespace ${namespace} has ${retyped.map((m) => `${m.name} as ${m.registered}, not ${m.expected}`).join('; ')}: ` +
             'a search attribute keeps its type, so remove it (`temporal operator search-attribute remove --name …`) and run `compaction-lease temporal setup`',
-      ].filter(Boolean).join('; and '),
+      ]
+        .filter(Boolean)
+        .join('; and '),
     );
     this.missing = missing.map((m) => m.name);
   }

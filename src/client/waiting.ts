@@ -40,27 +40,45 @@ export interface WaitOptions {
 const { WorkflowTaskFailedCause, PendingWorkflowTaskState, PendingActivityState } = temporal.api.enums.v1;
 
 const FIXES: Readonly<Record<string, string>> = {
-  BAD_SEARCH_ATTRIBUTES: 'register the search attributes (`compaction-lease temporal setup`, or `registerSearchAttributes`): the server retries the task and the run goes on',
-  NON_DETERMINISTIC_ERROR: 'the workers run other workflow code than the run was recorded with: deploy the version it started on, or terminate the run (docs/operations.md, "Upgrading workers")',
-  WORKFLOW_WORKER_UNHANDLED_FAILURE: "the workflow code failed on the worker: its log says why; fix and redeploy, and the server's next retry goes on",
+  BAD_SEARCH_ATTRIBUTES:
+    'register the search attributes (`compaction-lease temporal setup`, or `registerSearchAttributes`): the server retries the task and the run goes on',
+  NON_DETERMINISTIC_ERROR:
+    'the workers run other workflow code than the run was recorded with: deploy the version it started on, or terminate the run (docs/operations.md, "Upgrading workers")',
+  WORKFLOW_WORKER_UNHANDLED_FAILURE:
+    "the workflow code failed on the worker: its log says why; fix and redeploy, and the server's next retry goes on",
 };
 
 /** A run's workflow task fails again and again: the run stays Running, its result never comes. The message names the run, the cause and the fix. */
-export class WorkflowTaskFailingError extends TypedError {
+export class WorkflowTaskFailingError extends TypedError implements WorkflowTaskFailure {
   readonly failureType = 'WorkflowTaskFailing';
-  constructor(
-    readonly workflowId: string,
-    readonly runId: string,
-    /** The server's cause without its prefix, e.g. `BAD_SEARCH_ATTRIBUTES`. */
-    readonly failureCause: string,
-    readonly failure: string,
-    readonly attempt: number,
-  ) {
+  readonly workflowId: string;
+  readonly runId: string;
+  readonly failureCause: string;
+  readonly failure: string;
+  readonly attempt: number;
+  constructor({ workflowId, runId, failureCause, failure, attempt }: WorkflowTaskFailure) {
     super(
       `workflow ${workflowId} (run ${runId}) stays Running: its workflow task failed ${attempt} times in a row, ${failureCause}: ${failure}; ` +
-        (FIXES[failureCause] ?? "see the worker's log; the server retries the task until it succeeds or the run is terminated"),
+        (FIXES[failureCause] ??
+          "see the worker's log; the server retries the task until it succeeds or the run is terminated"),
     );
+    this.workflowId = workflowId;
+    this.runId = runId;
+    this.failureCause = failureCause;
+    this.failure = failure;
+    this.attempt = attempt;
   }
+}
+
+/** The run whose workflow task keeps failing, and the server's account of its last failure. */
+export interface WorkflowTaskFailure {
+  readonly workflowId: string;
+  readonly runId: string;
+  /** The server's cause without its prefix, e.g. `BAD_SEARCH_ATTRIBUTES`. */
+  readonly failureCause: string;
+  readonly failure: string;
+  /** How many times in a row the task has failed. */
+  readonly attempt: number;
 }
 
 type Description = Awaited<ReturnType<ReturnType<WorkflowClient['getHandle']>['describe']>>;
@@ -78,16 +96,33 @@ interface Waiting {
  * Causes the server fails a workflow task for on its own account and retries at once (new events
  * arrived, a sticky worker left, a reset): none says the workflow or the namespace is at fault.
  */
-const TRANSIENT_CAUSES = new Set(['UNHANDLED_COMMAND', 'RESET_STICKY_TASK_QUEUE', 'RESET_WORKFLOW', 'FORCE_CLOSE_COMMAND', 'FAILOVER_CLOSE_COMMAND']);
+const TRANSIENT_CAUSES = new Set([
+  'UNHANDLED_COMMAND',
+  'RESET_STICKY_TASK_QUEUE',
+  'RESET_WORKFLOW',
+  'FORCE_CLOSE_COMMAND',
+  'FAILOVER_CLOSE_COMMAND',
+]);
 
 /**
  * How the run's last workflow task ended, from its history, when it failed: the server writes the
  * first failure of a series (later attempts only count). Undefined when the last one completed or
  * timed out (a worker that died holding it: the task waits for another worker, which the wait reports).
  */
-async function lastTaskFailure(client: WorkflowClient, workflowId: string, runId: string): Promise<{ cause: string; message: string } | undefined> {
+async function lastTaskFailure(
+  client: WorkflowClient,
+  workflowId: string,
+  runId: string,
+): Promise<{ cause: string; message: string } | undefined> {
   const { events } = await client.getHandle(workflowId, runId).fetchHistory();
-  const last = [...(events ?? [])].reverse().find((e) => e.workflowTaskFailedEventAttributes || e.workflowTaskTimedOutEventAttributes || e.workflowTaskCompletedEventAttributes);
+  const last = [...(events ?? [])]
+    .reverse()
+    .find(
+      (e) =>
+        e.workflowTaskFailedEventAttributes ||
+        e.workflowTaskTimedOutEventAttributes ||
+        e.workflowTaskCompletedEventAttributes,
+    );
   const failed = last?.workflowTaskFailedEventAttributes;
   if (!failed) return undefined;
   const cause = WorkflowTaskFailedCause[failed.cause ?? 0]?.replace('WORKFLOW_TASK_FAILED_CAUSE_', '') ?? 'UNSPECIFIED';
@@ -95,22 +130,53 @@ async function lastTaskFailure(client: WorkflowClient, workflowId: string, runId
 }
 
 /** Throws {@link WorkflowTaskFailingError} when the run's workflow task failed and is on its second attempt or later; else what of it waits for a worker. */
-async function lookAt(client: WorkflowClient, run: Description, activityQueue: string | undefined, nowMs: number): Promise<Waiting[]> {
+async function lookAt(
+  client: WorkflowClient,
+  run: Description,
+  activityQueue: string | undefined,
+  nowMs: number,
+): Promise<Waiting[]> {
   const task = run.raw.pendingWorkflowTask;
   const failing = (task?.attempt ?? 0) >= 2 ? await lastTaskFailure(client, run.workflowId, run.runId) : undefined;
-  if (failing) throw new WorkflowTaskFailingError(run.workflowId, run.runId, failing.cause, failing.message, task?.attempt ?? 2);
+  if (failing)
+    throw new WorkflowTaskFailingError({
+      workflowId: run.workflowId,
+      runId: run.runId,
+      failureCause: failing.cause,
+      failure: failing.message,
+      attempt: task?.attempt ?? 2,
+    });
   const waiting: Waiting[] = [];
   const scheduledMs = optionalTsToMs(task?.scheduledTime);
-  if (task?.state === PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED && scheduledMs !== undefined && nowMs - scheduledMs > TAKEN_WITHIN_MS) {
-    waiting.push({ workflowId: run.workflowId, taskQueue: run.taskQueue, polledFor: 'workflows', what: 'a workflow task', sinceMs: scheduledMs });
+  if (
+    task?.state === PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED &&
+    scheduledMs !== undefined &&
+    nowMs - scheduledMs > TAKEN_WITHIN_MS
+  ) {
+    waiting.push({
+      workflowId: run.workflowId,
+      taskQueue: run.taskQueue,
+      polledFor: 'workflows',
+      what: 'a workflow task',
+      sinceMs: scheduledMs,
+    });
   }
   for (const activity of run.raw.pendingActivities ?? []) {
     if (activity.state !== PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED) continue;
     // An activity between attempts is scheduled again at its next attempt's time.
-    const sinceMs = Math.max(optionalTsToMs(activity.scheduledTime) ?? nowMs, optionalTsToMs(activity.nextAttemptScheduleTime) ?? 0);
+    const sinceMs = Math.max(
+      optionalTsToMs(activity.scheduledTime) ?? nowMs,
+      optionalTsToMs(activity.nextAttemptScheduleTime) ?? 0,
+    );
     if (nowMs - sinceMs <= TAKEN_WITHIN_MS) continue;
     const taskQueue = activityQueue ?? run.taskQueue;
-    waiting.push({ workflowId: run.workflowId, taskQueue, polledFor: taskQueue === run.taskQueue ? 'workflows' : 'collector', what: `activity ${activity.activityType?.name ?? activity.activityId}`, sinceMs });
+    waiting.push({
+      workflowId: run.workflowId,
+      taskQueue,
+      polledFor: taskQueue === run.taskQueue ? 'workflows' : 'collector',
+      what: `activity ${activity.activityType?.name ?? activity.activityId}`,
+      sinceMs,
+    });
   }
   return waiting;
 }
@@ -154,8 +220,14 @@ export interface WatchedRun {
  * aborts. A look that fails (the server busy, the run not yet visible) is skipped, not fatal: the
  * result the caller awaits beside it reports a server that stays away.
  */
-async function watchRun(client: WorkflowClient, run: WatchedRun, options: WaitOptions, signal: AbortSignal): Promise<never> {
-  const { onWait = (line: string) => console.warn(line), watchIntervalMs = CLIENT_SETTINGS.watchIntervalMs.default } = options;
+async function watchRun(
+  client: WorkflowClient,
+  run: WatchedRun,
+  options: WaitOptions,
+  signal: AbortSignal,
+): Promise<never> {
+  const { onWait = (line: string) => console.warn(line), watchIntervalMs = CLIENT_SETTINGS.watchIntervalMs.default } =
+    options;
   let reportedAtMs = -Infinity;
   for (let looks = 0; ; looks++) {
     await sleep(looks === 0 ? Math.min(FIRST_LOOK_MS, watchIntervalMs) : watchIntervalMs, signal);
@@ -170,9 +242,14 @@ async function watchRun(client: WorkflowClient, run: WatchedRun, options: WaitOp
     if (signal.aborted || waiting.length === 0 || Date.now() - reportedAtMs < WAIT_REPORT_INTERVAL_MS) continue;
     reportedAtMs = Date.now();
     for (const queue of new Map(waiting.map((w) => [`${w.polledFor}:${w.taskQueue}`, w])).values()) {
-      const workers = await taskQueueWorkers(client, queue.taskQueue, queue.polledFor).then(describeWorkers, () => 'the server did not say who polls it');
+      const workers = await taskQueueWorkers(client, queue.taskQueue, queue.polledFor).then(
+        describeWorkers,
+        () => 'the server did not say who polls it',
+      );
       if (!signal.aborted) {
-        onWait(`${queue.workflowId} waits for a worker on task queue ${queue.taskQueue} (${queue.what}, for ${Math.round((Date.now() - queue.sinceMs) / 1000)} s): ${workers}`);
+        onWait(
+          `${queue.workflowId} waits for a worker on task queue ${queue.taskQueue} (${queue.what}, for ${Math.round((Date.now() - queue.sinceMs) / 1000)} s): ${workers}`,
+        );
       }
     }
   }
@@ -183,10 +260,16 @@ async function watchRun(client: WorkflowClient, run: WatchedRun, options: WaitOp
  * failing ends the wait with {@link WorkflowTaskFailingError} (the run stays Running), and while the
  * run waits for a worker, `onWait` gets a line naming the queue and what polls it.
  */
-export async function watchedResult<R>(handle: { readonly workflowId: string; readonly client: WorkflowClient; result(): Promise<R> }, options: WaitOptions & Pick<WatchedRun, 'activityTaskQueue'> = {}): Promise<R> {
+export async function watchedResult<R>(
+  handle: { readonly workflowId: string; readonly client: WorkflowClient; result(): Promise<R> },
+  options: WaitOptions & Pick<WatchedRun, 'activityTaskQueue'> = {},
+): Promise<R> {
   const watching = new AbortController();
   try {
-    return await Promise.race([handle.result(), watchRun(handle.client, { workflowId: handle.workflowId, ...options }, options, watching.signal)]);
+    return await Promise.race([
+      handle.result(),
+      watchRun(handle.client, { workflowId: handle.workflowId, ...options }, options, watching.signal),
+    ]);
   } finally {
     watching.abort();
   }

@@ -14,7 +14,9 @@ import { TypedError } from '../errors';
 import { COLLECTOR_TASK_QUEUE_ENV, TASK_QUEUE_ENV } from '../worker/task-queue';
 
 /** What the liveness checks need of a client: a `Client`, or a workflow handle's `client`. */
-export type WorkflowServiceClient = Pick<Client, 'workflowService'> & { readonly options: { readonly namespace: string } };
+export type WorkflowServiceClient = Pick<Client, 'workflowService'> & {
+  readonly options: { readonly namespace: string };
+};
 
 /**
  * What a queue must be polled for: `workflows` (where a workflow starts), or `collector` (the
@@ -23,7 +25,12 @@ export type WorkflowServiceClient = Pick<Client, 'workflowService'> & { readonly
 export type PolledFor = 'workflows' | 'collector';
 
 const POLLED_FOR = {
-  workflows: { taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, what: '', worker: 'compaction-lease worker', setting: TASK_QUEUE_ENV },
+  workflows: {
+    taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    what: '',
+    worker: 'compaction-lease worker',
+    setting: TASK_QUEUE_ENV,
+  },
   collector: {
     taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
     what: " for the collector's activities",
@@ -95,22 +102,35 @@ export interface HeartbeatSeen {
  * {@link MISSED_HEARTBEATS} heartbeats, unless it polled since. Workers whose heartbeat says they
  * stopped in the last five minutes are named among the stopped, listed as pollers or not.
  */
-export function judgePollers(pollers: readonly PollerSeen[], heartbeats: readonly HeartbeatSeen[], nowMs: number): Pick<TaskQueueWorkers, 'live' | 'stopped'> {
+export function judgePollers(
+  pollers: readonly PollerSeen[],
+  heartbeats: readonly HeartbeatSeen[],
+  nowMs: number,
+): Pick<TaskQueueWorkers, 'live' | 'stopped'> {
   const newest = new Map<string, HeartbeatSeen>();
-  for (const h of heartbeats) if ((newest.get(h.identity)?.heartbeatMs ?? -Infinity) < h.heartbeatMs) newest.set(h.identity, h);
+  for (const h of heartbeats)
+    if ((newest.get(h.identity)?.heartbeatMs ?? -Infinity) < h.heartbeatMs) newest.set(h.identity, h);
   const live: string[] = [];
   const stopped: StoppedWorker[] = [];
   // A worker that stopped may already be gone from the pollers (a server that cancels polls on ShutdownWorker): its heartbeat still tells.
-  const polling = new Set(pollers.filter((p) => p.lastAccessMs >= nowMs - LIVE_POLLER_WINDOW_MS).map((p) => p.identity));
+  const polling = new Set(
+    pollers.filter((p) => p.lastAccessMs >= nowMs - LIVE_POLLER_WINDOW_MS).map((p) => p.identity),
+  );
   for (const beat of newest.values()) {
-    if (!beat.running && !polling.has(beat.identity) && beat.heartbeatMs >= nowMs - STOPPED_NAMED_FOR_MS) stopped.push({ identity: beat.identity, how: 'stopped', atMs: beat.heartbeatMs });
+    if (!beat.running && !polling.has(beat.identity) && beat.heartbeatMs >= nowMs - STOPPED_NAMED_FOR_MS)
+      stopped.push({ identity: beat.identity, how: 'stopped', atMs: beat.heartbeatMs });
   }
   for (const p of pollers) {
     if (p.lastAccessMs < nowMs - LIVE_POLLER_WINDOW_MS) continue;
     const beat = newest.get(p.identity);
-    const silentAfterMs = beat?.intervalMs === undefined ? undefined : beat.heartbeatMs + MISSED_HEARTBEATS * beat.intervalMs + HEARTBEAT_SKEW_MS;
-    if (beat && !beat.running && p.lastAccessMs <= beat.heartbeatMs + HEARTBEAT_SKEW_MS) stopped.push({ identity: p.identity, how: 'stopped', atMs: beat.heartbeatMs });
-    else if (beat?.running && silentAfterMs !== undefined && nowMs > silentAfterMs && p.lastAccessMs <= silentAfterMs) stopped.push({ identity: p.identity, how: 'silent', atMs: beat.heartbeatMs });
+    const silentAfterMs =
+      beat?.intervalMs === undefined
+        ? undefined
+        : beat.heartbeatMs + MISSED_HEARTBEATS * beat.intervalMs + HEARTBEAT_SKEW_MS;
+    if (beat && !beat.running && p.lastAccessMs <= beat.heartbeatMs + HEARTBEAT_SKEW_MS)
+      stopped.push({ identity: p.identity, how: 'stopped', atMs: beat.heartbeatMs });
+    else if (beat?.running && silentAfterMs !== undefined && nowMs > silentAfterMs && p.lastAccessMs <= silentAfterMs)
+      stopped.push({ identity: p.identity, how: 'silent', atMs: beat.heartbeatMs });
     else live.push(p.identity);
   }
   return { live, stopped };
@@ -123,7 +143,11 @@ const NO_WORKER_LIST = new Set([7, 9, 12]);
 async function heartbeatsOf(client: WorkflowServiceClient, taskQueue: string): Promise<HeartbeatSeen[] | undefined> {
   let response: temporal.api.workflowservice.v1.IListWorkersResponse;
   try {
-    response = await client.workflowService.listWorkers({ namespace: client.options.namespace, query: `TaskQueue = ${JSON.stringify(taskQueue)}`, pageSize: 100 });
+    response = await client.workflowService.listWorkers({
+      namespace: client.options.namespace,
+      query: `TaskQueue = ${JSON.stringify(taskQueue)}`,
+      pageSize: 100,
+    });
   } catch (err) {
     if (NO_WORKER_LIST.has((err as { code?: number }).code ?? -1)) return undefined;
     throw err;
@@ -132,12 +156,23 @@ async function heartbeatsOf(client: WorkflowServiceClient, taskQueue: string): P
     const heartbeatMs = optionalTsToMs(h?.heartbeatTime);
     if (!h?.workerIdentity || heartbeatMs === undefined) return [];
     const intervalMs = optionalTsToMs(h.elapsedSinceLastHeartbeat);
-    return [{ identity: h.workerIdentity, running: h.status === temporal.api.enums.v1.WorkerStatus.WORKER_STATUS_RUNNING, heartbeatMs, ...(intervalMs ? { intervalMs } : {}) }];
+    return [
+      {
+        identity: h.workerIdentity,
+        running: h.status === temporal.api.enums.v1.WorkerStatus.WORKER_STATUS_RUNNING,
+        heartbeatMs,
+        ...(intervalMs ? { intervalMs } : {}),
+      },
+    ];
   });
 }
 
 /** What the server says of the workers polling `taskQueue` for `polledFor`, now. */
-export async function taskQueueWorkers(client: WorkflowServiceClient, taskQueue: string, polledFor: PolledFor = 'workflows'): Promise<TaskQueueWorkers> {
+export async function taskQueueWorkers(
+  client: WorkflowServiceClient,
+  taskQueue: string,
+  polledFor: PolledFor = 'workflows',
+): Promise<TaskQueueWorkers> {
   const [{ pollers }, heartbeats] = await Promise.all([
     client.workflowService.describeTaskQueue({
       namespace: client.options.namespace,
@@ -146,8 +181,14 @@ export async function taskQueueWorkers(client: WorkflowServiceClient, taskQueue:
     }),
     heartbeatsOf(client, taskQueue),
   ]);
-  const seen = (pollers ?? []).map((p) => ({ identity: p.identity ?? 'unknown', lastAccessMs: optionalTsToMs(p.lastAccessTime) ?? 0 }));
-  const last = seen.reduce<PollerSeen | undefined>((a, p) => (a && a.lastAccessMs >= p.lastAccessMs ? a : p), undefined);
+  const seen = (pollers ?? []).map((p) => ({
+    identity: p.identity ?? 'unknown',
+    lastAccessMs: optionalTsToMs(p.lastAccessTime) ?? 0,
+  }));
+  const last = seen.reduce<PollerSeen | undefined>(
+    (a, p) => (a && a.lastAccessMs >= p.lastAccessMs ? a : p),
+    undefined,
+  );
   return {
     ...judgePollers(seen, heartbeats ?? [], Date.now()),
     ...(last && { lastPoller: { identity: last.identity, seenAtMs: last.lastAccessMs } }),
@@ -156,7 +197,11 @@ export async function taskQueueWorkers(client: WorkflowServiceClient, taskQueue:
 }
 
 /** Identities of the live workers polling the queue for these tasks (see {@link taskQueueWorkers}). */
-export async function taskQueuePollers(client: WorkflowServiceClient, taskQueue: string, polledFor: PolledFor = 'workflows'): Promise<string[]> {
+export async function taskQueuePollers(
+  client: WorkflowServiceClient,
+  taskQueue: string,
+  polledFor: PolledFor = 'workflows',
+): Promise<string[]> {
   return [...(await taskQueueWorkers(client, taskQueue, polledFor)).live];
 }
 
@@ -165,37 +210,70 @@ const secondsAgo = (ms: number, nowMs = Date.now()): string => `${Math.max(0, Ma
 /** What a look at a queue found, for a person: who polls it, or who stopped, and what the server could not tell. */
 export function describeWorkers(workers: TaskQueueWorkers, nowMs = Date.now()): string {
   if (workers.live.length) {
-    const caveat = workers.heartbeats ? '' : ` (this server lists no worker heartbeats: a worker stopped less than ${LIVE_POLLER_WINDOW_MS / 1000} s ago still counts)`;
+    const caveat = workers.heartbeats
+      ? ''
+      : ` (this server lists no worker heartbeats: a worker stopped less than ${LIVE_POLLER_WINDOW_MS / 1000} s ago still counts)`;
     return `polled by ${workers.live.join(', ')}${caveat}`;
   }
-  const stopped = workers.stopped.map((s) => (s.how === 'stopped' ? `${s.identity} stopped ${secondsAgo(s.atMs, nowMs)}` : `${s.identity} sent its last heartbeat ${secondsAgo(s.atMs, nowMs)}`));
+  const stopped = workers.stopped.map((s) =>
+    s.how === 'stopped'
+      ? `${s.identity} stopped ${secondsAgo(s.atMs, nowMs)}`
+      : `${s.identity} sent its last heartbeat ${secondsAgo(s.atMs, nowMs)}`,
+  );
   if (stopped.length) return `no worker polls it: ${stopped.join(', ')}`;
-  if (workers.lastPoller) return `no worker polls it: the last one, ${workers.lastPoller.identity}, polled ${secondsAgo(workers.lastPoller.seenAtMs, nowMs)}`;
+  if (workers.lastPoller)
+    return `no worker polls it: the last one, ${workers.lastPoller.identity}, polled ${secondsAgo(workers.lastPoller.seenAtMs, nowMs)}`;
   return 'no worker polls it, nor did one in the last five minutes';
 }
 
 /** No live worker polled the task queue within the wait; the message names the queue, what was seen and how to start one. */
-export class NoWorkerPollingError extends TypedError {
+export class NoWorkerPollingError extends TypedError implements NoWorkerPolling {
   readonly failureType = 'NoWorkerPolling';
-  constructor(
-    readonly taskQueue: string,
-    readonly namespace: string,
-    readonly waitedMs: number,
-    readonly polledFor: PolledFor = 'workflows',
-    /** The open workflow that already waits on this queue (a start would return it), if any. */
-    readonly waitingWorkflowId?: string,
-    /** Workers the server listed as polling that had stopped. */
-    readonly stopped: readonly StoppedWorker[] = [],
-  ) {
+  readonly taskQueue: string;
+  readonly namespace: string;
+  readonly waitedMs: number;
+  readonly polledFor: PolledFor;
+  readonly waitingWorkflowId?: string;
+  readonly stopped: readonly StoppedWorker[];
+  constructor({
+    taskQueue,
+    namespace,
+    waitedMs,
+    polledFor = 'workflows',
+    waitingWorkflowId,
+    stopped = [],
+  }: NoWorkerPolling) {
     const { what, worker, setting } = POLLED_FOR[polledFor];
-    const seen = stopped.length ? ` (${describeWorkers({ live: [], stopped, heartbeats: true }).replace('no worker polls it: ', '')})` : '';
+    const seen = stopped.length
+      ? ` (${describeWorkers({ live: [], stopped, heartbeats: true }).replace('no worker polls it: ', '')})`
+      : '';
     super(
       `no worker polls task queue ${taskQueue}${what} in Temporal namespace ${namespace} (waited ${waitedMs / 1000}s)${seen}: ` +
         (waitingWorkflowId
           ? `${waitingWorkflowId} already runs there and waits for one; start a worker on it (\`${worker}\` with ${setting}=${taskQueue}), or terminate that run to start on another queue`
           : `start one on it (\`${worker}\` with ${setting}=${taskQueue}), or point ${setting} at the queue your workers poll`),
     );
+    this.taskQueue = taskQueue;
+    this.namespace = namespace;
+    this.waitedMs = waitedMs;
+    this.polledFor = polledFor;
+    this.waitingWorkflowId = waitingWorkflowId;
+    this.stopped = stopped;
   }
+}
+
+/** The task queue no live worker polled within the wait, and what the server showed of it. */
+export interface NoWorkerPolling {
+  readonly taskQueue: string;
+  /** The Temporal namespace of the queue. */
+  readonly namespace: string;
+  readonly waitedMs: number;
+  /** @default 'workflows' */
+  readonly polledFor?: PolledFor;
+  /** The open workflow that already waits on this queue (a start would return it), if any. */
+  readonly waitingWorkflowId?: string;
+  /** Workers the server listed as polling that had stopped. */
+  readonly stopped?: readonly StoppedWorker[];
 }
 
 export interface WaitForWorkerOptions {
@@ -210,13 +288,30 @@ export interface WaitForWorkerOptions {
 }
 
 /** Resolves once a live worker polls `taskQueue` for `polledFor`; throws {@link NoWorkerPollingError} after `timeoutMs` without one. */
-export async function waitForWorker(client: WorkflowServiceClient, taskQueue: string, options: WaitForWorkerOptions = {}): Promise<void> {
-  const { timeoutMs = DEFAULT_WORKER_TIMEOUT_MS, intervalMs = CLIENT_SETTINGS.workerPollIntervalMs.default, polledFor = 'workflows', waitingWorkflowId } = options;
+export async function waitForWorker(
+  client: WorkflowServiceClient,
+  taskQueue: string,
+  options: WaitForWorkerOptions = {},
+): Promise<void> {
+  const {
+    timeoutMs = DEFAULT_WORKER_TIMEOUT_MS,
+    intervalMs = CLIENT_SETTINGS.workerPollIntervalMs.default,
+    polledFor = 'workflows',
+    waitingWorkflowId,
+  } = options;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const workers = await taskQueueWorkers(client, taskQueue, polledFor);
     if (workers.live.length) return;
-    if (Date.now() >= deadline) throw new NoWorkerPollingError(taskQueue, client.options.namespace, timeoutMs, polledFor, waitingWorkflowId, workers.stopped);
+    if (Date.now() >= deadline)
+      throw new NoWorkerPollingError({
+        taskQueue,
+        namespace: client.options.namespace,
+        waitedMs: timeoutMs,
+        polledFor,
+        waitingWorkflowId,
+        stopped: workers.stopped,
+      });
     await new Promise((resolve) => setTimeout(resolve, Math.min(intervalMs, Math.max(0, deadline - Date.now()))));
   }
 }

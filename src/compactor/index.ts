@@ -6,8 +6,17 @@
  */
 import type { JobRef } from '../protocol';
 import type { StreamOptions } from '../store';
-import { DEFAULT_SEGMENT_FORMAT_VERSION, isTombstone, isWellFormed, mergeSegments, newSegmentWriter, readMergeBatches, SEGMENT_EXTENSION, type MergeRecord } from '../segments';
-import { planMerge, type MergeSource } from './plan';
+import {
+  DEFAULT_SEGMENT_FORMAT_VERSION,
+  isTombstone,
+  isWellFormed,
+  mergeSegments,
+  newSegmentWriter,
+  readMergeBatches,
+  SEGMENT_EXTENSION,
+  type MergeRecord,
+} from '../segments';
+import { planMerge, type MergePlan, type MergeSource } from './plan';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
 /** Outputs are compressed on the block codec threads while the merge goes on: v2 block by block, v1 whole at the cut. */
@@ -42,16 +51,25 @@ export const PROGRESS_VERSION = 2;
 /** Intermediate runs never leave the job, so they are always written in the fast format. */
 const RUN_FORMAT = 2;
 
-export const NO_PROGRESS: CompactionProgress = { version: PROGRESS_VERSION, segmentsFinished: 0, tombstoneSegmentsFinished: 0, lastKey: null, recordsOut: 0, bytesOut: 0 };
+export const NO_PROGRESS: CompactionProgress = {
+  version: PROGRESS_VERSION,
+  segmentsFinished: 0,
+  tombstoneSegmentsFinished: 0,
+  lastKey: null,
+  recordsOut: 0,
+  bytesOut: 0,
+};
 
-export const outputSegmentKey = (job: JobRef, index: number): string => stagedOutputKey(job, String(index), SEGMENT_EXTENSION);
+export const outputSegmentKey = (job: JobRef, index: number): string =>
+  stagedOutputKey(job, String(index), SEGMENT_EXTENSION);
 
 /** Part `part` of intermediate run `run` under fan-in `fanIn`: a fan-in of its own plans other runs, so their keys differ too. */
 export const runPartKey = (job: JobRef, fanIn: number, run: number, part: number): string =>
   stagedOutputKey(job, `run/${fanIn}/${run}/${part}`, SEGMENT_EXTENSION);
 
 /** Tombstone segment `index`: the tombstones the final merge left out of the outputs, staged for publication to name when it must. */
-export const tombstoneSegmentKey = (job: JobRef, index: number): string => stagedOutputKey(job, `tombstones/${index}`, SEGMENT_EXTENSION);
+export const tombstoneSegmentKey = (job: JobRef, index: number): string =>
+  stagedOutputKey(job, `tombstones/${index}`, SEGMENT_EXTENSION);
 
 export const outputSegmentKeys = (job: JobRef, progress: CompactionProgress): string[] =>
   Array.from({ length: progress.segmentsFinished }, (_, i) => outputSegmentKey(job, i));
@@ -81,109 +99,176 @@ export interface CompactionHooks {
  * about as much as a merge of the full fan-in and sends fewer requests. An input or run part is
  * opened only when its merge starts and is closed by the end of its last record.
  */
-export async function compactGroup(
-  store: StagedStore,
-  job: JobRef,
-  inputs: readonly string[],
-  limits: MergeLimits,
-  resume: CompactionProgress,
-  hooks: CompactionHooks,
-): Promise<CompactionProgress> {
-  const { targetSegmentBytes, maxFanIn } = limits;
-  const version = limits.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION;
-  const plan = planMerge(inputs.length, maxFanIn);
+export async function compactGroup(compaction: GroupCompaction): Promise<CompactionProgress> {
+  const { limits, resume } = compaction;
+  const plan = planMerge(compaction.inputs.length, limits.maxFanIn);
   // Runs finished under another fan-in belong to another plan: this attempt writes its own.
-  const runParts = resume.runs?.fanIn === maxFanIn ? [...resume.runs.parts] : [];
-  let progress: CompactionProgress = resume;
+  const runParts = resume.runs?.fanIn === limits.maxFanIn ? [...resume.runs.parts] : [];
+  const merging: Merging = {
+    ...compaction,
+    runParts,
+    merge: sourceMerger(compaction, runParts),
+    counted: recordCounter(compaction.hooks.onRecords),
+    writes: writeBehind(),
+  };
+  try {
+    const afterRuns = await writeIntermediateRuns(merging, plan, resume);
+    return await writeFinalMerge(merging, plan.final, afterRuns);
+  } finally {
+    // No write of this attempt may still be in flight once it returns or fails (attemptWrites checks).
+    await merging.writes.settled();
+  }
+}
+
+/** What {@link compactGroup} merges and where it stands: the arguments of one attempt. */
+export interface GroupCompaction {
+  readonly store: StagedStore;
+  readonly job: JobRef;
+  /** The group's input segments, in the order the plan numbers them. */
+  readonly inputs: readonly string[];
+  readonly limits: MergeLimits;
+  /** Where an earlier attempt stopped: {@link NO_PROGRESS} for a first one. */
+  readonly resume: CompactionProgress;
+  readonly hooks: CompactionHooks;
+}
+
+/** One attempt's merge machinery, shared by its intermediate runs and its final merge. */
+interface Merging extends GroupCompaction {
+  /** Parts of each intermediate run finished, in plan order: this attempt's and those it resumed. */
+  readonly runParts: number[];
+  readonly merge: (sources: readonly MergeSource[], after?: string) => AsyncIterable<MergeRecord[]>;
+  /** Counts records read, telling the hooks every few thousand. */
+  readonly counted: (records: number) => void;
+  readonly writes: ReturnType<typeof writeBehind>;
+}
+
+/** Calls `onRecords` every few thousand records, wherever a batch crosses the mark. */
+function recordCounter(onRecords: CompactionHooks['onRecords']): (records: number) => void {
   let recordsIn = 0;
-  const counted = (records: number) => {
-    // Every few thousand records, wherever a batch crosses the mark.
-    if (Math.floor((recordsIn + records) / 2048) > Math.floor(recordsIn / 2048)) hooks.onRecords(recordsIn + records);
+  return (records) => {
+    if (Math.floor((recordsIn + records) / 2048) > Math.floor(recordsIn / 2048)) onRecords(recordsIn + records);
     recordsIn += records;
   };
+}
+
+/**
+ * The merge of a span of sources (inputs or finished intermediate runs), from after `after`. A merge of
+ * fewer sources than the fan-in reads larger windows: no more memory than the widest merge, fewer requests.
+ */
+function sourceMerger({ store, job, inputs, limits }: GroupCompaction, runParts: readonly number[]): Merging['merge'] {
+  const { maxFanIn } = limits;
   const open = (source: MergeSource, windows: StreamOptions): AsyncIterator<MergeRecord[]> =>
     'input' in source
       ? readSegments(store, [inputs[source.input]!], windows)
-      : readSegments(store, Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)), windows);
-  // A merge of fewer sources than the fan-in reads larger windows: no more memory than the widest merge, fewer requests.
-  const merge = (sources: readonly MergeSource[], after?: string) => {
+      : readSegments(
+          store,
+          Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)),
+          windows,
+        );
+  return (sources, after) => {
     const windows = { windowMultiple: Math.floor(maxFanIn / sources.length) };
-    return mergeSegments(sources.map((source) => open(source, windows)), { dropTombstones: false, after });
+    return mergeSegments(
+      sources.map((source) => open(source, windows)),
+      { dropTombstones: false, after },
+    );
   };
+}
 
-  const writes = writeBehind();
-  try {
-    for (let run = runParts.length; run < plan.runs.length; run++) {
-      let parts = 0;
-      let builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
-      const storePart = async () => {
-        const [part, bytes] = [parts++, builder.finish()];
-        builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
-        await writes.queue(bytes, (finished) => store.put(runPartKey(job, maxFanIn, run, part), finished));
-      };
-      for await (const batch of merge(plan.runs[run]!)) {
-        for (const record of batch) {
-          builder.add(record);
-          if (builder.size >= targetSegmentBytes) await storePart();
-        }
-        counted(batch.length);
-      }
-      if (builder.count > 0) await storePart();
-      // A run is reported finished only once every part of it is stored.
-      await writes.drained();
-      runParts.push(parts);
-      progress = { ...progress, runs: { fanIn: maxFanIn, parts: [...runParts] } };
-      hooks.onSegmentFinished(progress);
-    }
-
-    // The final merge reads every input, so each key's winner is final here. A winning tombstone
-    // leaves the outputs but not the job: it goes to a tombstone segment, which publication names
-    // beside the outputs only when the group holds segments other than the inputs (one of them may
-    // hold an older version of the key). Both are cut at the same record, so one position resumes both.
-    let live = newSegmentWriter(version, BACKGROUND);
-    let dead = newSegmentWriter(version, BACKGROUND);
-    let lastKey = progress.lastKey;
-    let deadMaxSeq: number | undefined;
-    const storeCut = async () => {
-      const [cutLive, cutDead, cutLastKey, cutMaxSeq] = [live, dead, lastKey, deadMaxSeq];
-      live = newSegmentWriter(version, BACKGROUND);
-      dead = newSegmentWriter(version, BACKGROUND);
-      deadMaxSeq = undefined;
-      const bytes = Promise.all([cutDead.count > 0 ? cutDead.finish() : undefined, cutLive.count > 0 ? cutLive.finish() : undefined]);
-      await writes.queue(bytes, async ([deadBytes, liveBytes]) => {
-        if (deadBytes) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), deadBytes);
-        if (liveBytes) await store.put(outputSegmentKey(job, progress.segmentsFinished), liveBytes);
-        progress = {
-          ...progress,
-          segmentsFinished: progress.segmentsFinished + Math.sign(cutLive.count),
-          tombstoneSegmentsFinished: progress.tombstoneSegmentsFinished + Math.sign(cutDead.count),
-          lastKey: cutLastKey,
-          ...(cutMaxSeq !== undefined && { tombstoneSeqFloor: Math.max(cutMaxSeq, progress.tombstoneSeqFloor ?? cutMaxSeq) }),
-          recordsOut: progress.recordsOut + cutLive.count,
-          bytesOut: progress.bytesOut + cutLive.size,
-        };
-        // Heartbeated only now: a position never names an output that is not stored.
-        hooks.onSegmentFinished(progress);
-      });
+/**
+ * Writes the plan's intermediate runs not yet finished, each cut into parts of the target size; a
+ * run is reported finished (its part count heartbeated) only once every part of it is stored.
+ */
+async function writeIntermediateRuns(
+  { store, job, limits, hooks, runParts, merge, counted, writes }: Merging,
+  plan: MergePlan,
+  resume: CompactionProgress,
+): Promise<CompactionProgress> {
+  const { targetSegmentBytes, maxFanIn } = limits;
+  let progress = resume;
+  for (let run = runParts.length; run < plan.runs.length; run++) {
+    let parts = 0;
+    let builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
+    const storePart = async () => {
+      const [part, bytes] = [parts++, builder.finish()];
+      builder = newSegmentWriter(RUN_FORMAT, BACKGROUND);
+      await writes.queue(bytes, (finished) => store.put(runPartKey(job, maxFanIn, run, part), finished));
     };
-    for await (const batch of merge(plan.final, progress.lastKey ?? undefined)) {
+    for await (const batch of merge(plan.runs[run]!)) {
       for (const record of batch) {
-        if (isTombstone(record)) {
-          dead.add(record);
-          deadMaxSeq = Math.max(record.seq, deadMaxSeq ?? 0);
-        } else live.add(record);
-        lastKey = record.key;
-        if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+        builder.add(record);
+        if (builder.size >= targetSegmentBytes) await storePart();
       }
       counted(batch.length);
     }
-    if (live.count > 0 || dead.count > 0) await storeCut();
+    if (builder.count > 0) await storePart();
     await writes.drained();
-    return progress;
-  } finally {
-    // No write of this attempt may still be in flight once it returns or fails (attemptWrites checks).
-    await writes.settled();
+    runParts.push(parts);
+    progress = { ...progress, runs: { fanIn: maxFanIn, parts: [...runParts] } };
+    hooks.onSegmentFinished(progress);
   }
+  return progress;
+}
+
+/**
+ * The final merge, from `resume`'s last key. It reads every input, so each key's winner is final here.
+ * A winning tombstone leaves the outputs but not the job: it goes to a tombstone segment, which
+ * publication names beside the outputs only when the group holds segments other than the inputs (one
+ * of them may hold an older version of the key). Both are cut at the same record, so one position
+ * resumes both.
+ */
+async function writeFinalMerge(
+  { store, job, limits, hooks, merge, counted, writes }: Merging,
+  sources: readonly MergeSource[],
+  resume: CompactionProgress,
+): Promise<CompactionProgress> {
+  const { targetSegmentBytes } = limits;
+  const version = limits.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION;
+  let progress = resume;
+  let live = newSegmentWriter(version, BACKGROUND);
+  let dead = newSegmentWriter(version, BACKGROUND);
+  let lastKey = progress.lastKey;
+  let deadMaxSeq: number | undefined;
+  const storeCut = async () => {
+    const [cutLive, cutDead, cutLastKey, cutMaxSeq] = [live, dead, lastKey, deadMaxSeq];
+    live = newSegmentWriter(version, BACKGROUND);
+    dead = newSegmentWriter(version, BACKGROUND);
+    deadMaxSeq = undefined;
+    const bytes = Promise.all([
+      cutDead.count > 0 ? cutDead.finish() : undefined,
+      cutLive.count > 0 ? cutLive.finish() : undefined,
+    ]);
+    await writes.queue(bytes, async ([deadBytes, liveBytes]) => {
+      if (deadBytes) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), deadBytes);
+      if (liveBytes) await store.put(outputSegmentKey(job, progress.segmentsFinished), liveBytes);
+      progress = {
+        ...progress,
+        segmentsFinished: progress.segmentsFinished + Math.sign(cutLive.count),
+        tombstoneSegmentsFinished: progress.tombstoneSegmentsFinished + Math.sign(cutDead.count),
+        lastKey: cutLastKey,
+        ...(cutMaxSeq !== undefined && {
+          tombstoneSeqFloor: Math.max(cutMaxSeq, progress.tombstoneSeqFloor ?? cutMaxSeq),
+        }),
+        recordsOut: progress.recordsOut + cutLive.count,
+        bytesOut: progress.bytesOut + cutLive.size,
+      };
+      // Heartbeated only now: a position never names an output that is not stored.
+      hooks.onSegmentFinished(progress);
+    });
+  };
+  for await (const batch of merge(sources, progress.lastKey ?? undefined)) {
+    for (const record of batch) {
+      if (isTombstone(record)) {
+        dead.add(record);
+        deadMaxSeq = Math.max(record.seq, deadMaxSeq ?? 0);
+      } else live.add(record);
+      lastKey = record.key;
+      if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+    }
+    counted(batch.length);
+  }
+  if (live.count > 0 || dead.count > 0) await storeCut();
+  await writes.drained();
+  return progress;
 }
 
 /**
@@ -224,15 +309,30 @@ export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress
   const p = resume as Partial<Record<keyof CompactionProgress, unknown>> | null;
   const runs = p?.runs as { fanIn?: unknown; parts?: unknown } | undefined;
   const fits =
-    typeof p === 'object' && p !== null &&
+    typeof p === 'object' &&
+    p !== null &&
     p.version === PROGRESS_VERSION &&
-    isCount(p.segmentsFinished) && isCount(p.tombstoneSegmentsFinished) && isCount(p.recordsOut) && isCount(p.bytesOut) &&
+    isCount(p.segmentsFinished) &&
+    isCount(p.tombstoneSegmentsFinished) &&
+    isCount(p.recordsOut) &&
+    isCount(p.bytesOut) &&
     (p.tombstoneSeqFloor === undefined || isCount(p.tombstoneSeqFloor)) &&
     // A cut finishes an output, a tombstone segment or both: lastKey is set once either count is.
     // A key is well-formed text: a lone surrogate here is no position the merge could have reached.
-    (p.lastKey === null ? p.segmentsFinished === 0 && p.tombstoneSegmentsFinished === 0 : typeof p.lastKey === 'string' && isWellFormed(p.lastKey) && (p.segmentsFinished as number) + (p.tombstoneSegmentsFinished as number) > 0) &&
-    (runs === undefined || (typeof runs === 'object' && runs !== null && isCount(runs.fanIn) && runs.fanIn >= 2 && Array.isArray(runs.parts) && runs.parts.every(isCount)));
-  if (!fits) throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${PROGRESS_VERSION}`);
+    (p.lastKey === null
+      ? p.segmentsFinished === 0 && p.tombstoneSegmentsFinished === 0
+      : typeof p.lastKey === 'string' &&
+        isWellFormed(p.lastKey) &&
+        (p.segmentsFinished as number) + (p.tombstoneSegmentsFinished as number) > 0) &&
+    (runs === undefined ||
+      (typeof runs === 'object' &&
+        runs !== null &&
+        isCount(runs.fanIn) &&
+        runs.fanIn >= 2 &&
+        Array.isArray(runs.parts) &&
+        runs.parts.every(isCount)));
+  if (!fits)
+    throw new ProgressMismatchError(job, resume, `the reference compactor's progress of version ${PROGRESS_VERSION}`);
   return resume as CompactionProgress;
 }
 
@@ -243,12 +343,22 @@ export function resumeProgress(job: JobRef, resume: unknown): CompactionProgress
  */
 export const referenceCompactor: Compactor = {
   async compact({ job, inputs, store, limits, resume, heartbeat }) {
-    const progress = await compactGroup(store, job, inputs, limits, resumeProgress(job, resume), {
-      onSegmentFinished: heartbeat,
-      onRecords: () => heartbeat(),
+    const progress = await compactGroup({
+      store,
+      job,
+      inputs,
+      limits,
+      resume: resumeProgress(job, resume),
+      hooks: { onSegmentFinished: heartbeat, onRecords: () => heartbeat() },
     });
     const floor = progress.tombstoneSeqFloor === undefined ? {} : { tombstoneSeqFloor: progress.tombstoneSeqFloor };
-    return { outputs: outputSegmentKeys(job, progress), tombstones: tombstoneSegmentKeys(job, progress), ...floor, recordsOut: progress.recordsOut, bytesOut: progress.bytesOut };
+    return {
+      outputs: outputSegmentKeys(job, progress),
+      tombstones: tombstoneSegmentKeys(job, progress),
+      ...floor,
+      recordsOut: progress.recordsOut,
+      bytesOut: progress.bytesOut,
+    };
   },
 };
 
@@ -257,7 +367,11 @@ export const referenceCompactor: Compactor = {
  * when the one before it starts, so a source of several segments (an intermediate run's parts)
  * waits no round trip between them: it holds its current segment and the next one's first window.
  */
-async function* readSegments(store: StagedStore, keys: readonly string[], windows: StreamOptions): AsyncGenerator<MergeRecord[]> {
+async function* readSegments(
+  store: StagedStore,
+  keys: readonly string[],
+  windows: StreamOptions,
+): AsyncGenerator<MergeRecord[]> {
   let opening = keys.length > 0 ? store.getStream(keys[0]!, windows) : undefined;
   for (const [i, key] of keys.entries()) {
     const current = await opening!;

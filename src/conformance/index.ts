@@ -12,7 +12,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkStagedKeys, stagedStore, withCheckedProgress, type Compactor, type MergeLimits } from '../compactor';
 import { TypedError } from '../errors';
-import { familyGroup, namespaceId, newJobId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
+import {
+  familyGroup,
+  namespaceId,
+  newJobId,
+  type FamilyGroup,
+  type MetadataCompactionId,
+  type NamespaceId,
+} from '../keys';
 import { createJobLease, publishCompaction, readRoot } from '../protocol';
 import { reclaimRetiredSegments, START_OF_RETIRED } from '../protocol/retired-reclaim';
 import { decodeRootWith, planPublication, stampRetirements, type RootCodec, type RootState } from '../root';
@@ -100,92 +107,155 @@ async function runChecks(store: ObjectStore, format: FormatUnderTest): Promise<r
 
 async function checkRootCodec({ format: { rootCodec }, ns, group, root, inputs, check }: CheckRun): Promise<void> {
   await check('the root lists the sample inputs', (fail) => {
-    if (inputs.length < 2) fail(`writeInputs listed ${inputs.length} segments in group ${group}: write at least two, through updateRoot with the codec`);
+    if (inputs.length < 2)
+      fail(
+        `writeInputs listed ${inputs.length} segments in group ${group}: write at least two, through updateRoot with the codec`,
+      );
   });
-  await check('the codec round-trips a root, its retirements and the fences of spec 6c, and a new generation changes its bytes', (fail) => {
-    const retiring = planPublication(root, group, inputs.slice(0, 1), [], 1_764_820_000_000, 7);
-    const retired = retiring.kind === 'publish' ? retiring.root : root;
-    // The fences of spec 6c too: a codec that dropped them would let a late write name a condemned segment.
-    const fenced = { ...(stampRetirements(retired, 1_764_820_001_000) ?? retired), lost_write_cutoff_ms: 1_764_810_000_000 };
-    for (const sample of [root, retired, fenced]) roundTrip(rootCodec, sample, ns, fail);
-    const next = rootCodec.encode({ ...root, generation: root.generation + 1 });
-    if (Buffer.from(next).equals(rootCodec.encode(root))) fail('two generations of one root encode to the same bytes: write the generation, every CAS must change the bytes');
-  });
+  await check(
+    'the codec round-trips a root, its retirements and the fences of spec 6c, and a new generation changes its bytes',
+    (fail) => {
+      const retiring = planPublication(root, {
+        group,
+        inputs: inputs.slice(0, 1),
+        outputs: [],
+        retiredAtMs: 1_764_820_000_000,
+        seqFloor: 7,
+      });
+      const retired = retiring.kind === 'publish' ? retiring.root : root;
+      // The fences of spec 6c too: a codec that dropped them would let a late write name a condemned segment.
+      const fenced = {
+        ...(stampRetirements(retired, 1_764_820_001_000) ?? retired),
+        lost_write_cutoff_ms: 1_764_810_000_000,
+      };
+      for (const sample of [root, retired, fenced]) roundTrip(rootCodec, sample, ns, fail);
+      const next = rootCodec.encode({ ...root, generation: root.generation + 1 });
+      if (Buffer.from(next).equals(rootCodec.encode(root)))
+        fail(
+          'two generations of one root encode to the same bytes: write the generation, every CAS must change the bytes',
+        );
+    },
+  );
 }
 
 async function checkCompactor(run: CheckRun): Promise<SampleCompaction> {
   const { check } = run;
   const job = newJobId();
   let first: CompactorRun | undefined;
-  await check('the compactor writes only staged keys of its job, and its outputs and tombstone segments are among them', async (fail) => {
-    first = await runCompactor(run, { job });
-    const returned = [...first.outputs, ...first.tombstones];
-    checkStagedKeys({ namespaceId: run.ns, jobId: job }, returned);
-    const missing = returned.filter((k) => !first!.written.includes(k));
-    if (missing.length) fail(`outputs ${missing.join(', ')} were never written`);
-    if (new Set(returned).size !== returned.length) fail('an output or tombstone segment is listed twice');
-  });
+  await check(
+    'the compactor writes only staged keys of its job, and its outputs and tombstone segments are among them',
+    async (fail) => {
+      first = await runCompactor(run, { job });
+      const returned = [...first.outputs, ...first.tombstones];
+      checkStagedKeys({ namespaceId: run.ns, jobId: job }, returned);
+      const missing = returned.filter((k) => !first!.written.includes(k));
+      if (missing.length) fail(`outputs ${missing.join(', ')} were never written`);
+      if (new Set(returned).size !== returned.length) fail('an output or tombstone segment is listed twice');
+    },
+  );
   const { outputs, tombstones, tombstoneSeqFloor, written } = first!;
   await check('output keys are deterministic: a second attempt of the job writes the same keys', async (fail) => {
     const again = await runCompactor(run, { job });
-    if (!isDeepStrictEqual([again.outputs, again.tombstones], [outputs, tombstones])) fail(`a second attempt returned ${JSON.stringify(again.outputs)}, the first ${JSON.stringify(outputs)}: derive every key with stagedOutputKey(job, name, extension) from names that do not change between attempts`);
-    if (!isDeepStrictEqual([...again.written].sort(), [...written].sort())) fail('a second attempt wrote other keys than the first: a resumed job would leave twins under its prefix');
+    if (!isDeepStrictEqual([again.outputs, again.tombstones], [outputs, tombstones]))
+      fail(
+        `a second attempt returned ${JSON.stringify(again.outputs)}, the first ${JSON.stringify(outputs)}: derive every key with stagedOutputKey(job, name, extension) from names that do not change between attempts`,
+      );
+    if (!isDeepStrictEqual([...again.written].sort(), [...written].sort()))
+      fail('a second attempt wrote other keys than the first: a resumed job would leave twins under its prefix');
   });
-  await check('progress is small plain JSON, and an attempt resumed from it ends with the same outputs', async (fail) => {
-    let progress: unknown;
-    const onProgress = (p: unknown) => {
-      progress = p;
-      throw new AttemptStopped();
-    };
-    const stopped = await runCompactor(run, { job, onProgress }).then(
-      () => false,
-      (err: unknown) => {
-        if (err instanceof AttemptStopped) return true;
-        throw err;
-      },
-    );
-    if (!stopped) return;
-    // Within MAX_PROGRESS_BYTES of JSON: the heartbeat checked it, as a worker's does.
-    const text = JSON.stringify(progress);
-    if (!isDeepStrictEqual(JSON.parse(text), progress)) fail('progress does not survive JSON: Temporal stores heartbeat details as JSON');
-    const resumed = await runCompactor(run, { job, resume: JSON.parse(text) });
-    if (!isDeepStrictEqual([resumed.outputs, resumed.tombstones], [outputs, tombstones])) fail(`the resumed attempt returned ${JSON.stringify(resumed.outputs)}, an uninterrupted one ${JSON.stringify(outputs)}`);
-  });
+  await check(
+    'progress is small plain JSON, and an attempt resumed from it ends with the same outputs',
+    async (fail) => {
+      let progress: unknown;
+      const onProgress = (p: unknown) => {
+        progress = p;
+        throw new AttemptStopped();
+      };
+      const stopped = await runCompactor(run, { job, onProgress }).then(
+        () => false,
+        (err: unknown) => {
+          if (err instanceof AttemptStopped) return true;
+          throw err;
+        },
+      );
+      if (!stopped) return;
+      // Within MAX_PROGRESS_BYTES of JSON: the heartbeat checked it, as a worker's does.
+      const text = JSON.stringify(progress);
+      if (!isDeepStrictEqual(JSON.parse(text), progress))
+        fail('progress does not survive JSON: Temporal stores heartbeat details as JSON');
+      const resumed = await runCompactor(run, { job, resume: JSON.parse(text) });
+      if (!isDeepStrictEqual([resumed.outputs, resumed.tombstones], [outputs, tombstones]))
+        fail(
+          `the resumed attempt returned ${JSON.stringify(resumed.outputs)}, an uninterrupted one ${JSON.stringify(outputs)}`,
+        );
+    },
+  );
   return { job, outputs, tombstones, tombstoneSeqFloor };
 }
 
-async function checkPublicationAndCollector({ store, format: { rootCodec }, ns, group, inputs, check }: CheckRun, sample: SampleCompaction): Promise<void> {
+async function checkPublicationAndCollector(
+  { store, format: { rootCodec }, ns, group, inputs, check }: CheckRun,
+  sample: SampleCompaction,
+): Promise<void> {
   const { job, outputs, tombstones, tombstoneSeqFloor } = sample;
-  await check('publication through the codec replaces the inputs by the outputs and retires the inputs', async (fail) => {
-    await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'conformance', startedAtMs: Date.now() });
-    const start = performance.now();
-    const clock = { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start };
-    const request = { namespaceId: ns, jobId: job, group, inputs, outputs, tombstones, ...(tombstoneSeqFloor !== undefined && { tombstoneSeqFloor }) };
-    const outcome = await publishCompaction(store, request, { budgetMs: 60_000, maxRootRaces: 3 }, clock, rootCodec);
-    if (outcome.outcome !== 'published') fail(`publication ended ${JSON.stringify(outcome)}`);
-    const after = (await readRoot(store, ns, rootCodec)).root;
-    // A compactor that says how high its tombstones go lets publication drop them (and raise the floor); otherwise they are named.
-    const expected = tombstoneSeqFloor === undefined ? [...outputs, ...tombstones] : outputs;
-    if (!isDeepStrictEqual(after.groups[group], expected)) fail(`the group lists ${JSON.stringify(after.groups[group])} after publication, not ${JSON.stringify(expected)}`);
-    if (!isDeepStrictEqual(after.retired?.map((r) => r.key).sort(), [...inputs].sort())) fail('the root read back does not retire exactly the inputs: encode and decode the retired list');
-  });
-  await check('the collector reads the codec: retired inputs past the reader grace go, with their records; outputs stay', async (fail) => {
-    const rules = { nowMs: Date.now() + 1000, readerGraceMs: 0, lostWriteGraceMs: Number.MAX_SAFE_INTEGER, dryRun: false, keysPerFlush: 100, reportLimit: 10 };
-    const outcome = await reclaimRetiredSegments(store, ns, rules, START_OF_RETIRED, () => {}, rootCodec);
-    if (!('tally' in outcome)) return fail(`the collector could not use the root: ${outcome.rootProblem.reason}`);
-    if (outcome.tally.retiredDeleted !== inputs.length) fail(`${outcome.tally.retiredDeleted} of ${inputs.length} retired inputs deleted`);
-    const after = (await readRoot(store, ns, rootCodec)).root;
-    if (after.retired?.length) fail('the retired records stayed in the root after their segments went');
-    for (const key of outputs) await store.head(key).catch(() => fail(`output ${key} is gone`));
-  });
+  await check(
+    'publication through the codec replaces the inputs by the outputs and retires the inputs',
+    async (fail) => {
+      await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'conformance', startedAtMs: Date.now() });
+      const start = performance.now();
+      const clock = { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start };
+      const request = {
+        namespaceId: ns,
+        jobId: job,
+        group,
+        inputs,
+        outputs,
+        tombstones,
+        ...(tombstoneSeqFloor !== undefined && { tombstoneSeqFloor }),
+      };
+      const outcome = await publishCompaction(store, request, { budgetMs: 60_000, maxRootRaces: 3 }, clock, rootCodec);
+      if (outcome.outcome !== 'published') fail(`publication ended ${JSON.stringify(outcome)}`);
+      const after = (await readRoot(store, ns, rootCodec)).root;
+      // A compactor that says how high its tombstones go lets publication drop them (and raise the floor); otherwise they are named.
+      const expected = tombstoneSeqFloor === undefined ? [...outputs, ...tombstones] : outputs;
+      if (!isDeepStrictEqual(after.groups[group], expected))
+        fail(
+          `the group lists ${JSON.stringify(after.groups[group])} after publication, not ${JSON.stringify(expected)}`,
+        );
+      if (!isDeepStrictEqual(after.retired?.map((r) => r.key).sort(), [...inputs].sort()))
+        fail('the root read back does not retire exactly the inputs: encode and decode the retired list');
+    },
+  );
+  await check(
+    'the collector reads the codec: retired inputs past the reader grace go, with their records; outputs stay',
+    async (fail) => {
+      const rules = {
+        nowMs: Date.now() + 1000,
+        readerGraceMs: 0,
+        lostWriteGraceMs: Number.MAX_SAFE_INTEGER,
+        dryRun: false,
+        keysPerFlush: 100,
+        reportLimit: 10,
+      };
+      const outcome = await reclaimRetiredSegments(store, ns, rules, START_OF_RETIRED, () => {}, rootCodec);
+      if (!('tally' in outcome)) return fail(`the collector could not use the root: ${outcome.rootProblem.reason}`);
+      if (outcome.tally.retiredDeleted !== inputs.length)
+        fail(`${outcome.tally.retiredDeleted} of ${inputs.length} retired inputs deleted`);
+      const after = (await readRoot(store, ns, rootCodec)).root;
+      if (after.retired?.length) fail('the retired records stayed in the root after their segments went');
+      for (const key of outputs) await store.head(key).catch(() => fail(`output ${key} is gone`));
+    },
+  );
 }
 
 function roundTrip(codec: RootCodec, root: RootState, ns: NamespaceId, fail: (reason: string) => never): void {
   const bytes = codec.encode(root);
   const back = decodeRootWith(codec, bytes, ns);
   const plain = (r: RootState) => ({ ...r, retired: r.retired ?? [] });
-  if (!isDeepStrictEqual(plain(back), plain(root))) fail(`decode(encode(root)) is ${JSON.stringify(back)}, not ${JSON.stringify(root)}`);
-  if (!Buffer.from(codec.encode(back)).equals(bytes)) fail('encoding a decoded root gives other bytes: encode must be a pure function of the root');
+  if (!isDeepStrictEqual(plain(back), plain(root)))
+    fail(`decode(encode(root)) is ${JSON.stringify(back)}, not ${JSON.stringify(root)}`);
+  if (!Buffer.from(codec.encode(back)).equals(bytes))
+    fail('encoding a decoded root gives other bytes: encode must be a pure function of the root');
 }
 
 interface CompactorRun {
@@ -199,7 +269,11 @@ interface CompactorRun {
 /** One attempt of the format's compactor on the sample group as a worker would run it, with every key it writes recorded. */
 async function runCompactor(
   { store, format: { compactor }, ns, group, inputs, limits }: CheckRun,
-  { job, resume, onProgress = () => {} }: { job: MetadataCompactionId; resume?: unknown; onProgress?: (progress: unknown) => void },
+  {
+    job,
+    resume,
+    onProgress = () => {},
+  }: { job: MetadataCompactionId; resume?: unknown; onProgress?: (progress: unknown) => void },
 ): Promise<CompactorRun> {
   const ref = { namespaceId: ns, jobId: job };
   const staged = stagedStore(store, ref);
@@ -226,5 +300,10 @@ async function runCompactor(
         heartbeat,
       }),
   );
-  return { outputs: result.outputs, tombstones: result.tombstones ?? [], tombstoneSeqFloor: result.tombstoneSeqFloor, written };
+  return {
+    outputs: result.outputs,
+    tombstones: result.tombstones ?? [],
+    tombstoneSeqFloor: result.tombstoneSeqFloor,
+    written,
+  };
 }

@@ -99,7 +99,7 @@ export async function publishCompaction(
     // WARN: which keys to name is decided on the root the CAS below is conditional on: a segment
     // registered after this read fails the CAS, and the next round decides again.
     const published = publishedKeys(current.root, request);
-    const plan = planPublication(current.root, request.group, request.inputs, published.keys, held.lease.heartbeat_at_ms, published.seqFloor);
+    const plan = planPublication(current.root, { group: request.group, inputs: request.inputs, outputs: published.keys, retiredAtMs: held.lease.heartbeat_at_ms, seqFloor: published.seqFloor });
     if (plan.kind === 'abandoned') return { outcome: 'abandoned', missingInputs: plan.missingInputs };
     // Encoded before the budget is checked, which then counts it. A root readers would refuse is never
     // written: the job fails (RootTooLarge), its outputs left to the collector.

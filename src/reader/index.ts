@@ -9,11 +9,24 @@ import { familyGroup, namespaceId, type FamilyGroup, type NamespaceId } from '..
 import { readRoot } from '../protocol/root-io';
 import { groupSegments, type RootCodec } from '../root';
 import { quoted } from '../errors';
-import { InvalidSegmentInputError, loneSurrogate, lookupInSegment, mergeSegments, readSegmentBatches, type SegmentRecord } from '../segments';
+import {
+  InvalidSegmentInputError,
+  loneSurrogate,
+  lookupInSegment,
+  mergeSegments,
+  readSegmentBatches,
+  type SegmentRecord,
+} from '../segments';
 import type { ObjectStore } from '../store';
 
 /** A record a reader sees: the latest version of a key that is not deleted. */
 export type LiveRecord = Extract<SegmentRecord, { readonly value: string }>;
+
+/** A family group of a namespace, by its ids: both are checked (`InvalidKeyError`) before any request. */
+export interface GroupRef {
+  readonly namespaceId: string;
+  readonly group: string;
+}
 
 /** A group as one root showed it: the segments to read, all from the same root read. */
 export interface GroupSnapshot {
@@ -29,12 +42,24 @@ export interface GroupSnapshot {
 }
 
 /** Reads the root once and returns the group's live segments (`RootMissingError` when the namespace has no root). */
-export async function readGroupSnapshot(store: ObjectStore, ns: string, group: string, codec: RootCodec, clock: () => number = Date.now): Promise<GroupSnapshot> {
+export async function readGroupSnapshot(
+  store: ObjectStore,
+  { namespaceId: ns, group }: GroupRef,
+  codec: RootCodec,
+  clock: () => number = Date.now,
+): Promise<GroupSnapshot> {
   const namespace = namespaceId(ns);
   const validGroup = familyGroup(group);
   const readAtMs = clock();
   const { root, etag } = await readRoot(store, namespace, codec);
-  return Object.freeze({ namespaceId: namespace, group: validGroup, rootGeneration: root.generation, rootEtag: etag, segments: groupSegments(root, validGroup), readAtMs });
+  return Object.freeze({
+    namespaceId: namespace,
+    group: validGroup,
+    rootGeneration: root.generation,
+    rootEtag: etag,
+    segments: groupSegments(root, validGroup),
+    readAtMs,
+  });
 }
 
 /**
@@ -45,8 +70,10 @@ export async function readGroupSnapshot(store: ObjectStore, ns: string, group: s
  * disagree, by at most the margin. However late the retiring write lands, the promise holds; a reader
  * that needs longer reads the root again.
  */
-export const readableUntilMs = (snapshot: GroupSnapshot, timing: Pick<Timing, 'readerGraceMs' | 'clockSafetyMarginMs'>): number =>
-  snapshot.readAtMs + timing.readerGraceMs - timing.clockSafetyMarginMs;
+export const readableUntilMs = (
+  snapshot: GroupSnapshot,
+  timing: Pick<Timing, 'readerGraceMs' | 'clockSafetyMarginMs'>,
+): number => snapshot.readAtMs + timing.readerGraceMs - timing.clockSafetyMarginMs;
 
 /**
  * The group's records as readers see them, in key order: one per key, the highest `seq` winning,
@@ -55,8 +82,11 @@ export const readableUntilMs = (snapshot: GroupSnapshot, timing: Pick<Timing, 'r
  * unverified until this iteration ends without error.
  */
 export async function* readGroupRecords(store: ObjectStore, snapshot: GroupSnapshot): AsyncGenerator<LiveRecord> {
-  const sources = await Promise.all(snapshot.segments.map(async (key) => readSegmentBatches(key, (await store.getStream(key)).body)));
-  for await (const batch of mergeSegments(sources, { dropTombstones: false })) for (const record of batch) if ('value' in record) yield record;
+  const sources = await Promise.all(
+    snapshot.segments.map(async (key) => readSegmentBatches(key, (await store.getStream(key)).body)),
+  );
+  for await (const batch of mergeSegments(sources, { dropTombstones: false }))
+    for (const record of batch) if ('value' in record) yield record;
 }
 
 /**
@@ -67,10 +97,19 @@ export async function* readGroupRecords(store: ObjectStore, snapshot: GroupSnaps
  * verified ({@link lookupInSegment}). A key that is not well-formed text (a lone surrogate), which
  * no segment may hold, is refused with `InvalidSegmentInputError` before anything is read.
  */
-export async function lookupRecord(store: ObjectStore, snapshot: GroupSnapshot, key: string): Promise<LiveRecord | undefined> {
+export async function lookupRecord(
+  store: ObjectStore,
+  snapshot: GroupSnapshot,
+  key: string,
+): Promise<LiveRecord | undefined> {
   const illFormed = loneSurrogate(key);
   if (illFormed !== undefined) {
-    throw new InvalidSegmentInputError(snapshot.namespaceId, snapshot.group, `the key ${quoted(key)} is not well-formed text: it has ${illFormed}`, undefined, 'lookup');
+    throw new InvalidSegmentInputError({
+      namespaceId: snapshot.namespaceId,
+      group: snapshot.group,
+      reason: `the key ${quoted(key)} is not well-formed text: it has ${illFormed}`,
+      refused: 'lookup',
+    });
   }
   let found: SegmentRecord | undefined;
   // Segments are read one at a time: memory stays at one segment's read window (v1) or its bytes (v2) however wide the group.

@@ -91,7 +91,10 @@ export class RootFormatMismatchError extends RootCorruptError {
     readonly codec: string,
     readonly found: string,
   ) {
-    super(key, `it is ${found}, not a root this worker's codec (${codec}) reads: check the worker's format module (COMPACTION_FORMAT_MODULE, worker --format) before anything else`);
+    super(
+      key,
+      `it is ${found}, not a root this worker's codec (${codec}) reads: check the worker's format module (COMPACTION_FORMAT_MODULE, worker --format) before anything else`,
+    );
   }
 }
 
@@ -111,8 +114,17 @@ function rootFormatMismatch(codec: RootCodec, bytes: Uint8Array, ns: NamespaceId
   if (bytes.length === 0) return undefined;
   const head = bytes.subarray(0, ROOT_JSON_START.length);
   const isRootJson = ROOT_JSON_START.subarray(0, head.length).equals(head);
-  if (codec === jsonRootCodec) return isRootJson ? undefined : new RootFormatMismatchError(rootKey(ns), "the package's root.json", `not a root.json (it starts ${startOf(bytes)})`);
-  return isRootJson ? new RootFormatMismatchError(rootKey(ns), 'a plug-in root codec', "the package's root.json") : undefined;
+  if (codec === jsonRootCodec)
+    return isRootJson
+      ? undefined
+      : new RootFormatMismatchError(
+          rootKey(ns),
+          "the package's root.json",
+          `not a root.json (it starts ${startOf(bytes)})`,
+        );
+  return isRootJson
+    ? new RootFormatMismatchError(rootKey(ns), 'a plug-in root codec', "the package's root.json")
+    : undefined;
 }
 
 const ROOT_SIZE_FIX =
@@ -141,7 +153,8 @@ export class RootTooLargeError extends TypedError {
  */
 export function encodeRootForWrite(codec: RootCodec, root: RootState, replacingBytes = 0): Uint8Array {
   const bytes = codec.encode(root);
-  if (bytes.length > MAX_ROOT_BYTES && bytes.length >= replacingBytes) throw new RootTooLargeError(root.namespace_id, bytes.length, true);
+  if (bytes.length > MAX_ROOT_BYTES && bytes.length >= replacingBytes)
+    throw new RootTooLargeError(root.namespace_id, bytes.length, true);
   return bytes;
 }
 
@@ -158,22 +171,35 @@ const rootSchema = z.strictObject({
   seq_floors: z.record(groupName, millis).optional(),
 });
 
-export const emptyRoot = (ns: NamespaceId): RootState => Object.freeze({ namespace_id: ns, generation: 0, groups: {}, retired: [] });
+export const emptyRoot = (ns: NamespaceId): RootState =>
+  Object.freeze({ namespace_id: ns, generation: 0, groups: {}, retired: [] });
 
 const sortedByKey = <T>(record: Readonly<Record<string, T>>): Record<string, T> =>
-  Object.fromEntries(Object.keys(record).sort().map((name) => [name, record[name] as T]));
+  Object.fromEntries(
+    Object.keys(record)
+      .sort()
+      .map((name) => [name, record[name] as T]),
+  );
 
 /** Group names are written sorted, so equal roots have equal bytes. */
 export function encodeRoot(root: RootState): Uint8Array {
-  const retired = (root.retired ?? []).map(({ key, retired_at_ms, visible_at_ms }) => ({ key, retired_at_ms, ...(visible_at_ms !== undefined && { visible_at_ms }) }));
-  return encodeEnvelope(ROOT_KIND, {
-    namespace_id: root.namespace_id,
-    generation: root.generation,
-    groups: sortedByKey(root.groups),
-    retired,
-    ...(root.lost_write_cutoff_ms !== undefined && { lost_write_cutoff_ms: root.lost_write_cutoff_ms }),
-    ...(root.seq_floors !== undefined && { seq_floors: sortedByKey(root.seq_floors) }),
-  }, ROOT_FORMAT_VERSION);
+  const retired = (root.retired ?? []).map(({ key, retired_at_ms, visible_at_ms }) => ({
+    key,
+    retired_at_ms,
+    ...(visible_at_ms !== undefined && { visible_at_ms }),
+  }));
+  return encodeEnvelope(
+    ROOT_KIND,
+    {
+      namespace_id: root.namespace_id,
+      generation: root.generation,
+      groups: sortedByKey(root.groups),
+      retired,
+      ...(root.lost_write_cutoff_ms !== undefined && { lost_write_cutoff_ms: root.lost_write_cutoff_ms }),
+      ...(root.seq_floors !== undefined && { seq_floors: sortedByKey(root.seq_floors) }),
+    },
+    ROOT_FORMAT_VERSION,
+  );
 }
 
 /**
@@ -204,20 +230,24 @@ export interface RootCodec {
 export function checkRoot(root: RootState, ns: NamespaceId): RootState {
   const corrupt = (reason: string) => new RootCorruptError(rootKey(ns), reason);
   if (root.namespace_id !== ns) throw corrupt(`names namespace ${root.namespace_id}, not the namespace of its key`);
-  if (!Number.isSafeInteger(root.generation) || root.generation < 0) throw corrupt(`generation ${root.generation} is not a non-negative integer`);
+  if (!Number.isSafeInteger(root.generation) || root.generation < 0)
+    throw corrupt(`generation ${root.generation} is not a non-negative integer`);
   for (const [group, keys] of Object.entries(root.groups)) {
     const foreign = keys.find((k) => !isSegmentKeyOf(ns, k));
-    if (foreign !== undefined) throw corrupt(`group ${quoted(group)} names ${quoted(foreign)}, which is not a segment key of ${ns}`);
+    if (foreign !== undefined)
+      throw corrupt(`group ${quoted(group)} names ${quoted(foreign)}, which is not a segment key of ${ns}`);
   }
   const seen = new Set<string>();
   const isMillis = (n: unknown): boolean => Number.isSafeInteger(n) && (n as number) >= 0;
   for (const { key, retired_at_ms, visible_at_ms } of root.retired ?? []) {
     if (!isSegmentKeyOf(ns, key)) throw corrupt(`retired names ${quoted(key)}, which is not a segment key of ${ns}`);
     if (seen.has(key)) throw corrupt(`retired names ${quoted(key)} twice`);
-    if (!isMillis(retired_at_ms) || (visible_at_ms !== undefined && !isMillis(visible_at_ms))) throw corrupt(`retired ${quoted(key)} has a time that is not a whole number of milliseconds`);
+    if (!isMillis(retired_at_ms) || (visible_at_ms !== undefined && !isMillis(visible_at_ms)))
+      throw corrupt(`retired ${quoted(key)} has a time that is not a whole number of milliseconds`);
     seen.add(key);
   }
-  if (root.lost_write_cutoff_ms !== undefined && !isMillis(root.lost_write_cutoff_ms)) throw corrupt(`lost_write_cutoff_ms ${root.lost_write_cutoff_ms} is not a whole number of milliseconds`);
+  if (root.lost_write_cutoff_ms !== undefined && !isMillis(root.lost_write_cutoff_ms))
+    throw corrupt(`lost_write_cutoff_ms ${root.lost_write_cutoff_ms} is not a whole number of milliseconds`);
   for (const [group, floor] of Object.entries(root.seq_floors ?? {})) {
     if (!isMillis(floor)) throw corrupt(`the seq floor of group ${quoted(group)} is ${floor}, not a whole number`);
   }
@@ -228,8 +258,14 @@ export function checkRoot(root: RootState, ns: NamespaceId): RootState {
  * Reads `bytes` with `codec` and checks the result; a codec's own failure is a {@link RootCorruptError}
  * naming the key. Past `maxBytes` (the readers' limit unless the collector reads to shrink it) nothing is decoded.
  */
-export function decodeRootWith(codec: RootCodec, bytes: Uint8Array, ns: NamespaceId, maxBytes = MAX_ROOT_BYTES): RootState {
-  if (bytes.length > maxBytes) throw new RootCorruptError(rootKey(ns), `${bytes.length} bytes, more than a root may be (${maxBytes})`);
+export function decodeRootWith(
+  codec: RootCodec,
+  bytes: Uint8Array,
+  ns: NamespaceId,
+  maxBytes = MAX_ROOT_BYTES,
+): RootState {
+  if (bytes.length > maxBytes)
+    throw new RootCorruptError(rootKey(ns), `${bytes.length} bytes, more than a root may be (${maxBytes})`);
   let root: RootState;
   try {
     root = codec.decode(bytes, ns);
@@ -237,7 +273,10 @@ export function decodeRootWith(codec: RootCodec, bytes: Uint8Array, ns: Namespac
     const mismatch = rootFormatMismatch(codec, bytes, ns);
     if (mismatch) throw mismatch;
     if (err instanceof TypedError) throw err;
-    throw new RootCorruptError(rootKey(ns), `the root codec could not decode it: ${err instanceof Error ? err.message : String(err)}`);
+    throw new RootCorruptError(
+      rootKey(ns),
+      `the root codec could not decode it: ${err instanceof Error ? err.message : String(err)}`,
+    );
   }
   return checkRoot(root, ns);
 }
@@ -313,20 +352,29 @@ export type PublicationPlan =
   /** An input is no longer current: another writer changed the group; the output is left for the collector. */
   | { readonly kind: 'abandoned'; readonly missingInputs: readonly string[] };
 
+/** What a publication changes in one group of the root: its inputs replaced by its outputs. */
+export interface GroupReplacement {
+  readonly group: FamilyGroup;
+  /** The job's inputs: each must still be in the group, else the plan is `abandoned`. */
+  readonly inputs: readonly string[];
+  readonly outputs: readonly string[];
+  /** When the inputs are retired: the collector's reader grace counts from the retirement. */
+  readonly retiredAtMs: number;
+  /**
+   * The highest seq of a winning tombstone the publication leaves out of the group, which raises the
+   * group's floor in the same write (spec 6c.3), so no older version of a deleted key can be registered after it.
+   */
+  readonly seqFloor?: number;
+}
+
 /**
  * Replaces the job's inputs by its outputs in one group, and retires the inputs at `retiredAtMs`
  * in the same root (spec 6a.1); segments added to the group meanwhile are kept. An input retired
- * before (referenced again since) is listed once, with its latest retirement. `seqFloor`: the highest
- * seq of a winning tombstone the publication leaves out of the group, which raises the group's floor
- * in the same write (spec 6c.3), so no older version of a deleted key can be registered after it.
+ * before (referenced again since) is listed once, with its latest retirement.
  */
 export function planPublication(
   root: RootState,
-  group: FamilyGroup,
-  inputs: readonly string[],
-  outputs: readonly string[],
-  retiredAtMs: number,
-  seqFloor?: number,
+  { group, inputs, outputs, retiredAtMs, seqFloor }: GroupReplacement,
 ): PublicationPlan {
   const current = groupSegments(root, group);
   const inGroup = new Set(current);
@@ -335,17 +383,33 @@ export function planPublication(
   const replaced = new Set(inputs);
   const kept = current.filter((k) => !replaced.has(k));
   const retired = retire(root.retired, [...replaced], retiredAtMs);
-  const floors = seqFloor === undefined ? {} : { seq_floors: { ...root.seq_floors, [group]: Math.max(seqFloor, root.seq_floors?.[group] ?? 0) } };
+  const floors =
+    seqFloor === undefined
+      ? {}
+      : { seq_floors: { ...root.seq_floors, [group]: Math.max(seqFloor, root.seq_floors?.[group] ?? 0) } };
   return {
     kind: 'publish',
-    root: Object.freeze({ ...root, generation: root.generation + 1, groups: { ...root.groups, [group]: [...outputs, ...kept] }, retired, ...floors }),
+    root: Object.freeze({
+      ...root,
+      generation: root.generation + 1,
+      groups: { ...root.groups, [group]: [...outputs, ...kept] },
+      retired,
+      ...floors,
+    }),
   };
 }
 
 /** `retired` with each of `keys` listed once, at `retiredAtMs`: a key retired before (referenced again since) takes its latest retirement, unstamped. */
-function retire(retired: readonly RetiredSegment[] | undefined, keys: readonly string[], retiredAtMs: number): RetiredSegment[] {
+function retire(
+  retired: readonly RetiredSegment[] | undefined,
+  keys: readonly string[],
+  retiredAtMs: number,
+): RetiredSegment[] {
   const now = new Set(keys);
-  return [...(retired ?? []).filter((r) => !now.has(r.key)), ...keys.map((key) => ({ key, retired_at_ms: retiredAtMs }))];
+  return [
+    ...(retired ?? []).filter((r) => !now.has(r.key)),
+    ...keys.map((key) => ({ key, retired_at_ms: retiredAtMs })),
+  ];
 }
 
 /**
@@ -367,7 +431,9 @@ export function retireRemoved(before: RootState, next: RootState, retiredAtMs: n
  */
 export function stampRetirements(root: RootState, visibleAtMs: number): RootState | undefined {
   if (!(root.retired ?? []).some((r) => r.visible_at_ms === undefined)) return undefined;
-  const retired = (root.retired ?? []).map((r) => (r.visible_at_ms === undefined ? { ...r, visible_at_ms: visibleAtMs } : r));
+  const retired = (root.retired ?? []).map((r) =>
+    r.visible_at_ms === undefined ? { ...r, visible_at_ms: visibleAtMs } : r,
+  );
   return Object.freeze({ ...root, generation: root.generation + 1, retired });
 }
 

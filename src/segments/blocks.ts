@@ -54,6 +54,7 @@ export const isBlockSegment = (bytes: Uint8Array): boolean => bytes[0] === BLOCK
  * v2 input to a v2 output is never decoded nor encoded again.
  */
 export class EncodedRecord {
+  // Positional, not an options object: one is made per record read, and an options object would be a second allocation each.
   constructor(
     readonly key: string,
     readonly seq: number,
@@ -77,14 +78,17 @@ export class EncodedRecord {
 
   toRecord(): SegmentRecord {
     const { key, seq } = this;
-    return this.isTombstone ? { key, seq, tombstone: true } : { key, seq, value: this.block.toString('utf8', this.valueStart, this.end) };
+    return this.isTombstone
+      ? { key, seq, tombstone: true }
+      : { key, seq, value: this.block.toString('utf8', this.valueStart, this.end) };
   }
 }
 
 /** A record as a merge moves it: decoded (v1, or written by a caller), or still encoded (read from v2). */
 export type MergeRecord = SegmentRecord | EncodedRecord;
 
-export const isTombstone = (record: MergeRecord): boolean => (record instanceof EncodedRecord ? record.isTombstone : 'tombstone' in record);
+export const isTombstone = (record: MergeRecord): boolean =>
+  record instanceof EncodedRecord ? record.isTombstone : 'tombstone' in record;
 
 interface BlockEntry {
   readonly offset: number;
@@ -153,7 +157,9 @@ export class BlockSegmentBuilder extends SegmentTally {
     const keyBytes = Buffer.byteLength(key);
     const valueBytes = value === undefined ? 0 : Buffer.byteLength(value);
     if (keyBytes + valueBytes > MAX_BLOCK_RECORD_BYTES) {
-      throw new RangeError(`record ${JSON.stringify(key.slice(0, 100))} is ${keyBytes + valueBytes} bytes of key and value, more than a segment allows (${MAX_BLOCK_RECORD_BYTES})`);
+      throw new RangeError(
+        `record ${JSON.stringify(key.slice(0, 100))} is ${keyBytes + valueBytes} bytes of key and value, more than a segment allows (${MAX_BLOCK_RECORD_BYTES})`,
+      );
     }
     const raw = this.reserve(keyBytes + valueBytes + 30);
     let at = writeVarint(raw, this.rawBytes, keyBytes);
@@ -183,7 +189,11 @@ export class BlockSegmentBuilder extends SegmentTally {
   /** The segment's bytes once every block's compression (in the background, when so built) is done. */
   async finish(): Promise<Uint8Array> {
     if (this.blockCount > 0) this.closeBlock();
-    return this.assemble(await Promise.all(this.blocks.map(({ bytes }) => ('raw' in bytes ? zstdCompressSync(bytes.raw, ZSTD_OPTIONS) : bytes.compressed))));
+    return this.assemble(
+      await Promise.all(
+        this.blocks.map(({ bytes }) => ('raw' in bytes ? zstdCompressSync(bytes.raw, ZSTD_OPTIONS) : bytes.compressed)),
+      ),
+    );
   }
 
   private closeBlock(): void {
@@ -266,6 +276,7 @@ function encodeIndex(entries: readonly BlockEntry[]): Buffer {
 /** Reads fields of a buffer in order; any read past `end` is corruption, named by `corrupt`. */
 class Cursor {
   at: number;
+  // Positional, not an options object: a cursor is made per block and index read, beside the per-record parse it drives.
   constructor(
     readonly buf: Buffer,
     start: number,
@@ -310,15 +321,27 @@ class Cursor {
 }
 
 /** A block frame's head and compressed bytes, checked against its CRC-32 and the block bound: what may be decompressed. */
-function checkedFrame(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, compressed: Buffer, number: number): ZstdOptions {
+function checkedFrame(
+  corrupt: (reason: string) => SegmentCorruptError,
+  head: Buffer,
+  compressed: Buffer,
+  number: number,
+): ZstdOptions {
   const rawLength = head.readUInt32BE(5);
-  if (crc32(compressed, crc32(head.subarray(5, 13))) !== head.readUInt32BE(13)) throw corrupt(`block ${number} does not match its checksum`);
-  if (rawLength > MAX_BLOCK_BYTES) throw corrupt(`block ${number} claims ${rawLength} bytes, more than a block may hold`);
+  if (crc32(compressed, crc32(head.subarray(5, 13))) !== head.readUInt32BE(13))
+    throw corrupt(`block ${number} does not match its checksum`);
+  if (rawLength > MAX_BLOCK_BYTES)
+    throw corrupt(`block ${number} claims ${rawLength} bytes, more than a block may hold`);
   return { maxOutputLength: Math.max(rawLength, 1) };
 }
 
 /** Decompresses a checked frame on this thread. */
-function inflateBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, compressed: Buffer, number: number): Buffer {
+function inflateBlock(
+  corrupt: (reason: string) => SegmentCorruptError,
+  head: Buffer,
+  compressed: Buffer,
+  number: number,
+): Buffer {
   const options = checkedFrame(corrupt, head, compressed, number);
   try {
     return zstdDecompressSync(compressed, options);
@@ -328,7 +351,12 @@ function inflateBlock(corrupt: (reason: string) => SegmentCorruptError, head: Bu
 }
 
 /** Decompresses a checked frame on the block codec pool. */
-async function inflateBlockInBackground(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, compressed: Buffer, number: number): Promise<Buffer> {
+async function inflateBlockInBackground(
+  corrupt: (reason: string) => SegmentCorruptError,
+  head: Buffer,
+  compressed: Buffer,
+  number: number,
+): Promise<Buffer> {
   const options = checkedFrame(corrupt, head, compressed, number);
   try {
     return await zstdDecompressOnPool(compressed, options.maxOutputLength!);
@@ -344,19 +372,32 @@ async function inflateBlockInBackground(corrupt: (reason: string) => SegmentCorr
  */
 let textScratch = Buffer.alloc(0);
 
+/** A block as read, for {@link parseBlock}: its frame head, its decompressed bytes, the key before it, its number from 1. */
+interface BlockRead {
+  readonly head: Buffer;
+  readonly raw: Buffer;
+  readonly after: string | null;
+  readonly number: number;
+}
+
 /**
  * The records of a block's raw bytes, checked: the length its head gave, keys sorted strictly after
  * `after`, no record larger than a writer makes, every key and value UTF-8, nothing left over.
  * Values stay encoded.
  */
-function parseBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buffer, raw: Buffer, after: string | null, number: number): EncodedRecord[] {
+function parseBlock(
+  corrupt: (reason: string) => SegmentCorruptError,
+  { head, raw, after, number }: BlockRead,
+): EncodedRecord[] {
   const count = head.readUInt32BE(9);
-  if (raw.length !== head.readUInt32BE(5)) throw corrupt(`block ${number} decompresses to ${raw.length} bytes, not ${head.readUInt32BE(5)}`);
+  if (raw.length !== head.readUInt32BE(5))
+    throw corrupt(`block ${number} decompresses to ${raw.length} bytes, not ${head.readUInt32BE(5)}`);
   const cursor = new Cursor(raw, 0, raw.length, corrupt, `block ${number}`);
   const records = new Array<EncodedRecord>(count);
   // The block's keys and values with every other byte zeroed: UTF-8 exactly when each of them is
   // (a zero is a whole character, and at least one stands between two texts), checked in one call.
-  if (textScratch.length < raw.length) textScratch = Buffer.allocUnsafeSlow(Math.max(raw.length, 2 * BLOCK_TARGET_BYTES));
+  if (textScratch.length < raw.length)
+    textScratch = Buffer.allocUnsafeSlow(Math.max(raw.length, 2 * BLOCK_TARGET_BYTES));
   const text = textScratch.subarray(0, raw.length);
   raw.copy(text);
   let last = after;
@@ -367,11 +408,13 @@ function parseBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buff
     const key = raw.toString('utf8', keyStart, keyEnd);
     const seq = cursor.varint();
     const flag = cursor.byte();
-    if (key === '' || !Number.isSafeInteger(seq) || flag > 1) throw corrupt(`block ${number} record ${i + 1} is malformed`);
+    if (key === '' || !Number.isSafeInteger(seq) || flag > 1)
+      throw corrupt(`block ${number} record ${i + 1} is malformed`);
     if (last !== null && !(key > last)) throw corrupt(`keys out of order at ${JSON.stringify(key)}`);
     const valueStart = flag === 1 ? cursor.at : cursor.skipText();
     // A record is copied to outputs as it is: it must fit the bound a writer checks.
-    if (keyEnd - keyStart + cursor.at - valueStart > MAX_BLOCK_RECORD_BYTES) throw corrupt(`block ${number} record ${i + 1} is larger than a segment allows`);
+    if (keyEnd - keyStart + cursor.at - valueStart > MAX_BLOCK_RECORD_BYTES)
+      throw corrupt(`block ${number} record ${i + 1} is larger than a segment allows`);
     for (let at = start; at < keyStart; at++) text[at] = 0;
     for (let at = keyEnd; at < valueStart; at++) text[at] = 0;
     records[i] = new EncodedRecord(key, seq, flag === 1, raw, start, valueStart, cursor.at);
@@ -381,7 +424,8 @@ function parseBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buff
   // Decoding would replace what is not UTF-8 with U+FFFD: refused, naming the first record that holds any.
   if (!isUtf8(text)) {
     for (let i = 0, at = 0; ; at += records[i++]!.encodedBytes) {
-      if (!isUtf8(text.subarray(at, at + records[i]!.encodedBytes))) throw corrupt(`block ${number} record ${i + 1} (key ${quoted(records[i]!.key)}) is not UTF-8`);
+      if (!isUtf8(text.subarray(at, at + records[i]!.encodedBytes)))
+        throw corrupt(`block ${number} record ${i + 1} (key ${quoted(records[i]!.key)}) is not UTF-8`);
     }
   }
   return records;
@@ -393,24 +437,15 @@ function parseBlock(corrupt: (reason: string) => SegmentCorruptError, head: Buff
  * spliced segment fails there). A block is decompressed on the block codec pool while the one before
  * it is consumed. Memory: two blocks and the index.
  */
-export async function* readBlockSegment(key: string, chunks: AsyncIterator<Uint8Array>, first: Uint8Array): AsyncGenerator<EncodedRecord[]> {
+export async function* readBlockSegment(
+  key: string,
+  chunks: AsyncIterator<Uint8Array>,
+  first: Uint8Array,
+): AsyncGenerator<EncodedRecord[]> {
   const corrupt = (reason: string) => new SegmentCorruptError(key, reason);
-  const queue = new ByteQueue(first);
-  let done = false;
-  /** Makes `n` bytes available, or returns false at the end of the stream. */
-  const fill = async (n: number): Promise<boolean> => {
-    while (queue.length < n) {
-      if (done) return false;
-      const next = await chunks.next();
-      if (next.done) done = true;
-      else queue.push(next.value);
-    }
-    return true;
-  };
-  const need = async (n: number, what: string) => {
-    if (!(await fill(n))) throw corrupt(`truncated in ${what}`);
-  };
-  await need(BLOCK_HEADER.length, 'the header');
+  const bytes = new SegmentBytes(chunks, first, corrupt);
+  const { queue } = bytes;
+  await bytes.need(BLOCK_HEADER.length, 'the header');
   if (!BLOCK_HEADER.equals(queue.take(BLOCK_HEADER.length))) throw corrupt('missing or unknown header');
   const seen: BlockEntry[] = [];
   let offset = BLOCK_HEADER.length;
@@ -421,7 +456,7 @@ export async function* readBlockSegment(key: string, chunks: AsyncIterator<Uint8
     const { head, raw } = pending!;
     pending = undefined;
     const number = seen.length + 1;
-    const records = parseBlock(corrupt, head, await raw, last, number);
+    const records = parseBlock(corrupt, { head, raw: await raw, after: last, number });
     if (records.length === 0) throw corrupt(`block ${number} is empty`);
     last = records[records.length - 1]!.key;
     seen.push({ offset, count: records.length, firstKey: records[0]!.key, lastKey: last });
@@ -429,16 +464,17 @@ export async function* readBlockSegment(key: string, chunks: AsyncIterator<Uint8
     return records;
   };
   for (;;) {
-    await need(1, 'a frame');
+    await bytes.need(1, 'a frame');
     const tag = queue.peekByte();
     if (tag === INDEX_TAG) break;
     const number = seen.length + (pending ? 2 : 1);
     if (tag !== BLOCK_TAG) throw corrupt(`unknown frame after block ${number - 1}`);
-    await need(FRAME_HEAD_BYTES, `block ${number}`);
+    await bytes.need(FRAME_HEAD_BYTES, `block ${number}`);
     const head = queue.take(FRAME_HEAD_BYTES);
     const length = head.readUInt32BE(1);
-    if (length > MAX_BLOCK_BYTES + 1024) throw corrupt(`block ${number} claims ${length} compressed bytes, more than a block may hold`);
-    await need(length, `block ${number}`);
+    if (length > MAX_BLOCK_BYTES + 1024)
+      throw corrupt(`block ${number} claims ${length} compressed bytes, more than a block may hold`);
+    await bytes.need(length, `block ${number}`);
     const raw = inflateBlockInBackground(corrupt, head, queue.take(length), number);
     // Handled here too: a reader stopped early leaves this block's failure to nobody.
     raw.catch(() => undefined);
@@ -447,27 +483,81 @@ export async function* readBlockSegment(key: string, chunks: AsyncIterator<Uint8
     if (ready) yield ready;
   }
   if (pending) yield await parsePending();
-  await need(INDEX_HEAD_BYTES, 'the index');
+  await checkIndexDescribes(bytes, seen, offset);
+}
+
+/** A segment's bytes as its reader takes them: a queue, refilled from the segment's chunks on demand. */
+class SegmentBytes {
+  readonly queue: ByteQueue;
+  private done = false;
+
+  constructor(
+    private readonly chunks: AsyncIterator<Uint8Array>,
+    first: Uint8Array,
+    readonly corrupt: (reason: string) => SegmentCorruptError,
+  ) {
+    this.queue = new ByteQueue(first);
+  }
+
+  /** Makes `n` bytes available, or returns false at the end of the stream. */
+  async fill(n: number): Promise<boolean> {
+    while (this.queue.length < n) {
+      if (this.done) return false;
+      const next = await this.chunks.next();
+      if (next.done) this.done = true;
+      else this.queue.push(next.value);
+    }
+    return true;
+  }
+
+  /** Makes `n` bytes available; the end of the stream before them is a segment truncated in `what`. */
+  async need(n: number, what: string): Promise<void> {
+    if (!(await this.fill(n))) throw this.corrupt(`truncated in ${what}`);
+  }
+}
+
+/**
+ * Reads the index and trailer that end a segment, after its last block at `indexAt`: checksum,
+ * trailer, nothing after it, and an index that describes exactly the blocks read (`seen`).
+ */
+async function checkIndexDescribes(bytes: SegmentBytes, seen: readonly BlockEntry[], indexAt: number): Promise<void> {
+  const { queue, corrupt } = bytes;
+  await bytes.need(INDEX_HEAD_BYTES, 'the index');
   const head = queue.take(INDEX_HEAD_BYTES);
   const indexLength = head.readUInt32BE(1);
   if (indexLength > MAX_INDEX_BYTES) throw corrupt('the index is longer than a segment may hold');
-  await need(indexLength + TRAILER_BYTES, 'the index');
+  await bytes.need(indexLength + TRAILER_BYTES, 'the index');
   const index = queue.take(indexLength);
   if (crc32(index) !== head.readUInt32BE(5)) throw corrupt('the index does not match its checksum');
   const trailer = queue.take(TRAILER_BYTES);
-  if (!TRAILER_MAGIC.equals(trailer.subarray(8)) || Number(trailer.readBigUInt64BE(0)) !== offset) throw corrupt('the trailer is malformed');
-  if (queue.length > 0 || (await fill(1))) throw corrupt('data after the trailer');
+  if (!TRAILER_MAGIC.equals(trailer.subarray(8)) || Number(trailer.readBigUInt64BE(0)) !== indexAt)
+    throw corrupt('the trailer is malformed');
+  if (queue.length > 0 || (await bytes.fill(1))) throw corrupt('data after the trailer');
   const entries = decodeIndex(corrupt, index, 0, index.length);
-  const same = entries.length === seen.length && entries.every((e, i) => e.offset === seen[i]!.offset && e.count === seen[i]!.count && e.firstKey === seen[i]!.firstKey && e.lastKey === seen[i]!.lastKey);
+  const same =
+    entries.length === seen.length &&
+    entries.every(
+      (e, i) =>
+        e.offset === seen[i]!.offset &&
+        e.count === seen[i]!.count &&
+        e.firstKey === seen[i]!.firstKey &&
+        e.lastKey === seen[i]!.lastKey,
+    );
   if (!same) throw corrupt('the index does not describe the blocks');
 }
 
-function decodeIndex(corrupt: (reason: string) => SegmentCorruptError, buf: Buffer, start: number, end: number): BlockEntry[] {
+function decodeIndex(
+  corrupt: (reason: string) => SegmentCorruptError,
+  buf: Buffer,
+  start: number,
+  end: number,
+): BlockEntry[] {
   const cursor = new Cursor(buf, start, end, corrupt, 'the index');
   const count = cursor.varint();
   if (count > end - start) throw corrupt('the index is malformed');
   const entries: BlockEntry[] = [];
-  for (let i = 0; i < count; i++) entries.push({ offset: cursor.varint(), count: cursor.varint(), firstKey: cursor.text(), lastKey: cursor.text() });
+  for (let i = 0; i < count; i++)
+    entries.push({ offset: cursor.varint(), count: cursor.varint(), firstKey: cursor.text(), lastKey: cursor.text() });
   if (cursor.at !== end) throw corrupt('the index is malformed');
   return entries;
 }
@@ -480,14 +570,25 @@ function decodeIndex(corrupt: (reason: string) => SegmentCorruptError, buf: Buff
 export function lookupInBlockSegment(key: string, bytes: Uint8Array, wanted: string): SegmentRecord | undefined {
   const corrupt = (reason: string) => new SegmentCorruptError(key, reason);
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (!BLOCK_HEADER.equals(buf.subarray(0, BLOCK_HEADER.length)) || buf.length < BLOCK_HEADER.length + INDEX_HEAD_BYTES + TRAILER_BYTES) throw corrupt('missing or unknown header');
+  if (
+    !BLOCK_HEADER.equals(buf.subarray(0, BLOCK_HEADER.length)) ||
+    buf.length < BLOCK_HEADER.length + INDEX_HEAD_BYTES + TRAILER_BYTES
+  )
+    throw corrupt('missing or unknown header');
   const trailer = buf.subarray(buf.length - TRAILER_BYTES);
   const indexAt = Number(trailer.readBigUInt64BE(0));
-  if (!TRAILER_MAGIC.equals(trailer.subarray(8)) || indexAt < BLOCK_HEADER.length || indexAt + INDEX_HEAD_BYTES > buf.length - TRAILER_BYTES || buf[indexAt] !== INDEX_TAG) throw corrupt('the trailer is malformed');
+  if (
+    !TRAILER_MAGIC.equals(trailer.subarray(8)) ||
+    indexAt < BLOCK_HEADER.length ||
+    indexAt + INDEX_HEAD_BYTES > buf.length - TRAILER_BYTES ||
+    buf[indexAt] !== INDEX_TAG
+  )
+    throw corrupt('the trailer is malformed');
   const indexLength = buf.readUInt32BE(indexAt + 1);
   const indexStart = indexAt + INDEX_HEAD_BYTES;
   if (indexStart + indexLength !== buf.length - TRAILER_BYTES) throw corrupt('the trailer is malformed');
-  if (crc32(buf.subarray(indexStart, indexStart + indexLength)) !== buf.readUInt32BE(indexAt + 5)) throw corrupt('the index does not match its checksum');
+  if (crc32(buf.subarray(indexStart, indexStart + indexLength)) !== buf.readUInt32BE(indexAt + 5))
+    throw corrupt('the index does not match its checksum');
   const entries = decodeIndex(corrupt, buf, indexStart, indexStart + indexLength);
   // The first block whose last key is not before the wanted one: the only block that may hold it.
   let lo = 0;
@@ -500,12 +601,19 @@ export function lookupInBlockSegment(key: string, bytes: Uint8Array, wanted: str
   const entry = entries[lo];
   if (entry === undefined || wanted < entry.firstKey) return undefined;
   const at = entry.offset;
-  if (at + FRAME_HEAD_BYTES > indexAt || buf[at] !== BLOCK_TAG) throw corrupt(`block ${lo + 1} is not where the index says`);
+  if (at + FRAME_HEAD_BYTES > indexAt || buf[at] !== BLOCK_TAG)
+    throw corrupt(`block ${lo + 1} is not where the index says`);
   const head = buf.subarray(at, at + FRAME_HEAD_BYTES);
   const length = head.readUInt32BE(1);
   if (at + FRAME_HEAD_BYTES + length > indexAt) throw corrupt(`block ${lo + 1} is not where the index says`);
-  const records = parseBlock(corrupt, head, inflateBlock(corrupt, head, buf.subarray(at + FRAME_HEAD_BYTES, at + FRAME_HEAD_BYTES + length), lo + 1), null, lo + 1);
-  if (records.length !== entry.count || records[0]?.key !== entry.firstKey || records[records.length - 1]?.key !== entry.lastKey) throw corrupt('the index does not describe the blocks');
+  const raw = inflateBlock(corrupt, head, buf.subarray(at + FRAME_HEAD_BYTES, at + FRAME_HEAD_BYTES + length), lo + 1);
+  const records = parseBlock(corrupt, { head, raw, after: null, number: lo + 1 });
+  if (
+    records.length !== entry.count ||
+    records[0]?.key !== entry.firstKey ||
+    records[records.length - 1]?.key !== entry.lastKey
+  )
+    throw corrupt('the index does not describe the blocks');
   return records.find((r) => r.key === wanted)?.toRecord();
 }
 

@@ -87,7 +87,11 @@ const fillsArrayBuffer = (bytes: Uint8Array): bytes is Uint8Array<ArrayBuffer> =
   bytes.buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
 
 /** `handOver`: the caller gives `bytes` up (they are detached here when they fill an ArrayBuffer of their own). */
-function request(message: { op: 'zstd' | 'unzstd' | 'gzip'; level?: number; maxOutputLength?: number }, bytes: Uint8Array, { handOver = false } = {}): Promise<Buffer> {
+function request(
+  message: { op: 'zstd' | 'unzstd' | 'gzip'; level?: number; maxOutputLength?: number },
+  bytes: Uint8Array,
+  { handOver = false } = {},
+): Promise<Buffer> {
   const thread = leastBusy();
   const id = nextId++;
   // The thread gets its own bytes, transferred: unless handed over whole, a copy, since the caller's
@@ -108,7 +112,11 @@ function request(message: { op: 'zstd' | 'unzstd' | 'gzip'; level?: number; maxO
 }
 
 /** `raw` compressed with zstd at `level`, on a pool thread; `handOver`: the caller gives `raw` up (moved to the thread, not copied, when it fills an ArrayBuffer of its own). */
-export const zstdCompressOnPool = (raw: Uint8Array, level: number, options: { handOver?: boolean } = {}): Promise<Buffer> => request({ op: 'zstd', level }, raw, options);
+export const zstdCompressOnPool = (
+  raw: Uint8Array,
+  level: number,
+  options: { handOver?: boolean } = {},
+): Promise<Buffer> => request({ op: 'zstd', level }, raw, options);
 
 /** The zstd frame `compressed` decompressed on a pool thread; fails when it is not zstd or would exceed `maxOutputLength`. */
 export const zstdDecompressOnPool = (compressed: Uint8Array, maxOutputLength: number): Promise<Buffer> =>

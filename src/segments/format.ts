@@ -48,7 +48,12 @@ export class SegmentCorruptError extends TypedError {
 
 const headerSchema = z.strictObject({ format: z.literal(HEADER.format), version: z.literal(HEADER.version) });
 const footerSchema = z.strictObject({
-  footer: z.strictObject({ count: z.number().int().nonnegative(), first_key: z.string().nullable(), last_key: z.string().nullable(), sha256: z.string() }),
+  footer: z.strictObject({
+    count: z.number().int().nonnegative(),
+    first_key: z.string().nullable(),
+    last_key: z.string().nullable(),
+    sha256: z.string(),
+  }),
 });
 type Footer = z.infer<typeof footerSchema>['footer'];
 
@@ -84,7 +89,8 @@ export abstract class SegmentTally {
 
   /** Refuses a key that does not follow the last one added: a segment's keys are unique and ascending. */
   protected checkOrder(key: string): void {
-    if (this.last !== null && !(key > this.last)) throw new Error(`records must be added in strictly ascending key order: ${key} after ${this.last}`);
+    if (this.last !== null && !(key > this.last))
+      throw new Error(`records must be added in strictly ascending key order: ${key} after ${this.last}`);
   }
 
   /** Counts a record of `key` that took `bytes`. */
@@ -106,7 +112,10 @@ export class SegmentBuilder extends SegmentTally {
     const line = recordLine('toRecord' in record ? record.toRecord() : record);
     const bytes = Buffer.byteLength(line);
     // The bound is on a line without its newline, as the reader counts it.
-    if (bytes - 1 > MAX_SEGMENT_LINE_BYTES) throw new RangeError(`record ${JSON.stringify(record.key.slice(0, 100))} is ${bytes - 1} bytes as a line, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`);
+    if (bytes - 1 > MAX_SEGMENT_LINE_BYTES)
+      throw new RangeError(
+        `record ${JSON.stringify(record.key.slice(0, 100))} is ${bytes - 1} bytes as a line, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`,
+      );
     this.text += line;
     this.counted(record.key, bytes);
   }
@@ -123,9 +132,14 @@ export class SegmentBuilder extends SegmentTally {
   private uncompressed(): Buffer {
     const records = Buffer.from(this.text);
     const sha256 = createHash('sha256').update(records).digest('hex');
-    const footer = Buffer.from(`${JSON.stringify({ footer: { count: this.records, first_key: this.first, last_key: this.last, sha256 } })}\n`);
+    const footer = Buffer.from(
+      `${JSON.stringify({ footer: { count: this.records, first_key: this.first, last_key: this.last, sha256 } })}\n`,
+    );
     // The footer holds two keys, so it can outgrow the bound when each record line is within it.
-    if (footer.length - 1 > MAX_SEGMENT_LINE_BYTES) throw new RangeError(`the footer of a segment from ${JSON.stringify(this.first?.slice(0, 100))} is ${footer.length - 1} bytes, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`);
+    if (footer.length - 1 > MAX_SEGMENT_LINE_BYTES)
+      throw new RangeError(
+        `the footer of a segment from ${JSON.stringify(this.first?.slice(0, 100))} is ${footer.length - 1} bytes, more than a segment allows (${MAX_SEGMENT_LINE_BYTES})`,
+      );
     return Buffer.concat([Buffer.from(HEADER_LINE), records, footer]);
   }
 }
@@ -135,7 +149,10 @@ export class SegmentBuilder extends SegmentTally {
  * consumer sees records before the checksum is verified; it must treat its output as unpublishable
  * until the stream ends.
  */
-export async function* readGzipSegment(key: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<SegmentRecord[]> {
+export async function* readGzipSegment(
+  key: string,
+  chunks: AsyncIterable<Uint8Array>,
+): AsyncGenerator<SegmentRecord[]> {
   const parser = new SegmentParser(key);
   const gunzip = createGunzip();
   const source = Readable.from(chunks);
@@ -147,7 +164,8 @@ export async function* readGzipSegment(key: string, chunks: AsyncIterable<Uint8A
     }
   } catch (err) {
     if (err instanceof SegmentCorruptError) throw err;
-    if ((err as NodeJS.ErrnoException).code?.startsWith('Z_')) throw new SegmentCorruptError(key, `not gzip: ${(err as Error).message}`);
+    if ((err as NodeJS.ErrnoException).code?.startsWith('Z_'))
+      throw new SegmentCorruptError(key, `not gzip: ${(err as Error).message}`);
     throw err;
   }
   parser.end();
@@ -215,18 +233,21 @@ class SegmentParser {
       // A last line without its newline is still read; if it is a record, the footer is missing below.
       const line = Buffer.concat(this.partial);
       const records: SegmentRecord[] = [];
-      if (this.line(line, 0, line.length, records, !isUtf8(line))) throw this.corrupt('no footer: the segment is truncated');
+      if (this.line(line, 0, line.length, records, !isUtf8(line)))
+        throw this.corrupt('no footer: the segment is truncated');
     }
     if (!this.header) throw this.corrupt('empty segment');
     const footer = this.footer;
     if (!footer) throw this.corrupt('no footer: the segment is truncated');
-    if (footer.count !== this.count || footer.first_key !== this.first || footer.last_key !== this.last) throw this.corrupt('footer does not describe the records');
+    if (footer.count !== this.count || footer.first_key !== this.first || footer.last_key !== this.last)
+      throw this.corrupt('footer does not describe the records');
     if (footer.sha256 !== this.hash.digest('hex')) throw this.corrupt('checksum does not match the records');
   }
 
   /**
    * Reads the line `bytes[start, end)`; returns whether it was a record (the footer's checksum covers
-   * record lines only). `maybeNotUtf8`: its bytes are checked as UTF-8 first.
+   * record lines only). `maybeNotUtf8`: its bytes are checked as UTF-8 first. Positional, not an
+   * options object: it runs once per record line, where an options object would allocate per record.
    */
   private line(bytes: Buffer, start: number, end: number, records: SegmentRecord[], maybeNotUtf8: boolean): boolean {
     if (this.footer) throw this.corrupt('data after the footer');
@@ -234,7 +255,9 @@ class SegmentParser {
     // Decoding replaced what is not UTF-8 with U+FFFD: refused, never read as another character.
     if (maybeNotUtf8 && !isUtf8(bytes.subarray(start, end))) {
       const record = asSegmentRecord(value);
-      throw this.corrupt(record ? `record ${this.count + 1} (key ${quoted(record.key)}) is not UTF-8` : 'a line is not UTF-8');
+      throw this.corrupt(
+        record ? `record ${this.count + 1} (key ${quoted(record.key)}) is not UTF-8` : 'a line is not UTF-8',
+      );
     }
     if (!this.header) {
       if (!headerSchema.safeParse(value).success) throw this.corrupt('missing or unknown header');
@@ -251,8 +274,10 @@ class SegmentParser {
     if (!record) throw this.corrupt(`record ${this.count + 1} is malformed`);
     // JSON may escape a lone surrogate (`\ud800`), which no encoding of text holds.
     const illFormed = illFormedText(record);
-    if (illFormed !== undefined) throw this.corrupt(`record ${this.count + 1} (key ${quoted(record.key)}) is not well-formed text: ${illFormed}`);
-    if (this.last !== null && !(record.key > this.last)) throw this.corrupt(`keys out of order at ${JSON.stringify(record.key)}`);
+    if (illFormed !== undefined)
+      throw this.corrupt(`record ${this.count + 1} (key ${quoted(record.key)}) is not well-formed text: ${illFormed}`);
+    if (this.last !== null && !(record.key > this.last))
+      throw this.corrupt(`keys out of order at ${JSON.stringify(record.key)}`);
     this.count++;
     this.first ??= record.key;
     this.last = record.key;
@@ -285,7 +310,8 @@ class SegmentParser {
 export function asSegmentRecord(value: unknown): SegmentRecord | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const r = value as { key?: unknown; seq?: unknown; value?: unknown; tombstone?: unknown };
-  if (typeof r.key !== 'string' || r.key === '' || !Number.isSafeInteger(r.seq) || (r.seq as number) < 0) return undefined;
+  if (typeof r.key !== 'string' || r.key === '' || !Number.isSafeInteger(r.seq) || (r.seq as number) < 0)
+    return undefined;
   let fields = 0;
   for (const field in r) if (Object.hasOwn(r, field)) fields++;
   if (fields !== 3) return undefined;

@@ -1,4 +1,11 @@
-export { asSegmentRecord, MAX_SEGMENT_LINE_BYTES, SEGMENT_EXTENSION, SegmentBuilder, SegmentCorruptError, type SegmentRecord } from './format';
+export {
+  asSegmentRecord,
+  MAX_SEGMENT_LINE_BYTES,
+  SEGMENT_EXTENSION,
+  SegmentBuilder,
+  SegmentCorruptError,
+  type SegmentRecord,
+} from './format';
 export { isTombstone, MAX_BLOCK_RECORD_BYTES, type MergeRecord } from './blocks';
 export { InvalidSegmentInputError, MAX_KEY_BYTES, recordProblem } from './records';
 export { isWellFormed, loneSurrogate } from './text';

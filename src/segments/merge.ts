@@ -33,7 +33,9 @@ export async function* mergeSegments<R extends MergeRecord>(
     if (dropTombstones && isTombstone(record)) return;
     out.push(record);
   };
-  const heads: Head<R>[] = await Promise.all(sources.map(async (batches) => ({ batch: (await nextBatch(batches)) ?? [], at: 0, batches })));
+  const heads: Head<R>[] = await Promise.all(
+    sources.map(async (batches) => ({ batch: (await nextBatch(batches)) ?? [], at: 0, batches })),
+  );
   const tree = new LoserTree(heads.map((head) => head.batch[0]?.key));
   /** Moves `head` (of `source`), whose batch is done, to its next batch, or out of the tournament when its source is. */
   const refill = async (head: Head<R>, source: number) => {
@@ -79,7 +81,7 @@ export async function* mergeSegments<R extends MergeRecord>(
     // Every source at this key (the winner first) is taken and advanced before the next key is looked at.
     let record = top.batch[top.at]!;
     let from = source;
-    for (let head = top, at = source; ; ) {
+    for (let head = top, at = source; ;) {
       const candidate = head.batch[head.at]!;
       if (candidate.seq > record.seq || (candidate.seq === record.seq && at > from)) {
         record = candidate;

@@ -22,30 +22,46 @@ export const MAX_KEY_BYTES = 16 * 1024;
  */
 export function recordProblem(record: SegmentRecord): string | undefined {
   const text = illFormedText(record);
-  if (text !== undefined) return `is not well-formed text: ${text}; keys and values must be well-formed Unicode (String.prototype.isWellFormed)`;
+  if (text !== undefined)
+    return `is not well-formed text: ${text}; keys and values must be well-formed Unicode (String.prototype.isWellFormed)`;
   const keyBytes = Buffer.byteLength(JSON.stringify(record.key));
-  if (keyBytes > MAX_KEY_BYTES) return `has a key of ${keyBytes} bytes as JSON, more than a key may take (${MAX_KEY_BYTES})`;
+  if (keyBytes > MAX_KEY_BYTES)
+    return `has a key of ${keyBytes} bytes as JSON, more than a key may take (${MAX_KEY_BYTES})`;
   const lineBytes = recordLineBytes(record);
-  if (lineBytes > MAX_SEGMENT_LINE_BYTES) return `is ${lineBytes} bytes as a format-1 line, more than a record may take (${MAX_SEGMENT_LINE_BYTES})`;
+  if (lineBytes > MAX_SEGMENT_LINE_BYTES)
+    return `is ${lineBytes} bytes as a format-1 line, more than a record may take (${MAX_SEGMENT_LINE_BYTES})`;
   return undefined;
 }
 
 /** The records handed to the writer, or the key handed to a lookup, were refused before anything was written or read. */
-export class InvalidSegmentInputError extends TypedError {
+export class InvalidSegmentInputError extends TypedError implements SegmentInputRefusal {
   readonly failureType = 'InvalidInput';
-  constructor(
-    readonly namespaceId: string,
-    readonly group: string,
-    readonly reason: string,
-    /** Index in the caller's list of the first record at fault, when one is. */
-    readonly recordIndex?: number,
-    /** What was refused: an input segment's records (nothing was written) or a lookup's key. */
-    readonly refused: 'write' | 'lookup' = 'write',
-  ) {
+  readonly namespaceId: string;
+  readonly group: string;
+  readonly reason: string;
+  readonly recordIndex?: number;
+  readonly refused: 'write' | 'lookup';
+  constructor({ namespaceId, group, reason, recordIndex, refused = 'write' }: SegmentInputRefusal) {
     super(
       refused === 'write'
         ? `input segment for group ${group} of namespace ${namespaceId} refused, nothing written: ${reason}`
         : `lookup in group ${group} of namespace ${namespaceId} refused: ${reason}`,
     );
+    this.namespaceId = namespaceId;
+    this.group = group;
+    this.reason = reason;
+    this.recordIndex = recordIndex;
+    this.refused = refused;
   }
+}
+
+/** What {@link InvalidSegmentInputError} refused, in which group, and why. */
+export interface SegmentInputRefusal {
+  readonly namespaceId: string;
+  readonly group: string;
+  readonly reason: string;
+  /** Index in the caller's list of the first record at fault, when one is. */
+  readonly recordIndex?: number;
+  /** What was refused: an input segment's records (nothing was written) or a lookup's key. Default `write`. */
+  readonly refused?: 'write' | 'lookup';
 }

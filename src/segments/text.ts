@@ -16,7 +16,8 @@ export function loneSurrogate(text: string): string | undefined {
   for (let i = 0; i < text.length; i++) {
     const unit = text.charCodeAt(i);
     if (isHighSurrogate(unit) && isLowSurrogate(text.charCodeAt(i + 1))) i++;
-    else if (isHighSurrogate(unit) || isLowSurrogate(unit)) return `a lone surrogate \\u${unit.toString(16)} at position ${i}`;
+    else if (isHighSurrogate(unit) || isLowSurrogate(unit))
+      return `a lone surrogate \\u${unit.toString(16)} at position ${i}`;
   }
   throw new Error('unreachable: a string that is not well-formed holds a lone surrogate');
 }

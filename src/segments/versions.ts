@@ -4,7 +4,13 @@
  * setting chooses what a compactor writes.
  */
 import { WORKER_SETTINGS } from '../config/declaration';
-import { BlockSegmentBuilder, isBlockSegment, lookupInBlockSegment, readBlockSegment, type MergeRecord } from './blocks';
+import {
+  BlockSegmentBuilder,
+  isBlockSegment,
+  lookupInBlockSegment,
+  readBlockSegment,
+  type MergeRecord,
+} from './blocks';
 import { readGzipSegment, SegmentBuilder, type SegmentRecord } from './format';
 
 /** The versions there are, as the setting that chooses one declares them. */
@@ -34,10 +40,15 @@ export interface SegmentWriter {
 }
 
 /** A writer of `version`; `background`: compress v2 blocks on the block codec threads as they close (other cores), for {@link SegmentWriter.finish}. */
-export const newSegmentWriter = (version: SegmentFormatVersion = DEFAULT_SEGMENT_FORMAT_VERSION, options: { background?: boolean } = {}): SegmentWriter =>
-  version === 2 ? new BlockSegmentBuilder(options) : new SegmentBuilder();
+export const newSegmentWriter = (
+  version: SegmentFormatVersion = DEFAULT_SEGMENT_FORMAT_VERSION,
+  options: { background?: boolean } = {},
+): SegmentWriter => (version === 2 ? new BlockSegmentBuilder(options) : new SegmentBuilder());
 
-export function encodeSegment(records: Iterable<SegmentRecord>, version: SegmentFormatVersion = DEFAULT_SEGMENT_FORMAT_VERSION): Uint8Array {
+export function encodeSegment(
+  records: Iterable<SegmentRecord>,
+  version: SegmentFormatVersion = DEFAULT_SEGMENT_FORMAT_VERSION,
+): Uint8Array {
   const writer = newSegmentWriter(version);
   for (const r of records) writer.add(r);
   return writer.encode();
@@ -49,8 +60,12 @@ export function encodeSegment(records: Iterable<SegmentRecord>, version: Segment
  * before its records are yielded; v1's checksum is in its footer: in both, treat what was read as
  * unverified until the iteration ends without error.
  */
-export async function* readSegmentBatches(key: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<SegmentRecord[]> {
-  for await (const batch of readMergeBatches(key, chunks)) yield batch.map((record) => ('toRecord' in record ? record.toRecord() : record));
+export async function* readSegmentBatches(
+  key: string,
+  chunks: AsyncIterable<Uint8Array>,
+): AsyncGenerator<SegmentRecord[]> {
+  for await (const batch of readMergeBatches(key, chunks))
+    yield batch.map((record) => ('toRecord' in record ? record.toRecord() : record));
 }
 
 /**
@@ -65,7 +80,9 @@ export async function* readMergeBatches(key: string, chunks: AsyncIterable<Uint8
 }
 
 /** The first non-empty chunk of `chunks` (undefined when there is none) and the iterator of the rest. */
-async function opened(chunks: AsyncIterable<Uint8Array>): Promise<{ first: Uint8Array | undefined; rest: AsyncIterator<Uint8Array> }> {
+async function opened(
+  chunks: AsyncIterable<Uint8Array>,
+): Promise<{ first: Uint8Array | undefined; rest: AsyncIterator<Uint8Array> }> {
   const rest = chunks[Symbol.asyncIterator]();
   for (;;) {
     const next = await rest.next();
@@ -91,7 +108,11 @@ export async function* readSegment(key: string, chunks: AsyncIterable<Uint8Array
  * hold the key is decoded, and verified. A v1 segment is streamed to its end, so its checksum has
  * passed before the answer is returned.
  */
-export async function lookupInSegment(key: string, chunks: AsyncIterable<Uint8Array>, wanted: string): Promise<SegmentRecord | undefined> {
+export async function lookupInSegment(
+  key: string,
+  chunks: AsyncIterable<Uint8Array>,
+  wanted: string,
+): Promise<SegmentRecord | undefined> {
   const { first, rest } = await opened(chunks);
   if (first !== undefined && isBlockSegment(first)) {
     const all: Uint8Array[] = [];

@@ -20,7 +20,16 @@ import {
 import { ApplicationFailureCategory } from '@temporalio/common';
 import type { CompactionActivities, CompactionOutput, WorkflowSettings } from '../activities/compaction';
 import type { HeldLease, InputManifestRef, PublicationOutcome } from '../protocol';
-import { familyGroup, InvalidKeyError, namespaceId, newJobId, rootKey, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../keys';
+import {
+  familyGroup,
+  InvalidKeyError,
+  namespaceId,
+  newJobId,
+  rootKey,
+  type FamilyGroup,
+  type MetadataCompactionId,
+  type NamespaceId,
+} from '../keys';
 import { attemptsSpanning } from '../config/retry';
 import type { FailureType } from '../errors';
 import { activityOptions } from './activity-options';
@@ -79,10 +88,15 @@ export interface LeaseView {
 
 export const leaseStateQuery = defineQuery<LeaseView>('leaseState');
 
-const { compactionSettings } = proxyLocalActivities<CompactionActivities>({ startToCloseTimeout: '10 seconds', summary: "read the worker's timings" });
+const { compactionSettings } = proxyLocalActivities<CompactionActivities>({
+  startToCloseTimeout: '10 seconds',
+  summary: "read the worker's timings",
+});
 
 const isLeaseLost = (err: unknown): boolean =>
-  err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === ('LeaseLost' satisfies FailureType);
+  err instanceof ActivityFailure &&
+  err.cause instanceof ApplicationFailure &&
+  err.cause.type === ('LeaseLost' satisfies FailureType);
 
 /**
  * An activity's failure that ends the job (a missing or corrupt input, retries spent) fails the
@@ -94,7 +108,13 @@ const isLeaseLost = (err: unknown): boolean =>
 function jobFailure(err: unknown): unknown {
   if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure)) return err;
   const { type, message, category } = err.cause;
-  const failure = ApplicationFailure.create({ type: type ?? undefined, message, nonRetryable: true, cause: err, category: category ?? undefined });
+  const failure = ApplicationFailure.create({
+    type: type ?? undefined,
+    message,
+    nonRetryable: true,
+    cause: err,
+    category: category ?? undefined,
+  });
   if (category === ApplicationFailureCategory.BENIGN) failure.stack = `${failure.name}: ${message}`;
   return failure;
 }
@@ -108,7 +128,12 @@ function unsettledPublication(err: unknown, ns: string, group: string, job: stri
   const message =
     `the publication of job ${job} failed (${cause instanceof Error ? cause.message : String(cause)}) and could not be settled: the root of ${ns} may name its outputs, ` +
     `and a root write of it may still land. Read group ${group} (readGroupSnapshot) for keys under ${job}/: named, it was published; the next compaction of the group settles it either way`;
-  return ApplicationFailure.create({ type: 'PublicationUnsettled', message, nonRetryable: true, cause: cause instanceof Error ? cause : undefined });
+  return ApplicationFailure.create({
+    type: 'PublicationUnsettled',
+    message,
+    nonRetryable: true,
+    cause: cause instanceof Error ? cause : undefined,
+  });
 }
 
 /** A lost lease is the job's end as `fenced` (undefined here); any other failure ends the workflow. */
@@ -131,7 +156,13 @@ function jobActivities(settings: WorkflowSettings) {
     ...options.heartbeated('7 days'),
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   });
-  return { readGroup: short.readGroup, createLease: short.createLease, publish: short.publish, settlePublication: short.settlePublication, compactUnderLease };
+  return {
+    readGroup: short.readGroup,
+    createLease: short.createLease,
+    publish: short.publish,
+    settlePublication: short.settlePublication,
+    compactUnderLease,
+  };
 }
 
 /** What the job does after its work, decided from what it holds: publish, or end without a root write. */
@@ -145,20 +176,30 @@ export type JobEnd = { readonly kind: 'publish' } | { readonly kind: 'fenced' | 
 export function decideJobEnd(held: boolean, compaction: CompactionOutput | undefined, inputCount: number): JobEnd {
   if (!held) return { kind: 'fenced', detail: 'the lease was claimed before its create was confirmed' };
   if (!compaction) return { kind: 'fenced', detail: 'the lease was lost while compacting' };
-  if (inputCount === 1 && compaction.tombstones.length === 0) return { kind: 'unchanged', detail: 'one input segment with nothing to drop: the root is left as it was' };
+  if (inputCount === 1 && compaction.tombstones.length === 0)
+    return { kind: 'unchanged', detail: 'one input segment with nothing to drop: the root is left as it was' };
   return { kind: 'publish' };
 }
 
 /** The publication's outcome in one line, for the result and the UI. */
 export const publicationDetail = (published: PublicationOutcome): string =>
-  published.outcome === 'fenced' ? published.reason
-  : published.outcome === 'abandoned' ? `inputs no longer current, among them: ${published.missingInputs.join(', ')}`
-  : published.outcome === 'superseded' ? `lost ${published.lostRaces} root races`
-  : `root generation ${published.rootGeneration}`;
+  published.outcome === 'fenced'
+    ? published.reason
+    : published.outcome === 'abandoned'
+      ? `inputs no longer current, among them: ${published.missingInputs.join(', ')}`
+      : published.outcome === 'superseded'
+        ? `lost ${published.lostRaces} root races`
+        : `root generation ${published.rootGeneration}`;
 
 /** The job's state for the `leaseState` query and the UI's current details. */
 function jobView(ns: string, group: string, fencedJobIds: readonly string[]) {
-  const view: { -readonly [K in keyof LeaseView]: LeaseView[K] } = { phase: 'reading group', namespaceId: ns, group, leaseStatus: 'none', fencedJobIds };
+  const view: { -readonly [K in keyof LeaseView]: LeaseView[K] } = {
+    phase: 'reading group',
+    namespaceId: ns,
+    group,
+    leaseStatus: 'none',
+    fencedJobIds,
+  };
   setHandler(leaseStateQuery, () => ({ ...view }));
   const show = (phase: CompactionPhase, extra = '') => {
     view.phase = phase;
@@ -181,84 +222,198 @@ function validGroup(input: CompactionInput): { ns: NamespaceId; group: FamilyGro
   }
 }
 
+/** What every step of one run works with: its ids, its store, the worker's settings and activities, its view. */
+interface JobRun {
+  readonly ns: NamespaceId;
+  readonly group: FamilyGroup;
+  readonly job: MetadataCompactionId;
+  /** Named by every activity: a worker bound to another store refuses it. */
+  readonly store: string | undefined;
+  readonly settings: WorkflowSettings;
+  readonly activities: ReturnType<typeof jobActivities>;
+  readonly view: ReturnType<typeof jobView>['view'];
+  readonly show: ReturnType<typeof jobView>['show'];
+}
+
 /** One group's compaction under a lease: read, lease, compact, publish; a fenced job continues as new with a new job id. */
 export async function compactionWorkflow(input: CompactionInput): Promise<CompactionResult> {
   const { ns, group } = validGroup(input);
   const fencedJobIds = [...(input.fencedJobIds ?? [])];
   const { view, show } = jobView(ns, group, fencedJobIds);
-  // Upserted only when the start lacks them (startCompaction sets them): each upsert is a billable action.
-  const started = workflowInfo().typedSearchAttributes;
-  if (started.get(CompactionNamespace) !== ns || started.get(CompactionGroup) !== group) {
-    upsertSearchAttributes([{ key: CompactionNamespace, value: ns }, { key: CompactionGroup, value: group }]);
-  }
+  tagGroup(ns, group);
   const settings = await compactionSettings();
-  const { readGroup, createLease, compactUnderLease, publish, settlePublication } = jobActivities(settings);
-  // Every activity names the run's store; a worker bound to another refuses it.
+  const activities = jobActivities(settings);
   const store = input.store ?? settings.store;
   const job: MetadataCompactionId = newJobId(workflowRandom);
   view.jobId = job;
   upsertSearchAttributes([{ key: CompactionJobId, value: job }]);
+  const run: JobRun = { ns, group, job, store, settings, activities, view, show };
 
-  // 1. Fix the group's inputs in the job's input manifest, before the lease exists.
-  show('reading group');
-  const manifest: InputManifestRef | undefined = await readGroup.executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, jobId: job, group, store }]).catch((err: unknown) => {
-    throw jobFailure(err);
-  });
-  if (!manifest) throw ApplicationFailure.nonRetryable(`group ${group} of ${ns} has no segments in ${rootKey(ns)}: nothing to compact`, 'InvalidInput');
+  const manifest = await fixInputs(run);
   const ref = { namespaceId: ns, jobId: job, manifest, store };
-
-  // 2. Create the lease. A retried create can find its own lease already claimed: fenced before its first output.
-  show('creating lease');
-  const held: HeldLease | undefined = await createLease
-    .executeWithOptions({ summary: `create lease ${job}` }, [{ namespaceId: ns, jobId: job, ownerId: settings.ownerId, startedAtMs: Date.now(), store }])
-    .catch(unlessLeaseLost);
-
-  // 3. Compact under the lease: one activity holds it beside the work, one heartbeat stream, one slot per job.
-  let compaction: CompactionOutput | undefined;
-  if (held) {
-    view.leaseStatus = 'held';
-    show('compacting', `${manifest.count} input segments`);
-    compaction = await compactUnderLease
-      .executeWithOptions({ summary: `compact ${manifest.count} segments of ${group} under lease ${job}` }, [{ ...ref, held }])
-      .catch(unlessLeaseLost);
-  }
+  const held = await createLease(run);
+  const compaction = held && (await compactUnderLease(run, { ...ref, held }));
 
   // 4. Publish by CAS, unless the job is fenced or has nothing to change.
   const end = decideJobEnd(held !== undefined, compaction, manifest.count);
   let outcome: CompactionOutcomeName = end.kind === 'publish' ? 'published' : end.kind;
   let detail = end.kind === 'publish' ? undefined : end.detail;
   if (end.kind === 'publish' && compaction) {
-    show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
-    const published = await publish
-      .executeWithOptions({ summary: `publish ${compaction.outputs.length} segments of ${job}`, startToCloseTimeout: settings.publicationTimeoutMs }, [
-        { ...ref, outputs: compaction.outputs, tombstones: compaction.tombstones, ...(compaction.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: compaction.tombstoneSeqFloor }) },
-      ])
-      .catch(async (err: unknown): Promise<PublicationOutcome> => {
-        // Its attempts spent, a root CAS of it may still be in flight and land: settle which it is, so the
-        // run never ends failed beside a root that names its outputs.
-        const settled = await settlePublication
-          .executeWithOptions({ summary: `settle the publication of ${job}` }, [{ namespaceId: ns, jobId: job, group, store, outputs: compaction.outputs, tombstones: compaction.tombstones }])
-          .catch(() => {
-            throw unsettledPublication(err, ns, group, job);
-          });
-        if (settled.outcome === 'published') return settled;
-        throw jobFailure(err);
-      });
+    const published = await publishOutputs(run, ref, compaction);
     outcome = published.outcome;
     detail = publicationDetail(published);
   }
 
-  // 5. The lease is left in place (a fenced job's is not ours): the outcome, and a new job when fenced.
+  const result = endJob(run, { outcome, detail, fencedJobIds, manifest, compaction });
+  if (outcome === 'fenced' && fencedJobIds.length < settings.maxFencedRuns) {
+    // A fenced job never runs again under its id: a new run draws a new job id.
+    await continueAsNew<typeof compactionWorkflow>({
+      namespaceId: ns,
+      group,
+      fencedJobIds: [...fencedJobIds, job],
+      ...(store !== undefined && { store }),
+    });
+  }
+  return result;
+}
+
+/** Tags the run with its namespace and group, only when the start lacks them (startCompaction sets them): each upsert is a billable action. */
+function tagGroup(ns: NamespaceId, group: FamilyGroup): void {
+  const started = workflowInfo().typedSearchAttributes;
+  if (started.get(CompactionNamespace) !== ns || started.get(CompactionGroup) !== group) {
+    upsertSearchAttributes([
+      { key: CompactionNamespace, value: ns },
+      { key: CompactionGroup, value: group },
+    ]);
+  }
+}
+
+/** 1. Fixes the group's inputs in the job's input manifest, before the lease exists; a group with no segments is invalid input. */
+async function fixInputs({ ns, group, job, store, activities, show }: JobRun): Promise<InputManifestRef> {
+  show('reading group');
+  const manifest: InputManifestRef | undefined = await activities.readGroup
+    .executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, jobId: job, group, store }])
+    .catch((err: unknown) => {
+      throw jobFailure(err);
+    });
+  if (!manifest)
+    throw ApplicationFailure.nonRetryable(
+      `group ${group} of ${ns} has no segments in ${rootKey(ns)}: nothing to compact`,
+      'InvalidInput',
+    );
+  return manifest;
+}
+
+/** 2. Creates the lease. A retried create can find its own lease already claimed: fenced (undefined) before its first output. */
+async function createLease({ ns, job, store, settings, activities, show }: JobRun): Promise<HeldLease | undefined> {
+  show('creating lease');
+  return activities.createLease
+    .executeWithOptions({ summary: `create lease ${job}` }, [
+      { namespaceId: ns, jobId: job, ownerId: settings.ownerId, startedAtMs: Date.now(), store },
+    ])
+    .catch(unlessLeaseLost);
+}
+
+/** 3. Compacts under the lease: one activity holds it beside the work, one heartbeat stream, one slot per job. Undefined when the lease was lost. */
+async function compactUnderLease(
+  { group, job, activities, view, show }: JobRun,
+  leased: JobInputs & { held: HeldLease },
+): Promise<CompactionOutput | undefined> {
+  view.leaseStatus = 'held';
+  show('compacting', `${leased.manifest.count} input segments`);
+  return activities.compactUnderLease
+    .executeWithOptions({ summary: `compact ${leased.manifest.count} segments of ${group} under lease ${job}` }, [
+      leased,
+    ])
+    .catch(unlessLeaseLost);
+}
+
+/** The job's namespace, id, input manifest and store: what its lease, compaction and publication activities name. */
+interface JobInputs {
+  readonly namespaceId: NamespaceId;
+  readonly jobId: MetadataCompactionId;
+  readonly manifest: InputManifestRef;
+  readonly store: string | undefined;
+}
+
+/**
+ * 4. Publishes the outputs by CAS. Its attempts spent, a root CAS of it may still be in flight and
+ * land: the publication is then settled, so the run never ends failed beside a root that names its outputs.
+ */
+async function publishOutputs(
+  { ns, group, job, store, settings, activities, show }: JobRun,
+  ref: JobInputs,
+  compaction: CompactionOutput,
+): Promise<PublicationOutcome> {
+  show('publishing', `${compaction.outputs.length} output segments, ${compaction.progress.recordsOut} records`);
+  return activities.publish
+    .executeWithOptions(
+      {
+        summary: `publish ${compaction.outputs.length} segments of ${job}`,
+        startToCloseTimeout: settings.publicationTimeoutMs,
+      },
+      [
+        {
+          ...ref,
+          outputs: compaction.outputs,
+          tombstones: compaction.tombstones,
+          ...(compaction.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: compaction.tombstoneSeqFloor }),
+        },
+      ],
+    )
+    .catch(async (err: unknown): Promise<PublicationOutcome> => {
+      const settled = await activities.settlePublication
+        .executeWithOptions({ summary: `settle the publication of ${job}` }, [
+          {
+            namespaceId: ns,
+            jobId: job,
+            group,
+            store,
+            outputs: compaction.outputs,
+            tombstones: compaction.tombstones,
+          },
+        ])
+        .catch(() => {
+          throw unsettledPublication(err, ns, group, job);
+        });
+      if (settled.outcome === 'published') return settled;
+      throw jobFailure(err);
+    });
+}
+
+/** How the job ended and what it holds, for its result. */
+interface JobEnding {
+  readonly outcome: CompactionOutcomeName;
+  readonly detail: string | undefined;
+  readonly fencedJobIds: readonly string[];
+  readonly manifest: InputManifestRef;
+  readonly compaction: CompactionOutput | undefined;
+}
+
+/** 5. The lease is left in place (a fenced job's is not ours): tags and shows the outcome, and returns the run's result. */
+function endJob(
+  { ns, group, job, view, show }: JobRun,
+  { outcome, detail, fencedJobIds, manifest, compaction }: JobEnding,
+): CompactionResult {
   upsertSearchAttributes([{ key: CompactionOutcome, value: outcome }]);
   view.leaseStatus = outcome === 'fenced' ? 'lost' : 'left in place';
   const result: CompactionResult = {
-    outcome, namespaceId: ns, group, jobId: job, fencedJobIds, inputCount: manifest.count, inputManifest: manifest.key,
-    outputs: compaction?.outputs ?? [], tombstones: compaction?.tombstones ?? [], recordsOut: compaction?.progress.recordsOut ?? 0, bytesOut: compaction?.progress.bytesOut ?? 0, detail,
+    outcome,
+    namespaceId: ns,
+    group,
+    jobId: job,
+    fencedJobIds,
+    inputCount: manifest.count,
+    inputManifest: manifest.key,
+    outputs: compaction?.outputs ?? [],
+    tombstones: compaction?.tombstones ?? [],
+    recordsOut: compaction?.progress.recordsOut ?? 0,
+    bytesOut: compaction?.progress.bytesOut ?? 0,
+    detail,
   };
-  show(outcome, `${result.outputs.length} output segments, ${result.recordsOut} records, ${result.bytesOut} bytes${detail ? `\n\n${detail}` : ''}`);
-  if (outcome === 'fenced' && fencedJobIds.length < settings.maxFencedRuns) {
-    // A fenced job never runs again under its id: a new run draws a new job id.
-    await continueAsNew<typeof compactionWorkflow>({ namespaceId: ns, group, fencedJobIds: [...fencedJobIds, job], ...(store !== undefined && { store }) });
-  }
+  show(
+    outcome,
+    `${result.outputs.length} output segments, ${result.recordsOut} records, ${result.bytesOut} bytes${detail ? `\n\n${detail}` : ''}`,
+  );
   return result;
 }

@@ -8,7 +8,17 @@ import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, type FamilyGro
 import { updateRoot } from '../protocol/root-io';
 import { stopwatch } from '../protocol/stopwatch';
 import { addSegments, jsonRootCodec } from '../root';
-import { asSegmentRecord, DEFAULT_SEGMENT_FORMAT_VERSION, encodeSegment, InvalidSegmentInputError, recordProblem, SEGMENT_EXTENSION, type SegmentFormatVersion, type SegmentRecord } from '../segments';
+import {
+  asSegmentRecord,
+  DEFAULT_SEGMENT_FORMAT_VERSION,
+  encodeSegment,
+  InvalidSegmentInputError,
+  recordProblem,
+  SEGMENT_EXTENSION,
+  type SegmentFormatVersion,
+  type SegmentRecord,
+} from '../segments';
+import type { GroupRef } from '../reader';
 import type { ObjectStore } from '../store';
 
 /** Records the writer refuses: defined beside the rule they break (src/segments/records.ts), thrown here. */
@@ -55,10 +65,17 @@ export interface WriterOptions {
  * `version` is, so the writer never stores what a later compaction, into outputs of any format and
  * through runs of format 2, would refuse (a group stuck on a record), nor text an encoding would change.
  */
-function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readonly SegmentRecord[], version: SegmentFormatVersion): Uint8Array {
-  const refuse = (reason: string, recordIndex?: number) => new InvalidSegmentInputError(ns, group, reason, recordIndex);
+function encodeInputSegment(
+  ns: NamespaceId,
+  group: FamilyGroup,
+  records: readonly SegmentRecord[],
+  version: SegmentFormatVersion,
+): Uint8Array {
+  const refuse = (reason: string, recordIndex?: number) =>
+    new InvalidSegmentInputError({ namespaceId: ns, group, reason, recordIndex });
   if (!Array.isArray(records) || records.length === 0) throw refuse('no records: an input segment holds at least one');
-  const keyOf = (record: unknown): unknown => (typeof record === 'object' && record !== null ? (record as { key?: unknown }).key : undefined);
+  const keyOf = (record: unknown): unknown =>
+    typeof record === 'object' && record !== null ? (record as { key?: unknown }).key : undefined;
   const keyless = records.findIndex((r) => typeof keyOf(r) !== 'string');
   if (keyless >= 0) throw refuse(`record ${keyless} has no string key`, keyless);
   const malformed = records.findIndex((r) => asSegmentRecord(r) === undefined);
@@ -74,14 +91,22 @@ function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readon
     const problem = recordProblem(record);
     if (problem !== undefined) throw refuse(`record ${i} (key ${quoted(record.key)}) ${problem}`, i);
   }
-  const order = records.map((_, i) => i).sort((a, b) => (records[a]!.key < records[b]!.key ? -1 : records[a]!.key > records[b]!.key ? 1 : a - b));
+  const order = records
+    .map((_, i) => i)
+    .sort((a, b) => (records[a]!.key < records[b]!.key ? -1 : records[a]!.key > records[b]!.key ? 1 : a - b));
   for (let i = 1; i < order.length; i++) {
     const [first, second] = [order[i - 1]!, order[i]!];
     if (records[first]!.key === records[second]!.key) {
-      throw refuse(`records ${first} and ${second} both have key ${JSON.stringify(records[first]!.key)}: keys must be unique`, second);
+      throw refuse(
+        `records ${first} and ${second} both have key ${JSON.stringify(records[first]!.key)}: keys must be unique`,
+        second,
+      );
     }
   }
-  return encodeSegment(order.map((i) => records[i]!), version);
+  return encodeSegment(
+    order.map((i) => records[i]!),
+    version,
+  );
 }
 
 /**
@@ -96,14 +121,18 @@ function encodeInputSegment(ns: NamespaceId, group: FamilyGroup, records: readon
  */
 export async function writeInputSegment(
   store: ObjectStore,
-  ns: string,
-  group: string,
+  { namespaceId: ns, group }: GroupRef,
   records: readonly SegmentRecord[],
   options: WriterOptions = {},
 ): Promise<string> {
   const namespace = namespaceId(ns);
   const validGroup = familyGroup(group);
-  const bytes = encodeInputSegment(namespace, validGroup, records, options.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION);
+  const bytes = encodeInputSegment(
+    namespace,
+    validGroup,
+    records,
+    options.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION,
+  );
   const minSeq = Math.min(...records.map((r) => r.seq));
   const budgetMs = options.writerBudgetMs ?? timingFromEnv().writerBudgetMs;
   // The budget runs from before the PUT: the store may date the segment as early as its start.

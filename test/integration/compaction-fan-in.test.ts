@@ -81,7 +81,7 @@ describe('a merge of more inputs than the fan-in', () => {
   /** Runs a compaction of `inputs` as a fresh job and returns its output bytes, segment by segment. */
   async function compact(store: ObjectStore, ns: string, inputs: readonly string[], limits: MergeLimits): Promise<{ bytes: Buffer[]; progress: CompactionProgress; job: ReturnType<typeof jobOf> }> {
     const job = jobOf(ns);
-    const progress = await compactGroup(store, job, inputs, limits, NO_PROGRESS, NO_HOOKS);
+    const progress = await compactGroup({ store, job, inputs, limits, resume: NO_PROGRESS, hooks: NO_HOOKS });
     return { bytes: await outputBytes(job, progress), progress, job };
   }
   const jobOf = (ns: string) => ({ namespaceId: namespaceId(ns), jobId: newJobId() });
@@ -167,12 +167,15 @@ describe('a merge of more inputs than the fan-in', () => {
     let stoppedAt: CompactionProgress | undefined;
     const stop = new Error('the worker died');
     await expect(
-      compactGroup(fixture.store, job, keys, limits, NO_PROGRESS, {
-        ...NO_HOOKS,
-        onSegmentFinished: (p) => {
-          if ((p.runs?.parts.length ?? 0) < 2) return;
-          stoppedAt = p;
-          throw stop;
+      compactGroup({
+        store: fixture.store, job, inputs: keys, limits, resume: NO_PROGRESS,
+        hooks: {
+          ...NO_HOOKS,
+          onSegmentFinished: (p) => {
+            if ((p.runs?.parts.length ?? 0) < 2) return;
+            stoppedAt = p;
+            throw stop;
+          },
         },
       }),
     ).rejects.toBe(stop);
@@ -181,7 +184,7 @@ describe('a merge of more inputs than the fan-in', () => {
     expect(finishedParts.length).toBeGreaterThanOrEqual(2);
 
     const resumed = observedStore(fixture.store);
-    const progress = await compactGroup(resumed.store, job, keys, limits, stoppedAt!, NO_HOOKS);
+    const progress = await compactGroup({ store: resumed.store, job, inputs: keys, limits, resume: stoppedAt!, hooks: NO_HOOKS });
     expect(resumed.puts.filter((key) => finishedParts.includes(key))).toEqual([]);
     const uninterrupted = await compact(fixture.store, ns, keys, limits);
     expect(await outputBytes(job, progress)).toEqual(uninterrupted.bytes);
@@ -202,15 +205,18 @@ describe('a merge of more inputs than the fan-in', () => {
     const keys = await writeGroup(fixture.store, ns, inputs);
     const job = jobOf(ns);
     let stoppedAt: CompactionProgress | undefined;
-    await compactGroup(fixture.store, job, keys, { targetSegmentBytes: 2048, maxFanIn: 4 }, NO_PROGRESS, {
-      ...NO_HOOKS,
-      onSegmentFinished: (p) => {
-        if ((p.runs?.parts.length ?? 0) < 2) return;
-        stoppedAt = p;
-        throw new Error('the worker died');
+    await compactGroup({
+      store: fixture.store, job, inputs: keys, limits: { targetSegmentBytes: 2048, maxFanIn: 4 }, resume: NO_PROGRESS,
+      hooks: {
+        ...NO_HOOKS,
+        onSegmentFinished: (p) => {
+          if ((p.runs?.parts.length ?? 0) < 2) return;
+          stoppedAt = p;
+          throw new Error('the worker died');
+        },
       },
     }).catch(() => {});
-    const progress = await compactGroup(fixture.store, job, keys, { targetSegmentBytes: 2048, maxFanIn: 6 }, stoppedAt!, NO_HOOKS);
+    const progress = await compactGroup({ store: fixture.store, job, inputs: keys, limits: { targetSegmentBytes: 2048, maxFanIn: 6 }, resume: stoppedAt!, hooks: NO_HOOKS });
     expect(progress.runs?.fanIn).toBe(6);
     expect(progress.runs?.parts).toHaveLength(planMerge(30, 6).runs.length);
     const uninterrupted = await compact(fixture.store, ns, keys, { targetSegmentBytes: 2048, maxFanIn: 30 });

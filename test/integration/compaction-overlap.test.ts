@@ -80,11 +80,14 @@ describe.each(SEGMENT_FORMAT_VERSIONS)('the final merge, writing segment format 
       if (output === 0) reportedWhenFirstStored = reported;
     });
     const heartbeats: CompactionProgress[] = [];
-    const progress = await compactGroup(store, job, keys, limits, NO_PROGRESS, {
-      onRecords: (records) => {
-        reported = records;
+    const progress = await compactGroup({
+      store, job, inputs: keys, limits, resume: NO_PROGRESS,
+      hooks: {
+        onRecords: (records) => {
+          reported = records;
+        },
+        onSegmentFinished: (p) => heartbeats.push(p),
       },
-      onSegmentFinished: (p) => heartbeats.push(p),
     });
 
     expect(progress.segmentsFinished).toBeGreaterThan(3);
@@ -106,7 +109,7 @@ describe.each(SEGMENT_FORMAT_VERSIONS)('the final merge, writing segment format 
     const limits = { targetSegmentBytes: 16 * 1024, maxFanIn: 16, segmentFormat };
     const { store, log, inFlight } = slowOutputs(fixture.store, job, () => sleep(100), 1);
     const heartbeats: number[] = [];
-    await expect(compactGroup(store, job, keys, limits, NO_PROGRESS, { onRecords: () => {}, onSegmentFinished: (p) => heartbeats.push(p.segmentsFinished) })).rejects.toThrow(/injected failure/);
+    await expect(compactGroup({ store, job, inputs: keys, limits, resume: NO_PROGRESS, hooks: { onRecords: () => {}, onSegmentFinished: (p) => heartbeats.push(p.segmentsFinished) } })).rejects.toThrow(/injected failure/);
     expect(inFlight()).toBe(0);
     expect(log).toEqual([`start ${outputSegmentKey(job, 0)}`, `end ${outputSegmentKey(job, 0)}`, `start ${outputSegmentKey(job, 1)}`, `end ${outputSegmentKey(job, 1)}`]);
     expect(heartbeats).toEqual([1]);

@@ -88,9 +88,9 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     // Before: the pass deleted the segment without a root write, the released CAS answered 200, and the
     // root named a missing object (every later compaction of the group failed InputMissing).
     const ns = newNamespace();
-    const first = await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]);
+    const first = await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]);
     const held = minio.proxy.hold((r) => s3Requests.compareAndSwap(r) && r.key === rootKey(ns));
-    const late = writeInputSegment(minio.viaProxy, ns, group, [{ key: 'b', seq: 2, value: 'y' }], { writerBudgetMs: 60_000 });
+    const late = writeInputSegment(minio.viaProxy, { namespaceId: ns, group }, [{ key: 'b', seq: 2, value: 'y' }], { writerBudgetMs: 60_000 });
     late.catch(() => undefined);
     await held.arrived;
     const [segment] = (await inputKeys(ns)).filter((k) => k !== first);
@@ -114,11 +114,11 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     // Before: the late write registered after the publication (its CAS re-read on 412 and appended),
     // and `inode/1`, deleted at seq 7, read "stale" (seq 5) again.
     const ns = newNamespace();
-    await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'inode/1', seq: 1, value: 'first' }]);
-    await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'inode/1', seq: 7, tombstone: true }, { key: 'inode/2', seq: 8, value: 'x' }]);
+    await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 1, value: 'first' }]);
+    await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 7, tombstone: true }, { key: 'inode/2', seq: 8, value: 'x' }]);
     // The older write's PUT is done and its root CAS held: its write began before the delete, it lands after the compaction.
     const held = minio.proxy.hold((r) => s3Requests.compareAndSwap(r) && r.key === rootKey(ns));
-    const late = writeInputSegment(minio.viaProxy, ns, group, [{ key: 'inode/1', seq: 5, value: 'stale' }], { writerBudgetMs: 60_000 });
+    const late = writeInputSegment(minio.viaProxy, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 5, value: 'stale' }], { writerBudgetMs: 60_000 });
     late.catch(() => undefined);
     await held.arrived;
 
@@ -138,10 +138,10 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     // Before: the SDK's retry of the landed CAS met 412, updateRoot took it for a lost race and appended
     // again, and the group named the segment twice; readGroup refused the group for good (InvalidInput).
     const ns = newNamespace();
-    await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]);
+    await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]);
     const before = minio.proxy.injected.lostResponse;
     minio.proxy.script('lostResponse', (r) => s3Requests.compareAndSwap(r) && r.key === rootKey(ns));
-    const key = await writeInputSegment(minio.viaProxy, ns, group, [{ key: 'b', seq: 2, value: 'y' }]);
+    const key = await writeInputSegment(minio.viaProxy, { namespaceId: ns, group }, [{ key: 'b', seq: 2, value: 'y' }]);
     expect(minio.proxy.injected.lostResponse).toBe(before + 1);
     expect(groupSegments(await rootOf(ns), group).filter((k) => k === key)).toHaveLength(1);
     await compactAndPublish(ns);
@@ -152,8 +152,8 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     // Before: the next writeInputSegment created a root of generation 1 naming only its own segment, and
     // the next pass deleted the published output (and, past the lost-write grace, the inputs).
     const ns = newNamespace();
-    await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]);
-    await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'b', seq: 2, value: 'y' }]);
+    await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]);
+    await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'b', seq: 2, value: 'y' }]);
     const { result } = await compactAndPublish(ns);
     // The root the pass judges (it then stamps the retired inputs visible, one generation more).
     const published = await rootOf(ns);
@@ -162,7 +162,7 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     await expect(minio.fixture.store.head(judgedRootKey(ns))).resolves.toBeDefined();
 
     await minio.fixture.store.deleteMany([rootKey(ns)]);
-    await expect(writeInputSegment(minio.fixture.store, ns, group, [{ key: 'c', seq: 3, value: 'z' }])).rejects.toBeInstanceOf(RootLostError);
+    await expect(writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'c', seq: 3, value: 'z' }])).rejects.toBeInstanceOf(RootLostError);
     await expect(minio.fixture.store.head(rootKey(ns))).rejects.toBeInstanceOf(NotFoundError);
     const blind = await passAhead(minio.fixture.store, ns, timing.lostWriteGraceMs + timing.readerGraceMs + 60_000);
     expect(blind.totals.objectsDeleted).toBe(0);
@@ -179,9 +179,9 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
 
   it('a root that went back (an older copy put over it) deletes nothing until the judged one is restored', async () => {
     const ns = newNamespace();
-    await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]);
+    await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]);
     const old = await minio.fixture.store.get(rootKey(ns));
-    await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'b', seq: 2, value: 'y' }]);
+    await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'b', seq: 2, value: 'y' }]);
     await compactAndPublish(ns);
     await passAhead(minio.fixture.store, ns, 1000);
     // An operator's restore from a backup taken before the compaction: generation 1, naming the first input only.
@@ -216,7 +216,7 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
 
   it('a publication whose attempts were spent is settled: a CAS still held is fenced by the settling write and never lands; one that landed is reported published', async () => {
     const ns = newNamespace();
-    const inputs = [await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]), await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 2, value: 'y' }])];
+    const inputs = [await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]), await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 2, value: 'y' }])];
     const job = { namespaceId: ns, jobId: newJobId() };
     const result = await referenceCompactor.compact({ job: { ...job, group }, inputs, store: stagedStore(minio.fixture.store, job), limits: { targetSegmentBytes: 1 << 20, maxFanIn: 16 }, resume: undefined, heartbeat: () => {} });
     await createJobLease(minio.fixture.store, { ...job, ownerId: 'test', startedAtMs: Date.now() });
@@ -241,8 +241,8 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
 
   it("a foreign or late registration of a retired, missing or staged segment is refused by the package's root writer", async () => {
     const ns = newNamespace();
-    const first = await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]);
-    await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'b', seq: 2, value: 'y' }]);
+    const first = await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]);
+    await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'b', seq: 2, value: 'y' }]);
     const { job } = await compactAndPublish(ns);
     await expect(updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [first]), jsonRootCodec)).resolves.toBeDefined();
     // `first` is retired: addSegments leaves it alone (an earlier registration of it), nothing is written.

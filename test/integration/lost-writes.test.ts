@@ -43,14 +43,14 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
 
   it('a writer delayed past its budget between the PUT and the root CAS registers nothing and throws WriterBudgetExceededError naming the segment', async () => {
     const ns = newNamespace('slow');
-    await writeInputSegment(store, ns, 'inodes', [record('a')]);
+    await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('a')]);
     const before = (await readRoot(store, ns, jsonRootCodec)).root;
     // A pause as long as the budget and 1 ms falls between the segment PUT and the root read.
     let elapsed = 0;
     const paused = interceptStore(store, (operation) => {
       if (operation === 'put') elapsed += writerBudgetMs + 1;
     });
-    const err: unknown = await writeInputSegment(paused, ns, 'inodes', [record('b')], { writerBudgetMs, elapsedMs: () => elapsed }).then(
+    const err: unknown = await writeInputSegment(paused, { namespaceId: ns, group: 'inodes' }, [record('b')], { writerBudgetMs, elapsedMs: () => elapsed }).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -65,29 +65,29 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
 
   it("the budget is checked before every CAS attempt: a writer that loses a race and is past its budget sends no second CAS", async () => {
     const ns = newNamespace('race');
-    await writeInputSegment(store, ns, 'inodes', [record('a')]);
+    await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('a')]);
     let elapsed = 0;
     let casSent = 0;
     const racing = interceptStore(store, async (operation, key) => {
       if (operation !== 'putIfMatch' || key !== rootKey(ns)) return;
       casSent++;
       // Another writer's CAS lands first, and the retry comes after the budget.
-      await writeInputSegment(store, ns, 'inodes', [record('c')]);
+      await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('c')]);
       elapsed += writerBudgetMs + 1;
     });
-    await expect(writeInputSegment(racing, ns, 'inodes', [record('b')], { writerBudgetMs, elapsedMs: () => elapsed })).rejects.toThrow(WriterBudgetExceededError);
+    await expect(writeInputSegment(racing, { namespaceId: ns, group: 'inodes' }, [record('b')], { writerBudgetMs, elapsedMs: () => elapsed })).rejects.toThrow(WriterBudgetExceededError);
     expect(casSent).toBe(1);
     expect((await readRoot(store, ns, jsonRootCodec)).root.groups.inodes).toHaveLength(2);
   });
 
   it('the unregistered segment of a writer past its budget is kept until the lost-write grace and goes after it', async () => {
     const ns = newNamespace('lost');
-    await writeInputSegment(store, ns, 'inodes', [record('a')]);
+    await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('a')]);
     let elapsed = 0;
     const paused = interceptStore(store, (operation) => {
       if (operation === 'put') elapsed += writerBudgetMs + 1;
     });
-    const err = (await writeInputSegment(paused, ns, 'inodes', [record('b')], { writerBudgetMs, elapsedMs: () => elapsed }).catch((e: unknown) => e)) as WriterBudgetExceededError;
+    const err = (await writeInputSegment(paused, { namespaceId: ns, group: 'inodes' }, [record('b')], { writerBudgetMs, elapsedMs: () => elapsed }).catch((e: unknown) => e)) as WriterBudgetExceededError;
     // Past T (the old lost-write age) and past the writer budget, the segment stays: its writer could still have registered it until the budget.
     for (const ahead of [gcMinGraceMs + MINUTE, writerBudgetMs + MINUTE, lostWriteGraceMs - MINUTE]) {
       const report = await pass(ns, ahead);
@@ -102,8 +102,8 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
 
   it('a segment replaced through updateRoot is retired at the writer\'s clock, kept for the reader grace, and goes after it', async () => {
     const ns = newNamespace('replaced');
-    const [a, b] = [await writeInputSegment(store, ns, 'inodes', [record('a')]), await writeInputSegment(store, ns, 'inodes', [record('b')])];
-    const merged = await writeInputSegment(store, ns, 'dentries', [record('a'), record('b', 2)]);
+    const [a, b] = [await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('a')]), await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('b')])];
+    const merged = await writeInputSegment(store, { namespaceId: ns, group: 'dentries' }, [record('a'), record('b', 2)]);
     const retiredAtMs = Date.now();
     const written = await updateRoot(store, ns, (root): RootState => ({ ...root, generation: root.generation + 1, groups: { dentries: [merged] } }), jsonRootCodec, {
       clockMs: () => retiredAtMs,
@@ -123,7 +123,7 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
 
   it('segments a root writer replaced without retiring them (a service\'s own writer) are kept for the lost-write grace, not T', async () => {
     const ns = newNamespace('unretired');
-    const [a, b, c] = [await writeInputSegment(store, ns, 'inodes', [record('a')]), await writeInputSegment(store, ns, 'inodes', [record('b')]), await writeInputSegment(store, ns, 'inodes', [record('c')])];
+    const [a, b, c] = [await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('a')]), await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('b')]), await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('c')])];
     const output = inputSegmentKey(ns, newSegmentId(), 'mseg');
     await store.put(output, new TextEncoder().encode('an older publisher wrote this'));
     // A publication of the service's own: the inputs leave the group and no retired list names them.

@@ -67,7 +67,7 @@ describe('raw ids at the protocol functions', () => {
     ['readRootIfAny', (ns) => readRootIfAny(store, ns, jsonRootCodec)],
     ['updateRoot', (ns) => updateRoot(store, ns, (root) => root, jsonRootCodec)],
     ['listJobPrefixes', (ns) => listJobPrefixes(store, ns, undefined, 10)],
-    ['writeInputSegment', (ns) => writeInputSegment(store, ns, 'bindings', [{ key: 'a', seq: 1, value: 'v' }])],
+    ['writeInputSegment', (ns) => writeInputSegment(store, { namespaceId: ns, group: 'bindings' }, [{ key: 'a', seq: 1, value: 'v' }])],
   ];
 
   it.each(calls.flatMap(([name, call]) => refs.map(([what, ref]) => [name, what, call, ref] as const)))(

@@ -32,7 +32,7 @@ describe('the reader grace counts from visibility, on MinIO through the fault pr
 
   it("a publication landing later than T after its clock leaves every segment of an older snapshot readable until the reader's promise, and they go after it", async () => {
     const ns = namespaceId(uniqueId('grace').toLowerCase());
-    const inputs = [await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]), await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 2, value: 'y' }])];
+    const inputs = [await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]), await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 2, value: 'y' }])];
     const job = { namespaceId: ns, jobId: newJobId() };
     const result = await referenceCompactor.compact({ job: { ...job, group }, inputs, store: stagedStore(minio.fixture.store, job), limits: { targetSegmentBytes: 1 << 20, maxFanIn: 16 }, resume: undefined, heartbeat: () => {} });
     await createJobLease(minio.fixture.store, { ...job, ownerId: 'test', startedAtMs: Date.now() });
@@ -49,7 +49,7 @@ describe('the reader grace counts from visibility, on MinIO through the fault pr
     // The clock the inputs retire at: the heartbeat of the refresh before the held CAS.
     const retiringClockMs = decodeLease((await minio.fixture.store.get(leaseKey(ns, job.jobId))).body, job).heartbeat_at_ms;
     await sleep(timing.gcMinGraceMs + 500);
-    const snapshot = await readGroupSnapshot(minio.fixture.store, ns, group, jsonRootCodec);
+    const snapshot = await readGroupSnapshot(minio.fixture.store, { namespaceId: ns, group }, jsonRootCodec);
     expect(snapshot.segments).toEqual(inputs);
     const promise = readableUntilMs(snapshot, timing);
     await sleep(500);

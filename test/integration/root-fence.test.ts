@@ -36,7 +36,7 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
   /** A namespace of two inputs, a job with a fresh lease and one staged output, not yet published. */
   async function prepare() {
     const ns = namespaceId(uniqueId('fence').toLowerCase());
-    const inputs = [await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]), await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 2, value: 'y' }])];
+    const inputs = [await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]), await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 2, value: 'y' }])];
     const job = newJobId();
     await createJobLease(minio.viaProxy, { namespaceId: ns, jobId: job, ownerId: 'test', startedAtMs: Date.now() });
     const output = stagedSegmentKey(ns, job, newSegmentId(), 'mseg');

@@ -32,14 +32,14 @@ describe("a namespace's history starts with its root's first change, on MinIO", 
 
   it('a root with content lost before any pass ran is not created afresh: writers refuse, a pass deletes nothing, and a restore lists the segments to register again', async () => {
     const ns = newNamespace();
-    const a = await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]);
-    const b = await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'b', seq: 2, value: 'y' }]);
+    const a = await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]);
+    const b = await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'b', seq: 2, value: 'y' }]);
     expect(await rootOf(ns)).toMatchObject({ generation: 3, groups: { [group]: [a, b] } });
     // The marker is the empty first root, written before the first registration.
     expect(await markerOf(ns)).toEqual({ namespace_id: ns, generation: 1, groups: {}, retired: [] });
 
     await minio.fixture.store.deleteMany([rootKey(ns)]);
-    await expect(writeInputSegment(minio.fixture.store, ns, group, [{ key: 'c', seq: 3, value: 'z' }])).rejects.toBeInstanceOf(RootLostError);
+    await expect(writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'c', seq: 3, value: 'z' }])).rejects.toBeInstanceOf(RootLostError);
     await expect(updateRoot(minio.fixture.store, ns, (root) => root, jsonRootCodec)).rejects.toBeInstanceOf(RootLostError);
     await missing(minio.fixture.store, rootKey(ns));
 
@@ -59,7 +59,7 @@ describe("a namespace's history starts with its root's first change, on MinIO", 
     await missing(minio.fixture.store, judgedRootKey(ns));
 
     await minio.fixture.store.deleteMany([rootKey(ns)]);
-    const a = await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'a', seq: 1, value: 'x' }]);
+    const a = await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]);
     expect(await rootOf(ns)).toMatchObject({ generation: 2, groups: { [group]: [a] } });
     expect((await markerOf(ns))?.generation).toBe(1);
     expect(await readGroupView(minio.fixture.store, ns, group)).toEqual({ a: 'x' });
@@ -69,12 +69,12 @@ describe("a namespace's history starts with its root's first change, on MinIO", 
     const ns = newNamespace();
     const before = minio.proxy.injected.answer;
     minio.proxy.script({ status: 403, code: 'AccessDenied' }, (r) => s3Requests.createIfAbsent(r) && r.key === judgedRootKey(ns));
-    await expect(writeInputSegment(minio.viaProxy, ns, group, [{ key: 'a', seq: 1, value: 'x' }])).rejects.toThrow(/access denied to .*gc\/judged-root/);
+    await expect(writeInputSegment(minio.viaProxy, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }])).rejects.toThrow(/access denied to .*gc\/judged-root/);
     expect(minio.proxy.injected.answer).toBe(before + 1);
     expect(await rootOf(ns)).toEqual({ namespace_id: ns, generation: 1, groups: {}, retired: [] });
     await missing(minio.fixture.store, judgedRootKey(ns));
 
-    const b = await writeInputSegment(minio.fixture.store, ns, group, [{ key: 'b', seq: 2, value: 'y' }]);
+    const b = await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'b', seq: 2, value: 'y' }]);
     expect((await markerOf(ns))?.generation).toBe(1);
     expect(groupSegments(await rootOf(ns), group)).toEqual([b]);
 

@@ -23,7 +23,7 @@ describe('a v1 namespace compacted by a worker that writes segment format v2', (
     const expected = referenceMerge(inputs);
     const probes = [...expected.filter((_, i) => i % 50 === 0).map((r) => r.key), 'k-absent'];
     const view = async () => {
-      const snapshot = await readGroupSnapshot(store, ns, 'bindings', jsonRootCodec);
+      const snapshot = await readGroupSnapshot(store, { namespaceId: ns, group: 'bindings' }, jsonRootCodec);
       const records: LiveRecord[] = [];
       for await (const record of readGroupRecords(store, snapshot)) records.push(record);
       const found = await Promise.all(probes.map((key) => lookupRecord(store, snapshot, key)));

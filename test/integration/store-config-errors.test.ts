@@ -50,10 +50,10 @@ describe('store configuration errors', () => {
   it('the library\'s writer and readers on an endpoint that never answered throw StoreConfigError naming AWS_ENDPOINT_URL_S3, not an outage', async () => {
     const port = await freePort();
     const unreachable = () => createS3ObjectStore({ bucket: 'any', client: new S3Client({ ...s3ClientConfig(inject('minio')), endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1 }), operationDeadlineMs: 5000 });
-    const write = writeInputSegment(unreachable(), 'tenant-7', 'inodes', [{ key: 'k', seq: 1, value: 'v' }]);
+    const write = writeInputSegment(unreachable(), { namespaceId: 'tenant-7', group: 'inodes' }, [{ key: 'k', seq: 1, value: 'v' }]);
     await expect(write).rejects.toThrow(StoreConfigError);
     await expect(write).rejects.toThrow(/cannot reach the S3 endpoint \(.*ECONNREFUSED.*\); check AWS_ENDPOINT_URL_S3/);
-    await expect(readGroupSnapshot(unreachable(), 'tenant-7', 'inodes', jsonRootCodec)).rejects.toThrow(StoreConfigError);
+    await expect(readGroupSnapshot(unreachable(), { namespaceId: 'tenant-7', group: 'inodes' }, jsonRootCodec)).rejects.toThrow(StoreConfigError);
     await expect(readRoot(unreachable(), namespaceId('tenant-7'), jsonRootCodec)).rejects.toThrow(/AWS_ENDPOINT_URL_S3/);
   });
 

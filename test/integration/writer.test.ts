@@ -30,7 +30,7 @@ describe('writeInputSegment refuses bad input before writing anything', () => {
     fixture = await openTestStore('minio');
     store = interceptStore(fixture.store, (operation) => void requests.push(operation));
     // One good segment first: the namespace has a root whose bytes must not change.
-    await writeInputSegment(store, ns, 'bindings', [good('a')]);
+    await writeInputSegment(store, { namespaceId: ns, group: 'bindings' }, [good('a')]);
     before = await allKeys();
   });
   afterAll(() => fixture?.store.close());
@@ -49,7 +49,7 @@ describe('writeInputSegment refuses bad input before writing anything', () => {
     ['a duplicate key', [good('b'), good('a'), good('b', 2)], /records 0 and 2 both have key "b": keys must be unique/, 2],
   ] as const)('%s: InvalidSegmentInputError naming the record; nothing written', async (_, records, reason, index) => {
     requests.length = 0;
-    const err: unknown = await writeInputSegment(store, ns, 'bindings', records as readonly SegmentRecord[]).then(() => undefined, (e: unknown) => e);
+    const err: unknown = await writeInputSegment(store, { namespaceId: ns, group: 'bindings' }, records as readonly SegmentRecord[]).then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidSegmentInputError);
     expect((err as Error).message).toMatch(reason);
     expect((err as Error).message).toContain('group bindings of namespace writer');
@@ -59,8 +59,8 @@ describe('writeInputSegment refuses bad input before writing anything', () => {
 
   it.each(['../x', 'Upper', '', 'a/b'])('an invalid group %j: InvalidKeyError, and no segment is left behind', async (group) => {
     requests.length = 0;
-    await expect(writeInputSegment(store, ns, group, [good('a')])).rejects.toThrow(InvalidKeyError);
-    await expect(writeInputSegment(store, ns, group, [good('a')])).rejects.toThrow(/invalid family group/);
+    await expect(writeInputSegment(store, { namespaceId: ns, group }, [good('a')])).rejects.toThrow(InvalidKeyError);
+    await expect(writeInputSegment(store, { namespaceId: ns, group }, [good('a')])).rejects.toThrow(/invalid family group/);
     expect(requests).toEqual([]);
   });
 
@@ -71,7 +71,7 @@ describe('writeInputSegment refuses bad input before writing anything', () => {
   });
 
   it('good records in any order are written sorted and read back by the segment reader', async () => {
-    const key = await writeInputSegment(store, ns, 'inodes', [good('c'), { key: 'a', seq: 0, tombstone: true }, good('b', 7)]);
+    const key = await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [good('c'), { key: 'a', seq: 0, tombstone: true }, good('b', 7)]);
     expect(await readRecords(fixture.store, [key])).toEqual([{ key: 'a', seq: 0, tombstone: true }, good('b', 7), good('c')]);
   });
 });

@@ -198,7 +198,7 @@ async function finalViews(env: Env, groups: readonly string[]): Promise<void> {
   for (const group of groups) {
     const read: SnapshotContext = { snapshot: {} };
     party.context = read;
-    const snapshot = await readGroupSnapshot(party.store, env.ns, group, jsonRootCodec, party.clock);
+    const snapshot = await readGroupSnapshot(party.store, { namespaceId: env.ns, group }, jsonRootCodec, party.clock);
     party.context = undefined;
     const bytes = new Map<string, Uint8Array>();
     for (const key of snapshot.segments) {

@@ -63,7 +63,7 @@ export const referenceFormat: TestFormat = {
     return { keys: await writeInputs(store, ns, group, inputs, [1]), merge: referenceMerge(inputs).map(fromSegmentRecord) };
   },
   readRecords: async (store, keys) => (await readRecords(store, keys)).map(fromSegmentRecord),
-  writeRecords: (store, ns, group, records) => writeInputSegment(store, ns, group, records.map(toSegmentRecord), { segmentFormat: 1 }),
+  writeRecords: (store, ns, group, records) => writeInputSegment(store, { namespaceId: ns, group }, records.map(toSegmentRecord), { segmentFormat: 1 }),
 };
 
 /**
@@ -81,7 +81,7 @@ export const referenceV2Format: TestFormat = {
     const inputs = makeInputs(segments, perSegment, keySpace);
     return { keys: await writeInputs(store, ns, group, inputs, [1, 2]), merge: referenceMerge(inputs).map(fromSegmentRecord) };
   },
-  writeRecords: (store, ns, group, records) => writeInputSegment(store, ns, group, records.map(toSegmentRecord), { segmentFormat: 2 }),
+  writeRecords: (store, ns, group, records) => writeInputSegment(store, { namespaceId: ns, group }, records.map(toSegmentRecord), { segmentFormat: 2 }),
 };
 
 export const binaryFormat: TestFormat = {

@@ -22,7 +22,7 @@ export function makeInputs(segments: number, recordsPerSegment: number, keySpace
 /** Writes `inputs` as segments of `group`, the `i`-th in `formats[i % formats.length]` (the writer's default format when none is given). */
 export async function writeInputs(store: ObjectStore, ns: string, group: string, inputs: SegmentRecord[][], formats: readonly SegmentFormatVersion[] = []): Promise<string[]> {
   const keys: string[] = [];
-  for (const [i, records] of inputs.entries()) keys.push(await writeInputSegment(store, ns, group, records, { segmentFormat: formats[i % formats.length] }));
+  for (const [i, records] of inputs.entries()) keys.push(await writeInputSegment(store, { namespaceId: ns, group }, records, { segmentFormat: formats[i % formats.length] }));
   return keys;
 }
 

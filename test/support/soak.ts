@@ -279,7 +279,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     }
     const addSegment = async (state: GroupState) => {
       const records = makeRecords(random, state, options.recordsPerSegment);
-      await writeInputSegment(writer, state.ns, state.group, records);
+      await writeInputSegment(writer, { namespaceId: state.ns, group: state.group }, records);
       state.written.push(records);
     };
     for (const state of groups) for (let i = 0; i < 2; i++) await addSegment(state);

@@ -179,7 +179,7 @@ describe('cli exit codes', () => {
     );
     const retyped = explainFailure(new SearchAttributesMissingError('default', [{ name: 'GcDryRun', expected: 'Bool', registered: 'Keyword' }]));
     expect(retyped.line).toMatch(/^Temporal namespace default has GcDryRun as Keyword, not Bool: a search attribute keeps its type, so remove it/);
-    const stuck = explainFailure(new WorkflowTaskFailingError('compaction:a:b', 'r1', 'BAD_SEARCH_ATTRIBUTES', 'BadSearchAttributes: no mapping for X', 2));
+    const stuck = explainFailure(new WorkflowTaskFailingError({ workflowId: 'compaction:a:b', runId: 'r1', failureCause: 'BAD_SEARCH_ATTRIBUTES', failure: 'BadSearchAttributes: no mapping for X', attempt: 2 }));
     expect(stuck).toEqual({
       exitCode: ExitCode.failed,
       line: 'workflow compaction:a:b (run r1) stays Running: its workflow task failed 2 times in a row, BAD_SEARCH_ATTRIBUTES: BadSearchAttributes: no mapping for X; ' +

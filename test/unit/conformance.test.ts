@@ -32,7 +32,7 @@ describe('checkFormat', () => {
       rootCodec: jsonRootCodec,
       writeInputs: async (store, ns, group) => {
         for (let s = 0; s < 3; s++) {
-          await writeInputSegment(store, ns, group, Array.from({ length: 300 }, (_, i) => ({ key: `k/${String(i * (s + 1)).padStart(5, '0')}`, seq: s * 1000 + i, value: `v${s}.${i}` })));
+          await writeInputSegment(store, { namespaceId: ns, group }, Array.from({ length: 300 }, (_, i) => ({ key: `k/${String(i * (s + 1)).padStart(5, '0')}`, seq: s * 1000 + i, value: `v${s}.${i}` })));
         }
       },
     });
@@ -47,7 +47,7 @@ describe('checkFormat', () => {
       writeInputs: async (store, ns, group) => {
         for (let s = 0; s < 3; s++) {
           const records = Array.from({ length: 300 }, (_, i) => ({ key: `k/${String(i * (s + 1)).padStart(5, '0')}`, seq: s * 1000 + i, value: `v${s}.${i}` }));
-          await writeInputSegment(store, ns, group, records, { segmentFormat: s % 2 === 0 ? 1 : 2 });
+          await writeInputSegment(store, { namespaceId: ns, group }, records, { segmentFormat: s % 2 === 0 ? 1 : 2 });
         }
       },
     });

@@ -104,7 +104,7 @@ describe('the error map', () => {
   });
 
   it('writer input that cannot form a segment is invalid input: no retry can fix it', () => {
-    const refused = new writer.InvalidSegmentInputError('ns', 'g', 'no records');
+    const refused = new writer.InvalidSegmentInputError({ namespaceId: 'ns', group: 'g', reason: 'no records' });
     expect([refused.failureType, refused.retryable]).toEqual(['InvalidInput', false]);
   });
 

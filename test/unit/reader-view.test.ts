@@ -29,8 +29,8 @@ const publish = (store: ObjectStore, job: JobRef, inputs: readonly string[], res
 async function compactIssueGroup() {
   const store = createEmbeddedObjectStore({ path: ':memory:' });
   const inputs = [
-    await writeInputSegment(store, ns, group, [{ key: 'inode/1', seq: 5, value: 'live' }]),
-    await writeInputSegment(store, ns, group, [
+    await writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 5, value: 'live' }]),
+    await writeInputSegment(store, { namespaceId: ns, group }, [
       { key: 'inode/1', seq: 7, tombstone: true },
       { key: 'inode/2', seq: 8, value: 'x' },
     ]),
@@ -45,7 +45,7 @@ describe('a publication leaves the reader view of its group unchanged', () => {
   it('a key the inputs deleted stays deleted when a segment registered during the job holds an older version of it', async () => {
     const { store, job, inputs, result } = await compactIssueGroup();
     // Written while the job ran, by a writer that was slow to register an older version.
-    await writeInputSegment(store, ns, group, [{ key: 'inode/1', seq: 1, value: 'stale' }]);
+    await writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 1, value: 'stale' }]);
     const before = await readGroupView(store, ns, group);
     expect(before).toEqual({ 'inode/2': 'x' });
 
@@ -62,7 +62,7 @@ describe('a publication leaves the reader view of its group unchanged', () => {
     expect(await readGroupView(store, ns, group)).toEqual({ 'inode/2': 'x' });
     // The dropped tombstone of inode/1 (seq 7) is the group's floor: an older version of it registered later is refused.
     expect((await readRoot(store, ns, jsonRootCodec)).root.seq_floors).toEqual({ [group]: 7 });
-    await expect(writeInputSegment(store, ns, group, [{ key: 'inode/1', seq: 6, value: 'stale' }])).rejects.toThrow(SequenceFloorError);
+    await expect(writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 6, value: 'stale' }])).rejects.toThrow(SequenceFloorError);
     expect(await readGroupView(store, ns, group)).toEqual({ 'inode/2': 'x' });
   });
 
@@ -70,7 +70,7 @@ describe('a publication leaves the reader view of its group unchanged', () => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
     const records = (n: number, s: number): SegmentRecord[] =>
       Array.from({ length: n }, (_, i) => ((i + s) % 3 === 0 ? { key: `inode/${i}`, seq: s * 100 + i, tombstone: true } : { key: `inode/${i}`, seq: s * 100 + i, value: 'v'.repeat(50) }));
-    const inputs = [await writeInputSegment(store, ns, group, records(40, 1)), await writeInputSegment(store, ns, group, records(40, 2))];
+    const inputs = [await writeInputSegment(store, { namespaceId: ns, group }, records(40, 1)), await writeInputSegment(store, { namespaceId: ns, group }, records(40, 2))];
     const small = { targetSegmentBytes: 256, maxFanIn: 16 };
     const job = { namespaceId: ns, jobId: newJobId() };
     let older: Omit<CompactionProgress, 'tombstoneSegmentsFinished'> | undefined;
@@ -98,7 +98,7 @@ describe('a publication leaves the reader view of its group unchanged', () => {
 
   it('a publication whose compactor returned neither outputs nor tombstones for inputs that exist is refused, and the group is left as it was', async () => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
-    const inputs = [await writeInputSegment(store, ns, group, [{ key: 'inode/1', seq: 1, value: 'live' }])];
+    const inputs = [await writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 1, value: 'live' }])];
     const before = await store.get(rootKey(ns));
     const job = { namespaceId: ns, jobId: newJobId() };
     await expect(publish(store, job, inputs, { outputs: [], tombstones: [], recordsOut: 0, bytesOut: 0 })).rejects.toBeInstanceOf(EmptyCompactionError);
@@ -133,9 +133,9 @@ describe('the reader view, model-based', () => {
         runs++;
         const inner = createEmbeddedObjectStore({ path: ':memory:' });
         const inputs: string[] = [];
-        for (const records of s.inputs) inputs.push(await writeInputSegment(inner, ns, group, records));
+        for (const records of s.inputs) inputs.push(await writeInputSegment(inner, { namespaceId: ns, group }, records));
         const registerLate = async (when: string) => {
-          for (const late of s.late) if (late.when === when) await writeInputSegment(inner, ns, group, late.records);
+          for (const late of s.late) if (late.when === when) await writeInputSegment(inner, { namespaceId: ns, group }, late.records);
         };
         let raced = false;
         // The view just before each root CAS that landed: only the publication's may.

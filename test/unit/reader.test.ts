@@ -25,12 +25,12 @@ const collect = async (records: AsyncIterable<SegmentRecord>): Promise<SegmentRe
 /** Two segments: inode/1 rewritten, inode/2 deleted by the newer one, inode/3 only in the older. */
 async function seeded(): Promise<string[]> {
   return [
-    await writeInputSegment(store, ns, 'inodes', [
+    await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [
       { key: 'inode/1', seq: 1, value: 'a' },
       { key: 'inode/2', seq: 2, value: 'b' },
       { key: 'inode/3', seq: 3, value: 'c' },
     ]),
-    await writeInputSegment(store, ns, 'inodes', [
+    await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [
       { key: 'inode/1', seq: 4, value: 'a2' },
       { key: 'inode/2', seq: 5, tombstone: true },
     ]),
@@ -40,22 +40,22 @@ async function seeded(): Promise<string[]> {
 describe('reading a group', () => {
   it("a snapshot names the group's live segments and the root's generation and ETag, from one root read", async () => {
     const segments = await seeded();
-    const snapshot = await readGroupSnapshot(store, ns, 'inodes', jsonRootCodec, () => 1_000);
+    const snapshot = await readGroupSnapshot(store, { namespaceId: ns, group: 'inodes' }, jsonRootCodec, () => 1_000);
     // The root was created empty at generation 1, and each registration added one.
     expect(snapshot).toMatchObject({ namespaceId: ns, group: 'inodes', rootGeneration: 3, segments, readAtMs: 1_000 });
     expect(snapshot.rootEtag).toBe((await store.head('namespaces/reader/metadata/root.json')).etag);
-    expect((await readGroupSnapshot(store, ns, 'bindings', jsonRootCodec)).segments).toEqual([]);
+    expect((await readGroupSnapshot(store, { namespaceId: ns, group: 'bindings' }, jsonRootCodec)).segments).toEqual([]);
   });
 
   it('a snapshot reads groups only: a segment the root lists as retired is not read', async () => {
     const [older, newer] = await seeded();
     await updateRoot(store, ns, (root) => ({ ...root, generation: root.generation + 1, groups: { inodes: [newer!] }, retired: [{ key: older!, retired_at_ms: 1 }] }), jsonRootCodec);
-    expect((await readGroupSnapshot(store, ns, 'inodes', jsonRootCodec)).segments).toEqual([newer]);
+    expect((await readGroupSnapshot(store, { namespaceId: ns, group: 'inodes' }, jsonRootCodec)).segments).toEqual([newer]);
   });
 
   it('the merged records are one per key in key order, the highest seq winning and deleted keys left out', async () => {
     await seeded();
-    const snapshot = await readGroupSnapshot(store, ns, 'inodes', jsonRootCodec);
+    const snapshot = await readGroupSnapshot(store, { namespaceId: ns, group: 'inodes' }, jsonRootCodec);
     expect(await collect(readGroupRecords(store, snapshot))).toEqual([
       { key: 'inode/1', seq: 4, value: 'a2' },
       { key: 'inode/3', seq: 3, value: 'c' },
@@ -64,7 +64,7 @@ describe('reading a group', () => {
 
   it('a point lookup gives the latest version, and nothing for a deleted or absent key', async () => {
     await seeded();
-    const snapshot = await readGroupSnapshot(store, ns, 'inodes', jsonRootCodec);
+    const snapshot = await readGroupSnapshot(store, { namespaceId: ns, group: 'inodes' }, jsonRootCodec);
     expect(await lookupRecord(store, snapshot, 'inode/1')).toEqual({ key: 'inode/1', seq: 4, value: 'a2' });
     expect(await lookupRecord(store, snapshot, 'inode/2')).toBeUndefined();
     expect(await lookupRecord(store, snapshot, 'inode/9')).toBeUndefined();
@@ -77,13 +77,13 @@ describe('reading a group', () => {
     // The gzip trailer's CRC-32 covers every record; flipping it leaves the records themselves readable.
     damaged[damaged.length - 8]! ^= 0xff;
     await store.put(older!, damaged);
-    const snapshot = await readGroupSnapshot(store, ns, 'inodes', jsonRootCodec);
+    const snapshot = await readGroupSnapshot(store, { namespaceId: ns, group: 'inodes' }, jsonRootCodec);
     await expect(lookupRecord(store, snapshot, 'inode/3')).rejects.toThrow(SegmentCorruptError);
   });
 
   it('the segments of a snapshot stay readable for the reader grace less the clock margin from its read: 42.5 minutes at the defaults', async () => {
     await seeded();
-    const snapshot = await readGroupSnapshot(store, ns, 'inodes', jsonRootCodec, () => 0);
+    const snapshot = await readGroupSnapshot(store, { namespaceId: ns, group: 'inodes' }, jsonRootCodec, () => 0);
     expect(readableUntilMs(snapshot, resolveTiming())).toBe(42.5 * 60_000);
   });
 });

@@ -34,7 +34,7 @@ const refusal = (write: Promise<unknown>): Promise<unknown> => write.then(() => 
 
 async function groupRecords(): Promise<LiveRecord[]> {
   const out: LiveRecord[] = [];
-  for await (const record of readGroupRecords(store, await readGroupSnapshot(store, ns, group, jsonRootCodec))) out.push(record);
+  for await (const record of readGroupRecords(store, await readGroupSnapshot(store, { namespaceId: ns, group }, jsonRootCodec))) out.push(record);
   return out;
 }
 
@@ -76,7 +76,7 @@ describe('only well-formed text: refused at the door, refused as corrupt when an
   // Each failed before the writer checked text: `writeInputSegment` wrote the record, v1 kept the lone
   // surrogate (JSON escapes it) until a v2 run or output replaced it by U+FFFD, and v2 replaced it at once.
   it.each(FORMATS)('format %i: a lone surrogate in a key or a value is refused with InvalidSegmentInputError naming the record and its position; nothing is written', async (segmentFormat) => {
-    await writeInputSegment(store, ns, group, [{ key: 'ok', seq: 1, value: 'v' }], { segmentFormat });
+    await writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'ok', seq: 1, value: 'v' }], { segmentFormat });
     const before = await everyKey();
     const cases: [SegmentRecord[], RegExp, number][] = [
       [[{ key: 'a', seq: 1, value: 'v' }, { key: 'k', seq: 1, value: 'x\uD800y' }], /record 1 \(key "k"\).*value.*lone surrogate \\ud800 at position 1/, 1],
@@ -85,14 +85,14 @@ describe('only well-formed text: refused at the door, refused as corrupt when an
       [[{ key: 'k', seq: 1, value: 'ab\uD83D' }], /record 0 .*value.*lone surrogate \\ud83d at position 2/, 0],
     ];
     for (const [records, reason, index] of cases) {
-      const err = await refusal(writeInputSegment(store, ns, group, records, { segmentFormat }));
+      const err = await refusal(writeInputSegment(store, { namespaceId: ns, group }, records, { segmentFormat }));
       expect(err).toBeInstanceOf(InvalidSegmentInputError);
       expect((err as Error).message).toMatch(reason);
       expect((err as InvalidSegmentInputError).recordIndex).toBe(index);
     }
     expect(await everyKey()).toEqual(before);
     // A surrogate pair is one character: accepted, and read back as it went in.
-    await writeInputSegment(store, ns, group, [{ key: '\uD83D\uDE00', seq: 2, value: 'x\uD83D\uDE00y' }], { segmentFormat });
+    await writeInputSegment(store, { namespaceId: ns, group }, [{ key: '\uD83D\uDE00', seq: 2, value: 'x\uD83D\uDE00y' }], { segmentFormat });
     expect(await groupRecords()).toEqual([
       { key: 'ok', seq: 1, value: 'v' },
       { key: '\uD83D\uDE00', seq: 2, value: 'x\uD83D\uDE00y' },
@@ -102,10 +102,10 @@ describe('only well-formed text: refused at the door, refused as corrupt when an
   // Failed before: both were written, and every compaction of the group failed with "keys out of
   // order at "a\uFFFD"" once a v2 run had turned the first into the second.
   it('two keys a run would have made equal: the lone surrogate is refused, and the group compacts through runs', async () => {
-    await writeInputSegment(store, ns, group, [{ key: 'a\uFFFD', seq: 1, value: 'replacement character' }]);
-    await expect(writeInputSegment(store, ns, group, [{ key: 'a\uD800', seq: 2, value: 'lone' }])).rejects.toBeInstanceOf(InvalidSegmentInputError);
-    await writeInputSegment(store, ns, group, [{ key: 'b', seq: 3, value: 'b' }]);
-    await writeInputSegment(store, ns, group, [{ key: 'a', seq: 4, value: 'a' }]);
+    await writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'a\uFFFD', seq: 1, value: 'replacement character' }]);
+    await expect(writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'a\uD800', seq: 2, value: 'lone' }])).rejects.toBeInstanceOf(InvalidSegmentInputError);
+    await writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'b', seq: 3, value: 'b' }]);
+    await writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'a', seq: 4, value: 'a' }]);
     await compactGroup(limits(1));
     expect(await groupRecords()).toEqual([
       { key: 'a', seq: 4, value: 'a' },
@@ -116,8 +116,8 @@ describe('only well-formed text: refused at the door, refused as corrupt when an
 
   // Failed before: the lookup answered "absent" for a key no segment can hold.
   it('a lookup of a key that is not well-formed is refused, naming the position', async () => {
-    await writeInputSegment(store, ns, group, [{ key: 'a', seq: 1, value: 'v' }]);
-    const snapshot = await readGroupSnapshot(store, ns, group, jsonRootCodec);
+    await writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'v' }]);
+    const snapshot = await readGroupSnapshot(store, { namespaceId: ns, group }, jsonRootCodec);
     const err = await refusal(lookupRecord(store, snapshot, 'a\uD800'));
     expect(err).toBeInstanceOf(InvalidSegmentInputError);
     expect((err as Error).message).toMatch(/lookup in group inodes of namespace exact refused: the key "a\\ud800" .*lone surrogate \\ud800 at position 1/);
@@ -126,10 +126,10 @@ describe('only well-formed text: refused at the door, refused as corrupt when an
   // Failed before: the v1 reader handed the lone surrogate on (JSON.parse keeps an escaped one).
   it('a v1 segment of another writer holding an escaped lone surrogate is corrupt, named, for the reader, the lookup and the compactor', async () => {
     const key = await registerForeign(v1Segment([Buffer.from('{"key":"k","seq":1,"value":"x\\ud800y"}')], 'k', 'k'));
-    await writeInputSegment(store, ns, group, [{ key: 'j', seq: 2, value: 'v' }]);
+    await writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'j', seq: 2, value: 'v' }]);
     const corrupt = new RegExp(`segment ${key} is corrupt: record 1 \\(key "k"\\) is not well-formed text: its value has a lone surrogate \\\\ud800 at position 1`);
     await expect(groupRecords()).rejects.toThrow(corrupt);
-    await expect(lookupRecord(store, await readGroupSnapshot(store, ns, group, jsonRootCodec), 'k')).rejects.toThrow(corrupt);
+    await expect(lookupRecord(store, await readGroupSnapshot(store, { namespaceId: ns, group }, jsonRootCodec), 'k')).rejects.toThrow(corrupt);
     await expect(compactGroup(limits(2))).rejects.toThrow(corrupt);
   });
 
@@ -141,10 +141,10 @@ describe('only well-formed text: refused at the door, refused as corrupt when an
     ['v2, a byte that is not UTF-8 in a key', () => v2Segment(Buffer.from([0x6b, 0xc0]), 1, Buffer.from('v')), 'k\uFFFD', /block 1 record 1 \(key "k\uFFFD"\) is not UTF-8/],
   ])('%s: corrupt, named, never decoded into another character', async (_, bytes, lookupKey, reason) => {
     const key = await registerForeign(bytes());
-    await writeInputSegment(store, ns, group, [{ key: 'j', seq: 2, value: 'v' }]);
+    await writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'j', seq: 2, value: 'v' }]);
     await expect(groupRecords()).rejects.toThrow(SegmentCorruptError);
     await expect(groupRecords()).rejects.toThrow(reason);
-    await expect(lookupRecord(store, await readGroupSnapshot(store, ns, group, jsonRootCodec), lookupKey)).rejects.toThrow(reason);
+    await expect(lookupRecord(store, await readGroupSnapshot(store, { namespaceId: ns, group }, jsonRootCodec), lookupKey)).rejects.toThrow(reason);
     await expect(compactGroup(limits(1))).rejects.toThrow(new RegExp(`segment ${key} is corrupt`));
   });
 });
@@ -163,7 +163,7 @@ describe('one record bound: what the writer accepts, every format holds, runs an
       [{ key: 'k'.repeat(70_000), seq: 1, value: 'v' }, /has a key of 70002 bytes as JSON/],
     ];
     for (const [record, reason] of cases) {
-      const err = await refusal(writeInputSegment(store, ns, group, [{ key: 'a', seq: 1, value: 'v' }, record], { segmentFormat }));
+      const err = await refusal(writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'v' }, record], { segmentFormat }));
       expect(err).toBeInstanceOf(InvalidSegmentInputError);
       expect((err as Error).message).toMatch(reason);
       expect((err as InvalidSegmentInputError).recordIndex).toBe(1);
@@ -191,9 +191,9 @@ describe('one record bound: what the writer accepts, every format holds, runs an
     expect(lineOf(largest[1]!)).toBeGreaterThan(MAX_SEGMENT_LINE_BYTES - 6);
     // One byte more of any of them is refused.
     for (const record of [{ ...largest[0]!, value: `${(largest[0] as { value: string }).value}x` }, { key: `${keyAtBound}k`, seq: 0, tombstone: true as const }]) {
-      expect(await refusal(writeInputSegment(store, ns, group, [record], { segmentFormat: 2 }))).toMatchObject({ recordIndex: 0 });
+      expect(await refusal(writeInputSegment(store, { namespaceId: ns, group }, [record], { segmentFormat: 2 }))).toMatchObject({ recordIndex: 0 });
     }
-    for (const [i, record] of largest.entries()) await writeInputSegment(store, ns, group, [record, { key: `z${i}`, seq: i, value: '' }], { segmentFormat: FORMATS[i % 2] });
+    for (const [i, record] of largest.entries()) await writeInputSegment(store, { namespaceId: ns, group }, [record, { key: `z${i}`, seq: i, value: '' }], { segmentFormat: FORMATS[i % 2] });
     const view = await groupRecords();
     expect(view.map((r) => r.key)).toEqual([...largest.filter((r) => 'value' in r).map((r) => r.key), 'z0', 'z1', 'z2', 'z3', 'z4'].sort());
     // Three inputs and more at fan-in 2: intermediate runs (v2); a target of 1 KiB cuts after every record.
@@ -201,7 +201,7 @@ describe('one record bound: what the writer accepts, every format holds, runs an
       await compactGroup(limits(segmentFormat, 1024));
       expect(await groupRecords()).toEqual(view);
     }
-    const snapshot = await readGroupSnapshot(store, ns, group, jsonRootCodec);
+    const snapshot = await readGroupSnapshot(store, { namespaceId: ns, group }, jsonRootCodec);
     for (const record of largest) expect(await lookupRecord(store, snapshot, record.key)).toEqual('value' in record ? record : undefined);
   }, 60_000);
 });
@@ -222,14 +222,14 @@ describe('one key order: UTF-16 code units, for every path', () => {
       const records = utf8
         .filter((_, i) => i % 4 !== s && (i + 1) % 4 !== s)
         .map((key, i): SegmentRecord => ((i + s) % 5 === 0 ? { key, seq: 10 * s + i, tombstone: true } : { key, seq: 10 * s + i, value: valueOf(key, 10 * s + i) }));
-      await writeInputSegment(store, ns, group, records, { segmentFormat: FORMATS[s % 2] });
+      await writeInputSegment(store, { namespaceId: ns, group }, records, { segmentFormat: FORMATS[s % 2] });
       for (const r of records) if ((model.get(r.key)?.seq ?? -1) <= r.seq) model.set(r.key, r);
     }
     const expected = utf16.map((key) => model.get(key)!).filter((r): r is LiveRecord => 'value' in r);
     expect(expected.length).toBeGreaterThan(5);
     const check = async () => {
       expect(await groupRecords()).toEqual(expected);
-      const snapshot = await readGroupSnapshot(store, ns, group, jsonRootCodec);
+      const snapshot = await readGroupSnapshot(store, { namespaceId: ns, group }, jsonRootCodec);
       for (const key of KEYS) expect(await lookupRecord(store, snapshot, key)).toEqual(expected.find((r) => r.key === key));
     };
     await check();
@@ -249,7 +249,7 @@ describe('one key order: UTF-16 code units, for every path', () => {
 
 describe('equal seqs: the later segment in the group wins', () => {
   it('for the reader, the lookup, a compaction through runs, and segments registered after it', async () => {
-    const write = (records: SegmentRecord[], segmentFormat: SegmentFormatVersion = 1) => writeInputSegment(store, ns, group, records, { segmentFormat });
+    const write = (records: SegmentRecord[], segmentFormat: SegmentFormatVersion = 1) => writeInputSegment(store, { namespaceId: ns, group }, records, { segmentFormat });
     await write([{ key: 'a', seq: 5, value: 'first' }, { key: 'b', seq: 5, value: 'first' }, { key: 'c', seq: 5, tombstone: true }, { key: 'e', seq: 9, value: 'first' }]);
     await write([{ key: 'a', seq: 5, value: 'second' }, { key: 'b', seq: 5, tombstone: true }, { key: 'f', seq: 9, value: 'second' }], 2);
     await write([{ key: 'c', seq: 5, value: 'third' }, { key: 'd', seq: 0, value: 'zero' }]);
@@ -263,7 +263,7 @@ describe('equal seqs: the later segment in the group wins', () => {
     ];
     const check = async (want: LiveRecord[]) => {
       expect(await groupRecords()).toEqual(want);
-      const snapshot = await readGroupSnapshot(store, ns, group, jsonRootCodec);
+      const snapshot = await readGroupSnapshot(store, { namespaceId: ns, group }, jsonRootCodec);
       for (const key of ['a', 'b', 'c', 'd', 'e', 'f']) expect(await lookupRecord(store, snapshot, key)).toEqual(want.find((r) => r.key === key));
     };
     await check(expected);

@@ -196,7 +196,7 @@ async function runCase(s: Scenario): Promise<void> {
       const rootBefore = (await readRoot(store, ns, jsonRootCodec).catch(() => undefined))?.etag;
       const objectsBefore = (await store.list({ prefix: '' })).objects.length;
       const { records: offered, index } = poisoned(records, spec.poison, s.keys);
-      const refused = await writeInputSegment(store, ns, group, offered, { segmentFormat }).then(() => undefined, (err: unknown) => err);
+      const refused = await writeInputSegment(store, { namespaceId: ns, group }, offered, { segmentFormat }).then(() => undefined, (err: unknown) => err);
       expect(refused, spec.poison).toBeInstanceOf(InvalidSegmentInputError);
       expect((refused as InvalidSegmentInputError).recordIndex).toBe(index);
       expect((await readRoot(store, ns, jsonRootCodec).catch(() => undefined))?.etag).toBe(rootBefore);
@@ -204,13 +204,13 @@ async function runCase(s: Scenario): Promise<void> {
       reached.refused++;
     }
     reached.atBound += records.filter((r) => lineOf(r) > MAX_SEGMENT_LINE_BYTES - 64).length;
-    await writeInputSegment(store, ns, group, records, { segmentFormat });
+    await writeInputSegment(store, { namespaceId: ns, group }, records, { segmentFormat });
     model.register(records);
   };
 
   const groupView = async (): Promise<LiveRecord[]> => {
     const out: LiveRecord[] = [];
-    for await (const record of readGroupRecords(store, await readGroupSnapshot(store, ns, group, jsonRootCodec))) out.push(record);
+    for await (const record of readGroupRecords(store, await readGroupSnapshot(store, { namespaceId: ns, group }, jsonRootCodec))) out.push(record);
     return out;
   };
 
@@ -221,7 +221,7 @@ async function runCase(s: Scenario): Promise<void> {
     // Compared by key first: a difference in a 1 MiB value is then named by its key.
     expect(view.map((r) => [r.key, r.seq])).toEqual(expected.map((r) => [r.key, r.seq]));
     expect(view).toEqual(expected);
-    const snapshot = await readGroupSnapshot(store, ns, group, jsonRootCodec);
+    const snapshot = await readGroupSnapshot(store, { namespaceId: ns, group }, jsonRootCodec);
     const byKey = new Map(view.map((r) => [r.key, r]));
     for (const key of [...s.lookups.map((i) => s.keys[i % s.keys.length]!), `${s.keys[0]}\u{1F600}absent`]) {
       expect(await lookupRecord(store, snapshot, key)).toEqual(byKey.get(key));

@@ -18,7 +18,7 @@ describe('the root records retirement', () => {
   const before: RootState = { namespace_id: ns, generation: 4, groups: { bindings: [a, b, c] } };
 
   it('a publication retires each replaced input at the attempt clock, in the same root that names the outputs', () => {
-    const plan = planPublication(before, group, [a, b], [out], 42);
+    const plan = planPublication(before, { group, inputs: [a, b], outputs: [out], retiredAtMs: 42 });
     if (plan.kind !== 'publish') throw new Error('expected a publication');
     expect(plan.root.groups).toEqual({ bindings: [out, c] });
     expect(plan.root.retired).toEqual([
@@ -29,7 +29,7 @@ describe('the root records retirement', () => {
   });
 
   it('a segment retired again is listed once, with its latest retirement', () => {
-    const plan = planPublication({ ...before, retired: [{ key: a, retired_at_ms: 1 }] }, group, [a], [out], 50);
+    const plan = planPublication({ ...before, retired: [{ key: a, retired_at_ms: 1 }] }, { group, inputs: [a], outputs: [out], retiredAtMs: 50 });
     expect(plan.kind === 'publish' && plan.root.retired).toEqual([{ key: a, retired_at_ms: 50 }]);
   });
 
@@ -66,9 +66,9 @@ describe('the root records retirement', () => {
   });
 
   it('a publication that drops tombstones raises its group\'s seq floor in the same root, never lowers it', () => {
-    const plan = planPublication({ ...before, seq_floors: { bindings: 30 } }, group, [a], [out], 42, 20);
+    const plan = planPublication({ ...before, seq_floors: { bindings: 30 } }, { group, inputs: [a], outputs: [out], retiredAtMs: 42, seqFloor: 20 });
     expect(plan.kind === 'publish' && plan.root.seq_floors).toEqual({ bindings: 30 });
-    const raised = planPublication(before, group, [a], [out], 42, 20);
+    const raised = planPublication(before, { group, inputs: [a], outputs: [out], retiredAtMs: 42, seqFloor: 20 });
     expect(raised.kind === 'publish' && raised.root.seq_floors).toEqual({ bindings: 20 });
   });
 

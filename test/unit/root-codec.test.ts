@@ -75,7 +75,7 @@ describe('a plug-in root codec', () => {
   it("the codec's extension is carried through publication, the collector's stamps and its record drop", () => {
     const [input, output] = [inputSegmentKey(ns, newSegmentId(), 'lpb'), inputSegmentKey(ns, newSegmentId(), 'lpb')];
     const start = addSegments(root({ extension: { schema: 7 } }), group, [input]);
-    const plan = planPublication(start, group, [input], [output], 1000);
+    const plan = planPublication(start, { group, inputs: [input], outputs: [output], retiredAtMs: 1000 });
     expect(plan.kind === 'publish' && plan.root.extension).toEqual({ schema: 7 });
     const published = stampRetirements(plan.kind === 'publish' ? plan.root : start, 2000);
     expect(published?.extension).toEqual({ schema: 7 });

@@ -37,11 +37,11 @@ try {
 const worker = await startWorkerFromEnv();
 
 // The service writes input segments; each lists itself in the namespace root.
-await writeInputSegment(worker.store, 'tenant-7', 'inodes', [
+await writeInputSegment(worker.store, { namespaceId: 'tenant-7', group: 'inodes' }, [
   { key: 'inode/1', seq: 1, value: 'a' },
   { key: 'inode/2', seq: 2, value: 'b' },
 ]);
-await writeInputSegment(worker.store, 'tenant-7', 'inodes', [
+await writeInputSegment(worker.store, { namespaceId: 'tenant-7', group: 'inodes' }, [
   { key: 'inode/1', seq: 3, value: 'a2' },
   { key: 'inode/2', seq: 4, tombstone: true },
 ]);
@@ -54,7 +54,7 @@ console.log(`compaction ${compaction.outcome}: ${compaction.inputCount} inputs, 
 
 // Readers read the group's live segments at one root read (they stay readable for the reader grace
 // less T from it), merged: the latest version of each key, deleted keys left out.
-const snapshot = await readGroupSnapshot(worker.store, 'tenant-7', 'inodes', jsonRootCodec);
+const snapshot = await readGroupSnapshot(worker.store, { namespaceId: 'tenant-7', group: 'inodes' }, jsonRootCodec);
 for await (const record of readGroupRecords(worker.store, snapshot)) console.log(`read ${record.key} = ${record.value} from ${snapshot.segments.length} segment`);
 
 await ensureGcSchedule(client, { cron: '*/15 * * * *' }); // create or update the collector's schedule

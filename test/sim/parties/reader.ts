@@ -56,7 +56,7 @@ export async function runProber(env: Env, party: Party, plan: Pick<ReaderPlan, '
     party.context = undefined;
     let snapshot: GroupSnapshot | undefined;
     try {
-      snapshot = await readGroupSnapshot(party.store, env.ns, plan.group, jsonRootCodec, party.clock);
+      snapshot = await readGroupSnapshot(party.store, { namespaceId: env.ns, group: plan.group }, jsonRootCodec, party.clock);
     } catch (err) {
       if (!(err instanceof TypedError)) throw err;
     }
@@ -86,7 +86,7 @@ async function readOnce(env: Env, party: Party, plan: ReaderPlan): Promise<void>
   const read: SnapshotContext = { snapshot: {} };
   party.context = read;
   try {
-    snapshot = await readGroupSnapshot(party.store, env.ns, plan.group, jsonRootCodec, party.clock);
+    snapshot = await readGroupSnapshot(party.store, { namespaceId: env.ns, group: plan.group }, jsonRootCodec, party.clock);
   } catch (err) {
     if (!(err instanceof TypedError)) throw err;
     party.log(`no snapshot: ${err.message.split('\n')[0]}`);

@@ -33,7 +33,7 @@ export async function runWriter(env: Env, party: Party, plan: WriterPlan): Promi
     for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
       party.context = { write } satisfies WriteContext;
       try {
-        const key = await writeInputSegment(party.store, env.ns, plan.group, write.records, {
+        const key = await writeInputSegment(party.store, { namespaceId: env.ns, group: plan.group }, write.records, {
           writerBudgetMs: env.timing.writerBudgetMs,
           elapsedMs: party.elapsed,
           clockMs: party.clock,
