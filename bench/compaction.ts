@@ -32,7 +32,14 @@ import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/de
 import { inputSegmentKey, namespaceId, newJobId, newSegmentId, parseCompactionKey } from '../src/keys';
 import { readRoot } from '../src/protocol';
 import { jsonRootCodec } from '../src/root';
-import { encodeSegment, readSegmentBatches, SEGMENT_EXTENSION, SEGMENT_FORMAT_VERSIONS, type SegmentFormatVersion, type SegmentRecord } from '../src/segments';
+import {
+  encodeSegment,
+  readSegmentBatches,
+  SEGMENT_EXTENSION,
+  SEGMENT_FORMAT_VERSIONS,
+  type SegmentFormatVersion,
+  type SegmentRecord,
+} from '../src/segments';
 import { createEmbeddedObjectStore, createS3ObjectStore, type ObjectStore } from '../src/store';
 import { createWorker } from '../src/worker';
 import { interceptStore } from '../test/support/faults';
@@ -57,7 +64,10 @@ const SHAPES = {
   metadata: (k: number): string =>
     `{"size":${(k * 7919) % 104_857_600},"mtime":${1_764_800_000_000 + k},"etag":"${hex()}${hex()}","class":"STANDARD"}`,
 } as const;
-const hex = (): string => Math.floor(Math.random() * 2 ** 52).toString(16).padStart(13, '0');
+const hex = (): string =>
+  Math.floor(Math.random() * 2 ** 52)
+    .toString(16)
+    .padStart(13, '0');
 const program = new Command('compaction')
   .option('--phases <p,…>', 'throughput, jobs, gzip-levels', (raw) => raw.split(','), ['throughput', 'jobs'])
   .option('--inputs <n>', 'input segments of the throughput phase', whole, 8)
@@ -66,14 +76,44 @@ const program = new Command('compaction')
   .option('--shape <name>', `records: ${Object.keys(SHAPES).join(' or ')}`, 'small')
   .option('--store <name>', 'minio, or embedded (SQLite, a file under the OS temp folder)', 'minio')
   .option('--target-segment-bytes <n>', 'output segment size (uncompressed)', whole, 4 * 1024 * 1024)
-  .option('--max-fan-in <n>', 'sources one merge reads at once (≥ --inputs: the single-level merge of all inputs)', whole, 128)
+  .option(
+    '--max-fan-in <n>',
+    'sources one merge reads at once (≥ --inputs: the single-level merge of all inputs)',
+    whole,
+    128,
+  )
   .option('--copy-concurrency <n>', 'GET+PUT copies in flight in the baseline', whole, 8)
-  .option('--formats <v,…>', 'segment formats of the throughput phase, each on inputs of its own format', (raw) => raw.split(',').map(Number), [1, 2])
+  .option(
+    '--formats <v,…>',
+    'segment formats of the throughput phase, each on inputs of its own format',
+    (raw) => raw.split(',').map(Number),
+    [1, 2],
+  )
   .option('--cpu-profile <file>', 'write a CPU profile of the compaction alone (open in Chrome DevTools)')
-  .option('--read-window-bytes <n>', 'bytes of one ranged GET of a streamed object (the store\'s default without it)', whole)
-  .option('--latency-ms <n>', 'hold every S3 request this long (a proxy in a child process) before MinIO sees it: a store across a network', whole);
+  .option(
+    '--read-window-bytes <n>',
+    "bytes of one ranged GET of a streamed object (the store's default without it)",
+    whole,
+  )
+  .option(
+    '--latency-ms <n>',
+    'hold every S3 request this long (a proxy in a child process) before MinIO sees it: a store across a network',
+    whole,
+  );
 type Options = {
-  phases: string[]; formats: number[]; inputs: number; records: number; bytes?: string; shape: string; store: string; targetSegmentBytes: number; maxFanIn: number; copyConcurrency: number; cpuProfile?: string; latencyMs?: number; readWindowBytes?: number;
+  phases: string[];
+  formats: number[];
+  inputs: number;
+  records: number;
+  bytes?: string;
+  shape: string;
+  store: string;
+  targetSegmentBytes: number;
+  maxFanIn: number;
+  copyConcurrency: number;
+  cpuProfile?: string;
+  latencyMs?: number;
+  readWindowBytes?: number;
 };
 
 /**
@@ -82,10 +122,20 @@ type Options = {
  * record in seven a tombstone. Inputs are generated and stored a few at a time, so a 1 GB group
  * never sits in memory.
  */
-function scaleInput(s: number, records: number, keySpace: number, shape: keyof typeof SHAPES, firstSeq: number): SegmentRecord[] {
+function scaleInput(
+  s: number,
+  records: number,
+  keySpace: number,
+  shape: keyof typeof SHAPES,
+  firstSeq: number,
+): SegmentRecord[] {
   const out: SegmentRecord[] = [];
   const meanGap = keySpace / records;
-  for (let k = Math.floor(Math.random() * meanGap); out.length < records; k += 1 + Math.floor(-Math.log(1 - Math.random()) * (meanGap - 1))) {
+  for (
+    let k = Math.floor(Math.random() * meanGap);
+    out.length < records;
+    k += 1 + Math.floor(-Math.log(1 - Math.random()) * (meanGap - 1))
+  ) {
     const key = `k${String(k).padStart(10, '0')}`;
     const seq = firstSeq + out.length;
     out.push((k + s) % 7 === 0 ? { key, seq, tombstone: true } : { key, seq, value: SHAPES[shape](k, s) });
@@ -95,12 +145,15 @@ function scaleInput(s: number, records: number, keySpace: number, shape: keyof t
 
 /** Sockets of the S3 client's agent: in use by a request, and open (in use or idle, kept alive). */
 function agentSockets(agent: Agent): { inUse: number; open: number } {
-  const count = (pool: NodeJS.ReadOnlyDict<unknown[]>) => Object.values(pool).reduce((sum, list) => sum + (list?.length ?? 0), 0);
+  const count = (pool: NodeJS.ReadOnlyDict<unknown[]>) =>
+    Object.values(pool).reduce((sum, list) => sum + (list?.length ?? 0), 0);
   const inUse = count(agent.sockets);
   return { inUse, open: inUse + count(agent.freeSockets) };
 }
 
-/** One phase's wall time, this process's CPU time (threads included), the store server's CPU time, peak RSS and sockets. */
+/**
+ * One phase's wall time, this process's CPU time (threads included), the store server's CPU time, peak RSS and sockets.
+ */
 interface Measured {
   readonly ms: number;
   readonly cpuMs: number;
@@ -115,7 +168,10 @@ interface Server {
   readonly pids: readonly number[];
 }
 
-/** Runs `work` measuring CPU time, peak RSS (the kernel's high-water mark, reset first) and the most sockets of the server's agent, sampled every 50 ms. */
+/**
+ * Runs `work` measuring CPU time, peak RSS (the kernel's high-water mark, reset first) and the most sockets of the
+ * server's agent, sampled every 50 ms.
+ */
 async function measured<T>(server: Server | undefined, work: () => Promise<T>): Promise<Measured & { result: T }> {
   writeFileSync('/proc/self/clear_refs', '5');
   const most = { inUse: 0, open: 0 };
@@ -136,18 +192,31 @@ async function measured<T>(server: Server | undefined, work: () => Promise<T>): 
     const peakKb = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
     const serverCpuMs = (totalCpuSeconds(server?.pids ?? []) - serverCpu) * 1000;
     const sockets = server === undefined ? 'none (embedded store)' : `≤ ${most.inUse} in use, ≤ ${most.open} open`;
-    return { result, ms, cpuMs: (user + system) / 1000, serverCpuMs, peakRss: Math.max(Number(peakKb ?? 0) * 1024, rssBytes(process.pid)), sockets };
+    return {
+      result,
+      ms,
+      cpuMs: (user + system) / 1000,
+      serverCpuMs,
+      peakRss: Math.max(Number(peakKb ?? 0) * 1024, rssBytes(process.pid)),
+      sockets,
+    };
   } finally {
     clearInterval(timer);
   }
 }
 
-/** Runs `work` under the V8 CPU profiler and writes the profile to `file`: generating the inputs and the copy stay out of it. */
+/**
+ * Runs `work` under the V8 CPU profiler and writes the profile to `file`: generating the inputs and the copy stay out
+ * of it.
+ */
 async function profiled<T>(file: string | undefined, work: () => Promise<T>): Promise<T> {
   if (file === undefined) return work();
   const session = new Session();
   session.connect();
-  const post = promisify(session.post.bind(session)) as (method: string, params?: object) => Promise<{ profile?: object }>;
+  const post = promisify(session.post.bind(session)) as (
+    method: string,
+    params?: object,
+  ) => Promise<{ profile?: object }>;
   await post('Profiler.enable');
   await post('Profiler.start');
   try {
@@ -158,7 +227,10 @@ async function profiled<T>(file: string | undefined, work: () => Promise<T>): Pr
   }
 }
 
-/** Compression ratio and speed of gzip levels, and of zstd levels in v2's blocks, on one segment of each shape (the writers' levels are chosen from this). */
+/**
+ * Compression ratio and speed of gzip levels, and of zstd levels in v2's blocks, on one segment of each shape (the
+ * writers' levels are chosen from this).
+ */
 function gzipLevels(): void {
   for (const shape of Object.keys(SHAPES) as (keyof typeof SHAPES)[]) {
     const raw = gunzipSync(encodeSegment(scaleInput(0, 50_000, 100_000, shape, 0), 1));
@@ -176,8 +248,11 @@ function gzipLevels(): void {
           `compress ${(raw.length / 1e3 / compressMs).toFixed(0)} MB/s, decompress ${(raw.length / 1e3 / decompressMs).toFixed(0)} MB/s`,
       );
     }
-    // Segment format v2's codec, in 128 KiB blocks as its writer compresses them (of these JSON lines: the same records, not v2's binary encoding of them).
-    const blocks = Array.from({ length: Math.ceil(raw.length / 131_072) }, (_, i) => raw.subarray(i * 131_072, (i + 1) * 131_072));
+    // Segment format v2's codec, in 128 KiB blocks as its writer compresses them (of these JSON lines: the same
+    // records, not v2's binary encoding of them).
+    const blocks = Array.from({ length: Math.ceil(raw.length / 131_072) }, (_, i) =>
+      raw.subarray(i * 131_072, (i + 1) * 131_072),
+    );
     for (const level of [1, 3]) {
       const options = { params: { [constants.ZSTD_c_compressionLevel]: level } };
       const rounds = 5;
@@ -199,17 +274,29 @@ function gzipLevels(): void {
 
 async function runLimited(count: number, concurrency: number, task: (i: number) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, async () => {
-    while (next < count) await task(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, count) }, async () => {
+      while (next < count) await task(next++);
+    }),
+  );
 }
 
-/** The group's input keys: the tests' writer for the default point (kept comparable with earlier runs), else generated input by input. */
-async function writeGroup(store: ObjectStore, opts: Options, version: SegmentFormatVersion): Promise<{ keys: readonly string[]; records: number }> {
+/**
+ * The group's input keys: the tests' writer for the default point (kept comparable with earlier runs), else generated
+ * input by input.
+ */
+async function writeGroup(
+  store: ObjectStore,
+  opts: Options,
+  version: SegmentFormatVersion,
+): Promise<{ keys: readonly string[]; records: number }> {
   const ns = `bench-throughput-v${version}`;
   if (opts.bytes === undefined && opts.shape === 'small') {
     await writeInputs(store, ns, 'bindings', makeInputs(opts.inputs, opts.records, opts.records * 6), [version]);
-    return { keys: (await readRoot(store, namespaceId(ns), jsonRootCodec)).root.groups.bindings!, records: opts.inputs * opts.records };
+    return {
+      keys: (await readRoot(store, namespaceId(ns), jsonRootCodec)).root.groups.bindings!,
+      records: opts.inputs * opts.records,
+    };
   }
   const shape = opts.shape as keyof typeof SHAPES;
   if (!(shape in SHAPES)) throw new InvalidArgumentError(`unknown shape ${opts.shape}`);
@@ -220,20 +307,32 @@ async function writeGroup(store: ObjectStore, opts: Options, version: SegmentFor
   }
   // Each key is in about two inputs, so the merge has overlaps to resolve at any fan-in.
   const keySpace = Math.ceil((records * opts.inputs) / 2);
-  const keys = Array.from({ length: opts.inputs }, () => inputSegmentKey(namespaceId(ns), newSegmentId(), SEGMENT_EXTENSION));
-  await runLimited(opts.inputs, 4, (s) => store.put(keys[s]!, encodeSegment(scaleInput(s, records, keySpace, shape, s * records), version)).then(() => undefined));
+  const keys = Array.from({ length: opts.inputs }, () =>
+    inputSegmentKey(namespaceId(ns), newSegmentId(), SEGMENT_EXTENSION),
+  );
+  await runLimited(opts.inputs, 4, (s) =>
+    store
+      .put(keys[s]!, encodeSegment(scaleInput(s, records, keySpace, shape, s * records), version))
+      .then(() => undefined),
+  );
   return { keys, records: records * opts.inputs };
 }
 
 async function throughput(store: ObjectStore, opts: Options, server: Server | undefined): Promise<void> {
   for (const version of opts.formats) {
-    if (!(SEGMENT_FORMAT_VERSIONS as readonly number[]).includes(version)) throw new InvalidArgumentError(`unknown segment format ${version}`);
+    if (!(SEGMENT_FORMAT_VERSIONS as readonly number[]).includes(version))
+      throw new InvalidArgumentError(`unknown segment format ${version}`);
     await throughputOf(store, opts, server, version as SegmentFormatVersion);
   }
 }
 
 /** The throughput phase for one segment format: inputs written in it, the compactor writing it. */
-async function throughputOf(store: ObjectStore, opts: Options, server: Server | undefined, version: SegmentFormatVersion): Promise<void> {
+async function throughputOf(
+  store: ObjectStore,
+  opts: Options,
+  server: Server | undefined,
+  version: SegmentFormatVersion,
+): Promise<void> {
   const { keys, records: recordsIn } = await writeGroup(store, opts, version);
   const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
   const copy = await measured(server, async () => {
@@ -254,7 +353,14 @@ async function throughputOf(store: ObjectStore, opts: Options, server: Server | 
   const job = { namespaceId: namespaceId('bench-throughput'), jobId: newJobId() };
   const compaction = await measured(server, () =>
     profiled(opts.cpuProfile && `${opts.cpuProfile.replace(/\.cpuprofile$/, '')}-v${version}.cpuprofile`, () =>
-      compactGroup({ store, job, inputs: keys, limits: { ...opts, segmentFormat: version }, resume: NO_PROGRESS, hooks: { onSegmentFinished: () => {}, onRecords: () => {} } }),
+      compactGroup({
+        store,
+        job,
+        inputs: keys,
+        limits: { ...opts, segmentFormat: version },
+        resume: NO_PROGRESS,
+        hooks: { onSegmentFinished: () => {}, onRecords: () => {} },
+      }),
     ),
   );
   const mb = copy.result / 1e6;
@@ -263,20 +369,34 @@ async function throughputOf(store: ObjectStore, opts: Options, server: Server | 
   const copyMbs = (mb / copy.ms) * 1000;
   console.log(
     `segment format v${version}: ${keys.length} inputs (${opts.shape} records), ${mb.toFixed(1)} MB compressed in, ${recordsIn} records in, ${progress.recordsOut} out ` +
-      `(${(progress.bytesOut / 1e6).toFixed(1)} MB uncompressed) in ${progress.segmentsFinished} segments, max fan-in ${opts.maxFanIn} (${progress.runs?.parts.length ?? 0} intermediate runs), on ${opts.store}${opts.latencyMs === undefined ? '' : ` behind ${opts.latencyMs} ms a request`}, ${loadavg().map((l) => l.toFixed(2)).join(' ')} loadavg`,
+      `(${(progress.bytesOut / 1e6).toFixed(1)} MB uncompressed) in ${progress.segmentsFinished} segments, max fan-in ${opts.maxFanIn} (${progress.runs?.parts.length ?? 0} intermediate runs), on ${opts.store}${opts.latencyMs === undefined ? '' : ` behind ${opts.latencyMs} ms a request`}, ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')} loadavg`,
   );
   const phase = (label: string, run: Measured, what: string) =>
-    console.log(`  ${label.padEnd(26)} ${run.ms.toFixed(0).padStart(6)} ms, CPU ${(run.cpuMs / 1000).toFixed(1)} s${server ? ` + MinIO ${(run.serverCpuMs / 1000).toFixed(2)} s` : ''}: ${what}; peak RSS ${mib(run.peakRss)}, sockets ${run.sockets}`);
+    console.log(
+      `  ${label.padEnd(26)} ${run.ms.toFixed(0).padStart(6)} ms, CPU ${(run.cpuMs / 1000).toFixed(1)} s${server ? ` + MinIO ${(run.serverCpuMs / 1000).toFixed(2)} s` : ''}: ${what}; peak RSS ${mib(run.peakRss)}, sockets ${run.sockets}`,
+    );
   const perSecond = (n: number, run: Measured) => ((n / run.ms) * 1000).toFixed(0);
-  phase('reference compactor', compaction, `${perSecond(recordsIn, compaction)} records/s in (${perSecond(progress.recordsOut, compaction)} out), ${((recordsIn / compaction.cpuMs) * 1000).toFixed(0)} records per CPU-second, ${compactMbs.toFixed(1)} MB/s of input`);
+  phase(
+    'reference compactor',
+    compaction,
+    `${perSecond(recordsIn, compaction)} records/s in (${perSecond(progress.recordsOut, compaction)} out), ${((recordsIn / compaction.cpuMs) * 1000).toFixed(0)} records per CPU-second, ${compactMbs.toFixed(1)} MB/s of input`,
+  );
   phase('raw GET+PUT copy', copy, `${copyMbs.toFixed(1)} MB/s (${opts.copyConcurrency} in flight)`);
-  phase('read and check inputs only', read, `${perSecond(recordsIn, read)} records/s, ${((mb / read.ms) * 1000).toFixed(1)} MB/s (${opts.copyConcurrency} in flight)`);
+  phase(
+    'read and check inputs only',
+    read,
+    `${perSecond(recordsIn, read)} records/s, ${((mb / read.ms) * 1000).toFixed(1)} MB/s (${opts.copyConcurrency} in flight)`,
+  );
   console.log(`  ratio of throughput compactor/copy: ${(compactMbs / copyMbs).toFixed(2)} (target ≥ 0.5)`);
 }
 
 async function main(): Promise<void> {
   const opts = program.parse().opts<Options>();
-  console.log(`machine: ${cpus().length} × ${cpus()[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}`);
+  console.log(
+    `machine: ${cpus().length} × ${cpus()[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}`,
+  );
   const minio = await startMinio();
   // The SDK's default pool (keep-alive, 50 sockets), made here so the benchmark can count its sockets.
   const agent = new Agent({ keepAlive: true, maxSockets: 50 });
@@ -302,11 +422,14 @@ async function main(): Promise<void> {
     { step: 'initialize', name: 'countLeaseRequests' },
   );
   const store = createS3ObjectStore({ bucket: 'bench', client: s3, readWindowBytes: opts.readWindowBytes });
-  const temporal = opts.phases.includes('jobs') ? await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES }) : undefined;
+  const temporal = opts.phases.includes('jobs')
+    ? await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES })
+    : undefined;
   const scratch = mkdtempSync(join(tmpdir(), 'bench-compaction-'));
   try {
     if (opts.phases.includes('throughput')) {
-      if (opts.store === 'embedded') await throughput(createEmbeddedObjectStore({ path: join(scratch, 'store.sqlite') }), opts, undefined);
+      if (opts.store === 'embedded')
+        await throughput(createEmbeddedObjectStore({ path: join(scratch, 'store.sqlite') }), opts, undefined);
       else await throughput(store, opts, { agent, pids: pidsWithArgs('--address', new URL(minio.endpoint).host) });
     }
     if (temporal) await jobs(store, temporal.address, requests);
@@ -322,17 +445,32 @@ async function main(): Promise<void> {
 
 /** The latency proxy (bench/support/latency-proxy.ts) in a child process, once it serves. */
 async function startLatencyProxy(target: string, delayMs: number): Promise<{ endpoint: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'support', 'latency-proxy.ts'), target, String(delayMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(__dirname, 'support', 'latency-proxy.ts'), target, String(delayMs)],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
   return { endpoint: line, child };
 }
 
-/** Phases 2 and 3: a short and a long job through the workflow, their history length and the lease requests each made. */
-async function jobs(store: ObjectStore, address: string, requests: { leasePut: number; leaseGet: number }): Promise<void> {
+/**
+ * Phases 2 and 3: a short and a long job through the workflow, their history length and the lease requests each made.
+ */
+async function jobs(
+  store: ObjectStore,
+  address: string,
+  requests: { leasePut: number; leaseGet: number },
+): Promise<void> {
   const refreshMs = 500;
-  const settings = resolveSettings({ timing: shrunkTiming(refreshMs, 30_000), targetSegmentBytes: 64 * 1024, heartbeatTimeoutMs: 30_000 });
+  const settings = resolveSettings({
+    timing: shrunkTiming(refreshMs, 30_000),
+    targetSegmentBytes: 64 * 1024,
+    heartbeatTimeoutMs: 30_000,
+  });
   const holdForMs = 20 * refreshMs;
-  // The work waits before reading (inside the heartbeat timeout), so the lease is held in steady state for a known time.
+  // The work waits before reading (inside the heartbeat timeout), so the lease is held in steady state for a known
+  // time.
   const slowWork = interceptStore(store, async (operation) => {
     if (operation === 'getStream') await new Promise((r) => setTimeout(r, holdForMs));
   });
@@ -340,7 +478,10 @@ async function jobs(store: ObjectStore, address: string, requests: { leasePut: n
   const worker = await createWorker({ store: slowWork, settings, connection, taskQueue: 'bench' });
   const client = new Client({ connection: await Connection.connect({ address: address }) });
   await worker.runUntil(async () => {
-    for (const [label, segments, records] of [['short', 2, 1_000], ['long', 8, 20_000]] as const) {
+    for (const [label, segments, records] of [
+      ['short', 2, 1_000],
+      ['long', 8, 20_000],
+    ] as const) {
       const ns = `bench-${label}`;
       await writeInputs(store, ns, 'bindings', makeInputs(segments, records, records * 3));
       const before = { ...requests };

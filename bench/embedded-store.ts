@@ -31,7 +31,8 @@ function option(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 && process.argv[i + 1] !== undefined ? (process.argv[i + 1] as string) : fallback;
 }
-const options = (name: string): string[] => process.argv.flatMap((arg, i) => (arg === `--${name}` && process.argv[i + 1] ? [process.argv[i + 1] as string] : []));
+const options = (name: string): string[] =>
+  process.argv.flatMap((arg, i) => (arg === `--${name}` && process.argv[i + 1] ? [process.argv[i + 1] as string] : []));
 
 const KEYS = Number(option('keys', '2000'));
 const LARGE_BYTES = Number(option('large-mib', '64')) * 1024 * 1024;
@@ -87,7 +88,11 @@ const median = (values: number[]): number => [...values].sort((a, b) => a - b)[M
 async function operations(): Promise<void> {
   const adapters = option('adapters', 'src/store/embedded.ts').split(',');
   const factories = await Promise.all(
-    adapters.map(async (file) => ((await import(resolve(root, file))) as { createEmbeddedObjectStore: (o: EmbeddedStoreOptions) => ObjectStore }).createEmbeddedObjectStore),
+    adapters.map(
+      async (file) =>
+        ((await import(resolve(root, file))) as { createEmbeddedObjectStore: (o: EmbeddedStoreOptions) => ObjectStore })
+          .createEmbeddedObjectStore,
+    ),
   );
   const results = adapters.map((): Rates[] => []);
   for (let r = 0; r < ROUNDS; r++) {
@@ -100,10 +105,21 @@ async function operations(): Promise<void> {
       rmSync(dir, { recursive: true, force: true });
     }
   }
-  console.log(`\noperations: ${KEYS} objects of ${SMALL_BYTES} B, one of ${LARGE_BYTES / 1024 / 1024} MiB; median of ${ROUNDS} rounds`);
+  console.log(
+    `\noperations: ${KEYS} objects of ${SMALL_BYTES} B, one of ${LARGE_BYTES / 1024 / 1024} MiB; median of ${ROUNDS} rounds`,
+  );
   console.log(['phase'.padEnd(20), ...adapters.map((a) => a.padStart(40))].join(''));
   for (const phase of Object.keys(results[0]![0]!)) {
-    console.log([phase.padEnd(20), ...results.map((rounds) => median(rounds.map((x) => x[phase]!)).toFixed(0).padStart(40))].join(''));
+    console.log(
+      [
+        phase.padEnd(20),
+        ...results.map((rounds) =>
+          median(rounds.map((x) => x[phase]!))
+            .toFixed(0)
+            .padStart(40),
+        ),
+      ].join(''),
+    );
   }
 }
 
@@ -112,7 +128,10 @@ function installCost(specs: string[]): { seconds: number; mib: number } {
   const project = mkdtempSync(join(tmpdir(), 'install-bench-'));
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'install-bench', private: true }));
   const started = performance.now();
-  execFileSync('npm', ['install', '--no-audit', '--no-fund', ...specs], { cwd: project, stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync('npm', ['install', '--no-audit', '--no-fund', ...specs], {
+    cwd: project,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   const seconds = (performance.now() - started) / 1000;
   const kib = Number(execFileSync('du', ['-sk', join(project, 'node_modules')], { encoding: 'utf8' }).split('\t')[0]);
   rmSync(project, { recursive: true, force: true });
@@ -126,14 +145,23 @@ function install(): void {
   console.log('\ninstall into an empty project, install scripts on (npm cache as it is)');
   for (const specs of [[tarball], ...options('add').map((extra) => [tarball, extra])]) {
     const { seconds, mib } = installCost(specs);
-    console.log(`${specs.map((s) => basename(s)).join(' + ').padEnd(56)}${seconds.toFixed(1).padStart(8)} s${mib.toFixed(1).padStart(9)} MiB`);
+    console.log(
+      `${specs
+        .map((s) => basename(s))
+        .join(' + ')
+        .padEnd(56)}${seconds.toFixed(1).padStart(8)} s${mib.toFixed(1).padStart(9)} MiB`,
+    );
   }
   rmSync(packed, { recursive: true, force: true });
 }
 
 async function main(): Promise<void> {
   const cpu = cpus();
-  console.log(`machine: ${cpu.length} × ${cpu[0]?.model}, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}; node ${process.version}; sqlite ${process.versions.sqlite}`);
+  console.log(
+    `machine: ${cpu.length} × ${cpu[0]?.model}, load ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}; node ${process.version}; sqlite ${process.versions.sqlite}`,
+  );
   await operations();
   if (process.argv.includes('--install')) install();
 }

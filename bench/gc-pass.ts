@@ -20,9 +20,24 @@ import { NativeConnection } from '@temporalio/worker';
 import { Command } from 'commander';
 import { resolveSettings } from '../src/config';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
-import { leaseKey, namespaceId, newJobId, newPassId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
+import {
+  leaseKey,
+  namespaceId,
+  newJobId,
+  newPassId,
+  newSegmentId,
+  stagedSegmentKey,
+  type NamespaceId,
+} from '../src/keys';
 import { createLeaseState, encodeLease } from '../src/lease';
-import { executeOnStore, REPORT_LIMIT, runNamespacePass, startNamespacePass, updateRoot, type PassRules } from '../src/protocol';
+import {
+  executeOnStore,
+  REPORT_LIMIT,
+  runNamespacePass,
+  startNamespacePass,
+  updateRoot,
+  type PassRules,
+} from '../src/protocol';
 import { jsonRootCodec } from '../src/root';
 import type { ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
@@ -38,30 +53,51 @@ const program = new Command('gc-pass')
   .option('--no-pass', 'the bare scans only, no gcWorkflow pass (and no namespace seeded for it)');
 
 const settings = resolveSettings({
-  timing: { leaseRefreshIntervalMs: 2000, operationDeadlineMs: 1000, publicationBudgetMs: 4000, clockSafetyMarginMs: 500 },
+  timing: {
+    leaseRefreshIntervalMs: 2000,
+    operationDeadlineMs: 1000,
+    publicationBudgetMs: 4000,
+    clockSafetyMarginMs: 500,
+  },
   heartbeatTimeoutMs: 5000,
 });
-const load = () => `load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`;
+const load = () =>
+  `load ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`;
 
 async function seed(store: ObjectStore, ns: NamespaceId, n: number): Promise<void> {
   await updateRoot(store, ns, (root) => root, jsonRootCodec);
-  await inBatches(Array.from({ length: n }, (_, i) => i), 1, 32, async ([i]) => {
-    const job = newJobId();
-    const kind = i! % 3;
-    if (kind !== 0) {
-      const heartbeat = kind === 1 ? Date.now() - 60_000 : Date.now() + 3_600_000;
-      await store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'bench', nowMs: heartbeat })));
-    }
-    if (kind !== 2) await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'mseg'), new TextEncoder().encode('staged'));
-  });
+  await inBatches(
+    Array.from({ length: n }, (_, i) => i),
+    1,
+    32,
+    async ([i]) => {
+      const job = newJobId();
+      const kind = i! % 3;
+      if (kind !== 0) {
+        const heartbeat = kind === 1 ? Date.now() - 60_000 : Date.now() + 3_600_000;
+        await store.put(
+          leaseKey(ns, job),
+          encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'bench', nowMs: heartbeat })),
+        );
+      }
+      if (kind !== 2)
+        await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'mseg'), new TextEncoder().encode('staged'));
+    },
+  );
 }
 
 async function main(): Promise<void> {
   const { prefixes, rounds, pass } = program.parse().opts<{ prefixes: number; rounds: number; pass: boolean }>();
   const cpu = cpus();
-  console.log(`machine: ${cpu.length} × ${cpu[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}, ${load()}`);
+  console.log(
+    `machine: ${cpu.length} × ${cpu[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}, ${load()}`,
+  );
   const minio = await startMinio();
-  const temporal = pass ? await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES }) : undefined;
+  const temporal = pass
+    ? await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES })
+    : undefined;
   try {
     const { store } = await createBucket(minio, 'gc-pass');
     const minioPids = pidsWithArgs('--address', new URL(minio.endpoint).host);
@@ -69,7 +105,10 @@ async function main(): Promise<void> {
       const own = process.cpuUsage();
       return { own: (own.user + own.system) / 1e6, minio: totalCpuSeconds(minioPids) };
     };
-    const pairs = Array.from({ length: rounds }, (_, i) => ({ bare: namespaceId(`bare-${i}`), manifested: namespaceId(`manifested-${i}`) }));
+    const pairs = Array.from({ length: rounds }, (_, i) => ({
+      bare: namespaceId(`bare-${i}`),
+      manifested: namespaceId(`manifested-${i}`),
+    }));
     const viaTemporal = namespaceId('pass');
     const seeded = [...pairs.flatMap((p) => [p.bare, p.manifested]), ...(temporal ? [viaTemporal] : [])];
     for (const ns of seeded) await seed(store, ns, prefixes);
@@ -78,33 +117,60 @@ async function main(): Promise<void> {
     console.log(`seeded ${seeded.length} × ${prefixes} job prefixes (orphaned, expired, live in thirds), ${load()}`);
 
     const rules: PassRules = {
-      nowMs: Date.now(), leaseRefreshIntervalMs: settings.timing.leaseRefreshIntervalMs, leaseExpiryMs: settings.timing.leaseExpiryMs, stagingGraceMs: settings.timing.stagingGraceMs, readerGraceMs: settings.timing.readerGraceMs, lostWriteGraceMs: settings.timing.lostWriteGraceMs, dryRun: false,
-      prefixesPerPage: 100, prefixConcurrency: 8, keysPerFlush: 4000, reportLimit: REPORT_LIMIT, passId: newPassId(Date.now()), manifests: false,
+      nowMs: Date.now(),
+      leaseRefreshIntervalMs: settings.timing.leaseRefreshIntervalMs,
+      leaseExpiryMs: settings.timing.leaseExpiryMs,
+      stagingGraceMs: settings.timing.stagingGraceMs,
+      readerGraceMs: settings.timing.readerGraceMs,
+      lostWriteGraceMs: settings.timing.lostWriteGraceMs,
+      dryRun: false,
+      prefixesPerPage: 100,
+      prefixConcurrency: 8,
+      keysPerFlush: 4000,
+      reportLimit: REPORT_LIMIT,
+      passId: newPassId(Date.now()),
+      manifests: false,
     };
     /** The pass's plan on the store from this process, no Temporal; `manifests` unset, it writes them. */
-    /** CPU seconds of the scans, this process and MinIO together: less swayed by other work on the machine than their time. */
+    /**
+     * CPU seconds of the scans, this process and MinIO together: less swayed by other work on the machine than their
+     * time.
+     */
     const scanCpu = { without: 0, with: 0 };
     const bareScan = async (ns: NamespaceId, scanRules: PassRules, label: string): Promise<number> => {
       let parts = 0;
       const onManifestPart = () => void parts++;
       const [started, cpuBefore] = [performance.now(), cpuSeconds()];
-      const scan = await runNamespacePass(startNamespacePass(ns, scanRules), (command, walk) => executeOnStore(store, ns, scanRules, command, { ...walk, onManifestPart }, { codec: jsonRootCodec }), async () => {});
+      const scan = await runNamespacePass(
+        startNamespacePass(ns, scanRules),
+        (command, walk) =>
+          executeOnStore(store, ns, scanRules, command, { ...walk, onManifestPart }, { codec: jsonRootCodec }),
+        async () => {},
+      );
       const [ms, cpuAfter] = [performance.now() - started, cpuSeconds()];
-      console.log(`bare scan ${label}: ${(ms / 1000).toFixed(1)} s, ${(prefixes / (ms / 1000)).toFixed(0)} prefixes/s, ` +
-        `CPU s: this process ${(cpuAfter.own - cpuBefore.own).toFixed(1)}, MinIO ${(cpuAfter.minio - cpuBefore.minio).toFixed(1)}; ` +
-        `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted} and ${scan.totals.leasesDeleted} leases, ` +
-        `manifests ${scan.manifests.length} (${parts} parts), ${load()}`);
-      scanCpu[scanRules.manifests === false ? 'without' : 'with'] += cpuAfter.own - cpuBefore.own + cpuAfter.minio - cpuBefore.minio;
+      console.log(
+        `bare scan ${label}: ${(ms / 1000).toFixed(1)} s, ${(prefixes / (ms / 1000)).toFixed(0)} prefixes/s, ` +
+          `CPU s: this process ${(cpuAfter.own - cpuBefore.own).toFixed(1)}, MinIO ${(cpuAfter.minio - cpuBefore.minio).toFixed(1)}; ` +
+          `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted} and ${scan.totals.leasesDeleted} leases, ` +
+          `manifests ${scan.manifests.length} (${parts} parts), ${load()}`,
+      );
+      scanCpu[scanRules.manifests === false ? 'without' : 'with'] +=
+        cpuAfter.own - cpuBefore.own + cpuAfter.minio - cpuBefore.minio;
       return ms;
     };
     let [bareMs, manifestedMs] = [0, 0];
     for (const [round, pair] of pairs.entries()) {
       const without = () => bareScan(pair.bare, rules, 'without manifests').then((ms) => (bareMs += ms));
-      const withManifests = () => bareScan(pair.manifested, { ...rules, passId: newPassId(rules.nowMs), manifests: true }, 'with manifests').then((ms) => (manifestedMs += ms));
+      const withManifests = () =>
+        bareScan(pair.manifested, { ...rules, passId: newPassId(rules.nowMs), manifests: true }, 'with manifests').then(
+          (ms) => (manifestedMs += ms),
+        );
       for (const run of round % 2 === 0 ? [without, withManifests] : [withManifests, without]) await run();
     }
-    console.log(`ratio with/without manifests${rounds > 1 ? ` (sums of ${rounds} rounds)` : ''}: ${(manifestedMs / bareMs).toFixed(2)}; ` +
-      `CPU seconds of this process and MinIO: ${scanCpu.with.toFixed(1)} against ${scanCpu.without.toFixed(1)}, ratio ${(scanCpu.with / scanCpu.without).toFixed(2)}`);
+    console.log(
+      `ratio with/without manifests${rounds > 1 ? ` (sums of ${rounds} rounds)` : ''}: ${(manifestedMs / bareMs).toFixed(2)}; ` +
+        `CPU seconds of this process and MinIO: ${scanCpu.with.toFixed(1)} against ${scanCpu.without.toFixed(1)}, ratio ${(scanCpu.with / scanCpu.without).toFixed(2)}`,
+    );
     if (!temporal) return;
 
     const connection = await NativeConnection.connect({ address: temporal.address });
@@ -113,16 +179,26 @@ async function main(): Promise<void> {
     const client = new Client({ connection: await Connection.connect({ address: temporal.address }) });
     try {
       const started = performance.now();
-      const report = await client.workflow.execute<(input: { namespaces: string[] }) => Promise<GcReport>>('gcWorkflow', {
-        taskQueue: 'gc-pass', workflowId: 'gc-pass-bench', args: [{ namespaces: [viaTemporal] }],
-      });
+      const report = await client.workflow.execute<(input: { namespaces: string[] }) => Promise<GcReport>>(
+        'gcWorkflow',
+        {
+          taskQueue: 'gc-pass',
+          workflowId: 'gc-pass-bench',
+          args: [{ namespaces: [viaTemporal] }],
+        },
+      );
       const passMs = performance.now() - started;
       // Every run of the pass, continued-as-new ones included: each history must stay under 10,000 events.
       const histories: number[] = [];
-      for await (const run of client.workflow.list({ query: `WorkflowId STARTS_WITH "gc-pass-bench"` })) histories.push(run.historyLength);
-      console.log(`gcWorkflow pass: ${(passMs / 1000).toFixed(1)} s, ${(prefixes / (passMs / 1000)).toFixed(0)} prefixes/s; ` +
-        `claimed ${report.totals.claimed}, orphaned ${report.totals.orphaned}, live ${report.totals.live}, deleted ${report.totals.objectsDeleted}, ${load()}`);
-      console.log(`histories of its ${histories.length} runs (events): ${histories.sort((a, b) => b - a).join(', ')}; longest ${Math.max(...histories)}`);
+      for await (const run of client.workflow.list({ query: `WorkflowId STARTS_WITH "gc-pass-bench"` }))
+        histories.push(run.historyLength);
+      console.log(
+        `gcWorkflow pass: ${(passMs / 1000).toFixed(1)} s, ${(prefixes / (passMs / 1000)).toFixed(0)} prefixes/s; ` +
+          `claimed ${report.totals.claimed}, orphaned ${report.totals.orphaned}, live ${report.totals.live}, deleted ${report.totals.objectsDeleted}, ${load()}`,
+      );
+      console.log(
+        `histories of its ${histories.length} runs (events): ${histories.sort((a, b) => b - a).join(', ')}; longest ${Math.max(...histories)}`,
+      );
       console.log(`ratio pass/bare: ${(passMs / (bareMs / rounds)).toFixed(2)}`);
     } finally {
       worker.shutdown();

@@ -21,9 +21,17 @@ const opts = new Command('merge')
 function sourceRecords(s: number, records: number, keySpace: number): SegmentRecord[] {
   const out: SegmentRecord[] = [];
   const meanGap = keySpace / records;
-  for (let k = Math.floor(Math.random() * meanGap); out.length < records; k += 1 + Math.floor(-Math.log(1 - Math.random()) * (meanGap - 1))) {
+  for (
+    let k = Math.floor(Math.random() * meanGap);
+    out.length < records;
+    k += 1 + Math.floor(-Math.log(1 - Math.random()) * (meanGap - 1))
+  ) {
     const key = `k${String(k).padStart(10, '0')}`;
-    out.push((k + s) % 7 === 0 ? { key, seq: s * records + out.length, tombstone: true } : { key, seq: s * records + out.length, value: `v${k}` });
+    out.push(
+      (k + s) % 7 === 0
+        ? { key, seq: s * records + out.length, tombstone: true }
+        : { key, seq: s * records + out.length, value: `v${k}` },
+    );
   }
   return out;
 }
@@ -34,20 +42,30 @@ async function main(): Promise<void> {
   const decoded: MergeRecord[][][] = [];
   for (let s = 0; s < opts.sources; s++) {
     const batches: MergeRecord[][] = [];
-    for await (const batch of readMergeBatches(`source-${s}`, Readable.from([encodeSegment(sourceRecords(s, perSource, keySpace), 2)]))) batches.push(batch);
+    for await (const batch of readMergeBatches(
+      `source-${s}`,
+      Readable.from([encodeSegment(sourceRecords(s, perSource, keySpace), 2)]),
+    ))
+      batches.push(batch);
     decoded.push(batches);
   }
   async function* replayed(batches: MergeRecord[][]): AsyncGenerator<MergeRecord[]> {
     yield* batches;
   }
-  console.log(`machine: ${cpus().length} × ${cpus()[0]?.model.split(' ').slice(0, 2).join(' ')}, node ${process.version}, ${loadavg().map((l) => l.toFixed(2)).join(' ')} loadavg`);
+  console.log(
+    `machine: ${cpus().length} × ${cpus()[0]?.model.split(' ').slice(0, 2).join(' ')}, node ${process.version}, ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')} loadavg`,
+  );
   for (let round = 0; round < opts.rounds; round++) {
     const before = process.threadCpuUsage();
     let out = 0;
     for await (const batch of mergeSegments(decoded.map(replayed), { dropTombstones: false })) out += batch.length;
     const cpu = process.threadCpuUsage(before);
     const ms = (cpu.user + cpu.system) / 1000;
-    console.log(`${opts.sources} sources, ${perSource * opts.sources} records in, ${out} out: ${ms.toFixed(0)} ms of CPU, ${(((perSource * opts.sources) / ms) * 1000).toFixed(0)} records per CPU-second`);
+    console.log(
+      `${opts.sources} sources, ${perSource * opts.sources} records in, ${out} out: ${ms.toFixed(0)} ms of CPU, ${(((perSource * opts.sources) / ms) * 1000).toFixed(0)} records per CPU-second`,
+    );
   }
 }
 

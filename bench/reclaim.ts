@@ -29,7 +29,17 @@ import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { resolveSettings, shrunkTiming } from '../src/config';
 import { createLeaseState, encodeLease } from '../src/lease';
 import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer } from '../src/devservers';
-import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newPassId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../src/keys';
+import {
+  compactionsPrefix,
+  jobPrefix,
+  leaseKey,
+  namespaceId,
+  newJobId,
+  newPassId,
+  newSegmentId,
+  stagedSegmentKey,
+  type NamespaceId,
+} from '../src/keys';
 import { reclaimPrefix, type ReclaimTally } from '../src/protocol/collector';
 import { jsonRootCodec } from '../src/root';
 import { createS3ObjectStore, type ObjectStore } from '../src/store';
@@ -63,8 +73,20 @@ const wholeNumbers = (raw: string, name: string): number[] =>
     return n;
   });
 
-const s5cmdBin = (): string => process.env.S5CMD_BIN ?? join(process.env.COMPACTION_LEASE_CACHE ?? join(process.env.HOME ?? '', '.cache', 'compaction-lease'), 's5cmd-bin', 's5cmd');
-const minioBin = (): string => process.env.MINIO_BIN ?? join(process.env.COMPACTION_LEASE_CACHE ?? join(process.env.HOME ?? '', '.cache', 'compaction-lease'), 'minio-bin', 'minio');
+const s5cmdBin = (): string =>
+  process.env.S5CMD_BIN ??
+  join(
+    process.env.COMPACTION_LEASE_CACHE ?? join(process.env.HOME ?? '', '.cache', 'compaction-lease'),
+    's5cmd-bin',
+    's5cmd',
+  );
+const minioBin = (): string =>
+  process.env.MINIO_BIN ??
+  join(
+    process.env.COMPACTION_LEASE_CACHE ?? join(process.env.HOME ?? '', '.cache', 'compaction-lease'),
+    'minio-bin',
+    'minio',
+  );
 const firstLine = (cmd: string, args: string[]): string => {
   try {
     return execFileSync(cmd, args, { encoding: 'utf8' }).split('\n')[0]?.trim() ?? '';
@@ -103,7 +125,7 @@ async function writeObjects(store: ObjectStore, keys: readonly string[]): Promis
 
 async function countUnder(store: ObjectStore, prefix: string): Promise<number> {
   let n = 0;
-  for (let after: string | undefined; ; ) {
+  for (let after: string | undefined; ;) {
     const page = await store.list({ prefix, startAfter: after });
     n += page.objects.length;
     after = page.objects.at(-1)?.key ?? after;
@@ -112,9 +134,16 @@ async function countUnder(store: ObjectStore, prefix: string): Promise<number> {
 }
 
 /** A dead, lease-less job prefix of `count` staged segments. */
-async function stageDeadJob(store: ObjectStore, ns: NamespaceId, count: number): Promise<{ ns: NamespaceId; job: ReturnType<typeof newJobId>; prefix: string }> {
+async function stageDeadJob(
+  store: ObjectStore,
+  ns: NamespaceId,
+  count: number,
+): Promise<{ ns: NamespaceId; job: ReturnType<typeof newJobId>; prefix: string }> {
   const job = newJobId();
-  await writeObjects(store, Array.from({ length: count }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')));
+  await writeObjects(
+    store,
+    Array.from({ length: count }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')),
+  );
   return { ns, job, prefix: jobPrefix(ns, job) };
 }
 
@@ -127,11 +156,15 @@ function runS5cmd(endpoint: string, accessKey: string, secretKey: string, prefix
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`s5cmd exited ${code}: ${stderr.slice(0, 2000)}`))));
+    child.on('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`s5cmd exited ${code}: ${stderr.slice(0, 2000)}`)),
+    );
   });
 }
 
-/** What one tool's run cost: wall time, and CPU seconds of MinIO and of the tool itself (read from /proc, not claimed). */
+/**
+ * What one tool's run cost: wall time, and CPU seconds of MinIO and of the tool itself (read from /proc, not claimed).
+ */
 interface RunCost {
   readonly ms: number;
   readonly minioCpu: number;
@@ -139,11 +172,20 @@ interface RunCost {
   readonly load: string;
 }
 
-async function measure(minioPids: readonly number[], toolCpu: () => number, run: () => Promise<void>): Promise<RunCost> {
+async function measure(
+  minioPids: readonly number[],
+  toolCpu: () => number,
+  run: () => Promise<void>,
+): Promise<RunCost> {
   const minioCpu = (): number => totalCpuSeconds(minioPids);
   const before = { minio: minioCpu(), tool: toolCpu(), at: performance.now() };
   await run();
-  return { ms: performance.now() - before.at, minioCpu: minioCpu() - before.minio, toolCpu: toolCpu() - before.tool, load: load() };
+  return {
+    ms: performance.now() - before.at,
+    minioCpu: minioCpu() - before.minio,
+    toolCpu: toolCpu() - before.tool,
+    load: load(),
+  };
 }
 
 /** This process's own CPU seconds: the benchmark does nothing else while `reclaimPrefix` runs. */
@@ -156,20 +198,36 @@ const describeCost = (cost: RunCost, objects: number): string =>
   `${(cost.ms / 1000).toFixed(2)} s: ${rate(objects, cost.ms)}; CPU s per 10,000 objects: MinIO ${((cost.minioCpu / objects) * 1e4).toFixed(2)}, ` +
   `the tool ${((cost.toolCpu / objects) * 1e4).toFixed(2)} (${cost.load})`;
 
-async function timeReclaim(store: ObjectStore, target: { ns: NamespaceId; job: ReturnType<typeof newJobId> }, keysPerFlush: number, minioPids: readonly number[]): Promise<RunCost & { tally: ReclaimTally }> {
+async function timeReclaim(
+  store: ObjectStore,
+  target: { ns: NamespaceId; job: ReturnType<typeof newJobId> },
+  keysPerFlush: number,
+  minioPids: readonly number[],
+): Promise<RunCost & { tally: ReclaimTally }> {
   let tally: ReclaimTally | undefined;
   const cost = await measure(minioPids, ownCpuSeconds, async () => {
     tally = await reclaimPrefix(
       store,
       { namespaceId: target.ns, jobId: target.job },
-      { nowMs: Date.now(), stagingGraceMs: STAGING_GRACE_MS, readerGraceMs: STAGING_GRACE_MS, keysPerFlush, reportLimit: 100, passId: newPassId(Date.now()), leaseRefreshIntervalMs: STAGING_GRACE_MS },
+      {
+        nowMs: Date.now(),
+        stagingGraceMs: STAGING_GRACE_MS,
+        readerGraceMs: STAGING_GRACE_MS,
+        keysPerFlush,
+        reportLimit: 100,
+        passId: newPassId(Date.now()),
+        leaseRefreshIntervalMs: STAGING_GRACE_MS,
+      },
       { codec: jsonRootCodec },
     );
   });
   return { ...cost, tally: tally as ReclaimTally };
 }
 
-function s3Client(minio: { endpoint: string; region: string; accessKey: string; secretKey: string }, maxSockets: number): S3Client {
+function s3Client(
+  minio: { endpoint: string; region: string; accessKey: string; secretKey: string },
+  maxSockets: number,
+): S3Client {
   return new S3Client({
     endpoint: minio.endpoint,
     region: minio.region,
@@ -179,8 +237,14 @@ function s3Client(minio: { endpoint: string; region: string; accessKey: string; 
   });
 }
 
-async function reclaimBench(minio: Awaited<ReturnType<typeof startMinio>>, objects: number, repeat: number, tune: boolean): Promise<void> {
-  // Writes get their own client with room for every write in flight; the collector's store uses the SDK's default sockets.
+async function reclaimBench(
+  minio: Awaited<ReturnType<typeof startMinio>>,
+  objects: number,
+  repeat: number,
+  tune: boolean,
+): Promise<void> {
+  // Writes get their own client with room for every write in flight; the collector's store uses the SDK's default
+  // sockets.
   const writerClient = s3Client(minio, WRITES_IN_FLIGHT * 2);
   const writer = createS3ObjectStore({ bucket: BUCKET, client: writerClient });
   const collectorClient = new S3Client({
@@ -193,7 +257,9 @@ async function reclaimBench(minio: Awaited<ReturnType<typeof startMinio>>, objec
   // A real root, so every flush re-reads and parses one (it references only input segments, none of the staged ones).
   await writeInputs(writer, ns, 'bindings', makeInputs(4, 50, 150));
 
-  console.log(`reclaim: ${repeat} runs, each on 2 prefixes × ${objects} objects of ${OBJECT_BYTES} bytes, no lease, staging grace ${STAGING_GRACE_MS} ms`);
+  console.log(
+    `reclaim: ${repeat} runs, each on 2 prefixes × ${objects} objects of ${OBJECT_BYTES} bytes, no lease, staging grace ${STAGING_GRACE_MS} ms`,
+  );
   const store = createS3ObjectStore({ bucket: BUCKET, client: collectorClient });
   const minioPids = pidsWithArgs('--address', new URL(minio.endpoint).host);
   const ratios: number[] = [];
@@ -202,9 +268,14 @@ async function reclaimBench(minio: Awaited<ReturnType<typeof startMinio>>, objec
     const writeStart = performance.now();
     const [forS5cmd, forPackage] = [await stageDeadJob(writer, ns, objects), await stageDeadJob(writer, ns, objects)];
     const writeMs = performance.now() - writeStart;
-    console.log(`  run ${run}: written in ${(writeMs / 1000).toFixed(1)} s (${rate(2 * objects, writeMs)}, ${WRITES_IN_FLIGHT} PUTs in flight)`);
+    console.log(
+      `  run ${run}: written in ${(writeMs / 1000).toFixed(1)} s (${rate(2 * objects, writeMs)}, ${WRITES_IN_FLIGHT} PUTs in flight)`,
+    );
     await sleep(STAGING_GRACE_MS + 500);
-    const timeS5cmd = () => measure(minioPids, exitedChildrenCpuSeconds, () => runS5cmd(minio.endpoint, minio.accessKey, minio.secretKey, forS5cmd.prefix));
+    const timeS5cmd = () =>
+      measure(minioPids, exitedChildrenCpuSeconds, () =>
+        runS5cmd(minio.endpoint, minio.accessKey, minio.secretKey, forS5cmd.prefix),
+      );
     const s5cmdFirst = run % 2 === 1;
     const s5 = s5cmdFirst ? await timeS5cmd() : undefined;
     const own = await timeReclaim(store, forPackage, DEFAULT_KEYS_PER_FLUSH, minioPids);
@@ -220,15 +291,23 @@ async function reclaimBench(minio: Awaited<ReturnType<typeof startMinio>>, objec
     ratios.push(s5run.ms / own.ms);
     console.log(`    ratio reclaimPrefix/s5cmd throughput: ${(s5run.ms / own.ms).toFixed(2)}`);
     console.log(`    left afterwards: s5cmd prefix ${left[0]}, reclaimPrefix prefix ${left[1]} objects`);
-    if (left[0] !== 0 || left[1] !== 0 || own.tally.objectsDeleted !== objects) throw new Error('a prefix was not emptied');
+    if (left[0] !== 0 || left[1] !== 0 || own.tally.objectsDeleted !== objects)
+      throw new Error('a prefix was not emptied');
   }
   const sorted = [...ratios].sort((a, b) => a - b);
-  const median = sorted.length % 2 ? (sorted[(sorted.length - 1) / 2] as number) : ((sorted[sorted.length / 2 - 1] as number) + (sorted[sorted.length / 2] as number)) / 2;
+  const median =
+    sorted.length % 2
+      ? (sorted[(sorted.length - 1) / 2] as number)
+      : ((sorted[sorted.length / 2 - 1] as number) + (sorted[sorted.length / 2] as number)) / 2;
   console.log(`  ratios: ${ratios.map((r) => r.toFixed(2)).join(', ')}; median ${median.toFixed(2)}`);
 
   if (tune) {
     console.log(`tuning reclaimPrefix (one fresh prefix of ${objects} objects per setting):`);
-    const settings: [number, number][] = [[4000, 16], [1000, 4], [16000, 32]];
+    const settings: [number, number][] = [
+      [4000, 16],
+      [1000, 4],
+      [16000, 32],
+    ];
     let best: { kpf: number; dc: number; ms: number } | undefined;
     for (const [kpf, dc] of settings) {
       const target = await stageDeadJob(writer, ns, objects);
@@ -238,20 +317,32 @@ async function reclaimBench(minio: Awaited<ReturnType<typeof startMinio>>, objec
       const { ms, tally } = await timeReclaim(tuned, target, kpf, minioPids);
       client.destroy();
       const remaining = await countUnder(writer, target.prefix);
-      console.log(`  keysPerFlush ${String(kpf).padStart(5)}, deleteConcurrency ${String(dc).padStart(2)}: ${(ms / 1000).toFixed(2)} s, ${rate(tally.objectsDeleted, ms)}, left ${remaining} (${load()})`);
+      console.log(
+        `  keysPerFlush ${String(kpf).padStart(5)}, deleteConcurrency ${String(dc).padStart(2)}: ${(ms / 1000).toFixed(2)} s, ${rate(tally.objectsDeleted, ms)}, left ${remaining} (${load()})`,
+      );
       if (!best || ms < best.ms) best = { kpf, dc, ms };
     }
-    if (best) console.log(`  best: keysPerFlush ${best.kpf}, deleteConcurrency ${best.dc}: ${rate(objects, best.ms)} (${(s5Ms / best.ms).toFixed(2)} × the s5cmd run above)`);
+    if (best)
+      console.log(
+        `  best: keysPerFlush ${best.kpf}, deleteConcurrency ${best.dc}: ${rate(objects, best.ms)} (${(s5Ms / best.ms).toFixed(2)} × the s5cmd run above)`,
+      );
   }
   writerClient.destroy();
   collectorClient.destroy();
 }
 
-/** Every run of a workflow from its first run id, following continue-as-new; returns [runId, events] per run, and the children it started. */
-async function followChain(client: Client, workflowId: string, firstRunId: string): Promise<{ runs: { runId: string; events: number }[]; children: { workflowId: string; runId: string }[] }> {
+/**
+ * Every run of a workflow from its first run id, following continue-as-new; returns [runId, events] per run, and the
+ * children it started.
+ */
+async function followChain(
+  client: Client,
+  workflowId: string,
+  firstRunId: string,
+): Promise<{ runs: { runId: string; events: number }[]; children: { workflowId: string; runId: string }[] }> {
   const runs: { runId: string; events: number }[] = [];
   const children: { workflowId: string; runId: string }[] = [];
-  for (let runId: string | undefined = firstRunId; runId; ) {
+  for (let runId: string | undefined = firstRunId; runId;) {
     const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
     const events = (history.events ?? []) as temporal.api.history.v1.IHistoryEvent[];
     runs.push({ runId, events: events.length });
@@ -265,9 +356,14 @@ async function followChain(client: Client, workflowId: string, firstRunId: strin
 }
 
 /** Every 10th prefix is a live job, the next two dead jobs whose leases expired, the rest orphans. */
-const kindOf = (i: number): 'live' | 'expired' | 'orphan' => (i % 10 === 0 ? 'live' : i % 10 <= 2 ? 'expired' : 'orphan');
+const kindOf = (i: number): 'live' | 'expired' | 'orphan' =>
+  i % 10 === 0 ? 'live' : i % 10 <= 2 ? 'expired' : 'orphan';
 
-async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: number[], options: { prefixesPerPage?: number; prefixConcurrency?: number }): Promise<void> {
+async function gcBench(
+  minio: Awaited<ReturnType<typeof startMinio>>,
+  counts: number[],
+  options: { prefixesPerPage?: number; prefixConcurrency?: number },
+): Promise<void> {
   const temporalServer = await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES });
   const writerClient = s3Client(minio, WRITES_IN_FLIGHT * 2);
   const writer = createS3ObjectStore({ bucket: BUCKET, client: writerClient });
@@ -297,25 +393,49 @@ async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: nu
         const body = new Uint8Array(OBJECT_BYTES).fill(0x62);
         const jobs = Array.from({ length: count }, (_, i) => ({ job: newJobId(), kind: kindOf(i) }));
         const objectsOf = (kind: string) => (kind === 'expired' ? 2 : 1);
-        const stagedKeys = jobs.flatMap(({ job, kind }) => Array.from({ length: objectsOf(kind) }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')));
-        await inBatches(stagedKeys, 1, WRITES_IN_FLIGHT, (batch) => Promise.all(batch.map((key) => writer.put(key, body))));
-        // A live job refreshes throughout the pass: its heartbeat is set an hour ahead. An expired one last refreshed an hour ago.
-        const leaseAt = { live: Date.now() + 3_600_000, expired: Date.now() - 3_600_000 };
-        const leased = jobs.filter((j): j is { job: (typeof jobs)[number]['job']; kind: 'live' | 'expired' } => j.kind !== 'orphan');
-        await inBatches(leased, 1, WRITES_IN_FLIGHT, (batch) =>
-          Promise.all(batch.map(({ job, kind }) => writer.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'bench', nowMs: leaseAt[kind] }))))),
+        const stagedKeys = jobs.flatMap(({ job, kind }) =>
+          Array.from({ length: objectsOf(kind) }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')),
         );
-        const expected = { live: jobs.filter((j) => j.kind === 'live').length, expired: jobs.filter((j) => j.kind === 'expired').length };
+        await inBatches(stagedKeys, 1, WRITES_IN_FLIGHT, (batch) =>
+          Promise.all(batch.map((key) => writer.put(key, body))),
+        );
+        // A live job refreshes throughout the pass: its heartbeat is set an hour ahead. An expired one last refreshed
+        // an hour ago.
+        const leaseAt = { live: Date.now() + 3_600_000, expired: Date.now() - 3_600_000 };
+        const leased = jobs.filter(
+          (j): j is { job: (typeof jobs)[number]['job']; kind: 'live' | 'expired' } => j.kind !== 'orphan',
+        );
+        await inBatches(leased, 1, WRITES_IN_FLIGHT, (batch) =>
+          Promise.all(
+            batch.map(({ job, kind }) =>
+              writer.put(
+                leaseKey(ns, job),
+                encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'bench', nowMs: leaseAt[kind] })),
+              ),
+            ),
+          ),
+        );
+        const expected = {
+          live: jobs.filter((j) => j.kind === 'live').length,
+          expired: jobs.filter((j) => j.kind === 'expired').length,
+        };
         const writeMs = performance.now() - writeStart;
         await sleep(settings.timing.stagingGraceMs + 500);
         const workflowId = `bench-gc-pass-${ns}`;
         const started = performance.now();
-        const handle = await client.workflow.start('gcWorkflow', { taskQueue: 'bench-gc', workflowId, args: [{ namespaces: [ns], ...options }] });
+        const handle = await client.workflow.start('gcWorkflow', {
+          taskQueue: 'bench-gc',
+          workflowId,
+          args: [{ namespaces: [ns], ...options }],
+        });
         const report = (await handle.result()) as GcReport;
         const passMs = performance.now() - started;
 
         const parent = await followChain(client, workflowId, handle.firstExecutionRunId);
-        const all: { workflowId: string; runId: string; events: number }[] = parent.runs.map((r) => ({ workflowId, ...r }));
+        const all: { workflowId: string; runId: string; events: number }[] = parent.runs.map((r) => ({
+          workflowId,
+          ...r,
+        }));
         for (const child of parent.children) {
           const chain = await followChain(client, child.workflowId, child.runId);
           all.push(...chain.runs.map((r) => ({ workflowId: child.workflowId, ...r })));
@@ -323,8 +443,12 @@ async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: nu
         const longest = all.reduce((a, b) => (b.events > a.events ? b : a));
         const left = await countUnder(writer, compactionsPrefix(ns));
         const t = report.totals;
-        console.log(`  ${count} prefixes (written in ${(writeMs / 1000).toFixed(1)} s): pass ${(passMs / 1000).toFixed(1)} s (${((count / passMs) * 1000).toFixed(1)} prefixes/s; ${load()} at the end)`);
-        console.log(`    report: seen ${t.prefixesSeen}, orphaned ${t.orphaned}, live ${t.live}, claimed ${t.claimed}, objects deleted ${t.objectsDeleted}; ${left} objects left under the compactions prefix`);
+        console.log(
+          `  ${count} prefixes (written in ${(writeMs / 1000).toFixed(1)} s): pass ${(passMs / 1000).toFixed(1)} s (${((count / passMs) * 1000).toFixed(1)} prefixes/s; ${load()} at the end)`,
+        );
+        console.log(
+          `    report: seen ${t.prefixesSeen}, orphaned ${t.orphaned}, live ${t.live}, claimed ${t.claimed}, objects deleted ${t.objectsDeleted}; ${left} objects left under the compactions prefix`,
+        );
         console.log(
           `    runs: ${all.length} (${parent.runs.length} of the pass, ${all.length - parent.runs.length} of namespace children); ` +
             `max history ${longest.events} events (${longest.workflowId === workflowId ? 'pass' : 'namespace child'} run ${all.indexOf(longest) + 1}); ` +
@@ -332,8 +456,15 @@ async function gcBench(minio: Awaited<ReturnType<typeof startMinio>>, counts: nu
         );
         console.log(`    every history < 10,000 events: ${all.every((r) => r.events < 10_000) ? 'yes' : 'NO'}`);
         const expectedDeleted = count - expected.live + expected.expired;
-        if (t.live !== expected.live || t.claimed !== expected.expired || t.objectsDeleted !== expectedDeleted || left !== 2 * expected.live) {
-          throw new Error(`the pass did not do what the seed implies: ${expected.live} live, ${expected.expired} claimed, ${expectedDeleted} objects deleted, ${2 * expected.live} objects left`);
+        if (
+          t.live !== expected.live ||
+          t.claimed !== expected.expired ||
+          t.objectsDeleted !== expectedDeleted ||
+          left !== 2 * expected.live
+        ) {
+          throw new Error(
+            `the pass did not do what the seed implies: ${expected.live} live, ${expected.expired} claimed, ${expectedDeleted} objects deleted, ${2 * expected.live} objects left`,
+          );
         }
       }
     });
@@ -361,10 +492,15 @@ async function main(): Promise<void> {
     const admin = s3Client(minio, 8);
     await admin.send(new CreateBucketCommand({ Bucket: BUCKET }));
     admin.destroy();
-    if (!flag('skip-reclaim')) await reclaimBench(minio, objects, wholeNumbers(option('repeat', '2'), 'repeat')[0] as number, flag('tune'));
+    if (!flag('skip-reclaim'))
+      await reclaimBench(minio, objects, wholeNumbers(option('repeat', '2'), 'repeat')[0] as number, flag('tune'));
     const optional = (name: string) => (option(name, '') === '' ? undefined : wholeNumbers(option(name, ''), name)[0]);
-    const gcOptions = { prefixesPerPage: optional('prefixes-per-page'), prefixConcurrency: optional('prefix-concurrency') };
-    if (!flag('skip-gc')) await gcBench(minio, prefixes, Object.fromEntries(Object.entries(gcOptions).filter(([, v]) => v !== undefined)));
+    const gcOptions = {
+      prefixesPerPage: optional('prefixes-per-page'),
+      prefixConcurrency: optional('prefix-concurrency'),
+    };
+    if (!flag('skip-gc'))
+      await gcBench(minio, prefixes, Object.fromEntries(Object.entries(gcOptions).filter(([, v]) => v !== undefined)));
   } finally {
     await minio.stop();
     if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true });

@@ -21,7 +21,14 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, platform, release, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { inputSegmentKey, inputSegmentsPrefix, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../src/keys';
+import {
+  inputSegmentKey,
+  inputSegmentsPrefix,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  stagedSegmentKey,
+} from '../src/keys';
 import { readRoot, updateRoot } from '../src/protocol';
 import { START_OF_RETIRED } from '../src/protocol/retired-reclaim';
 import type { RetiredReclaimOptions } from '../src/protocol/rules';
@@ -48,9 +55,9 @@ const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 async function seed(path: string): Promise<void> {
   const store = createEmbeddedObjectStore({ path });
   const inputs = Array.from({ length: KEYS }, () => inputSegmentKey(ns, newSegmentId(), 'mseg'));
-  const outputs = Array.from({ length: Math.ceil(OUTPUTS / OUTPUTS_PER_JOB) }, () => newJobId()).flatMap((job) =>
-    Array.from({ length: OUTPUTS_PER_JOB }, () => stagedSegmentKey(ns, job, newSegmentId(), 'mseg')),
-  ).slice(0, OUTPUTS);
+  const outputs = Array.from({ length: Math.ceil(OUTPUTS / OUTPUTS_PER_JOB) }, () => newJobId())
+    .flatMap((job) => Array.from({ length: OUTPUTS_PER_JOB }, () => stagedSegmentKey(ns, job, newSegmentId(), 'mseg')))
+    .slice(0, OUTPUTS);
   const body = new Uint8Array(100).fill(0x61);
   await inBatches([...inputs, ...outputs], 500, 4, (batch) => Promise.all(batch.map((k) => store.put(k, body))));
   const retired = [...inputs.slice(0, RETIRED), ...outputs].map((key) => ({ key, retired_at_ms: 1 }));
@@ -66,10 +73,12 @@ interface Measure {
 
 /** `store` with every request delayed by LATENCY_MS, and the counts the bench prints. */
 function measuredStore(store: ObjectStore, m: Measure): ObjectStore {
-  const delayed = <A extends unknown[], R>(fn: (...args: A) => Promise<R>) => async (...args: A): Promise<R> => {
-    await sleep(LATENCY_MS);
-    return fn(...args);
-  };
+  const delayed =
+    <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      await sleep(LATENCY_MS);
+      return fn(...args);
+    };
   return Object.assign(Object.create(store) as ObjectStore, {
     get: delayed(store.get.bind(store)),
     putIfMatch: delayed(store.putIfMatch.bind(store)),
@@ -86,16 +95,26 @@ function measuredStore(store: ObjectStore, m: Measure): ObjectStore {
   });
 }
 
-type Reclaim = (...args: unknown[]) => Promise<{ tally?: { retiredDeleted: number; lostWritesDeleted: number; retiredRecordsDropped: number } }>;
+type Reclaim = (
+  ...args: unknown[]
+) => Promise<{ tally?: { retiredDeleted: number; lostWritesDeleted: number; retiredRecordsDropped: number } }>;
 
 async function run(tree: string, seeded: string, dir: string): Promise<void> {
   const path = join(dir, `run-${Math.random().toString(36).slice(2)}.sqlite`);
   copyFileSync(seeded, path);
   const store = createEmbeddedObjectStore({ path });
   // Each tree's own module, its imports resolved in its own tree.
-  const { reclaimRetiredSegments } = (await import(resolve(tree, 'protocol/retired-reclaim.ts'))) as { reclaimRetiredSegments: Reclaim };
+  const { reclaimRetiredSegments } = (await import(resolve(tree, 'protocol/retired-reclaim.ts'))) as {
+    reclaimRetiredSegments: Reclaim;
+  };
   const m: Measure = { lists: 0, deletedBeforeListingEnded: 0, segmentsListed: false };
-  const options: RetiredReclaimOptions = { nowMs: Date.now() + 600_000, readerGraceMs: 1000, lostWriteGraceMs: 60_000, keysPerFlush: 4000, reportLimit: 100 };
+  const options: RetiredReclaimOptions = {
+    nowMs: Date.now() + 600_000,
+    readerGraceMs: 1000,
+    lostWriteGraceMs: 60_000,
+    keysPerFlush: 4000,
+    reportLimit: 100,
+  };
   gc?.();
   const base = process.memoryUsage();
   const peak = { heap: base.heapUsed, rss: base.rss };
@@ -142,8 +161,12 @@ async function run(tree: string, seeded: string, dir: string): Promise<void> {
 
 async function main(): Promise<void> {
   const cpu = cpus();
-  console.log(`machine: ${cpu.length} × ${cpu[0]?.model}, ${platform()} ${release()}, node ${process.version}, load ${loadavg()[0]?.toFixed(2)}${gc ? '' : ' (no --expose-gc: baselines are rougher)'}`);
-  console.log(`bucket: ${KEYS} keys under metadata/segments/ (${RETIRED} retired and due, ${KEYS - RETIRED} lost writes), ${OUTPUTS} due retired outputs under ${Math.ceil(OUTPUTS / OUTPUTS_PER_JOB)} job prefixes; ${LATENCY_MS} ms per request`);
+  console.log(
+    `machine: ${cpu.length} × ${cpu[0]?.model}, ${platform()} ${release()}, node ${process.version}, load ${loadavg()[0]?.toFixed(2)}${gc ? '' : ' (no --expose-gc: baselines are rougher)'}`,
+  );
+  console.log(
+    `bucket: ${KEYS} keys under metadata/segments/ (${RETIRED} retired and due, ${KEYS - RETIRED} lost writes), ${OUTPUTS} due retired outputs under ${Math.ceil(OUTPUTS / OUTPUTS_PER_JOB)} job prefixes; ${LATENCY_MS} ms per request`,
+  );
   const dir = mkdtempSync(join(tmpdir(), 'retired-reclaim-'));
   try {
     const seeded = join(dir, 'seeded.sqlite');
@@ -151,7 +174,11 @@ async function main(): Promise<void> {
     await seed(seeded);
     console.log(`seeded in ${((performance.now() - start) / 1000).toFixed(1)} s`);
     for (const tree of TREES) {
-      execFileSync(process.execPath, [...process.execArgv, __filename, ...process.argv.slice(2), '--run', tree, '--seeded', seeded, '--dir', dir], { stdio: 'inherit' });
+      execFileSync(
+        process.execPath,
+        [...process.execArgv, __filename, ...process.argv.slice(2), '--run', tree, '--seeded', seeded, '--dir', dir],
+        { stdio: 'inherit' },
+      );
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

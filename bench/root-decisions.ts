@@ -36,7 +36,10 @@ const inputKey = () => inputSegmentKey(ns, newSegmentId(), 'mseg');
 function buildRoot(): RootState {
   const groups: Record<string, string[]> = {};
   for (let g = 0; g < GROUPS; g++) groups[`group${g}`] = Array.from({ length: REFERENCED / GROUPS }, inputKey);
-  const retired = Array.from({ length: RETIRED }, (_, i) => ({ key: inputKey(), retired_at_ms: i % 2 ? nowMs - 2 * rules.readerGraceMs : nowMs - 1000 }));
+  const retired = Array.from({ length: RETIRED }, (_, i) => ({
+    key: inputKey(),
+    retired_at_ms: i % 2 ? nowMs - 2 * rules.readerGraceMs : nowMs - 1000,
+  }));
   return { namespace_id: ns, generation: 1, groups, retired };
 }
 
@@ -49,7 +52,8 @@ function pageOf(root: RootState, page: number): { key: string; lastModified: Dat
   const retired = root.retired ?? [];
   return Array.from({ length: PAGE }, (_, i) => {
     const at = page * PAGE + i;
-    const key = i % 3 === 0 ? referenced[at % referenced.length]! : i % 3 === 1 ? retired[at % retired.length]!.key : inputKey();
+    const key =
+      i % 3 === 0 ? referenced[at % referenced.length]! : i % 3 === 1 ? retired[at % retired.length]!.key : inputKey();
     return { key, lastModified: new Date(nowMs - 2 * rules.lostWriteGraceMs) };
   });
 }
@@ -69,7 +73,9 @@ const classify = (page: readonly { key: string; lastModified: Date }[]) => {
 const [first, ...rest] = pages.map(classify);
 
 const job = newJobId();
-const staged = Array.from({ length: PAGE }, (_, i) => (i % 2 ? stagedSegmentKey(ns, job, newSegmentId(), 'mseg') : pageOf(root, 0)[i]!.key));
+const staged = Array.from({ length: PAGE }, (_, i) =>
+  i % 2 ? stagedSegmentKey(ns, job, newSegmentId(), 'mseg') : pageOf(root, 0)[i]!.key,
+);
 // A fresh decode, so the walk's first judgement pays for the index as a re-read root would.
 const reread = decodeRoot(bytes, ns);
 start = performance.now();
@@ -86,9 +92,19 @@ const planMs = ms(start);
 if (plan.kind !== 'publish') throw new Error('the publication was not planned');
 
 const cpu = cpus();
-console.log(`machine: ${cpu[0]?.model ?? 'unknown cpu'}, ${cpu.length} cores, node ${process.version}, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
-console.log(`root: ${REFERENCED} referenced in ${GROUPS} groups + ${RETIRED} retired, ${(bytes.length / 1e6).toFixed(1)} MB, decoded in ${decodeMs.toFixed(0)} ms`);
+console.log(
+  `machine: ${cpu[0]?.model ?? 'unknown cpu'}, ${cpu.length} cores, node ${process.version}, load ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
+console.log(
+  `root: ${REFERENCED} referenced in ${GROUPS} groups + ${RETIRED} retired, ${(bytes.length / 1e6).toFixed(1)} MB, decoded in ${decodeMs.toFixed(0)} ms`,
+);
 const next = rest.length ? `, next ${rest.length} pages ${mean(rest).toFixed(2)} ms each` : '';
-console.log(`decideSegment, 1,000-key page: first after the read ${first!.toFixed(1)} ms (index built)${next} (target < 100 ms)`);
+console.log(
+  `decideSegment, 1,000-key page: first after the read ${first!.toFixed(1)} ms (index built)${next} (target < 100 ms)`,
+);
 console.log(`isRetainedByRoot, 1,000-key page of a job prefix on a fresh read: ${walkMs.toFixed(1)} ms`);
-console.log(`planPublication, ${INPUTS} inputs → ${outputs.length} outputs: ${planMs.toFixed(0)} ms (target < 1000 ms)`);
+console.log(
+  `planPublication, ${INPUTS} inputs → ${outputs.length} outputs: ${planMs.toFixed(0)} ms (target < 1000 ms)`,
+);

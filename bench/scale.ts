@@ -21,15 +21,44 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
 import { ensureGcSchedule, startCompaction } from '../src/client';
-import { defaultHeartbeatTimeoutMs, defaultTimingDividedBy, resolveSettings, shrunkTiming, type CompactionSettings, type Timing } from '../src/config';
-import { SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer, type S3Server, type TemporalDevServer } from '../src/devservers';
-import { jobPrefix, namespaceId, newJobId, newSegmentId, parseCompactionKey, stagedSegmentKey, type NamespaceId } from '../src/keys';
+import {
+  defaultHeartbeatTimeoutMs,
+  defaultTimingDividedBy,
+  resolveSettings,
+  shrunkTiming,
+  type CompactionSettings,
+  type Timing,
+} from '../src/config';
+import {
+  SEARCH_ATTRIBUTES,
+  startMinio,
+  startTemporalDevServer,
+  type S3Server,
+  type TemporalDevServer,
+} from '../src/devservers';
+import {
+  jobPrefix,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  parseCompactionKey,
+  stagedSegmentKey,
+  type NamespaceId,
+} from '../src/keys';
 import { createJobLease } from '../src/protocol';
 import type { ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
 import type { GcReport } from '../src/workflows/gc';
 import { actionTotal, billableTotal, describeActions, jobActions } from './support/actions';
-import { createBucket, GROUPS_PER_NAMESPACE, seedJobs, spawnScaleWorker, type Bucket, type JobSpec, type WorkerProcess } from './support/fleet';
+import {
+  createBucket,
+  GROUPS_PER_NAMESPACE,
+  seedJobs,
+  spawnScaleWorker,
+  type Bucket,
+  type JobSpec,
+  type WorkerProcess,
+} from './support/fleet';
 import { machineCpuSeconds, pidsWithArgs, totalCpuSeconds } from './support/proc';
 import { histogramBuckets, quantile, scrape, total, type Sample } from './support/prometheus';
 
@@ -43,28 +72,69 @@ const whole = (raw: string): number => list(raw)[0]!;
 
 const program = new Command('scale')
   .option('--leases <n,…>', 'concurrent jobs on one worker', list, [100, 1000, 10000])
-  .option('--workers <k,…>', 'worker processes sharing the largest N (horizontal scale); none: skip', (raw) => (raw === 'none' ? [] : list(raw)), [2, 3])
+  .option(
+    '--workers <k,…>',
+    'worker processes sharing the largest N (horizontal scale); none: skip',
+    (raw) => (raw === 'none' ? [] : list(raw)),
+    [2, 3],
+  )
   .option('--horizontal-leases <n>', 'N for the horizontal points (default: the largest --leases)', whole)
   .option('--refresh-ms <ms>', 'shrunk lease refresh interval of the concurrency points', whole, 60_000)
-  .option('--heartbeat-timeout-ms <ms>', 'Temporal heartbeat timeout of the long activities (default: derived from the refresh interval)', whole)
+  .option(
+    '--heartbeat-timeout-ms <ms>',
+    'Temporal heartbeat timeout of the long activities (default: derived from the refresh interval)',
+    whole,
+  )
   .option('--window-intervals <k>', 'measurement window in refresh intervals', whole, 2)
   .option('--sdk-defaults', 'run the workers with the SDK default slots instead of createWorker’s (evidence for them)')
-  .option('--max-cached-workflows <n>', 'the workers\' sticky workflow cache (default: the SDK\'s, from the heap size)', whole)
+  .option(
+    '--max-cached-workflows <n>',
+    "the workers' sticky workflow cache (default: the SDK's, from the heap size)",
+    whole,
+  )
   .option('--no-gc-check', 'skip the collector pass over every job after a window')
-  .option('--phases <p,…>', 'scale, cost, actions, gc-cost, reclaim', (raw) => raw.split(','), ['scale', 'cost', 'actions', 'gc-cost', 'reclaim'])
+  .option('--phases <p,…>', 'scale, cost, actions, gc-cost, reclaim', (raw) => raw.split(','), [
+    'scale',
+    'cost',
+    'actions',
+    'gc-cost',
+    'reclaim',
+  ])
   .option('--actions-jobs <n>', 'whole jobs of the actions phase', whole, 50)
-  .option('--actions-scale <f>', 'the actions phase divides every default timing and the one-hour job by this', whole, 60)
+  .option(
+    '--actions-scale <f>',
+    'the actions phase divides every default timing and the one-hour job by this',
+    whole,
+    60,
+  )
   .option('--cost-leases <n>', 'jobs of the default-timing cost window', whole, 100)
   .option('--cost-window-s <s>', 'default-timing cost window (two refresh intervals: 600)', whole, 600)
   .option('--reclaim-trials <n>', 'dead jobs timed one after another', whole, 3)
   .option('--gc-every-s <s>', 'collector schedule period of the reclaim phase', whole, 5);
 type Options = {
-  leases: number[]; workers: number[]; horizontalLeases?: number; refreshMs: number; heartbeatTimeoutMs?: number; windowIntervals: number; actionsJobs: number; actionsScale: number;
-  sdkDefaults?: boolean; maxCachedWorkflows?: number; gcCheck: boolean; phases: string[]; costLeases: number; costWindowS: number; reclaimTrials: number; gcEveryS: number;
+  leases: number[];
+  workers: number[];
+  horizontalLeases?: number;
+  refreshMs: number;
+  heartbeatTimeoutMs?: number;
+  windowIntervals: number;
+  actionsJobs: number;
+  actionsScale: number;
+  sdkDefaults?: boolean;
+  maxCachedWorkflows?: number;
+  gcCheck: boolean;
+  phases: string[];
+  costLeases: number;
+  costWindowS: number;
+  reclaimTrials: number;
+  gcEveryS: number;
 };
 
 /** Other work on this shared machine skews every figure: the load average is printed at the start and end of each. */
-const load = (): string => `loadavg ${loadavg().map((l) => l.toFixed(2)).join(' ')}`;
+const load = (): string =>
+  `loadavg ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`;
 const stamp = (): string => new Date().toISOString().slice(11, 19);
 const log = (line: string): void => console.log(`[${stamp()}] ${line}`);
 const perSecond = (n: number, ms: number): string => ((n / ms) * 1000).toFixed(1);
@@ -79,9 +149,15 @@ function firstLine(cmd: string, args: string[]): string {
 
 function printMachine(): void {
   const cpu = cpus();
-  console.log(`machine: ${cpu.length} × ${cpu[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}, ${load()}`);
-  console.log(`temporal: ${firstLine(process.env.TEMPORAL_CLI ?? 'temporal', ['--version'])}; minio: ${firstLine(process.env.MINIO_BIN ?? 'minio', ['--version'])}`);
-  const sdk = JSON.parse(readFileSync(require.resolve('@temporalio/worker/package.json'), 'utf8')) as { version: string };
+  console.log(
+    `machine: ${cpu.length} × ${cpu[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}, ${load()}`,
+  );
+  console.log(
+    `temporal: ${firstLine(process.env.TEMPORAL_CLI ?? 'temporal', ['--version'])}; minio: ${firstLine(process.env.MINIO_BIN ?? 'minio', ['--version'])}`,
+  );
+  const sdk = JSON.parse(readFileSync(require.resolve('@temporalio/worker/package.json'), 'utf8')) as {
+    version: string;
+  };
   console.log(`sdk: @temporalio/worker ${sdk.version}`);
 }
 
@@ -134,7 +210,11 @@ async function minioRequests(minio: S3Server): Promise<Map<string, number>> {
 const requestDelta = (after: Map<string, number>, before: Map<string, number>): Map<string, number> =>
   new Map([...after].map(([api, n]) => [api, n - (before.get(api) ?? 0)] as [string, number]).filter(([, n]) => n > 0));
 
-const describeRequests = (delta: Map<string, number>): string => [...delta].sort().map(([api, n]) => `${api} ${n}`).join(', ') || 'none';
+const describeRequests = (delta: Map<string, number>): string =>
+  [...delta]
+    .sort()
+    .map(([api, n]) => `${api} ${n}`)
+    .join(', ') || 'none';
 
 async function startJobs(client: Client, jobs: readonly JobSpec[], taskQueue: string): Promise<void> {
   await inBatches(jobs, 1, 32, ([job]) => startCompaction(client, { ...job!, taskQueue }));
@@ -146,8 +226,12 @@ const sumOver = async (workers: readonly WorkerProcess[], read: (s: Sample[]) =>
 const refreshes = (s: Sample[]) => total(s, 'compaction_lease_refreshes');
 const fences = (s: Sample[]) => total(s, 'compaction_lease_fences');
 const heartbeatRpcs = (s: Sample[]) => total(s, 'temporal_request', { operation: 'RecordActivityTaskHeartbeat' });
-const activitySlotsUsed = (s: Sample[]) => total(s, 'temporal_worker_task_slots_used', { worker_type: 'ActivityWorker' });
-/** The sticky workflow cache: a workflow task for a workflow not in it replays the whole history, fetched from the server. */
+const activitySlotsUsed = (s: Sample[]) =>
+  total(s, 'temporal_worker_task_slots_used', { worker_type: 'ActivityWorker' });
+/**
+ * The sticky workflow cache: a workflow task for a workflow not in it replays the whole history, fetched from the
+ * server.
+ */
 const describeCache = (s: Sample[]) =>
   `workflow cache ${total(s, 'temporal_sticky_cache_size')} (misses ${total(s, 'temporal_sticky_cache_miss')}, ` +
   `forced evictions ${total(s, 'temporal_sticky_cache_total_forced_eviction')})`;
@@ -178,8 +262,18 @@ function pointSettings(opts: Options): CompactionSettings {
   return resolveSettings({ timing: shrunkTiming(opts.refreshMs, heartbeatTimeoutMs), heartbeatTimeoutMs });
 }
 
-/** One concurrency point: N jobs over `workerCount` worker processes; everything measured over one window in steady state. */
-async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: number, workerCount: number, index: number): Promise<PointResult> {
+/**
+ * One concurrency point: N jobs over `workerCount` worker processes; everything measured over one window in steady
+ * state.
+ */
+async function runPoint(
+  opts: Options,
+  minio: S3Server,
+  bucket: Bucket,
+  n: number,
+  workerCount: number,
+  index: number,
+): Promise<PointResult> {
   return withTemporal(minio, async ({ client, address, minioPids, temporalPids }) => {
     const settings = pointSettings(opts);
     const taskQueue = `scale-${index}`;
@@ -198,7 +292,8 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
       log(`point ${n} × ${workerCount}: starting ${n} jobs, ${load()}`);
       await startJobs(client, jobs, taskQueue);
       const started = performance.now() - rampStart;
-      // Steady state: every job holds its activity slot (the work with its lease keeper beside it), and then as many refreshes
+      // Steady state: every job holds its activity slot (the work with its lease keeper beside it), and then as many
+      // refreshes
       // as jobs have landed (a keeper's first refresh is jittered into the interval's second half).
       const rampTimeout = 3 * opts.refreshMs + n * 50 + 30_000;
       const sumOf = async (read: (s: Sample[]) => number) => (await sumOver(workers, read)).reduce((a, b) => a + b, 0);
@@ -207,20 +302,30 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
         const samples = (await Promise.all(workers.map((w) => w.scrape()))).flat();
         if (performance.now() >= nextReport) {
           nextReport += 60_000;
-          log(`  ramp: ~${activitySlotsUsed(samples)} jobs in their compacting phase; ${describeCache(samples)}; ${load()}`);
+          log(
+            `  ramp: ~${activitySlotsUsed(samples)} jobs in their compacting phase; ${describeCache(samples)}; ${load()}`,
+          );
         }
         return activitySlotsUsed(samples) >= n;
       }, rampTimeout);
       const refreshesAtHeld = await sumOf(refreshes);
-      const steady = allHeld && (await waitFor(async () => (await sumOf(refreshes)) - refreshesAtHeld >= n, 2 * opts.refreshMs));
+      const steady =
+        allHeld && (await waitFor(async () => (await sumOf(refreshes)) - refreshesAtHeld >= n, 2 * opts.refreshMs));
       const rampMs = performance.now() - rampStart;
-      log(`  ${n} started in ${(started / 1000).toFixed(1)} s; ${steady ? 'steady' : 'NOT steady'} after ${(rampMs / 1000).toFixed(1)} s`);
+      log(
+        `  ${n} started in ${(started / 1000).toFixed(1)} s; ${steady ? 'steady' : 'NOT steady'} after ${(rampMs / 1000).toFixed(1)} s`,
+      );
 
       const windowMs = opts.windowIntervals * opts.refreshMs;
       const loadBefore = load();
       const before = await Promise.all(workers.map((w) => w.scrape()));
       const minioBefore = await minioRequests(minio);
-      const cpuBefore = { workers: workers.map((w) => w.cpuSeconds()), temporal: totalCpuSeconds(temporalPids), minio: totalCpuSeconds(minioPids), machine: machineCpuSeconds() };
+      const cpuBefore = {
+        workers: workers.map((w) => w.cpuSeconds()),
+        temporal: totalCpuSeconds(temporalPids),
+        minio: totalCpuSeconds(minioPids),
+        machine: machineCpuSeconds(),
+      };
       const windowStart = performance.now();
       const rssPeak = workers.map(() => 0);
       const slotsSeen: number[][] = workers.map(() => []);
@@ -245,14 +350,19 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
       const refreshesPerWorker = delta(refreshes);
       const held = slotsSeen.map((s) => Math.min(...s));
       const perWorker = workers
-        .map((w, k) => `${w.name}: ~${held[k]} leases held (activity slots), ${refreshesPerWorker[k]} refreshes, CPU ${pct(cpu.workers[k]!)}, RSS ${(rssPeak[k]! / 2 ** 20).toFixed(0)} MiB`)
+        .map(
+          (w, k) =>
+            `${w.name}: ~${held[k]} leases held (activity slots), ${refreshesPerWorker[k]} refreshes, CPU ${pct(cpu.workers[k]!)}, RSS ${(rssPeak[k]! / 2 ** 20).toFixed(0)} MiB`,
+        )
         .join('; ');
 
       let gcLine = steady ? 'collector check skipped' : 'collector check skipped: not every job held its lease';
       // A worker whose activity slots are all taken by lease keepers cannot run a collector pass: skipped then.
       if (opts.gcCheck && steady) {
         const namespaces = [...new Set(jobs.map((j) => j.namespaceId))];
-        const report = await client.workflow.execute<(input: { namespaces: string[]; namespaceConcurrency: number }) => Promise<GcReport>>('gcWorkflow', {
+        const report = await client.workflow.execute<
+          (input: { namespaces: string[]; namespaceConcurrency: number }) => Promise<GcReport>
+        >('gcWorkflow', {
           taskQueue,
           workflowId: `gc-check-${index}`,
           workflowExecutionTimeout: '15 minutes',
@@ -260,7 +370,11 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
         });
         gcLine = `collector pass after the window: ${report.totals.prefixesSeen} prefixes, ${report.totals.live} live, ${report.totals.claimed} claimed`;
       }
-      const fencedRuns = (await client.workflow.count(`TaskQueue="${taskQueue}" AND WorkflowType="compactionWorkflow" AND ExecutionStatus!="Running"`)).count;
+      const fencedRuns = (
+        await client.workflow.count(
+          `TaskQueue="${taskQueue}" AND WorkflowType="compactionWorkflow" AND ExecutionStatus!="Running"`,
+        )
+      ).count;
       const fenceCount = (await sumOver(workers, fences)).reduce((a, b) => a + b, 0);
       const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
       const line = [
@@ -271,7 +385,10 @@ async function runPoint(opts: Options, minio: S3Server, bucket: Bucket, n: numbe
         `  Temporal heartbeat RPCs ${perSecond(sum(delta(heartbeatRpcs)), elapsed)}/s; refreshes ${perSecond(sum(refreshesPerWorker), elapsed)}/s (expected N/interval = ${(n / (opts.refreshMs / 1000)).toFixed(1)}/s)`,
         `  S3 (MinIO's count): PUT ${perSecond(minioDelta.get('putobject') ?? 0, elapsed)}/s, GET ${perSecond(minioDelta.get('getobject') ?? 0, elapsed)}/s; all: ${describeRequests(minioDelta)}`,
         `  ${describeCache(after.flat())} at the end of the window`,
-        `  refresh latency p50 ${quantile(latency, 0.5).toFixed(0)} ms, p99 ${quantile(latency, 0.99).toFixed(0)} ms (histogram buckets ${latency.map(([b]) => b).filter(Number.isFinite).join(',')})`,
+        `  refresh latency p50 ${quantile(latency, 0.5).toFixed(0)} ms, p99 ${quantile(latency, 0.99).toFixed(0)} ms (histogram buckets ${latency
+          .map(([b]) => b)
+          .filter(Number.isFinite)
+          .join(',')})`,
         `  false fences: ${fenceCount} fence(s) counted, ${fencedRuns} compaction run(s) closed; ${gcLine}`,
         ...(workerCount > 1 ? [`  per worker: ${perWorker}`] : [`  ${perWorker}`]),
       ].join('\n');
@@ -292,12 +409,16 @@ async function requestCost(opts: Options, minio: S3Server, bucket: Bucket): Prom
     const settings = resolveSettings();
     const n = opts.costLeases;
     const jobs = await seedJobs(bucket.store, 'cost', n);
-    const [worker] = [await spawnScaleWorker({ temporalAddress: address, bucket, taskQueue: 'cost', settings, name: 'cost' })];
+    const [worker] = [
+      await spawnScaleWorker({ temporalAddress: address, bucket, taskQueue: 'cost', settings, name: 'cost' }),
+    ];
     try {
       await startJobs(client, jobs, 'cost');
       // Every lease exists: from here on only the keepers write.
       await waitFor(async () => (await countLeases(bucket.store, jobs)) >= n, 120_000);
-      log(`cost: ${n} leases at default timings (refresh ${settings.timing.leaseRefreshIntervalMs / 1000} s, heartbeat timeout ${settings.heartbeatTimeoutMs / 1000} s); window ${opts.costWindowS} s, ${load()}`);
+      log(
+        `cost: ${n} leases at default timings (refresh ${settings.timing.leaseRefreshIntervalMs / 1000} s, heartbeat timeout ${settings.heartbeatTimeoutMs / 1000} s); window ${opts.costWindowS} s, ${load()}`,
+      );
       const before = await minioRequests(minio);
       const refreshesBefore = refreshes(await worker!.scrape());
       const hbBefore = heartbeatRpcs(await worker!.scrape());
@@ -338,8 +459,19 @@ async function wholeJobActions(opts: Options, minio: S3Server, bucket: Bucket): 
     const holdMs = 3600_000 / f;
     // Two inputs a group and an output a job: the jobs publish, as a group's compactions do; a namespace
     // each, so no job loses its root races to the others publishing in the same second.
-    const jobs = await seedJobs(bucket.store, 'actions', opts.actionsJobs, { inputsPerGroup: 2, groupsPerNamespace: 1 });
-    const worker = await spawnScaleWorker({ temporalAddress: address, bucket, taskQueue: 'actions', settings, name: 'actions', holdMs, publish: true });
+    const jobs = await seedJobs(bucket.store, 'actions', opts.actionsJobs, {
+      inputsPerGroup: 2,
+      groupsPerNamespace: 1,
+    });
+    const worker = await spawnScaleWorker({
+      temporalAddress: address,
+      bucket,
+      taskQueue: 'actions',
+      settings,
+      name: 'actions',
+      holdMs,
+      publish: true,
+    });
     try {
       log(
         `actions: ${jobs.length} one-hour jobs at the default timings ÷ ${f} (refresh ${settings.timing.leaseRefreshIntervalMs} ms, ` +
@@ -366,11 +498,19 @@ async function wholeJobActions(opts: Options, minio: S3Server, bucket: Bucket): 
 
 async function countLeases(store: ObjectStore, jobs: readonly JobSpec[]): Promise<number> {
   const namespaces = [...new Set(jobs.map((j) => j.namespaceId))];
-  const counts = await Promise.all(namespaces.map((ns) => countKeys(store, `namespaces/${ns}/metadata/compactions/`, (key) => parseCompactionKey(key).kind === 'lease')));
+  const counts = await Promise.all(
+    namespaces.map((ns) =>
+      countKeys(store, `namespaces/${ns}/metadata/compactions/`, (key) => parseCompactionKey(key).kind === 'lease'),
+    ),
+  );
   return counts.reduce((a, b) => a + b, 0);
 }
 
-async function countKeys(store: ObjectStore, prefix: string, keep: (key: string) => boolean = () => true): Promise<number> {
+async function countKeys(
+  store: ObjectStore,
+  prefix: string,
+  keep: (key: string) => boolean = () => true,
+): Promise<number> {
   let n = 0;
   for (let cursor: string | undefined, first = true; first || cursor !== undefined; first = false) {
     const page = await store.list({ prefix, cursor });
@@ -380,33 +520,78 @@ async function countKeys(store: ObjectStore, prefix: string, keep: (key: string)
   return n;
 }
 
-/** Short timings for collector passes: expiry 6.6 s, T 1 s, staging grace 7.6 s (every invariant kept with a 5 s heartbeat timeout). */
-const collectorTiming: Partial<Timing> = { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 6600 };
+/**
+ * Short timings for collector passes: expiry 6.6 s, T 1 s, staging grace 7.6 s (every invariant kept with a 5 s
+ * heartbeat timeout).
+ */
+const collectorTiming: Partial<Timing> = {
+  leaseRefreshIntervalMs: 400,
+  operationDeadlineMs: 200,
+  publicationBudgetMs: 400,
+  clockSafetyMarginMs: 400,
+  leaseExpiryMs: 6600,
+};
 const collectorHeartbeatTimeoutMs = 5000;
 
 type PrefixKind = 'live' | 'claimed' | 'reclaimed' | 'orphaned';
 
-/** Job prefixes of one kind in a fresh namespace: a live or expired lease, staged objects old enough to reclaim, or both. */
-async function stagePrefixes(store: ObjectStore, ns: NamespaceId, kind: PrefixKind, count: number, settings: CompactionSettings): Promise<void> {
-  await inBatches(Array.from({ length: count }, () => newJobId()), 1, 16, async ([job]) => {
-    if (kind === 'reclaimed' || kind === 'orphaned') await store.put(stagedSegmentKey(ns, job!, newSegmentId(), 'seg'), new Uint8Array([1]));
-    if (kind === 'claimed' || kind === 'reclaimed') {
-      await createJobLease(store, { namespaceId: ns, jobId: job!, ownerId: 'bench', startedAtMs: Date.now() - 10 * settings.timing.leaseExpiryMs });
-    }
-  });
+/**
+ * Job prefixes of one kind in a fresh namespace: a live or expired lease, staged objects old enough to reclaim, or
+ * both.
+ */
+async function stagePrefixes(
+  store: ObjectStore,
+  ns: NamespaceId,
+  kind: PrefixKind,
+  count: number,
+  settings: CompactionSettings,
+): Promise<void> {
+  await inBatches(
+    Array.from({ length: count }, () => newJobId()),
+    1,
+    16,
+    async ([job]) => {
+      if (kind === 'reclaimed' || kind === 'orphaned')
+        await store.put(stagedSegmentKey(ns, job!, newSegmentId(), 'seg'), new Uint8Array([1]));
+      if (kind === 'claimed' || kind === 'reclaimed') {
+        await createJobLease(store, {
+          namespaceId: ns,
+          jobId: job!,
+          ownerId: 'bench',
+          startedAtMs: Date.now() - 10 * settings.timing.leaseExpiryMs,
+        });
+      }
+    },
+  );
   if (kind === 'reclaimed' || kind === 'orphaned') await sleep(settings.timing.stagingGraceMs + 500);
   if (kind === 'live') {
-    await inBatches(Array.from({ length: count }, () => newJobId()), 1, 16, ([job]) => createJobLease(store, { namespaceId: ns, jobId: job!, ownerId: 'bench', startedAtMs: Date.now() }));
+    await inBatches(
+      Array.from({ length: count }, () => newJobId()),
+      1,
+      16,
+      ([job]) => createJobLease(store, { namespaceId: ns, jobId: job!, ownerId: 'bench', startedAtMs: Date.now() }),
+    );
   }
 }
 
-/** S3 requests of one collector pass per job prefix of each kind: the difference of passes over two prefix counts, so per-pass overhead cancels. */
+/**
+ * S3 requests of one collector pass per job prefix of each kind: the difference of passes over two prefix counts, so
+ * per-pass overhead cancels.
+ */
 async function gcPassCost(minio: S3Server, bucket: Bucket): Promise<void> {
   await withTemporal(minio, async ({ client, address }) => {
     const settings = resolveSettings({ timing: collectorTiming, heartbeatTimeoutMs: collectorHeartbeatTimeoutMs });
-    const worker = await spawnScaleWorker({ temporalAddress: address, bucket, taskQueue: 'gc-cost', settings, name: 'gc' });
+    const worker = await spawnScaleWorker({
+      temporalAddress: address,
+      bucket,
+      taskQueue: 'gc-cost',
+      settings,
+      name: 'gc',
+    });
     try {
-      console.log(`collector pass cost (expiry ${settings.timing.leaseExpiryMs} ms, staging grace ${settings.timing.stagingGraceMs} ms), ${load()}`);
+      console.log(
+        `collector pass cost (expiry ${settings.timing.leaseExpiryMs} ms, staging grace ${settings.timing.stagingGraceMs} ms), ${load()}`,
+      );
       const sizes = [10, 50] as const;
       for (const kind of ['live', 'claimed', 'reclaimed', 'orphaned'] as const) {
         const perSize: Map<string, number>[] = [];
@@ -414,17 +599,26 @@ async function gcPassCost(minio: S3Server, bucket: Bucket): Promise<void> {
           const ns = namespaceId(`gc-${kind}-${size}`);
           await stagePrefixes(bucket.store, ns, kind, size, settings);
           const before = await minioRequests(minio);
-          const report = await client.workflow.execute<(input: { namespaces: string[] }) => Promise<GcReport>>('gcWorkflow', {
-            taskQueue: 'gc-cost', workflowId: `gc-cost-${ns}`, args: [{ namespaces: [ns] }],
-          });
+          const report = await client.workflow.execute<(input: { namespaces: string[] }) => Promise<GcReport>>(
+            'gcWorkflow',
+            {
+              taskQueue: 'gc-cost',
+              workflowId: `gc-cost-${ns}`,
+              args: [{ namespaces: [ns] }],
+            },
+          );
           const delta = requestDelta(await minioRequests(minio), before);
           perSize.push(delta);
           const t = report.totals;
-          console.log(`  ${kind} × ${size}: ${describeRequests(delta)} (pass: live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, objects deleted ${t.objectsDeleted}, leases deleted ${t.leasesDeleted})`);
+          console.log(
+            `  ${kind} × ${size}: ${describeRequests(delta)} (pass: live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, objects deleted ${t.objectsDeleted}, leases deleted ${t.leasesDeleted})`,
+          );
         }
         const [small, large] = perSize as [Map<string, number>, Map<string, number>];
         const apis = [...new Set([...small.keys(), ...large.keys()])].sort();
-        const marginal = apis.map((api) => `${api} ${(((large.get(api) ?? 0) - (small.get(api) ?? 0)) / (sizes[1] - sizes[0])).toFixed(2)}`);
+        const marginal = apis.map(
+          (api) => `${api} ${(((large.get(api) ?? 0) - (small.get(api) ?? 0)) / (sizes[1] - sizes[0])).toFixed(2)}`,
+        );
         console.log(`  per ${kind} prefix: ${marginal.join(', ')}`);
       }
     } finally {
@@ -433,22 +627,42 @@ async function gcPassCost(minio: S3Server, bucket: Bucket): Promise<void> {
   });
 }
 
-/** A job whose worker is SIGKILLed mid-job; the collector on a Schedule; the time from the kill until its prefix is empty. */
+/**
+ * A job whose worker is SIGKILLed mid-job; the collector on a Schedule; the time from the kill until its prefix is
+ * empty.
+ */
 async function timeToReclaim(opts: Options, minio: S3Server, bucket: Bucket): Promise<void> {
   await withTemporal(minio, async ({ client, address }) => {
     const settings = resolveSettings({ timing: collectorTiming, heartbeatTimeoutMs: collectorHeartbeatTimeoutMs });
     const { timing } = settings;
-    const collector = await spawnScaleWorker({ temporalAddress: address, bucket, taskQueue: 'reclaim-gc', settings, name: 'collector' });
+    const collector = await spawnScaleWorker({
+      temporalAddress: address,
+      bucket,
+      taskQueue: 'reclaim-gc',
+      settings,
+      name: 'collector',
+    });
     const bound = timing.leaseExpiryMs + timing.stagingGraceMs + opts.gcEveryS * 1000;
     const jobs = await seedJobs(bucket.store, 'reclaim', opts.reclaimTrials);
     const namespaces = [...new Set(jobs.map((j) => j.namespaceId))];
-    await ensureGcSchedule(client, { every: `${opts.gcEveryS}s`, taskQueue: 'reclaim-gc', scheduleId: 'reclaim-gc', pass: { namespaces } });
+    await ensureGcSchedule(client, {
+      every: `${opts.gcEveryS}s`,
+      taskQueue: 'reclaim-gc',
+      scheduleId: 'reclaim-gc',
+      pass: { namespaces },
+    });
     console.log(
       `time to reclaim: expiry ${timing.leaseExpiryMs} ms + staging grace ${timing.stagingGraceMs} ms + schedule period ${opts.gcEveryS * 1000} ms = bound ${bound} ms, ${load()}`,
     );
     try {
       for (const [trial, job] of jobs.entries()) {
-        const doomed = await spawnScaleWorker({ temporalAddress: address, bucket, taskQueue: `reclaim-job-${trial}`, settings, name: `doomed-${trial}` });
+        const doomed = await spawnScaleWorker({
+          temporalAddress: address,
+          bucket,
+          taskQueue: `reclaim-job-${trial}`,
+          settings,
+          name: `doomed-${trial}`,
+        });
         await startCompaction(client, { ...job, taskQueue: `reclaim-job-${trial}` });
         const ns = namespaceId(job.namespaceId);
         const found = await waitForLease(bucket.store, ns);
@@ -460,7 +674,9 @@ async function timeToReclaim(opts: Options, minio: S3Server, bucket: Bucket): Pr
         const prefix = jobPrefix(ns, found);
         while ((await countKeys(bucket.store, prefix)) > 0) await sleep(100);
         const ms = performance.now() - killedAt;
-        console.log(`  trial ${trial + 1}: worker SIGKILLed, prefix empty (lease and staged segment deleted) after ${ms.toFixed(0)} ms (bound ${bound} ms: ${ms <= bound ? 'met' : 'NOT met'})`);
+        console.log(
+          `  trial ${trial + 1}: worker SIGKILLed, prefix empty (lease and staged segment deleted) after ${ms.toFixed(0)} ms (bound ${bound} ms: ${ms <= bound ? 'met' : 'NOT met'})`,
+        );
       }
     } finally {
       await client.schedule.getHandle('reclaim-gc').delete();
@@ -488,8 +704,13 @@ async function main(): Promise<void> {
     if (opts.phases.includes('scale')) {
       const bucket = await createBucket(minio, 'scale');
       const horizontalN = opts.horizontalLeases ?? Math.max(...opts.leases);
-      const points: [number, number][] = [...opts.leases.map((n) => [n, 1] as [number, number]), ...opts.workers.map((k) => [horizontalN, k] as [number, number])];
-      console.log(`concurrency points (N × workers): ${points.map(([n, k]) => `${n}×${k}`).join(', ')}; ${GROUPS_PER_NAMESPACE} jobs per namespace`);
+      const points: [number, number][] = [
+        ...opts.leases.map((n) => [n, 1] as [number, number]),
+        ...opts.workers.map((k) => [horizontalN, k] as [number, number]),
+      ];
+      console.log(
+        `concurrency points (N × workers): ${points.map(([n, k]) => `${n}×${k}`).join(', ')}; ${GROUPS_PER_NAMESPACE} jobs per namespace`,
+      );
       for (const [i, [n, k]] of points.entries()) await runPoint(opts, minio, bucket, n, k, i);
     }
     if (opts.phases.includes('cost')) await requestCost(opts, minio, await createBucket(minio, 'cost'));

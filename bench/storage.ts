@@ -36,12 +36,21 @@ const program = new Command('storage')
   .option('--key-space <n>', 'distinct keys the writer updates (the live data)', whole, 2000);
 
 /** Short timings so the reader grace passes within a few cycles; every invariant of spec section 4 kept. */
-const timing = { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 6600 };
+const timing = {
+  leaseRefreshIntervalMs: 400,
+  operationDeadlineMs: 200,
+  publicationBudgetMs: 400,
+  clockSafetyMarginMs: 400,
+  leaseExpiryMs: 6600,
+};
 const boundedSettings = resolveSettings({ timing, heartbeatTimeoutMs: 5000 });
 const YEAR_MS = 365 * 24 * 3600 * 1000;
 const unboundedSettings = resolveSettings({ timing: { ...timing, readerGraceMs: YEAR_MS }, heartbeatTimeoutMs: 5000 });
 const GROUP = 'bindings';
-const load = () => `load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`;
+const load = () =>
+  `load ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`;
 
 interface Footprint {
   readonly inputs: { objects: number; bytes: number };
@@ -63,11 +72,16 @@ async function listAll(store: ObjectStore, prefix: string): Promise<ObjectInfo[]
 }
 
 async function footprint(store: ObjectStore, ns: NamespaceId): Promise<Footprint> {
-  const [inputs, compactions, { root }] = await Promise.all([listAll(store, inputSegmentsPrefix(ns)), listAll(store, compactionsPrefix(ns)), readRoot(store, ns, jsonRootCodec)]);
+  const [inputs, compactions, { root }] = await Promise.all([
+    listAll(store, inputSegmentsPrefix(ns)),
+    listAll(store, compactionsPrefix(ns)),
+    readRoot(store, ns, jsonRootCodec),
+  ]);
   const sum = (objects: ObjectInfo[]) => ({ objects: objects.length, bytes: objects.reduce((n, o) => n + o.size, 0) });
   const live = referencedKeys(root);
   const retired = new Set(root.retired?.map((r) => r.key));
-  const bytesOf = (keys: ReadonlySet<string>) => [...inputs, ...compactions].filter((o) => keys.has(o.key)).reduce((n, o) => n + o.size, 0);
+  const bytesOf = (keys: ReadonlySet<string>) =>
+    [...inputs, ...compactions].filter((o) => keys.has(o.key)).reduce((n, o) => n + o.size, 0);
   return {
     inputs: sum(inputs),
     compactions: sum(compactions),
@@ -86,7 +100,9 @@ interface Served {
 async function main(): Promise<void> {
   const options = program.parse().opts<{ cycles: number; inputs: number; records: number; keySpace: number }>();
   const cpu = cpus();
-  console.log(`machine: ${cpu.length} × ${cpu[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}, ${load()}`);
+  console.log(
+    `machine: ${cpu.length} × ${cpu[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}, ${load()}`,
+  );
   console.log(
     `${options.cycles} cycles of ${options.inputs} input segments × ${options.records} records over ${options.keySpace} keys; ` +
       `expiry ${boundedSettings.timing.leaseExpiryMs} ms, T ${boundedSettings.timing.gcMinGraceMs} ms, reader grace ${boundedSettings.timing.readerGraceMs} ms (bounded) and a year (unbounded)`,
@@ -118,12 +134,19 @@ async function main(): Promise<void> {
     const cycleInputs = (): SegmentRecord[][] =>
       Array.from({ length: options.inputs }, () => {
         const keys = new Set<number>();
-        while (keys.size < Math.min(options.records, options.keySpace)) keys.add(Math.floor(Math.random() * options.keySpace));
-        return [...keys].map((k) => ({ key: `k${String(k).padStart(8, '0')}`, seq: seq++, value: `v${seq}-${'x'.repeat(40)}` }));
+        while (keys.size < Math.min(options.records, options.keySpace))
+          keys.add(Math.floor(Math.random() * options.keySpace));
+        return [...keys].map((k) => ({
+          key: `k${String(k).padStart(8, '0')}`,
+          seq: seq++,
+          value: `v${seq}-${'x'.repeat(40)}`,
+        }));
       });
 
     const kib = (n: number) => (n / 1024).toFixed(0).padStart(6);
-    console.log('cycle │ bounded: inputs obj/KiB, compactions obj/KiB, live KiB, retired in grace │ unbounded: inputs obj/KiB, compactions obj/KiB, live KiB, retired │ s');
+    console.log(
+      'cycle │ bounded: inputs obj/KiB, compactions obj/KiB, live KiB, retired in grace │ unbounded: inputs obj/KiB, compactions obj/KiB, live KiB, retired │ s',
+    );
     const rows: { bounded: Footprint; unbounded: Footprint }[] = [];
     for (let cycle = 1; cycle <= options.cycles; cycle++) {
       const started = performance.now();
@@ -131,9 +154,14 @@ async function main(): Promise<void> {
       const prints: Footprint[] = [];
       for (const { ns, taskQueue } of served) {
         for (const records of inputs) await writeInputSegment(store, { namespaceId: ns, group: GROUP }, records);
-        const outcome = (await (await startCompaction(client, { namespaceId: ns, group: GROUP, taskQueue })).result()).outcome;
+        const outcome = (await (await startCompaction(client, { namespaceId: ns, group: GROUP, taskQueue })).result())
+          .outcome;
         if (outcome !== 'published') throw new Error(`cycle ${cycle}: compaction of ${ns} ended ${outcome}`);
-        const handle = await client.workflow.start<typeof gcWorkflow>('gcWorkflow', { workflowId: `storage-gc-${ns}-${cycle}`, taskQueue, args: [{ namespaces: [ns] }] });
+        const handle = await client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
+          workflowId: `storage-gc-${ns}-${cycle}`,
+          taskQueue,
+          args: [{ namespaces: [ns] }],
+        });
         const { complete } = await gcPassResult(handle);
         if (!complete) throw new Error(`cycle ${cycle}: the collector pass over ${ns} was incomplete`);
         prints.push(await footprint(store, ns));
@@ -142,9 +170,14 @@ async function main(): Promise<void> {
       rows.push({ bounded, unbounded });
       const cells = (f: Footprint) =>
         `${String(f.inputs.objects).padStart(4)}/${kib(f.inputs.bytes)}, ${String(f.compactions.objects).padStart(4)}/${kib(f.compactions.bytes)}, ${kib(f.liveBytes)}, ${String(f.inGrace).padStart(4)}`;
-      console.log(`${String(cycle).padStart(5)} │ ${cells(bounded)} │ ${cells(unbounded)} │ ${((performance.now() - started) / 1000).toFixed(1)}`);
+      console.log(
+        `${String(cycle).padStart(5)} │ ${cells(bounded)} │ ${cells(unbounded)} │ ${((performance.now() - started) / 1000).toFixed(1)}`,
+      );
     }
-    const total = (f: Footprint) => ({ objects: f.inputs.objects + f.compactions.objects, bytes: f.inputs.bytes + f.compactions.bytes });
+    const total = (f: Footprint) => ({
+      objects: f.inputs.objects + f.compactions.objects,
+      bytes: f.inputs.bytes + f.compactions.bytes,
+    });
     const half = rows[Math.floor(rows.length / 2)]!;
     const last = rows.at(-1)!;
     for (const side of ['bounded', 'unbounded'] as const) {

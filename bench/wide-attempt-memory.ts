@@ -45,10 +45,18 @@ interface Endpoint {
 const storeAt = (s3: Endpoint): ObjectStore =>
   createS3ObjectStore({
     bucket: 'bench',
-    client: new S3Client({ endpoint: s3.endpoint, region: s3.region, forcePathStyle: true, credentials: { accessKeyId: s3.accessKey, secretAccessKey: s3.secretKey } }),
+    client: new S3Client({
+      endpoint: s3.endpoint,
+      region: s3.region,
+      forcePathStyle: true,
+      credentials: { accessKeyId: s3.accessKey, secretAccessKey: s3.secretKey },
+    }),
   });
 
-/** The store an attempt sees: `forget` is the activity's; `keep` also holds every stream it opened until the attempt ends, as before. */
+/**
+ * The store an attempt sees: `forget` is the activity's; `keep` also holds every stream it opened until the attempt
+ * ends, as before.
+ */
 function variantStore(store: ObjectStore, variant: 'forget' | 'keep'): ObjectStore {
   const attempt = attemptStore(store).store;
   if (variant === 'forget') return attempt;
@@ -62,10 +70,13 @@ function variantStore(store: ObjectStore, variant: 'forget' | 'keep'): ObjectSto
   });
 }
 
-/** 64 characters that gzip cannot shrink much, so an input's bytes (and its first read window) are its records' size. */
+/**
+ * 64 characters that gzip cannot shrink much, so an input's bytes (and its first read window) are its records' size.
+ */
 const noise = (n: number): string => createHash('sha256').update(String(n)).digest('hex');
 
-const statusKb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0);
+const statusKb = (field: string): number =>
+  Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0);
 
 async function runVariant(variant: 'forget' | 'keep', s3: Endpoint): Promise<void> {
   const store = storeAt(s3);
@@ -81,7 +92,15 @@ async function runVariant(variant: 'forget' | 'keep', s3: Endpoint): Promise<voi
     resume: undefined,
     heartbeat: () => {},
   });
-  console.log(JSON.stringify({ variant, ms: Math.round(performance.now() - started), outputs: result.outputs.length, baselineKb: baseline, peakKb: statusKb('VmHWM') }));
+  console.log(
+    JSON.stringify({
+      variant,
+      ms: Math.round(performance.now() - started),
+      outputs: result.outputs.length,
+      baselineKb: baseline,
+      peakKb: statusKb('VmHWM'),
+    }),
+  );
   await store.close();
 }
 
@@ -91,31 +110,65 @@ async function main(): Promise<void> {
   }
   const minio = await startMinio();
   try {
-    const s3: Endpoint = { endpoint: minio.endpoint, region: minio.region, accessKey: minio.accessKey, secretKey: minio.secretKey };
-    const client = new S3Client({ endpoint: s3.endpoint, region: s3.region, forcePathStyle: true, credentials: { accessKeyId: s3.accessKey, secretAccessKey: s3.secretKey } });
+    const s3: Endpoint = {
+      endpoint: minio.endpoint,
+      region: minio.region,
+      accessKey: minio.accessKey,
+      secretKey: minio.secretKey,
+    };
+    const client = new S3Client({
+      endpoint: s3.endpoint,
+      region: s3.region,
+      forcePathStyle: true,
+      credentials: { accessKeyId: s3.accessKey, secretAccessKey: s3.secretKey },
+    });
     await client.send(new CreateBucketCommand({ Bucket: 'bench' }));
     const store = storeAt(s3);
     const seeding = performance.now();
     const inputs = Array.from({ length: opts.inputs }, () => inputSegmentKey(ns, newSegmentId(), SEGMENT_EXTENSION));
     // Every input holds its own keys and one shared key, so the merge reads each to its end and meets them all.
-    await inBatches(inputs.map((key, i) => ({ key, i })), 1, 32, async ([input]) => {
-      const { key, i } = input as { key: string; i: number };
-      const records = Array.from({ length: opts.records }, (_, r) => ({ key: `inode/${String(i).padStart(6, '0')}/${String(r).padStart(3, '0')}`, seq: i * opts.records + r, value: noise(i * opts.records + r) }));
-      await store.put(key, encodeSegment([{ key: 'inode/!shared', seq: i, value: `from ${i}` }, ...records]));
-    });
+    await inBatches(
+      inputs.map((key, i) => ({ key, i })),
+      1,
+      32,
+      async ([input]) => {
+        const { key, i } = input as { key: string; i: number };
+        const records = Array.from({ length: opts.records }, (_, r) => ({
+          key: `inode/${String(i).padStart(6, '0')}/${String(r).padStart(3, '0')}`,
+          seq: i * opts.records + r,
+          value: noise(i * opts.records + r),
+        }));
+        await store.put(key, encodeSegment([{ key: 'inode/!shared', seq: i, value: `from ${i}` }, ...records]));
+      },
+    );
     await updateRoot(store, ns, (root) => addSegments(root, group, inputs), jsonRootCodec);
     await store.close();
-    console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, linux ${release()}, node ${process.version}, load ${loadavg()[0]?.toFixed(2)}`);
-    console.log(`group: ${opts.inputs} inputs of ${opts.records + 1} records on MinIO, seeded in ${((performance.now() - seeding) / 1000).toFixed(1)} s; fan-in ${opts.maxFanIn}`);
+    console.log(
+      `machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, linux ${release()}, node ${process.version}, load ${loadavg()[0]?.toFixed(2)}`,
+    );
+    console.log(
+      `group: ${opts.inputs} inputs of ${opts.records + 1} records on MinIO, seeded in ${((performance.now() - seeding) / 1000).toFixed(1)} s; fan-in ${opts.maxFanIn}`,
+    );
     for (const variant of ['forget', 'keep'] as const) {
-      const out = execFileSync(process.execPath, ['--import', 'tsx', __filename, '--variant', variant, '--max-fan-in', String(opts.maxFanIn)], {
-        env: { ...process.env, BENCH_S3: JSON.stringify(s3) },
-        encoding: 'utf8',
-        maxBuffer: 64 * 1024 * 1024,
-      });
-      const r = JSON.parse(out.trim().split('\n').at(-1) as string) as { ms: number; outputs: number; baselineKb: number; peakKb: number };
+      const out = execFileSync(
+        process.execPath,
+        ['--import', 'tsx', __filename, '--variant', variant, '--max-fan-in', String(opts.maxFanIn)],
+        {
+          env: { ...process.env, BENCH_S3: JSON.stringify(s3) },
+          encoding: 'utf8',
+          maxBuffer: 64 * 1024 * 1024,
+        },
+      );
+      const r = JSON.parse(out.trim().split('\n').at(-1) as string) as {
+        ms: number;
+        outputs: number;
+        baselineKb: number;
+        peakKb: number;
+      };
       const label = variant === 'forget' ? 'finished streams forgotten (now)' : 'every stream kept (before)';
-      console.log(`${label.padEnd(34)} ${(r.ms / 1000).toFixed(1).padStart(6)} s, ${r.outputs} outputs, peak RSS ${(r.peakKb / 1024).toFixed(0)} MiB (${(r.baselineKb / 1024).toFixed(0)} MiB before the attempt)`);
+      console.log(
+        `${label.padEnd(34)} ${(r.ms / 1000).toFixed(1).padStart(6)} s, ${r.outputs} outputs, peak RSS ${(r.peakKb / 1024).toFixed(0)} MiB (${(r.baselineKb / 1024).toFixed(0)} MiB before the attempt)`,
+      );
     }
   } finally {
     await minio.stop();

@@ -20,12 +20,18 @@ const check = process.argv.includes('--check');
 const root = join(__dirname, '..');
 const configPath = join(root, 'api-extractor.json');
 
-/** The exported names a report marks `(undocumented)`: a top-level declaration (members are indented) right after the marker. */
+/**
+ * The exported names a report marks `(undocumented)`: a top-level declaration (members are indented) right after the
+ * marker.
+ */
 function undocumentedNames(report: string): string[] {
   const lines = report.split('\n');
   return lines.flatMap((line, i) => {
     if (!line.startsWith('// @public (undocumented)')) return [];
-    const declared = /^export (?:declare )?(?:abstract )?(?:class|interface|type|function|const|let|enum|namespace) (\w+)/.exec(lines[i + 1] ?? '');
+    const declared =
+      /^export (?:declare )?(?:abstract )?(?:class|interface|type|function|const|let|enum|namespace) (\w+)/.exec(
+        lines[i + 1] ?? '',
+      );
     return declared ? [declared[1] as string] : [];
   });
 }
@@ -35,7 +41,11 @@ for (const { entry, report } of ENTRY_POINTS) {
   const configObject = ExtractorConfig.loadFile(configPath);
   configObject.mainEntryPointFilePath = `<projectFolder>/${entry}`;
   configObject.apiReport = { ...configObject.apiReport!, enabled: true, reportFileName: report };
-  const config = ExtractorConfig.prepare({ configObject, configObjectFullPath: configPath, packageJsonFullPath: join(root, 'package.json') });
+  const config = ExtractorConfig.prepare({
+    configObject,
+    configObjectFullPath: configPath,
+    packageJsonFullPath: join(root, 'package.json'),
+  });
   mkdirSync(dirname(config.reportFilePath), { recursive: true });
   const result = Extractor.invoke(config, { localBuild: !check, showVerboseMessages: false });
 
@@ -49,14 +59,19 @@ for (const { entry, report } of ENTRY_POINTS) {
     failed = true;
   }
   if (!result.succeeded) {
-    console.error(`API Extractor found ${result.errorCount} errors and ${result.warningCount} warnings in ${entry} (above)`);
+    console.error(
+      `API Extractor found ${result.errorCount} errors and ${result.warningCount} warnings in ${entry} (above)`,
+    );
     failed = true;
   }
   const undocumented = undocumentedNames(readFileSync(config.reportTempFilePath, 'utf8'));
   if (undocumented.length > 0) {
-    console.error(`${entry} exports names without a doc comment: ${undocumented.join(', ')}. Write one on each declaration (what it is for, its invariant).`);
+    console.error(
+      `${entry} exports names without a doc comment: ${undocumented.join(', ')}. Write one on each declaration (what it is for, its invariant).`,
+    );
     failed = true;
   }
-  if (!failed) console.log(check ? `${config.reportFilePath} matches the public API` : `${config.reportFilePath} updated`);
+  if (!failed)
+    console.log(check ? `${config.reportFilePath} matches the public API` : `${config.reportFilePath} updated`);
 }
 if (failed) process.exit(1);

@@ -27,7 +27,9 @@ const duration = (value: string): number => {
 
 const d = DEFAULT_SOAK_OPTIONS;
 const program = new Command('soak')
-  .description('chaos soak: compactions and the collector under worker kills, dev-server restarts and S3 faults, then an audit of the bucket history')
+  .description(
+    'chaos soak: compactions and the collector under worker kills, dev-server restarts and S3 faults, then an audit of the bucket history',
+  )
   .option('--duration <d>', 'how long the chaos lasts', duration, d.durationMs)
   .option('--jobs <n>', 'compaction workflows in all', whole, d.jobs)
   .option('--concurrency <n>', 'compactions at once', whole, d.concurrency)
@@ -36,14 +38,27 @@ const program = new Command('soak')
   .option('--groups <n>', 'family groups per namespace', whole, d.groupsPerNamespace)
   .option('--seed <n>', 'seed of the chaos schedule, fault draws, job order and records', whole, d.seed)
   .option('--unit <d>', 'lease refresh interval; every other timing shrinks from it', duration, d.unitMs)
-  .option('--heartbeat-timeout <d>', 'Temporal heartbeat timeout of the long activities', duration, d.heartbeatTimeoutMs)
+  .option(
+    '--heartbeat-timeout <d>',
+    'Temporal heartbeat timeout of the long activities',
+    duration,
+    d.heartbeatTimeoutMs,
+  )
   .option('--gc-every <d>', 'collector schedule interval', duration, d.gcEveryMs)
   .option('--kill-every <d>', 'mean time between worker SIGKILLs', duration, d.killEveryMs)
   .option('--restart-every <d>', 'mean time between dev-server restarts', duration, d.restartEveryMs)
   .option('--fault-rate <p>', 'probability that a worker S3 request is faulted', fraction, d.faultRate)
   .option('--records <n>', 'records per input segment', whole, d.recordsPerSegment)
-  .option('--settle-timeout <d>', 'longest wait for the jobs, then for a clean settled collector pass', duration, d.settleTimeoutMs)
-  .option('--work-dir <path>', 'where the dev-server database, MinIO data and logs go (default: a fresh temporary directory)')
+  .option(
+    '--settle-timeout <d>',
+    'longest wait for the jobs, then for a clean settled collector pass',
+    duration,
+    d.settleTimeoutMs,
+  )
+  .option(
+    '--work-dir <path>',
+    'where the dev-server database, MinIO data and logs go (default: a fresh temporary directory)',
+  )
   .option('--json', 'print the report as JSON')
   .parse();
 
@@ -54,7 +69,9 @@ function printReport(r: SoakReport): void {
     `duration ${(r.durationMs.total / 1000).toFixed(0)} s (chaos ${(r.durationMs.chaos / 1000).toFixed(0)} s, jobs done → audit ${(r.durationMs.settle / 1000).toFixed(0)} s)`,
     `jobs: ${r.jobs.started} started, ${r.jobs.published} published, ${r.jobs.unchanged} unchanged, ${r.jobs.fencedAndRerun} fenced and re-run as new jobs, ${r.jobs.endedFenced} ended fenced, ` +
       `${r.jobs.abandoned} abandoned, ${r.jobs.superseded} superseded, ${r.jobs.failed} failed, ${r.jobs.unfinished} unfinished`,
-    `faults injected: ${Object.entries(r.faults).map(([k, n]) => `${k} ${n}`).join(', ')} (of ${r.s3Requests} worker S3 requests)`,
+    `faults injected: ${Object.entries(r.faults)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')} (of ${r.s3Requests} worker S3 requests)`,
     `worker kills ${r.workerKills}, worker exits on their own ${r.workerExits}, dev-server restarts ${r.serverRestarts}`,
     `collector passes: ${r.gcPasses.completed} completed, ${r.gcPasses.failed} failed (schedule unpaused ${r.gcPasses.unpaused} times), ${r.gcPasses.other} other; ` +
       `settled pass clock ${r.gcPasses.settledPassClockMs === undefined ? 'none' : new Date(r.gcPasses.settledPassClockMs).toISOString()}`,
@@ -69,17 +86,45 @@ function printReport(r: SoakReport): void {
 
 async function main(): Promise<void> {
   const o = program.opts<{
-    duration: number; jobs: number; concurrency: number; workers: number; namespaces: number; groups: number; seed: number; unit: number;
-    heartbeatTimeout: number; gcEvery: number; killEvery: number; restartEvery: number; faultRate: number; records: number; settleTimeout: number;
-    workDir?: string; json?: boolean;
+    duration: number;
+    jobs: number;
+    concurrency: number;
+    workers: number;
+    namespaces: number;
+    groups: number;
+    seed: number;
+    unit: number;
+    heartbeatTimeout: number;
+    gcEvery: number;
+    killEvery: number;
+    restartEvery: number;
+    faultRate: number;
+    records: number;
+    settleTimeout: number;
+    workDir?: string;
+    json?: boolean;
   }>();
   const workDir = o.workDir ?? mkdtempSync(join(tmpdir(), 'compaction-soak-'));
   const log = (line: string) => console.error(`[soak ${new Date().toISOString()}] ${line}`);
   log(`work dir ${workDir}`);
   const report = await runSoak({
-    durationMs: o.duration, jobs: o.jobs, concurrency: o.concurrency, workers: o.workers, namespaces: o.namespaces, groupsPerNamespace: o.groups,
-    seed: o.seed, unitMs: o.unit, heartbeatTimeoutMs: o.heartbeatTimeout, gcEveryMs: o.gcEvery, killEveryMs: o.killEvery, restartEveryMs: o.restartEvery,
-    faultRate: o.faultRate, recordsPerSegment: o.records, settleTimeoutMs: o.settleTimeout, workDir, log,
+    durationMs: o.duration,
+    jobs: o.jobs,
+    concurrency: o.concurrency,
+    workers: o.workers,
+    namespaces: o.namespaces,
+    groupsPerNamespace: o.groups,
+    seed: o.seed,
+    unitMs: o.unit,
+    heartbeatTimeoutMs: o.heartbeatTimeout,
+    gcEveryMs: o.gcEvery,
+    killEveryMs: o.killEvery,
+    restartEveryMs: o.restartEvery,
+    faultRate: o.faultRate,
+    recordsPerSegment: o.records,
+    settleTimeoutMs: o.settleTimeout,
+    workDir,
+    log,
   });
   if (o.json) console.log(JSON.stringify(report, null, 2));
   else printReport(report);

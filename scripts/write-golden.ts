@@ -39,37 +39,69 @@ const GROUP = 'inodes';
 
 function writeLeases(): void {
   const active = refreshLeaseState(
-    createLeaseState({ jobId: jobId('cmp_0123456789abcdef0123456789abcdef'), namespaceId: namespaceId('demo'), ownerId: 'worker-7@host', nowMs: 1000 }),
+    createLeaseState({
+      jobId: jobId('cmp_0123456789abcdef0123456789abcdef'),
+      namespaceId: namespaceId('demo'),
+      ownerId: 'worker-7@host',
+      nowMs: 1000,
+    }),
     3000,
   );
   writeFileSync(join(dir, 'lease-active.json'), encodeLease(active));
   writeFileSync(join(dir, 'lease-reaping.json'), encodeLease(claimLeaseState(active, GOLDEN_PASS_ID, 4000)));
 }
 
-/** The timings of the collector tests (test/support/temporal.ts, quickExpirySettings): a staging grace of 7.6 s to wait out. */
+/**
+ * The timings of the collector tests (test/support/temporal.ts, quickExpirySettings): a staging grace of 7.6 s to wait
+ * out.
+ */
 const settings = resolveSettings({
-  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 6600, writerBudgetMs: 400, lostWriteGraceMs: 1000 },
+  timing: {
+    leaseRefreshIntervalMs: 400,
+    operationDeadlineMs: 200,
+    publicationBudgetMs: 400,
+    clockSafetyMarginMs: 400,
+    leaseExpiryMs: 6600,
+    writerBudgetMs: 400,
+    lostWriteGraceMs: 1000,
+  },
   targetSegmentBytes: 4096,
   heartbeatTimeoutMs: 5000,
 });
 
-const records = (from: number) => Array.from({ length: 50 }, (_, i) => ({ key: `inode/${String(from + i).padStart(4, '0')}`, seq: from + i, value: `v${from + i}` }));
+const records = (from: number) =>
+  Array.from({ length: 50 }, (_, i) => ({
+    key: `inode/${String(from + i).padStart(4, '0')}`,
+    seq: from + i,
+    value: `v${from + i}`,
+  }));
 
-/** A collector pass over one namespace, pages of 2, 2 at a time: two expired leases, a live one and two orphans, under an empty root. */
+/**
+ * A collector pass over one namespace, pages of 2, 2 at a time: two expired leases, a live one and two orphans, under
+ * an empty root.
+ */
 async function recordGcPass(client: Client, store: ObjectStore, taskQueue: string): Promise<void> {
   const ns = namespaceId('golden-gc');
   await updateRoot(store, ns, (root) => root, jsonRootCodec);
   const jobs = Array.from({ length: 5 }, () => newJobId()).sort();
-  for (const job of jobs) await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), new TextEncoder().encode(`staged by ${job}`));
+  for (const job of jobs)
+    await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), new TextEncoder().encode(`staged by ${job}`));
   await sleep(settings.timing.stagingGraceMs + 500);
   const lease = (job: (typeof jobs)[number], heartbeatAtMs: number) =>
-    store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'golden-job', nowMs: heartbeatAtMs })));
+    store.put(
+      leaseKey(ns, job),
+      encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'golden-job', nowMs: heartbeatAtMs })),
+    );
   const expiredAt = Date.now() - settings.timing.leaseExpiryMs - 1000;
   await lease(jobs[0]!, expiredAt);
   await lease(jobs[2]!, Date.now());
   await lease(jobs[3]!, expiredAt);
   const input: GcInput = { namespaces: [ns], prefixesPerPage: 2, prefixConcurrency: 2 };
-  await client.workflow.execute('gcWorkflow', { taskQueue, workflowId: GOLDEN_HISTORIES.gcPass.workflowId, args: [input] });
+  await client.workflow.execute('gcWorkflow', {
+    taskQueue,
+    workflowId: GOLDEN_HISTORIES.gcPass.workflowId,
+    args: [input],
+  });
   await save(client, GOLDEN_HISTORIES.gcPass);
   await save(client, GOLDEN_HISTORIES.gcNamespace);
 }
@@ -81,16 +113,29 @@ async function recordCompactions(client: Client, store: ObjectStore, taskQueue: 
     { ...GOLDEN_HISTORIES.compactionCorruptInput, corrupt: true },
   ]) {
     const keys: string[] = [];
-    for (const from of [0, 25, 60]) keys.push(await writeInputSegment(store, { namespaceId: namespace, group: GROUP }, records(from), { writerBudgetMs: 60_000 }));
+    for (const from of [0, 25, 60])
+      keys.push(
+        await writeInputSegment(store, { namespaceId: namespace, group: GROUP }, records(from), {
+          writerBudgetMs: 60_000,
+        }),
+      );
     if (corrupt) {
       const { body } = await store.get(keys[2]!);
       await store.put(keys[2]!, body.subarray(0, Math.floor(body.length / 2)));
     }
-    const handle = await startCompaction(client, { namespaceId: namespace, group: GROUP, taskQueue, workerTimeoutMs: false });
+    const handle = await startCompaction(client, {
+      namespaceId: namespace,
+      group: GROUP,
+      taskQueue,
+      workerTimeoutMs: false,
+    });
     await handle.result().catch((err: unknown) => {
       if (!corrupt) throw err;
     });
-    await save(client, { file: corrupt ? GOLDEN_HISTORIES.compactionCorruptInput.file : GOLDEN_HISTORIES.compactionPublished.file, workflowId: handle.workflowId });
+    await save(client, {
+      file: corrupt ? GOLDEN_HISTORIES.compactionCorruptInput.file : GOLDEN_HISTORIES.compactionPublished.file,
+      workflowId: handle.workflowId,
+    });
   }
 }
 
@@ -98,7 +143,10 @@ async function save(client: Client, { file, workflowId }: { file: string; workfl
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   // Stack traces name this machine's paths, and replay never reads them.
   const json: unknown = JSON.parse(historyToJSON(history));
-  writeFileSync(join(dir, file), `${JSON.stringify(json, (key, value: unknown) => (key === 'stackTrace' ? undefined : value), 1)}\n`);
+  writeFileSync(
+    join(dir, file),
+    `${JSON.stringify(json, (key, value: unknown) => (key === 'stackTrace' ? undefined : value), 1)}\n`,
+  );
   console.log(`recorded ${file} (${history.events?.length ?? 0} events)`);
 }
 
@@ -110,7 +158,15 @@ async function recordHistories(): Promise<void> {
   const taskQueue = 'golden';
   try {
     const connection = await NativeConnection.connect({ address: server.address });
-    const worker = await createWorker({ store, settings, connection, taskQueue, role: 'all', storeCheck: 'skip', log: () => {} });
+    const worker = await createWorker({
+      store,
+      settings,
+      connection,
+      taskQueue,
+      role: 'all',
+      storeCheck: 'skip',
+      log: () => {},
+    });
     const clientConnection = await Connection.connect({ address: server.address });
     const client = new Client({ connection: clientConnection });
     await worker.runUntil(async () => {

@@ -95,8 +95,12 @@ export abstract class TypedError extends Error {
   }
 }
 
-/** The first line of an error's message: failures and CLI lines are one line, and V8's and gRPC's messages can span several. */
-export const firstLineOf = (err: unknown): string => (err instanceof Error ? err.message : String(err)).split('\n')[0] ?? '';
+/**
+ * The first line of an error's message: failures and CLI lines are one line, and V8's and gRPC's messages can span
+ * several.
+ */
+export const firstLineOf = (err: unknown): string =>
+  (err instanceof Error ? err.message : String(err)).split('\n')[0] ?? '';
 
 /**
  * The most characters of outside content (a key, a member name, a reason) a message, report or
@@ -106,7 +110,10 @@ export const QUOTE_LIMIT = 300;
 /** The most characters of one message a failure or a report carries. */
 export const MESSAGE_LIMIT = 1000;
 
-/** A 53-bit digest of `text` (cyrb53) as hex: pure JS, so workflows may call it. It tells two long values apart and proves nothing. */
+/**
+ * A 53-bit digest of `text` (cyrb53) as hex: pure JS, so workflows may call it. It tells two long values apart and
+ * proves nothing.
+ */
 function digestOf(text: string): string {
   let h1 = 0xdeadbeef;
   let h2 = 0x41c6ce57;
@@ -120,7 +127,9 @@ function digestOf(text: string): string {
   return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(16).padStart(14, '0');
 }
 
-/** `text` whole when it has at most `limit` characters, else its first `limit`, its length and a digest of the whole. */
+/**
+ * `text` whole when it has at most `limit` characters, else its first `limit`, its length and a digest of the whole.
+ */
 export function bounded(text: string, limit = QUOTE_LIMIT): string {
   if (text.length <= limit) return text;
   return `${text.slice(0, limit)}… (${text.length} characters, digest ${digestOf(text)})`;

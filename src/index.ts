@@ -1,5 +1,6 @@
 /**
- * compaction-lease: streaming metadata compactions under an S3 lease, and the collector that reclaims what dead jobs left.
+ * compaction-lease: streaming metadata compactions under an S3 lease, and the collector that reclaims what dead jobs
+ * left.
  *
  * The public surface, by name: what a metadata service (client, worker, writer, reader), a format's
  * plug-ins (docs/plugins.md) and a store adapter (docs/stores.md) use. Test helpers (dev servers,
@@ -13,7 +14,16 @@
 export { FAILURE_TYPES, TypedError, type FailureType } from './errors';
 
 // Ids and keys a service or a format's writer builds (docs/protocol.md).
-export { familyGroup, InvalidKeyError, inputSegmentKey, namespaceId, newSegmentId, rootKey, type FamilyGroup, type NamespaceId } from './keys';
+export {
+  familyGroup,
+  InvalidKeyError,
+  inputSegmentKey,
+  namespaceId,
+  newSegmentId,
+  rootKey,
+  type FamilyGroup,
+  type NamespaceId,
+} from './keys';
 
 // Settings and timings (README, Configuration).
 export {
@@ -29,7 +39,14 @@ export {
 // Starting and watching work from the metadata service.
 export { connectClientFromEnv } from './client/connect';
 export { compactionResult, startCompaction, type CompactionHandle, type StartCompactionOptions } from './client';
-export { gcPassResult, runGcPass, startGcPass, type GcPassHandle, type GcPassOptions, type GcPassResult } from './client/gc-pass';
+export {
+  gcPassResult,
+  runGcPass,
+  startGcPass,
+  type GcPassHandle,
+  type GcPassOptions,
+  type GcPassResult,
+} from './client/gc-pass';
 export { ensureGcSchedule, GcScheduleOwnedError, triggerGcPass, type GcScheduleOptions } from './client/schedule';
 export {
   checkSearchAttributes,
@@ -109,7 +126,14 @@ export { StoreMismatchError } from './activities/store-binding';
 export { SegmentCorruptError, type SegmentRecord } from './segments/format';
 export { InvalidSegmentInputError, MAX_KEY_BYTES, type SegmentInputRefusal } from './segments/records';
 export { writeInputSegment, WriterBudgetExceededError, type WriterOptions } from './writer';
-export { lookupRecord, readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupRef, type GroupSnapshot } from './reader';
+export {
+  lookupRecord,
+  readableUntilMs,
+  readGroupRecords,
+  readGroupSnapshot,
+  type GroupRef,
+  type GroupSnapshot,
+} from './reader';
 
 // A format's compactor (docs/plugins.md).
 export {

@@ -119,7 +119,8 @@ async function main(): Promise<void> {
     );
     await new Promise<void>((resolve) => process.once('SIGINT', resolve).once('SIGTERM', resolve));
   }
-  // Ctrl-C already shuts the worker down through the Runtime's shutdown signals; this also closes its connection and store.
+  // Ctrl-C already shuts the worker down through the Runtime's shutdown signals; this also closes its connection and
+  // store.
   await started.stop();
   await connection.close();
   await devServer?.stop();
@@ -139,7 +140,10 @@ async function demoWorkerSetup() {
   return setup;
 }
 
-/** The configured Temporal server, else a dev server started here (with its UI on port 8233), which the demo stops at its end. */
+/**
+ * The configured Temporal server, else a dev server started here (with its UI on port 8233), which the demo stops at
+ * its end.
+ */
 async function demoTemporal(setup: Awaited<ReturnType<typeof demoWorkerSetup>>) {
   const devServer = setup.temporal.configured
     ? undefined
@@ -169,7 +173,8 @@ async function compactionWithProgress(
   const done = compactionResult(handle);
   let last = '';
   let finished = false;
-  // One poll at a time, and the last one awaited: a query still retrying once the client closes would throw from its timer.
+  // One poll at a time, and the last one awaited: a query still retrying once the client closes would throw from its
+  // timer.
   let polling = Promise.resolve();
   const progress = setInterval(() => (polling = polling.then(printProgress)), 250);
   async function printProgress() {

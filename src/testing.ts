@@ -18,7 +18,17 @@ export { defaultTimingDividedBy, shrunkTiming } from './config';
 export { waitingCompactor, type WaitingCompactorOptions } from './compactor/waiting';
 
 // The keys of a job's prefix, for a test that looks at what a job left (docs/protocol.md).
-export { inputSegmentsPrefix, jobId, jobPrefix, leaseKey, newJobId, segmentId, stagedSegmentKey, type MetadataCompactionId, type SegmentId } from './keys';
+export {
+  inputSegmentsPrefix,
+  jobId,
+  jobPrefix,
+  leaseKey,
+  newJobId,
+  segmentId,
+  stagedSegmentKey,
+  type MetadataCompactionId,
+  type SegmentId,
+} from './keys';
 
 // The conformance kit: a format's plug-ins through the protocol's checks on the embedded store.
 export { checkFormat, FormatCheckError, type FormatUnderTest } from './conformance';

@@ -20,13 +20,23 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await Promise.all(results.map((r) => (r.status === 'fulfilled' ? r.value.stop() : undefined)));
   };
   const [temporal, minio, moto, seaweedfs] = results;
-  if (temporal.status === 'rejected' || minio.status === 'rejected' || moto.status === 'rejected' || seaweedfs?.status === 'rejected') {
+  if (
+    temporal.status === 'rejected' ||
+    minio.status === 'rejected' ||
+    moto.status === 'rejected' ||
+    seaweedfs?.status === 'rejected'
+  ) {
     await stopAll();
     const reasons = results.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
     throw new AggregateError(reasons, `integration servers failed to start:\n${reasons.map(String).join('\n\n')}`);
   }
 
-  const s3 = ({ endpoint, accessKey, secretKey, region }: typeof minio.value) => ({ endpoint, accessKey, secretKey, region });
+  const s3 = ({ endpoint, accessKey, secretKey, region }: typeof minio.value) => ({
+    endpoint,
+    accessKey,
+    secretKey,
+    region,
+  });
   project.provide('temporalAddress', temporal.value.address);
   project.provide('minio', s3(minio.value));
   project.provide('moto', s3(moto.value));

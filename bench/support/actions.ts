@@ -12,12 +12,28 @@ import type { JobSpec } from './fleet';
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 
 /** Actions by kind; `activity retries` are attempts past the first of a started activity (each one billed). */
-export type ActionCounts = Record<'workflow started' | 'activities scheduled' | 'activity retries' | 'timers' | 'local activity markers' | 'search attribute upserts' | 'workflow tasks', number>;
+export type ActionCounts = Record<
+  | 'workflow started'
+  | 'activities scheduled'
+  | 'activity retries'
+  | 'timers'
+  | 'local activity markers'
+  | 'search attribute upserts'
+  | 'workflow tasks',
+  number
+>;
 
-const eventMs = (event: HistoryEvent): number => Number(event.eventTime!.seconds) * 1000 + (event.eventTime!.nanos ?? 0) / 1e6;
+const eventMs = (event: HistoryEvent): number =>
+  Number(event.eventTime!.seconds) * 1000 + (event.eventTime!.nanos ?? 0) / 1e6;
 
 const none = (): ActionCounts => ({
-  'workflow started': 0, 'activities scheduled': 0, 'activity retries': 0, timers: 0, 'local activity markers': 0, 'search attribute upserts': 0, 'workflow tasks': 0,
+  'workflow started': 0,
+  'activities scheduled': 0,
+  'activity retries': 0,
+  timers: 0,
+  'local activity markers': 0,
+  'search attribute upserts': 0,
+  'workflow tasks': 0,
 });
 
 /** The actions of these events recorded within [fromMs, toMs] (epoch ms), by kind. */
@@ -28,7 +44,8 @@ export function countActions(events: readonly HistoryEvent[], fromMs = -Infinity
     if (at < fromMs || at > toMs) continue;
     if (e.workflowExecutionStartedEventAttributes) counts['workflow started']++;
     if (e.activityTaskScheduledEventAttributes) counts['activities scheduled']++;
-    if (e.activityTaskStartedEventAttributes) counts['activity retries'] += Math.max(0, (e.activityTaskStartedEventAttributes.attempt ?? 1) - 1);
+    if (e.activityTaskStartedEventAttributes)
+      counts['activity retries'] += Math.max(0, (e.activityTaskStartedEventAttributes.attempt ?? 1) - 1);
     if (e.timerStartedEventAttributes) counts.timers++;
     if (e.markerRecordedEventAttributes) counts['local activity markers']++;
     if (e.upsertWorkflowSearchAttributesEventAttributes) counts['search attribute upserts']++;
@@ -38,7 +55,12 @@ export function countActions(events: readonly HistoryEvent[], fromMs = -Infinity
 }
 
 /** The actions in the histories of these jobs' workflows (every run, continued-as-new included), within the window. */
-export async function jobActions(client: Client, jobs: readonly JobSpec[], fromMs?: number, toMs?: number): Promise<ActionCounts> {
+export async function jobActions(
+  client: Client,
+  jobs: readonly JobSpec[],
+  fromMs?: number,
+  toMs?: number,
+): Promise<ActionCounts> {
   const sum = none();
   await inBatches(jobs, 1, 16, async ([job]) => {
     const workflowId = compactionWorkflowId(job!.namespaceId, job!.group);

@@ -21,7 +21,9 @@ import { scrape, type Sample } from './prometheus';
 import { READY_LINE } from './scale-worker';
 
 const WORKER_MAIN = join(__dirname, 'scale-worker.ts');
-/** Groups per namespace: small roots (readGroup reads the whole root) and few namespaces for a collector pass to walk. */
+/**
+ * Groups per namespace: small roots (readGroup reads the whole root) and few namespaces for a collector pass to walk.
+ */
 export const GROUPS_PER_NAMESPACE = 100;
 
 export interface Bucket {
@@ -55,18 +57,30 @@ export interface JobSpec {
  * `inputsPerGroup` (empty) input segments in its root: one makes a job end `unchanged`, more make
  * it publish (with a worker that writes an output: `SCALE_PUBLISH`).
  */
-export async function seedJobs(store: ObjectStore, prefix: string, count: number, { inputsPerGroup = 1, groupsPerNamespace = GROUPS_PER_NAMESPACE } = {}): Promise<JobSpec[]> {
+export async function seedJobs(
+  store: ObjectStore,
+  prefix: string,
+  count: number,
+  { inputsPerGroup = 1, groupsPerNamespace = GROUPS_PER_NAMESPACE } = {},
+): Promise<JobSpec[]> {
   const jobs = Array.from({ length: count }, (_, i) => ({
     namespaceId: `${prefix}-${Math.floor(i / groupsPerNamespace)}`,
     group: `g${String(i % groupsPerNamespace).padStart(3, '0')}`,
   }));
-  const inputs = jobs.map((j) => Array.from({ length: inputsPerGroup }, () => inputSegmentKey(namespaceId(j.namespaceId), newSegmentId(), SEGMENT_EXTENSION)));
+  const inputs = jobs.map((j) =>
+    Array.from({ length: inputsPerGroup }, () =>
+      inputSegmentKey(namespaceId(j.namespaceId), newSegmentId(), SEGMENT_EXTENSION),
+    ),
+  );
   // The test compactor reads no input, but a job checks its inputs exist before its lease does: one empty object each.
   await inBatches(inputs.flat(), 1, 32, ([key]) => store.put(key!, new Uint8Array()));
   const namespaces = [...new Set(jobs.map((j) => j.namespaceId))];
   await inBatches(namespaces, 1, 16, ([ns]) =>
-    updateRoot(store, namespaceId(ns), (root) =>
-      jobs.reduce((r, j, i) => (j.namespaceId === ns ? addSegments(r, familyGroup(j.group), inputs[i]!) : r), root),
+    updateRoot(
+      store,
+      namespaceId(ns),
+      (root) =>
+        jobs.reduce((r, j, i) => (j.namespaceId === ns ? addSegments(r, familyGroup(j.group), inputs[i]!) : r), root),
       jsonRootCodec,
     ),
   );
@@ -98,10 +112,15 @@ export interface WorkerProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** The environment an operator would give the worker: Temporal, the bucket on MinIO, every timing, the Prometheus endpoint. */
+/**
+ * The environment an operator would give the worker: Temporal, the bucket on MinIO, every timing, the Prometheus
+ * endpoint.
+ */
 function workerEnvironment(options: WorkerProcessOptions, metricsAddress: string): NodeJS.ProcessEnv {
   const { endpoint } = options.bucket;
-  const timing = Object.fromEntries(Object.entries(TIMING_ENV).map(([field, name]) => [name, String(options.settings.timing[field as keyof Timing])]));
+  const timing = Object.fromEntries(
+    Object.entries(TIMING_ENV).map(([field, name]) => [name, String(options.settings.timing[field as keyof Timing])]),
+  );
   return {
     ...process.env,
     TEMPORAL_ADDRESS: options.temporalAddress,
@@ -135,7 +154,9 @@ export async function spawnScaleWorker(options: WorkerProcessOptions): Promise<W
     lines.on('line', (line) => {
       if (line.startsWith(READY_LINE)) resolve();
     });
-    void exited.then(([code]) => reject(new Error(`worker ${options.name} exited with ${String(code)} before it was ready`)));
+    void exited.then(([code]) =>
+      reject(new Error(`worker ${options.name} exited with ${String(code)} before it was ready`)),
+    );
   });
   const pid = child.pid!;
   const metricsUrl = `http://${metricsAddress}/metrics`;

@@ -8,4 +8,6 @@
 import { startS3FaultProxy } from '../../test/support/s3-fault-proxy';
 
 const [target, delayMs] = process.argv.slice(2);
-void startS3FaultProxy(target!, { probabilities: { delay: 1 }, delayMs: Number(delayMs) }).then((proxy) => console.log(proxy.endpoint));
+void startS3FaultProxy(target!, { probabilities: { delay: 1 }, delayMs: Number(delayMs) }).then((proxy) =>
+  console.log(proxy.endpoint),
+);

@@ -1,4 +1,7 @@
-/** What the kernel says a process costs (Linux /proc): CPU seconds and resident memory, read by the benchmark, not claimed by the process. */
+/**
+ * What the kernel says a process costs (Linux /proc): CPU seconds and resident memory, read by the benchmark, not
+ * claimed by the process.
+ */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
@@ -19,7 +22,9 @@ export function cpuSeconds(pid: number): number {
 /** User + system CPU seconds of several processes (a server's pids, say). */
 export const totalCpuSeconds = (pids: readonly number[]): number => pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
 
-/** User + system CPU seconds of this process's children that have exited and been waited for (a finished `s5cmd`, say). */
+/**
+ * User + system CPU seconds of this process's children that have exited and been waited for (a finished `s5cmd`, say).
+ */
 export function exitedChildrenCpuSeconds(): number {
   const stat = readFileSync('/proc/self/stat', 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');

@@ -34,10 +34,20 @@ const matches = (s: Sample, name: string, labels: Record<string, string>) =>
 export const total = (samples: readonly Sample[], name: string, labels: Record<string, string> = {}): number =>
   samples.filter((s) => matches(s, name, labels)).reduce((a, s) => a + s.value, 0);
 
-/** Cumulative bucket counts by upper bound, summed over label sets; `before` is subtracted so a window's own distribution is read. */
-export function histogramBuckets(after: readonly Sample[], before: readonly Sample[], name: string): [number, number][] {
+/**
+ * Cumulative bucket counts by upper bound, summed over label sets; `before` is subtracted so a window's own
+ * distribution is read.
+ */
+export function histogramBuckets(
+  after: readonly Sample[],
+  before: readonly Sample[],
+  name: string,
+): [number, number][] {
   const byBound = new Map<number, number>();
-  for (const [samples, sign] of [[after, 1], [before, -1]] as const) {
+  for (const [samples, sign] of [
+    [after, 1],
+    [before, -1],
+  ] as const) {
     for (const s of samples) {
       if (s.name !== `${name}_bucket`) continue;
       const le = s.labels.le === '+Inf' ? Infinity : Number(s.labels.le);
@@ -47,7 +57,9 @@ export function histogramBuckets(after: readonly Sample[], before: readonly Samp
   return [...byBound.entries()].sort((a, b) => a[0] - b[0]);
 }
 
-/** The q-quantile of a cumulative histogram, interpolated linearly within its bucket (as PromQL's histogram_quantile). */
+/**
+ * The q-quantile of a cumulative histogram, interpolated linearly within its bucket (as PromQL's histogram_quantile).
+ */
 export function quantile(buckets: readonly [number, number][], q: number): number {
   const count = buckets.at(-1)?.[1] ?? 0;
   if (count === 0) return NaN;

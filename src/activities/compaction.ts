@@ -5,7 +5,13 @@
  */
 import { Context } from '@temporalio/activity';
 import { TemporalFailure } from '@temporalio/common';
-import { MAX_RECURRING_ATTEMPTS, nextStreak, RecurringFailureError, type Compactor, type FailureStreak } from '../compactor';
+import {
+  MAX_RECURRING_ATTEMPTS,
+  nextStreak,
+  RecurringFailureError,
+  type Compactor,
+  type FailureStreak,
+} from '../compactor';
 import { runCompactionAttempt } from '../compactor/attempt';
 import { checkInputs } from '../compactor/inputs';
 import { heartbeatEveryMs, type CompactionSettings } from '../config';
@@ -49,7 +55,10 @@ export interface JobInput extends StoreBound {
   readonly jobId: string;
 }
 
-/** What the workflow needs to know of the worker's settings; read once through a local activity, so replay sees the same values. */
+/**
+ * What the workflow needs to know of the worker's settings; read once through a local activity, so replay sees the same
+ * values.
+ */
 export interface WorkflowSettings {
   readonly ownerId: string;
   readonly heartbeatTimeoutMs: number;
@@ -58,7 +67,10 @@ export interface WorkflowSettings {
   readonly publicationTimeoutMs: number;
   readonly operationDeadlineMs: number;
   readonly maxFencedRuns: number;
-  /** The worker's store ({@link storeIdentity}): a run started without naming one works on it. Absent in runs recorded before. */
+  /**
+   * The worker's store ({@link storeIdentity}): a run started without naming one works on it. Absent in runs recorded
+   * before.
+   */
   readonly store?: string;
 }
 
@@ -76,7 +88,10 @@ export interface CompactionOutput {
   readonly progress: { readonly recordsOut: number; readonly bytesOut: number };
 }
 
-/** The heartbeat details of the `compactUnderLease` activity: the lease as last held and the work's progress, one stream for both. */
+/**
+ * The heartbeat details of the `compactUnderLease` activity: the lease as last held and the work's progress, one stream
+ * for both.
+ */
 export interface LeasedProgress {
   readonly held: HeldLease;
   /** The compactor's own position (plain JSON), undefined before its first heartbeat. */
@@ -125,11 +140,17 @@ export function createCompactionActivities(deps: CompactionDeps) {
       const inputs = [...new Set(named)];
       if (inputs.length < named.length) {
         const twice = named.filter((key, i) => named.indexOf(key) !== i);
-        Context.current().log.warn(`group ${input.group} of ${input.namespaceId} names ${twice.length} segment(s) more than once, compacted once each: ${twice.slice(0, 3).join(', ')}`);
+        Context.current().log.warn(
+          `group ${input.group} of ${input.namespaceId} names ${twice.length} segment(s) more than once, compacted once each: ${twice.slice(0, 3).join(', ')}`,
+        );
       }
       const etags = await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
       if (inputs.length === 0) return undefined;
-      return writeInputManifest(store, job(input), Context.current().info.attempt, { group: input.group, inputs, etags });
+      return writeInputManifest(store, job(input), Context.current().info.attempt, {
+        group: input.group,
+        inputs,
+        etags,
+      });
     },
 
     async createLease(input: JobInput & { ownerId: string; startedAtMs: number }): Promise<HeldLease> {
@@ -151,11 +172,25 @@ export function createCompactionActivities(deps: CompactionDeps) {
      * After the publication's attempts are spent: whether the root names this job's publication (a
      * CAS of it landed late), or, by a root write that fences every CAS the job sent, that it never will.
      */
-    async settlePublication(input: JobInput & { group: string; outputs: string[]; tombstones: string[] }): Promise<SettledPublication> {
-      return settlePublication(store, { ...job(input), group: familyGroup(input.group), inputs: [], outputs: input.outputs, tombstones: input.tombstones }, rootCodec);
+    async settlePublication(
+      input: JobInput & { group: string; outputs: string[]; tombstones: string[] },
+    ): Promise<SettledPublication> {
+      return settlePublication(
+        store,
+        {
+          ...job(input),
+          group: familyGroup(input.group),
+          inputs: [],
+          outputs: input.outputs,
+          tombstones: input.tombstones,
+        },
+        rootCodec,
+      );
     },
 
-    async publish(input: ManifestInput & { outputs: string[]; tombstones: string[]; tombstoneSeqFloor?: number }): Promise<PublicationOutcome> {
+    async publish(
+      input: ManifestInput & { outputs: string[]; tombstones: string[]; tombstoneSeqFloor?: number },
+    ): Promise<PublicationOutcome> {
       const elapsedMs = stopwatch();
       const ref = job(input);
       const manifest = await readInputManifestIfAny(store, ref, input.manifest);
@@ -163,17 +198,27 @@ export function createCompactionActivities(deps: CompactionDeps) {
         ? await publishCompaction(
             store,
             {
-              ...ref, group: familyGroup(manifest.group) as FamilyGroup, inputs: manifest.inputs, outputs: input.outputs, tombstones: input.tombstones,
+              ...ref,
+              group: familyGroup(manifest.group) as FamilyGroup,
+              inputs: manifest.inputs,
+              outputs: input.outputs,
+              tombstones: input.tombstones,
               ...(input.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: input.tombstoneSeqFloor }),
             },
             { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
             { leaseClockMs: attemptClock(), elapsedMs },
             rootCodec,
           )
-        : await publicationOfReclaimedJob(store, { ...ref, outputs: input.outputs, tombstones: input.tombstones }, rootCodec);
+        : await publicationOfReclaimedJob(
+            store,
+            { ...ref, outputs: input.outputs, tombstones: input.tombstones },
+            rootCodec,
+          );
       if (outcome.outcome === 'fenced') recordFence();
       // The inputs no longer current may be the whole group: a few name the case, the rest are in the manifest.
-      return outcome.outcome === 'abandoned' ? { ...outcome, missingInputs: outcome.missingInputs.slice(0, NAMED_MISSING_INPUTS) } : outcome;
+      return outcome.outcome === 'abandoned'
+        ? { ...outcome, missingInputs: outcome.missingInputs.slice(0, NAMED_MISSING_INPUTS) }
+        : outcome;
     },
   };
 }
@@ -185,7 +230,12 @@ export type CompactionActivities = ReturnType<typeof createCompactionActivities>
  * work goes on; a lost lease or the attempt's cancellation ends the work at its next record batch,
  * and the attempt fails with the keeper's reason.
  */
-async function compactBesideKeeper(deps: CompactionDeps, ref: JobRef, inputs: InputManifest, from: HeldLease): Promise<LeasedCompactionOutput> {
+async function compactBesideKeeper(
+  deps: CompactionDeps,
+  ref: JobRef,
+  inputs: InputManifest,
+  from: HeldLease,
+): Promise<LeasedCompactionOutput> {
   const ctx = Context.current();
   const resumed = ctx.info.heartbeatDetails as LeasedProgress | undefined;
   let held = resumed?.held ?? from;
@@ -193,7 +243,10 @@ async function compactBesideKeeper(deps: CompactionDeps, ref: JobRef, inputs: In
   let recurring = resumed?.recurring;
   const resumedAt = JSON.stringify(progress);
   // Every beat carries the latest of all three; the worker's heartbeat throttle sends at most one per beat interval.
-  const beats = beatsAfterFirstInterval(() => ctx.heartbeat({ held, progress, recurring } satisfies LeasedProgress), heartbeatEveryMs(deps.settings));
+  const beats = beatsAfterFirstInterval(
+    () => ctx.heartbeat({ held, progress, recurring } satisfies LeasedProgress),
+    heartbeatEveryMs(deps.settings),
+  );
   const beat = beats.beat;
   /**
    * The work's failure, or {@link RecurringFailureError} when an untyped error (a typed one decided
@@ -209,13 +262,17 @@ async function compactBesideKeeper(deps: CompactionDeps, ref: JobRef, inputs: In
   };
   const workEnded = new AbortController();
   const keeperEnded = new AbortController();
-  const keeping = keepLease(ctx, { store: deps.store, settings: deps.settings, ref, from: held }, {
-    stop: workEnded.signal,
-    beat: (h) => {
-      held = h;
-      beat();
+  const keeping = keepLease(
+    ctx,
+    { store: deps.store, settings: deps.settings, ref, from: held },
+    {
+      stop: workEnded.signal,
+      beat: (h) => {
+        held = h;
+        beat();
+      },
     },
-  }).catch((err: unknown) => {
+  ).catch((err: unknown) => {
     keeperEnded.abort(err);
     throw err;
   });
@@ -244,6 +301,11 @@ async function compactBesideKeeper(deps: CompactionDeps, ref: JobRef, inputs: In
   if (worked.status === 'rejected') throw endIfRecurring(worked.reason);
   const { outputs, tombstones = [], tombstoneSeqFloor, recordsOut, bytesOut } = worked.value;
   const floor = tombstoneSeqFloor === undefined ? {} : { tombstoneSeqFloor };
-  return { outputs: [...outputs], tombstones: [...tombstones], ...floor, progress: { recordsOut, bytesOut }, workEndedAtMs };
+  return {
+    outputs: [...outputs],
+    tombstones: [...tombstones],
+    ...floor,
+    progress: { recordsOut, bytesOut },
+    workEndedAtMs,
+  };
 }
-

@@ -1,6 +1,9 @@
 /** The heartbeats of one compaction attempt: what to send, and when. */
 export interface AttemptBeats {
-  /** Asks for a beat: sent at once from one beat interval after the attempt started, at the end of that interval before it. */
+  /**
+   * Asks for a beat: sent at once from one beat interval after the attempt started, at the end of that interval before
+   * it.
+   */
   readonly beat: () => void;
   /** Sends at once (a failing attempt's last details, which the next attempt reads). */
   readonly now: () => void;

@@ -213,7 +213,10 @@ async function reclaimPrefixResuming(run: Run, input: Input<'reclaimPrefix'>) {
   }
 }
 
-/** A page's prefixes collected through one deleter, resumed at the page's heartbeat; a failure carries the page's report so far. */
+/**
+ * A page's prefixes collected through one deleter, resumed at the page's heartbeat; a failure carries the page's report
+ * so far.
+ */
 async function collectPageResuming(run: Run, store: ObjectStore, input: Input<'collectPrefixes'>) {
   const page = heartbeated<PageCollection | undefined>(undefined);
   const resume = page.at.position;
@@ -278,12 +281,18 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
     listJobPrefixes: (input: Input<'listJobPrefixes'>) => run(input),
     /** Reads the namespace's root once; a problem (missing, corrupt, unreadable) skips the namespace for the pass. */
     readRoot: (input: Input<'readRoot'>) => run(input),
-    /** Reads the leases of one page once and decides each owner at the pass's clock, claiming nothing; heartbeats after each read. */
+    /**
+     * Reads the leases of one page once and decides each owner at the pass's clock, claiming nothing; heartbeats after
+     * each read.
+     */
     surveyLeases: (input: Input<'surveyLeases'>) =>
       run(input, { onProgress: () => {}, onRead: () => Context.current().heartbeat() }),
     /** Claims the prefix with the survey's read: one CAS (a create where there was no lease), no GET. */
     claimLease: (input: Input<'claimLease'>) => run(input),
-    /** Walks the prefix from the command's `from`; its position travels in heartbeats, so a retried attempt resumes where the last one stood. */
+    /**
+     * Walks the prefix from the command's `from`; its position travels in heartbeats, so a retried attempt resumes
+     * where the last one stood.
+     */
     reclaimPrefix: (input: Input<'reclaimPrefix'>) => reclaimPrefixResuming(run, input),
     /**
      * Collects a page's prefixes in one activity, each by the plan's own steps (claim, fence, walk,

@@ -19,7 +19,9 @@ const WORKFLOW_SETTINGS: readonly string[] = ['compactionSettings', 'gcSettings'
  */
 export function createActivities(deps: ActivityDeps, role: WorkerRole = 'all') {
   const byRole = { compaction: createCompactionActivities(deps), collector: createGcActivities(deps) };
-  const all = withTypedFailures(withStoreBinding({ ...byRole.compaction, ...byRole.collector }, deps.store, WORKFLOW_SETTINGS));
+  const all = withTypedFailures(
+    withStoreBinding({ ...byRole.compaction, ...byRole.collector }, deps.store, WORKFLOW_SETTINGS),
+  );
   if (role === 'all') return all;
   const served = new Set([...Object.keys(byRole[role]), ...WORKFLOW_SETTINGS]);
   return Object.fromEntries(Object.entries(all).filter(([name]) => served.has(name))) as Partial<typeof all>;

@@ -8,7 +8,10 @@
 import { TypedError } from '../errors';
 import { sameStore, storeIdentity, type ObjectStore } from '../store';
 
-/** An activity of a run recorded against one store reached a worker bound to another: workers of one task queue serve one store. */
+/**
+ * An activity of a run recorded against one store reached a worker bound to another: workers of one task queue serve
+ * one store.
+ */
 export class StoreMismatchError extends TypedError {
   readonly failureType = 'StoreMismatch';
   constructor(
@@ -25,7 +28,10 @@ export class StoreMismatchError extends TypedError {
   }
 }
 
-/** What an activity input may carry: the identity of the store its run works on (absent in runs recorded before runs named one). */
+/**
+ * What an activity input may carry: the identity of the store its run works on (absent in runs recorded before runs
+ * named one).
+ */
 export interface StoreBound {
   readonly store?: string;
 }
@@ -34,7 +40,11 @@ export interface StoreBound {
  * Wraps every activity of a set, except `unbound` (those that touch no store), so that an input naming
  * another store than `store`'s identity fails with {@link StoreMismatchError} before the activity runs.
  */
-export function withStoreBinding<T extends Record<string, (...args: never[]) => Promise<unknown>>>(activities: T, store: ObjectStore, unbound: readonly string[]): T {
+export function withStoreBinding<T extends Record<string, (...args: never[]) => Promise<unknown>>>(
+  activities: T,
+  store: ObjectStore,
+  unbound: readonly string[],
+): T {
   const wrapped: Record<string, unknown> = {};
   for (const [name, fn] of Object.entries(activities)) {
     wrapped[name] = unbound.includes(name)

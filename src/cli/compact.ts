@@ -19,11 +19,22 @@ async function start(ctx: CliContext, options: StartOptions): Promise<void> {
   const ns = namespaceId(options.namespace);
   const group = familyGroup(options.group);
   const client = await ctx.client();
-  const handle = await startCompaction(client, { namespaceId: ns, group, taskQueue: ctx.taskQueue(), store: ctx.storeIdentity(), workerTimeoutMs: workerTimeoutMs(options) });
+  const handle = await startCompaction(client, {
+    namespaceId: ns,
+    group,
+    taskQueue: ctx.taskQueue(),
+    store: ctx.storeIdentity(),
+    workerTimeoutMs: workerTimeoutMs(options),
+  });
   const started = { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, namespaceId: ns, group };
   if (!options.wait) {
     if (options.json) printJson(ctx.out, started);
-    else printFields(ctx.out, [['workflow', started.workflowId], ['run', started.runId], ['wait', `compaction-lease compact start --namespace ${ns} --group ${group} --wait`]]);
+    else
+      printFields(ctx.out, [
+        ['workflow', started.workflowId],
+        ['run', started.runId],
+        ['wait', `compaction-lease compact start --namespace ${ns} --group ${group} --wait`],
+      ]);
     return;
   }
   // A run that waits for a worker says so on stderr, every 30 s; a workflow task that keeps failing ends the wait.
@@ -41,7 +52,10 @@ async function start(ctx: CliContext, options: StartOptions): Promise<void> {
     ]);
   }
   if (result.outcome !== 'published') {
-    throw new CliError(ExitCode.failed, `compaction of ${group} in ${ns} ended ${result.outcome}${result.detail ? `: ${result.detail}` : ''}; the inputs are unchanged, start it again to retry`);
+    throw new CliError(
+      ExitCode.failed,
+      `compaction of ${group} in ${ns} ended ${result.outcome}${result.detail ? `: ${result.detail}` : ''}; the inputs are unchanged, start it again to retry`,
+    );
   }
 }
 
@@ -49,7 +63,9 @@ export function addCompactCommands(program: Command, ctx: CliContext): void {
   const compact = program.command('compact').description('run compactions');
   const startCommand = compact
     .command('start')
-    .description('start the compaction of one family group, or return the one already running (workflow id compaction:<namespace>:<group>)')
+    .description(
+      'start the compaction of one family group, or return the one already running (workflow id compaction:<namespace>:<group>)',
+    )
     .requiredOption('--namespace <namespace>', 'namespace id')
     .requiredOption('--group <group>', 'family group')
     .option('--wait', 'wait for the outcome; exit 1 unless it is published')

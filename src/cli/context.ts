@@ -23,7 +23,10 @@ export interface CliContext {
    * Commands read or repair a store that exists; only the worker, which opens its own, creates one.
    */
   store(): Promise<ObjectStore>;
-  /** The store the environment names, recorded in the runs a command starts (undefined: named by neither setting, left to the workers). */
+  /**
+   * The store the environment names, recorded in the runs a command starts (undefined: named by neither setting, left
+   * to the workers).
+   */
   storeIdentity(): string | undefined;
   /** How roots are read: `COMPACTION_FORMAT_MODULE`'s `rootCodec`, else the package's `root.json`. */
   rootCodec(): Promise<RootCodec>;
@@ -32,7 +35,10 @@ export interface CliContext {
   taskQueue(): string;
   /** Where collector passes send their work: `COMPACTION_COLLECTOR_TASK_QUEUE`, else {@link taskQueue}. */
   collectorTaskQueue(): string;
-  /** A worker's setup from this context's environment, settings and Temporal, with the `worker` command's flags over them. */
+  /**
+   * A worker's setup from this context's environment, settings and Temporal, with the `worker` command's flags over
+   * them.
+   */
   workerSetup(overrides: Pick<WorkerSetupOverrides, 'role' | 'formatModule'>): Promise<WorkerSetup>;
   nowMs(): number;
   close(): Promise<void>;

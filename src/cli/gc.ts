@@ -22,18 +22,31 @@ function printReport(ctx: CliContext, report: GcReport): void {
   printFields(ctx.out, [
     ['clock', `${isoTime(report.nowMs)}${report.dryRun ? ' (dry run: nothing claimed or deleted)' : ''}`],
     ['namespaces', `${t.namespaces} (${t.failedNamespaces} failed)`],
-    ['prefixes', `${t.prefixesSeen}: live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, corrupt ${t.corrupt}, failed ${t.failedPrefixes}`],
-    [report.dryRun ? 'would delete' : 'deleted', `${t.objectsDeleted} objects, ${t.bytesDeleted} bytes, ${t.leasesDeleted} leases`],
-    ['retained', `referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}`],
+    [
+      'prefixes',
+      `${t.prefixesSeen}: live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, corrupt ${t.corrupt}, failed ${t.failedPrefixes}`,
+    ],
+    [
+      report.dryRun ? 'would delete' : 'deleted',
+      `${t.objectsDeleted} objects, ${t.bytesDeleted} bytes, ${t.leasesDeleted} leases`,
+    ],
+    [
+      'retained',
+      `referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}`,
+    ],
     [
       'superseded',
       `segments: ${report.dryRun ? 'would delete' : 'deleted'} ${t.retiredDeleted} retired and ${t.lostWritesDeleted} lost writes, ` +
         `${t.retiredRecordsDropped} records dropped, ${t.retainedInGrace} in reader grace`,
     ],
     // The reason already names the key (`lease <key> is corrupt: …`).
-    ...report.corruptLeases.map((c) => ['corrupt lease', c.reason.includes(c.key) ? c.reason : `${c.key}: ${c.reason}`] as const),
+    ...report.corruptLeases.map(
+      (c) => ['corrupt lease', c.reason.includes(c.key) ? c.reason : `${c.key}: ${c.reason}`] as const,
+    ),
     ...report.failures.map((f) => ['failure', `${f.key}: ${f.message}`] as const),
-    ...report.rootProblems.map((r) => ['skipped namespace', `${r.namespaceId}: root ${r.problem}: ${r.reason}`] as const),
+    ...report.rootProblems.map(
+      (r) => ['skipped namespace', `${r.namespaceId}: root ${r.problem}: ${r.reason}`] as const,
+    ),
     ...report.manifests.map((m) => ['manifest', m] as const),
   ]);
 }
@@ -56,10 +69,17 @@ async function run(ctx: CliContext, options: RunOptions): Promise<void> {
   const started = { workflowId: handle.workflowId, runId: handle.firstExecutionRunId };
   if (!options.wait) {
     if (options.json) printJson(ctx.out, started);
-    else printFields(ctx.out, [['workflow', started.workflowId], ['run', started.runId]]);
+    else
+      printFields(ctx.out, [
+        ['workflow', started.workflowId],
+        ['run', started.runId],
+      ]);
     return;
   }
-  const { complete, report } = await gcPassResult(handle, { collectorTaskQueue, onWait: (line) => ctx.out.error(line) });
+  const { complete, report } = await gcPassResult(handle, {
+    collectorTaskQueue,
+    onWait: (line) => ctx.out.error(line),
+  });
   if (options.json) printJson(ctx.out, { ...started, complete, report });
   else printReport(ctx, report);
   if (!complete) {

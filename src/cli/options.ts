@@ -22,19 +22,29 @@ export interface WorkerCheck {
   readonly workerCheck: boolean;
 }
 
-/** Adds `--worker-timeout` and `--no-worker-check`: how long a start looks for a live worker on its task queue, or not at all. */
+/**
+ * Adds `--worker-timeout` and `--no-worker-check`: how long a start looks for a live worker on its task queue, or not
+ * at all.
+ */
 export const withWorkerCheck = (command: Command): Command =>
   command
     .addOption(
-      new Option('--worker-timeout <duration>', 'how long to look for a live worker polling the task queue before giving up, starting nothing')
+      new Option(
+        '--worker-timeout <duration>',
+        'how long to look for a live worker polling the task queue before giving up, starting nothing',
+      )
         .default(CLIENT_SETTINGS.workerTimeoutMs.default, `${CLIENT_SETTINGS.workerTimeoutMs.default / 1000}s`)
         .argParser((value) => {
           const ms = durationMs(value);
-          if (ms === undefined || !(ms >= 0)) throw new InvalidArgumentError(`"${value}" is not a duration (e.g. 10s, 2m)`);
+          if (ms === undefined || !(ms >= 0))
+            throw new InvalidArgumentError(`"${value}" is not a duration (e.g. 10s, 2m)`);
           return ms;
         }),
     )
-    .addOption(new Option('--no-worker-check', 'start without looking for a worker (it runs when one polls the queue)'));
+    .addOption(
+      new Option('--no-worker-check', 'start without looking for a worker (it runs when one polls the queue)'),
+    );
 
 /** The library's worker check for the options a command was given. */
-export const workerTimeoutMs = (options: WorkerCheck): number | false => (options.workerCheck ? options.workerTimeout : false);
+export const workerTimeoutMs = (options: WorkerCheck): number | false =>
+  options.workerCheck ? options.workerTimeout : false;

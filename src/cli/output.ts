@@ -1,4 +1,7 @@
-/** How commands print: JSON for scripts (`--json`), aligned text for people; results to stdout, the one-line error to stderr. */
+/**
+ * How commands print: JSON for scripts (`--json`), aligned text for people; results to stdout, the one-line error to
+ * stderr.
+ */
 
 export interface Output {
   /** One line of results (stdout). */
@@ -42,7 +45,8 @@ export function tableWriter(out: Output, columns: readonly string[]): { rows(row
         cells.unshift(header);
       }
       const fixed = widths;
-      for (const row of cells) out.line(row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(fixed[i] as number))).join('  '));
+      for (const row of cells)
+        out.line(row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(fixed[i] as number))).join('  '));
     },
   };
 }

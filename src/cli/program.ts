@@ -19,7 +19,9 @@ COMPACTION_TASK_QUEUE, the COMPACTION_*_MS timings (lease expiry decides live/ex
 workers COMPACTION_FORMAT_MODULE (worker --format), a module exporting your compactor and root codec.`;
 
 /** Read at run time: package.json sits two folders up from both src/cli and lib/cli, and outside tsc's rootDir. */
-const PACKAGE_VERSION = (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+const PACKAGE_VERSION = (
+  JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }
+).version;
 
 export function buildProgram(ctx: CliContext): Command {
   // Output and exit settings first: subcommands copy them when they are created.
@@ -27,8 +29,16 @@ export function buildProgram(ctx: CliContext): Command {
     .description('Operate compactions under an S3 lease and the collector that reclaims what dead jobs left behind.')
     .exitOverride()
     .configureOutput({
-      writeOut: (text) => text.trimEnd().split('\n').forEach((line) => ctx.out.line(line)),
-      writeErr: (text) => text.trimEnd().split('\n').forEach((line) => ctx.out.error(line)),
+      writeOut: (text) =>
+        text
+          .trimEnd()
+          .split('\n')
+          .forEach((line) => ctx.out.line(line)),
+      writeErr: (text) =>
+        text
+          .trimEnd()
+          .split('\n')
+          .forEach((line) => ctx.out.error(line)),
       outputError: (text, write) => write(`${text.trim()} (see --help)\n`),
     })
     .version(PACKAGE_VERSION, '-V, --version', 'the package version')
@@ -44,7 +54,10 @@ export function buildProgram(ctx: CliContext): Command {
   return program;
 }
 
-/** Parses and runs `argv` (without the node and script paths); resolves to the exit code, having printed any error as one line. */
+/**
+ * Parses and runs `argv` (without the node and script paths); resolves to the exit code, having printed any error as
+ * one line.
+ */
 export async function runCli(argv: readonly string[], ctx: CliContext): Promise<ExitCode> {
   try {
     await buildProgram(ctx).parseAsync([...argv], { from: 'user' });

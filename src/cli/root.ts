@@ -1,4 +1,7 @@
-/** `root restore`: putting back the last root a collector pass judged a namespace by, after the root was lost or went back. */
+/**
+ * `root restore`: putting back the last root a collector pass judged a namespace by, after the root was lost or went
+ * back.
+ */
 import type { Command } from 'commander';
 import { namespaceId } from '../keys';
 import { restoreJudgedRoot } from '../protocol';
@@ -7,11 +10,22 @@ import { loadFormatModule } from '../worker/format-module';
 import type { CliContext } from './context';
 import { printFields, printJson } from './output';
 
-async function restore(ctx: CliContext, nsArg: string, options: { apply?: boolean; json?: boolean; format?: string }): Promise<void> {
+async function restore(
+  ctx: CliContext,
+  nsArg: string,
+  options: { apply?: boolean; json?: boolean; format?: string },
+): Promise<void> {
   const ns = namespaceId(nsArg);
-  // The root is rewritten (its generation raised), so through the service's root codec: its format module's, else root.json.
-  const codec = options.format === undefined ? await ctx.rootCodec() : ((await loadFormatModule(options.format)).rootCodec ?? jsonRootCodec);
-  const plan = await restoreJudgedRoot(await ctx.store(), ns, codec, { apply: options.apply === true, maxBytes: MAX_COLLECTED_ROOT_BYTES });
+  // The root is rewritten (its generation raised), so through the service's root codec: its format module's, else
+  // root.json.
+  const codec =
+    options.format === undefined
+      ? await ctx.rootCodec()
+      : ((await loadFormatModule(options.format)).rootCodec ?? jsonRootCodec);
+  const plan = await restoreJudgedRoot(await ctx.store(), ns, codec, {
+    apply: options.apply === true,
+    maxBytes: MAX_COLLECTED_ROOT_BYTES,
+  });
   if (options.json) return printJson(ctx.out, plan);
   const unnamed = plan.unnamedCount
     ? ` (registered after the copy, or lost writes: register those that hold data again within the lost-write grace): ${plan.unnamedSegments.join(', ')}${plan.unnamedCount > plan.unnamedSegments.length ? ', …' : ''}`
@@ -33,7 +47,10 @@ export function addRootCommands(program: Command, ctx: CliContext): void {
     .argument('<namespace>', 'the namespace whose root was lost or went back')
     .description('put back the last root a collector pass judged the namespace by (a dry run unless --apply)')
     .option('--apply', 'write it; without, only say what would be written')
-    .option('--format <module>', 'the format module whose root codec the service uses (default: COMPACTION_FORMAT_MODULE, else root.json)')
+    .option(
+      '--format <module>',
+      'the format module whose root codec the service uses (default: COMPACTION_FORMAT_MODULE, else root.json)',
+    )
     .option('--json', 'machine-readable output')
     .action((ns: string, options: { apply?: boolean; json?: boolean; format?: string }) => restore(ctx, ns, options));
 }

@@ -10,7 +10,8 @@ import type { CliContext } from './context';
 import { printFields, printJson, tableWriter } from './output';
 
 const VERSIONING_NOTE = {
-  enabled: 'enabled: every deletion leaves a noncurrent version that is billed until a lifecycle rule expires it (docs/operations.md)',
+  enabled:
+    'enabled: every deletion leaves a noncurrent version that is billed until a lifecycle rule expires it (docs/operations.md)',
   suspended: 'suspended: objects written while it was enabled leave noncurrent versions (docs/operations.md)',
   unversioned: 'off: deletions free the storage',
   unknown: 'unknown: the store would not say (no s3:GetBucketVersioning grant?)',
@@ -18,7 +19,8 @@ const VERSIONING_NOTE = {
 
 const CONDITIONAL_DELETE_NOTE = {
   honoured: 'honoured: a lease is deleted only in the version its collector holds',
-  ignored: "ignored: a lease's deletion is checked by a read, not fenced; a deletion delayed past its claim's expiry can remove a lease written since (docs/stores.md)",
+  ignored:
+    "ignored: a lease's deletion is checked by a read, not fenced; a deletion delayed past its claim's expiry can remove a lease written since (docs/stores.md)",
 } as const;
 
 function printCheck(ctx: CliContext, check: StoreCheck): void {
@@ -29,7 +31,9 @@ function printCheck(ctx: CliContext, check: StoreCheck): void {
     ['verdict', `${check.fit ? 'fit' : 'UNFIT'} (${check.durationMs} ms)`],
   ]);
   ctx.out.line('');
-  tableWriter(ctx.out, ['property', 'result', 'detail']).rows(check.properties.map((p) => ({ property: p.property, result: p.outcome, detail: p.detail })));
+  tableWriter(ctx.out, ['property', 'result', 'detail']).rows(
+    check.properties.map((p) => ({ property: p.property, result: p.outcome, detail: p.detail })),
+  );
 }
 
 async function check(ctx: CliContext, options: { json?: boolean }): Promise<void> {
@@ -41,7 +45,9 @@ async function check(ctx: CliContext, options: { json?: boolean }): Promise<void
 }
 
 export function addStoreCommands(program: Command, ctx: CliContext): void {
-  const store = program.command('store').description('the configured object store (COMPACTION_S3_BUCKET, else the embedded store)');
+  const store = program
+    .command('store')
+    .description('the configured object store (COMPACTION_S3_BUCKET, else the embedded store)');
   store
     .command('check')
     .description(

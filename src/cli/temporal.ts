@@ -24,7 +24,11 @@ function printCheck(ctx: CliContext, check: SearchAttributeCheck): void {
   tableWriter(ctx.out, ['attribute', 'type', 'registered']).rows(
     Object.entries(SEARCH_ATTRIBUTES).map(([name, type]) => {
       const m = mismatch.get(name);
-      return { attribute: name, type, registered: m === undefined ? 'yes' : m.registered === undefined ? 'MISSING' : `as ${m.registered}` };
+      return {
+        attribute: name,
+        type,
+        registered: m === undefined ? 'yes' : m.registered === undefined ? 'MISSING' : `as ${m.registered}`,
+      };
     }),
   );
 }
@@ -55,21 +59,34 @@ async function setup(ctx: CliContext, options: { print?: boolean }): Promise<voi
     );
   }
   const added = before.mismatches.length ? await registerSearchAttributes(client.connection, namespace) : [];
-  ctx.out.line(added.length ? `registered in Temporal namespace ${namespace}: ${added.map((name) => `${name} (${SEARCH_ATTRIBUTES[name]})`).join(', ')}` : `Temporal namespace ${namespace} had every search attribute already`);
+  ctx.out.line(
+    added.length
+      ? `registered in Temporal namespace ${namespace}: ${added.map((name) => `${name} (${SEARCH_ATTRIBUTES[name]})`).join(', ')}`
+      : `Temporal namespace ${namespace} had every search attribute already`,
+  );
   const after = added.length ? await checkSearchAttributes(client.connection, namespace) : before;
   if (after.mismatches.length) throw new SearchAttributesMissingError(namespace, after.mismatches);
 }
 
 export function addTemporalCommands(program: Command, ctx: CliContext): void {
-  const temporal = program.command('temporal').description("the Temporal namespace's set-up: the search attributes every workflow of the package sets");
+  const temporal = program
+    .command('temporal')
+    .description("the Temporal namespace's set-up: the search attributes every workflow of the package sets");
   temporal
     .command('check')
-    .description('list the search attributes the workflows set and whether the namespace (TEMPORAL_NAMESPACE, default "default") has each; exit 4 if one is missing or of another type')
+    .description(
+      'list the search attributes the workflows set and whether the namespace (TEMPORAL_NAMESPACE, default "default") has each; exit 4 if one is missing or of another type',
+    )
     .option('--json', 'machine-readable output')
     .action((options: { json?: boolean }) => check(ctx, options));
   temporal
     .command('setup')
-    .description('register the missing search attributes in the namespace through the operator API (self-hosted or dev server; Temporal Cloud: tcld), then check them')
-    .option('--print', 'only print the commands that register them by hand (temporal CLI, and tcld for Temporal Cloud), connecting to nothing')
+    .description(
+      'register the missing search attributes in the namespace through the operator API (self-hosted or dev server; Temporal Cloud: tcld), then check them',
+    )
+    .option(
+      '--print',
+      'only print the commands that register them by hand (temporal CLI, and tcld for Temporal Cloud), connecting to nothing',
+    )
     .action((options: { print?: boolean }) => setup(ctx, options));
 }

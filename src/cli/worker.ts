@@ -35,8 +35,10 @@ export function addWorkerCommand(program: Command, ctx: CliContext): void {
         '(default compaction-lease), or on COMPACTION_COLLECTOR_TASK_QUEUE for role collector',
     )
     .addOption(
-      new Option('--role <role>', `the activities it serves, with credentials for that role alone (default: ${WORKER_ROLE_ENV}, else all)`)
-        .choices(WORKER_ROLES),
+      new Option(
+        '--role <role>',
+        `the activities it serves, with credentials for that role alone (default: ${WORKER_ROLE_ENV}, else all)`,
+      ).choices(WORKER_ROLES),
     )
     .option(
       '--format <module>',

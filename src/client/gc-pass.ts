@@ -13,14 +13,20 @@ import type { FailureType } from '../errors';
 import { watchedResult, type WaitOptions } from './waiting';
 import { DEFAULT_WORKER_TIMEOUT_MS, waitForWorker, type WorkerCheckOptions } from './workers';
 
-/** The failure type of a pass that ran to its end but failed somewhere (a walk, a namespace's pass); its report is the failure's first detail. */
+/**
+ * The failure type of a pass that ran to its end but failed somewhere (a walk, a namespace's pass); its report is the
+ * failure's first detail.
+ */
 export const GC_PASS_INCOMPLETE = 'GcPassIncomplete' satisfies FailureType;
 
 /** What one collector pass does ({@link GcOptions}) and where {@link startGcPass} starts it. */
 export interface GcPassOptions extends GcOptions, WorkerCheckOptions {
   /** Default: `compaction-gc-run-<ISO time>`. */
   readonly workflowId?: string;
-  /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`. `collectorTaskQueue` defaults to `COMPACTION_COLLECTOR_TASK_QUEUE`, else this queue. */
+  /**
+   * Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`. `collectorTaskQueue` defaults to
+   * `COMPACTION_COLLECTOR_TASK_QUEUE`, else this queue.
+   */
   readonly taskQueue?: string;
   /** Shown in the UI; default names the pass as run on demand. */
   readonly summary?: string;

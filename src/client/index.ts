@@ -69,7 +69,10 @@ export async function startCompaction(client: Client, options: StartCompactionOp
     ],
   });
 }
-/** A started compaction: its workflow id, its first run, and `result()` (prefer {@link compactionResult}, which does not wait in silence). */
+/**
+ * A started compaction: its workflow id, its first run, and `result()` (prefer {@link compactionResult}, which does not
+ * wait in silence).
+ */
 export type CompactionHandle = WorkflowHandleWithFirstExecutionRunId<typeof compactionWorkflow>;
 
 /**

@@ -24,7 +24,10 @@ export type GcCadence =
   /** A cron expression as operators write it, e.g. `*\/15 * * * *`. */
   { readonly cron: string } | { readonly every: Duration };
 
-/** The collector's Temporal Schedule as {@link ensureGcSchedule} creates or updates it: its cadence, queue and what every pass does. */
+/**
+ * The collector's Temporal Schedule as {@link ensureGcSchedule} creates or updates it: its cadence, queue and what
+ * every pass does.
+ */
 export type GcScheduleOptions = GcCadence & {
   readonly scheduleId?: string;
   /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`. */
@@ -46,7 +49,10 @@ export type GcScheduleOptions = GcCadence & {
 
 const scheduleId = (options: { scheduleId?: string }) => options.scheduleId ?? DEFAULT_GC_SCHEDULE_ID;
 
-/** Whose a schedule is: the queues its passes start on and send their collector work to, and the store they collect when it names one. */
+/**
+ * Whose a schedule is: the queues its passes start on and send their collector work to, and the store they collect when
+ * it names one.
+ */
 export interface GcScheduleOwner {
   readonly taskQueue: string;
   readonly collectorTaskQueue: string;
@@ -86,7 +92,8 @@ export class GcScheduleOwnedError extends TypedError {
 
 /**
  * Creates the collector's schedule, or updates the existing one to these options: calling it again
- * never makes a second one. An existing schedule on other queues or of another store is refused ({@link GcScheduleOwnedError})
+ * never makes a second one. An existing schedule on other queues or of another store is refused ({@link
+ * GcScheduleOwnedError})
  * unless `replace`. The Temporal namespace's search attributes are checked first.
  */
 export async function ensureGcSchedule(client: Client, options: GcScheduleOptions): Promise<ScheduleHandle> {
@@ -149,7 +156,10 @@ export const pauseGcSchedule = (client: Client, note: string, options: { schedul
 export const unpauseGcSchedule = (client: Client, note: string, options: { scheduleId?: string } = {}): Promise<void> =>
   client.schedule.getHandle(scheduleId(options)).unpause(note);
 
-/** Starts a pass now, outside the cadence; skipped like any other if a pass is running. The namespace's search attributes are checked first. */
+/**
+ * Starts a pass now, outside the cadence; skipped like any other if a pass is running. The namespace's search
+ * attributes are checked first.
+ */
 export async function triggerGcPass(client: Client, options: { scheduleId?: string } = {}): Promise<void> {
   await requireSearchAttributes(client.connection, client.options.namespace);
   await client.schedule.getHandle(scheduleId(options)).trigger(ScheduleOverlapPolicy.SKIP);

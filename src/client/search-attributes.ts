@@ -24,7 +24,9 @@ const CLI_TYPE: Record<SdkType, SearchAttributeType> = {
   KEYWORD_LIST: 'KeywordList',
 };
 
-/** Every custom search attribute the workflows upsert, by name; every Temporal namespace they run in must register them. */
+/**
+ * Every custom search attribute the workflows upsert, by name; every Temporal namespace they run in must register them.
+ */
 export const SEARCH_ATTRIBUTES: Readonly<Record<string, SearchAttributeType>> = Object.fromEntries(
   SEARCH_ATTRIBUTE_KEYS.map((key) => [key.name, CLI_TYPE[key.type]]),
 );
@@ -41,7 +43,10 @@ const indexedValueType = (type: SearchAttributeType): temporal.api.enums.v1.Inde
 const typeName = (value: temporal.api.enums.v1.IndexedValueType): SearchAttributeType | undefined =>
   (Object.values(CLI_TYPE) as SearchAttributeType[]).find((type) => indexedValueType(type) === value);
 
-/** The commands that register `attributes` by hand: one `temporal operator search-attribute create` each (given several `--name`s, the CLI registers only the first). */
+/**
+ * The commands that register `attributes` by hand: one `temporal operator search-attribute create` each (given several
+ * `--name`s, the CLI registers only the first).
+ */
 export function searchAttributeCommands(
   namespace = 'default',
   attributes: Readonly<Record<string, SearchAttributeType>> = SEARCH_ATTRIBUTES,
@@ -71,10 +76,16 @@ export interface SearchAttributeMismatch {
   readonly registered?: SearchAttributeType | 'another type';
 }
 
-/** How the namespace was asked: its operator API (self-hosted, dev server), or visibility queries where that API is refused (Temporal Cloud). */
+/**
+ * How the namespace was asked: its operator API (self-hosted, dev server), or visibility queries where that API is
+ * refused (Temporal Cloud).
+ */
 export type SearchAttributeSource = 'operator API' | 'visibility queries';
 
-/** What {@link checkSearchAttributes} found in a Temporal namespace: an empty `mismatches` means every attribute is there with its type. */
+/**
+ * What {@link checkSearchAttributes} found in a Temporal namespace: an empty `mismatches` means every attribute is
+ * there with its type.
+ */
 export interface SearchAttributeCheck {
   readonly namespace: string;
   readonly mismatches: readonly SearchAttributeMismatch[];
@@ -136,7 +147,10 @@ export async function checkSearchAttributes(
   return { namespace, mismatches, source: 'operator API' };
 }
 
-/** A value of each type for a query that only has to be valid: the server checks the attribute's name and its value's kind. */
+/**
+ * A value of each type for a query that only has to be valid: the server checks the attribute's name and its value's
+ * kind.
+ */
 const PROBE_VALUE: Record<SearchAttributeType, string> = {
   Keyword: '""',
   Text: '""',
@@ -164,7 +178,8 @@ async function mismatchesByQuery(
         const code = grpcCode(err);
         if (code === GRPC.notFound) throw new TemporalNamespaceNotFoundError(namespace);
         if (code !== GRPC.invalidArgument) throw err;
-        // "invalid search attribute: X" for an unknown one; "invalid value type for search attribute X of type T" for another type.
+        // "invalid search attribute: X" for an unknown one; "invalid value type for search attribute X of type T" for
+        // another type.
         const other = /of type (\w+)/.exec(grpcDetails(err))?.[1];
         return other ? { name, expected, registered: other as SearchAttributeType } : { name, expected };
       }
@@ -173,7 +188,10 @@ async function mismatchesByQuery(
   return checks.filter((m): m is SearchAttributeMismatch => m !== undefined);
 }
 
-/** The Temporal namespace lacks some of the package's search attributes, or has one under another type; the message names them and the fix. */
+/**
+ * The Temporal namespace lacks some of the package's search attributes, or has one under another type; the message
+ * names them and the fix.
+ */
 export class SearchAttributesMissingError extends TypedError {
   readonly failureType = 'SearchAttributesMissing';
   readonly missing: readonly string[];
@@ -201,7 +219,10 @@ export class SearchAttributesMissingError extends TypedError {
   }
 }
 
-/** Namespaces of a connection that passed the check: attributes are not unregistered in passing, so one check per process suffices. */
+/**
+ * Namespaces of a connection that passed the check: attributes are not unregistered in passing, so one check per
+ * process suffices.
+ */
 const checked = new WeakMap<object, Set<string>>();
 
 /**

@@ -15,7 +15,10 @@ import { describeWorkers, taskQueueWorkers, type PolledFor } from './workers';
 
 /** How often a wait that sees a run waiting for a worker says so again. */
 export const WAIT_REPORT_INTERVAL_MS = 30_000;
-/** How long a task may wait to be taken before the run counts as waiting for a worker: a polling worker takes one within milliseconds. */
+/**
+ * How long a task may wait to be taken before the run counts as waiting for a worker: a polling worker takes one within
+ * milliseconds.
+ */
 const TAKEN_WITHIN_MS = 2_000;
 /** The first look comes sooner than the next ones: a run that cannot start says so at once. */
 const FIRST_LOOK_MS = 2_500;
@@ -48,7 +51,10 @@ const FIXES: Readonly<Record<string, string>> = {
     "the workflow code failed on the worker: its log says why; fix and redeploy, and the server's next retry goes on",
 };
 
-/** A run's workflow task fails again and again: the run stays Running, its result never comes. The message names the run, the cause and the fix. */
+/**
+ * A run's workflow task fails again and again: the run stays Running, its result never comes. The message names the
+ * run, the cause and the fix.
+ */
 export class WorkflowTaskFailingError extends TypedError implements WorkflowTaskFailure {
   readonly failureType = 'WorkflowTaskFailing';
   readonly workflowId: string;
@@ -129,7 +135,10 @@ async function lastTaskFailure(
   return TRANSIENT_CAUSES.has(cause) ? undefined : { cause, message: failed.failure?.message ?? 'no message recorded' };
 }
 
-/** Throws {@link WorkflowTaskFailingError} when the run's workflow task failed and is on its second attempt or later; else what of it waits for a worker. */
+/**
+ * Throws {@link WorkflowTaskFailingError} when the run's workflow task failed and is on its second attempt or later;
+ * else what of it waits for a worker.
+ */
 async function lookAt(
   client: WorkflowClient,
   run: Description,

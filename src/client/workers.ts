@@ -46,20 +46,32 @@ const POLLED_FOR = {
  */
 export const LIVE_POLLER_WINDOW_MS = 75_000;
 
-/** How long a start (and `waitForWorker`) looks for a live worker before it fails, unless told otherwise; why this long: `CLIENT_SETTINGS`. */
+/**
+ * How long a start (and `waitForWorker`) looks for a live worker before it fails, unless told otherwise; why this long:
+ * `CLIENT_SETTINGS`.
+ */
 export const DEFAULT_WORKER_TIMEOUT_MS = CLIENT_SETTINGS.workerTimeoutMs.default;
 
 /** Clock difference allowed between a worker's heartbeat time (its host's clock) and the server's poll times. */
 const HEARTBEAT_SKEW_MS = 2_000;
 /** A running worker whose heartbeats stopped for this many of its intervals (plus the skew) has died. */
 const MISSED_HEARTBEATS = 3;
-/** How long a worker that stopped is named beside a queue nothing polls: as long as the server lists a stopped worker's pollers. */
+/**
+ * How long a worker that stopped is named beside a queue nothing polls: as long as the server lists a stopped worker's
+ * pollers.
+ */
 const STOPPED_NAMED_FOR_MS = 5 * 60_000;
 
-/** A worker the server lists as polling within the window that has since stopped: its own last heartbeat said so, or its heartbeats ceased. */
+/**
+ * A worker the server lists as polling within the window that has since stopped: its own last heartbeat said so, or its
+ * heartbeats ceased.
+ */
 export interface StoppedWorker {
   readonly identity: string;
-  /** `stopped`: it shut down (its heartbeat said `SHUTTING_DOWN`); `silent`: it still says running but missed its heartbeats (a crash). */
+  /**
+   * `stopped`: it shut down (its heartbeat said `SHUTTING_DOWN`); `silent`: it still says running but missed its
+   * heartbeats (a crash).
+   */
   readonly how: 'stopped' | 'silent';
   /** Its last heartbeat, on its host's clock. */
   readonly atMs: number;
@@ -112,7 +124,8 @@ export function judgePollers(
     if ((newest.get(h.identity)?.heartbeatMs ?? -Infinity) < h.heartbeatMs) newest.set(h.identity, h);
   const live: string[] = [];
   const stopped: StoppedWorker[] = [];
-  // A worker that stopped may already be gone from the pollers (a server that cancels polls on ShutdownWorker): its heartbeat still tells.
+  // A worker that stopped may already be gone from the pollers (a server that cancels polls on ShutdownWorker): its
+  // heartbeat still tells.
   const polling = new Set(
     pollers.filter((p) => p.lastAccessMs >= nowMs - LIVE_POLLER_WINDOW_MS).map((p) => p.identity),
   );
@@ -226,7 +239,10 @@ export function describeWorkers(workers: TaskQueueWorkers, nowMs = Date.now()): 
   return 'no worker polls it, nor did one in the last five minutes';
 }
 
-/** No live worker polled the task queue within the wait; the message names the queue, what was seen and how to start one. */
+/**
+ * No live worker polled the task queue within the wait; the message names the queue, what was seen and how to start
+ * one.
+ */
 export class NoWorkerPollingError extends TypedError implements NoWorkerPolling {
   readonly failureType = 'NoWorkerPolling';
   readonly taskQueue: string;
@@ -287,7 +303,10 @@ export interface WaitForWorkerOptions {
   readonly waitingWorkflowId?: string;
 }
 
-/** Resolves once a live worker polls `taskQueue` for `polledFor`; throws {@link NoWorkerPollingError} after `timeoutMs` without one. */
+/**
+ * Resolves once a live worker polls `taskQueue` for `polledFor`; throws {@link NoWorkerPollingError} after `timeoutMs`
+ * without one.
+ */
 export async function waitForWorker(
   client: WorkflowServiceClient,
   taskQueue: string,

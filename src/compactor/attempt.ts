@@ -8,7 +8,15 @@ import type { ObjectStore } from '../store';
 import { attemptStore } from '../store/attempt';
 import { referenceCompactor } from './index';
 import { asInputError, pinnedInputs } from './inputs';
-import { attemptWrites, checkOutputsExist, checkStagedKeys, withCheckedProgress, type CompactionOutputs, type Compactor, type MergeLimits } from './plugin';
+import {
+  attemptWrites,
+  checkOutputsExist,
+  checkStagedKeys,
+  withCheckedProgress,
+  type CompactionOutputs,
+  type Compactor,
+  type MergeLimits,
+} from './plugin';
 
 /** What one attempt runs: the compactor, over which inputs, from which progress, heartbeating how. */
 export interface CompactionRun {
@@ -32,7 +40,15 @@ export interface CompactionRun {
  * returns or throws: later puts are refused, those in flight are waited for, so no write lands under
  * an output once the attempt has handed it on.
  */
-export async function runCompactionAttempt({ store, compactor, job, input, limits, resume, heartbeat }: CompactionRun): Promise<CompactionOutputs> {
+export async function runCompactionAttempt({
+  store,
+  compactor,
+  job,
+  input,
+  limits,
+  resume,
+  heartbeat,
+}: CompactionRun): Promise<CompactionOutputs> {
   const attempt = attemptStore(store);
   const writes = attemptWrites(attempt.store, job);
   let result: CompactionOutputs;

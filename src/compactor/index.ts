@@ -19,7 +19,9 @@ import {
 import { planMerge, type MergePlan, type MergeSource } from './plan';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
-/** Outputs are compressed on the block codec threads while the merge goes on: v2 block by block, v1 whole at the cut. */
+/**
+ * Outputs are compressed on the block codec threads while the merge goes on: v2 block by block, v1 whole at the cut.
+ */
 const BACKGROUND = { background: true } as const;
 
 /**
@@ -27,7 +29,10 @@ const BACKGROUND = { background: true } as const;
  * size does not grow with the job's bytes: one number per intermediate run at most.
  */
 export interface CompactionProgress {
-  /** This compactor's progress format: a resume of another version (or another compactor) is refused, never read as a position. */
+  /**
+   * This compactor's progress format: a resume of another version (or another compactor) is refused, never read as a
+   * position.
+   */
   readonly version: typeof PROGRESS_VERSION;
   readonly segmentsFinished: number;
   /** Last key of the last finished segment: a resumed attempt skips every key up to it. */
@@ -38,7 +43,10 @@ export interface CompactionProgress {
   readonly tombstoneSeqFloor?: number;
   readonly recordsOut: number;
   readonly bytesOut: number;
-  /** Parts of each intermediate run finished so far, in plan order, and the fan-in they were planned with; absent until one is. */
+  /**
+   * Parts of each intermediate run finished so far, in plan order, and the fan-in they were planned with; absent until
+   * one is.
+   */
   readonly runs?: { readonly fanIn: number; readonly parts: readonly number[] };
 }
 
@@ -63,11 +71,17 @@ export const NO_PROGRESS: CompactionProgress = {
 export const outputSegmentKey = (job: JobRef, index: number): string =>
   stagedOutputKey(job, String(index), SEGMENT_EXTENSION);
 
-/** Part `part` of intermediate run `run` under fan-in `fanIn`: a fan-in of its own plans other runs, so their keys differ too. */
+/**
+ * Part `part` of intermediate run `run` under fan-in `fanIn`: a fan-in of its own plans other runs, so their keys
+ * differ too.
+ */
 export const runPartKey = (job: JobRef, fanIn: number, run: number, part: number): string =>
   stagedOutputKey(job, `run/${fanIn}/${run}/${part}`, SEGMENT_EXTENSION);
 
-/** Tombstone segment `index`: the tombstones the final merge left out of the outputs, staged for publication to name when it must. */
+/**
+ * Tombstone segment `index`: the tombstones the final merge left out of the outputs, staged for publication to name
+ * when it must.
+ */
 export const tombstoneSegmentKey = (job: JobRef, index: number): string =>
   stagedOutputKey(job, `tombstones/${index}`, SEGMENT_EXTENSION);
 
@@ -78,7 +92,10 @@ export const tombstoneSegmentKeys = (job: JobRef, progress: CompactionProgress):
   Array.from({ length: progress.tombstoneSegmentsFinished }, (_, i) => tombstoneSegmentKey(job, i));
 
 export interface CompactionHooks {
-  /** Called after each cut of the final merge (its output and tombstone segments), and each intermediate run, is stored; the activity heartbeats it. */
+  /**
+   * Called after each cut of the final merge (its output and tombstone segments), and each intermediate run, is stored;
+   * the activity heartbeats it.
+   */
   readonly onSegmentFinished: (progress: CompactionProgress) => void;
   /** Called every few thousand records, so the activity can heartbeat and notice cancellation. */
   readonly onRecords: (recordsIn: number) => void;
@@ -86,7 +103,8 @@ export interface CompactionHooks {
 
 /**
  * Merges all of the group's segments from `resume` on into output segments and, for the tombstones
- * that win their key, tombstone segments; it reads at most `maxFanIn` sources at once: a wider group first merges spans of its inputs into intermediate runs
+ * that win their key, tombstone segments; it reads at most `maxFanIn` sources at once: a wider group first merges spans
+ * of its inputs into intermediate runs
  * (see {@link planMerge}), staged under the job's prefix at keys derived from the job, the fan-in
  * and the run, and never referenced by a root (the collector reclaims them with the job's prefix).
  * Runs keep tombstones and every source's winner, so the outputs are byte for byte those of one
@@ -281,7 +299,8 @@ function writeBehind() {
   return {
     /** Queues `write` of `bytes`, run once every write before it is done; resolves when the one before it is. */
     async queue<T>(bytes: Promise<T>, write: (bytes: T) => Promise<unknown>): Promise<void> {
-      // A failure of `bytes` reaches `write`'s caller through `last`, even when a failure before it means `write` never runs.
+      // A failure of `bytes` reaches `write`'s caller through `last`, even when a failure before it means `write` never
+      // runs.
       bytes.catch(() => undefined);
       const previous = last;
       last = previous.then(async () => void (await write(await bytes)));

@@ -15,11 +15,15 @@ export class InputMissingError extends TypedError {
     readonly key: string,
     readonly group: string,
   ) {
-    super(`input segment ${key} of group ${group} is missing from the store though the root names it: restore it or remove it from the group in the root, then start the compaction again`);
+    super(
+      `input segment ${key} of group ${group} is missing from the store though the root names it: restore it or remove it from the group in the root, then start the compaction again`,
+    );
   }
 }
 
-/** An input larger than `COMPACTION_MAX_INPUT_SEGMENT_BYTES`: refused from its size alone, before a byte of it is read. */
+/**
+ * An input larger than `COMPACTION_MAX_INPUT_SEGMENT_BYTES`: refused from its size alone, before a byte of it is read.
+ */
 export class InputTooLargeError extends TypedError {
   readonly failureType = 'InputTooLarge';
   constructor(
@@ -27,7 +31,9 @@ export class InputTooLargeError extends TypedError {
     readonly size: number,
     readonly maxBytes: number,
   ) {
-    super(`input segment ${key} is ${size} bytes, more than COMPACTION_MAX_INPUT_SEGMENT_BYTES (${maxBytes}): check what was written there, or raise the limit`);
+    super(
+      `input segment ${key} is ${size} bytes, more than COMPACTION_MAX_INPUT_SEGMENT_BYTES (${maxBytes}): check what was written there, or raise the limit`,
+    );
   }
 }
 
@@ -52,14 +58,22 @@ export class InputChangedError extends TypedError {
   }
 }
 
-/** HEAD requests in flight at once: the check takes a few round trips, not one per input, and leaves the socket pool to the job. */
+/**
+ * HEAD requests in flight at once: the check takes a few round trips, not one per input, and leaves the socket pool to
+ * the job.
+ */
 const HEAD_CONCURRENCY = 16;
 
 /**
  * Throws on the first input missing, or larger than `maxBytes`; returns each input's ETag, in the
  * order of `inputs` (each listed once): the versions the job pins ({@link pinnedInputs}).
  */
-export async function checkInputs(store: ObjectStore, group: string, inputs: readonly string[], maxBytes: number): Promise<string[]> {
+export async function checkInputs(
+  store: ObjectStore,
+  group: string,
+  inputs: readonly string[],
+  maxBytes: number,
+): Promise<string[]> {
   const etags = new Map<string, string>();
   await inBatches(inputs, 1, HEAD_CONCURRENCY, async (batch) => {
     for (const key of batch) {
@@ -67,7 +81,8 @@ export async function checkInputs(store: ObjectStore, group: string, inputs: rea
         throw asInputError(err, group, inputs);
       });
       if (info.size > maxBytes) throw new InputTooLargeError(key, info.size, maxBytes);
-      // S3 and the embedded store always give one; a HEAD without it pins to "" and every read of the input fails as changed.
+      // S3 and the embedded store always give one; a HEAD without it pins to "" and every read of the input fails as
+      // changed.
       etags.set(key, info.etag ?? '');
     }
   });
@@ -81,7 +96,9 @@ export async function checkInputs(store: ObjectStore, group: string, inputs: rea
  */
 export function asInputError(err: unknown, group: string, inputs: readonly string[]): unknown {
   if (!(err instanceof NotFoundError || err instanceof ObjectChangedError) || !inputs.includes(err.key)) return err;
-  return err instanceof NotFoundError ? new InputMissingError(err.key, group) : new InputChangedError(err.key, group, err.etag, undefined);
+  return err instanceof NotFoundError
+    ? new InputMissingError(err.key, group)
+    : new InputChangedError(err.key, group, err.etag, undefined);
 }
 
 /**
@@ -90,7 +107,12 @@ export function asInputError(err: unknown, group: string, inputs: readonly strin
  * before a byte of it reaches the compactor. A stream's later windows are read under `If-Match` of
  * its first (the store's own rule), so one comparison pins every byte of it.
  */
-export function pinnedInputs(store: StagedStore, group: string, inputs: readonly string[], etags: readonly string[]): StagedStore {
+export function pinnedInputs(
+  store: StagedStore,
+  group: string,
+  inputs: readonly string[],
+  etags: readonly string[],
+): StagedStore {
   const pins = new Map(inputs.map((key, i) => [key, etags[i]!]));
   const check = <T extends { etag: string | undefined }>(key: string, read: T): T => {
     const pinned = pins.get(key);

@@ -30,7 +30,8 @@ export class FanInError extends TypedError {
  * group just above the fan-in rewrites a small part of its bytes, not all of them.
  */
 export function planMerge(inputCount: number, maxFanIn: number): MergePlan {
-  if (!Number.isSafeInteger(maxFanIn) || maxFanIn < 2) throw new FanInError(`the merge fan-in must be an integer of at least 2, not ${maxFanIn}`);
+  if (!Number.isSafeInteger(maxFanIn) || maxFanIn < 2)
+    throw new FanInError(`the merge fan-in must be an integer of at least 2, not ${maxFanIn}`);
   const runs: MergeSource[][] = [];
   let sources: MergeSource[] = Array.from({ length: inputCount }, (_, input) => ({ input }));
   while (sources.length > maxFanIn) {

@@ -23,7 +23,10 @@ export interface MergeLimits {
   readonly targetSegmentBytes: number;
   /** Most sources (inputs or intermediate runs) one merge reads at once: each holds read windows and inflate state. */
   readonly maxFanIn: number;
-  /** The segment format the reference compactor writes its outputs in (its intermediate runs are always v2); it reads both. Default `DEFAULT_SEGMENT_FORMAT_VERSION`. */
+  /**
+   * The segment format the reference compactor writes its outputs in (its intermediate runs are always v2); it reads
+   * both. Default `DEFAULT_SEGMENT_FORMAT_VERSION`.
+   */
   readonly segmentFormat?: SegmentFormatVersion;
 }
 
@@ -52,7 +55,9 @@ export abstract class CompactorRuleError extends TypedError {
     what: string,
     fix: string,
   ) {
-    super(`the compactor of job ${job.jobId} (namespace ${job.namespaceId}) ${what.replace('KEY', () => quoted(key))}: ${fix}`);
+    super(
+      `the compactor of job ${job.jobId} (namespace ${job.namespaceId}) ${what.replace('KEY', () => quoted(key))}: ${fix}`,
+    );
   }
 }
 
@@ -60,11 +65,19 @@ export abstract class CompactorRuleError extends TypedError {
 export class OutsideJobPrefixError extends CompactorRuleError {
   readonly failureType = 'OutsideJobPrefix';
   constructor(key: string, job: JobRef) {
-    super(key, job, 'used KEY, which is not a staged segment key of its job', 'name every output with stagedOutputKey(job, name, extension)');
+    super(
+      key,
+      job,
+      'used KEY, which is not a staged segment key of its job',
+      'name every output with stagedOutputKey(job, name, extension)',
+    );
   }
 }
 
-/** A compactor wrote after its attempt had returned: publication may already trust that attempt's outputs, so nothing may change under them. */
+/**
+ * A compactor wrote after its attempt had returned: publication may already trust that attempt's outputs, so nothing
+ * may change under them.
+ */
 export class WriteAfterAttemptError extends CompactorRuleError {
   readonly failureType = 'WriteAfterAttempt';
   constructor(key: string, job: JobRef) {
@@ -76,14 +89,27 @@ export class WriteAfterAttemptError extends CompactorRuleError {
 export class OutputMissingError extends CompactorRuleError {
   readonly failureType = 'OutputMissing';
   constructor(key: string, job: JobRef) {
-    super(key, job, 'returned KEY as an output, which is not in the store', 'write (and await) every output before returning it');
+    super(
+      key,
+      job,
+      'returned KEY as an output, which is not in the store',
+      'write (and await) every output before returning it',
+    );
   }
 }
 
-/** Whether `key` is a staged segment key under `job`'s prefix, other than the job's input manifests (the worker's, not the compactor's). */
+/**
+ * Whether `key` is a staged segment key under `job`'s prefix, other than the job's input manifests (the worker's, not
+ * the compactor's).
+ */
 const isStagedKeyOf = (job: JobRef, key: string): boolean => {
   const parsed = parseCompactionKey(key);
-  return parsed.kind === 'staged_segment' && parsed.namespaceId === job.namespaceId && parsed.jobId === job.jobId && !isInputManifestKeyOf(job.namespaceId, job.jobId, key);
+  return (
+    parsed.kind === 'staged_segment' &&
+    parsed.namespaceId === job.namespaceId &&
+    parsed.jobId === job.jobId &&
+    !isInputManifestKeyOf(job.namespaceId, job.jobId, key)
+  );
 };
 
 /** Throws {@link OutsideJobPrefixError} for the first of `keys` outside the job's staged segments. */
@@ -148,7 +174,11 @@ const OUTPUT_CHECK_CONCURRENCY = 8;
  * Throws {@link OutputMissingError} for the first of `outputs` the store does not hold (one HEAD each,
  * a GetObject grant the worker has on staged segments): publication names only keys that exist.
  */
-export async function checkOutputsExist(store: Pick<ObjectStore, 'head'>, job: JobRef, outputs: readonly string[]): Promise<void> {
+export async function checkOutputsExist(
+  store: Pick<ObjectStore, 'head'>,
+  job: JobRef,
+  outputs: readonly string[],
+): Promise<void> {
   await inBatches(outputs, 1, OUTPUT_CHECK_CONCURRENCY, async ([key]) => {
     try {
       await store.head(key as string);
@@ -158,10 +188,16 @@ export async function checkOutputsExist(store: Pick<ObjectStore, 'head'>, job: J
   });
 }
 
-/** Heartbeat details are stored by Temporal with every beat and handed to every retried attempt: progress is a position, never the data. */
+/**
+ * Heartbeat details are stored by Temporal with every beat and handed to every retried attempt: progress is a position,
+ * never the data.
+ */
 export const MAX_PROGRESS_BYTES = 64 * 1024;
 
-/** A compactor heartbeated progress that cannot travel in heartbeat details: larger than {@link MAX_PROGRESS_BYTES}, or not JSON. */
+/**
+ * A compactor heartbeated progress that cannot travel in heartbeat details: larger than {@link MAX_PROGRESS_BYTES}, or
+ * not JSON.
+ */
 export class ProgressRefusedError extends TypedError {
   readonly failureType = 'ProgressRefused';
   constructor(
@@ -204,10 +240,17 @@ const describeResume = (resume: unknown): string => {
   return text.length > 120 ? `${text.slice(0, 120)}…` : text;
 };
 
-/** The JSON of `progress`, or {@link ProgressRefusedError} when it is not JSON or larger than {@link MAX_PROGRESS_BYTES}. */
+/**
+ * The JSON of `progress`, or {@link ProgressRefusedError} when it is not JSON or larger than {@link
+ * MAX_PROGRESS_BYTES}.
+ */
 export function checkProgress(job: JobRef, progress: unknown): string {
   const notJson = (what: string) =>
-    new ProgressRefusedError(job, `that is not JSON (${what})`, 'heartbeat details travel as JSON: make progress numbers, strings, arrays and plain objects (a BigInt as a string, no cycles)');
+    new ProgressRefusedError(
+      job,
+      `that is not JSON (${what})`,
+      'heartbeat details travel as JSON: make progress numbers, strings, arrays and plain objects (a BigInt as a string, no cycles)',
+    );
   let text: string | undefined;
   try {
     text = JSON.stringify(progress);
@@ -232,7 +275,11 @@ export function checkProgress(job: JobRef, progress: unknown): string {
  * reaches the heartbeat details, and fails the attempt even when the compactor caught the throw and
  * went on (a retried attempt would resume from older progress and heartbeat the same again).
  */
-export async function withCheckedProgress<T>(job: JobRef, heartbeat: (progress?: unknown) => void, attempt: (checked: (progress?: unknown) => void) => Promise<T>): Promise<T> {
+export async function withCheckedProgress<T>(
+  job: JobRef,
+  heartbeat: (progress?: unknown) => void,
+  attempt: (checked: (progress?: unknown) => void) => Promise<T>,
+): Promise<T> {
   let refused: ProgressRefusedError | undefined;
   const checked = (progress?: unknown) => {
     if (progress !== undefined) {
@@ -258,7 +305,9 @@ export async function withCheckedProgress<T>(job: JobRef, heartbeat: (progress?:
 /** One attempt of a compaction, as the worker hands it to a {@link Compactor}. */
 export interface CompactionAttempt<P> {
   readonly job: CompactionJob;
-  /** The group's segments when the job started, in the root's order (a later one wins a tie, by the reference's rule). */
+  /**
+   * The group's segments when the job started, in the root's order (a later one wins a tie, by the reference's rule).
+   */
   readonly inputs: readonly string[];
   readonly store: StagedStore;
   readonly limits: MergeLimits;

@@ -12,13 +12,19 @@ export const MAX_RECURRING_ATTEMPTS = 3;
 
 /** The failure of the latest attempts, kept in heartbeat details: one line of text and a count, never the data. */
 export interface FailureStreak {
-  /** The error's name and the first line of its message (which names the input or record at fault, where the error does). */
+  /**
+   * The error's name and the first line of its message (which names the input or record at fault, where the error
+   * does).
+   */
   readonly error: string;
   /** Consecutive attempts that ended with it, with no progress heartbeated between them. */
   readonly attempts: number;
 }
 
-/** The streak after an attempt that failed with `error`, following `previous` (undefined when the last attempt made progress). */
+/**
+ * The streak after an attempt that failed with `error`, following `previous` (undefined when the last attempt made
+ * progress).
+ */
 export const nextStreak = (previous: FailureStreak | undefined, error: string): FailureStreak => ({
   error,
   attempts: previous?.error === error ? previous.attempts + 1 : 1,

@@ -38,7 +38,13 @@ export interface Flag {
 export type SettingValue = number | string | boolean;
 
 /** The type of a declared setting's value. */
-export type SettingType<D> = D extends { kind: 'whole' } ? number : D extends { kind: 'choice'; values: readonly (infer V)[] } ? V : D extends { kind: 'flag' } ? boolean : string;
+export type SettingType<D> = D extends { kind: 'whole' }
+  ? number
+  : D extends { kind: 'choice'; values: readonly (infer V)[] }
+    ? V
+    : D extends { kind: 'flag' }
+      ? boolean
+      : string;
 
 export type SettingDeclaration = (WholeNumber | Choice | Text | Flag) & {
   /** The environment variable that sets it; absent: an option of code only. */
@@ -57,19 +63,54 @@ const MAX = Number.MAX_SAFE_INTEGER;
 const ms = (min = 1): WholeNumber => ({ kind: 'whole', unit: 'ms', min, max: MAX });
 const bytes = (min = 1): WholeNumber => ({ kind: 'whole', unit: 'bytes', min, max: MAX });
 const count = (min: number, max = MAX): WholeNumber => ({ kind: 'whole', unit: 'count', min, max });
-const text = (minLength = 1, maxLength?: number): Text => ({ kind: 'text', minLength, ...(maxLength !== undefined && { maxLength }) });
-type Times = Pick<Timing, 'leaseRefreshIntervalMs' | 'publicationBudgetMs' | 'operationDeadlineMs' | 'clockSafetyMarginMs' | 'gcMinGraceMs' | 'leaseExpiryMs' | 'writerBudgetMs'>;
+const text = (minLength = 1, maxLength?: number): Text => ({
+  kind: 'text',
+  minLength,
+  ...(maxLength !== undefined && { maxLength }),
+});
+type Times = Pick<
+  Timing,
+  | 'leaseRefreshIntervalMs'
+  | 'publicationBudgetMs'
+  | 'operationDeadlineMs'
+  | 'clockSafetyMarginMs'
+  | 'gcMinGraceMs'
+  | 'leaseExpiryMs'
+  | 'writerBudgetMs'
+>;
 
-/** The protocol's timings (spec section 4), in the order their defaults derive; a bad value is a `TimingConfigError`. */
+/**
+ * The protocol's timings (spec section 4), in the order their defaults derive; a bad value is a `TimingConfigError`.
+ */
 export const TIMING_SETTINGS = {
   /** @default 300_000 (5 min) */
-  leaseRefreshIntervalMs: { ...ms(), env: 'COMPACTION_LEASE_REFRESH_INTERVAL_MS', default: 300_000, doc: 'how often a job refreshes its lease' },
+  leaseRefreshIntervalMs: {
+    ...ms(),
+    env: 'COMPACTION_LEASE_REFRESH_INTERVAL_MS',
+    default: 300_000,
+    doc: 'how often a job refreshes its lease',
+  },
   /** @default 900_000 (15 min) */
-  publicationBudgetMs: { ...ms(), env: 'COMPACTION_PUBLICATION_BUDGET_MS', default: 900_000, doc: 'from the refresh at the top of a publication attempt to the root CAS' },
+  publicationBudgetMs: {
+    ...ms(),
+    env: 'COMPACTION_PUBLICATION_BUDGET_MS',
+    default: 900_000,
+    doc: 'from the refresh at the top of a publication attempt to the root CAS',
+  },
   /** @default 150_000 (2.5 min) */
-  operationDeadlineMs: { ...ms(), env: 'COMPACTION_OPERATION_DEADLINE_MS', default: 150_000, doc: "one store request until its response, the SDK's retries included" },
+  operationDeadlineMs: {
+    ...ms(),
+    env: 'COMPACTION_OPERATION_DEADLINE_MS',
+    default: 150_000,
+    doc: "one store request until its response, the SDK's retries included",
+  },
   /** @default 180_000 (3 min) */
-  clockSafetyMarginMs: { ...ms(), env: 'COMPACTION_CLOCK_SAFETY_MARGIN_MS', default: 180_000, doc: 'allowed error between host clocks and the store\'s `LastModified`' },
+  clockSafetyMarginMs: {
+    ...ms(),
+    env: 'COMPACTION_CLOCK_SAFETY_MARGIN_MS',
+    default: 180_000,
+    doc: "allowed error between host clocks and the store's `LastModified`",
+  },
   /** @default budget + deadline + margin = 1_230_000 */
   gcMinGraceMs: {
     ...ms(),
@@ -85,7 +126,12 @@ export const TIMING_SETTINGS = {
     doc: 'an active lease is live while `now <= heartbeat_at_ms + expiry`',
   },
   /** @default expiry + T = 2_730_000 */
-  stagingGraceMs: { ...ms(), env: 'COMPACTION_STAGING_GRACE_MS', derive: (t: Times) => t.leaseExpiryMs + t.gcMinGraceMs, doc: 'minimum age before an unowned staged object may be deleted' },
+  stagingGraceMs: {
+    ...ms(),
+    env: 'COMPACTION_STAGING_GRACE_MS',
+    derive: (t: Times) => t.leaseExpiryMs + t.gcMinGraceMs,
+    doc: 'minimum age before an unowned staged object may be deleted',
+  },
   /** @default expiry + T = 2_730_000 */
   readerGraceMs: {
     ...ms(),
@@ -94,7 +140,12 @@ export const TIMING_SETTINGS = {
     doc: 'how long a segment a compaction replaced stays after its retirement (spec 6a.2)',
   },
   /** @default 900_000 (15 min) */
-  writerBudgetMs: { ...ms(), env: 'COMPACTION_WRITER_BUDGET_MS', default: 900_000, doc: "from before a writer's segment PUT until each root CAS that registers it is sent" },
+  writerBudgetMs: {
+    ...ms(),
+    env: 'COMPACTION_WRITER_BUDGET_MS',
+    default: 900_000,
+    doc: "from before a writer's segment PUT until each root CAS that registers it is sent",
+  },
   /** @default max(24 h, writer budget + deadline + margin) = 86_400_000 */
   lostWriteGraceMs: {
     ...ms(),
@@ -107,15 +158,41 @@ export const TIMING_SETTINGS = {
 /** A worker's own settings beside the timings (`CompactionSettings`); a bad value is a `SettingsError`. */
 export const WORKER_SETTINGS = {
   /** @default `{pid}@{hostname}` of the process (applied in src/config/settings.ts, where the process is known) */
-  ownerId: { ...text(1, 256), env: 'COMPACTION_OWNER_ID', unsetMeans: '{pid}@{hostname}', doc: '`owner_id` written into every lease, for an operator reading it' },
+  ownerId: {
+    ...text(1, 256),
+    env: 'COMPACTION_OWNER_ID',
+    unsetMeans: '{pid}@{hostname}',
+    doc: '`owner_id` written into every lease, for an operator reading it',
+  },
   /** @default 67_108_864 (64 MiB) */
-  targetSegmentBytes: { ...bytes(1024), env: 'COMPACTION_TARGET_SEGMENT_BYTES', default: 64 * 1024 * 1024, doc: 'uncompressed bytes at which an output segment is closed; bounds memory' },
+  targetSegmentBytes: {
+    ...bytes(1024),
+    env: 'COMPACTION_TARGET_SEGMENT_BYTES',
+    default: 64 * 1024 * 1024,
+    doc: 'uncompressed bytes at which an output segment is closed; bounds memory',
+  },
   /** @default 128 */
-  maxFanIn: { ...count(2), env: 'COMPACTION_MAX_FAN_IN', default: 128, doc: 'most sources one merge reads at once; a wider group merges in passes through runs' },
+  maxFanIn: {
+    ...count(2),
+    env: 'COMPACTION_MAX_FAN_IN',
+    default: 128,
+    doc: 'most sources one merge reads at once; a wider group merges in passes through runs',
+  },
   /** @default 2 (v2: more records per CPU-second in fewer bytes; `1` for readers that read only v1) */
-  segmentFormat: { kind: 'choice', values: [1, 2] as const, env: 'COMPACTION_SEGMENT_FORMAT', default: 2, doc: 'the segment format version the reference compactor writes its outputs in' },
+  segmentFormat: {
+    kind: 'choice',
+    values: [1, 2] as const,
+    env: 'COMPACTION_SEGMENT_FORMAT',
+    default: 2,
+    doc: 'the segment format version the reference compactor writes its outputs in',
+  },
   /** @default 4_294_967_296 (4 GiB) */
-  maxInputSegmentBytes: { ...bytes(), env: 'COMPACTION_MAX_INPUT_SEGMENT_BYTES', default: 4 * 1024 ** 3, doc: 'an input segment larger than this (by HEAD) ends the job as `InputTooLarge`' },
+  maxInputSegmentBytes: {
+    ...bytes(),
+    env: 'COMPACTION_MAX_INPUT_SEGMENT_BYTES',
+    default: 4 * 1024 ** 3,
+    doc: 'an input segment larger than this (by HEAD) ends the job as `InputTooLarge`',
+  },
   /**
    * Refresh interval + operation deadline: a lease keeper then beats once per refresh, when it lands,
    * so a job costs Temporal a heartbeat per refresh. At the defaults (7.5 min) a dead worker's retried
@@ -126,23 +203,48 @@ export const WORKER_SETTINGS = {
   heartbeatTimeoutMs: {
     ...ms(1000),
     env: 'COMPACTION_HEARTBEAT_TIMEOUT_MS',
-    derive: (t: Pick<Timing, 'leaseRefreshIntervalMs' | 'operationDeadlineMs'>) => t.leaseRefreshIntervalMs + t.operationDeadlineMs,
+    derive: (t: Pick<Timing, 'leaseRefreshIntervalMs' | 'operationDeadlineMs'>) =>
+      t.leaseRefreshIntervalMs + t.operationDeadlineMs,
     doc: 'Temporal heartbeat timeout of the long activities: how fast a dead worker is noticed',
   },
   /** @default 3 */
-  maxFencedRuns: { ...count(0), default: 3, doc: 'how many times a fenced job runs again as a new job before the workflow reports `fenced`' },
+  maxFencedRuns: {
+    ...count(0),
+    default: 3,
+    doc: 'how many times a fenced job runs again as a new job before the workflow reports `fenced`',
+  },
   /** @default 5 */
-  maxRootRaces: { ...count(1), default: 5, doc: 'lost root races a publication retries before it reports `superseded`' },
+  maxRootRaces: {
+    ...count(1),
+    default: 5,
+    doc: 'lost root races a publication retries before it reports `superseded`',
+  },
   /** @default 2_592_000_000 (30 days) */
-  manifestRetentionMs: { ...ms(), env: 'COMPACTION_MANIFEST_RETENTION_MS', default: 30 * 86_400_000, doc: "how long the collector keeps a pass's deletion manifests" },
+  manifestRetentionMs: {
+    ...ms(),
+    env: 'COMPACTION_MANIFEST_RETENTION_MS',
+    default: 30 * 86_400_000,
+    doc: "how long the collector keeps a pass's deletion manifests",
+  },
 } as const satisfies Record<string, SettingDeclaration>;
 
 /** How a worker process runs and where clients send work; a bad value is a `SettingsError`. */
 export const PROCESS_SETTINGS = {
   /** @default 'all' */
-  workerRole: { kind: 'choice', values: ['all', 'compaction', 'collector'] as const, env: 'COMPACTION_WORKER_ROLE', default: 'all', doc: "what a worker serves: every activity, or one role's" },
+  workerRole: {
+    kind: 'choice',
+    values: ['all', 'compaction', 'collector'] as const,
+    env: 'COMPACTION_WORKER_ROLE',
+    default: 'all',
+    doc: "what a worker serves: every activity, or one role's",
+  },
   /** @default 'compaction-lease' */
-  taskQueue: { ...text(), env: 'COMPACTION_TASK_QUEUE', default: 'compaction-lease', doc: 'task queue of workers, compactions, collector passes and the schedule' },
+  taskQueue: {
+    ...text(),
+    env: 'COMPACTION_TASK_QUEUE',
+    default: 'compaction-lease',
+    doc: 'task queue of workers, compactions, collector passes and the schedule',
+  },
   /** @default the task queue = 'compaction-lease' */
   collectorTaskQueue: {
     ...text(),
@@ -151,7 +253,13 @@ export const PROCESS_SETTINGS = {
     doc: "task queue a `collector` worker polls and where a pass sends its activities; a client's: the queue the pass starts on",
   },
   /** @default 'run' */
-  storeCheck: { kind: 'choice', values: ['run', 'skip'] as const, env: 'COMPACTION_STORE_CHECK', default: 'run', doc: 'whether a worker probes its store at start and refuses one that fails' },
+  storeCheck: {
+    kind: 'choice',
+    values: ['run', 'skip'] as const,
+    env: 'COMPACTION_STORE_CHECK',
+    default: 'run',
+    doc: 'whether a worker probes its store at start and refuses one that fails',
+  },
   /**
    * A running job holds one activity slot for its whole life (its work with the lease keeper beside
    * it), so the SDK's default of 100 would cap a worker at 100 jobs, and jobs filling every slot would
@@ -159,7 +267,12 @@ export const PROCESS_SETTINGS = {
    * 10,000; the rest is headroom for collector passes. A waiting keeper costs a timer, not a thread.
    * @default 11_000
    */
-  activitySlots: { ...count(1), env: 'COMPACTION_WORKER_ACTIVITY_SLOTS', default: 11_000, doc: 'activity slots of a worker: jobs per worker ≤ slots minus collector headroom' },
+  activitySlots: {
+    ...count(1),
+    env: 'COMPACTION_WORKER_ACTIVITY_SLOTS',
+    default: 11_000,
+    doc: 'activity slots of a worker: jobs per worker ≤ slots minus collector headroom',
+  },
   /** @default 'WARN' */
   logLevel: {
     kind: 'choice',
@@ -170,19 +283,43 @@ export const PROCESS_SETTINGS = {
     doc: 'the log level of the Temporal Runtime a worker installs',
   },
   /** @default off */
-  metricsPrometheus: { ...text(), env: 'COMPACTION_METRICS_PROMETHEUS', doc: '`host:port` of a Prometheus `/metrics` endpoint' },
+  metricsPrometheus: {
+    ...text(),
+    env: 'COMPACTION_METRICS_PROMETHEUS',
+    doc: '`host:port` of a Prometheus `/metrics` endpoint',
+  },
   /** @default the package's formats */
-  formatModule: { ...text(), env: 'COMPACTION_FORMAT_MODULE', unsetMeans: "the package's formats", doc: 'an ES module whose `compactor` and/or `rootCodec` a worker runs' },
+  formatModule: {
+    ...text(),
+    env: 'COMPACTION_FORMAT_MODULE',
+    unsetMeans: "the package's formats",
+    doc: 'an ES module whose `compactor` and/or `rootCodec` a worker runs',
+  },
   /** @default every 15 min, '*\/15 * * * *' */
-  gcCron: { ...text(), env: 'COMPACTION_GC_CRON', default: '*/15 * * * *', doc: "the collector schedule's cron expression (the demo's)" },
+  gcCron: {
+    ...text(),
+    env: 'COMPACTION_GC_CRON',
+    default: '*/15 * * * *',
+    doc: "the collector schedule's cron expression (the demo's)",
+  },
 } as const satisfies Record<string, SettingDeclaration>;
 
 /** The S3 store's bucket and the bounds of its client (`S3StoreOptions`); a bad value is a `StoreConfigError`. */
 export const S3_SETTINGS = {
   /** @default unset: the embedded store */
-  bucket: { ...text(), env: 'COMPACTION_S3_BUCKET', unsetMeans: 'the embedded store', doc: 'bucket holding `namespaces/…`; when set, the S3 adapter is used' },
+  bucket: {
+    ...text(),
+    env: 'COMPACTION_S3_BUCKET',
+    unsetMeans: 'the embedded store',
+    doc: 'bucket holding `namespaces/…`; when set, the S3 adapter is used',
+  },
   /** @default false */
-  forcePathStyle: { kind: 'flag', env: 'COMPACTION_S3_FORCE_PATH_STYLE', default: false, doc: '`true` for MinIO and other path-style endpoints' },
+  forcePathStyle: {
+    kind: 'flag',
+    env: 'COMPACTION_S3_FORCE_PATH_STYLE',
+    default: false,
+    doc: '`true` for MinIO and other path-style endpoints',
+  },
   /** @default min(operation deadline, 30_000) = 30_000 */
   idleTimeoutMs: {
     ...ms(),
@@ -191,11 +328,29 @@ export const S3_SETTINGS = {
     doc: 'a response body that moves no byte for this long fails (retryable)',
   },
   /** @default 262_144 (256 KiB) */
-  readWindowBytes: { ...bytes(), env: 'COMPACTION_S3_READ_WINDOW_BYTES', default: 256 * 1024, doc: 'segments are read as ranged GETs of this size, one ahead of the merge' },
+  readWindowBytes: {
+    ...bytes(),
+    env: 'COMPACTION_S3_READ_WINDOW_BYTES',
+    default: 256 * 1024,
+    doc: 'segments are read as ranged GETs of this size, one ahead of the merge',
+  },
   /** @default 32 */
-  maxConcurrentReads: { ...count(1), env: 'COMPACTION_S3_MAX_CONCURRENT_READS', default: 32, doc: 'window requests in flight at once across all compactions of a worker' },
-  /** Window reads take at most 32; the rest serve lease keepers' refreshes, output segment writes and the collector. @default 128 */
-  maxSockets: { ...count(1), env: 'COMPACTION_S3_MAX_SOCKETS', default: 128, doc: "sockets of the S3 client's keep-alive pool" },
+  maxConcurrentReads: {
+    ...count(1),
+    env: 'COMPACTION_S3_MAX_CONCURRENT_READS',
+    default: 32,
+    doc: 'window requests in flight at once across all compactions of a worker',
+  },
+  /**
+   * Window reads take at most 32; the rest serve lease keepers' refreshes, output segment writes and the collector.
+   * @default 128
+   */
+  maxSockets: {
+    ...count(1),
+    env: 'COMPACTION_S3_MAX_SOCKETS',
+    default: 128,
+    doc: "sockets of the S3 client's keep-alive pool",
+  },
   /** @default 1_048_576 (1 MiB/s) */
   minUploadBytesPerSecond: {
     kind: 'whole',
@@ -213,7 +368,12 @@ export const S3_SETTINGS = {
 /** The embedded store (`COMPACTION_S3_BUCKET` unset); a bad value is a `StoreConfigError`. */
 export const EMBEDDED_STORE_SETTINGS = {
   /** @default 'data/store.sqlite' */
-  path: { ...text(), env: 'COMPACTION_EMBEDDED_STORE', default: 'data/store.sqlite', doc: 'SQLite file of the embedded store, relative to the working directory' },
+  path: {
+    ...text(),
+    env: 'COMPACTION_EMBEDDED_STORE',
+    default: 'data/store.sqlite',
+    doc: 'SQLite file of the embedded store, relative to the working directory',
+  },
 } as const satisfies Record<string, SettingDeclaration>;
 
 /**
@@ -222,9 +382,17 @@ export const EMBEDDED_STORE_SETTINGS = {
  */
 export const GC_PASS_SETTINGS = {
   /** @default false */
-  dryRun: { kind: 'flag', default: false, doc: 'report exactly what a real pass would do, claiming and deleting nothing' },
+  dryRun: {
+    kind: 'flag',
+    default: false,
+    doc: 'report exactly what a real pass would do, claiming and deleting nothing',
+  },
   /** @default 4 */
-  namespaceConcurrency: { ...count(1, 1000), default: 4, doc: 'namespaces collected at once, each by its own child workflow' },
+  namespaceConcurrency: {
+    ...count(1, 1000),
+    default: 4,
+    doc: 'namespaces collected at once, each by its own child workflow',
+  },
   /**
    * A page collected in one activity costs a few events; collected command by command (a page whose
    * activity failed for good) one job prefix costs about 12 (bench/reclaim.ts measured 12,043 events for
@@ -232,10 +400,21 @@ export const GC_PASS_SETTINGS = {
    * @default 100
    */
   prefixesPerPage: { ...count(1, 400), default: 100, doc: 'namespaces or job prefixes per listing page' },
-  /** Each prefix in flight holds up to two activities open: far below Temporal's 2,000 pending activities per run. @default 8 */
-  prefixConcurrency: { ...count(1, 100), default: 8, doc: 'job prefixes of one namespace claimed and reclaimed at once' },
+  /**
+   * Each prefix in flight holds up to two activities open: far below Temporal's 2,000 pending activities per run.
+   * @default 8
+   */
+  prefixConcurrency: {
+    ...count(1, 100),
+    default: 8,
+    doc: 'job prefixes of one namespace claimed and reclaimed at once',
+  },
   /** @default 4000 */
-  keysPerFlush: { ...count(1, 1_000_000), default: 4000, doc: 'staged candidates collected before the root is re-read and they are deleted' },
+  keysPerFlush: {
+    ...count(1, 1_000_000),
+    default: 4000,
+    doc: 'staged candidates collected before the root is re-read and they are deleted',
+  },
 } as const satisfies Record<string, SettingDeclaration>;
 
 /** How clients start work. */
@@ -248,25 +427,53 @@ export const CLIENT_SETTINGS = {
    * to wait longer (`workerTimeoutMs`, `--worker-timeout`).
    * @default 5_000 (5 s)
    */
-  workerTimeoutMs: { ...ms(0), default: 5_000, doc: 'how long a start looks for a live worker before it fails, starting nothing' },
+  workerTimeoutMs: {
+    ...ms(0),
+    default: 5_000,
+    doc: 'how long a start looks for a live worker before it fails, starting nothing',
+  },
   /** @default 500 */
-  workerPollIntervalMs: { ...ms(), default: 500, doc: 'how often `waitForWorker` asks the server which workers poll the queue' },
+  workerPollIntervalMs: {
+    ...ms(),
+    default: 500,
+    doc: 'how often `waitForWorker` asks the server which workers poll the queue',
+  },
   /** @default 5_000 (5 s) */
-  watchIntervalMs: { ...ms(), default: 5_000, doc: 'how often a wait for a run describes it: a failing workflow task is reported within this plus about 1 s' },
+  watchIntervalMs: {
+    ...ms(),
+    default: 5_000,
+    doc: 'how often a wait for a run describes it: a failing workflow task is reported within this plus about 1 s',
+  },
 } as const satisfies Record<string, SettingDeclaration>;
 
 /** A setting's value once defaulted: unset only where nothing is declared to apply. */
-export type DefaultedSetting<D> = D extends { default: SettingValue } | { derive: unknown } ? SettingType<D> : SettingType<D> | undefined;
+export type DefaultedSetting<D> = D extends { default: SettingValue } | { derive: unknown }
+  ? SettingType<D>
+  : SettingType<D> | undefined;
 
 /** Every table, each setting of the package in one of them. */
-export const SETTING_TABLES = [TIMING_SETTINGS, WORKER_SETTINGS, PROCESS_SETTINGS, S3_SETTINGS, EMBEDDED_STORE_SETTINGS, GC_PASS_SETTINGS, CLIENT_SETTINGS] as const;
+export const SETTING_TABLES = [
+  TIMING_SETTINGS,
+  WORKER_SETTINGS,
+  PROCESS_SETTINGS,
+  S3_SETTINGS,
+  EMBEDDED_STORE_SETTINGS,
+  GC_PASS_SETTINGS,
+  CLIENT_SETTINGS,
+] as const;
 
 /** Settings by name, in the order their defaults derive. */
 export type SettingTable = Readonly<Record<string, SettingDeclaration>>;
 
 /** The environment variable of each setting of `table` that has one. */
-export const envNames = <T extends SettingTable>(table: T): { readonly [K in keyof T as T[K]['env'] extends string ? K : never]: T[K]['env'] } =>
-  Object.freeze(Object.fromEntries(Object.entries(table).flatMap(([name, declared]) => (declared.env ? [[name, declared.env]] : [])))) as never;
+export const envNames = <T extends SettingTable>(
+  table: T,
+): { readonly [K in keyof T as T[K]['env'] extends string ? K : never]: T[K]['env'] } =>
+  Object.freeze(
+    Object.fromEntries(
+      Object.entries(table).flatMap(([name, declared]) => (declared.env ? [[name, declared.env]] : [])),
+    ),
+  ) as never;
 
 /**
  * The settings of `table` with every unset one defaulted, in the table's order: `given` where set,
@@ -283,7 +490,9 @@ export function applyDefaults<T extends SettingTable>(
     const derive = declared.derive as ((values: Record<string, SettingValue | undefined>) => SettingValue) | undefined;
     values[name] = given[name] ?? declared.default ?? derive?.(values);
   }
-  return Object.fromEntries(Object.keys(table).map((name) => [name, values[name]])) as { [K in keyof T]: DefaultedSetting<T[K]> };
+  return Object.fromEntries(Object.keys(table).map((name) => [name, values[name]])) as {
+    [K in keyof T]: DefaultedSetting<T[K]>;
+  };
 }
 
 /** The value of every setting with an environment variable when nothing is set, by variable: the docs' defaults. */

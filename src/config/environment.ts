@@ -34,13 +34,18 @@ const failureOf = (table: SettingTable): ((variable: string, message: string) =>
 function allowed(declared: SettingDeclaration): string {
   switch (declared.kind) {
     case 'whole': {
-      const unit = declared.unit === 'ms' ? ' of milliseconds' : declared.unit === 'count' ? '' : ` of ${declared.unit}`;
-      return declared.max === Number.MAX_SAFE_INTEGER ? `a whole number${unit}, at least ${declared.min}` : `a whole number${unit} from ${declared.min} to ${declared.max}`;
+      const unit =
+        declared.unit === 'ms' ? ' of milliseconds' : declared.unit === 'count' ? '' : ` of ${declared.unit}`;
+      return declared.max === Number.MAX_SAFE_INTEGER
+        ? `a whole number${unit}, at least ${declared.min}`
+        : `a whole number${unit} from ${declared.min} to ${declared.max}`;
     }
     case 'choice':
       return `one of ${declared.values.join(', ')}`;
     case 'text':
-      return declared.maxLength === undefined ? 'text' : `text of ${declared.minLength ?? 0} to ${declared.maxLength} characters`;
+      return declared.maxLength === undefined
+        ? 'text'
+        : `text of ${declared.minLength ?? 0} to ${declared.maxLength} characters`;
     case 'flag':
       return 'true or false';
   }
@@ -58,7 +63,9 @@ function parse(declared: SettingDeclaration, raw: string): SettingValue | undefi
       return declared.values.find((value) => text(value) === text(raw));
     }
     case 'text':
-      return raw.length >= (declared.minLength ?? 0) && raw.length <= (declared.maxLength ?? Infinity) ? raw : undefined;
+      return raw.length >= (declared.minLength ?? 0) && raw.length <= (declared.maxLength ?? Infinity)
+        ? raw
+        : undefined;
     case 'flag':
       return raw === 'true' ? true : raw === 'false' ? false : undefined;
   }
@@ -68,27 +75,41 @@ function parse(declared: SettingDeclaration, raw: string): SettingValue | undefi
 export type ReadSetting<D> = D extends { default: unknown } ? SettingType<D> : SettingType<D> | undefined;
 
 /** The value `env` sets for setting `name` of `table` (empty is unset), else its value default. */
-export function settingFromEnv<T extends SettingTable, K extends keyof T & string>(table: T, name: K, env?: NodeJS.ProcessEnv): ReadSetting<T[K]> {
+export function settingFromEnv<T extends SettingTable, K extends keyof T & string>(
+  table: T,
+  name: K,
+  env?: NodeJS.ProcessEnv,
+): ReadSetting<T[K]> {
   return (settingSetInEnv(table, name, env) ?? table[name]!.default) as ReadSetting<T[K]>;
 }
 
 /** The value `env` sets for setting `name` of `table`, undefined when unset (or empty). */
-export function settingSetInEnv<T extends SettingTable, K extends keyof T & string>(table: T, name: K, env?: NodeJS.ProcessEnv): SettingType<T[K]> | undefined {
+export function settingSetInEnv<T extends SettingTable, K extends keyof T & string>(
+  table: T,
+  name: K,
+  env?: NodeJS.ProcessEnv,
+): SettingType<T[K]> | undefined {
   const declared: SettingDeclaration = table[name]!;
   const variable = declared.env;
   const raw = variable === undefined ? undefined : environment(env)[variable];
   if (variable === undefined || raw === undefined || raw === '') return undefined;
   const value = parse(declared, raw);
-  if (value === undefined) throw failureOf(table)(variable, `${variable} must be ${allowed(declared)}, not ${JSON.stringify(raw)}`);
+  if (value === undefined)
+    throw failureOf(table)(variable, `${variable} must be ${allowed(declared)}, not ${JSON.stringify(raw)}`);
   return value as SettingType<T[K]>;
 }
 
 /** The settings of `table` that `env` sets, parsed; the unset ones are absent. */
-export function settingsSetInEnv<T extends SettingTable>(table: T, env?: NodeJS.ProcessEnv): { [K in keyof T]?: SettingType<T[K]> } {
-  return Object.fromEntries(Object.keys(table).flatMap((name) => {
-    const value = settingSetInEnv(table, name, env);
-    return value === undefined ? [] : [[name, value]];
-  })) as { [K in keyof T]?: SettingType<T[K]> };
+export function settingsSetInEnv<T extends SettingTable>(
+  table: T,
+  env?: NodeJS.ProcessEnv,
+): { [K in keyof T]?: SettingType<T[K]> } {
+  return Object.fromEntries(
+    Object.keys(table).flatMap((name) => {
+      const value = settingSetInEnv(table, name, env);
+      return value === undefined ? [] : [[name, value]];
+    }),
+  ) as { [K in keyof T]?: SettingType<T[K]> };
 }
 
 /** The timings `COMPACTION_*_MS` set, the others derived; a bad or unsafe one is a {@link TimingConfigError}. */
@@ -96,7 +117,10 @@ export function timingFromEnv(env?: NodeJS.ProcessEnv): Timing {
   return resolveTiming(settingsSetInEnv(TIMING_SETTINGS, env));
 }
 
-/** Settings from `COMPACTION_*` variables (see the README's table); a bad one is a {@link SettingsError} or {@link TimingConfigError}. */
+/**
+ * Settings from `COMPACTION_*` variables (see the README's table); a bad one is a {@link SettingsError} or {@link
+ * TimingConfigError}.
+ */
 export function settingsFromEnv(env?: NodeJS.ProcessEnv): CompactionSettings {
   return resolveSettings({ ...settingsSetInEnv(WORKER_SETTINGS, env), timing: timingFromEnv(env) });
 }

@@ -24,7 +24,11 @@ export const backoffDelayMs = (backoff: Backoff, failures: number): number =>
 export function attemptsSpanning(spanMs: number, backoff: Backoff = ACTIVITY_BACKOFF): number {
   let attempts = 1;
   let waited = 0;
-  for (let interval = backoff.initialIntervalMs; waited < spanMs; interval = Math.min(interval * backoff.backoffCoefficient, backoff.maximumIntervalMs)) {
+  for (
+    let interval = backoff.initialIntervalMs;
+    waited < spanMs;
+    interval = Math.min(interval * backoff.backoffCoefficient, backoff.maximumIntervalMs)
+  ) {
     waited += interval;
     attempts++;
   }

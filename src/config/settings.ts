@@ -12,33 +12,54 @@ export class SettingsError extends TypedError {
   readonly failureType = 'InvalidSettings';
 }
 
-/** A worker's settings: its timings and the bounds and identities it writes by; {@link resolveSettings} fills the defaults. */
+/**
+ * A worker's settings: its timings and the bounds and identities it writes by; {@link resolveSettings} fills the
+ * defaults.
+ */
 export interface CompactionSettings {
   readonly timing: Timing;
   /** Written into `owner_id` of every lease, for an operator reading the object. */
   readonly ownerId: string;
   /** Uncompressed bytes at which the compactor closes an output segment; bounds its memory. */
   readonly targetSegmentBytes: number;
-  /** Most sources one merge reads at once; a wider group merges in passes through intermediate runs. Bounds memory and sockets whatever the group's width. */
+  /**
+   * Most sources one merge reads at once; a wider group merges in passes through intermediate runs. Bounds memory and
+   * sockets whatever the group's width.
+   */
   readonly maxFanIn: number;
-  /** The segment format the reference compactor writes its outputs in (its intermediate runs are always v2); it reads both, so a group may mix them. */
+  /**
+   * The segment format the reference compactor writes its outputs in (its intermediate runs are always v2); it reads
+   * both, so a group may mix them.
+   */
   readonly segmentFormat: SegmentFormatVersion;
-  /** Bytes above which an input segment is refused from its size (a HEAD) before it is read: far beyond any segment the metadata service writes. */
+  /**
+   * Bytes above which an input segment is refused from its size (a HEAD) before it is read: far beyond any segment the
+   * metadata service writes.
+   */
   readonly maxInputSegmentBytes: number;
-  /** Temporal heartbeat timeout of the long activities: how fast a dead worker is noticed; the lease expiry must cover it (see `minimumLeaseExpiryMs`). Default {@link defaultHeartbeatTimeoutMs}. */
+  /**
+   * Temporal heartbeat timeout of the long activities: how fast a dead worker is noticed; the lease expiry must cover
+   * it (see `minimumLeaseExpiryMs`). Default {@link defaultHeartbeatTimeoutMs}.
+   */
   readonly heartbeatTimeoutMs: number;
   /** How many times a fenced job runs again as a new job before the workflow reports `fenced`. */
   readonly maxFencedRuns: number;
   /** Lost root races a publication retries before it reports `superseded`. */
   readonly maxRootRaces: number;
-  /** How long the collector keeps a pass's deletion manifests (from the pass's clock) before a later pass reclaims them. Default 30 days ({@link WORKER_SETTINGS} holds every default). */
+  /**
+   * How long the collector keeps a pass's deletion manifests (from the pass's clock) before a later pass reclaims them.
+   * Default 30 days ({@link WORKER_SETTINGS} holds every default).
+   */
   readonly manifestRetentionMs: number;
 }
 
 const schema = schemaOf(WORKER_SETTINGS);
 
-/** The heartbeat timeout unless one is set: refresh interval + operation deadline (see {@link WORKER_SETTINGS} for why). */
-export const defaultHeartbeatTimeoutMs: (t: Pick<Timing, 'leaseRefreshIntervalMs' | 'operationDeadlineMs'>) => number = WORKER_SETTINGS.heartbeatTimeoutMs.derive;
+/**
+ * The heartbeat timeout unless one is set: refresh interval + operation deadline (see {@link WORKER_SETTINGS} for why).
+ */
+export const defaultHeartbeatTimeoutMs: (t: Pick<Timing, 'leaseRefreshIntervalMs' | 'operationDeadlineMs'>) => number =
+  WORKER_SETTINGS.heartbeatTimeoutMs.derive;
 
 /**
  * How often a long activity (lease keeper, work) heartbeats to Temporal, and the worker's heartbeat
@@ -54,7 +75,10 @@ export const heartbeatEveryMs = (s: Pick<CompactionSettings, 'timing' | 'heartbe
 /** Environment variable of each setting an operator sets that way. */
 export const SETTINGS_ENV = envNames(WORKER_SETTINGS);
 
-/** Settings from code validated against {@link WORKER_SETTINGS}, every unset one at its default there, checked as a worker would at start ({@link SettingsError} names the setting). */
+/**
+ * Settings from code validated against {@link WORKER_SETTINGS}, every unset one at its default there, checked as a
+ * worker would at start ({@link SettingsError} names the setting).
+ */
 export function resolveSettings(
   settings: Partial<Omit<CompactionSettings, 'timing'>> & { timing?: Timing | Partial<Timing> } = {},
 ): CompactionSettings {

@@ -12,7 +12,10 @@ import { schemaOf } from './schema';
 export interface Timing {
   /** How often a job refreshes its lease; longer than one S3 operation including retries. */
   readonly leaseRefreshIntervalMs: number;
-  /** How long after its last heartbeat an active lease expires; at least the collector's minimum grace, and long enough for the next refresh to land (see {@link minimumLeaseExpiryMs}). */
+  /**
+   * How long after its last heartbeat an active lease expires; at least the collector's minimum grace, and long enough
+   * for the next refresh to land (see {@link minimumLeaseExpiryMs}).
+   */
   readonly leaseExpiryMs: number;
   /** From the refresh at the top of a publication attempt until the root CAS is sent. */
   readonly publicationBudgetMs: number;
@@ -75,8 +78,14 @@ export function resolveTiming(settings: Partial<Timing> = {}): Timing {
 function timingViolations(t: Timing): string[] {
   const env = TIMING_ENV;
   const rules: [boolean, string][] = [
-    [t.leaseRefreshIntervalMs > t.operationDeadlineMs, `${env.leaseRefreshIntervalMs} (${t.leaseRefreshIntervalMs}) must exceed ${env.operationDeadlineMs} (${t.operationDeadlineMs})`],
-    [t.leaseExpiryMs >= t.gcMinGraceMs, `${env.leaseExpiryMs} (${t.leaseExpiryMs}) must be at least ${env.gcMinGraceMs} (${t.gcMinGraceMs})`],
+    [
+      t.leaseRefreshIntervalMs > t.operationDeadlineMs,
+      `${env.leaseRefreshIntervalMs} (${t.leaseRefreshIntervalMs}) must exceed ${env.operationDeadlineMs} (${t.operationDeadlineMs})`,
+    ],
+    [
+      t.leaseExpiryMs >= t.gcMinGraceMs,
+      `${env.leaseExpiryMs} (${t.leaseExpiryMs}) must be at least ${env.gcMinGraceMs} (${t.gcMinGraceMs})`,
+    ],
     [
       // A refresh is sent one interval after the heartbeat it follows and lands within one deadline.
       t.leaseExpiryMs >= t.leaseRefreshIntervalMs + t.operationDeadlineMs,
@@ -86,19 +95,25 @@ function timingViolations(t: Timing): string[] {
       t.gcMinGraceMs >= t.publicationBudgetMs + t.operationDeadlineMs + t.clockSafetyMarginMs,
       `${env.gcMinGraceMs} (${t.gcMinGraceMs}) must be at least ${env.publicationBudgetMs} + ${env.operationDeadlineMs} + ${env.clockSafetyMarginMs} (${t.publicationBudgetMs + t.operationDeadlineMs + t.clockSafetyMarginMs})`,
     ],
-    [t.stagingGraceMs >= t.leaseExpiryMs + t.gcMinGraceMs, `${env.stagingGraceMs} (${t.stagingGraceMs}) must be at least ${env.leaseExpiryMs} + ${env.gcMinGraceMs} (${t.leaseExpiryMs + t.gcMinGraceMs})`],
     [
-      // The retiring CAS lands within T of its retired_at_ms, so a reader of the old root keeps its segments for the grace less T.
+      t.stagingGraceMs >= t.leaseExpiryMs + t.gcMinGraceMs,
+      `${env.stagingGraceMs} (${t.stagingGraceMs}) must be at least ${env.leaseExpiryMs} + ${env.gcMinGraceMs} (${t.leaseExpiryMs + t.gcMinGraceMs})`,
+    ],
+    [
+      // The retiring CAS lands within T of its retired_at_ms, so a reader of the old root keeps its segments for the
+      // grace less T.
       t.readerGraceMs >= t.gcMinGraceMs,
       `${env.readerGraceMs} (${t.readerGraceMs}) must be at least ${env.gcMinGraceMs} (${t.gcMinGraceMs}): the root that retires a segment lands up to T after its retired_at_ms`,
     ],
     [
-      // A published job stops refreshing before its outputs can be retired, so this grace outlasts its lease: no object under a live lease goes.
+      // A published job stops refreshing before its outputs can be retired, so this grace outlasts its lease: no object
+      // under a live lease goes.
       t.readerGraceMs >= t.leaseExpiryMs + t.clockSafetyMarginMs,
       `${env.readerGraceMs} (${t.readerGraceMs}) must be at least ${env.leaseExpiryMs} + ${env.clockSafetyMarginMs} (${t.leaseExpiryMs + t.clockSafetyMarginMs}): a superseded output would go while its job's lease is live`,
     ],
     [
-      // A writer sends its last registering CAS within the budget of its PUT's start; it lands within one deadline, and LastModified may be off by the margin.
+      // A writer sends its last registering CAS within the budget of its PUT's start; it lands within one deadline, and
+      // LastModified may be off by the margin.
       t.lostWriteGraceMs >= t.writerBudgetMs + t.operationDeadlineMs + t.clockSafetyMarginMs,
       `${env.lostWriteGraceMs} (${t.lostWriteGraceMs}) must be at least ${env.writerBudgetMs} + ${env.operationDeadlineMs} + ${env.clockSafetyMarginMs} (${t.writerBudgetMs + t.operationDeadlineMs + t.clockSafetyMarginMs}): a writer's segment would go before its registration lands`,
     ],
@@ -121,15 +136,19 @@ export const KEEPER_RETRY_DELAY_MS = ACTIVITY_BACKOFF.initialIntervalMs;
  * and the retried keeper refreshes at once, landing within one operation deadline:
  * expiry ≥ refresh interval + heartbeat timeout + retry delay + operation deadline.
  */
-export const minimumLeaseExpiryMs = (t: Pick<Timing, 'leaseRefreshIntervalMs' | 'operationDeadlineMs'>, heartbeatTimeoutMs: number): number =>
-  t.leaseRefreshIntervalMs + heartbeatTimeoutMs + KEEPER_RETRY_DELAY_MS + t.operationDeadlineMs;
+export const minimumLeaseExpiryMs = (
+  t: Pick<Timing, 'leaseRefreshIntervalMs' | 'operationDeadlineMs'>,
+  heartbeatTimeoutMs: number,
+): number => t.leaseRefreshIntervalMs + heartbeatTimeoutMs + KEEPER_RETRY_DELAY_MS + t.operationDeadlineMs;
 
 /**
  * The default timings with every one divided by `factor`: each cadence shrinks alike, so a job under
  * them refreshes, heartbeats and expires as a job at the defaults would, `factor` times faster.
  */
 export function defaultTimingDividedBy(factor: number): Timing {
-  return resolveTiming(Object.fromEntries(Object.entries(resolveTiming()).map(([field, ms]) => [field, Math.round(ms / factor)])));
+  return resolveTiming(
+    Object.fromEntries(Object.entries(resolveTiming()).map(([field, ms]) => [field, Math.round(ms / factor)])),
+  );
 }
 
 /**
@@ -137,8 +156,18 @@ export function defaultTimingDividedBy(factor: number): Timing {
  * scaled from it, and the expiry at least {@link minimumLeaseExpiryMs} for the keepers' heartbeat timeout.
  */
 export function shrunkTiming(unitMs: number, heartbeatTimeoutMs: number): Timing {
-  const scaled = { leaseRefreshIntervalMs: unitMs, operationDeadlineMs: Math.floor(unitMs / 2), publicationBudgetMs: unitMs, clockSafetyMarginMs: unitMs, writerBudgetMs: unitMs };
+  const scaled = {
+    leaseRefreshIntervalMs: unitMs,
+    operationDeadlineMs: Math.floor(unitMs / 2),
+    publicationBudgetMs: unitMs,
+    clockSafetyMarginMs: unitMs,
+    writerBudgetMs: unitMs,
+  };
   // The lost-write grace at its least, so a demo's lost writes go within seconds too.
   const lostWriteGraceMs = scaled.writerBudgetMs + scaled.operationDeadlineMs + scaled.clockSafetyMarginMs;
-  return resolveTiming({ ...scaled, lostWriteGraceMs, leaseExpiryMs: Math.max(5 * unitMs, minimumLeaseExpiryMs(scaled, heartbeatTimeoutMs)) });
+  return resolveTiming({
+    ...scaled,
+    lostWriteGraceMs,
+    leaseExpiryMs: Math.max(5 * unitMs, minimumLeaseExpiryMs(scaled, heartbeatTimeoutMs)),
+  });
 }

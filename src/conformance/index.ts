@@ -34,7 +34,9 @@ export interface FormatUnderTest {
    * lists them in the root with `rootCodec` (e.g. `updateRoot(store, ns, …, rootCodec)`).
    */
   readonly writeInputs: (store: ObjectStore, ns: NamespaceId, group: FamilyGroup) => Promise<void>;
-  /** Default: `targetSegmentBytes` 4096, so the sample inputs make several outputs and a resume has something to skip. */
+  /**
+   * Default: `targetSegmentBytes` 4096, so the sample inputs make several outputs and a resume has something to skip.
+   */
   readonly limits?: MergeLimits;
 }
 
@@ -216,7 +218,8 @@ async function checkPublicationAndCollector(
       const outcome = await publishCompaction(store, request, { budgetMs: 60_000, maxRootRaces: 3 }, clock, rootCodec);
       if (outcome.outcome !== 'published') fail(`publication ended ${JSON.stringify(outcome)}`);
       const after = (await readRoot(store, ns, rootCodec)).root;
-      // A compactor that says how high its tombstones go lets publication drop them (and raise the floor); otherwise they are named.
+      // A compactor that says how high its tombstones go lets publication drop them (and raise the floor); otherwise
+      // they are named.
       const expected = tombstoneSeqFloor === undefined ? [...outputs, ...tombstones] : outputs;
       if (!isDeepStrictEqual(after.groups[group], expected))
         fail(
@@ -266,7 +269,10 @@ interface CompactorRun {
   readonly written: string[];
 }
 
-/** One attempt of the format's compactor on the sample group as a worker would run it, with every key it writes recorded. */
+/**
+ * One attempt of the format's compactor on the sample group as a worker would run it, with every key it writes
+ * recorded.
+ */
 async function runCompactor(
   { store, format: { compactor }, ns, group, inputs, limits }: CheckRun,
   {

@@ -21,7 +21,10 @@ export interface MinioOptions {
   readyTimeoutMs?: number;
 }
 
-/** A MinIO server on a free port (unless `port` is given), ready to serve S3 requests; `stop()` ends it and removes its data. */
+/**
+ * A MinIO server on a free port (unless `port` is given), ready to serve S3 requests; `stop()` ends it and removes its
+ * data.
+ */
 export function startMinio(opts: MinioOptions = {}): Promise<S3Server> {
   return startOnFreePorts(opts.port, () => startMinioOnce(opts));
 }
@@ -43,7 +46,15 @@ async function startMinioOnce(opts: MinioOptions): Promise<S3Server> {
   const server = await startServer({
     name: 'minio',
     command: binPath,
-    args: ['server', dataDir, '--address', `127.0.0.1:${port}`, '--console-address', `127.0.0.1:${consolePort}`, '--quiet'],
+    args: [
+      'server',
+      dataDir,
+      '--address',
+      `127.0.0.1:${port}`,
+      '--console-address',
+      `127.0.0.1:${consolePort}`,
+      '--quiet',
+    ],
     env: { MINIO_ROOT_USER: accessKey, MINIO_ROOT_PASSWORD: secretKey },
     ...(opts.logFile !== undefined && { logFile: opts.logFile }),
     probe: () => httpOk(`${endpoint}/minio/health/ready`),

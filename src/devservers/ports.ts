@@ -45,7 +45,11 @@ export async function freePort(): Promise<number> {
  * `attempts` times in all) while it fails because one of them was taken by someone else before the
  * server bound it. A port the caller fixed (`fixedPort`) is not ours to change: no retry then.
  */
-export async function startOnFreePorts<T>(fixedPort: number | undefined, start: () => Promise<T>, attempts = 3): Promise<T> {
+export async function startOnFreePorts<T>(
+  fixedPort: number | undefined,
+  start: () => Promise<T>,
+  attempts = 3,
+): Promise<T> {
   if (fixedPort) {
     handedOut.add(fixedPort); // so that no port chosen beside it is the same
     return start();

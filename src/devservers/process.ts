@@ -116,7 +116,9 @@ export async function startServer(spec: ServerSpec): Promise<ServerProcess> {
   };
 
   const fail = (what: string): Error =>
-    new Error(`${spec.name} (${spec.command} ${spec.args.join(' ')}) ${what}; log ${logFile} ends with:\n${logTail(logFile)}`);
+    new Error(
+      `${spec.name} (${spec.command} ${spec.args.join(' ')}) ${what}; log ${logFile} ends with:\n${logTail(logFile)}`,
+    );
 
   const deadline = Date.now() + spec.readyTimeoutMs;
   for (;;) {

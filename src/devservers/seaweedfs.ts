@@ -24,11 +24,16 @@ export function startSeaweedfs(opts: SeaweedfsOptions = {}): Promise<S3Server> {
 
 async function startSeaweedfsOnce(opts: SeaweedfsOptions): Promise<S3Server> {
   const binPath = opts.binPath ?? process.env.SEAWEEDFS_BIN ?? join(provisionCache(), 'seaweedfs-bin', 'weed');
-  if (!existsSync(binPath)) throw new Error(`SeaweedFS binary ${binPath} does not exist; run \`eval "$(scripts/provision.sh seaweedfs)"\` first`);
+  if (!existsSync(binPath))
+    throw new Error(
+      `SeaweedFS binary ${binPath} does not exist; run \`eval "$(scripts/provision.sh seaweedfs)"\` first`,
+    );
   const accessKey = 'compaction-lease';
   const secretKey = 'compaction-lease-secret';
   // Every component's HTTP and gRPC port named: the defaults (HTTP + 10000 for gRPC) clash or overflow on random ports.
-  const [master, masterGrpc, volume, volumeGrpc, filer, filerGrpc, s3, s3Grpc] = await Promise.all(Array.from({ length: 8 }, () => freePort()));
+  const [master, masterGrpc, volume, volumeGrpc, filer, filerGrpc, s3, s3Grpc] = await Promise.all(
+    Array.from({ length: 8 }, () => freePort()),
+  );
   const dataDir = mkdtempSync(join(tmpdir(), 'compaction-lease-seaweedfs-'));
   const endpoint = `http://127.0.0.1:${s3}`;
   const removeDataDir = () => rmSync(dataDir, { recursive: true, force: true });
@@ -36,14 +41,28 @@ async function startSeaweedfsOnce(opts: SeaweedfsOptions): Promise<S3Server> {
     name: 'seaweedfs',
     command: binPath,
     args: [
-      'server', `-dir=${dataDir}`, '-ip=127.0.0.1', '-ip.bind=127.0.0.1',
+      'server',
+      `-dir=${dataDir}`,
+      '-ip=127.0.0.1',
+      '-ip.bind=127.0.0.1',
       // No anonymous statistics to the project's telemetry server: the machine reaches no such host.
-      '-master.telemetry=false', `-master.port=${master}`, `-master.port.grpc=${masterGrpc}`, '-master.volumeSizeLimitMB=64',
+      '-master.telemetry=false',
+      `-master.port=${master}`,
+      `-master.port.grpc=${masterGrpc}`,
+      '-master.volumeSizeLimitMB=64',
       // Every bucket is a collection of its own volumes: the default cap of 8 volumes is spent by the second bucket
       // ("No writable volumes and no free volumes left", a 500 on every PUT); 0 sizes the cap by the free disk.
-      `-volume.port=${volume}`, `-volume.port.grpc=${volumeGrpc}`, '-volume.max=0',
-      '-filer', `-filer.port=${filer}`, `-filer.port.grpc=${filerGrpc}`,
-      '-s3', `-s3.port=${s3}`, `-s3.port.grpc=${s3Grpc}`, '-s3.port.iceberg=0', '-s3.port.lance=0',
+      `-volume.port=${volume}`,
+      `-volume.port.grpc=${volumeGrpc}`,
+      '-volume.max=0',
+      '-filer',
+      `-filer.port=${filer}`,
+      `-filer.port.grpc=${filerGrpc}`,
+      '-s3',
+      `-s3.port=${s3}`,
+      `-s3.port.grpc=${s3Grpc}`,
+      '-s3.port.iceberg=0',
+      '-s3.port.lance=0',
     ],
     // The S3 gateway makes these an admin identity.
     env: { AWS_ACCESS_KEY_ID: accessKey, AWS_SECRET_ACCESS_KEY: secretKey },

@@ -6,7 +6,9 @@ import { startServer } from './process';
 import { PROVISION_HINT, provisionCache } from './provisioned';
 import { registerSearchAttributes, type SearchAttributeType } from '../client/search-attributes';
 
-/** How {@link startTemporalDevServer} runs `temporal server start-dev`: ports, persistence, the namespace it creates. */
+/**
+ * How {@link startTemporalDevServer} runs `temporal server start-dev`: ports, persistence, the namespace it creates.
+ */
 export interface TemporalDevServerOptions {
   /** Default: env TEMPORAL_CLI, else what scripts/provision.sh installs, else `temporal` on PATH. */
   cliPath?: string;
@@ -37,7 +39,10 @@ export interface TemporalDevServer {
   stop(): Promise<void>;
 }
 
-/** The Temporal CLI this package runs: env TEMPORAL_CLI, else what scripts/provision.sh installs, else `temporal` on PATH. */
+/**
+ * The Temporal CLI this package runs: env TEMPORAL_CLI, else what scripts/provision.sh installs, else `temporal` on
+ * PATH.
+ */
 export function temporalCliPath(): string {
   const fromEnv = process.env.TEMPORAL_CLI;
   if (fromEnv !== undefined) {
@@ -46,10 +51,15 @@ export function temporalCliPath(): string {
   }
   const cache = provisionCache();
   const provisioned = [join(cache, 'temporal-venv', 'bin', 'temporal'), join(cache, 'temporal-go', 'temporal')];
-  const onPath = (process.env.PATH ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, 'temporal'));
+  const onPath = (process.env.PATH ?? '')
+    .split(delimiter)
+    .filter(Boolean)
+    .map((dir) => join(dir, 'temporal'));
   const found = [...provisioned, ...onPath].find((p) => existsSync(p));
   if (found === undefined) {
-    throw new Error(`Temporal CLI not found (looked at $TEMPORAL_CLI, ${provisioned.join(', ')} and PATH); ${PROVISION_HINT}`);
+    throw new Error(
+      `Temporal CLI not found (looked at $TEMPORAL_CLI, ${provisioned.join(', ')} and PATH); ${PROVISION_HINT}`,
+    );
   }
   return found;
 }
@@ -59,7 +69,11 @@ export function temporalCliPath(): string {
  * registered. A server on an existing `--db-filename` ignores `--search-attribute` for attributes
  * added since, so missing ones are added here through the operator API.
  */
-async function probe(address: string, namespace: string, searchAttributes: Record<string, SearchAttributeType>): Promise<boolean> {
+async function probe(
+  address: string,
+  namespace: string,
+  searchAttributes: Record<string, SearchAttributeType>,
+): Promise<boolean> {
   const connection = await Connection.connect({ address, connectTimeout: '1s' });
   try {
     return await connection.withDeadline(Date.now() + 2_000, async () => {
@@ -71,7 +85,10 @@ async function probe(address: string, namespace: string, searchAttributes: Recor
   }
 }
 
-/** A Temporal dev server (`temporal server start-dev`) on free ports, ready once its namespace and the search attributes asked for exist; `stop()` ends it. */
+/**
+ * A Temporal dev server (`temporal server start-dev`) on free ports, ready once its namespace and the search attributes
+ * asked for exist; `stop()` ends it.
+ */
 export function startTemporalDevServer(opts: TemporalDevServerOptions = {}): Promise<TemporalDevServer> {
   return startOnFreePorts(opts.port, () => startTemporalDevServerOnce(opts));
 }
@@ -101,7 +118,10 @@ async function startTemporalDevServerOnce(opts: TemporalDevServerOptions): Promi
   // ShutdownWorker; with polls cancelled on it, the server stops listing the worker's pollers at once
   // instead of for about a minute, so a start on a queue whose worker just stopped is refused.
   args.push('--dynamic-config-value', 'frontend.enableServerVersionCheck=false');
-  args.push('--dynamic-config-value', `frontend.enableCancelWorkerPollsOnShutdown=${opts.cancelPollsOnShutdown !== false}`);
+  args.push(
+    '--dynamic-config-value',
+    `frontend.enableCancelWorkerPollsOnShutdown=${opts.cancelPollsOnShutdown !== false}`,
+  );
   args.push('--log-level', 'warn');
 
   const server = await startServer({

@@ -74,7 +74,21 @@ export function decodeEnvelope(
 
 /** Formats zod issues as `path: message; …` for error messages an operator can act on. */
 export function describeIssues(error: z.ZodError): string {
-  return bounded(error.issues.map((i) => `${i.path.length ? i.path.map(String).map((p) => bounded(p)).join('.') : '(root)'}: ${i.message}`).join('; '));
+  return bounded(
+    error.issues
+      .map(
+        (i) =>
+          `${
+            i.path.length
+              ? i.path
+                  .map(String)
+                  .map((p) => bounded(p))
+                  .join('.')
+              : '(root)'
+          }: ${i.message}`,
+      )
+      .join('; '),
+  );
 }
 
 /**

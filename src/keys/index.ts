@@ -17,7 +17,9 @@ export type SegmentId = Brand<string, 'SegmentId'>;
 /** Family group name (one slice of a namespace's metadata); same alphabet as a namespace. */
 export type FamilyGroup = Brand<string, 'FamilyGroup'>;
 
-/** The most characters of a bad id an error quotes: a valid id has at most 63, so more says nothing the length does not. */
+/**
+ * The most characters of a bad id an error quotes: a valid id has at most 63, so more says nothing the length does not.
+ */
 export const ID_QUOTE_LIMIT = 64;
 
 /** An id or key that is not of the grammar; `subject` names what was being parsed. */
@@ -47,12 +49,12 @@ function validate<T>(subject: string, pattern: RegExp, shape: string, value: unk
 
 const NAME_SHAPE = '1-63 characters of [a-z0-9_-] starting with a letter or digit';
 
-/** A validated namespace id (the tenant whose metadata a root lists); throws {@link InvalidKeyError} naming the shape. */
-export const namespaceId = (value: unknown): NamespaceId =>
-  validate('namespace id', NAME_PATTERN, NAME_SHAPE, value);
+/**
+ * A validated namespace id (the tenant whose metadata a root lists); throws {@link InvalidKeyError} naming the shape.
+ */
+export const namespaceId = (value: unknown): NamespaceId => validate('namespace id', NAME_PATTERN, NAME_SHAPE, value);
 /** A validated family group (a name the root lists segments under); throws {@link InvalidKeyError} naming the shape. */
-export const familyGroup = (value: unknown): FamilyGroup =>
-  validate('family group', NAME_PATTERN, NAME_SHAPE, value);
+export const familyGroup = (value: unknown): FamilyGroup => validate('family group', NAME_PATTERN, NAME_SHAPE, value);
 /** A validated job id (`cmp_` + 32 lowercase hex); throws {@link InvalidKeyError}. */
 export const jobId = (value: unknown): MetadataCompactionId =>
   validate('job id', JOB_ID_PATTERN, '"cmp_" followed by 32 lowercase hex digits', value);
@@ -73,21 +75,33 @@ function randomHex128(fill: RandomFill): string {
 }
 
 /** A fresh job id from 128 random bits. */
-export const newJobId = (fill: RandomFill = webCryptoFill): MetadataCompactionId =>
-  jobId(`cmp_${randomHex128(fill)}`);
+export const newJobId = (fill: RandomFill = webCryptoFill): MetadataCompactionId => jobId(`cmp_${randomHex128(fill)}`);
 /** A fresh segment id from 128 random bits. */
-export const newSegmentId = (fill: RandomFill = webCryptoFill): SegmentId =>
-  segmentId(`seg_${randomHex128(fill)}`);
+export const newSegmentId = (fill: RandomFill = webCryptoFill): SegmentId => segmentId(`seg_${randomHex128(fill)}`);
 
 export const NAMESPACES_PREFIX = 'namespaces/';
-/** Where the store probe (`verifyStore`) writes and deletes its few objects: outside `namespaces/`, so no collector ever lists it. */
+/**
+ * Where the store probe (`verifyStore`) writes and deletes its few objects: outside `namespaces/`, so no collector ever
+ * lists it.
+ */
 export const STORE_PROBE_PREFIX = 'store-probe/';
 
-/** The one object a collector pass writes to read the store's clock: overwritten by every pass, never deleted, so a dry run deletes nothing. */
+/**
+ * The one object a collector pass writes to read the store's clock: overwritten by every pass, never deleted, so a dry
+ * run deletes nothing.
+ */
 export const STORE_CLOCK_KEY = `${STORE_PROBE_PREFIX}clock`;
 
-/** The keys of one probe run, under a prefix of its own (128 random bits): probes of many workers starting at once never meet. */
-export function storeProbeKeys(fill: RandomFill = webCryptoFill): { readonly prefix: string; readonly object: string; readonly missing: string; readonly neverWritten: string } {
+/**
+ * The keys of one probe run, under a prefix of its own (128 random bits): probes of many workers starting at once never
+ * meet.
+ */
+export function storeProbeKeys(fill: RandomFill = webCryptoFill): {
+  readonly prefix: string;
+  readonly object: string;
+  readonly missing: string;
+  readonly neverWritten: string;
+} {
   const prefix = `${STORE_PROBE_PREFIX}${randomHex128(fill)}/`;
   return { prefix, object: `${prefix}object`, missing: `${prefix}missing`, neverWritten: `${prefix}never-written` };
 }
@@ -104,17 +118,22 @@ export const inputSegmentKey = (ns: NamespaceId, seg: SegmentId, ext: string): s
   `${inputSegmentsPrefix(ns)}${segmentId(seg)}.${segmentExtension(ext)}`;
 export const compactionsPrefix = (ns: NamespaceId): string => `${namespacePrefix(ns)}metadata/compactions/`;
 /** Always ends in `/`, so `cmp_1…` never matches `cmp_12…`. */
-export const jobPrefix = (ns: NamespaceId, job: MetadataCompactionId): string => `${compactionsPrefix(ns)}${jobId(job)}/`;
+export const jobPrefix = (ns: NamespaceId, job: MetadataCompactionId): string =>
+  `${compactionsPrefix(ns)}${jobId(job)}/`;
 /** `lease.json` sorts before `segments/`: an ascending listing meets the lease first. */
 export const leaseKey = (ns: NamespaceId, job: MetadataCompactionId): string => `${jobPrefix(ns, job)}lease.json`;
 /** A segment a job stages under its prefix (`…/segments/`): reclaimed with the prefix unless a root names it. */
 export const stagedSegmentKey = (ns: NamespaceId, job: MetadataCompactionId, seg: SegmentId, ext: string): string =>
   `${jobPrefix(ns, job)}segments/${segmentId(seg)}.${segmentExtension(ext)}`;
 
-/** A collector pass: `gc_` + its clock (13 digits of Unix ms, so passes sort by time) + `_` + 64 random bits (two passes may share a clock). */
+/**
+ * A collector pass: `gc_` + its clock (13 digits of Unix ms, so passes sort by time) + `_` + 64 random bits (two passes
+ * may share a clock).
+ */
 export type PassId = Brand<string, 'PassId'>;
 const PASS_ID_PATTERN = /^gc_[0-9]{13}_[0-9a-f]{16}$/;
-export const passId = (value: unknown): PassId => validate('pass id', PASS_ID_PATTERN, '"gc_", 13 digits of Unix ms, "_" and 16 lowercase hex digits', value);
+export const passId = (value: unknown): PassId =>
+  validate('pass id', PASS_ID_PATTERN, '"gc_", 13 digits of Unix ms, "_" and 16 lowercase hex digits', value);
 
 /** A fresh pass id for a pass whose clock is `nowMs`; workflows pass their deterministic random source. */
 export function newPassId(nowMs: number, fill: RandomFill = webCryptoFill): PassId {
@@ -153,12 +172,29 @@ const RULE_TOKEN = /^[a-z][a-z_]*$/;
  * A part of a pass's manifest: gzip-compressed NDJSON, under a fresh 128-bit id (parts of concurrent
  * batches never meet), its totals in its name: `part_{id}.bytes-{n}.{rule}-{n}…[.dry_run].ndjson.gz`.
  */
-export function manifestPartKey(ns: NamespaceId, pass: PassId, totals: PartTotals, fill: RandomFill = webCryptoFill): string {
+export function manifestPartKey(
+  ns: NamespaceId,
+  pass: PassId,
+  totals: PartTotals,
+  fill: RandomFill = webCryptoFill,
+): string {
   const rules = Object.entries(totals.byRule).sort(([a], [b]) => (a < b ? -1 : 1));
   const count = (n: number) => Number.isSafeInteger(n) && n >= 0;
-  const bad = [...(count(totals.bytes) ? [] : [`bytes-${totals.bytes}`]), ...rules.flatMap(([rule, n]) => (RULE_TOKEN.test(rule) && rule !== 'bytes' && count(n) ? [] : [`${rule}-${n}`]))];
-  if (bad.length) throw new InvalidKeyError('manifest part totals', bad.join('.'), 'each a rule of lowercase letters and "_" (not "bytes") with a whole count');
-  const tokens = [`bytes-${totals.bytes}`, ...rules.map(([rule, n]) => `${rule}-${n}`), ...(totals.dryRun ? ['dry_run'] : [])];
+  const bad = [
+    ...(count(totals.bytes) ? [] : [`bytes-${totals.bytes}`]),
+    ...rules.flatMap(([rule, n]) => (RULE_TOKEN.test(rule) && rule !== 'bytes' && count(n) ? [] : [`${rule}-${n}`])),
+  ];
+  if (bad.length)
+    throw new InvalidKeyError(
+      'manifest part totals',
+      bad.join('.'),
+      'each a rule of lowercase letters and "_" (not "bytes") with a whole count',
+    );
+  const tokens = [
+    `bytes-${totals.bytes}`,
+    ...rules.map(([rule, n]) => `${rule}-${n}`),
+    ...(totals.dryRun ? ['dry_run'] : []),
+  ];
   return `${passManifestPrefix(ns, pass)}part_${randomHex128(fill)}.${tokens.join('.')}.ndjson.gz`;
 }
 
@@ -170,13 +206,16 @@ export function parsePassPrefix(ns: NamespaceId, prefix: string): PassId | undef
 }
 
 /** The namespace and pass of a pass's manifest prefix (as a report names it), or undefined. */
-export function parseManifestPrefix(prefix: string): { readonly namespaceId: NamespaceId; readonly passId: PassId } | undefined {
+export function parseManifestPrefix(
+  prefix: string,
+): { readonly namespaceId: NamespaceId; readonly passId: PassId } | undefined {
   const m = /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/metadata\/gc\/(gc_[0-9]{13}_[0-9a-f]{16})\/$/.exec(prefix);
   return m ? { namespaceId: m[1] as NamespaceId, passId: m[2] as PassId } : undefined;
 }
 
 /** A part's key; its totals (group 3) are absent from a part written before they were named. */
-const MANIFEST_PART_KEY = /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/metadata\/gc\/(gc_[0-9]{13}_[0-9a-f]{16})\/part_[0-9a-f]{32}((?:\.[a-z][a-z_]*-[0-9]{1,16})*(?:\.dry_run)?)\.ndjson\.gz$/;
+const MANIFEST_PART_KEY =
+  /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/metadata\/gc\/(gc_[0-9]{13}_[0-9a-f]{16})\/part_[0-9a-f]{32}((?:\.[a-z][a-z_]*-[0-9]{1,16})*(?:\.dry_run)?)\.ndjson\.gz$/;
 
 /** The totals a part's name carries (the `.…` tokens of {@link manifestPartKey}), or undefined when it names none. */
 function partTotalsOf(tokens: string): PartTotals | undefined {
@@ -199,7 +238,9 @@ function partTotalsOf(tokens: string): PartTotals | undefined {
  * The namespace and pass of a manifest part key, and the totals its name carries (none for a part
  * written before parts named them), or undefined for any other key.
  */
-export function parseManifestPartKey(key: string): { readonly namespaceId: NamespaceId; readonly passId: PassId; readonly totals?: PartTotals } | undefined {
+export function parseManifestPartKey(
+  key: string,
+): { readonly namespaceId: NamespaceId; readonly passId: PassId; readonly totals?: PartTotals } | undefined {
   const m = MANIFEST_PART_KEY.exec(key);
   if (!m) return undefined;
   const totals = partTotalsOf(m[3] ?? '');
@@ -221,7 +262,12 @@ export const inputManifestKey = (ns: NamespaceId, job: MetadataCompactionId, att
 /** Whether `key` is an input manifest of job `job` of namespace `ns`. */
 export function isInputManifestKeyOf(ns: NamespaceId, job: MetadataCompactionId, key: string): boolean {
   const parsed = parseCompactionKey(key);
-  return parsed.kind === 'staged_segment' && parsed.namespaceId === ns && parsed.jobId === job && parsed.extension === INPUT_MANIFEST_EXTENSION;
+  return (
+    parsed.kind === 'staged_segment' &&
+    parsed.namespaceId === ns &&
+    parsed.jobId === job &&
+    parsed.extension === INPUT_MANIFEST_EXTENSION
+  );
 }
 
 /** What a key under a compactions prefix is; anything else is retained and reported. */
@@ -249,9 +295,13 @@ export function parseCompactionKey(key: string): CompactionKey {
   return { kind: 'staged_segment', ...ids, segmentId: seg as SegmentId, extension: ext as string };
 }
 
-const INPUT_SEGMENT_KEY = /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/metadata\/segments\/(seg_[0-9a-f]{32})\.([a-z0-9]{1,16})$/;
+const INPUT_SEGMENT_KEY =
+  /^namespaces\/([a-z0-9][a-z0-9_-]{0,62})\/metadata\/segments\/(seg_[0-9a-f]{32})\.([a-z0-9]{1,16})$/;
 
-/** Whether `key` is an input segment key of namespace `ns`: the only keys the collector deletes under `metadata/segments/`. */
+/**
+ * Whether `key` is an input segment key of namespace `ns`: the only keys the collector deletes under
+ * `metadata/segments/`.
+ */
 export function isInputSegmentKeyOf(ns: NamespaceId, key: string): boolean {
   return INPUT_SEGMENT_KEY.exec(key)?.[1] === ns;
 }

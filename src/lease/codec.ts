@@ -13,7 +13,9 @@ export const MAX_LEASE_BYTES = 64 * 1024;
 /** The lease at `key` does not decode, or names another job or namespace than its key. */
 export class LeaseCorruptError extends TypedError {
   readonly failureType = 'LeaseCorrupt';
-  /** What is wrong, {@link bounded}: a lease's bytes are anyone's, and the reason travels in survey results and reports. */
+  /**
+   * What is wrong, {@link bounded}: a lease's bytes are anyone's, and the reason travels in survey results and reports.
+   */
   readonly reason: string;
   constructor(
     readonly key: string,
@@ -47,10 +49,14 @@ export function encodeLease(lease: LeaseState): Uint8Array {
 }
 
 /** Decodes the lease read from `namespaces/{ns}/…/{job}/lease.json`; any defect is a {@link LeaseCorruptError}. */
-export function decodeLease(bytes: Uint8Array, expected: { namespaceId: NamespaceId; jobId: MetadataCompactionId }): LeaseState {
+export function decodeLease(
+  bytes: Uint8Array,
+  expected: { namespaceId: NamespaceId; jobId: MetadataCompactionId },
+): LeaseState {
   const key = leaseKey(expected.namespaceId, expected.jobId);
   const corrupt = (reason: string) => new LeaseCorruptError(key, reason);
-  if (bytes.length > MAX_LEASE_BYTES) throw corrupt(`${bytes.length} bytes, more than a lease can be (${MAX_LEASE_BYTES})`);
+  if (bytes.length > MAX_LEASE_BYTES)
+    throw corrupt(`${bytes.length} bytes, more than a lease can be (${MAX_LEASE_BYTES})`);
   const parsed = payloadSchema.safeParse(decodeEnvelope(LEASE_KIND, bytes, corrupt).payload);
   if (!parsed.success) throw corrupt(`payload: ${describeIssues(parsed.error)}`);
   const payload = parsed.data;

@@ -5,7 +5,9 @@
 import { TypedError } from '../errors';
 import type { MetadataCompactionId, NamespaceId } from '../keys';
 
-/** Who owns the prefix: the job that wrote the lease (`active`) or the collector that claimed it (`reaping`, terminal). */
+/**
+ * Who owns the prefix: the job that wrote the lease (`active`) or the collector that claimed it (`reaping`, terminal).
+ */
 export type LeaseStatus = 'active' | 'reaping';
 
 /** The seed's `MetadataCompactionLeaseState`, field for field and in the seed's order. */
@@ -51,7 +53,8 @@ export function createLeaseState(init: {
  * write of identical bytes would keep the ETag and defeat the compare-and-swap.
  */
 export function refreshLeaseState(lease: LeaseState, heartbeatAtMs: number): LeaseState {
-  if (lease.status !== 'active') throw new LeaseTransitionError(`cannot refresh a ${lease.status} lease of ${lease.job_id}`);
+  if (lease.status !== 'active')
+    throw new LeaseTransitionError(`cannot refresh a ${lease.status} lease of ${lease.job_id}`);
   if (!(heartbeatAtMs > lease.heartbeat_at_ms)) {
     throw new LeaseTransitionError(
       `heartbeat of ${lease.job_id} must increase: ${heartbeatAtMs} is not after ${lease.heartbeat_at_ms}`,
@@ -74,14 +77,24 @@ export const nextHeartbeatMs = (lease: LeaseState, clockMs: number): number =>
  */
 export function claimLeaseState(lease: LeaseState, passId: string, clockMs: number): LeaseState {
   if (passId.length === 0) throw new LeaseTransitionError(`a claim of ${lease.job_id} must name its pass`);
-  return Object.freeze({ ...lease, status: 'reaping', owner_id: passId, heartbeat_at_ms: nextHeartbeatMs(lease, clockMs) });
+  return Object.freeze({
+    ...lease,
+    status: 'reaping',
+    owner_id: passId,
+    heartbeat_at_ms: nextHeartbeatMs(lease, clockMs),
+  });
 }
 
 /**
  * The lease a pass writes by put-if-absent on a job prefix that has none, so that it owns the prefix
  * before it deletes under it: a job that creates its lease afterwards finds it claimed and is fenced.
  */
-export function claimUnleasedState(init: { jobId: MetadataCompactionId; namespaceId: NamespaceId; passId: string; nowMs: number }): LeaseState {
+export function claimUnleasedState(init: {
+  jobId: MetadataCompactionId;
+  namespaceId: NamespaceId;
+  passId: string;
+  nowMs: number;
+}): LeaseState {
   return Object.freeze({ ...createLeaseState({ ...init, ownerId: init.passId }), status: 'reaping' });
 }
 

@@ -9,9 +9,29 @@
  * namespace's retired segments) is a new command, a new result and a new case in the step.
  */
 import { TypedError } from '../errors';
-import { compactionsPrefix, inputSegmentsPrefix, jobId, jobPrefix, namespaceId, namespaceId as toNamespaceId, passId, passManifestPrefix } from '../keys';
+import {
+  compactionsPrefix,
+  inputSegmentsPrefix,
+  jobId,
+  jobPrefix,
+  namespaceId,
+  namespaceId as toNamespaceId,
+  passId,
+  passManifestPrefix,
+} from '../keys';
 import { Lanes } from '../store/lanes';
-import type { ChildrenPage, ClaimableOwner, HeldClaim, PrefixOwner, PrefixRule, ReclaimPosition, ReclaimTally, RootProblem, SettledOwner, SurveyedPrefix } from './collector';
+import type {
+  ChildrenPage,
+  ClaimableOwner,
+  HeldClaim,
+  PrefixOwner,
+  PrefixRule,
+  ReclaimPosition,
+  ReclaimTally,
+  RootProblem,
+  SettledOwner,
+  SurveyedPrefix,
+} from './collector';
 import type { LeaseFacts, PartWait } from './manifest';
 import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './collector-report';
 import type { RetiredPosition, RetiredReclaimOutcome } from './retired-reclaim';
@@ -25,19 +45,31 @@ export type CollectorCommand =
   | { readonly kind: 'readRoot' }
   /** One GET per lease, owners decided at the pass's clock; nothing is claimed. */
   | { readonly kind: 'surveyLeases'; readonly jobIds: readonly string[] }
-  /** Claim for this pass: CAS an expired lease to `reaping` with the survey's ETag, or create a `reaping` lease where there is none. */
+  /**
+   * Claim for this pass: CAS an expired lease to `reaping` with the survey's ETag, or create a `reaping` lease where
+   * there is none.
+   */
   | { readonly kind: 'claimLease'; readonly jobId: string; readonly seen: ClaimableOwner }
   /**
    * Walk the prefix, deleting old unreferenced staged segments (none in a dry run); `from`: a walk an
    * earlier activity started goes on after its position, its tally counted on, so nothing is counted twice or lost.
    */
-  | { readonly kind: 'reclaimPrefix'; readonly jobId: string; readonly from?: ReclaimPosition; readonly why?: PrefixRule; readonly minRootGeneration?: number }
+  | {
+      readonly kind: 'reclaimPrefix';
+      readonly jobId: string;
+      readonly from?: ReclaimPosition;
+      readonly why?: PrefixRule;
+      readonly minRootGeneration?: number;
+    }
   /**
    * Delete the lease this pass owns, last, also after a failed walk, if it is still this pass's
    * claim; `lease`: as the claim read it, for the manifest; `claim`: the claim as the pass wrote it.
    */
   | { readonly kind: 'deleteLease'; readonly jobId: string; readonly lease?: LeaseFacts; readonly claim?: HeldClaim }
-  /** The collectable prefixes of a page, each by its own {@link planPrefix} (claim, walk, lease last): one activity per page, not three per prefix. */
+  /**
+   * The collectable prefixes of a page, each by its own {@link planPrefix} (claim, walk, lease last): one activity per
+   * page, not three per prefix.
+   */
   | { readonly kind: 'collectPrefixes'; readonly prefixes: readonly SurveyedPrefix[]; readonly rootGeneration?: number }
   /**
    * Superseded segments and lost writes (spec 6a), once every job prefix is done and none was corrupt;
@@ -50,10 +82,15 @@ export type CollectorCommand =
    */
   | { readonly kind: 'fenceRoot' };
 
-/** What a command came to, by kind: `listJobPrefixes` → `listed`, …, `reclaimPrefix` → `reclaimed` or `reclaimFailed`. */
+/**
+ * What a command came to, by kind: `listJobPrefixes` → `listed`, …, `reclaimPrefix` → `reclaimed` or `reclaimFailed`.
+ */
 export type CollectorResult =
   | { readonly kind: 'listed'; readonly page: ChildrenPage<string> }
-  /** `generation`: of the root the pass judges the namespace by; every later root read must be at least as new (spec 6c.5). */
+  /**
+   * `generation`: of the root the pass judges the namespace by; every later root read must be at least as new (spec
+   * 6c.5).
+   */
   | { readonly kind: 'rootRead'; readonly problem: RootProblem | null; readonly generation?: number }
   | { readonly kind: 'surveyed'; readonly prefixes: readonly SurveyedPrefix[] }
   | { readonly kind: 'claimed'; readonly owner: SettledOwner }
@@ -69,7 +106,10 @@ export type CollectorResult =
   /** The reclaim failed for good (its retries spent). */
   | { readonly kind: 'retiredFailed'; readonly message: string }
   | { readonly kind: 'rootFenced' }
-  /** No fence was written (no root, a corrupt one, or the CAS failed for good): the page's claimed prefixes delete nothing. */
+  /**
+   * No fence was written (no root, a corrupt one, or the CAS failed for good): the page's claimed prefixes delete
+   * nothing.
+   */
   | { readonly kind: 'fenceFailed'; readonly message: string };
 
 /** Whom a command tells of its progress (Temporal heartbeats, or a test's own retries). */
@@ -78,13 +118,19 @@ export interface WalkProgress {
   readonly onProgress: (position: ReclaimPosition) => void;
   /** Called after each lease a survey reads: a sign of life. */
   readonly onRead?: () => void;
-  /** Called with the reclaim of superseded segments' position after each page and batch, so a retried reclaim can go on from there. */
+  /**
+   * Called with the reclaim of superseded segments' position after each page and batch, so a retried reclaim can go on
+   * from there.
+   */
   readonly onRetiredProgress?: (position: RetiredPosition) => void;
   /** Where a `collectPrefixes` command resumes and whom it tells of each step of its prefixes. */
   readonly page?: PageProgress;
   /** Called after each part of the pass's manifest is written, with its key and number of lines (metrics). */
   readonly onManifestPart?: (key: string, lines: number) => void;
-  /** How a command of a page's prefix with nothing else to do waits for a manifest part: out of its lane, so another prefix works meanwhile. */
+  /**
+   * How a command of a page's prefix with nothing else to do waits for a manifest part: out of its lane, so another
+   * prefix works meanwhile.
+   */
   readonly awaitPart?: PartWait;
 }
 
@@ -104,7 +150,10 @@ export interface NamespacePass {
   readonly after: string | undefined;
   /** The root is read once, before the first job prefix is acted on. */
   readonly rootChecked: boolean;
-  /** The generation of the root the pass judged the namespace by: a delete batch re-reads the root and deletes nothing by an older one. */
+  /**
+   * The generation of the root the pass judged the namespace by: a delete batch re-reads the root and deletes nothing
+   * by an older one.
+   */
   readonly rootGeneration?: number;
   /** The page in hand; none at a page boundary. */
   readonly page: ChildrenPage<string> | undefined;
@@ -133,20 +182,37 @@ export class PlanOutOfStepError extends TypedError {
 }
 
 export const startNamespacePass = (namespaceId: string, rules: PassRules): NamespacePass => ({
-  namespaceId, phase: 'scan', after: undefined, rootChecked: false, page: undefined, report: emptyReport(rules.nowMs, rules.dryRun),
+  namespaceId,
+  phase: 'scan',
+  after: undefined,
+  rootChecked: false,
+  page: undefined,
+  report: emptyReport(rules.nowMs, rules.dryRun),
   ...(rules.manifests !== false && { manifest: passManifestPrefix(toNamespaceId(namespaceId), passId(rules.passId)) }),
 });
 
-/** The page is the whole namespace (the first and last at once): its one survey is both the scan and the collect read. */
-const collecting = (pass: NamespacePass): boolean => pass.phase === 'collect' || (pass.after === undefined && pass.page?.next === undefined);
+/**
+ * The page is the whole namespace (the first and last at once): its one survey is both the scan and the collect read.
+ */
+const collecting = (pass: NamespacePass): boolean =>
+  pass.phase === 'collect' || (pass.after === undefined && pass.page?.next === undefined);
 
-const withReport = (pass: NamespacePass, delta: ReportDelta): NamespacePass => ({ ...pass, report: mergeReport(pass.report, delta) });
+const withReport = (pass: NamespacePass, delta: ReportDelta): NamespacePass => ({
+  ...pass,
+  report: mergeReport(pass.report, delta),
+});
 
-/** The namespace is done: a corrupt one is named, and so is its manifest if anything was deleted (every deletion has its line). */
+/**
+ * The namespace is done: a corrupt one is named, and so is its manifest if anything was deleted (every deletion has its
+ * line).
+ */
 function done(pass: NamespacePass): NamespaceStep {
   const { totals } = pass.report;
   const deleted = totals.objectsDeleted + totals.leasesDeleted + totals.manifestPartsDeleted > 0;
-  const delta = { corruptNamespaces: totals.corrupt > 0 ? [pass.namespaceId] : [], manifests: deleted && pass.manifest ? [pass.manifest] : [] };
+  const delta = {
+    corruptNamespaces: totals.corrupt > 0 ? [pass.namespaceId] : [],
+    manifests: deleted && pass.manifest ? [pass.manifest] : [],
+  };
   return { pass: withReport(pass, delta), next: 'done' };
 }
 
@@ -171,10 +237,18 @@ function reclaimRetired(pass: NamespacePass): NamespaceStep {
  */
 function retiredDelta(pass: NamespacePass, outcome: RetiredReclaimOutcome): ReportDelta {
   const namespace = pass.namespaceId;
-  if ('rootProblem' in outcome) return { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: namespace, ...outcome.rootProblem }] };
+  if ('rootProblem' in outcome)
+    return { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: namespace, ...outcome.rootProblem }] };
   const { unrecognisedKeys, ...counts } = outcome.tally;
-  const oversize = outcome.oversize && !pass.report.rootProblems.some((p) => p.problem === 'oversize') ? [{ namespaceId: namespace, ...outcome.oversize }] : [];
-  const totals = { ...counts, objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted, manifestPartsDeleted: outcome.manifestPartsDeleted ?? 0 };
+  const oversize =
+    outcome.oversize && !pass.report.rootProblems.some((p) => p.problem === 'oversize')
+      ? [{ namespaceId: namespace, ...outcome.oversize }]
+      : [];
+  const totals = {
+    ...counts,
+    objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted,
+    manifestPartsDeleted: outcome.manifestPartsDeleted ?? 0,
+  };
   return { totals, unrecognisedKeys, rootProblems: oversize };
 }
 
@@ -191,7 +265,9 @@ function endPage(pass: NamespacePass): NamespaceStep {
 }
 
 function surveyed(pass: NamespacePass, prefixes: readonly SurveyedPrefix[]): NamespaceStep {
-  const corrupt = prefixes.flatMap(({ owner }) => (owner.owner === 'corrupt' ? [{ key: owner.key, reason: owner.reason }] : []));
+  const corrupt = prefixes.flatMap(({ owner }) =>
+    owner.owner === 'corrupt' ? [{ key: owner.key, reason: owner.reason }] : [],
+  );
   const unrecognised = pass.phase === 'scan' ? (pass.page?.unrecognised ?? []) : [];
   const counted = withReport(pass, {
     totals: { prefixesSeen: prefixes.length, corrupt: corrupt.length, retainedUnrecognised: unrecognised.length },
@@ -204,7 +280,9 @@ function surveyed(pass: NamespacePass, prefixes: readonly SurveyedPrefix[]): Nam
   const toCollect = prefixes.filter(({ owner }) => owner.owner !== 'job' && owner.owner !== 'another_pass');
   const next = withReport(counted, { totals: { live, claimedByOtherPasses } });
   const rootGeneration = pass.rootGeneration === undefined ? {} : { rootGeneration: pass.rootGeneration };
-  return toCollect.length ? { pass: next, next: 'command', command: { kind: 'collectPrefixes', prefixes: toCollect, ...rootGeneration } } : endPage(next);
+  return toCollect.length
+    ? { pass: next, next: 'command', command: { kind: 'collectPrefixes', prefixes: toCollect, ...rootGeneration } }
+    : endPage(next);
 }
 
 /** The survey of the page in hand (none for an empty page). */
@@ -224,20 +302,28 @@ export function planNamespace(pass: NamespacePass, result: CollectorResult | und
       const marker = result.page.unrecognised.includes(compactionsPrefix(namespaceId(pass.namespaceId)));
       const next = { ...pass, page: result.page, ...(marker && { folderMarker: true }) };
       // Each namespace's root is read before its first job prefix is acted on; one with none needs no root.
-      if (!pass.rootChecked && result.page.found.length > 0) return { pass: next, next: 'command', command: { kind: 'readRoot' } };
+      if (!pass.rootChecked && result.page.found.length > 0)
+        return { pass: next, next: 'command', command: { kind: 'readRoot' } };
       return surveyPage(next);
     }
     case 'rootRead': {
       const { problem } = result;
       if (problem) {
-        const skipped = withReport({ ...pass, rootChecked: true }, { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: pass.namespaceId, ...problem }] });
+        const skipped = withReport(
+          { ...pass, rootChecked: true },
+          { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: pass.namespaceId, ...problem }] },
+        );
         // A root past the readers' limit: its job prefixes wait for a root every reader can read, and its
         // superseded segments are reclaimed now, since dropping their records is what shrinks it.
         if (problem.problem === 'oversize') return reclaimRetired({ ...skipped, page: undefined });
         // Retention wins: without a trusted root nothing is claimed or deleted in this namespace this pass.
         return done(skipped);
       }
-      return surveyPage({ ...pass, rootChecked: true, ...(result.generation !== undefined && { rootGeneration: result.generation }) });
+      return surveyPage({
+        ...pass,
+        rootChecked: true,
+        ...(result.generation !== undefined && { rootGeneration: result.generation }),
+      });
     }
     case 'surveyed':
       return surveyed(pass, result.prefixes);
@@ -264,33 +350,66 @@ export interface PrefixPass {
 }
 
 export type PrefixStep =
-  | { readonly pass: PrefixPass; readonly delta: ReportDelta; readonly next: 'command'; readonly command: CollectorCommand }
+  | {
+      readonly pass: PrefixPass;
+      readonly delta: ReportDelta;
+      readonly next: 'command';
+      readonly command: CollectorCommand;
+    }
   | { readonly pass: PrefixPass; readonly delta: ReportDelta; readonly next: 'done' };
 
 /** After the walk: the lease this pass owns goes last, whatever became of the walk. */
 function afterWalk(pass: PrefixPass, delta: ReportDelta): PrefixStep {
   if (pass.owner.owner !== 'collector') return { pass, delta, next: 'done' };
   const { lease, claim } = pass.owner;
-  return { pass, delta, next: 'command', command: { kind: 'deleteLease', jobId: pass.jobId, ...(lease && { lease }), ...(claim && { claim }) } };
+  return {
+    pass,
+    delta,
+    next: 'command',
+    command: { kind: 'deleteLease', jobId: pass.jobId, ...(lease && { lease }), ...(claim && { claim }) },
+  };
 }
 
-/** Acts on an owner the pass may collect: counts it and walks its prefix, or it is live, another pass's or corrupt after all. */
+/**
+ * Acts on an owner the pass may collect: counts it and walks its prefix, or it is live, another pass's or corrupt after
+ * all.
+ */
 function actOn(pass: PrefixPass, owner: SettledOwner): PrefixStep {
   const next = { ...pass, owner };
   if (owner.owner === 'job') return { pass: next, delta: { totals: { live: 1 } }, next: 'done' };
-  if (owner.owner === 'another_pass') return { pass: next, delta: { totals: { claimedByOtherPasses: 1 } }, next: 'done' };
-  if (owner.owner === 'corrupt') return { pass: next, delta: { totals: { corrupt: 1 }, corruptLeases: [{ key: owner.key, reason: owner.reason }] }, next: 'done' };
+  if (owner.owner === 'another_pass')
+    return { pass: next, delta: { totals: { claimedByOtherPasses: 1 } }, next: 'done' };
+  if (owner.owner === 'corrupt')
+    return {
+      pass: next,
+      delta: { totals: { corrupt: 1 }, corruptLeases: [{ key: owner.key, reason: owner.reason }] },
+      next: 'done',
+    };
   const { lease, claim, created } = owner;
-  const why: PrefixRule = { rule: created ? 'orphaned_prefix' : 'claimed_prefix', ...(lease && { lease }), ...(claim && { claim }) };
+  const why: PrefixRule = {
+    rule: created ? 'orphaned_prefix' : 'claimed_prefix',
+    ...(lease && { lease }),
+    ...(claim && { claim }),
+  };
   const minRootGeneration = pass.rootGeneration === undefined ? {} : { minRootGeneration: pass.rootGeneration };
-  return { pass: next, delta: { totals: created ? { orphaned: 1 } : { claimed: 1 } }, next: 'command', command: { kind: 'reclaimPrefix', jobId: pass.jobId, why, ...minRootGeneration } };
+  return {
+    pass: next,
+    delta: { totals: created ? { orphaned: 1 } : { claimed: 1 } },
+    next: 'command',
+    command: { kind: 'reclaimPrefix', jobId: pass.jobId, why, ...minRootGeneration },
+  };
 }
 
-/** A prefix's next step: claim it (an expired lease, or none), walk, release; `delta` is what the step adds to the report. */
+/**
+ * A prefix's next step: claim it (an expired lease, or none), walk, release; `delta` is what the step adds to the
+ * report.
+ */
 export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined): PrefixStep {
   if (result === undefined) {
     const { owner } = pass;
-    return owner.owner === 'expired' || owner.owner === 'none' ? { pass, delta: {}, next: 'command', command: { kind: 'claimLease', jobId: pass.jobId, seen: owner } } : actOn(pass, owner);
+    return owner.owner === 'expired' || owner.owner === 'none'
+      ? { pass, delta: {}, next: 'command', command: { kind: 'claimLease', jobId: pass.jobId, seen: owner } }
+      : actOn(pass, owner);
   }
   switch (result.kind) {
     case 'claimed':
@@ -300,17 +419,23 @@ export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined
     case 'reclaimFailed': {
       const before = result.tally ? tallyDelta(result.tally) : {};
       const key = jobPrefix(namespaceId(pass.namespaceId), jobId(pass.jobId));
-      return afterWalk(pass, { ...before, totals: { ...before.totals, failedPrefixes: 1 }, failures: [{ key, message: result.message }] });
+      return afterWalk(pass, {
+        ...before,
+        totals: { ...before.totals, failedPrefixes: 1 },
+        failures: [{ key, message: result.message }],
+      });
     }
     case 'leaseDeleted':
       return { pass, delta: { totals: { leasesDeleted: 1 } }, next: 'done' };
     case 'claimLost': {
       const key = jobPrefix(namespaceId(pass.namespaceId), jobId(pass.jobId));
-      const message = 'the lease is no longer this pass\'s claim (another pass took it over after it went unrefreshed): left to its owner';
+      const message =
+        "the lease is no longer this pass's claim (another pass took it over after it went unrefreshed): left to its owner";
       return { pass, delta: { totals: { failedPrefixes: 1 }, failures: [{ key, message }] }, next: 'done' };
     }
     case 'fenceFailed': {
-      // WARN: unfenced, a claimed prefix is neither walked nor released: a lease deleted now would leave its objects to passes that see no owner and fence nothing.
+      // WARN: unfenced, a claimed prefix is neither walked nor released: a lease deleted now would leave its objects to
+      // passes that see no owner and fence nothing.
       const key = jobPrefix(namespaceId(pass.namespaceId), jobId(pass.jobId));
       const message = `not walked, the lease stays reaping for a later pass: the root fence was not written (${result.message})`;
       return { pass, delta: { totals: { failedPrefixes: 1 }, failures: [{ key, message }] }, next: 'done' };
@@ -359,7 +484,8 @@ export interface PageProgress {
  * came before the lease was gone, and the claim after, so the fence fails it as it fails one of a
  * claimed lease.
  */
-const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt => p !== null && p !== 'done' && p.command.kind === 'reclaimPrefix' && p.pass.owner.owner === 'collector';
+const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt =>
+  p !== null && p !== 'done' && p.command.kind === 'reclaimPrefix' && p.pass.owner.owner === 'collector';
 
 /**
  * Collects the prefixes of a page, `rules.prefixConcurrency` at a time (one with nothing else to do
@@ -395,30 +521,41 @@ export async function collectPrefixes(
   const awaitPart: PartWait = (durable, lines) => lanes.stepOut(durable, lines);
   /** One round: each prefix goes on while `goesOn` its next command. */
   const round = (goesOn: (command: CollectorCommand) => boolean) =>
-    Promise.all(prefixes.map((found, index) => lanes.hold(async () => {
-      const entered = at[index];
-      if (entered === 'done' || report.totals.corrupt > 0 || failure) return;
-      if (entered === null) advance(index, planPrefix({ namespaceId: namespace, ...found, ...(rootGeneration !== undefined && { rootGeneration }) }, undefined));
-      for (let now = at[index]; now && now !== 'done' && goesOn(now.command); now = at[index]) {
-        const { pass, command } = now;
-        const walk: WalkProgress = {
-          onProgress: (p) => {
-            at[index] = { pass, command, position: p };
+    Promise.all(
+      prefixes.map((found, index) =>
+        lanes.hold(async () => {
+          const entered = at[index];
+          if (entered === 'done' || report.totals.corrupt > 0 || failure) return;
+          if (entered === null)
+            advance(
+              index,
+              planPrefix(
+                { namespaceId: namespace, ...found, ...(rootGeneration !== undefined && { rootGeneration }) },
+                undefined,
+              ),
+            );
+          for (let now = at[index]; now && now !== 'done' && goesOn(now.command); now = at[index]) {
+            const { pass, command } = now;
+            const walk: WalkProgress = {
+              onProgress: (p) => {
+                at[index] = { pass, command, position: p };
+                told();
+              },
+              awaitPart,
+            };
+            let result: CollectorResult;
+            try {
+              result = await execute(commandOf(now), walk);
+            } catch (error) {
+              failure ??= { error };
+              return;
+            }
+            advance(index, planPrefix(pass, result));
             told();
-          },
-          awaitPart,
-        };
-        let result: CollectorResult;
-        try {
-          result = await execute(commandOf(now), walk);
-        } catch (error) {
-          failure ??= { error };
-          return;
-        }
-        advance(index, planPrefix(pass, result));
-        told();
-      }
-    })));
+          }
+        }),
+      ),
+    );
   /** The first failure of a round, once its other prefixes have settled. */
   const throwFailure = (): void => {
     if (failure) throw failure.error;
@@ -428,7 +565,8 @@ export async function collectPrefixes(
   // WARN: the fence comes after every claim of the page and before any delete under a prefix it owns.
   if (!fenced && report.totals.corrupt === 0 && at.some(awaitsOwnedWalk)) {
     const result = await execute({ kind: 'fenceRoot' }, { onProgress: () => {} });
-    if (result.kind === 'fenceFailed') at.forEach((p, index) => awaitsOwnedWalk(p) && advance(index, planPrefix(p.pass, result)));
+    if (result.kind === 'fenceFailed')
+      at.forEach((p, index) => awaitsOwnedWalk(p) && advance(index, planPrefix(p.pass, result)));
     fenced = true;
     told();
   }
@@ -441,8 +579,12 @@ export async function collectPrefixes(
 export type AtPageEnd = (pass: NamespacePass) => Promise<void>;
 
 /** Runs a namespace's plan to the end, each command through `execute` (a page's prefixes as one `collectPrefixes`). */
-export async function runNamespacePass(start: NamespacePass, execute: CollectorExecutor, atPageEnd: AtPageEnd): Promise<GcReport> {
-  for (let step = planNamespace(start, undefined); ; ) {
+export async function runNamespacePass(
+  start: NamespacePass,
+  execute: CollectorExecutor,
+  atPageEnd: AtPageEnd,
+): Promise<GcReport> {
+  for (let step = planNamespace(start, undefined); ;) {
     switch (step.next) {
       case 'done':
         return step.pass.report;

@@ -62,26 +62,57 @@ export interface GcReport {
   readonly unrecognisedKeys: readonly string[];
   /** Why each skipped namespace was skipped. */
   readonly rootProblems: readonly NamespaceRootProblem[];
-  /** The manifest of each namespace where the pass deleted (or would delete) anything: `namespaces/{ns}/metadata/gc/{pass}/`, its parts under it. */
+  /**
+   * The manifest of each namespace where the pass deleted (or would delete) anything:
+   * `namespaces/{ns}/metadata/gc/{pass}/`, its parts under it.
+   */
   readonly manifests: readonly string[];
   /** Why the pass ran as a dry run though asked to delete: its clock and the store's disagree (spec 6c.6). */
   readonly clockProblem?: string;
 }
 
 /** Part of a report, added to another by {@link mergeReport}. */
-export type ReportDelta = Partial<Omit<GcReport, 'totals' | 'nowMs' | 'dryRun'>> & { readonly totals?: Partial<GcTotals> };
+export type ReportDelta = Partial<Omit<GcReport, 'totals' | 'nowMs' | 'dryRun'>> & {
+  readonly totals?: Partial<GcTotals>;
+};
 
 /** Bounds every list in a report and in heartbeats, so history stays small however much is found. */
 export const REPORT_LIMIT = 100;
 
 const ZERO: GcTotals = {
-  namespaces: 0, failedNamespaces: 0, prefixesSeen: 0, live: 0, claimed: 0, orphaned: 0, claimedByOtherPasses: 0, corrupt: 0, failedPrefixes: 0,
-  leasesDeleted: 0, objectsDeleted: 0, bytesDeleted: 0, retainedReferenced: 0, retainedYoung: 0, retainedUnrecognised: 0, skippedNamespaces: 0,
-  retiredDeleted: 0, lostWritesDeleted: 0, retiredRecordsDropped: 0, retainedInGrace: 0, manifestPartsDeleted: 0,
+  namespaces: 0,
+  failedNamespaces: 0,
+  prefixesSeen: 0,
+  live: 0,
+  claimed: 0,
+  orphaned: 0,
+  claimedByOtherPasses: 0,
+  corrupt: 0,
+  failedPrefixes: 0,
+  leasesDeleted: 0,
+  objectsDeleted: 0,
+  bytesDeleted: 0,
+  retainedReferenced: 0,
+  retainedYoung: 0,
+  retainedUnrecognised: 0,
+  skippedNamespaces: 0,
+  retiredDeleted: 0,
+  lostWritesDeleted: 0,
+  retiredRecordsDropped: 0,
+  retainedInGrace: 0,
+  manifestPartsDeleted: 0,
 };
 
 export const emptyReport = (nowMs: number, dryRun: boolean): GcReport => ({
-  nowMs, dryRun, totals: ZERO, corruptNamespaces: [], corruptLeases: [], failures: [], unrecognisedKeys: [], rootProblems: [], manifests: [],
+  nowMs,
+  dryRun,
+  totals: ZERO,
+  corruptNamespaces: [],
+  corruptLeases: [],
+  failures: [],
+  unrecognisedKeys: [],
+  rootProblems: [],
+  manifests: [],
 });
 
 /**
@@ -94,7 +125,10 @@ export const REPORT_LIST_BYTES = 40 * 1024;
 /** A report entry with every string in it bounded: keys and values alike come from the bucket. */
 function boundedEntry<T>(entry: T): T {
   if (typeof entry === 'string') return bounded(entry) as T;
-  const fields = Object.entries(entry as Record<string, unknown>).map(([k, v]) => [k, typeof v === 'string' ? bounded(v, MESSAGE_LIMIT) : v]);
+  const fields = Object.entries(entry as Record<string, unknown>).map(([k, v]) => [
+    k,
+    typeof v === 'string' ? bounded(v, MESSAGE_LIMIT) : v,
+  ]);
   return Object.fromEntries(fields) as T;
 }
 
@@ -128,9 +162,15 @@ export function mergeReport(a: GcReport, b: ReportDelta): GcReport {
   };
 }
 
-export const tallyDelta = ({ unrecognisedKeys, ...counts }: ReclaimTally): ReportDelta => ({ totals: counts, unrecognisedKeys });
+export const tallyDelta = ({ unrecognisedKeys, ...counts }: ReclaimTally): ReportDelta => ({
+  totals: counts,
+  unrecognisedKeys,
+});
 
-/** A pass is incomplete when something was not collected cleanly: for a namespace's own reason, or because the pass failed somewhere. */
+/**
+ * A pass is incomplete when something was not collected cleanly: for a namespace's own reason, or because the pass
+ * failed somewhere.
+ */
 export const isIncomplete = (report: GcReport): boolean => hasNamespaceProblems(report) || passFailed(report);
 
 /**
@@ -142,7 +182,10 @@ export const isIncomplete = (report: GcReport): boolean => hasNamespaceProblems(
 export const hasNamespaceProblems = ({ totals, rootProblems, clockProblem }: GcReport): boolean =>
   totals.corrupt > 0 || totals.skippedNamespaces > 0 || rootProblems.length > 0 || clockProblem !== undefined;
 
-/** A failure of the pass itself (a walk or a namespace's pass failed after its retries): the pass fails, and a schedule pauses. */
+/**
+ * A failure of the pass itself (a walk or a namespace's pass failed after its retries): the pass fails, and a schedule
+ * pauses.
+ */
 export const passFailed = ({ totals }: GcReport): boolean => totals.failedPrefixes > 0 || totals.failedNamespaces > 0;
 
 /** What one namespace's reclaim of superseded segments did (in a dry run: would do). */

@@ -18,7 +18,14 @@ import {
   type NamespaceId,
 } from '../keys';
 import { claimLeaseState, claimUnleasedState, decideOwner, encodeLease, type LeaseState } from '../lease';
-import { MAX_COLLECTED_ROOT_BYTES, MAX_ROOT_BYTES, RootCorruptError, RootTooLargeError, type RootCodec, type RootState } from '../root';
+import {
+  MAX_COLLECTED_ROOT_BYTES,
+  MAX_ROOT_BYTES,
+  RootCorruptError,
+  RootTooLargeError,
+  type RootCodec,
+  type RootState,
+} from '../root';
 import {
   AFTER_ALL_UNDER,
   AmbiguousError,
@@ -78,8 +85,11 @@ async function listChildren<T>(
   return { found, unrecognised, next: page.nextCursor === undefined ? undefined : last };
 }
 
-export const listNamespaces = (store: ObjectStore, after: string | undefined, limit: number): Promise<ChildrenPage<NamespaceId>> =>
-  listChildren(store, NAMESPACES_PREFIX, after, limit, parseNamespacePrefix);
+export const listNamespaces = (
+  store: ObjectStore,
+  after: string | undefined,
+  limit: number,
+): Promise<ChildrenPage<NamespaceId>> => listChildren(store, NAMESPACES_PREFIX, after, limit, parseNamespacePrefix);
 
 /** Async, so a raw namespace id rejects like any other failure instead of throwing before a promise exists. */
 export const listJobPrefixes = async (
@@ -87,7 +97,8 @@ export const listJobPrefixes = async (
   ns: NamespaceId,
   after: string | undefined,
   limit: number,
-): Promise<ChildrenPage<MetadataCompactionId>> => listChildren(store, compactionsPrefix(ns), after, limit, (p) => parseJobPrefix(ns, p));
+): Promise<ChildrenPage<MetadataCompactionId>> =>
+  listChildren(store, compactionsPrefix(ns), after, limit, (p) => parseJobPrefix(ns, p));
 
 /**
  * The claim a pass holds on a prefix: the lease it wrote (`reaping`, its pass id), enough to refresh
@@ -104,7 +115,9 @@ export interface HeldClaim {
  * answers any of these; a claim settles `expired` and `none` into one of the others.
  */
 export type PrefixOwner =
-  /** No lease: the prefix holds plain orphans; the pass claims it by creating a `reaping` lease before deleting there. */
+  /**
+   * No lease: the prefix holds plain orphans; the pass claims it by creating a `reaping` lease before deleting there.
+   */
   | { readonly owner: 'none' }
   /**
    * `reaping`, this pass's: claimed just now (or, in a dry run, would be), or earlier by an attempt of
@@ -133,7 +146,11 @@ export type ExpiredLease = Extract<PrefixOwner, { owner: 'expired' }>;
 /** What a survey saw of a prefix the pass may claim: an expired lease, or none. */
 export type ClaimableOwner = Extract<PrefixOwner, { owner: 'expired' | 'none' }>;
 
-const heldClaim = (lease: LeaseState, etag: string): HeldClaim => ({ etag, startedAtMs: lease.started_at_ms, heartbeatAtMs: lease.heartbeat_at_ms });
+const heldClaim = (lease: LeaseState, etag: string): HeldClaim => ({
+  etag,
+  startedAtMs: lease.started_at_ms,
+  heartbeatAtMs: lease.heartbeat_at_ms,
+});
 
 function ownerOf(found: LeaseRead, rules: OwnerRules, key: string): PrefixOwner {
   const decision = decideOwner(found, rules.nowMs, rules.leaseExpiryMs, rules.passId);
@@ -160,7 +177,10 @@ export async function surveyLease(store: ObjectStore, job: JobRef, rules: OwnerR
 }
 
 const isUnclear = (err: unknown): boolean =>
-  err instanceof PreconditionFailedError || err instanceof NotFoundError || err instanceof ConflictError || err instanceof AmbiguousError;
+  err instanceof PreconditionFailedError ||
+  err instanceof NotFoundError ||
+  err instanceof ConflictError ||
+  err instanceof AmbiguousError;
 
 /**
  * Claims the prefix for pass `rules.passId` (spec 6.2), deciding the owner from one GET (or from
@@ -174,15 +194,23 @@ const isUnclear = (err: unknown): boolean =>
  * between, live for this pass however old that heartbeat is at the pass's clock. A dry run's store
  * records the claim instead of making it, and answers as if it landed.
  */
-export async function claimLease(store: ObjectStore, job: JobRef, rules: OwnerRules, seen?: ClaimableOwner, clockMs: () => number = Date.now): Promise<SettledOwner> {
+export async function claimLease(
+  store: ObjectStore,
+  job: JobRef,
+  rules: OwnerRules,
+  seen?: ClaimableOwner,
+  clockMs: () => number = Date.now,
+): Promise<SettledOwner> {
   const key = leaseKey(job.namespaceId, job.jobId);
   let lastError: unknown;
   let claimedHeartbeatMs: number | undefined;
   for (let read = 0; read < MAX_CLAIM_READS; read++) {
     const found: LeaseRead =
-      read === 0 && seen?.owner === 'expired' ? leaseReadOf({ body: new TextEncoder().encode(seen.lease), etag: seen.etag }, job)
-      : read === 0 && seen?.owner === 'none' ? { missing: true }
-      : await readLease(store, job);
+      read === 0 && seen?.owner === 'expired'
+        ? leaseReadOf({ body: new TextEncoder().encode(seen.lease), etag: seen.etag }, job)
+        : read === 0 && seen?.owner === 'none'
+          ? { missing: true }
+          : await readLease(store, job);
     const owner = ownerOf(found, rules, key);
     if (owner.owner === 'job') return { owner: 'job', raced: claimedHeartbeatMs !== undefined };
     if (owner.owner !== 'expired' && owner.owner !== 'none') return owner;
@@ -193,7 +221,8 @@ export async function claimLease(store: ObjectStore, job: JobRef, rules: OwnerRu
         return { owner: 'collector', claim: heldClaim(claim, etag), created: true };
       }
       const { lease } = found as Extract<LeaseRead, { etag: string }>;
-      if (claimedHeartbeatMs !== undefined && lease.status === 'active' && lease.heartbeat_at_ms > claimedHeartbeatMs) return { owner: 'job', raced: true };
+      if (claimedHeartbeatMs !== undefined && lease.status === 'active' && lease.heartbeat_at_ms > claimedHeartbeatMs)
+        return { owner: 'job', raced: true };
       claimedHeartbeatMs = lease.heartbeat_at_ms;
       const claim = claimLeaseState(lease, rules.passId, clockMs());
       const { etag } = await store.putIfMatch(key, encodeLease(claim), owner.etag);
@@ -225,9 +254,22 @@ export class ClaimLostError extends TypedError {
  * only after its walk, so the prefix was reclaimed (by an earlier attempt of this walk, or by a pass
  * that took the claim over); anything else is {@link ClaimLostError}.
  */
-export async function refreshClaim(store: ObjectStore, job: JobRef, passId: string, held: HeldClaim, clockMs: () => number): Promise<HeldClaim | undefined> {
+export async function refreshClaim(
+  store: ObjectStore,
+  job: JobRef,
+  passId: string,
+  held: HeldClaim,
+  clockMs: () => number,
+): Promise<HeldClaim | undefined> {
   const key = leaseKey(job.namespaceId, job.jobId);
-  const current = { job_id: job.jobId, namespace_id: job.namespaceId, owner_id: passId, status: 'reaping', started_at_ms: held.startedAtMs, heartbeat_at_ms: held.heartbeatAtMs } as const;
+  const current = {
+    job_id: job.jobId,
+    namespace_id: job.namespaceId,
+    owner_id: passId,
+    status: 'reaping',
+    started_at_ms: held.startedAtMs,
+    heartbeat_at_ms: held.heartbeatAtMs,
+  } as const;
   const next = claimLeaseState(current, passId, clockMs());
   try {
     return heldClaim(next, (await store.putIfMatch(key, encodeLease(next), held.etag)).etag);
@@ -236,8 +278,12 @@ export async function refreshClaim(store: ObjectStore, job: JobRef, passId: stri
   }
   const read = await readLease(store, job);
   if ('missing' in read) return undefined;
-  if ('lease' in read && read.lease.status === 'reaping' && read.lease.owner_id === passId) return heldClaim(read.lease, read.etag);
-  throw new ClaimLostError(key, 'corrupt' in read ? read.corrupt : `it is ${read.lease.status}, owner ${read.lease.owner_id}`);
+  if ('lease' in read && read.lease.status === 'reaping' && read.lease.owner_id === passId)
+    return heldClaim(read.lease, read.etag);
+  throw new ClaimLostError(
+    key,
+    'corrupt' in read ? read.corrupt : `it is ${read.lease.status}, owner ${read.lease.owner_id}`,
+  );
 }
 
 /** Why a namespace's root cannot be trusted; the namespace's pass then claims and deletes nothing. */
@@ -260,7 +306,11 @@ export interface RootProblem {
  * over the readers' limit (up to {@link MAX_COLLECTED_ROOT_BYTES}) is `oversize`: its job prefixes
  * wait, and its superseded segments are reclaimed, which is what shrinks it.
  */
-export async function findRootProblem(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<{ readonly problem: RootProblem } | { readonly generation: number }> {
+export async function findRootProblem(
+  store: ObjectStore,
+  ns: NamespaceId,
+  codec: RootCodec,
+): Promise<{ readonly problem: RootProblem } | { readonly generation: number }> {
   try {
     const judged = await judgeRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
     const oversize = oversizeProblem(ns, judged.bytes);
@@ -274,14 +324,18 @@ export async function findRootProblem(store: ObjectStore, ns: NamespaceId, codec
 
 /** The problem of a root of `bytes` that the collector read, if it is past what readers accept. */
 export const oversizeProblem = (ns: NamespaceId, bytes: number): RootProblem | undefined =>
-  bytes > MAX_ROOT_BYTES ? { key: rootKey(ns), problem: 'oversize', reason: new RootTooLargeError(ns, bytes, false).message } : undefined;
+  bytes > MAX_ROOT_BYTES
+    ? { key: rootKey(ns), problem: 'oversize', reason: new RootTooLargeError(ns, bytes, false).message }
+    : undefined;
 
 /** What a failed read of the root says about it; undefined for a failure that is not about the root (a bug). */
 export function rootProblemOf(err: unknown, ns: NamespaceId): RootProblem | undefined {
   const key = rootKey(ns);
-  if (err instanceof RootMissingError || err instanceof RootLostError) return { key, problem: 'missing', reason: err.message };
+  if (err instanceof RootMissingError || err instanceof RootLostError)
+    return { key, problem: 'missing', reason: err.message };
   if (err instanceof RootWentBackError) return { key, problem: 'went_back', reason: err.message };
-  if (err instanceof RootCorruptError || err instanceof ObjectTooLargeError) return { key, problem: 'corrupt', reason: err.message };
+  if (err instanceof RootCorruptError || err instanceof ObjectTooLargeError)
+    return { key, problem: 'corrupt', reason: err.message };
   if (err instanceof StoreError) return { key, problem: 'unreadable', reason: err.message };
   return undefined;
 }
@@ -299,7 +353,11 @@ export class DeleteFailedError extends TypedError {
 }
 
 /** A lease's deletion as its manifest line names it: `lease`, as the claim read it. */
-const leaseDeletion = (object: ObjectInfo, lease: LeaseFacts | undefined): Deletion => ({ object, rule: 'lease', read: lease ? { lease } : {} });
+const leaseDeletion = (object: ObjectInfo, lease: LeaseFacts | undefined): Deletion => ({
+  object,
+  rule: 'lease',
+  read: lease ? { lease } : {},
+});
 
 /**
  * Deletes the lease this pass owns, after its manifest line: the line the walk of its prefix
@@ -314,15 +372,24 @@ const leaseDeletion = (object: ObjectInfo, lease: LeaseFacts | undefined): Delet
  * store that ignores the condition (`store check`: conditional delete `ignored`) the read is the only
  * check, and a delete that lands after another write removes it (docs/stores.md).
  */
-export async function deleteLease(store: ObjectStore, job: JobRef, passId: string, deletes: Deleter = deleterOf(store, undefined), lease?: LeaseFacts, claim?: HeldClaim): Promise<boolean> {
+export async function deleteLease(
+  store: ObjectStore,
+  job: JobRef,
+  passId: string,
+  deletes: Deleter = deleterOf(store, undefined),
+  lease?: LeaseFacts,
+  claim?: HeldClaim,
+): Promise<boolean> {
   const key = leaseKey(job.namespaceId, job.jobId);
-  // A dry run's claim was recorded, never written: the lease it would delete is the one it would have claimed, as the store holds it.
+  // A dry run's claim was recorded, never written: the lease it would delete is the one it would have claimed, as the
+  // store holds it.
   const dryRun = claim !== undefined && isDryRunEtag(claim.etag);
   let lastError: unknown;
   for (let read = 0; read < MAX_CLAIM_READS; read++) {
     const found = await readLease(store, job);
     if ('missing' in found) return true;
-    if (!('lease' in found && (dryRun || (found.lease.status === 'reaping' && found.lease.owner_id === passId)))) return false;
+    if (!('lease' in found && (dryRun || (found.lease.status === 'reaping' && found.lease.owner_id === passId))))
+      return false;
     const object: ObjectInfo = { key, size: found.bytes.length, etag: found.etag, lastModified: found.lastModified };
     try {
       await deletes.deleteIfMatch(leaseDeletion(object, lease), found.etag);
@@ -335,7 +402,10 @@ export async function deleteLease(store: ObjectStore, job: JobRef, passId: strin
   throw lastError;
 }
 
-/** How a walk's deletions are recorded: the rule of its prefix and the lease that made it the collector's, and the claim it refreshes. */
+/**
+ * How a walk's deletions are recorded: the rule of its prefix and the lease that made it the collector's, and the claim
+ * it refreshes.
+ */
 export interface PrefixRule {
   readonly rule: Extract<DeletionRule, 'claimed_prefix' | 'orphaned_prefix'>;
   readonly lease?: LeaseFacts;
@@ -380,7 +450,9 @@ export const reclaimPositionFrom = (details: unknown, from: ReclaimPosition = ST
 
 /** A missing or future `LastModified` means young: retention wins every unclear age. */
 const isOldEnough = (o: ObjectInfo, options: ReclaimOptions): boolean =>
-  o.lastModified !== undefined && options.nowMs - o.lastModified.getTime() >= options.stagingGraceMs && o.lastModified.getTime() <= options.nowMs;
+  o.lastModified !== undefined &&
+  options.nowMs - o.lastModified.getTime() >= options.stagingGraceMs &&
+  o.lastModified.getTime() <= options.nowMs;
 
 const deletionTally = (deleted: readonly ObjectInfo[]): ReclaimTally => ({
   ...EMPTY_TALLY,
@@ -426,8 +498,19 @@ type FlushOutcome =
  * listings of key ranges, made it read the prefix's whole directory again for every page.) A
  * failure stops the walk at its next page; it then reports where it stands and rethrows.
  */
-export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: ReclaimOptions, walk: PrefixWalk): Promise<ReclaimTally> {
-  const { codec, deletes = deleterOf(store, undefined), why = { rule: 'orphaned_prefix' }, awaitLastPart, clockMs = Date.now } = walk;
+export async function reclaimPrefix(
+  store: ObjectStore,
+  job: JobRef,
+  options: ReclaimOptions,
+  walk: PrefixWalk,
+): Promise<ReclaimTally> {
+  const {
+    codec,
+    deletes = deleterOf(store, undefined),
+    why = { rule: 'orphaned_prefix' },
+    awaitLastPart,
+    clockMs = Date.now,
+  } = walk;
   const onProgress = walk.onProgress ?? (() => {});
   const resume = walk.from ?? START_OF_WALK;
   const lastDeletes = awaitLastPart ? deletes.awaitingPartsWith(awaitLastPart) : deletes;
@@ -437,12 +520,19 @@ export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: Re
   let failure: { readonly error: unknown } | undefined;
   let claimEnded = false;
 
-  const deleteBatch = async (batch: readonly ObjectInfo[], batchRetained: ReclaimTally, upTo: string | undefined, last: boolean, later: readonly Deletion[]): Promise<FlushOutcome> => {
+  const deleteBatch = async (
+    batch: readonly ObjectInfo[],
+    batchRetained: ReclaimTally,
+    upTo: string | undefined,
+    last: boolean,
+    later: readonly Deletion[],
+  ): Promise<FlushOutcome> => {
     const through = last ? lastDeletes : deletes;
     let deleted: ObjectInfo[] = [];
     try {
       let referencedCount = 0;
-      // A claim is refreshed before a batch once it is a refresh interval old: a claim older than the expiry is another pass's to take over.
+      // A claim is refreshed before a batch once it is a refresh interval old: a claim older than the expiry is another
+      // pass's to take over.
       if (claim && clockMs() - claim.heartbeatAtMs >= options.leaseRefreshIntervalMs) {
         claim = await refreshClaim(store, job, options.passId, claim, clockMs);
         // The claim ended with its lease: the prefix was reclaimed, and this walk deletes nothing more.
@@ -454,12 +544,22 @@ export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: Re
         const doomed = batch.filter((o) => !isRetainedByRoot(root, o.key, options));
         referencedCount = batch.length - doomed.length;
         const read = { ...(why.lease && { lease: why.lease }), rootGeneration: root.generation };
-        const { failed } = await through(doomed.map((object) => ({ object, rule: why.rule, read })), later);
+        const { failed } = await through(
+          doomed.map((object) => ({ object, rule: why.rule, read })),
+          later,
+        );
         const failedKeys = new Set(failed.map((f) => f.key));
         deleted = doomed.filter((o) => !failedKeys.has(o.key));
         if (failed.length) throw new DeleteFailedError(prefix, failed);
       } else if (later.length) await through([], later);
-      return { upTo, settled: addTally({ ...batchRetained, retainedReferenced: referencedCount }, deletionTally(deleted), options.reportLimit) };
+      return {
+        upTo,
+        settled: addTally(
+          { ...batchRetained, retainedReferenced: referencedCount },
+          deletionTally(deleted),
+          options.reportLimit,
+        ),
+      };
     } catch (error) {
       return { error, deleted: deletionTally(deleted) };
     }
@@ -472,7 +572,8 @@ export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: Re
     inFlight = undefined;
     if (outcome === undefined) return;
     if ('error' in outcome) {
-      // Deletions are counted now (those keys will not be listed again); the rest of the batch is walked again on retry.
+      // Deletions are counted now (those keys will not be listed again); the rest of the batch is walked again on
+      // retry.
       position = { ...position, tally: addTally(position.tally, outcome.deleted, options.reportLimit) };
       failure ??= { error: outcome.error };
     } else {
@@ -509,7 +610,13 @@ export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: Re
       if (last || candidates.length >= options.keysPerFlush) {
         await settle();
         if (failure || claimEnded) break;
-        inFlight = deleteBatch(candidates, retained, listedUpTo, last, last && lease ? [leaseDeletion(lease, why.lease)] : []);
+        inFlight = deleteBatch(
+          candidates,
+          retained,
+          listedUpTo,
+          last,
+          last && lease ? [leaseDeletion(lease, why.lease)] : [],
+        );
         candidates = [];
         retained = { ...EMPTY_TALLY, unrecognisedKeys: [] };
       }
@@ -526,9 +633,13 @@ export async function reclaimPrefix(store: ObjectStore, job: JobRef, options: Re
   return position.tally;
 }
 
-/** `read`'s root, unless it is older than `minGeneration` (the root the pass judged): then it went back, and nothing is decided by it. */
+/**
+ * `read`'s root, unless it is older than `minGeneration` (the root the pass judged): then it went back, and nothing is
+ * decided by it.
+ */
 export function atLeast(read: ReadRoot, minGeneration: number | undefined): RootState {
-  if (minGeneration !== undefined && read.root.generation < minGeneration) throw new RootWentBackError(read.root.namespace_id, read.root.generation, minGeneration);
+  if (minGeneration !== undefined && read.root.generation < minGeneration)
+    throw new RootWentBackError(read.root.namespace_id, read.root.generation, minGeneration);
   return read.root;
 }
 
@@ -547,7 +658,10 @@ export interface PrefixWalk {
   readonly awaitLastPart?: PartWait;
   /** The wall clock a held claim is refreshed at. */
   readonly clockMs?: () => number;
-  /** The generation of the root the pass judged the namespace by: a batch re-reads the root, and an older one deletes nothing ({@link RootWentBackError}). */
+  /**
+   * The generation of the root the pass judged the namespace by: a batch re-reads the root, and an older one deletes
+   * nothing ({@link RootWentBackError}).
+   */
   readonly minRootGeneration?: number;
 }
 
@@ -560,7 +674,10 @@ export interface SurveyedPrefix {
 /** Leases read in parallel by one survey: the DeleteObjects parallelism of the S3 adapter, for the same reason. */
 const SURVEY_CONCURRENCY = 8;
 
-/** Reads the lease of every job of a page once, {@link SURVEY_CONCURRENCY} at a time, and decides each owner; claims nothing. */
+/**
+ * Reads the lease of every job of a page once, {@link SURVEY_CONCURRENCY} at a time, and decides each owner; claims
+ * nothing.
+ */
 export async function surveyLeases(
   store: ObjectStore,
   ns: NamespaceId,

@@ -35,7 +35,10 @@ const FORMAT_VERSION = 1;
 /** The largest manifest read back: 100,000 inputs take about 15 MB. */
 export const MAX_INPUT_MANIFEST_BYTES = 64 * 1024 * 1024;
 
-/** The manifest is gone, changed since it was written, or not one of this job's: its inputs are unknown, so the job ends. */
+/**
+ * The manifest is gone, changed since it was written, or not one of this job's: its inputs are unknown, so the job
+ * ends.
+ */
 export class InputManifestUnreadableError extends TypedError {
   readonly failureType = 'InputManifestUnreadable';
   constructor(
@@ -44,14 +47,21 @@ export class InputManifestUnreadableError extends TypedError {
     /** Deleted, rather than changed or another job's. */
     readonly gone = false,
   ) {
-    super(`input manifest ${key} ${reason}: the job ends without publishing; start the compaction again, which reads the group afresh`);
+    super(
+      `input manifest ${key} ${reason}: the job ends without publishing; start the compaction again, which reads the group afresh`,
+    );
   }
 }
 
 const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
 /** Writes the manifest of attempt `attempt` of the job's group read (each attempt its own key: none is overwritten). */
-export async function writeInputManifest(store: ObjectStore, job: JobRef, attempt: number, manifest: InputManifest): Promise<InputManifestRef> {
+export async function writeInputManifest(
+  store: ObjectStore,
+  job: JobRef,
+  attempt: number,
+  manifest: InputManifest,
+): Promise<InputManifestRef> {
   const key = inputManifestKey(job.namespaceId, job.jobId, attempt);
   const body = Buffer.from(
     JSON.stringify({
@@ -67,28 +77,71 @@ export async function writeInputManifest(store: ObjectStore, job: JobRef, attemp
   return { key, etag, count: manifest.inputs.length, sha256: sha256(body) };
 }
 
-/** The manifest `ref` names, as written: same ETag, same bytes, this job's, `ref.count` inputs. Anything else is an {@link InputManifestUnreadableError}. */
-export async function readInputManifest(store: ObjectStore, job: JobRef, ref: InputManifestRef): Promise<InputManifest> {
+/**
+ * The manifest `ref` names, as written: same ETag, same bytes, this job's, `ref.count` inputs. Anything else is an
+ * {@link InputManifestUnreadableError}.
+ */
+export async function readInputManifest(
+  store: ObjectStore,
+  job: JobRef,
+  ref: InputManifestRef,
+): Promise<InputManifest> {
   const object = await store.get(ref.key, { maxBytes: MAX_INPUT_MANIFEST_BYTES }).catch((err: unknown) => {
-    if (err instanceof NotFoundError) throw new InputManifestUnreadableError(ref.key, 'is gone (a collector reclaims the objects of a prefix with no lease once past the staging grace)', true);
-    if (err instanceof ObjectTooLargeError) throw new InputManifestUnreadableError(ref.key, `is larger than ${MAX_INPUT_MANIFEST_BYTES} bytes`);
+    if (err instanceof NotFoundError)
+      throw new InputManifestUnreadableError(
+        ref.key,
+        'is gone (a collector reclaims the objects of a prefix with no lease once past the staging grace)',
+        true,
+      );
+    if (err instanceof ObjectTooLargeError)
+      throw new InputManifestUnreadableError(ref.key, `is larger than ${MAX_INPUT_MANIFEST_BYTES} bytes`);
     throw err;
   });
-  if (object.etag !== ref.etag) throw new InputManifestUnreadableError(ref.key, `changed since it was written (ETag ${ref.etag}, now ${object.etag})`);
-  if (sha256(object.body) !== ref.sha256) throw new InputManifestUnreadableError(ref.key, 'does not hold the bytes written (SHA-256 differs)');
-  const parsed = JSON.parse(Buffer.from(object.body).toString('utf8')) as { kind?: unknown; format_version?: unknown; namespace_id?: unknown; job_id?: unknown; group?: unknown; inputs?: unknown };
+  if (object.etag !== ref.etag)
+    throw new InputManifestUnreadableError(
+      ref.key,
+      `changed since it was written (ETag ${ref.etag}, now ${object.etag})`,
+    );
+  if (sha256(object.body) !== ref.sha256)
+    throw new InputManifestUnreadableError(ref.key, 'does not hold the bytes written (SHA-256 differs)');
+  const parsed = JSON.parse(Buffer.from(object.body).toString('utf8')) as {
+    kind?: unknown;
+    format_version?: unknown;
+    namespace_id?: unknown;
+    job_id?: unknown;
+    group?: unknown;
+    inputs?: unknown;
+  };
   const inputs = parsed.inputs;
   const fits =
-    parsed.kind === KIND && parsed.format_version === FORMAT_VERSION && parsed.namespace_id === job.namespaceId && parsed.job_id === job.jobId &&
-    typeof parsed.group === 'string' && Array.isArray(inputs) && inputs.length === ref.count &&
-    inputs.every((pair) => Array.isArray(pair) && pair.length === 2 && typeof pair[0] === 'string' && typeof pair[1] === 'string');
-  if (!fits) throw new InputManifestUnreadableError(ref.key, `is not the input manifest of job ${quoted(job.jobId)} with ${ref.count} inputs`);
+    parsed.kind === KIND &&
+    parsed.format_version === FORMAT_VERSION &&
+    parsed.namespace_id === job.namespaceId &&
+    parsed.job_id === job.jobId &&
+    typeof parsed.group === 'string' &&
+    Array.isArray(inputs) &&
+    inputs.length === ref.count &&
+    inputs.every(
+      (pair) => Array.isArray(pair) && pair.length === 2 && typeof pair[0] === 'string' && typeof pair[1] === 'string',
+    );
+  if (!fits)
+    throw new InputManifestUnreadableError(
+      ref.key,
+      `is not the input manifest of job ${quoted(job.jobId)} with ${ref.count} inputs`,
+    );
   const pairs = inputs as [string, string][];
   return { group: parsed.group as string, inputs: pairs.map(([key]) => key), etags: pairs.map(([, etag]) => etag) };
 }
 
-/** {@link readInputManifest}, or undefined when the manifest is gone: only a collector deletes it, with the job's prefix. */
-export async function readInputManifestIfAny(store: ObjectStore, job: JobRef, ref: InputManifestRef): Promise<InputManifest | undefined> {
+/**
+ * {@link readInputManifest}, or undefined when the manifest is gone: only a collector deletes it, with the job's
+ * prefix.
+ */
+export async function readInputManifestIfAny(
+  store: ObjectStore,
+  job: JobRef,
+  ref: InputManifestRef,
+): Promise<InputManifest | undefined> {
   return readInputManifest(store, job, ref).catch((err: unknown) => {
     if (err instanceof InputManifestUnreadableError && err.gone) return undefined;
     throw err;
@@ -102,8 +155,15 @@ export async function readInputManifestIfAny(store: ObjectStore, job: JobRef, re
  * lease, say with no worker free. The job has then lost its prefix as a fenced job loses its lease:
  * a {@link LeaseLostError}, so it publishes nothing and a new job reads the group afresh.
  */
-export async function readInputManifestUnderLease(store: ObjectStore, job: JobRef, ref: InputManifestRef): Promise<InputManifest> {
+export async function readInputManifestUnderLease(
+  store: ObjectStore,
+  job: JobRef,
+  ref: InputManifestRef,
+): Promise<InputManifest> {
   const manifest = await readInputManifestIfAny(store, job, ref);
   if (manifest) return manifest;
-  throw new LeaseLostError(leaseKey(job.namespaceId, job.jobId), `the job's input manifest ${ref.key} is gone: a collector reclaimed its prefix as an orphan's before the lease was created`);
+  throw new LeaseLostError(
+    leaseKey(job.namespaceId, job.jobId),
+    `the job's input manifest ${ref.key} is gone: a collector reclaimed its prefix as an orphan's before the lease was created`,
+  );
 }

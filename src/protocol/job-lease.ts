@@ -35,17 +35,27 @@ export class JobIdCollisionError extends TypedError {
  * writes the same bytes and recognises its own earlier write after a lost response; if a collector
  * has claimed that write since, the job has lost its lease ({@link LeaseLostError}).
  */
-export async function createJobLease(store: ObjectStore, job: JobRef & { ownerId: string; startedAtMs: number }): Promise<HeldLease> {
-  const lease = createLeaseState({ jobId: job.jobId, namespaceId: job.namespaceId, ownerId: job.ownerId, nowMs: job.startedAtMs });
+export async function createJobLease(
+  store: ObjectStore,
+  job: JobRef & { ownerId: string; startedAtMs: number },
+): Promise<HeldLease> {
+  const lease = createLeaseState({
+    jobId: job.jobId,
+    namespaceId: job.namespaceId,
+    ownerId: job.ownerId,
+    nowMs: job.startedAtMs,
+  });
   const key = leaseKey(job.namespaceId, job.jobId);
   try {
     return { lease, etag: (await store.putIfAbsent(key, encodeLease(lease))).etag };
   } catch (err) {
-    if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof AmbiguousError)) throw err;
+    if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof AmbiguousError))
+      throw err;
     const read = await readLease(store, job);
     if ('lease' in read && read.lease.owner_id === lease.owner_id && read.lease.started_at_ms === lease.started_at_ms) {
       // Our own create landed; a collector may have claimed it since (the retry came after expiry).
-      if (read.lease.status === 'reaping') throw new LeaseLostError(key, 'a collector claimed it before its create was confirmed');
+      if (read.lease.status === 'reaping')
+        throw new LeaseLostError(key, 'a collector claimed it before its create was confirmed');
       return { lease: read.lease, etag: read.etag };
     }
     // No lease after a 409 or an unknown outcome: the create did not land (or not yet); retrying it is safe.
@@ -53,14 +63,25 @@ export async function createJobLease(store: ObjectStore, job: JobRef & { ownerId
     // A 412 proves a lease stood at this fresh job id; only a collector deletes one, after claiming it. Either it
     // was this job's own earlier create (landed, its answer lost, expired and reclaimed before this retry) or a
     // colliding job's: either way the prefix is not this job's, and running again as a new job is the answer.
-    if ('missing' in read) throw new LeaseLostError(key, 'a lease stood here when the create was retried and has since been claimed and deleted');
+    if ('missing' in read)
+      throw new LeaseLostError(
+        key,
+        'a lease stood here when the create was retried and has since been claimed and deleted',
+      );
     // A collector claims a prefix with no lease by creating one `reaping` before it deletes there: the prefix is its.
-    if ('lease' in read && read.lease.status === 'reaping') throw new LeaseLostError(key, `collector pass ${read.lease.owner_id} claimed the prefix before the lease was created`);
+    if ('lease' in read && read.lease.status === 'reaping')
+      throw new LeaseLostError(
+        key,
+        `collector pass ${read.lease.owner_id} claimed the prefix before the lease was created`,
+      );
     throw new JobIdCollisionError(`${key} already exists and is not this job's lease: job id collision`);
   }
 }
 
-/** Each re-read either settles the outcome or adopts a newer version of this job's own lease; bounded so a flapping store surfaces. */
+/**
+ * Each re-read either settles the outcome or adopts a newer version of this job's own lease; bounded so a flapping
+ * store surfaces.
+ */
 const MAX_REFRESH_ROUNDS = 5;
 
 /**
@@ -68,7 +89,12 @@ const MAX_REFRESH_ROUNDS = 5;
  * missing or `reaping` → {@link LeaseLostError}; `active` (only this job writes `active` for its id)
  * → our write landed, or adopt that ETag and CAS again.
  */
-export async function refreshJobLease(store: ObjectStore, job: JobRef, held: HeldLease, clockMs: () => number): Promise<HeldLease> {
+export async function refreshJobLease(
+  store: ObjectStore,
+  job: JobRef,
+  held: HeldLease,
+  clockMs: () => number,
+): Promise<HeldLease> {
   const key = leaseKey(job.namespaceId, job.jobId);
   let current = held;
   let lastError: unknown;
@@ -78,7 +104,11 @@ export async function refreshJobLease(store: ObjectStore, job: JobRef, held: Hel
     try {
       return { lease: next, etag: (await store.putIfMatch(key, bytes, current.etag)).etag };
     } catch (err) {
-      const unclear = err instanceof PreconditionFailedError || err instanceof NotFoundError || err instanceof ConflictError || err instanceof AmbiguousError;
+      const unclear =
+        err instanceof PreconditionFailedError ||
+        err instanceof NotFoundError ||
+        err instanceof ConflictError ||
+        err instanceof AmbiguousError;
       if (!unclear) throw err;
       lastError = err;
     }

@@ -31,18 +31,38 @@ export class RootWentBackError extends TypedError {
 const MAX_COPY_ROUNDS = 5;
 
 /** The object at `key` read as a root of `ns` with its bytes, or undefined when there is none. */
-async function readRootObject(store: ObjectStore, key: string, ns: NamespaceId, codec: RootCodec, maxBytes: number): Promise<(ReadRoot & { readonly body: Uint8Array }) | undefined> {
+async function readRootObject(
+  store: ObjectStore,
+  key: string,
+  ns: NamespaceId,
+  codec: RootCodec,
+  maxBytes: number,
+): Promise<(ReadRoot & { readonly body: Uint8Array }) | undefined> {
   try {
     const object = await store.get(key, { maxBytes });
-    return { root: decodeRootWith(codec, object.body, ns, maxBytes), etag: object.etag, bytes: object.body.length, lastModified: object.lastModified, body: object.body };
+    return {
+      root: decodeRootWith(codec, object.body, ns, maxBytes),
+      etag: object.etag,
+      bytes: object.body.length,
+      lastModified: object.lastModified,
+      body: object.body,
+    };
   } catch (err) {
     if (err instanceof NotFoundError) return undefined;
     throw err;
   }
 }
 
-/** The judged copy of the namespace's root (the last root a pass judged it by), or undefined when no pass has judged one. */
-export const readJudgedRoot = (store: ObjectStore, ns: NamespaceId, codec: RootCodec, maxBytes: number): Promise<(ReadRoot & { readonly body: Uint8Array }) | undefined> =>
+/**
+ * The judged copy of the namespace's root (the last root a pass judged it by), or undefined when no pass has judged
+ * one.
+ */
+export const readJudgedRoot = (
+  store: ObjectStore,
+  ns: NamespaceId,
+  codec: RootCodec,
+  maxBytes: number,
+): Promise<(ReadRoot & { readonly body: Uint8Array }) | undefined> =>
   readRootObject(store, judgedRootKey(ns), ns, codec, maxBytes);
 
 /**
@@ -51,12 +71,21 @@ export const readJudgedRoot = (store: ObjectStore, ns: NamespaceId, codec: RootC
  * one, and an older one {@link RootWentBackError}. A newer one becomes the copy (by CAS, monotone in generation) before
  * anything is decided by it, so a later loss is noticed whatever a pass deletes by it.
  */
-export async function judgeRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec, maxBytes: number): Promise<ReadRoot> {
+export async function judgeRoot(
+  store: ObjectStore,
+  ns: NamespaceId,
+  codec: RootCodec,
+  maxBytes: number,
+): Promise<ReadRoot> {
   const current = await readRootObject(store, rootKey(ns), ns, codec, maxBytes);
-  if (current === undefined) throw (await readJudgedRoot(store, ns, codec, maxBytes)) ? new RootLostError(ns) : new RootMissingError(rootKey(ns));
+  if (current === undefined)
+    throw (await readJudgedRoot(store, ns, codec, maxBytes))
+      ? new RootLostError(ns)
+      : new RootMissingError(rootKey(ns));
   for (let round = 0; round < MAX_COPY_ROUNDS; round++) {
     const judged = await readJudgedRoot(store, ns, codec, maxBytes);
-    if (judged && current.root.generation < judged.root.generation) throw new RootWentBackError(ns, current.root.generation, judged.root.generation);
+    if (judged && current.root.generation < judged.root.generation)
+      throw new RootWentBackError(ns, current.root.generation, judged.root.generation);
     if (judged && current.root.generation === judged.root.generation) return current;
     try {
       if (judged) await store.putIfMatch(judgedRootKey(ns), current.body, judged.etag);
@@ -64,7 +93,13 @@ export async function judgeRoot(store: ObjectStore, ns: NamespaceId, codec: Root
       return current;
     } catch (err) {
       // Another pass recorded its copy meanwhile: read it again and decide again.
-      if (!(err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof AmbiguousError || err instanceof NotFoundError)) throw err;
+      if (!(
+        err instanceof PreconditionFailedError ||
+        err instanceof ConflictError ||
+        err instanceof AmbiguousError ||
+        err instanceof NotFoundError
+      ))
+        throw err;
     }
   }
   return current;
@@ -78,7 +113,10 @@ export interface RootRestore {
   readonly currentGeneration: number | undefined;
   /** The generation the restored root is written at: higher than both, so no later check sees it go back. */
   readonly restoredGeneration: number;
-  /** Segments under `metadata/segments/` the copy neither names nor retires (the first few): registered after the copy, or lost writes; register them again within the lost-write grace if they are data. */
+  /**
+   * Segments under `metadata/segments/` the copy neither names nor retires (the first few): registered after the copy,
+   * or lost writes; register them again within the lost-write grace if they are data.
+   */
   readonly unnamedSegments: readonly string[];
   /** How many there are in all. */
   readonly unnamedCount: number;
@@ -107,9 +145,15 @@ const NAMED_UNNAMED = 20;
  * Either way it lists the input segments the copy neither names nor retires: written after the copy
  * (their registrations are lost with the root) or lost writes.
  */
-export async function restoreJudgedRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec, options: { readonly apply: boolean; readonly maxBytes: number }): Promise<RootRestore> {
+export async function restoreJudgedRoot(
+  store: ObjectStore,
+  ns: NamespaceId,
+  codec: RootCodec,
+  options: { readonly apply: boolean; readonly maxBytes: number },
+): Promise<RootRestore> {
   const judged = await readJudgedRoot(store, ns, codec, options.maxBytes);
-  if (!judged) throw new NothingToRestoreError(ns, `no collector pass has judged a root of it (${judgedRootKey(ns)} is missing)`);
+  if (!judged)
+    throw new NothingToRestoreError(ns, `no collector pass has judged a root of it (${judgedRootKey(ns)} is missing)`);
   const current = await readRootObject(store, rootKey(ns), ns, codec, options.maxBytes).catch((err: unknown) => {
     // A root that is there but does not decode is replaced like a missing one: it is read only for its ETag.
     if (err instanceof TypedError && err.failureType === 'RootCorrupt') return undefined;
@@ -117,7 +161,10 @@ export async function restoreJudgedRoot(store: ObjectStore, ns: NamespaceId, cod
   });
   // A root at or past the copy has not gone back: restoring would forget what was registered since.
   if (current && current.root.generation >= judged.root.generation) {
-    throw new NothingToRestoreError(ns, `its root is at generation ${current.root.generation}, not behind the judged copy (generation ${judged.root.generation})`);
+    throw new NothingToRestoreError(
+      ns,
+      `its root is at generation ${current.root.generation}, not behind the judged copy (generation ${judged.root.generation})`,
+    );
   }
   const restoredGeneration = Math.max(judged.root.generation, current?.root.generation ?? 0) + 1;
   const { referenced, retired } = rootIndex(judged.root);
@@ -135,9 +182,19 @@ export async function restoreJudgedRoot(store: ObjectStore, ns: NamespaceId, cod
   } while (cursor !== undefined);
   if (options.apply) {
     const bytes = encodeRootForWrite(codec, { ...judged.root, generation: restoredGeneration });
-    const existing = await store.head(rootKey(ns)).then((o) => o.etag, (err: unknown) => (err instanceof NotFoundError ? undefined : Promise.reject(err)));
+    const existing = await store.head(rootKey(ns)).then(
+      (o) => o.etag,
+      (err: unknown) => (err instanceof NotFoundError ? undefined : Promise.reject(err)),
+    );
     if (existing === undefined) await store.putIfAbsent(rootKey(ns), bytes);
     else await store.putIfMatch(rootKey(ns), bytes, current?.etag ?? existing);
   }
-  return { judgedGeneration: judged.root.generation, currentGeneration: current?.root.generation, restoredGeneration, unnamedSegments: unnamed, unnamedCount, applied: options.apply };
+  return {
+    judgedGeneration: judged.root.generation,
+    currentGeneration: current?.root.generation,
+    restoredGeneration,
+    unnamedSegments: unnamed,
+    unnamedCount,
+    applied: options.apply,
+  };
 }

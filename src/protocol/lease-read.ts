@@ -26,10 +26,20 @@ export async function readLease(store: ObjectStore, job: JobRef): Promise<LeaseR
   }
 }
 
-/** Decodes bytes read earlier (and handed on, e.g. through workflow history) exactly as {@link readLease} decodes a GET. */
-export function leaseReadOf(object: { readonly body: Uint8Array; readonly etag: string; readonly lastModified?: Date | undefined }, job: JobRef): LeaseRead {
+/**
+ * Decodes bytes read earlier (and handed on, e.g. through workflow history) exactly as {@link readLease} decodes a GET.
+ */
+export function leaseReadOf(
+  object: { readonly body: Uint8Array; readonly etag: string; readonly lastModified?: Date | undefined },
+  job: JobRef,
+): LeaseRead {
   try {
-    return { lease: decodeLease(object.body, job), etag: object.etag, bytes: object.body, ...(object.lastModified && { lastModified: object.lastModified }) };
+    return {
+      lease: decodeLease(object.body, job),
+      etag: object.etag,
+      bytes: object.body,
+      ...(object.lastModified && { lastModified: object.lastModified }),
+    };
   } catch (err) {
     if (err instanceof LeaseCorruptError) return { corrupt: err.message };
     throw err;

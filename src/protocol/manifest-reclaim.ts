@@ -10,7 +10,13 @@ import { listManifestPasses } from './manifest-read';
  * `nowMs`, each part recorded in this pass's manifest first like any deletion; returns how many
  * parts went. A prefix under `metadata/gc/` that is not a pass of the grammar is someone else's and stays.
  */
-export async function reclaimExpiredManifests(store: ObjectStore, ns: NamespaceId, nowMs: number, retentionMs: number, deletes: Deleter): Promise<number> {
+export async function reclaimExpiredManifests(
+  store: ObjectStore,
+  ns: NamespaceId,
+  nowMs: number,
+  retentionMs: number,
+  deletes: Deleter,
+): Promise<number> {
   let reclaimed = 0;
   for (const pass of await listManifestPasses(store, ns)) {
     const clock = passClockMs(pass);
@@ -20,7 +26,9 @@ export async function reclaimExpiredManifests(store: ObjectStore, ns: NamespaceI
     do {
       const page = await store.list({ prefix: passManifestPrefix(ns, pass), ...(cursor !== undefined && { cursor }) });
       const parts = page.objects.filter((o) => parseManifestPartKey(o.key) !== undefined);
-      const { failed } = await deletes(parts.map((object) => ({ object, rule: 'expired_manifest', read: { passClockMs: clock } })));
+      const { failed } = await deletes(
+        parts.map((object) => ({ object, rule: 'expired_manifest', read: { passClockMs: clock } })),
+      );
       if (failed.length) throw new DeleteFailedError(passManifestPrefix(ns, pass), failed);
       reclaimed += parts.length;
       cursor = page.nextCursor;

@@ -15,7 +15,10 @@ import type { DeleteResult, ObjectInfo, ObjectStore } from '../store';
 
 /** The rule that doomed an object. */
 export type DeletionRule =
-  /** An old unreferenced staged object under a prefix whose expired lease this pass (or an unfinished earlier one) claimed. */
+  /**
+   * An old unreferenced staged object under a prefix whose expired lease this pass (or an unfinished earlier one)
+   * claimed.
+   */
   | 'claimed_prefix'
   /** An old unreferenced staged object under a prefix with no lease. */
   | 'orphaned_prefix'
@@ -137,7 +140,10 @@ function partWriter(target: ManifestTarget): (deletions: readonly Deletion[]) =>
   let previous: Promise<unknown> = Promise.resolve();
   return (deletions) => {
     if (!open) {
-      const group: { readonly deletions: Deletion[]; written: Promise<void> } = { deletions: [], written: Promise.resolve() };
+      const group: { readonly deletions: Deletion[]; written: Promise<void> } = {
+        deletions: [],
+        written: Promise.resolve(),
+      };
       // The group takes lines until its write starts: after the part in flight, if any.
       group.written = previous.then(async () => {
         open = undefined;
@@ -163,7 +169,8 @@ export function deleterOf(store: ObjectStore, manifest: ManifestTarget | undefin
   const awaitingPartsWith = (wait: PartWait): Deleter => {
     const deletes = async (deletions: readonly Deletion[], later: readonly Deletion[] = []): Promise<DeleteResult> => {
       if (deletions.length + later.length === 0) return { deleted: [], failed: [] };
-      // WARN: the part must be durable before DeleteObjects is sent: a worker killed in between leaves a manifest naming at least what it deleted.
+      // WARN: the part must be durable before DeleteObjects is sent: a worker killed in between leaves a manifest
+      // naming at least what it deleted.
       if (record) await wait(record([...deletions, ...later]), deletions.length + later.length);
       for (const d of later) recorded.add(d.object.key);
       return deletions.length ? store.deleteMany(deletions.map((d) => d.object.key)) : { deleted: [], failed: [] };

@@ -20,7 +20,10 @@ export type PublicationOutcome =
   | { readonly outcome: 'abandoned'; readonly missingInputs: readonly string[] }
   | { readonly outcome: 'superseded'; readonly lostRaces: number };
 
-/** The time since this attempt's refresh ran past the publication budget before the root CAS: the attempt published nothing. */
+/**
+ * The time since this attempt's refresh ran past the publication budget before the root CAS: the attempt published
+ * nothing.
+ */
 export class PublicationBudgetExceededError extends TypedError {
   readonly failureType = 'PublicationBudgetExceeded';
 }
@@ -34,11 +37,17 @@ export interface PublicationRequest extends JobRef {
    * only when the group holds segments other than the inputs (see {@link publishedKeys}). Absent: none.
    */
   readonly tombstones?: readonly string[];
-  /** The highest seq of a tombstone in `tombstones` (`CompactionOutputs.tombstoneSeqFloor`); absent: unknown, and the tombstone segments are always named. */
+  /**
+   * The highest seq of a tombstone in `tombstones` (`CompactionOutputs.tombstoneSeqFloor`); absent: unknown, and the
+   * tombstone segments are always named.
+   */
   readonly tombstoneSeqFloor?: number;
 }
 
-/** The compactor returned no output and no tombstone segment for inputs that exist: publishing that would empty the group. */
+/**
+ * The compactor returned no output and no tombstone segment for inputs that exist: publishing that would empty the
+ * group.
+ */
 export class EmptyCompactionError extends TypedError {
   readonly failureType = 'EmptyCompaction';
 }
@@ -78,7 +87,8 @@ export async function publishCompaction(
     const current = await readRoot(store, request.namespaceId, codec);
     // An earlier round's CAS, or an earlier activity attempt's, may have landed; judged before the
     // refresh, so nothing writes the lease after publication.
-    if (holdsPublication(current.root, request, sent, codec)) return { outcome: 'published', rootGeneration: current.root.generation };
+    if (holdsPublication(current.root, request, sent, codec))
+      return { outcome: 'published', rootGeneration: current.root.generation };
     // Checked after the read: the last race's CAS may have landed too.
     if (race === limits.maxRootRaces) return { outcome: 'superseded', lostRaces: race };
     const read = await readLease(store, request);
@@ -99,14 +109,22 @@ export async function publishCompaction(
     // WARN: which keys to name is decided on the root the CAS below is conditional on: a segment
     // registered after this read fails the CAS, and the next round decides again.
     const published = publishedKeys(current.root, request);
-    const plan = planPublication(current.root, { group: request.group, inputs: request.inputs, outputs: published.keys, retiredAtMs: held.lease.heartbeat_at_ms, seqFloor: published.seqFloor });
+    const plan = planPublication(current.root, {
+      group: request.group,
+      inputs: request.inputs,
+      outputs: published.keys,
+      retiredAtMs: held.lease.heartbeat_at_ms,
+      seqFloor: published.seqFloor,
+    });
     if (plan.kind === 'abandoned') return { outcome: 'abandoned', missingInputs: plan.missingInputs };
     // Encoded before the budget is checked, which then counts it. A root readers would refuse is never
     // written: the job fails (RootTooLarge), its outputs left to the collector.
     const bytes = encodeRootForWrite(codec, plan.root);
     const spent = clock.elapsedMs() - refreshSentAt;
     if (spent > limits.budgetMs) {
-      throw new PublicationBudgetExceededError(`${spent.toFixed(0)} ms since the refresh exceeds the publication budget of ${limits.budgetMs} ms`);
+      throw new PublicationBudgetExceededError(
+        `${spent.toFixed(0)} ms since the refresh exceeds the publication budget of ${limits.budgetMs} ms`,
+      );
     }
     sent.push(plan.root);
     try {
@@ -115,13 +133,16 @@ export async function publishCompaction(
     } catch (err) {
       // A lost race, or our own write answered late: 412 is what the SDK's retry meets after a lost
       // response, and an unknown outcome may have landed. The next round reads the root first.
-      if (!(err instanceof AmbiguousError || err instanceof PreconditionFailedError || err instanceof ConflictError)) throw err;
+      if (!(err instanceof AmbiguousError || err instanceof PreconditionFailedError || err instanceof ConflictError))
+        throw err;
     }
   }
 }
 
 /** What a settled publication came to: the root names it, or it is certain never to. */
-export type SettledPublication = { readonly outcome: 'published'; readonly rootGeneration: number } | { readonly outcome: 'unpublished'; readonly rootGeneration: number };
+export type SettledPublication =
+  | { readonly outcome: 'published'; readonly rootGeneration: number }
+  | { readonly outcome: 'unpublished'; readonly rootGeneration: number };
 
 /** Rounds of the settling CAS against other writers; each lost one is re-read and decided again. */
 const MAX_SETTLE_ROUNDS = 10;
@@ -143,10 +164,17 @@ export async function settlePublication(
     store,
     request.namespaceId,
     codec,
-    ({ root }) => (holdsPublication(root, request, [], codec) ? undefined : Object.freeze({ ...root, generation: root.generation + 1 })),
+    ({ root }) =>
+      holdsPublication(root, request, [], codec)
+        ? undefined
+        : Object.freeze({ ...root, generation: root.generation + 1 }),
     { maxRounds: MAX_SETTLE_ROUNDS },
   );
-  if (!settled) throw new AmbiguousError(rootKey(request.namespaceId), `the root changed in each of ${MAX_SETTLE_ROUNDS} rounds while job ${request.jobId} settled its publication`);
+  if (!settled)
+    throw new AmbiguousError(
+      rootKey(request.namespaceId),
+      `the root changed in each of ${MAX_SETTLE_ROUNDS} rounds while job ${request.jobId} settled its publication`,
+    );
   return { outcome: settled.written ? 'unpublished' : 'published', rootGeneration: settled.root.generation };
 }
 
@@ -166,7 +194,8 @@ export async function publicationOfReclaimedJob(
   const { root } = await readRoot(store, request.namespaceId, codec);
   const { referenced } = rootIndex(root);
   const named = request.outputs.length > 0 ? request.outputs : (request.tombstones ?? []);
-  if (named.length > 0 && named.every((k) => referenced.has(k))) return { outcome: 'published', rootGeneration: root.generation };
+  if (named.length > 0 && named.every((k) => referenced.has(k)))
+    return { outcome: 'published', rootGeneration: root.generation };
   return { outcome: 'fenced', reason: "the job's input manifest is gone: a collector reclaimed its prefix" };
 }
 
@@ -180,11 +209,15 @@ export async function publicationOfReclaimedJob(
  * spec 6c.3), so no older version registered later can come back; when the compactor did not say how
  * high they go, the tombstone segments are named all the same.
  */
-export function publishedKeys(root: RootState, request: PublicationRequest): { readonly keys: readonly string[]; readonly seqFloor?: number } {
+export function publishedKeys(
+  root: RootState,
+  request: PublicationRequest,
+): { readonly keys: readonly string[]; readonly seqFloor?: number } {
   const inputs = new Set(request.inputs);
   const tombstones = request.tombstones ?? [];
   const late = groupSegments(root, request.group).some((k) => !inputs.has(k));
-  if (late || (tombstones.length > 0 && request.tombstoneSeqFloor === undefined)) return { keys: [...request.outputs, ...tombstones] };
+  if (late || (tombstones.length > 0 && request.tombstoneSeqFloor === undefined))
+    return { keys: [...request.outputs, ...tombstones] };
   return { keys: request.outputs, ...(tombstones.length > 0 && { seqFloor: request.tombstoneSeqFloor }) };
 }
 
@@ -197,7 +230,12 @@ export function publishedKeys(root: RootState, request: PublicationRequest): { r
  * CAS landed (or a writer made exactly the same change). Anything else is not proof, and a
  * publication is never assumed.
  */
-function holdsPublication(root: RootState, request: Pick<PublicationRequest, 'group' | 'outputs' | 'tombstones'>, sent: readonly RootState[], codec: RootCodec): boolean {
+function holdsPublication(
+  root: RootState,
+  request: Pick<PublicationRequest, 'group' | 'outputs' | 'tombstones'>,
+  sent: readonly RootState[],
+  codec: RootCodec,
+): boolean {
   const current = new Set(groupSegments(root, request.group));
   if (request.outputs.length > 0) return request.outputs.every((k) => current.has(k));
   const tombstones = request.tombstones ?? [];

@@ -8,7 +8,14 @@
  * never outlives nothing and a segment never loses its record while it still exists.
  */
 import { inputSegmentsPrefix, isInputSegmentKeyOf, jobPrefix, parseCompactionKey, type NamespaceId } from '../keys';
-import { condemnLostWrites, MAX_COLLECTED_ROOT_BYTES, rootIndex, stampRetirements, type RootCodec, type RootState } from '../root';
+import {
+  condemnLostWrites,
+  MAX_COLLECTED_ROOT_BYTES,
+  rootIndex,
+  stampRetirements,
+  type RootCodec,
+  type RootState,
+} from '../root';
 import type { ObjectInfo, ObjectStore } from '../store';
 import { LAST_MODIFIED_RESOLUTION_MS } from '../store/clock-skew';
 import { atLeast, DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } from './collector';
@@ -19,7 +26,10 @@ import { changeRoot, readRoot } from './root-io';
 import { judgeRoot } from './judged-root';
 import { deleterOf, type Deleter } from './manifest';
 
-/** `oversize`: the root was past the readers' limit when the reclaim read it (it reclaimed, and shrank it, all the same). */
+/**
+ * `oversize`: the root was past the readers' limit when the reclaim read it (it reclaimed, and shrank it, all the
+ * same).
+ */
 export type RetiredReclaimOutcome =
   /** `manifestPartsDeleted`: parts of the namespace's manifests past the retention, reclaimed after the segments. */
   | { readonly tally: RetiredTally; readonly oversize?: RootProblem; readonly manifestPartsDeleted?: number }
@@ -37,20 +47,30 @@ export interface RetiredPosition {
   readonly tally: RetiredTally;
 }
 
-export const START_OF_RETIRED: RetiredPosition = Object.freeze({ phase: 'segments', after: undefined, tally: EMPTY_RETIRED_TALLY });
+export const START_OF_RETIRED: RetiredPosition = Object.freeze({
+  phase: 'segments',
+  after: undefined,
+  tally: EMPTY_RETIRED_TALLY,
+});
 
-/** Root CAS rounds to drop a batch's records; records left behind are dropped by a later pass (their segments are gone). */
+/**
+ * Root CAS rounds to drop a batch's records; records left behind are dropped by a later pass (their segments are gone).
+ */
 const MAX_RECORD_ROUNDS = 5;
 
 function addTally(a: RetiredTally, b: RetiredTally, limit: number): RetiredTally {
   const sum = { ...a, unrecognisedKeys: [...a.unrecognisedKeys, ...b.unrecognisedKeys].slice(0, limit) };
-  for (const name of Object.keys(EMPTY_RETIRED_TALLY) as (keyof RetiredTally)[]) if (name !== 'unrecognisedKeys') sum[name] = a[name] + b[name];
+  for (const name of Object.keys(EMPTY_RETIRED_TALLY) as (keyof RetiredTally)[])
+    if (name !== 'unrecognisedKeys') sum[name] = a[name] + b[name];
   return sum;
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
-/** One page of a listing, with the due keys it settles: those it holds are among `objects`, those it passed over are `gone`. */
+/**
+ * One page of a listing, with the due keys it settles: those it holds are among `objects`, those it passed over are
+ * `gone`.
+ */
 interface JoinedPage {
   readonly objects: readonly ObjectInfo[];
   readonly gone: readonly string[];
@@ -64,7 +84,12 @@ interface JoinedPage {
  * gone. Listings are strongly consistent and a retired key existed when it was published, so not
  * listed means deleted. (Keys of the grammar are ASCII: string order is the listing's byte order.)
  */
-async function* joinedListing(store: ObjectStore, prefix: string, due: readonly string[], after: string | undefined): AsyncGenerator<JoinedPage> {
+async function* joinedListing(
+  store: ObjectStore,
+  prefix: string,
+  due: readonly string[],
+  after: string | undefined,
+): AsyncGenerator<JoinedPage> {
   let next = after === undefined ? 0 : due.findIndex((k) => k > after);
   if (next < 0) next = due.length;
   let cursor: string | undefined;
@@ -79,7 +104,10 @@ async function* joinedListing(store: ObjectStore, prefix: string, due: readonly 
     cursor = page.nextCursor;
     listedUpTo = page.objects.at(-1)?.key ?? listedUpTo;
     if (cursor === undefined) while (next < due.length) gone.push(due[next++] as string);
-    const upTo = [listedUpTo, gone.at(-1)].filter((k): k is string => k !== undefined).sort().at(-1);
+    const upTo = [listedUpTo, gone.at(-1)]
+      .filter((k): k is string => k !== undefined)
+      .sort()
+      .at(-1);
     yield { objects: page.objects, gone, upTo };
   } while (cursor !== undefined);
 }
@@ -103,7 +131,11 @@ function dueOutputsByPrefix(ns: NamespaceId, due: readonly string[]): Map<string
  * past the readers' limit; or, for a root that cannot be trusted, the outcome: nothing to reclaim
  * (missing, and `metadata/segments/` empty), else the problem.
  */
-async function rootToReclaimBy(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<{ root: RootState; judgedGeneration: number; oversize?: RootProblem } | RetiredReclaimOutcome> {
+async function rootToReclaimBy(
+  store: ObjectStore,
+  ns: NamespaceId,
+  codec: RootCodec,
+): Promise<{ root: RootState; judgedGeneration: number; oversize?: RootProblem } | RetiredReclaimOutcome> {
   try {
     const read = await judgeRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES);
     const oversize = oversizeProblem(ns, read.bytes);
@@ -111,27 +143,52 @@ async function rootToReclaimBy(store: ObjectStore, ns: NamespaceId, codec: RootC
     // them (spec 6c.2), rounded up to its resolution (a GET's is the second): their reader grace counts
     // from here. A dry run decides by the root it would have written, as the real pass would.
     const visibleBy = (lastModified: Date) => lastModified.getTime() + LAST_MODIFIED_RESOLUTION_MS;
-    const stamped = await changeRoot(store, ns, codec, (current) => current.lastModified && stampRetirements(current.root, visibleBy(current.lastModified)), {
-      maxRounds: MAX_RECORD_ROUNDS,
-      maxBytes: MAX_COLLECTED_ROOT_BYTES,
-    });
+    const stamped = await changeRoot(
+      store,
+      ns,
+      codec,
+      (current) => current.lastModified && stampRetirements(current.root, visibleBy(current.lastModified)),
+      {
+        maxRounds: MAX_RECORD_ROUNDS,
+        maxBytes: MAX_COLLECTED_ROOT_BYTES,
+      },
+    );
     const root = stamped ? atLeast({ ...read, root: stamped.root }, read.root.generation) : read.root;
     return { root, judgedGeneration: read.root.generation, ...(oversize && { oversize }) };
   } catch (err) {
     const problem = rootProblemOf(err, ns);
     if (!problem) throw err;
-    const empty = problem.problem === 'missing' && (await store.list({ prefix: inputSegmentsPrefix(ns), maxKeys: 1 })).objects.length === 0;
+    const empty =
+      problem.problem === 'missing' &&
+      (await store.list({ prefix: inputSegmentsPrefix(ns), maxKeys: 1 })).objects.length === 0;
     return empty ? { tally: EMPTY_RETIRED_TALLY } : { rootProblem: problem };
   }
 }
 
 type RetainedCount = 'retainedUnrecognised' | 'retainedReferenced' | 'retainedInGrace' | 'retainedYoung';
 
-/** What the listing of `metadata/segments/` does with an object: a delete candidate, the count it is retained under, or nothing (a key of a job prefix). */
-function listedFate(ns: NamespaceId, root: RootState, o: ObjectInfo, rules: RetiredRules): 'candidate' | RetainedCount | undefined {
+/**
+ * What the listing of `metadata/segments/` does with an object: a delete candidate, the count it is retained under, or
+ * nothing (a key of a job prefix).
+ */
+function listedFate(
+  ns: NamespaceId,
+  root: RootState,
+  o: ObjectInfo,
+  rules: RetiredRules,
+): 'candidate' | RetainedCount | undefined {
   if (!isInputSegmentKeyOf(ns, o.key)) return 'retainedUnrecognised';
   const fate = decideSegment(root, o.key, o.lastModified, rules);
-  return ({ retired_due: 'candidate', lost_write: 'candidate', referenced: 'retainedReferenced', retired_in_grace: 'retainedInGrace', young: 'retainedYoung', job_prefix: undefined } as const)[fate];
+  return (
+    {
+      retired_due: 'candidate',
+      lost_write: 'candidate',
+      referenced: 'retainedReferenced',
+      retired_in_grace: 'retainedInGrace',
+      young: 'retainedYoung',
+      job_prefix: undefined,
+    } as const
+  )[fate];
 }
 
 /**
@@ -162,7 +219,10 @@ export async function reclaimRetiredSegments(
   let position = resume;
   let candidates: ObjectInfo[] = [];
   let gone: string[] = [];
-  let retained: Mutable<RetiredTally> & { unrecognisedKeys: string[] } = { ...EMPTY_RETIRED_TALLY, unrecognisedKeys: [] };
+  let retained: Mutable<RetiredTally> & { unrecognisedKeys: string[] } = {
+    ...EMPTY_RETIRED_TALLY,
+    unrecognisedKeys: [],
+  };
 
   /** Deletes the batch in hand, drops its records, and moves the position past it (in `phase`, up to `upTo`). */
   const flush = async (phase: RetiredPosition['phase'], upTo: string | undefined): Promise<void> => {
@@ -171,7 +231,8 @@ export async function reclaimRetiredSegments(
     candidates = [];
     gone = [];
     retained = { ...EMPTY_RETIRED_TALLY, unrecognisedKeys: [] };
-    // A failed delete leaves the position where it was: the batch is listed again on retry (the deleted keys then as gone).
+    // A failed delete leaves the position where it was: the batch is listed again on retry (the deleted keys then as
+    // gone).
     const at = settled.failure ? position : { phase, after: upTo };
     position = { phase: at.phase, after: at.after, tally: addTally(position.tally, tally, options.reportLimit) };
     onProgress(position);
@@ -180,12 +241,18 @@ export async function reclaimRetiredSegments(
 
   if (position.phase === 'segments') {
     let upTo = position.after;
-    for await (const page of joinedListing(store, segments, due.filter((k) => k.startsWith(segments)), position.after)) {
+    for await (const page of joinedListing(
+      store,
+      segments,
+      due.filter((k) => k.startsWith(segments)),
+      position.after,
+    )) {
       for (const o of page.objects) {
         const fate = listedFate(ns, root, o, options);
         if (fate === 'candidate') candidates.push(o);
         else if (fate) retained[fate]++;
-        if (fate === 'retainedUnrecognised' && retained.unrecognisedKeys.length < options.reportLimit) retained.unrecognisedKeys.push(o.key);
+        if (fate === 'retainedUnrecognised' && retained.unrecognisedKeys.length < options.reportLimit)
+          retained.unrecognisedKeys.push(o.key);
       }
       gone.push(...page.gone);
       upTo = page.upTo;
@@ -231,28 +298,45 @@ async function reclaimBatch(
 ): Promise<{ readonly tally: RetiredTally; readonly failure?: DeleteFailedError }> {
   if (candidates.length === 0 && gone.length === 0) return { tally: EMPTY_RETIRED_TALLY };
   let fresh = atLeast(await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES), options.minRootGeneration);
-  const fates = (root: RootState) => candidates.map((o) => ({ o, fate: decideSegment(root, o.key, o.lastModified, options) }));
+  const fates = (root: RootState) =>
+    candidates.map((o) => ({ o, fate: decideSegment(root, o.key, o.lastModified, options) }));
   if (fates(fresh).some(({ o, fate }) => fate === 'lost_write' && !isCondemned(fresh, o.lastModified))) {
     const cutoffMs = options.nowMs - options.lostWriteGraceMs;
-    const condemned = await changeRoot(store, ns, codec, (current) => condemnLostWrites(atLeast(current, options.minRootGeneration), cutoffMs), {
-      maxRounds: MAX_RECORD_ROUNDS,
-      maxBytes: MAX_COLLECTED_ROOT_BYTES,
-    });
-    // Races lost to other writers leave the lost writes for a later pass; a dry run decides by the root it would have written.
+    const condemned = await changeRoot(
+      store,
+      ns,
+      codec,
+      (current) => condemnLostWrites(atLeast(current, options.minRootGeneration), cutoffMs),
+      {
+        maxRounds: MAX_RECORD_ROUNDS,
+        maxBytes: MAX_COLLECTED_ROOT_BYTES,
+      },
+    );
+    // Races lost to other writers leave the lost writes for a later pass; a dry run decides by the root it would have
+    // written.
     if (condemned) fresh = condemned.root;
   }
-  const doomed = fates(fresh).filter(({ o, fate }) => fate === 'retired_due' || (fate === 'lost_write' && isCondemned(fresh, o.lastModified)));
+  const doomed = fates(fresh).filter(
+    ({ o, fate }) => fate === 'retired_due' || (fate === 'lost_write' && isCondemned(fresh, o.lastModified)),
+  );
   const retired = rootIndex(fresh).retired;
   const { failed } = await deletes(
     doomed.map(({ o, fate }) => {
       const entry = retired.get(o.key);
-      const read = { rootGeneration: fresh.generation, ...(entry && { retiredAtMs: entry.retired_at_ms }), ...(entry?.visible_at_ms !== undefined && { visibleAtMs: entry.visible_at_ms }) };
+      const read = {
+        rootGeneration: fresh.generation,
+        ...(entry && { retiredAtMs: entry.retired_at_ms }),
+        ...(entry?.visible_at_ms !== undefined && { visibleAtMs: entry.visible_at_ms }),
+      };
       return { object: o, rule: fate === 'retired_due' ? 'retired_segment' : 'lost_write', read };
     }),
   );
   const failedKeys = new Set(failed.map((f) => f.key));
   const reclaimed = new Set(gone);
-  const tally: Mutable<RetiredTally> = { ...EMPTY_RETIRED_TALLY, retainedReferenced: candidates.length - doomed.length };
+  const tally: Mutable<RetiredTally> = {
+    ...EMPTY_RETIRED_TALLY,
+    retainedReferenced: candidates.length - doomed.length,
+  };
   for (const { o, fate } of doomed.filter(({ o }) => !failedKeys.has(o.key))) {
     if (fate === 'retired_due') {
       tally.retiredDeleted++;
@@ -268,7 +352,13 @@ async function reclaimBatch(
  * Drops the records of segments that are gone by root CAS, re-reading on every lost race; returns
  * how many it dropped (none counted for a CAS whose answer was lost, though it may have landed).
  */
-async function dropRecords(store: ObjectStore, ns: NamespaceId, gone: ReadonlySet<string>, rules: RetiredRules & { readonly minRootGeneration: number }, codec: RootCodec): Promise<number> {
+async function dropRecords(
+  store: ObjectStore,
+  ns: NamespaceId,
+  gone: ReadonlySet<string>,
+  rules: RetiredRules & { readonly minRootGeneration: number },
+  codec: RootCodec,
+): Promise<number> {
   if (gone.size === 0) return 0;
   let dropped = 0;
   // A publication or a writer may win a race, or our own CAS answer late: each round reads the root again.

@@ -1,7 +1,8 @@
 /**
  * Superseded segments (spec 6a), decided: pure functions of a root, a key's `LastModified` and the
  * pass's rules, with no I/O and no clock of their own. Each key is judged against the root's index
- * (`rootIndex`, built once per root read), so a page costs the same however large the root is. The collector applies them to the root it
+ * (`rootIndex`, built once per root read), so a page costs the same however large the root is. The collector applies
+ * them to the root it
  * read at the start and again to the root it re-reads before every delete batch.
  */
 import { isInputSegmentKeyOf } from '../keys';
@@ -16,11 +17,19 @@ export type SegmentFate =
   | 'retired_due'
   /** Retired, and readers of an older root may still read it (not yet stamped visible, or a future stamp, included). */
   | 'retired_in_grace'
-  /** Neither named nor retired, and older than the lost-write grace: its writer never registered it, and no longer may. */
+  /**
+   * Neither named nor retired, and older than the lost-write grace: its writer never registered it, and no longer may.
+   */
   | 'lost_write'
-  /** Neither named nor retired, and younger than the lost-write grace (or with no trustworthy timestamp): its writer may still register it. */
+  /**
+   * Neither named nor retired, and younger than the lost-write grace (or with no trustworthy timestamp): its writer may
+   * still register it.
+   */
   | 'young'
-  /** A staged output neither named nor retired: the job-prefix reclaim's, under its lease rules (spec 6), never this one's. */
+  /**
+   * A staged output neither named nor retired: the job-prefix reclaim's, under its lease rules (spec 6), never this
+   * one's.
+   */
   | 'job_prefix';
 
 /**
@@ -28,15 +37,22 @@ export type SegmentFate =
  * stamp a pass wrote, never since the writer's clock, which a late write leaves in the past.
  * Unstamped, it is not due.
  */
-const isDue = ({ visible_at_ms: visible }: RetiredSegment, rules: Pick<RetiredRules, 'nowMs' | 'readerGraceMs'>): boolean =>
-  visible !== undefined && visible <= rules.nowMs && rules.nowMs - visible >= rules.readerGraceMs;
+const isDue = (
+  { visible_at_ms: visible }: RetiredSegment,
+  rules: Pick<RetiredRules, 'nowMs' | 'readerGraceMs'>,
+): boolean => visible !== undefined && visible <= rules.nowMs && rules.nowMs - visible >= rules.readerGraceMs;
 
 /**
  * Judges one segment key of the root's namespace. A key both named and retired (referenced again
  * since) is referenced. `lastModified` matters only for an input segment the root does not know:
  * a missing or future timestamp means young.
  */
-export function decideSegment(root: RootState, key: string, lastModified: Date | undefined, rules: RetiredRules): SegmentFate {
+export function decideSegment(
+  root: RootState,
+  key: string,
+  lastModified: Date | undefined,
+  rules: RetiredRules,
+): SegmentFate {
   const { referenced, retired } = rootIndex(root);
   if (referenced.has(key)) return 'referenced';
   const entry = retired.get(key);
@@ -51,7 +67,9 @@ export function decideSegment(root: RootState, key: string, lastModified: Date |
  * cutoff, so no root writer names it again and it may be deleted. A missing timestamp is never condemned.
  */
 export const isCondemned = (root: RootState, lastModified: Date | undefined): boolean =>
-  lastModified !== undefined && root.lost_write_cutoff_ms !== undefined && lastModified.getTime() <= root.lost_write_cutoff_ms;
+  lastModified !== undefined &&
+  root.lost_write_cutoff_ms !== undefined &&
+  lastModified.getTime() <= root.lost_write_cutoff_ms;
 
 /** The retired keys whose grace is over and that no group names again: the ones the pass deletes. */
 export function dueRetiredKeys(root: RootState, rules: RetiredRules): string[] {
@@ -64,7 +82,11 @@ export function dueRetiredKeys(root: RootState, rules: RetiredRules): string[] {
  * and within its reader grace (spec 6a.6). A published output a later compaction superseded ages
  * from its retirement, not from when it was written.
  */
-export function isRetainedByRoot(root: RootState, key: string, rules: Pick<RetiredRules, 'nowMs' | 'readerGraceMs'>): boolean {
+export function isRetainedByRoot(
+  root: RootState,
+  key: string,
+  rules: Pick<RetiredRules, 'nowMs' | 'readerGraceMs'>,
+): boolean {
   const { referenced, retired } = rootIndex(root);
   if (referenced.has(key)) return true;
   const entry = retired.get(key);
@@ -79,9 +101,20 @@ export function isRetainedByRoot(root: RootState, key: string, rules: Pick<Retir
 export const droppableRecords = (root: RootState, reclaimed: ReadonlySet<string>, rules: RetiredRules): string[] =>
   dueRetiredKeys(root, rules).filter((k) => reclaimed.has(k));
 
-/** The root after its droppable records of `reclaimed` segments are dropped, or undefined when it has none: the retired list shrinks as segments go. */
-export function withoutReclaimed(root: RootState, reclaimed: ReadonlySet<string>, rules: RetiredRules): RootState | undefined {
+/**
+ * The root after its droppable records of `reclaimed` segments are dropped, or undefined when it has none: the retired
+ * list shrinks as segments go.
+ */
+export function withoutReclaimed(
+  root: RootState,
+  reclaimed: ReadonlySet<string>,
+  rules: RetiredRules,
+): RootState | undefined {
   const dropped = new Set(droppableRecords(root, reclaimed, rules));
   if (dropped.size === 0) return undefined;
-  return Object.freeze({ ...root, generation: root.generation + 1, retired: (root.retired ?? []).filter((r) => !dropped.has(r.key)) });
+  return Object.freeze({
+    ...root,
+    generation: root.generation + 1,
+    retired: (root.retired ?? []).filter((r) => !dropped.has(r.key)),
+  });
 }

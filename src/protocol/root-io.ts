@@ -22,7 +22,9 @@ import { inBatches } from '../store/batches';
 export class RootMissingError extends TypedError {
   readonly failureType = 'RootMissing';
   constructor(readonly key: string) {
-    super(`root ${key} does not exist: the namespace has no metadata to compact, and the collector deletes nothing in it`);
+    super(
+      `root ${key} does not exist: the namespace has no metadata to compact, and the collector deletes nothing in it`,
+    );
   }
 }
 
@@ -52,7 +54,9 @@ export class SegmentLostError extends TypedError {
     readonly key: string,
     readonly reason: string,
   ) {
-    super(`segment ${key} cannot be registered: ${reason}; nothing was written: write its records again as a new segment`);
+    super(
+      `segment ${key} cannot be registered: ${reason}; nothing was written: write its records again as a new segment`,
+    );
   }
 }
 
@@ -78,7 +82,10 @@ export class SequenceFloorError extends TypedError {
   }
 }
 
-/** A root change the package's root writer does not make: it names a staged segment under a job prefix, which only that job's publication names. */
+/**
+ * A root change the package's root writer does not make: it names a staged segment under a job prefix, which only that
+ * job's publication names.
+ */
 export class InvalidRootChangeError extends TypedError {
   readonly failureType = 'InvalidInput';
 }
@@ -97,18 +104,33 @@ export interface ReadRoot {
  * forgot the worker's would read a plug-in's root as `root.json` (pass `jsonRootCodec` for the reference root).
  * `maxBytes`: the readers' limit, unless the collector reads a root past it to shrink it (`MAX_COLLECTED_ROOT_BYTES`).
  */
-export async function readRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec, maxBytes = MAX_ROOT_BYTES): Promise<ReadRoot> {
+export async function readRoot(
+  store: ObjectStore,
+  ns: NamespaceId,
+  codec: RootCodec,
+  maxBytes = MAX_ROOT_BYTES,
+): Promise<ReadRoot> {
   const key = rootKey(ns);
   try {
     const object = await store.get(key, { maxBytes });
-    return { root: decodeRootWith(codec, object.body, ns, maxBytes), etag: object.etag, bytes: object.body.length, lastModified: object.lastModified };
+    return {
+      root: decodeRootWith(codec, object.body, ns, maxBytes),
+      etag: object.etag,
+      bytes: object.body.length,
+      lastModified: object.lastModified,
+    };
   } catch (err) {
     throw err instanceof NotFoundError ? new RootMissingError(key) : err;
   }
 }
 
 /** The root, or undefined when the namespace has none yet. */
-export async function readRootIfAny(store: ObjectStore, ns: NamespaceId, codec: RootCodec, maxBytes = MAX_ROOT_BYTES): Promise<ReadRoot | undefined> {
+export async function readRootIfAny(
+  store: ObjectStore,
+  ns: NamespaceId,
+  codec: RootCodec,
+  maxBytes = MAX_ROOT_BYTES,
+): Promise<ReadRoot | undefined> {
   try {
     return await readRoot(store, ns, codec, maxBytes);
   } catch (err) {
@@ -141,7 +163,10 @@ async function markHistory(store: ObjectStore, ns: NamespaceId, codec: RootCodec
 
 /** How a CAS of the root runs. */
 interface CasOptions {
-  /** Checks the root to be written against the one it replaces, once its bytes are known to fit; what it throws stops the write with nothing sent. */
+  /**
+   * Checks the root to be written against the one it replaces, once its bytes are known to fit; what it throws stops
+   * the write with nothing sent.
+   */
   readonly check?: (before: RootState, next: RootState) => Promise<void>;
   /** Called right before each root write is sent; what it throws stops the write with nothing sent. */
   readonly beforeWrite?: () => void;
@@ -169,9 +194,15 @@ export interface WrittenRoot {
 }
 
 const isUnclear = (err: unknown): boolean =>
-  err instanceof PreconditionFailedError || err instanceof ConflictError || err instanceof NotFoundError || err instanceof AmbiguousError;
+  err instanceof PreconditionFailedError ||
+  err instanceof ConflictError ||
+  err instanceof NotFoundError ||
+  err instanceof AmbiguousError;
 
-/** Whether the namespace has history (spec 6c.5): the marker its root writer put before the root's first change, or a pass's copy. */
+/**
+ * Whether the namespace has history (spec 6c.5): the marker its root writer put before the root's first change, or a
+ * pass's copy.
+ */
 async function hasHistory(store: ObjectStore, ns: NamespaceId): Promise<boolean> {
   try {
     await store.head(judgedRootKey(ns));
@@ -197,7 +228,13 @@ async function casRoot(
   next: (current: ReadRoot) => Promise<RootState | undefined> | RootState | undefined,
   options: CasOptions = {},
 ): Promise<WrittenRoot | undefined> {
-  const { check, beforeWrite = () => {}, maxRounds = Number.POSITIVE_INFINITY, maxBytes = MAX_ROOT_BYTES, keepHistory = false } = options;
+  const {
+    check,
+    beforeWrite = () => {},
+    maxRounds = Number.POSITIVE_INFINITY,
+    maxBytes = MAX_ROOT_BYTES,
+    keepHistory = false,
+  } = options;
   for (let round = 0; round < maxRounds; round++) {
     const current = await readRootIfAny(store, ns, codec, maxBytes);
     if (!current) {
@@ -212,12 +249,14 @@ async function casRoot(
     }
     const root = await next(current);
     if (root === undefined) return { root: current.root, written: false, replaced: undefined };
-    // Only the collector reads past the readers' limit, and may then write a root that is still past it if it is smaller.
+    // Only the collector reads past the readers' limit, and may then write a root that is still past it if it is
+    // smaller.
     const bytes = encodeRootForWrite(codec, root, maxBytes > MAX_ROOT_BYTES ? current.bytes : 0);
     await check?.(current.root, root);
     beforeWrite();
     try {
-      // WARN: the marker lands before the first change of a generation-1 root, so no root this writer filled is lost unnoticed.
+      // WARN: the marker lands before the first change of a generation-1 root, so no root this writer filled is lost
+      // unnoticed.
       if (keepHistory) await markHistory(store, ns, codec, current.root);
       await store.putIfMatch(rootKey(ns), bytes, current.etag);
       return { root, written: true, replaced: current };
@@ -228,7 +267,10 @@ async function casRoot(
   return undefined;
 }
 
-/** How the package's root writer writes: its clock, a check before each CAS is sent, and what it knows of the segments it registers. */
+/**
+ * How the package's root writer writes: its clock, a check before each CAS is sent, and what it knows of the segments
+ * it registers.
+ */
 export interface RootWriteOptions {
   /** The writer's wall clock: every segment the write removes retires at its reading then (spec 6a.1). */
   readonly clockMs?: () => number;
@@ -249,32 +291,53 @@ export interface RootWriteOptions {
  * floor. Each is read (HEAD, a few at a time) after `before` was: a collector deletes a segment only
  * after a root write that condemns it, which fails this writer's CAS on `before` or is in `before`.
  */
-async function checkRegistrations(store: ObjectStore, before: RootState, next: RootState, minSeqOf: (key: string) => number | undefined): Promise<void> {
+async function checkRegistrations(
+  store: ObjectStore,
+  before: RootState,
+  next: RootState,
+  minSeqOf: (key: string) => number | undefined,
+): Promise<void> {
   const ns = before.namespace_id;
   const { retired } = rootIndex(before);
   const registered = newlyNamed(before, next);
   for (const key of registered) {
-    if (!isInputSegmentKeyOf(ns, key)) throw new InvalidRootChangeError(`a root change may not name ${key}: a staged segment under a job prefix is named only by its job's publication`);
-    if (retired.has(key)) throw new SegmentLostError(key, 'it was retired from the root and is deleted once its reader grace is over');
+    if (!isInputSegmentKeyOf(ns, key))
+      throw new InvalidRootChangeError(
+        `a root change may not name ${key}: a staged segment under a job prefix is named only by its job's publication`,
+      );
+    if (retired.has(key))
+      throw new SegmentLostError(key, 'it was retired from the root and is deleted once its reader grace is over');
   }
-  await inBatches(registered, 1, HEAD_CONCURRENCY, async ([key]) => checkRegistration(store, before, next, key!, minSeqOf));
+  await inBatches(registered, 1, HEAD_CONCURRENCY, async ([key]) =>
+    checkRegistration(store, before, next, key!, minSeqOf),
+  );
 }
 
 /** HEAD requests of one registration in flight at once. */
 const HEAD_CONCURRENCY = 16;
 
 /** One segment a change registers: in the store, not condemned, above its group's floor. */
-async function checkRegistration(store: ObjectStore, before: RootState, next: RootState, key: string, minSeqOf: (key: string) => number | undefined): Promise<void> {
+async function checkRegistration(
+  store: ObjectStore,
+  before: RootState,
+  next: RootState,
+  key: string,
+  minSeqOf: (key: string) => number | undefined,
+): Promise<void> {
   let lastModified: Date | undefined;
   try {
     ({ lastModified } = await store.head(key));
   } catch (err) {
-    if (err instanceof NotFoundError) throw new SegmentLostError(key, 'it is not in the store (never written, or deleted as a lost write)');
+    if (err instanceof NotFoundError)
+      throw new SegmentLostError(key, 'it is not in the store (never written, or deleted as a lost write)');
     throw err;
   }
   const cutoff = before.lost_write_cutoff_ms;
   if (cutoff !== undefined && (lastModified === undefined || lastModified.getTime() <= cutoff)) {
-    throw new SegmentLostError(key, `it was written ${lastModified?.toISOString() ?? 'at an unknown time'}, at or before the lost-write cutoff ${new Date(cutoff).toISOString()}: a collector condemned it as a lost write`);
+    throw new SegmentLostError(
+      key,
+      `it was written ${lastModified?.toISOString() ?? 'at an unknown time'}, at or before the lost-write cutoff ${new Date(cutoff).toISOString()}: a collector condemned it as a lost write`,
+    );
   }
   for (const [group, keys] of Object.entries(next.groups)) {
     const floor = before.seq_floors?.[group];
@@ -313,9 +376,17 @@ export async function updateRoot(
     ({ root: before }) => {
       const changed = change(before);
       if (changed === before) return undefined;
-      return retireRemoved(before, { ...changed, generation: Math.max(changed.generation, before.generation + 1) }, clockMs());
+      return retireRemoved(
+        before,
+        { ...changed, generation: Math.max(changed.generation, before.generation + 1) },
+        clockMs(),
+      );
     },
-    { keepHistory: true, check: (before, next) => checkRegistrations(store, before, next, minSeqOf), ...(options.beforeWrite && { beforeWrite: options.beforeWrite }) },
+    {
+      keepHistory: true,
+      check: (before, next) => checkRegistrations(store, before, next, minSeqOf),
+      ...(options.beforeWrite && { beforeWrite: options.beforeWrite }),
+    },
   );
   return (written as WrittenRoot).root;
 }
@@ -326,7 +397,9 @@ export async function updateRoot(
  * Undefined when the namespace has no root (no publication can land there either).
  */
 export async function fenceRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<RootState | undefined> {
-  const fenced = await casRoot(store, ns, codec, (current) => Object.freeze({ ...current.root, generation: current.root.generation + 1 }));
+  const fenced = await casRoot(store, ns, codec, (current) =>
+    Object.freeze({ ...current.root, generation: current.root.generation + 1 }),
+  );
   return fenced?.root;
 }
 

@@ -13,9 +13,15 @@ export interface PassRules {
   readonly stagingGraceMs: number;
   /** A retired segment stays this long after its `retired_at_ms`, for readers of older roots (spec 6a). */
   readonly readerGraceMs: number;
-  /** An input segment the root neither names nor retires (a lost write) goes once its `LastModified` is this old (spec 6a.4); longer than any writer's budget. */
+  /**
+   * An input segment the root neither names nor retires (a lost write) goes once its `LastModified` is this old (spec
+   * 6a.4); longer than any writer's budget.
+   */
   readonly lostWriteGraceMs: number;
-  /** Plan and report every claim and deletion, execute none: the executor runs the plan against a dry-run store (src/store/dry-run). */
+  /**
+   * Plan and report every claim and deletion, execute none: the executor runs the plan against a dry-run store
+   * (src/store/dry-run).
+   */
   readonly dryRun: boolean;
   /** Job prefixes per listing page; a run may continue as new between pages. */
   readonly prefixesPerPage: number;
@@ -45,10 +51,16 @@ export interface PassRules {
 export type OwnerRules = Pick<PassRules, 'nowMs' | 'leaseExpiryMs' | 'passId'>;
 
 /** What the walk of a claimed or orphaned job prefix uses. */
-export type ReclaimOptions = Pick<PassRules, 'nowMs' | 'stagingGraceMs' | 'readerGraceMs' | 'keysPerFlush' | 'reportLimit' | 'passId' | 'leaseRefreshIntervalMs'>;
+export type ReclaimOptions = Pick<
+  PassRules,
+  'nowMs' | 'stagingGraceMs' | 'readerGraceMs' | 'keysPerFlush' | 'reportLimit' | 'passId' | 'leaseRefreshIntervalMs'
+>;
 
 /** What the judgement of a superseded segment uses (spec 6a). */
 export type RetiredRules = Pick<PassRules, 'nowMs' | 'readerGraceMs' | 'lostWriteGraceMs'>;
 
 /** What the reclaim of a namespace's superseded segments uses. */
-export type RetiredReclaimOptions = Pick<PassRules, 'nowMs' | 'readerGraceMs' | 'lostWriteGraceMs' | 'keysPerFlush' | 'reportLimit'>;
+export type RetiredReclaimOptions = Pick<
+  PassRules,
+  'nowMs' | 'readerGraceMs' | 'lostWriteGraceMs' | 'keysPerFlush' | 'reportLimit'
+>;

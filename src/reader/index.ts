@@ -112,7 +112,8 @@ export async function lookupRecord(
     });
   }
   let found: SegmentRecord | undefined;
-  // Segments are read one at a time: memory stays at one segment's read window (v1) or its bytes (v2) however wide the group.
+  // Segments are read one at a time: memory stays at one segment's read window (v1) or its bytes (v2) however wide the
+  // group.
   for (const segment of snapshot.segments) {
     const record = await lookupInSegment(segment, (await store.getStream(segment)).body, key);
     // Highest seq wins; on a tie the later segment, as in the merge.

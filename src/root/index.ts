@@ -14,7 +14,10 @@ import { decodeEnvelope, describeIssues, encodeEnvelope } from '../envelope';
 import { isSegmentKeyOf, rootKey, type FamilyGroup, type NamespaceId } from '../keys';
 
 export const ROOT_KIND = 'metadata_root';
-/** A root names segment keys only; a few MB is far beyond any real one. Readers refuse more, so no writer of this package writes more. */
+/**
+ * A root names segment keys only; a few MB is far beyond any real one. Readers refuse more, so no writer of this
+ * package writes more.
+ */
 export const MAX_ROOT_BYTES = 16 * 1024 * 1024;
 /**
  * The largest root the collector still reads, to shrink it: one written past {@link MAX_ROOT_BYTES}
@@ -31,7 +34,10 @@ export interface RootState {
   readonly generation: number;
   /** Current segment keys of each family group; only segment keys of this namespace. */
   readonly groups: Readonly<Record<string, readonly string[]>>;
-  /** Segments a publication replaced, each once, with the time it left: kept for readers until the reader grace is over. Absent: none. */
+  /**
+   * Segments a publication replaced, each once, with the time it left: kept for readers until the reader grace is over.
+   * Absent: none.
+   */
   readonly retired?: readonly RetiredSegment[];
   /**
    * Lost writes condemned (spec 6c.1): an input segment (under `metadata/segments/`) whose store
@@ -46,7 +52,10 @@ export interface RootState {
    * registers one into the group. Absent: none.
    */
   readonly seq_floors?: Readonly<Record<string, number>>;
-  /** A plug-in codec's own fields (see {@link RootCodec}): the package never reads them and carries them through every change. */
+  /**
+   * A plug-in codec's own fields (see {@link RootCodec}): the package never reads them and carries them through every
+   * change.
+   */
   readonly extension?: unknown;
 }
 
@@ -54,7 +63,10 @@ export interface RootState {
 export interface RetiredSegment {
   /** A segment key of this namespace (input or staged output). */
   readonly key: string;
-  /** The clock of the writer whose CAS retired it (a publication: the job's lease clock at that attempt); for the record. */
+  /**
+   * The clock of the writer whose CAS retired it (a publication: the job's lease clock at that attempt); for the
+   * record.
+   */
   readonly retired_at_ms: number;
   /**
    * When the retirement was visible by: the store's `LastModified` of the root in which a collector
@@ -64,7 +76,10 @@ export interface RetiredSegment {
   readonly visible_at_ms?: number;
 }
 
-/** The namespace root's bytes are not a root this package may trust (a wrong checksum, a foreign key, a codec's refusal): nothing there is decided on. */
+/**
+ * The namespace root's bytes are not a root this package may trust (a wrong checksum, a foreign key, a codec's
+ * refusal): nothing there is decided on.
+ */
 export class RootCorruptError extends TypedError {
   readonly failureType: FailureType = 'RootCorrupt';
   /** What is wrong, {@link bounded}: it may quote anything the root holds. */
@@ -98,7 +113,9 @@ export class RootFormatMismatchError extends RootCorruptError {
   }
 }
 
-/** How the package's `root.json` begins, whatever its format version: bytes that begin otherwise were not written by it. */
+/**
+ * How the package's `root.json` begins, whatever its format version: bytes that begin otherwise were not written by it.
+ */
 const ROOT_JSON_START = Buffer.from(`{"kind":${JSON.stringify(ROOT_KIND)}`, 'latin1');
 
 /** The first bytes, printable, for an error that says what a root holds instead. */
@@ -131,7 +148,10 @@ const ROOT_SIZE_FIX =
   'the collector shrinks a root by dropping the records of retired segments whose reader grace is over: keep its schedule running ' +
   '(docs/operations.md, "A root near its size limit"), and compact groups of many segments into fewer';
 
-/** A root larger than readers accept: refused before it is written, or met (written by an older version or a foreign writer). */
+/**
+ * A root larger than readers accept: refused before it is written, or met (written by an older version or a foreign
+ * writer).
+ */
 export class RootTooLargeError extends TypedError {
   readonly failureType = 'RootTooLarge';
   constructor(
@@ -158,7 +178,10 @@ export function encodeRootForWrite(codec: RootCodec, root: RootState, replacingB
   return bytes;
 }
 
-/** The root's `format_version`: raised when its shape or meaning changes, so a reader of another refuses it instead of misreading it. */
+/**
+ * The root's `format_version`: raised when its shape or meaning changes, so a reader of another refuses it instead of
+ * misreading it.
+ */
 const ROOT_FORMAT_VERSION = 3;
 const millis = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 const groupName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/);
@@ -399,7 +422,10 @@ export function planPublication(
   };
 }
 
-/** `retired` with each of `keys` listed once, at `retiredAtMs`: a key retired before (referenced again since) takes its latest retirement, unstamped. */
+/**
+ * `retired` with each of `keys` listed once, at `retiredAtMs`: a key retired before (referenced again since) takes its
+ * latest retirement, unstamped.
+ */
 function retire(
   retired: readonly RetiredSegment[] | undefined,
   keys: readonly string[],

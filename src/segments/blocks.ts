@@ -28,7 +28,10 @@ const INDEX_TAG = 0x49;
 const FRAME_HEAD_BYTES = 17;
 const INDEX_HEAD_BYTES = 9;
 
-/** Raw bytes at which the writer closes a block: small enough that a lookup decompresses little, large enough that zstd finds its matches. */
+/**
+ * Raw bytes at which the writer closes a block: small enough that a lookup decompresses little, large enough that zstd
+ * finds its matches.
+ */
 const BLOCK_TARGET_BYTES = 128 * 1024;
 
 /**
@@ -38,14 +41,22 @@ const BLOCK_TARGET_BYTES = 128 * 1024;
  */
 export const MAX_BLOCK_RECORD_BYTES = 1 << 20;
 
-/** The most raw bytes a reader accepts in one block (and its index): its memory stays bounded whatever an input claims. */
+/**
+ * The most raw bytes a reader accepts in one block (and its index): its memory stays bounded whatever an input claims.
+ */
 const MAX_BLOCK_BYTES = BLOCK_TARGET_BYTES + MAX_BLOCK_RECORD_BYTES + 64;
 const MAX_INDEX_BYTES = 64 << 20;
 
-/** zstd level of written blocks: in 128 KiB blocks level 1 made smaller output than level 3 on both benchmark shapes (`bench/compaction.ts --phases gzip-levels`, docs/performance.md). */
+/**
+ * zstd level of written blocks: in 128 KiB blocks level 1 made smaller output than level 3 on both benchmark shapes
+ * (`bench/compaction.ts --phases gzip-levels`, docs/performance.md).
+ */
 const ZSTD_LEVEL = 1;
 
-/** Whether `bytes` (at least the first of them) start like a v2 segment, not v1 (gzip: 1f 8b); the v2 reader checks the rest of the header. */
+/**
+ * Whether `bytes` (at least the first of them) start like a v2 segment, not v1 (gzip: 1f 8b); the v2 reader checks the
+ * rest of the header.
+ */
 export const isBlockSegment = (bytes: Uint8Array): boolean => bytes[0] === BLOCK_HEADER[0];
 
 /**
@@ -54,7 +65,8 @@ export const isBlockSegment = (bytes: Uint8Array): boolean => bytes[0] === BLOCK
  * v2 input to a v2 output is never decoded nor encoded again.
  */
 export class EncodedRecord {
-  // Positional, not an options object: one is made per record read, and an options object would be a second allocation each.
+  // Positional, not an options object: one is made per record read, and an options object would be a second allocation
+  // each.
   constructor(
     readonly key: string,
     readonly seq: number,
@@ -97,7 +109,10 @@ interface BlockEntry {
   readonly lastKey: string;
 }
 
-/** A closed block: its raw records to compress on this thread, or their compression running in the background, which took them. */
+/**
+ * A closed block: its raw records to compress on this thread, or their compression running in the background, which
+ * took them.
+ */
 interface ClosedBlock {
   readonly count: number;
   readonly firstKey: string;
@@ -175,7 +190,10 @@ export class BlockSegmentBuilder extends SegmentTally {
     return at;
   }
 
-  /** The segment's bytes, compressed here (on this thread); a builder compressing in the background has only {@link finish}. */
+  /**
+   * The segment's bytes, compressed here (on this thread); a builder compressing in the background has only {@link
+   * finish}.
+   */
   encode(): Uint8Array {
     if (this.blockCount > 0) this.closeBlock();
     return this.assemble(
@@ -205,7 +223,8 @@ export class BlockSegmentBuilder extends SegmentTally {
     let bytes: ClosedBlock['bytes'] = { raw };
     if (this.options.background) {
       const compressed = zstdCompressOnPool(raw, ZSTD_LEVEL, { handOver: true });
-      // Handled here so a segment abandoned before finish() leaves no unhandled rejection; finish() still sees the failure.
+      // Handled here so a segment abandoned before finish() leaves no unhandled rejection; finish() still sees the
+      // failure.
       compressed.catch(() => undefined);
       bytes = { compressed };
     }
@@ -276,7 +295,8 @@ function encodeIndex(entries: readonly BlockEntry[]): Buffer {
 /** Reads fields of a buffer in order; any read past `end` is corruption, named by `corrupt`. */
 class Cursor {
   at: number;
-  // Positional, not an options object: a cursor is made per block and index read, beside the per-record parse it drives.
+  // Positional, not an options object: a cursor is made per block and index read, beside the per-record parse it
+  // drives.
   constructor(
     readonly buf: Buffer,
     start: number,
@@ -320,7 +340,9 @@ class Cursor {
   }
 }
 
-/** A block frame's head and compressed bytes, checked against its CRC-32 and the block bound: what may be decompressed. */
+/**
+ * A block frame's head and compressed bytes, checked against its CRC-32 and the block bound: what may be decompressed.
+ */
 function checkedFrame(
   corrupt: (reason: string) => SegmentCorruptError,
   head: Buffer,
@@ -372,7 +394,10 @@ async function inflateBlockInBackground(
  */
 let textScratch = Buffer.alloc(0);
 
-/** A block as read, for {@link parseBlock}: its frame head, its decompressed bytes, the key before it, its number from 1. */
+/**
+ * A block as read, for {@link parseBlock}: its frame head, its decompressed bytes, the key before it, its number from
+ * 1.
+ */
 interface BlockRead {
   readonly head: Buffer;
   readonly raw: Buffer;
@@ -450,7 +475,10 @@ export async function* readBlockSegment(
   const seen: BlockEntry[] = [];
   let offset = BLOCK_HEADER.length;
   let last: string | null = null;
-  /** The block read before the current one, decompressing in the background while the next is read and the consumer works. */
+  /**
+   * The block read before the current one, decompressing in the background while the next is read and the consumer
+   * works.
+   */
   let pending: { head: Buffer; raw: Promise<Buffer> } | undefined;
   const parsePending = async (): Promise<EncodedRecord[]> => {
     const { head, raw } = pending!;
@@ -617,7 +645,10 @@ export function lookupInBlockSegment(key: string, bytes: Uint8Array, wanted: str
   return records.find((r) => r.key === wanted)?.toRecord();
 }
 
-/** Chunks of a stream, taken from the front in byte counts: a take within one chunk shares its memory, one across chunks copies. */
+/**
+ * Chunks of a stream, taken from the front in byte counts: a take within one chunk shares its memory, one across chunks
+ * copies.
+ */
 class ByteQueue {
   private chunks: Buffer[] = [];
   private head = 0;

@@ -1,6 +1,7 @@
 /**
  * zstd compression and decompression of v2 blocks, and gzip of whole v1 segments, on a pool of
- * worker threads, so a compaction's JavaScript thread merges while other cores code its bytes. Node's own asynchronous zstd builds a
+ * worker threads, so a compaction's JavaScript thread merges while other cores code its bytes. Node's own asynchronous
+ * zstd builds a
  * stream and a zstd context on the calling thread for every call (about 100 µs a block, measured in
  * docs/performance.md), more than the work it moves away; a pool thread keeps its contexts and costs
  * the caller one message each way.
@@ -111,14 +112,20 @@ function request(
   });
 }
 
-/** `raw` compressed with zstd at `level`, on a pool thread; `handOver`: the caller gives `raw` up (moved to the thread, not copied, when it fills an ArrayBuffer of its own). */
+/**
+ * `raw` compressed with zstd at `level`, on a pool thread; `handOver`: the caller gives `raw` up (moved to the thread,
+ * not copied, when it fills an ArrayBuffer of its own).
+ */
 export const zstdCompressOnPool = (
   raw: Uint8Array,
   level: number,
   options: { handOver?: boolean } = {},
 ): Promise<Buffer> => request({ op: 'zstd', level }, raw, options);
 
-/** The zstd frame `compressed` decompressed on a pool thread; fails when it is not zstd or would exceed `maxOutputLength`. */
+/**
+ * The zstd frame `compressed` decompressed on a pool thread; fails when it is not zstd or would exceed
+ * `maxOutputLength`.
+ */
 export const zstdDecompressOnPool = (compressed: Uint8Array, maxOutputLength: number): Promise<Buffer> =>
   request({ op: 'unzstd', maxOutputLength }, compressed);
 

@@ -35,7 +35,10 @@ export type SegmentRecord =
   | { readonly key: string; readonly seq: number; readonly value: string }
   | { readonly key: string; readonly seq: number; readonly tombstone: true };
 
-/** A segment's bytes fail its format's checks (header, order, a checksum): the job that read it stops, publishing nothing. */
+/**
+ * A segment's bytes fail its format's checks (header, order, a checksum): the job that read it stops, publishing
+ * nothing.
+ */
 export class SegmentCorruptError extends TypedError {
   readonly failureType = 'SegmentCorrupt';
   constructor(
@@ -57,7 +60,10 @@ const footerSchema = z.strictObject({
 });
 type Footer = z.infer<typeof footerSchema>['footer'];
 
-/** A record line, written field by field: the same bytes as `JSON.stringify` of the record, without building an object per line. */
+/**
+ * A record line, written field by field: the same bytes as `JSON.stringify` of the record, without building an object
+ * per line.
+ */
 function recordLine(record: SegmentRecord): string {
   const head = `{"key":${JSON.stringify(record.key)},"seq":${record.seq}`;
   return 'tombstone' in record ? `${head},"tombstone":true}\n` : `${head},"value":${JSON.stringify(record.value)}}\n`;

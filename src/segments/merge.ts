@@ -37,7 +37,9 @@ export async function* mergeSegments<R extends MergeRecord>(
     sources.map(async (batches) => ({ batch: (await nextBatch(batches)) ?? [], at: 0, batches })),
   );
   const tree = new LoserTree(heads.map((head) => head.batch[0]?.key));
-  /** Moves `head` (of `source`), whose batch is done, to its next batch, or out of the tournament when its source is. */
+  /**
+   * Moves `head` (of `source`), whose batch is done, to its next batch, or out of the tournament when its source is.
+   */
   const refill = async (head: Head<R>, source: number) => {
     const batch = await nextBatch(head.batches);
     head.batch = batch ?? [];
@@ -64,7 +66,8 @@ export async function* mergeSegments<R extends MergeRecord>(
     if (source === previous) {
       const bound = tree.runnerUpKey();
       if (bound === undefined || key < bound) {
-        // A run: the winner's records below `bound` are in no other source (every other source is at `bound` or past it).
+        // A run: the winner's records below `bound` are in no other source (every other source is at `bound` or past
+        // it).
         const batch = top.batch;
         let at = top.at;
         for (; at < batch.length && (bound === undefined || batch[at]!.key < bound); at++) emit(batch[at]!);
@@ -153,7 +156,10 @@ class LoserTree {
     nodes[0] = winner;
   }
 
-  /** The smallest key of the sources other than the winner, or undefined when they are all done: the smallest loser on the winner's path. */
+  /**
+   * The smallest key of the sources other than the winner, or undefined when they are all done: the smallest loser on
+   * the winner's path.
+   */
   runnerUpKey(): string | undefined {
     const { keys, nodes } = this;
     let best: string | undefined;

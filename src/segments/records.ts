@@ -33,7 +33,9 @@ export function recordProblem(record: SegmentRecord): string | undefined {
   return undefined;
 }
 
-/** The records handed to the writer, or the key handed to a lookup, were refused before anything was written or read. */
+/**
+ * The records handed to the writer, or the key handed to a lookup, were refused before anything was written or read.
+ */
 export class InvalidSegmentInputError extends TypedError implements SegmentInputRefusal {
   readonly failureType = 'InvalidInput';
   readonly namespaceId: string;

@@ -10,7 +10,10 @@ export const isWellFormed = (text: string): boolean => (text as string & { isWel
 const isHighSurrogate = (unit: number): boolean => unit >= 0xd800 && unit <= 0xdbff;
 const isLowSurrogate = (unit: number): boolean => unit >= 0xdc00 && unit <= 0xdfff;
 
-/** Where `text` holds a lone surrogate (a UTF-16 code unit no encoding can store), as "a lone surrogate \ud800 at position 1", or undefined when it is well-formed. */
+/**
+ * Where `text` holds a lone surrogate (a UTF-16 code unit no encoding can store), as "a lone surrogate \ud800 at
+ * position 1", or undefined when it is well-formed.
+ */
 export function loneSurrogate(text: string): string | undefined {
   if (isWellFormed(text)) return undefined;
   for (let i = 0; i < text.length; i++) {

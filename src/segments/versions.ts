@@ -39,7 +39,10 @@ export interface SegmentWriter {
   finish(): Promise<Uint8Array>;
 }
 
-/** A writer of `version`; `background`: compress v2 blocks on the block codec threads as they close (other cores), for {@link SegmentWriter.finish}. */
+/**
+ * A writer of `version`; `background`: compress v2 blocks on the block codec threads as they close (other cores), for
+ * {@link SegmentWriter.finish}.
+ */
 export const newSegmentWriter = (
   version: SegmentFormatVersion = DEFAULT_SEGMENT_FORMAT_VERSION,
   options: { background?: boolean } = {},

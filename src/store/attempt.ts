@@ -43,7 +43,10 @@ export function attemptStore(store: ObjectStore): { store: ObjectStore; closeBod
   };
 }
 
-/** `body`, calling `done` once it has ended, failed or been closed by its reader (`yield*` passes a return on to `body`). */
+/**
+ * `body`, calling `done` once it has ended, failed or been closed by its reader (`yield*` passes a return on to
+ * `body`).
+ */
 async function* untilDone(body: AsyncIterable<Uint8Array>, done: () => void): AsyncGenerator<Uint8Array> {
   try {
     yield* body;

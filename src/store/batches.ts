@@ -1,4 +1,6 @@
-/** Splits `items` into batches of `size` and runs `work` on at most `concurrency` of them at once, keeping batch order. */
+/**
+ * Splits `items` into batches of `size` and runs `work` on at most `concurrency` of them at once, keeping batch order.
+ */
 export async function inBatches<T, R>(
   items: readonly T[],
   size: number,

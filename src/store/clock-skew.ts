@@ -3,7 +3,10 @@
  * collector workflow (whose clock is the Temporal server's) judge alike.
  */
 
-/** S3's `LastModified` has one-second resolution: a time truncated to the second is up to this much earlier than the write. */
+/**
+ * S3's `LastModified` has one-second resolution: a time truncated to the second is up to this much earlier than the
+ * write.
+ */
 export const LAST_MODIFIED_RESOLUTION_MS = 1000;
 
 /**
@@ -12,12 +15,20 @@ export const LAST_MODIFIED_RESOLUTION_MS = 1000;
  * ended before the request was sent. Round trips make it a lower bound only. Whether it is within
  * `allowedMs`, and a line that says so.
  */
-export function clockSkew(lastModified: Date | undefined, sentAt: number, answeredAt: number, allowedMs: number): [boolean, string] {
+export function clockSkew(
+  lastModified: Date | undefined,
+  sentAt: number,
+  answeredAt: number,
+  allowedMs: number,
+): [boolean, string] {
   if (!lastModified) return [false, 'the store gave no LastModified: the collector would take every object for young'];
   const at = lastModified.getTime();
   const ahead = at - answeredAt;
   const behind = sentAt - (at + LAST_MODIFIED_RESOLUTION_MS);
   const skew = Math.max(0, ahead, behind);
-  const side = skew === 0 ? 'between sending and answer by the local clock' : `${ahead > 0 ? `${ahead} ms ahead of` : `${behind} ms behind`} the local clock`;
+  const side =
+    skew === 0
+      ? 'between sending and answer by the local clock'
+      : `${ahead > 0 ? `${ahead} ms ahead of` : `${behind} ms behind`} the local clock`;
   return [skew <= allowedMs, `LastModified ${lastModified.toISOString()}: ${side} (allowed ${allowedMs} ms)`];
 }

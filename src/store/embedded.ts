@@ -72,7 +72,9 @@ function openDatabase(path: string): DatabaseSync {
   try {
     return new sqlite.DatabaseSync(path);
   } catch (err) {
-    throw new StoreConfigError(EMBEDDED_ENV, `cannot open the embedded store at ${path}: ${(err as Error).message}`, { cause: err });
+    throw new StoreConfigError(EMBEDDED_ENV, `cannot open the embedded store at ${path}: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
 }
 
@@ -84,7 +86,10 @@ const newEtag = () => `"${randomBytes(16).toString('hex')}"`;
 class EmbeddedObjectStore implements ObjectStore {
   readonly description: string;
   private readonly db: DatabaseSync;
-  private readonly statements: Record<'get' | 'head' | 'etag' | 'upsert' | 'list' | 'delete' | 'chunk' | 'chunks' | 'insertChunk' | 'deleteChunks', StatementSync>;
+  private readonly statements: Record<
+    'get' | 'head' | 'etag' | 'upsert' | 'list' | 'delete' | 'chunk' | 'chunks' | 'insertChunk' | 'deleteChunks',
+    StatementSync
+  >;
 
   private readonly file: string;
 
@@ -129,7 +134,9 @@ class EmbeddedObjectStore implements ObjectStore {
       delete: this.db.prepare('DELETE FROM objects WHERE key = ?'),
       chunk: this.db.prepare('SELECT bytes FROM object_chunks WHERE key = @key AND idx = @idx AND etag = @etag'),
       chunks: this.db.prepare('SELECT bytes FROM object_chunks WHERE key = ? ORDER BY idx'),
-      insertChunk: this.db.prepare('INSERT INTO object_chunks (key, idx, etag, bytes) VALUES (@key, @idx, @etag, @bytes)'),
+      insertChunk: this.db.prepare(
+        'INSERT INTO object_chunks (key, idx, etag, bytes) VALUES (@key, @idx, @etag, @bytes)',
+      ),
       deleteChunks: this.db.prepare('DELETE FROM object_chunks WHERE key = ?'),
     };
   }
@@ -146,7 +153,12 @@ class EmbeddedObjectStore implements ObjectStore {
     });
     if (!found) throw new NotFoundError(key);
     const { row, rest } = found;
-    return { key, body: new Uint8Array(Buffer.concat([row.body, ...rest])), etag: row.etag, lastModified: new Date(row.last_modified_ms) };
+    return {
+      key,
+      body: new Uint8Array(Buffer.concat([row.body, ...rest])),
+      etag: row.etag,
+      lastModified: new Date(row.last_modified_ms),
+    };
   }
 
   async getStream(key: string): Promise<StreamedObject> {
@@ -155,11 +167,15 @@ class EmbeddedObjectStore implements ObjectStore {
     return { key, body: this.chunksOf(row), etag: row.etag, lastModified: new Date(row.last_modified_ms) };
   }
 
-  /** The first chunk, then each later one read only when wanted; a chunk of another ETag means the object was rewritten meanwhile. */
+  /**
+   * The first chunk, then each later one read only when wanted; a chunk of another ETag means the object was rewritten
+   * meanwhile.
+   */
   private async *chunksOf(first: Row): AsyncGenerator<Uint8Array> {
     yield* inSixteenths(first.body);
     for (let offset = first.body.length, idx = 1; offset < first.size; idx++) {
-      const chunk = this.statements.chunk.get({ key: first.key, idx, etag: first.etag }) as { bytes: Uint8Array } | undefined;
+      const chunk = this.statements.chunk.get({ key: first.key, idx, etag: first.etag }) as
+        { bytes: Uint8Array } | undefined;
       if (!chunk) throw new ObjectChangedError(first.key, first.etag);
       offset += chunk.bytes.length;
       yield* inSixteenths(chunk.bytes);
@@ -197,7 +213,12 @@ class EmbeddedObjectStore implements ObjectStore {
     // The cursor is the last key or common prefix returned; only a common prefix ends in the delimiter,
     // except an object whose key is the prefix itself (a folder marker), after which every child still follows.
     const cursor = request.cursor ?? request.startAfter;
-    let after = cursor === undefined ? '' : delimiter && cursor.endsWith(delimiter) && cursor !== prefix ? cursor + AFTER_ALL_UNDER : cursor;
+    let after =
+      cursor === undefined
+        ? ''
+        : delimiter && cursor.endsWith(delimiter) && cursor !== prefix
+          ? cursor + AFTER_ALL_UNDER
+          : cursor;
     let last: string | undefined;
     for (;;) {
       const rows = this.statements.list.all({ after, prefix, limit: limit + 1 }) as Info[];
@@ -276,14 +297,29 @@ class EmbeddedObjectStore implements ObjectStore {
   }
 
   /** Check and write in one immediate transaction: no other process can write between the two. */
-  private conditionalWrite(key: string, body: Uint8Array, check: (currentEtag: string | undefined) => void): { etag: string } {
+  private conditionalWrite(
+    key: string,
+    body: Uint8Array,
+    check: (currentEtag: string | undefined) => void,
+  ): { etag: string } {
     const etag = newEtag();
     this.inTransaction('IMMEDIATE', () => {
       check((this.statements.etag.get(key) as { etag: string } | undefined)?.etag);
-      this.statements.upsert.run({ key, body: body.subarray(0, CHUNK_BYTES), etag, size: body.length, now: Date.now() });
+      this.statements.upsert.run({
+        key,
+        body: body.subarray(0, CHUNK_BYTES),
+        etag,
+        size: body.length,
+        now: Date.now(),
+      });
       this.statements.deleteChunks.run(key);
       for (let idx = 1; idx * CHUNK_BYTES < body.length; idx++) {
-        this.statements.insertChunk.run({ key, idx, etag, bytes: body.subarray(idx * CHUNK_BYTES, (idx + 1) * CHUNK_BYTES) });
+        this.statements.insertChunk.run({
+          key,
+          idx,
+          etag,
+          bytes: body.subarray(idx * CHUNK_BYTES, (idx + 1) * CHUNK_BYTES),
+        });
       }
     });
     return { etag };

@@ -1,4 +1,7 @@
-/** Progress bounds for response bodies: a body is allowed any total time, but never a silence longer than the idle timeout. */
+/**
+ * Progress bounds for response bodies: a body is allowed any total time, but never a silence longer than the idle
+ * timeout.
+ */
 import type { Readable } from 'node:stream';
 
 /**

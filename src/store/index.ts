@@ -41,8 +41,13 @@ export function storeIdentityFromEnv(env?: NodeJS.ProcessEnv): string | undefine
  * (default `./data/store.sqlite`). `existing`: the store is only read (or is one a worker made),
  * so an embedded store file that is not there is a {@link StoreConfigError}, never a new empty store.
  */
-export function objectStoreFromEnv(env?: NodeJS.ProcessEnv, operationDeadlineMs?: number, options: { existing?: boolean } = {}): ObjectStore {
-  if (settingSetInEnv(S3_SETTINGS, 'bucket', env)) return createS3ObjectStore({ ...s3OptionsFromEnv(env), operationDeadlineMs });
+export function objectStoreFromEnv(
+  env?: NodeJS.ProcessEnv,
+  operationDeadlineMs?: number,
+  options: { existing?: boolean } = {},
+): ObjectStore {
+  if (settingSetInEnv(S3_SETTINGS, 'bucket', env))
+    return createS3ObjectStore({ ...s3OptionsFromEnv(env), operationDeadlineMs });
   const path = settingFromEnv(EMBEDDED_STORE_SETTINGS, 'path', env);
   if (options.existing && !existsSync(path)) {
     throw new StoreConfigError(

@@ -17,7 +17,8 @@ export class Lanes {
     size: number,
     readonly outsideBudget: number = Infinity,
   ) {
-    if (!Number.isInteger(size) || size < 1) throw new RangeError(`lanes: size must be a whole number ≥ 1, got ${size}`);
+    if (!Number.isInteger(size) || size < 1)
+      throw new RangeError(`lanes: size must be a whole number ≥ 1, got ${size}`);
     this.#free = size;
   }
 

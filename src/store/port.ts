@@ -5,7 +5,10 @@
  */
 import { TypedError } from '../errors';
 
-/** Body, ETag and LastModified of one object, all from the same read: a second read could pair new bytes with an old ETag. */
+/**
+ * Body, ETag and LastModified of one object, all from the same read: a second read could pair new bytes with an old
+ * ETag.
+ */
 export interface StoredObject {
   readonly key: string;
   readonly body: Uint8Array;
@@ -67,7 +70,10 @@ export interface DeleteResult {
  */
 export type BucketVersioning = 'enabled' | 'suspended' | 'unversioned' | 'unknown';
 
-/** Appended to a prefix, sorts after every key under it (listings order keys as UTF-8 bytes, like S3): resuming after a common prefix skips it whole. */
+/**
+ * Appended to a prefix, sorts after every key under it (listings order keys as UTF-8 bytes, like S3): resuming after a
+ * common prefix skips it whole.
+ */
 export const AFTER_ALL_UNDER = '\u{10FFFF}';
 
 /** S3 caps a DeleteObjects request and a listing page at 1000 keys. */
@@ -104,12 +110,18 @@ export interface ObjectStore {
   head(key: string): Promise<ObjectInfo>;
   /** Create only if absent (`If-None-Match: *`); {@link PreconditionFailedError} when it exists. */
   putIfAbsent(key: string, body: Uint8Array): Promise<{ etag: string }>;
-  /** Compare-and-swap (`If-Match`): {@link PreconditionFailedError}, {@link NotFoundError} (never creates), {@link ConflictError}. */
+  /**
+   * Compare-and-swap (`If-Match`): {@link PreconditionFailedError}, {@link NotFoundError} (never creates), {@link
+   * ConflictError}.
+   */
   putIfMatch(key: string, body: Uint8Array, etag: string): Promise<{ etag: string }>;
   /** Unconditional write, for immutable objects under a fresh key (segments). */
   put(key: string, body: Uint8Array): Promise<{ etag: string }>;
   list(request: ListRequest): Promise<ListPage>;
-  /** Deletes in requests of at most {@link MAX_KEYS_PER_REQUEST} keys; per-key errors are returned, not thrown, except a denied key ({@link StoreConfigError}). */
+  /**
+   * Deletes in requests of at most {@link MAX_KEYS_PER_REQUEST} keys; per-key errors are returned, not thrown, except a
+   * denied key ({@link StoreConfigError}).
+   */
   deleteMany(keys: readonly string[]): Promise<DeleteResult>;
   /**
    * Conditional delete (`If-Match` on DeleteObject): deletes `key` only while its ETag is `etag`, so a
@@ -128,7 +140,8 @@ export interface ObjectStore {
 }
 
 /** What a run records as the store it works on: the adapter's {@link ObjectStore.identity}, else its description. */
-export const storeIdentity = async (store: ObjectStore): Promise<string> => (store.identity ? store.identity() : store.description);
+export const storeIdentity = async (store: ObjectStore): Promise<string> =>
+  store.identity ? store.identity() : store.description;
 
 /**
  * Whether two identities name the same store: the same bucket (or file), whatever endpoint each
@@ -136,7 +149,8 @@ export const storeIdentity = async (store: ObjectStore): Promise<string> => (sto
  * often reached at several (a VPC endpoint, a proxy): only the name decides.
  */
 export const sameStore = (a: string, b: string): boolean => storeName(a) === storeName(b);
-const storeName = (identity: string): string => (identity.startsWith('s3://') ? identity.replace(/ at \S+$/, '') : identity);
+const storeName = (identity: string): string =>
+  identity.startsWith('s3://') ? identity.replace(/ at \S+$/, '') : identity;
 
 /** Base of every store failure; `key` names the object (or bucket) concerned. */
 export abstract class StoreError extends TypedError {

@@ -43,7 +43,10 @@ export interface StoreCheck {
   readonly store: string;
   /** Every property of {@link STORE_PROPERTIES}, in that order. */
   readonly properties: readonly StorePropertyResult[];
-  /** Reported, not checked: with versioning, deletions leave noncurrent versions (docs/operations.md has the lifecycle rule). */
+  /**
+   * Reported, not checked: with versioning, deletions leave noncurrent versions (docs/operations.md has the lifecycle
+   * rule).
+   */
   readonly versioning: BucketVersioning;
   /**
    * Reported, not required: whether a conditional delete (`If-Match` on DeleteObject) with a stale ETag
@@ -60,7 +63,10 @@ export interface StoreCheck {
 export type ConditionalDelete = 'honoured' | 'ignored';
 
 export interface VerifyStoreOptions {
-  /** The allowed error between host clocks and the store's `LastModified` (`COMPACTION_CLOCK_SAFETY_MARGIN_MS`); the probe allows half of it. */
+  /**
+   * The allowed error between host clocks and the store's `LastModified` (`COMPACTION_CLOCK_SAFETY_MARGIN_MS`); the
+   * probe allows half of it.
+   */
   readonly clockSafetyMarginMs: number;
 }
 
@@ -84,18 +90,25 @@ export function requireFitStore(check: StoreCheck): void {
   if (failed) throw new StoreUnfitError(check, failed);
 }
 
-/** How many writers race to create one key: enough to catch a store that lets several through, few enough to stay a handful of requests. */
+/**
+ * How many writers race to create one key: enough to catch a store that lets several through, few enough to stay a
+ * handful of requests.
+ */
 const RACE_WRITERS = 16;
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 const unquoted = (etag: string | undefined) => etag?.replace(/^W\//, '').replace(/"/g, '');
 
-/** Runs of a start-up check before a transient store error (a timeout, an unknown outcome) is thrown: each run is cheap, and a worker start should not fail on one slow request. */
+/**
+ * Runs of a start-up check before a transient store error (a timeout, an unknown outcome) is thrown: each run is cheap,
+ * and a worker start should not fail on one slow request.
+ */
 const START_CHECK_RUNS = 3;
 
 /**
  * Runs `check` again while it fails with a store error that is no evidence either way (unavailable,
- * timed out, an unknown outcome), at most {@link START_CHECK_RUNS} times; a denial or any other error is thrown at once.
+ * timed out, an unknown outcome), at most {@link START_CHECK_RUNS} times; a denial or any other error is thrown at
+ * once.
  */
 export async function retryInconclusive<T>(check: () => Promise<T>): Promise<T> {
   for (let run = 1; ; run++) {
@@ -155,7 +168,8 @@ async function probeOnce(
     await probeIfMatchMissing(run, first);
     const { third, sentAt, answeredAt } = await probeNewEtag(run, [first, second, stale]);
     const read = await probeReadAfterWrite(run, third);
-    // 6. Clock skew, from the same write: its LastModified must lie between sending and answer, give or take the allowance.
+    // 6. Clock skew, from the same write: its LastModified must lie between sending and answer, give or take the
+    //    allowance.
     report('clock-skew', ...clockSkew(read.lastModified, sentAt, answeredAt, options.clockSafetyMarginMs / 2));
     const conditionalDelete = await probeConditionalDelete(run, first);
     await probeDeleteMissing(run);
@@ -176,7 +190,10 @@ async function probeOnce(
   }
 }
 
-/** 1. The race: every loser must be refused (412) or told of a concurrent conditional write (409). Returns the object created. */
+/**
+ * 1. The race: every loser must be refused (412) or told of a concurrent conditional write (409). Returns the object
+ * created.
+ */
 async function probeCreateRace({ store, keys, report }: ProbeRun) {
   const attempts = await Promise.allSettled(
     Array.from({ length: RACE_WRITERS }, (_, i) => store.putIfAbsent(keys.object, bytes(`writer ${i}`))),
@@ -270,7 +287,10 @@ async function probeReadAfterWrite({ store, keys, report }: ProbeRun, third: { e
   return read;
 }
 
-/** Reported, not required: a conditional delete from the first, stale ETag must keep the object (a 404 would mean it deleted it). */
+/**
+ * Reported, not required: a conditional delete from the first, stale ETag must keep the object (a 404 would mean it
+ * deleted it).
+ */
 async function probeConditionalDelete({ store, keys }: ProbeRun, first: string): Promise<ConditionalDelete> {
   const staleDelete = await outcomeOf(store.deleteIfMatch(keys.object, first));
   const kept = !((await outcomeOf(store.head(keys.object).then(() => undefined))) instanceof NotFoundError);

@@ -53,12 +53,17 @@ import { inSixteenths } from './slices';
 /** The bucket, the AWS SDK client's configuration and the adapter's bounds on sockets and reads. */
 export interface S3StoreOptions {
   readonly bucket: string;
-  /** A ready client (tests add middleware to it); otherwise one is built from `clientConfig` and the SDK's environment. */
+  /**
+   * A ready client (tests add middleware to it); otherwise one is built from `clientConfig` and the SDK's environment.
+   */
   readonly client?: S3Client;
   readonly clientConfig?: S3ClientConfig;
   /** Deadline of one request until its response arrives, including the SDK's own retries. */
   readonly operationDeadlineMs?: number;
-  /** A response body that moves no byte for this long fails as {@link StoreUnavailableError}; default the deadline, at most 30 s (every default: `S3_SETTINGS`). */
+  /**
+   * A response body that moves no byte for this long fails as {@link StoreUnavailableError}; default the deadline, at
+   * most 30 s (every default: `S3_SETTINGS`).
+   */
   readonly idleTimeoutMs?: number;
   /**
    * `getStream` reads an object in ranged GETs of this many bytes (times the stream's `windowMultiple`,
@@ -72,7 +77,9 @@ export interface S3StoreOptions {
    * plus its size at this rate. Conditional writes (lease, root) keep the plain deadline.
    */
   readonly minUploadBytesPerSecond?: number;
-  /** Sockets in the pool of a client the store builds (not of a given `client`); see docs/operations.md for the sizing. */
+  /**
+   * Sockets in the pool of a client the store builds (not of a given `client`); see docs/operations.md for the sizing.
+   */
   readonly maxSockets?: number;
   /** DeleteObjects requests in flight at once. */
   readonly deleteConcurrency?: number;
@@ -81,13 +88,20 @@ export interface S3StoreOptions {
 /** The largest window a `windowMultiple` may ask for: whatever a caller asks, one stream holds at most two of these. */
 const MAX_READ_WINDOW_BYTES = 8 * 1024 * 1024;
 
-/** S3 environment settings this package reads besides the AWS SDK's own chain (region, credentials, `AWS_ENDPOINT_URL_S3`). */
+/**
+ * S3 environment settings this package reads besides the AWS SDK's own chain (region, credentials,
+ * `AWS_ENDPOINT_URL_S3`).
+ */
 export const S3_ENV = envNames(S3_SETTINGS);
 
-/** Options from the environment: bucket, path style and the bounds from `COMPACTION_S3_*`, everything else from the SDK's chain. */
+/**
+ * Options from the environment: bucket, path style and the bounds from `COMPACTION_S3_*`, everything else from the
+ * SDK's chain.
+ */
 export function s3OptionsFromEnv(env?: NodeJS.ProcessEnv): S3StoreOptions {
   const { bucket, forcePathStyle = S3_SETTINGS.forcePathStyle.default, ...bounds } = settingsSetInEnv(S3_SETTINGS, env);
-  if (!bucket) throw new StoreConfigError(S3_ENV.bucket, `${S3_ENV.bucket} is not set: name the bucket that holds the namespaces`);
+  if (!bucket)
+    throw new StoreConfigError(S3_ENV.bucket, `${S3_ENV.bucket} is not set: name the bucket that holds the namespaces`);
   return { bucket, clientConfig: { forcePathStyle }, ...bounds };
 }
 
@@ -98,7 +112,9 @@ export function s3OptionsFromEnv(env?: NodeJS.ProcessEnv): S3StoreOptions {
  */
 export function s3Identity(bucket: string, endpoint: string | undefined, given?: NodeJS.ProcessEnv): string {
   const env = environment(given);
-  const url = endpoint ?? (env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS === 'true' ? undefined : env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL);
+  const url =
+    endpoint ??
+    (env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS === 'true' ? undefined : env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL);
   if (!url) return `s3://${bucket}`;
   let normal = url;
   try {
@@ -131,9 +147,21 @@ const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHO
  * statuses. They are retried (the SDK retries them too); only a 4xx outside these is configuration.
  */
 const TRANSIENT_STATUSES = new Set([429, 500, 502, 503, 504]);
-const TRANSIENT_CODES = new Set(['RequestTimeout', 'SlowDown', 'Throttling', 'ThrottlingException', 'TooManyRequests', 'TooManyRequestsException', 'RequestThrottled', 'ServiceUnavailable', 'InternalError']);
+const TRANSIENT_CODES = new Set([
+  'RequestTimeout',
+  'SlowDown',
+  'Throttling',
+  'ThrottlingException',
+  'TooManyRequests',
+  'TooManyRequestsException',
+  'RequestThrottled',
+  'ServiceUnavailable',
+  'InternalError',
+]);
 const isTransient = (err: SdkError, status: number | undefined): boolean =>
-  (status !== undefined && TRANSIENT_STATUSES.has(status)) || TRANSIENT_CODES.has(err.name ?? '') || TRANSIENT_CODES.has(err.code ?? '');
+  (status !== undefined && TRANSIENT_STATUSES.has(status)) ||
+  TRANSIENT_CODES.has(err.name ?? '') ||
+  TRANSIENT_CODES.has(err.code ?? '');
 
 /** 416: a range starting at 0 of an empty object; only `readWindow` meets it. */
 export class RangeNotSatisfiableError extends StoreError {
@@ -168,11 +196,20 @@ class S3ObjectStore implements ObjectStore {
   constructor(options: S3StoreOptions) {
     this.bucket = options.bucket;
     this.deadlineMs = options.operationDeadlineMs ?? TIMING_SETTINGS.operationDeadlineMs.default;
-    const { maxSockets, idleTimeoutMs, minUploadBytesPerSecond, readWindowBytes, maxConcurrentReads, deleteConcurrency } = applyDefaults(S3_SETTINGS, options, {
+    const {
+      maxSockets,
+      idleTimeoutMs,
+      minUploadBytesPerSecond,
+      readWindowBytes,
+      maxConcurrentReads,
+      deleteConcurrency,
+    } = applyDefaults(S3_SETTINGS, options, {
       operationDeadlineMs: this.deadlineMs,
     });
     const pool = { keepAlive: true, maxSockets };
-    this.client = options.client ?? new S3Client({ requestHandler: { httpAgent: pool, httpsAgent: pool }, ...options.clientConfig });
+    this.client =
+      options.client ??
+      new S3Client({ requestHandler: { httpAgent: pool, httpsAgent: pool }, ...options.clientConfig });
     this.idleTimeoutMs = idleTimeoutMs;
     this.minUploadBytesPerSecond = minUploadBytesPerSecond;
     this.windowBytes = readWindowBytes;
@@ -183,17 +220,27 @@ class S3ObjectStore implements ObjectStore {
 
   async identity(): Promise<string> {
     const given = await this.client.config.endpoint?.();
-    return s3Identity(this.bucket, given ? `${given.protocol}//${given.hostname}${given.port ? `:${given.port}` : ''}${given.path}` : undefined);
+    return s3Identity(
+      this.bucket,
+      given ? `${given.protocol}//${given.hostname}${given.port ? `:${given.port}` : ''}${given.path}` : undefined,
+    );
   }
 
   async get(key: string, options: { maxBytes?: number } = {}): Promise<StoredObject> {
-    const out = await this.send(key, 'read', (o) => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }), o));
+    const out = await this.send(key, 'read', (o) =>
+      this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }), o),
+    );
     const size = out.ContentLength ?? 0;
     if (options.maxBytes !== undefined && size > options.maxBytes) {
       (out.Body as Readable | undefined)?.destroy();
       throw new ObjectTooLargeError(key, size, options.maxBytes);
     }
-    return { key, body: await this.readBody(key, out.Body), etag: requireEtag(key, out.ETag), lastModified: out.LastModified };
+    return {
+      key,
+      body: await this.readBody(key, out.Body),
+      etag: requireEtag(key, out.ETag),
+      lastModified: out.LastModified,
+    };
   }
 
   /** The first window is read here, so a missing object fails now and ETag and LastModified come from it. */
@@ -212,7 +259,7 @@ class S3ObjectStore implements ObjectStore {
    */
   private async *windows(key: string, first: Window, windowBytes: number): AsyncGenerator<Uint8Array> {
     let window = first;
-    for (let offset = first.bytes.length; ; ) {
+    for (let offset = first.bytes.length; ;) {
       const next = offset < first.size ? this.readWindow(key, offset, windowBytes, first.etag) : undefined;
       // Handled here too: a consumer that stops early leaves the window read ahead to nobody.
       next?.catch(() => undefined);
@@ -224,12 +271,21 @@ class S3ObjectStore implements ObjectStore {
     }
   }
 
-  /** One ranged GET read whole, under the store-wide cap on window requests; the socket is free again when it returns. */
-  private async readWindow(key: string, offset: number, windowBytes: number, etag: string | undefined): Promise<Window> {
+  /**
+   * One ranged GET read whole, under the store-wide cap on window requests; the socket is free again when it returns.
+   */
+  private async readWindow(
+    key: string,
+    offset: number,
+    windowBytes: number,
+    etag: string | undefined,
+  ): Promise<Window> {
     return this.windowRequests(async () => {
       const range = `bytes=${offset}-${offset + windowBytes - 1}`;
       try {
-        const out = await this.send(key, 'read', (o) => this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range, IfMatch: etag }), o));
+        const out = await this.send(key, 'read', (o) =>
+          this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range, IfMatch: etag }), o),
+        );
         const bytes = await this.readBody(key, out.Body);
         // No Content-Range: the server sent the whole object.
         const size = Number(/\/(\d+)$/.exec(out.ContentRange ?? '')?.[1] ?? bytes.length);
@@ -239,7 +295,12 @@ class S3ObjectStore implements ObjectStore {
         if (!(err instanceof RangeNotSatisfiableError) || offset > 0) throw err;
         // Only an empty object has no byte at offset 0.
         const info = await this.head(key);
-        return { bytes: new Uint8Array(), etag: requireEtag(key, info.etag), size: info.size, lastModified: info.lastModified };
+        return {
+          bytes: new Uint8Array(),
+          etag: requireEtag(key, info.etag),
+          size: info.size,
+          lastModified: info.lastModified,
+        };
       }
     });
   }
@@ -247,45 +308,62 @@ class S3ObjectStore implements ObjectStore {
   /** A response body, read under the idle timeout: a silent server fails the read (retryable), a slow one does not. */
   private async readBody(key: string, body: unknown): Promise<Uint8Array> {
     if (!body) return new Uint8Array();
-    return readBounded(body as Readable, this.idleTimeoutMs, () => new StoreUnavailableError(key, `no byte of the body for ${this.idleTimeoutMs} ms (idle timeout)`));
+    return readBounded(
+      body as Readable,
+      this.idleTimeoutMs,
+      () => new StoreUnavailableError(key, `no byte of the body for ${this.idleTimeoutMs} ms (idle timeout)`),
+    );
   }
 
   async head(key: string): Promise<ObjectInfo> {
-    const out = await this.send(key, 'read', (o) => this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }), o));
+    const out = await this.send(key, 'read', (o) =>
+      this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }), o),
+    );
     return { key, size: out.ContentLength ?? 0, etag: out.ETag, lastModified: out.LastModified };
   }
 
   async putIfAbsent(key: string, body: Uint8Array): Promise<{ etag: string }> {
-    const out = await this.send(key, 'write', (o) => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, IfNoneMatch: '*' }), o));
+    const out = await this.send(key, 'write', (o) =>
+      this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, IfNoneMatch: '*' }), o),
+    );
     return { etag: requireEtag(key, out.ETag) };
   }
 
   async putIfMatch(key: string, body: Uint8Array, etag: string): Promise<{ etag: string }> {
-    const out = await this.send(key, 'write', (o) => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, IfMatch: etag }), o));
+    const out = await this.send(key, 'write', (o) =>
+      this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, IfMatch: etag }), o),
+    );
     return { etag: requireEtag(key, out.ETag) };
   }
 
   async put(key: string, body: Uint8Array): Promise<{ etag: string }> {
     // A client cannot see an upload's progress (the kernel's socket buffers take megabytes at once), so
     // a segment write is bounded by a minimum rate: the deadline plus its size at that rate. Nothing in
-    // the protocol's timing rests on when a segment lands; it does on the lease and root CAS, which keep the plain deadline.
+    // the protocol's timing rests on when a segment lands; it does on the lease and root CAS, which keep the plain
+    // deadline.
     const deadlineMs = this.deadlineMs + Math.ceil((body.length / this.minUploadBytesPerSecond) * 1000);
-    const out = await this.send(key, 'write', (o) => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body }), o), deadlineMs);
+    const out = await this.send(
+      key,
+      'write',
+      (o) => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body }), o),
+      deadlineMs,
+    );
     return { etag: requireEtag(key, out.ETag) };
   }
 
   async list(request: ListRequest): Promise<ListPage> {
-    const out = await this.send(
-      request.prefix,
-      'read',
-      (o) => this.client.send(new ListObjectsV2Command({
-        Bucket: this.bucket,
-        Prefix: request.prefix,
-        StartAfter: request.startAfter,
-        Delimiter: request.delimiter,
-        ContinuationToken: request.cursor,
-        MaxKeys: Math.min(request.maxKeys ?? MAX_KEYS_PER_REQUEST, MAX_KEYS_PER_REQUEST),
-      }), o),
+    const out = await this.send(request.prefix, 'read', (o) =>
+      this.client.send(
+        new ListObjectsV2Command({
+          Bucket: this.bucket,
+          Prefix: request.prefix,
+          StartAfter: request.startAfter,
+          Delimiter: request.delimiter,
+          ContinuationToken: request.cursor,
+          MaxKeys: Math.min(request.maxKeys ?? MAX_KEYS_PER_REQUEST, MAX_KEYS_PER_REQUEST),
+        }),
+        o,
+      ),
     );
     return {
       objects: (out.Contents ?? []).map((o) => ({
@@ -303,37 +381,50 @@ class S3ObjectStore implements ObjectStore {
     // A request that throws ends the call only once its siblings have settled, and no request starts after it:
     // a caller that deletes a lease after its prefix (the collector) must know no delete of this call can still land.
     let thrown: { readonly error: unknown } | undefined;
-    const results = await inBatches(keys, MAX_KEYS_PER_REQUEST, this.deleteConcurrency, async (batch): Promise<DeleteResult> => {
-      if (thrown) return { deleted: [], failed: [] };
-      try {
-        const out = await this.send(
-          batch[0] ?? '',
-          'write',
-          (o) => this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true } }), o),
-        );
-        // A denied key is a policy to fix, not a delete to retry: S3 reports it per key, the port as a configuration error.
-        const denied = out.Errors?.find((e) => e.Code === 'AccessDenied');
-        if (denied) throw this.accessDenied(denied.Key ?? batch[0] ?? '', denied);
-        // A missing key is already deleted: deletes are idempotent.
-        const failed: DeleteFailure[] = (out.Errors ?? [])
-          .filter((e) => e.Code !== 'NoSuchKey')
-          .map((e) => ({ key: e.Key ?? '', code: e.Code ?? 'Unknown', message: e.Message ?? '' }));
-        const failedKeys = new Set(failed.map((f) => f.key));
-        return { deleted: batch.filter((k) => !failedKeys.has(k)), failed };
-      } catch (error) {
-        thrown ??= { error };
-        return { deleted: [], failed: [] };
-      }
-    });
+    const results = await inBatches(
+      keys,
+      MAX_KEYS_PER_REQUEST,
+      this.deleteConcurrency,
+      async (batch): Promise<DeleteResult> => {
+        if (thrown) return { deleted: [], failed: [] };
+        try {
+          const out = await this.send(batch[0] ?? '', 'write', (o) =>
+            this.client.send(
+              new DeleteObjectsCommand({
+                Bucket: this.bucket,
+                Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true },
+              }),
+              o,
+            ),
+          );
+          // A denied key is a policy to fix, not a delete to retry: S3 reports it per key, the port as a configuration
+          // error.
+          const denied = out.Errors?.find((e) => e.Code === 'AccessDenied');
+          if (denied) throw this.accessDenied(denied.Key ?? batch[0] ?? '', denied);
+          // A missing key is already deleted: deletes are idempotent.
+          const failed: DeleteFailure[] = (out.Errors ?? [])
+            .filter((e) => e.Code !== 'NoSuchKey')
+            .map((e) => ({ key: e.Key ?? '', code: e.Code ?? 'Unknown', message: e.Message ?? '' }));
+          const failedKeys = new Set(failed.map((f) => f.key));
+          return { deleted: batch.filter((k) => !failedKeys.has(k)), failed };
+        } catch (error) {
+          thrown ??= { error };
+          return { deleted: [], failed: [] };
+        }
+      },
+    );
     if (thrown) throw thrown.error;
     return { deleted: results.flatMap((r) => r.deleted), failed: results.flatMap((r) => r.failed) };
   }
 
   async deleteIfMatch(key: string, etag: string): Promise<void> {
     try {
-      await this.send(key, 'write', (o) => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key, IfMatch: etag }), o));
+      await this.send(key, 'write', (o) =>
+        this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key, IfMatch: etag }), o),
+      );
     } catch (err) {
-      // S3 answers 404 to If-Match on a missing key: the version is gone either way, and the SDK's retry of a delete that landed meets it.
+      // S3 answers 404 to If-Match on a missing key: the version is gone either way, and the SDK's retry of a delete
+      // that landed meets it.
       if (!(err instanceof NotFoundError)) throw err;
     }
   }
@@ -345,15 +436,19 @@ class S3ObjectStore implements ObjectStore {
       if (err instanceof NotFoundError) {
         throw new StoreConfigError(S3_ENV.bucket, `bucket ${this.bucket} does not exist (${S3_ENV.bucket})`);
       }
-      // A HEAD response has no body, so its 403 cannot tell rejected credentials from a denying policy; a listing's error names which.
-      if (err instanceof StoreConfigError && err.setting === 'IAM policy') await this.list({ prefix: NAMESPACES_PREFIX, maxKeys: 1 });
+      // A HEAD response has no body, so its 403 cannot tell rejected credentials from a denying policy; a listing's
+      // error names which.
+      if (err instanceof StoreConfigError && err.setting === 'IAM policy')
+        await this.list({ prefix: NAMESPACES_PREFIX, maxKeys: 1 });
       throw err;
     }
   }
 
   async versioning(): Promise<BucketVersioning> {
     try {
-      const out = await this.send(this.bucket, 'read', (o) => this.client.send(new GetBucketVersioningCommand({ Bucket: this.bucket }), o));
+      const out = await this.send(this.bucket, 'read', (o) =>
+        this.client.send(new GetBucketVersioningCommand({ Bucket: this.bucket }), o),
+      );
       // A bucket that was never versioned has no Status at all.
       return out.Status === 'Enabled' ? 'enabled' : out.Status === 'Suspended' ? 'suspended' : 'unversioned';
     } catch (err) {
@@ -380,7 +475,10 @@ class S3ObjectStore implements ObjectStore {
   ): Promise<O> {
     const deadline = new AbortController();
     const timer = setTimeout(
-      () => deadline.abort(Object.assign(new Error(`no response within the deadline of ${deadlineMs} ms`), { name: 'TimeoutError' })),
+      () =>
+        deadline.abort(
+          Object.assign(new Error(`no response within the deadline of ${deadlineMs} ms`), { name: 'TimeoutError' }),
+        ),
       deadlineMs,
     );
     try {
@@ -396,7 +494,11 @@ class S3ObjectStore implements ObjectStore {
   }
 
   private accessDenied(key: string, cause: unknown): StoreConfigError {
-    return new StoreConfigError('IAM policy', `access denied to ${key} in ${this.bucket}: see docs/security.md for the policy`, { cause });
+    return new StoreConfigError(
+      'IAM policy',
+      `access denied to ${key} in ${this.bucket}: see docs/security.md for the policy`,
+      { cause },
+    );
   }
 
   private translate(err: SdkError, key: string, mode: 'read' | 'write' | 'probe'): Error {
@@ -404,7 +506,9 @@ class S3ObjectStore implements ObjectStore {
     const name = err.name ?? '';
     const reason = `${name || err.code || 'error'}${status ? ` ${status}` : ''}: ${err.message ?? ''}`.trim();
     if (name === 'NoSuchBucket') {
-      return new StoreConfigError(S3_ENV.bucket, `bucket ${this.bucket} does not exist (${S3_ENV.bucket})`, { cause: err });
+      return new StoreConfigError(S3_ENV.bucket, `bucket ${this.bucket} does not exist (${S3_ENV.bucket})`, {
+        cause: err,
+      });
     }
     if (['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'ExpiredToken', 'InvalidToken'].includes(name)) {
       return new StoreConfigError(
@@ -413,7 +517,8 @@ class S3ObjectStore implements ObjectStore {
         { cause: err },
       );
     }
-    // The SDK's default chain found no credentials at all: no request was sent, so this is configuration, not an outage.
+    // The SDK's default chain found no credentials at all: no request was sent, so this is configuration, not an
+    // outage.
     if (name === 'CredentialsProviderError') {
       return new StoreConfigError(
         'AWS credentials',
@@ -423,7 +528,11 @@ class S3ObjectStore implements ObjectStore {
     }
     if (name === 'AccessDenied' || status === 403) return this.accessDenied(key, err);
     if (name === 'PermanentRedirect' || name === 'AuthorizationHeaderMalformed' || status === 301) {
-      return new StoreConfigError('AWS_REGION', `bucket ${this.bucket} is in another region than configured (AWS_REGION)`, { cause: err });
+      return new StoreConfigError(
+        'AWS_REGION',
+        `bucket ${this.bucket} is in another region than configured (AWS_REGION)`,
+        { cause: err },
+      );
     }
     if (name === 'Region is missing' || /region is missing/i.test(err.message ?? '')) {
       return new StoreConfigError('AWS_REGION', 'no AWS region configured: set AWS_REGION', { cause: err });
@@ -436,13 +545,18 @@ class S3ObjectStore implements ObjectStore {
       // An endpoint that never answered this store is its configuration, whatever the first request was (the
       // library's writer and readers open no probe first); once it has answered, the same error is an outage.
       const endpoint = 'AWS_ENDPOINT_URL_S3';
-      if (mode === 'probe' || !this.answered) return new StoreConfigError(endpoint, `cannot reach the S3 endpoint (${reason}); check ${endpoint}`, { cause: err });
+      if (mode === 'probe' || !this.answered)
+        return new StoreConfigError(endpoint, `cannot reach the S3 endpoint (${reason}); check ${endpoint}`, {
+          cause: err,
+        });
     }
     if (status !== undefined && status >= 400 && status < 500 && !isTransient(err, status)) {
       return new StoreConfigError('request', `the store rejected a request for ${key}: ${reason}`, { cause: err });
     }
     // Timeouts, throttling and 5xx after the SDK's retries, dropped connections: a write may have landed.
-    return mode === 'write' ? new AmbiguousError(key, reason, { cause: err }) : new StoreUnavailableError(key, reason, { cause: err });
+    return mode === 'write'
+      ? new AmbiguousError(key, reason, { cause: err })
+      : new StoreUnavailableError(key, reason, { cause: err });
   }
 }
 

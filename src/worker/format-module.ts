@@ -24,7 +24,10 @@ export interface FormatModule {
   readonly label: string;
 }
 
-/** A format module that cannot be resolved or loaded, or does not export the plug-ins' shapes; the message names the module and what is missing. */
+/**
+ * A format module that cannot be resolved or loaded, or does not export the plug-ins' shapes; the message names the
+ * module and what is missing.
+ */
 export class FormatModuleError extends TypedError {
   readonly failureType = 'FormatModule';
   constructor(
@@ -39,13 +42,20 @@ export class FormatModuleError extends TypedError {
 function resolveFormatModule(specifier: string, cwd: string): string {
   if (specifier.startsWith('.') || isAbsolute(specifier)) {
     const file = resolve(cwd, specifier);
-    if (!existsSync(file)) throw new FormatModuleError(specifier, `names no file: ${file} does not exist (a path is resolved from the current directory, ${cwd})`);
+    if (!existsSync(file))
+      throw new FormatModuleError(
+        specifier,
+        `names no file: ${file} does not exist (a path is resolved from the current directory, ${cwd})`,
+      );
     return file;
   }
   try {
     return createRequire(join(cwd, 'package.json')).resolve(specifier);
   } catch (err) {
-    throw new FormatModuleError(specifier, `cannot be resolved from ${cwd} (${firstLineOf(err)}): install the package there, or name a file with a path starting with ./`);
+    throw new FormatModuleError(
+      specifier,
+      `cannot be resolved from ${cwd} (${firstLineOf(err)}): install the package there, or name a file with a path starting with ./`,
+    );
   }
 }
 
@@ -54,7 +64,10 @@ const missingMethods = (value: unknown, names: readonly string[]): string[] =>
   names.filter((name) => typeof (value as Record<string, unknown> | null)?.[name] !== 'function');
 
 /** The format module `specifier` names, else the one `env` names in {@link FORMAT_MODULE_ENV}; none: the defaults. */
-export async function configuredFormat(env?: NodeJS.ProcessEnv, specifier = settingSetInEnv(PROCESS_SETTINGS, 'formatModule', env)): Promise<FormatModule | undefined> {
+export async function configuredFormat(
+  env?: NodeJS.ProcessEnv,
+  specifier = settingSetInEnv(PROCESS_SETTINGS, 'formatModule', env),
+): Promise<FormatModule | undefined> {
   return specifier ? loadFormatModule(specifier) : undefined;
 }
 
@@ -68,17 +81,34 @@ export async function loadFormatModule(specifier: string, cwd = process.cwd()): 
   try {
     exported = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
   } catch (err) {
-    throw new FormatModuleError(specifier, `cannot be loaded from ${file} (${firstLineOf(err)}): fix the module so that importing it succeeds`);
+    throw new FormatModuleError(
+      specifier,
+      `cannot be loaded from ${file} (${firstLineOf(err)}): fix the module so that importing it succeeds`,
+    );
   }
   const { compactor, rootCodec } = exported;
   if (compactor === undefined && rootCodec === undefined) {
     const names = Object.keys(exported).join(', ') || 'nothing';
-    throw new FormatModuleError(specifier, `exports neither \`compactor\` nor \`rootCodec\` (it exports ${names}): export your Compactor as \`compactor\` and/or your RootCodec as \`rootCodec\`, as named exports`);
+    throw new FormatModuleError(
+      specifier,
+      `exports neither \`compactor\` nor \`rootCodec\` (it exports ${names}): export your Compactor as \`compactor\` and/or your RootCodec as \`rootCodec\`, as named exports`,
+    );
   }
-  for (const [name, value, methods] of [['compactor', compactor, ['compact']], ['rootCodec', rootCodec, ['encode', 'decode']]] as const) {
+  for (const [name, value, methods] of [
+    ['compactor', compactor, ['compact']],
+    ['rootCodec', rootCodec, ['encode', 'decode']],
+  ] as const) {
     const missing = value === undefined ? [] : missingMethods(value, methods);
-    if (missing.length) throw new FormatModuleError(specifier, `exports a \`${name}\` without ${missing.map((m) => `a ${m} function`).join(' or ')}: export the plug-in object itself (docs/plugins.md)`);
+    if (missing.length)
+      throw new FormatModuleError(
+        specifier,
+        `exports a \`${name}\` without ${missing.map((m) => `a ${m} function`).join(' or ')}: export the plug-in object itself (docs/plugins.md)`,
+      );
   }
   const given = (['compactor', 'rootCodec'] as const).filter((name) => exported[name] !== undefined);
-  return { compactor: compactor as Compactor | undefined, rootCodec: rootCodec as RootCodec | undefined, label: `${specifier} (${given.join(', ')})` };
+  return {
+    compactor: compactor as Compactor | undefined,
+    rootCodec: rootCodec as RootCodec | undefined,
+    label: `${specifier} (${given.join(', ')})`,
+  };
 }

@@ -17,7 +17,10 @@ import { installRuntime } from './runtime';
 import { workerSetupFromEnv, type WorkerSetup } from './setup';
 
 /** `compactor` and `rootCodec` given here win over the exports of the format module. */
-export interface StartWorkerOptions extends Pick<CreateWorkerOptions, 'compactor' | 'rootCodec' | 'workerOptions' | 'log'> {
+export interface StartWorkerOptions extends Pick<
+  CreateWorkerOptions,
+  'compactor' | 'rootCodec' | 'workerOptions' | 'log'
+> {
   /**
    * Whether to install the Runtime from `COMPACTION_LOG_LEVEL` and `COMPACTION_METRICS_PROMETHEUS`. A
    * process that has a Runtime already keeps it either way (see {@link installRuntime}); false skips
@@ -51,7 +54,10 @@ export interface WorkerFromEnv {
   stop(): Promise<void>;
 }
 
-/** Starts a worker of `setup` and runs it in the background until {@link WorkerFromEnv.stop}; it owns its connection and store. */
+/**
+ * Starts a worker of `setup` and runs it in the background until {@link WorkerFromEnv.stop}; it owns its connection and
+ * store.
+ */
 export async function startWorker(setup: WorkerSetup, options: StartWorkerOptions = {}): Promise<WorkerFromEnv> {
   const { env, settings, temporal, role, taskQueue, format } = setup;
   if (options.installRuntime !== false) installRuntime(env);
@@ -67,7 +73,12 @@ export async function startWorker(setup: WorkerSetup, options: StartWorkerOption
       compactor: options.compactor ?? format?.compactor,
       rootCodec: options.rootCodec ?? format?.rootCodec,
       formatLabel: format?.label,
-      store, settings, connection, namespace: temporal.namespace, role, taskQueue,
+      store,
+      settings,
+      connection,
+      namespace: temporal.namespace,
+      role,
+      taskQueue,
       serverLabel: `${temporal.address}/${temporal.namespace}`,
     });
   } catch (err) {
@@ -77,7 +88,13 @@ export async function startWorker(setup: WorkerSetup, options: StartWorkerOption
   const opened = store;
   const running = worker.run();
   return {
-    worker, store: opened, settings, temporal, role, taskQueue, running,
+    worker,
+    store: opened,
+    settings,
+    temporal,
+    role,
+    taskQueue,
+    running,
     async stop() {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.finally(async () => {
@@ -94,7 +111,9 @@ export async function startWorkerFromEnv(options: StartWorkerFromEnvOptions = {}
   return startWorker(setup, options);
 }
 
-/** Waits until the worker has stopped (SIGINT, SIGTERM), then closes its connection and store; settles as its run did. */
+/**
+ * Waits until the worker has stopped (SIGINT, SIGTERM), then closes its connection and store; settles as its run did.
+ */
 export async function serveUntilStopped(started: WorkerFromEnv): Promise<void> {
   await started.running.catch(() => undefined);
   await started.stop();

@@ -5,19 +5,42 @@ import { createActivities } from '../activities';
 import { requireSearchAttributes } from '../client/search-attributes';
 import { referenceCompactor, type Compactor } from '../compactor';
 import { jsonRootCodec, type RootCodec } from '../root';
-import { heartbeatEveryMs, PROCESS_SETTINGS, settingFromEnv, settingSetInEnv, workerRoleFromEnv, type CompactionSettings, type WorkerRole } from '../config';
+import {
+  heartbeatEveryMs,
+  PROCESS_SETTINGS,
+  settingFromEnv,
+  settingSetInEnv,
+  workerRoleFromEnv,
+  type CompactionSettings,
+  type WorkerRole,
+} from '../config';
 import { requireFitStore, verifyStore, type ObjectStore } from '../store';
 import { retryInconclusive } from '../store/probe';
 import { temporalTarget } from './connect';
 import { requireOneTemporalRuntime } from './runtime';
 import { roleTaskQueueFromEnv } from './task-queue';
 
-export { COLLECTOR_TASK_QUEUE_ENV, collectorTaskQueueFromEnv, DEFAULT_TASK_QUEUE, roleTaskQueueFromEnv, TASK_QUEUE_ENV, taskQueueFromEnv } from './task-queue';
-export { installRuntime, LOG_LEVEL_ENV, METRICS_ENV, requireOneTemporalRuntime, WORKER_HEARTBEAT_INTERVAL_MS } from './runtime';
+export {
+  COLLECTOR_TASK_QUEUE_ENV,
+  collectorTaskQueueFromEnv,
+  DEFAULT_TASK_QUEUE,
+  roleTaskQueueFromEnv,
+  TASK_QUEUE_ENV,
+  taskQueueFromEnv,
+} from './task-queue';
+export {
+  installRuntime,
+  LOG_LEVEL_ENV,
+  METRICS_ENV,
+  requireOneTemporalRuntime,
+  WORKER_HEARTBEAT_INTERVAL_MS,
+} from './runtime';
 export { temporalTarget, type TemporalTarget } from './connect';
 export { FORMAT_MODULE_ENV, FormatModuleError, loadFormatModule, type FormatModule } from './format-module';
 
-/** A worker's store, settings, Temporal connection and plug-ins; every option not given is read as the environment says. */
+/**
+ * A worker's store, settings, Temporal connection and plug-ins; every option not given is read as the environment says.
+ */
 export interface CreateWorkerOptions {
   readonly store: ObjectStore;
   readonly settings: CompactionSettings;
@@ -47,7 +70,10 @@ export interface CreateWorkerOptions {
   readonly log?: (line: string) => void;
   /** Names the Temporal server in that line (e.g. `127.0.0.1:7233/default`). */
   readonly serverLabel?: string;
-  /** Names the format module the plug-ins came from in that line ({@link FormatModule.label}); unset, plug-ins given in code are named as such. */
+  /**
+   * Names the format module the plug-ins came from in that line ({@link FormatModule.label}); unset, plug-ins given in
+   * code are named as such.
+   */
   readonly formatLabel?: string;
   /**
    * `run`: the store probe (`verifyStore`) before the worker is created, and no worker on a store that
@@ -65,7 +91,10 @@ export function storeCheckFromEnv(env?: NodeJS.ProcessEnv): StoreCheckMode {
   return settingFromEnv(PROCESS_SETTINGS, 'storeCheck', env);
 }
 
-/** Activity slots of a worker unless `COMPACTION_WORKER_ACTIVITY_SLOTS` says otherwise (why so many: {@link PROCESS_SETTINGS}). */
+/**
+ * Activity slots of a worker unless `COMPACTION_WORKER_ACTIVITY_SLOTS` says otherwise (why so many: {@link
+ * PROCESS_SETTINGS}).
+ */
 export const DEFAULT_ACTIVITY_SLOTS = PROCESS_SETTINGS.activitySlots.default;
 
 /** The workflows' folder, for `bundleWorkflowCode` and replay. */
@@ -84,11 +113,14 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
   const namespace = options.namespace ?? temporalTarget().namespace;
   // A namespace without the attributes the workflows upsert fails every such workflow task, and the runs wait for ever.
   await requireSearchAttributes(options.connection, namespace);
-  // Its bucket check too is retried on an inconclusive answer: one slow HEAD under load is no verdict on the credentials.
+  // Its bucket check too is retried on an inconclusive answer: one slow HEAD under load is no verdict on the
+  // credentials.
   await retryInconclusive(() => options.store.verifyAccess());
   // Before any activity can run: every lease and root write rests on the store honouring its conditions.
   if ((options.storeCheck ?? storeCheckFromEnv()) === 'run') {
-    requireFitStore(await verifyStore(options.store, { clockSafetyMarginMs: options.settings.timing.clockSafetyMarginMs }));
+    requireFitStore(
+      await verifyStore(options.store, { clockSafetyMarginMs: options.settings.timing.clockSafetyMarginMs }),
+    );
   }
   const role = options.role ?? workerRoleFromEnv();
   const taskQueue = options.taskQueue ?? roleTaskQueueFromEnv(role);
@@ -100,7 +132,12 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...(options.workerOptions?.workflowBundle ? {} : { workflowsPath: WORKFLOWS_PATH }),
     // The one place the plug-ins' defaults apply: every activity below takes both explicitly.
     activities: createActivities(
-      { store: options.store, settings: options.settings, compactor: options.compactor ?? referenceCompactor, rootCodec: options.rootCodec ?? jsonRootCodec },
+      {
+        store: options.store,
+        settings: options.settings,
+        compactor: options.compactor ?? referenceCompactor,
+        rootCodec: options.rootCodec ?? jsonRootCodec,
+      },
       role,
     ),
     // One heartbeat RPC per beat interval and activity, however often the work calls heartbeat (per record
@@ -116,13 +153,17 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
   const inCode = [options.compactor && 'compactor', options.rootCodec && 'rootCodec'].filter(Boolean);
   const format = options.formatLabel ?? (inCode.length ? `given in code (${inCode.join(', ')})` : undefined);
   // A single role is named: in a two-role deployment it tells which credentials the worker should hold.
-  log(`worker ${options.settings.ownerId}${role === 'all' ? '' : ` (role ${role})`} on ${options.serverLabel ?? `Temporal namespace ${namespace}`}, task queue ${taskQueue}, store ${options.store.description}${format ? `, format ${format}` : ''}`);
+  log(
+    `worker ${options.settings.ownerId}${role === 'all' ? '' : ` (role ${role})`} on ${options.serverLabel ?? `Temporal namespace ${namespace}`}, task queue ${taskQueue}, store ${options.store.description}${format ? `, format ${format}` : ''}`,
+  );
   return worker;
 }
 
 export const ACTIVITY_SLOTS_ENV = PROCESS_SETTINGS.activitySlots.env;
 
-/** The worker options an operator sets in the environment; a value that is not a positive integer is a `SettingsError`. */
+/**
+ * The worker options an operator sets in the environment; a value that is not a positive integer is a `SettingsError`.
+ */
 export function workerOptionsFromEnv(env?: NodeJS.ProcessEnv): Partial<WorkerOptions> {
   const slots = settingSetInEnv(PROCESS_SETTINGS, 'activitySlots', env);
   return slots === undefined ? {} : { maxConcurrentActivityTaskExecutions: slots };

@@ -8,7 +8,9 @@ import { serveUntilStopped, startWorkerFromEnv, type StartWorkerFromEnvOptions }
  * Serves a worker configured by the environment alone until SIGINT or SIGTERM. `extra` is for the
  * benchmark's worker process (a test compactor, other worker options); operators pass nothing.
  */
-export async function serveWorkerFromEnv(extra: Pick<StartWorkerFromEnvOptions, 'compactor' | 'workerOptions' | 'log'> = {}): Promise<void> {
+export async function serveWorkerFromEnv(
+  extra: Pick<StartWorkerFromEnvOptions, 'compactor' | 'workerOptions' | 'log'> = {},
+): Promise<void> {
   await serveUntilStopped(await startWorkerFromEnv(extra));
 }
 

@@ -26,7 +26,9 @@ const RUNTIME_MODULE = /[/\\]@temporalio[/\\]worker[/\\]lib[/\\]runtime\.js$/;
  */
 export function requireOneTemporalRuntime(): void {
   const copies = Object.entries(require.cache).filter(([path]) => RUNTIME_MODULE.test(path));
-  const ours = copies.find(([, module]) => (module?.exports as { Runtime?: unknown } | undefined)?.Runtime === Runtime)?.[0] ?? '@temporalio/worker';
+  const ours =
+    copies.find(([, module]) => (module?.exports as { Runtime?: unknown } | undefined)?.Runtime === Runtime)?.[0] ??
+    '@temporalio/worker';
   for (const [path, module] of copies) {
     const other = (module?.exports as { Runtime?: { _instance?: unknown } } | undefined)?.Runtime;
     if (other === undefined || other === (Runtime as unknown) || other._instance === undefined) continue;
@@ -44,7 +46,8 @@ export function requireOneTemporalRuntime(): void {
  * The Runtime is one per process, created by its first connection or worker and fixed from then on.
  * When the process has one already (a service that runs its own Temporal worker), that one is kept
  * and `'existing'` returned; unless either setting is given, which could then not apply: that is a
- * {@link SettingsError}, and so is a Runtime of a second copy of `@temporalio/worker` ({@link requireOneTemporalRuntime}).
+ * {@link SettingsError}, and so is a Runtime of a second copy of `@temporalio/worker` ({@link
+ * requireOneTemporalRuntime}).
  */
 export function installRuntime(env?: NodeJS.ProcessEnv): 'installed' | 'existing' {
   const bindAddress = settingSetInEnv(PROCESS_SETTINGS, 'metricsPrometheus', env);

@@ -31,7 +31,10 @@ export interface WorkerSetupOverrides {
  * The worker's setup from `env`, each value overridable. The format module is loaded and checked
  * here, before anything connects: a wrong one is a configuration error, not a failed job later.
  */
-export async function workerSetupFromEnv(given?: NodeJS.ProcessEnv, overrides: WorkerSetupOverrides = {}): Promise<WorkerSetup> {
+export async function workerSetupFromEnv(
+  given?: NodeJS.ProcessEnv,
+  overrides: WorkerSetupOverrides = {},
+): Promise<WorkerSetup> {
   const env = environment(given);
   const role = overrides.role ?? workerRoleFromEnv(env);
   const format = await configuredFormat(env, overrides.formatModule);

@@ -33,7 +33,10 @@ export function activityOptions(settings: ActivitySettings) {
      * A few store calls, unheartbeated: each call retries within its operation deadline, so four
      * deadlines and 10 s of slack bound an attempt that is not lost.
      */
-    short: (maximumAttempts?: number): ActivityOptions => ({ startToCloseTimeout: 4 * settings.operationDeadlineMs + 10_000, retry: activityRetry(maximumAttempts) }),
+    short: (maximumAttempts?: number): ActivityOptions => ({
+      startToCloseTimeout: 4 * settings.operationDeadlineMs + 10_000,
+      retry: activityRetry(maximumAttempts),
+    }),
     /** Many store calls, as long as `startToCloseTimeout`: its heartbeats tell a dead worker from long work. */
     heartbeated: (startToCloseTimeout: Duration, maximumAttempts?: number): ActivityOptions => ({
       startToCloseTimeout,

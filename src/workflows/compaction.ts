@@ -63,12 +63,18 @@ export interface CompactionResult {
   readonly group: string;
   readonly jobId: string;
   readonly fencedJobIds: readonly string[];
-  /** How many input segments the job read; their keys are in its input manifest, never in a payload (a group may have 100,000). */
+  /**
+   * How many input segments the job read; their keys are in its input manifest, never in a payload (a group may have
+   * 100,000).
+   */
   readonly inputCount: number;
   /** The key of the job's input manifest under its prefix, which the collector reclaims with the prefix. */
   readonly inputManifest: string;
   readonly outputs: readonly string[];
-  /** The job's staged tombstone segments: the root names them after the outputs only when segments were registered during the job. */
+  /**
+   * The job's staged tombstone segments: the root names them after the outputs only when segments were registered
+   * during the job.
+   */
   readonly tombstones: readonly string[];
   readonly recordsOut: number;
   readonly bytesOut: number;
@@ -235,7 +241,9 @@ interface JobRun {
   readonly show: ReturnType<typeof jobView>['show'];
 }
 
-/** One group's compaction under a lease: read, lease, compact, publish; a fenced job continues as new with a new job id. */
+/**
+ * One group's compaction under a lease: read, lease, compact, publish; a fenced job continues as new with a new job id.
+ */
 export async function compactionWorkflow(input: CompactionInput): Promise<CompactionResult> {
   const { ns, group } = validGroup(input);
   const fencedJobIds = [...(input.fencedJobIds ?? [])];
@@ -277,7 +285,10 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   return result;
 }
 
-/** Tags the run with its namespace and group, only when the start lacks them (startCompaction sets them): each upsert is a billable action. */
+/**
+ * Tags the run with its namespace and group, only when the start lacks them (startCompaction sets them): each upsert is
+ * a billable action.
+ */
 function tagGroup(ns: NamespaceId, group: FamilyGroup): void {
   const started = workflowInfo().typedSearchAttributes;
   if (started.get(CompactionNamespace) !== ns || started.get(CompactionGroup) !== group) {
@@ -288,7 +299,10 @@ function tagGroup(ns: NamespaceId, group: FamilyGroup): void {
   }
 }
 
-/** 1. Fixes the group's inputs in the job's input manifest, before the lease exists; a group with no segments is invalid input. */
+/**
+ * 1. Fixes the group's inputs in the job's input manifest, before the lease exists; a group with no segments is invalid
+ * input.
+ */
 async function fixInputs({ ns, group, job, store, activities, show }: JobRun): Promise<InputManifestRef> {
   show('reading group');
   const manifest: InputManifestRef | undefined = await activities.readGroup
@@ -304,7 +318,10 @@ async function fixInputs({ ns, group, job, store, activities, show }: JobRun): P
   return manifest;
 }
 
-/** 2. Creates the lease. A retried create can find its own lease already claimed: fenced (undefined) before its first output. */
+/**
+ * 2. Creates the lease. A retried create can find its own lease already claimed: fenced (undefined) before its first
+ * output.
+ */
 async function createLease({ ns, job, store, settings, activities, show }: JobRun): Promise<HeldLease | undefined> {
   show('creating lease');
   return activities.createLease
@@ -314,7 +331,10 @@ async function createLease({ ns, job, store, settings, activities, show }: JobRu
     .catch(unlessLeaseLost);
 }
 
-/** 3. Compacts under the lease: one activity holds it beside the work, one heartbeat stream, one slot per job. Undefined when the lease was lost. */
+/**
+ * 3. Compacts under the lease: one activity holds it beside the work, one heartbeat stream, one slot per job. Undefined
+ * when the lease was lost.
+ */
 async function compactUnderLease(
   { group, job, activities, view, show }: JobRun,
   leased: JobInputs & { held: HeldLease },
@@ -390,7 +410,9 @@ interface JobEnding {
   readonly compaction: CompactionOutput | undefined;
 }
 
-/** 5. The lease is left in place (a fenced job's is not ours): tags and shows the outcome, and returns the run's result. */
+/**
+ * 5. The lease is left in place (a fenced job's is not ours): tags and shows the outcome, and returns the run's result.
+ */
 function endJob(
   { ns, group, job, view, show }: JobRun,
   { outcome, detail, fencedJobIds, manifest, compaction }: JobEnding,

@@ -42,18 +42,36 @@ import {
   type PageCollection,
   type PassRules,
 } from '../protocol/collector-plan';
-import { emptyReport, hasNamespaceProblems, isIncomplete, mergeReport, passFailed, REPORT_LIMIT, type GcReport } from '../protocol/collector-report';
+import {
+  emptyReport,
+  hasNamespaceProblems,
+  isIncomplete,
+  mergeReport,
+  passFailed,
+  REPORT_LIMIT,
+  type GcReport,
+} from '../protocol/collector-report';
 import { inBatches } from '../store/batches';
 import { clockSkew } from '../store/clock-skew';
 import { activityOptions, type ActivitySettings } from './activity-options';
-import { CompactionNamespace, GcCorruptLeases, GcDryRun, GcIncomplete, GcObjectsDeleted, GcPrefixesSeen } from './search-attributes';
+import {
+  CompactionNamespace,
+  GcCorruptLeases,
+  GcDryRun,
+  GcIncomplete,
+  GcObjectsDeleted,
+  GcPrefixesSeen,
+} from './search-attributes';
 
 export type { GcReport, GcTotals, NamespaceRootProblem } from '../protocol/collector-report';
 export { REPORT_LIMIT } from '../protocol/collector-report';
 
 /** What a pass returns: its report, and whether every namespace was collected cleanly. */
 export interface GcPassReport extends GcReport {
-  /** False when a namespace was left incomplete for its own reason (a corrupt lease, a root problem): `corruptLeases` and `rootProblems` say which. */
+  /**
+   * False when a namespace was left incomplete for its own reason (a corrupt lease, a root problem): `corruptLeases`
+   * and `rootProblems` say which.
+   */
   readonly complete: boolean;
 }
 
@@ -64,7 +82,9 @@ export interface GcOptions {
   readonly namespaces?: readonly string[];
   /** Namespaces collected at once, each by its own child workflow. */
   readonly namespaceConcurrency?: number;
-  /** Namespaces or job prefixes per listing page (≤ 400); a run continues as new between pages once its history is long. */
+  /**
+   * Namespaces or job prefixes per listing page (≤ 400); a run continues as new between pages once its history is long.
+   */
   readonly prefixesPerPage?: number;
   /** Job prefixes of one namespace claimed and reclaimed at once (≤ 100), each still claim → reclaim → delete lease. */
   readonly prefixConcurrency?: number;
@@ -130,7 +150,8 @@ const historyIsLong = (): boolean => {
  */
 const message = (err: unknown): string => {
   let named = err;
-  while (!(named instanceof ApplicationFailure) && named instanceof Error && named.cause instanceof Error) named = named.cause;
+  while (!(named instanceof ApplicationFailure) && named instanceof Error && named.cause instanceof Error)
+    named = named.cause;
   return named instanceof Error ? named.message : String(err);
 };
 
@@ -149,7 +170,9 @@ function describe(report: GcReport, phase: string): string {
     `dropped ${t.retiredRecordsDropped} records, ${t.retainedInGrace} in reader grace` +
     (report.manifests?.length ? `\n\nmanifests: ${report.manifests.join(', ')}` : '') +
     (report.corruptLeases.length ? `\n\ncorrupt leases: ${report.corruptLeases.map((c) => c.key).join(', ')}` : '') +
-    (report.rootProblems.length ? `\n\nskipped, root ${report.rootProblems.map((r) => `${r.problem}: ${r.key}`).join(', ')}` : '') +
+    (report.rootProblems.length
+      ? `\n\nskipped, root ${report.rootProblems.map((r) => `${r.problem}: ${r.key}`).join(', ')}`
+      : '') +
     (report.clockProblem ? `\n\nnothing deleted: ${report.clockProblem}` : '')
   );
 }
@@ -172,14 +195,27 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   for (const name of ['namespaceConcurrency', 'prefixesPerPage', 'prefixConcurrency', 'keysPerFlush'] as const) {
     const { min, max } = GC_PASS_SETTINGS[name];
     const n = options[name];
-    if (!Number.isInteger(n) || n < min || n > max) invalidInput(`${name} must be a whole number from ${min} to ${max}, not ${String(n)}`);
+    if (!Number.isInteger(n) || n < min || n > max)
+      invalidInput(`${name} must be a whole number from ${min} to ${max}, not ${String(n)}`);
   }
   const nowMs = input.nowMs ?? Date.now();
-  if (!Number.isSafeInteger(nowMs) || nowMs > Date.now()) invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
+  if (!Number.isSafeInteger(nowMs) || nowMs > Date.now())
+    invalidInput(`the pass clock ${nowMs} is not a time at or before the workflow's time`);
   const { gcSettings } = proxyLocalActivities<GcActivities>({ startToCloseTimeout: '10 seconds' });
-  const { operationDeadlineMs, heartbeatTimeoutMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, clockSafetyMarginMs, manifestRetentionMs, store: workerStore } =
-    await gcSettings();
-  const { dryRun, prefixesPerPage, prefixConcurrency, keysPerFlush, namespaceConcurrency, collectorTaskQueue } = options;
+  const {
+    operationDeadlineMs,
+    heartbeatTimeoutMs,
+    leaseRefreshIntervalMs,
+    leaseExpiryMs,
+    stagingGraceMs,
+    readerGraceMs,
+    lostWriteGraceMs,
+    clockSafetyMarginMs,
+    manifestRetentionMs,
+    store: workerStore,
+  } = await gcSettings();
+  const { dryRun, prefixesPerPage, prefixConcurrency, keysPerFlush, namespaceConcurrency, collectorTaskQueue } =
+    options;
   if (collectorTaskQueue !== undefined && (typeof collectorTaskQueue !== 'string' || collectorTaskQueue === '')) {
     invalidInput(`collectorTaskQueue must be a task queue name, not ${JSON.stringify(collectorTaskQueue)}`);
   }
@@ -188,7 +224,17 @@ async function setUp(input: GcInput): Promise<PassSetup> {
     ...(collectorTaskQueue !== undefined && { collectorTaskQueue }),
     ...(store !== undefined && { store }),
     rules: {
-      nowMs, leaseRefreshIntervalMs, leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs, dryRun: dryRun === true, prefixesPerPage, prefixConcurrency, keysPerFlush, reportLimit: REPORT_LIMIT,
+      nowMs,
+      leaseRefreshIntervalMs,
+      leaseExpiryMs,
+      stagingGraceMs,
+      readerGraceMs,
+      lostWriteGraceMs,
+      dryRun: dryRun === true,
+      prefixesPerPage,
+      prefixConcurrency,
+      keysPerFlush,
+      reportLimit: REPORT_LIMIT,
       passId: newPassId(nowMs, workflowRandom),
       manifestRetentionMs,
     },
@@ -209,17 +255,30 @@ async function storeClockProblem(setup: PassSetup): Promise<string | undefined> 
   const sentAt = Date.now();
   let storeMs: number | null;
   try {
-    storeMs = await short.storeClock.executeWithOptions({ summary: "compare the store's clock with the pass's" }, [{ ...(setup.store !== undefined && { store: setup.store }) }]);
+    storeMs = await short.storeClock.executeWithOptions({ summary: "compare the store's clock with the pass's" }, [
+      { ...(setup.store !== undefined && { store: setup.store }) },
+    ]);
   } catch (err) {
     if (!(err instanceof ActivityFailure)) throw err;
-    // The namespaces' own steps then fail alike (a store that refuses work, another store's worker) and say so in the report.
+    // The namespaces' own steps then fail alike (a store that refuses work, another store's worker) and say so in the
+    // report.
     return `the store's clock could not be read (${message(err)}); the pass deletes nothing until it can be`;
   }
-  const [fits, detail] = clockSkew(storeMs === null ? undefined : new Date(storeMs), sentAt, Date.now(), setup.clockSafetyMarginMs / 2);
-  return fits ? undefined : `the store's clock disagrees with the pass's (the Temporal server's) by more than half the clock safety margin: ${detail}; the pass deletes nothing until the clocks agree`;
+  const [fits, detail] = clockSkew(
+    storeMs === null ? undefined : new Date(storeMs),
+    sentAt,
+    Date.now(),
+    setup.clockSafetyMarginMs / 2,
+  );
+  return fits
+    ? undefined
+    : `the store's clock disagrees with the pass's (the Temporal server's) by more than half the clock safety margin: ${detail}; the pass deletes nothing until the clocks agree`;
 }
 
-/** Attempts of each collector activity: a step that fails them all fails its prefix or namespace, which the next pass retries. */
+/**
+ * Attempts of each collector activity: a step that fails them all fails its prefix or namespace, which the next pass
+ * retries.
+ */
 const GC_ATTEMPTS = 10;
 
 /** The collector's activities, on the collector's task queue when the pass names one. */
@@ -230,21 +289,32 @@ function gcActivities({ timeouts, collectorTaskQueue }: PassSetup) {
   // The survey and the walk make many store calls; their heartbeats tell a dead worker from a long prefix.
   const long = proxyActivities<GcActivities>({ ...options.heartbeated('1 day', GC_ATTEMPTS), ...queue });
   // A cancelled page finishes its prefixes in flight and reports where it stood, so the pass releases what it claimed.
-  const page = proxyActivities<GcActivities>({ ...options.heartbeated('1 day', GC_ATTEMPTS), cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED, ...queue });
+  const page = proxyActivities<GcActivities>({
+    ...options.heartbeated('1 day', GC_ATTEMPTS),
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    ...queue,
+  });
   return { short, long, page };
 }
 
 /** Where a failed `collectPrefixes` activity stood: its failure's details, or its last heartbeat. */
 function pageCollectionOf(err: ActivityFailure): PageCollection | undefined {
   const { cause } = err;
-  const stood = cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : cause instanceof TimeoutFailure ? cause.lastHeartbeatDetails : undefined;
+  const stood =
+    cause instanceof ApplicationFailure || cause instanceof CancelledFailure
+      ? cause.details?.[0]
+      : cause instanceof TimeoutFailure
+        ? cause.lastHeartbeatDetails
+        : undefined;
   return (stood ?? undefined) as PageCollection | undefined;
 }
 
 /** Executes the plan's commands as activities, each with a summary naming what it touches. */
 function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
   const { short, long, page } = gcActivities(setup);
-  const input = <C extends CollectorCommand>(command: C): [CommandInput<C>] => [{ namespaceId: ns, rules: setup.rules, command, ...(setup.store !== undefined && { store: setup.store }) }];
+  const input = <C extends CollectorCommand>(command: C): [CommandInput<C>] => [
+    { namespaceId: ns, rules: setup.rules, command, ...(setup.store !== undefined && { store: setup.store }) },
+  ];
   const prefix = (job: string) => jobPrefix(namespaceId(ns), job as Parameters<typeof jobPrefix>[1]);
   const execute = async (command: CollectorCommand): Promise<CollectorResult> => {
     switch (command.kind) {
@@ -253,29 +323,47 @@ function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
       case 'readRoot':
         return short.readRoot.executeWithOptions({ summary: `read the root of ${ns}` }, input(command));
       case 'surveyLeases':
-        return long.surveyLeases.executeWithOptions({ summary: `survey ${command.jobIds.length} leases of ${ns}` }, input(command));
+        return long.surveyLeases.executeWithOptions(
+          { summary: `survey ${command.jobIds.length} leases of ${ns}` },
+          input(command),
+        );
       case 'claimLease':
         return short.claimLease.executeWithOptions({ summary: `claim ${prefix(command.jobId)}` }, input(command));
       case 'reclaimPrefix':
         try {
-          return await long.reclaimPrefix.executeWithOptions({ summary: `reclaim ${prefix(command.jobId)}` }, input(command));
+          return await long.reclaimPrefix.executeWithOptions(
+            { summary: `reclaim ${prefix(command.jobId)}` },
+            input(command),
+          );
         } catch (err) {
           // Whatever stopped the walk (its retries spent, the pass cancelled), the plan still releases the lease.
-          const tally = err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? (err.cause.details?.[0] as ReclaimTally | undefined) : undefined;
+          const tally =
+            err instanceof ActivityFailure && err.cause instanceof ApplicationFailure
+              ? (err.cause.details?.[0] as ReclaimTally | undefined)
+              : undefined;
           return { kind: 'reclaimFailed', tally, message: message(err) };
         }
       case 'deleteLease':
         // Even when the pass is cancelled: a claimed lease is never stranded.
-        return CancellationScope.nonCancellable(() => short.deleteLease.executeWithOptions({ summary: `delete lease of ${prefix(command.jobId)}` }, input(command)));
+        return CancellationScope.nonCancellable(() =>
+          short.deleteLease.executeWithOptions({ summary: `delete lease of ${prefix(command.jobId)}` }, input(command)),
+        );
       case 'collectPrefixes': {
         try {
-          return await page.collectPrefixes.executeWithOptions({ summary: `collect ${command.prefixes.length} job prefixes of ${ns}` }, input(command));
+          return await page.collectPrefixes.executeWithOptions(
+            { summary: `collect ${command.prefixes.length} job prefixes of ${ns}` },
+            input(command),
+          );
         } catch (err) {
           if (!(err instanceof ActivityFailure)) throw err;
-          // Its retries spent (or cancelled): each prefix goes on from where it stood (a walk after its saved position), one activity per command, so every claimed lease is still released.
+          // Its retries spent (or cancelled): each prefix goes on from where it stood (a walk after its saved
+          // position), one activity per command, so every claimed lease is still released.
           const resume = pageCollectionOf(err);
           const page = { ...(resume && { resume }), onProgress: () => {} };
-          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, page, command.rootGeneration) };
+          return {
+            kind: 'collected',
+            report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, page, command.rootGeneration),
+          };
         }
       }
       case 'fenceRoot':
@@ -287,7 +375,10 @@ function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
         }
       case 'reclaimRetiredSegments':
         try {
-          return await long.reclaimRetiredSegments.executeWithOptions({ summary: `reclaim superseded segments of ${ns}` }, input(command));
+          return await long.reclaimRetiredSegments.executeWithOptions(
+            { summary: `reclaim superseded segments of ${ns}` },
+            input(command),
+          );
         } catch (err) {
           if (!(err instanceof ActivityFailure)) throw err;
           return { kind: 'retiredFailed', message: message(err) };
@@ -297,30 +388,41 @@ function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
   return execute;
 }
 
-/** The pass over one namespace: a loop over its plan's commands, continuing as new at a page boundary once history is long. */
+/**
+ * The pass over one namespace: a loop over its plan's commands, continuing as new at a page boundary once history is
+ * long.
+ */
 export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcReport> {
   const ns = namespaceId(input.namespaceId);
   const { setup } = input;
   upsertSearchAttributes([{ key: CompactionNamespace, value: ns }]);
-  const report = await runNamespacePass(input.carried ?? startNamespacePass(ns, setup.rules), activityExecutor(ns, setup), async (pass) => {
-    show(pass.report, `${pass.phase} ${ns}`);
-    if (historyIsLong()) await continueAsNew<typeof gcNamespaceWorkflow>({ ...input, carried: pass });
-  });
+  const report = await runNamespacePass(
+    input.carried ?? startNamespacePass(ns, setup.rules),
+    activityExecutor(ns, setup),
+    async (pass) => {
+      show(pass.report, `${pass.phase} ${ns}`);
+      if (historyIsLong()) await continueAsNew<typeof gcNamespaceWorkflow>({ ...input, carried: pass });
+    },
+  );
   show(
     report,
     report.rootProblems[0]?.problem === 'oversize'
       ? `${ns}: root past the readers' limit, only superseded segments reclaimed`
       : report.totals.skippedNamespaces > 0
-      ? `${ns} skipped: root ${report.rootProblems[0]?.problem}, nothing claimed or deleted`
-      : report.totals.corrupt > 0
-        ? `${ns} has corrupt leases: nothing more deleted`
-        : `${ns} collected`,
+        ? `${ns} skipped: root ${report.rootProblems[0]?.problem}, nothing claimed or deleted`
+        : report.totals.corrupt > 0
+          ? `${ns} has corrupt leases: nothing more deleted`
+          : `${ns} collected`,
   );
   return report;
 }
 
 /** The page of an explicit namespace list after `after`, in the order a listing would give. */
-function pageOfGiven(namespaces: readonly string[], after: string | undefined, limit: number): { found: string[]; next: string | undefined } {
+function pageOfGiven(
+  namespaces: readonly string[],
+  after: string | undefined,
+  limit: number,
+): { found: string[]; next: string | undefined } {
   const rest = [...new Set(namespaces)].sort().filter((ns) => after === undefined || ns > after);
   const found = rest.slice(0, limit);
   return { found, next: rest.length > limit ? found.at(-1) : undefined };
@@ -330,7 +432,8 @@ function pageOfGiven(namespaces: readonly string[], after: string | undefined, l
  * One collector pass over every namespace (or the given ones). A namespace left incomplete for its
  * own reason is reported (`complete: false`, search attribute `GcIncomplete`, metric
  * `compaction_lease_gc_incomplete_passes`) and the pass succeeds, so a schedule keeps collecting the
- * others; a failure of the pass itself (a walk or a namespace's pass failed) fails it at the end, with the report as details.
+ * others; a failure of the pass itself (a walk or a namespace's pass failed) fails it at the end, with the report as
+ * details.
  */
 export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
   let given: string[] | undefined;
@@ -341,9 +444,13 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
     throw err;
   }
   let setup = input.carried?.setup ?? (await setUp(input));
-  let { after, report } = input.carried ?? { after: undefined, report: emptyReport(setup.rules.nowMs, setup.rules.dryRun) };
+  let { after, report } = input.carried ?? {
+    after: undefined,
+    report: emptyReport(setup.rules.nowMs, setup.rules.dryRun),
+  };
   if (!input.carried) {
-    // WARN: every age rule compares the pass's clock with the store's; a pass that cannot trust them runs as a dry run, deleting nothing.
+    // WARN: every age rule compares the pass's clock with the store's; a pass that cannot trust them runs as a dry run,
+    // deleting nothing.
     const clockProblem = await storeClockProblem(setup);
     if (clockProblem) {
       setup = { ...setup, rules: { ...setup.rules, dryRun: true } };
@@ -364,7 +471,10 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
       report = mergeReport(report, { ...done, totals: { ...done.totals, namespaces: 1 } });
     } catch (err) {
       if (!(err instanceof ChildWorkflowFailure)) throw err;
-      report = mergeReport(report, { totals: { namespaces: 1, failedNamespaces: 1 }, failures: [{ key: namespacePrefix(namespaceId(ns)), message: message(err) }] });
+      report = mergeReport(report, {
+        totals: { namespaces: 1, failedNamespaces: 1 },
+        failures: [{ key: namespacePrefix(namespaceId(ns)), message: message(err) }],
+      });
     }
   };
 
@@ -372,7 +482,9 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
   for (;;) {
     const page = given
       ? pageOfGiven(given, after, rules.prefixesPerPage)
-      : await listNamespaces.executeWithOptions({ summary: 'list namespaces' }, [{ after, limit: rules.prefixesPerPage, ...(setup.store !== undefined && { store: setup.store }) }]);
+      : await listNamespaces.executeWithOptions({ summary: 'list namespaces' }, [
+          { after, limit: rules.prefixesPerPage, ...(setup.store !== undefined && { store: setup.store }) },
+        ]);
     await inBatches(page.found, 1, setup.namespaceConcurrency, (batch) => Promise.all(batch.map(collectNamespace)));
     after = page.next;
     show(report, after === undefined ? (isIncomplete(report) ? 'incomplete' : 'done') : 'collecting');
@@ -390,6 +502,13 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
       details: [report],
     });
   }
-  if (hasNamespaceProblems(report)) metricMeter.createCounter('compaction_lease_gc_incomplete_passes', '1', 'collector passes that left a namespace incomplete for its own reason').add(1, { dry_run: rules.dryRun });
+  if (hasNamespaceProblems(report))
+    metricMeter
+      .createCounter(
+        'compaction_lease_gc_incomplete_passes',
+        '1',
+        'collector passes that left a namespace incomplete for its own reason',
+      )
+      .add(1, { dry_run: rules.dryRun });
   return { ...report, complete: !isIncomplete(report) };
 }

@@ -51,7 +51,10 @@ export interface WriterOptions {
    * `COMPACTION_WRITER_BUDGET_MS` of the environment (15 min unset).
    */
   readonly writerBudgetMs?: number;
-  /** Milliseconds since the writer started, for the budget; a {@link stopwatch} started before the PUT unless a test brings its own. */
+  /**
+   * Milliseconds since the writer started, for the budget; a {@link stopwatch} started before the PUT unless a test
+   * brings its own.
+   */
   readonly elapsedMs?: () => number;
   /** The writer's wall clock, for its root writes (spec 6a.1); `Date.now` unless a test brings its own. */
   readonly clockMs?: () => number;
@@ -110,7 +113,8 @@ function encodeInputSegment(
 }
 
 /**
- * Writes one input segment of the reference format (`.mseg` of `options.segmentFormat`, records sorted by key here) and adds it
+ * Writes one input segment of the reference format (`.mseg` of `options.segmentFormat`, records sorted by key here) and
+ * adds it
  * to the group in the reference root (`root.json`); returns its key.
  * Ids and records are all checked before the first request: on refusal nothing is written.
  * Registration is fenced by the root (spec 6c), whatever the delays: a segment the collector

@@ -1,7 +1,21 @@
-/** The soak's auditor on doctored histories in versioned MinIO buckets: it passes a clean one and names each planted violation. */
+/**
+ * The soak's auditor on doctored histories in versioned MinIO buckets: it passes a clean one and names each planted
+ * violation.
+ */
 import { PutBucketVersioningCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { familyGroup, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type MetadataCompactionId, type NamespaceId } from '../../src/keys';
+import {
+  familyGroup,
+  jobPrefix,
+  leaseKey,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  rootKey,
+  stagedSegmentKey,
+  type MetadataCompactionId,
+  type NamespaceId,
+} from '../../src/keys';
 import { claimLeaseState, createLeaseState, encodeLease, refreshLeaseState, type LeaseState } from '../../src/lease';
 import { addSegments, encodeRoot, emptyRoot, type RootState } from '../../src/root';
 import { encodeSegment, SEGMENT_EXTENSION } from '../../src/segments';
@@ -21,25 +35,38 @@ afterAll(async () => {
   for (const f of fixtures) await f.store.close();
 });
 
-/** A fresh versioned bucket with a root, and helpers that write a job's history into it the way the protocol would (or would not). */
+/**
+ * A fresh versioned bucket with a root, and helpers that write a job's history into it the way the protocol would (or
+ * would not).
+ */
 async function history() {
   const fixture = await openTestStore('minio');
   fixtures.push(fixture);
   const client = new S3Client(s3ClientConfig(fixture.endpoint!));
   clients.push(client);
-  await client.send(new PutBucketVersioningCommand({ Bucket: fixture.bucket, VersioningConfiguration: { Status: 'Enabled' } }));
+  await client.send(
+    new PutBucketVersioningCommand({ Bucket: fixture.bucket, VersioningConfiguration: { Status: 'Enabled' } }),
+  );
   const store: ObjectStore = fixture.store;
   let root: RootState = emptyRoot(ns);
   let rootEtag: string | undefined;
   const setRoot = async (next: RootState) => {
     root = next;
-    rootEtag = rootEtag === undefined ? (await store.putIfAbsent(rootKey(ns), encodeRoot(next))).etag : (await store.putIfMatch(rootKey(ns), encodeRoot(next), rootEtag)).etag;
+    rootEtag =
+      rootEtag === undefined
+        ? (await store.putIfAbsent(rootKey(ns), encodeRoot(next))).etag
+        : (await store.putIfMatch(rootKey(ns), encodeRoot(next), rootEtag)).etag;
   };
   await setRoot(addSegments(root, group, []));
 
   const job = (startedAtMs: number) => {
     const id: MetadataCompactionId = newJobId();
-    let lease: LeaseState = createLeaseState({ jobId: id, namespaceId: ns, ownerId: 'auditor-test', nowMs: startedAtMs });
+    let lease: LeaseState = createLeaseState({
+      jobId: id,
+      namespaceId: ns,
+      ownerId: 'auditor-test',
+      nowMs: startedAtMs,
+    });
     const key = leaseKey(ns, id);
     return {
       id,
@@ -48,7 +75,8 @@ async function history() {
       refresh: (heartbeatMs: number) => store.put(key, encodeLease((lease = refreshLeaseState(lease, heartbeatMs)))),
       claim: () => store.put(key, encodeLease((lease = claimLeaseState(lease, TEST_PASS_ID, Date.now())))),
       /** Writes over whatever is there: what a broken job would do after losing its lease. */
-      reactivate: (heartbeatMs: number) => store.put(key, encodeLease((lease = { ...lease, status: 'active', heartbeat_at_ms: heartbeatMs }))),
+      reactivate: (heartbeatMs: number) =>
+        store.put(key, encodeLease((lease = { ...lease, status: 'active', heartbeat_at_ms: heartbeatMs }))),
       deleteLease: () => store.deleteMany([key]),
       stage: async () => {
         const segment = stagedSegmentKey(ns, id, newSegmentId(), SEGMENT_EXTENSION);
@@ -59,14 +87,17 @@ async function history() {
     };
   };
   const audit = (extra: Partial<AuditInput> = {}) => auditBucket({ client, bucket: fixture.bucket!, timing, ...extra });
-  const rules = async (extra: Partial<AuditInput> = {}): Promise<AuditRule[]> => [...new Set((await audit(extra)).violations.map((v) => v.rule))].sort();
+  const rules = async (extra: Partial<AuditInput> = {}): Promise<AuditRule[]> =>
+    [...new Set((await audit(extra)).violations.map((v) => v.rule))].sort();
   const supersede = (keys: string[], retiredAtMs?: number) =>
     setRoot({
       ...root,
       generation: root.generation + 1,
       groups: { g: (root.groups.g ?? []).filter((k) => !keys.includes(k)) },
       // As a publication does since spec 6a: the replaced segments listed as retired, in the same write.
-      ...(retiredAtMs !== undefined && { retired: [...(root.retired ?? []), ...keys.map((key) => ({ key, retired_at_ms: retiredAtMs }))] }),
+      ...(retiredAtMs !== undefined && {
+        retired: [...(root.retired ?? []), ...keys.map((key) => ({ key, retired_at_ms: retiredAtMs }))],
+      }),
     });
   return { store, job, audit, rules, supersede };
 }
@@ -87,7 +118,10 @@ describe('soak auditor', () => {
     await j.claim();
     await h.store.deleteMany([out]);
     await j.deleteLease();
-    const report = await h.audit({ published: [{ namespaceId: ns, jobId: j.id, outputs: [out] }], settledPassClockMs: Date.now() + 1 });
+    const report = await h.audit({
+      published: [{ namespaceId: ns, jobId: j.id, outputs: [out] }],
+      settledPassClockMs: Date.now() + 1,
+    });
     expect(report.violations).toEqual([]);
     expect(report).toMatchObject({ leases: 1, claims: 1, deletedObjects: 2 });
   });
@@ -138,7 +172,9 @@ describe('soak auditor', () => {
     await pause(5);
     await j.reactivate(Date.now());
     const report = await h.audit();
-    expect(report.violations).toContainEqual(expect.objectContaining({ rule: 'lease ownership', detail: expect.stringContaining('two owners') }));
+    expect(report.violations).toContainEqual(
+      expect.objectContaining({ rule: 'lease ownership', detail: expect.stringContaining('two owners') }),
+    );
   });
 
   it('reports a claim of a live lease', async () => {
@@ -147,7 +183,9 @@ describe('soak auditor', () => {
     await j.create();
     await pause(5);
     await j.claim();
-    expect((await h.audit()).violations).toContainEqual(expect.objectContaining({ rule: 'lease ownership', detail: expect.stringContaining('while live') }));
+    expect((await h.audit()).violations).toContainEqual(
+      expect.objectContaining({ rule: 'lease ownership', detail: expect.stringContaining('while live') }),
+    );
   });
 
   it('reports a job that published after its lease was claimed', async () => {
@@ -161,7 +199,7 @@ describe('soak auditor', () => {
     expect(await h.rules()).toEqual(['fenced job published', 'published with an expired lease']);
   });
 
-  it("reports a deleted object of a job whose lease was active", async () => {
+  it('reports a deleted object of a job whose lease was active', async () => {
     const h = await history();
     const j = h.job(Date.now());
     await j.create();
@@ -209,7 +247,11 @@ describe('soak auditor', () => {
     await pause(5);
     const passMs = Date.now() + timing.stagingGraceMs;
     expect(await h.rules()).toEqual([]);
-    expect(await h.rules({ settledPassClockMs: passMs })).toEqual(['claimed lease remains', 'expired lease remains', 'unowned staged object remains']);
+    expect(await h.rules({ settledPassClockMs: passMs })).toEqual([
+      'claimed lease remains',
+      'expired lease remains',
+      'unowned staged object remains',
+    ]);
   });
 
   it('reports a job said to be published whose outputs no root version references', async () => {
@@ -217,6 +259,8 @@ describe('soak auditor', () => {
     const j = h.job(Date.now());
     await j.create();
     const out = await j.stage();
-    expect(await h.rules({ published: [{ namespaceId: ns, jobId: j.id, outputs: [out] }] })).toEqual(['published result not in root history']);
+    expect(await h.rules({ published: [{ namespaceId: ns, jobId: j.id, outputs: [out] }] })).toEqual([
+      'published result not in root history',
+    ]);
   });
 });

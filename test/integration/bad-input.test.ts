@@ -1,6 +1,7 @@
 /**
  * The bad-input catalogue (issue 5, item 4; compaction inputs: issue 14): each bad input gives a
- * typed error naming the key or setting, deletes nothing, and publishes nothing. Only cases no other test takes end to end are here; the decoder's
+ * typed error naming the key or setting, deletes nothing, and publishes nothing. Only cases no other test takes end to
+ * end are here; the decoder's
  * own catalogue is test/unit/lease.test.ts, the id grammar test/unit/keys.test.ts, an undecodable or
  * mis-identified lease and keys outside the grammar in a real pass test/integration/gc.test.ts, and
  * the settings' error messages test/integration/store-config-errors.test.ts (docs/reliability.md
@@ -49,7 +50,15 @@ import { interceptStore } from '../support/faults';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { startS3FaultProxy } from '../support/s3-fault-proxy';
 import { createTestBucket, openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
-import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, workflowBundle, type RunningWorker } from '../support/temporal';
+import {
+  connectClient,
+  expectReplays,
+  quickExpirySettings,
+  startTestWorker,
+  uniqueId,
+  workflowBundle,
+  type RunningWorker,
+} from '../support/temporal';
 import { writeRoot } from '../support/roots';
 
 /** An input segment larger than this is oversized for the compactions here. */
@@ -66,19 +75,59 @@ const payloadOf = (ns: NamespaceId, job: MetadataCompactionId) => ({
   heartbeat_at_ms: 2000,
 });
 const leaseText = (ns: NamespaceId, job: MetadataCompactionId) =>
-  new TextDecoder().decode(encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'catalogue', nowMs: 1000 })));
+  new TextDecoder().decode(
+    encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'catalogue', nowMs: 1000 })),
+  );
 
-/** Lease contents no other test stores and collects; each must fail its namespace's pass, naming the lease key and the defect. */
+/**
+ * Lease contents no other test stores and collects; each must fail its namespace's pass, naming the lease key and the
+ * defect.
+ */
 const LEASE_CASES: [string, (ns: NamespaceId, job: MetadataCompactionId) => Uint8Array, RegExp][] = [
-  ['valid JSON with a wrong checksum', (ns, job) => bytes(leaseText(ns, job).replace(/sha256:[0-9a-f]{64}/, `sha256:${'0'.repeat(64)}`)), /payload_checksum does not match/],
-  ['an unknown payload field', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), cursor: 5 }), /cursor/],
-  ['a missing payload field', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), heartbeat_at_ms: undefined }), /heartbeat_at_ms/],
+  [
+    'valid JSON with a wrong checksum',
+    (ns, job) => bytes(leaseText(ns, job).replace(/sha256:[0-9a-f]{64}/, `sha256:${'0'.repeat(64)}`)),
+    /payload_checksum does not match/,
+  ],
+  [
+    'an unknown payload field',
+    (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), cursor: 5 }),
+    /cursor/,
+  ],
+  [
+    'a missing payload field',
+    (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), heartbeat_at_ms: undefined }),
+    /heartbeat_at_ms/,
+  ],
   ['a wrong kind', (ns, job) => encodeEnvelope('metadata_root', payloadOf(ns, job)), /kind is "metadata_root"/],
-  ['a wrong format_version', (ns, job) => bytes(leaseText(ns, job).replace('"format_version":1', '"format_version":2')), /unknown format_version 2/],
-  ['an unknown status', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), status: 'done' }), /status/],
-  ['a heartbeat before its start', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), heartbeat_at_ms: 999 }), /heartbeat_at_ms is before started_at_ms/],
-  ['a fractional timestamp', (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), heartbeat_at_ms: 2000.5 }), /heartbeat_at_ms/],
-  ['a second, unchecksummed payload', (ns, job) => bytes(`${leaseText(ns, job).slice(0, -1)},"payload":${JSON.stringify({ ...payloadOf(ns, job), status: 'reaping' })}}`), /member "payload" appears twice/],
+  [
+    'a wrong format_version',
+    (ns, job) => bytes(leaseText(ns, job).replace('"format_version":1', '"format_version":2')),
+    /unknown format_version 2/,
+  ],
+  [
+    'an unknown status',
+    (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), status: 'done' }),
+    /status/,
+  ],
+  [
+    'a heartbeat before its start',
+    (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), heartbeat_at_ms: 999 }),
+    /heartbeat_at_ms is before started_at_ms/,
+  ],
+  [
+    'a fractional timestamp',
+    (ns, job) => encodeEnvelope('compaction_lease', { ...payloadOf(ns, job), heartbeat_at_ms: 2000.5 }),
+    /heartbeat_at_ms/,
+  ],
+  [
+    'a second, unchecksummed payload',
+    (ns, job) =>
+      bytes(
+        `${leaseText(ns, job).slice(0, -1)},"payload":${JSON.stringify({ ...payloadOf(ns, job), status: 'reaping' })}}`,
+      ),
+    /member "payload" appears twice/,
+  ],
   ['a byte-order mark', (ns, job) => bytes(`\ufeff${leaseText(ns, job)}`), /byte-order mark/],
   ['bytes that are not UTF-8', () => new Uint8Array([0xff, 0xfe, 0x7b]), /not UTF-8/],
   ['a zero-byte object', () => new Uint8Array(), /empty object/],
@@ -88,12 +137,39 @@ const LEASE_CASES: [string, (ns: NamespaceId, job: MetadataCompactionId) => Uint
 /** Roots the collector must not trust: the namespace is skipped, claiming and deleting nothing (spec 6a.5). */
 const ROOT_CASES: [string, (ns: NamespaceId) => Uint8Array, RegExp][] = [
   ['a zero-byte root', () => new Uint8Array(), /empty object/],
-  ['a root with a wrong checksum', (ns) => bytes(new TextDecoder().decode(encodeRoot({ namespace_id: ns, generation: 1, groups: {} })).replace(/sha256:[0-9a-f]{64}/, `sha256:${'f'.repeat(64)}`)), /payload_checksum/],
-  ['a root with a repeated member', (ns) => bytes(new TextDecoder().decode(encodeRoot({ namespace_id: ns, generation: 1, groups: {} })).replace('"generation":1', '"generation":1,"generation":2')), /member "generation" appears twice/],
-  ['a root that names another namespace', () => encodeRoot({ namespace_id: namespaceId('someone-else'), generation: 1, groups: {} }), /names namespace someone-else/],
+  [
+    'a root with a wrong checksum',
+    (ns) =>
+      bytes(
+        new TextDecoder()
+          .decode(encodeRoot({ namespace_id: ns, generation: 1, groups: {} }))
+          .replace(/sha256:[0-9a-f]{64}/, `sha256:${'f'.repeat(64)}`),
+      ),
+    /payload_checksum/,
+  ],
+  [
+    'a root with a repeated member',
+    (ns) =>
+      bytes(
+        new TextDecoder()
+          .decode(encodeRoot({ namespace_id: ns, generation: 1, groups: {} }))
+          .replace('"generation":1', '"generation":1,"generation":2'),
+      ),
+    /member "generation" appears twice/,
+  ],
+  [
+    'a root that names another namespace',
+    () => encodeRoot({ namespace_id: namespaceId('someone-else'), generation: 1, groups: {} }),
+    /names namespace someone-else/,
+  ],
   [
     'a root that references a key outside its namespace',
-    (ns) => encodeRoot({ namespace_id: ns, generation: 1, groups: { bindings: [stagedSegmentKey(namespaceId('other'), newJobId(), newSegmentId(), 'mseg')] } }),
+    (ns) =>
+      encodeRoot({
+        namespace_id: ns,
+        generation: 1,
+        groups: { bindings: [stagedSegmentKey(namespaceId('other'), newJobId(), newSegmentId(), 'mseg')] },
+      }),
     /not a segment key of/,
   ],
 ];
@@ -116,11 +192,15 @@ describe('bad-input catalogue', () => {
     fixture = await openTestStore('minio');
     store = fixture.store;
     const recorded = interceptStore(store, async (operation, subject) => {
-      // The pass's clock check writes and deletes an object of its own under store-probe/: not a deletion of the bucket's contents.
-      if (operation === 'deleteMany') deleteRequests.push(...(subject as readonly string[]).filter((k) => !k.startsWith(STORE_PROBE_PREFIX)));
+      // The pass's clock check writes and deletes an object of its own under store-probe/: not a deletion of the
+      // bucket's contents.
+      if (operation === 'deleteMany')
+        deleteRequests.push(...(subject as readonly string[]).filter((k) => !k.startsWith(STORE_PROBE_PREFIX)));
       if (operation === 'deleteIfMatch') deleteRequests.push(subject as string);
-      if (operation === 'put' || operation === 'putIfAbsent' || operation === 'putIfMatch') writes.push(subject as string);
-      if (operation === 'getStream' && deleteOnRead.delete(subject as string)) await store.deleteMany([subject as string]);
+      if (operation === 'put' || operation === 'putIfAbsent' || operation === 'putIfMatch')
+        writes.push(subject as string);
+      if (operation === 'getStream' && deleteOnRead.delete(subject as string))
+        await store.deleteMany([subject as string]);
     });
     worker = await startTestWorker(recorded, settings);
     ({ client, close: closeClient } = await connectClient());
@@ -132,24 +212,44 @@ describe('bad-input catalogue', () => {
   });
 
   const pass = (input: GcInput): Promise<GcPassReport> =>
-    client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId: uniqueId('bad-input'), args: [input] });
+    client.workflow.execute('gcWorkflow', {
+      taskQueue: worker.taskQueue,
+      workflowId: uniqueId('bad-input'),
+      args: [input],
+    });
   /** The typed failure a pass ends with: its type, message and (for an incomplete pass) its report. */
   const failureOf = async (run: Promise<unknown>): Promise<ApplicationFailure> => {
-    const err: unknown = await run.then(() => undefined, (e: unknown) => e);
+    const err: unknown = await run.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(WorkflowFailedError);
     const cause = (err as WorkflowFailedError).cause;
     expect(cause).toBeInstanceOf(ApplicationFailure);
     return cause as ApplicationFailure;
   };
-  const keysUnder = async (prefix: string): Promise<string[]> => (await store.list({ prefix })).objects.map((o) => o.key);
+  const keysUnder = async (prefix: string): Promise<string[]> =>
+    (await store.list({ prefix })).objects.map((o) => o.key);
   const newNamespace = () => namespaceId(uniqueId('bad').toLowerCase());
   const stage = async (ns: NamespaceId, job: MetadataCompactionId, count: number) => {
     for (let i = 0; i < count; i++) await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'mseg'), bytes('staged'));
   };
 
   describe('a bad object at a lease or root key fails its namespace, names the key, and deletes nothing there', () => {
-    const leaseCases = LEASE_CASES.map(([name, body, reason]) => ({ name, body, reason, ns: newNamespace(), job: newJobId() }));
-    const rootCases = ROOT_CASES.map(([name, body, reason]) => ({ name, body, reason, ns: newNamespace(), orphan: newJobId() }));
+    const leaseCases = LEASE_CASES.map(([name, body, reason]) => ({
+      name,
+      body,
+      reason,
+      ns: newNamespace(),
+      job: newJobId(),
+    }));
+    const rootCases = ROOT_CASES.map(([name, body, reason]) => ({
+      name,
+      body,
+      reason,
+      ns: newNamespace(),
+      orphan: newJobId(),
+    }));
     let report: GcPassReport;
 
     beforeAll(async () => {
@@ -160,7 +260,10 @@ describe('bad-input catalogue', () => {
         await stage(c.ns, c.job, 2);
         // Beside the bad lease, an expired job and an orphan: a healthy namespace would lose both.
         const expired = newJobId();
-        await store.put(leaseKey(c.ns, expired), encodeLease(createLeaseState({ jobId: expired, namespaceId: c.ns, ownerId: 'dead', nowMs: 1 })));
+        await store.put(
+          leaseKey(c.ns, expired),
+          encodeLease(createLeaseState({ jobId: expired, namespaceId: c.ns, ownerId: 'dead', nowMs: 1 })),
+        );
         await stage(c.ns, expired, 2);
         await stage(c.ns, newJobId(), 2);
       }
@@ -172,33 +275,49 @@ describe('bad-input catalogue', () => {
       report = await pass({ namespaces: [...leaseCases, ...rootCases].map((c) => c.ns) });
     }, 300_000);
 
-    it('the pass ends incomplete, not failed (each namespace\'s problem is its own), with nothing deleted anywhere', () => {
+    it("the pass ends incomplete, not failed (each namespace's problem is its own), with nothing deleted anywhere", () => {
       expect(report.complete).toBe(false);
-      expect(report.totals).toMatchObject({ corrupt: leaseCases.length, skippedNamespaces: rootCases.length, claimed: 0, objectsDeleted: 0, leasesDeleted: 0 });
+      expect(report.totals).toMatchObject({
+        corrupt: leaseCases.length,
+        skippedNamespaces: rootCases.length,
+        claimed: 0,
+        objectsDeleted: 0,
+        leasesDeleted: 0,
+      });
       expect(deleteRequests).toEqual([]);
     });
 
-    it.each(leaseCases.map((c) => [c.name, c] as const))('a lease with %s is reported by key and reason; its namespace keeps every object', async (_, c) => {
-      const reported = report.corruptLeases.find((l) => l.key === leaseKey(c.ns, c.job));
-      expect(reported?.reason).toMatch(c.reason);
-      expect(reported?.reason).toContain(leaseKey(c.ns, c.job));
-      expect(report.corruptNamespaces).toContain(c.ns);
-      // Its root, the bad lease and two staged objects, the expired job's lease and two, the orphan's two, and the copy of the root the pass judged by.
-      expect(await keysUnder(`namespaces/${c.ns}/`)).toHaveLength(1 + 1 + 2 + 1 + 2 + 2 + 1);
-    });
+    it.each(leaseCases.map((c) => [c.name, c] as const))(
+      'a lease with %s is reported by key and reason; its namespace keeps every object',
+      async (_, c) => {
+        const reported = report.corruptLeases.find((l) => l.key === leaseKey(c.ns, c.job));
+        expect(reported?.reason).toMatch(c.reason);
+        expect(reported?.reason).toContain(leaseKey(c.ns, c.job));
+        expect(report.corruptNamespaces).toContain(c.ns);
+        // Its root, the bad lease and two staged objects, the expired job's lease and two, the orphan's two, and the
+        // copy
+        // of the root the pass judged by.
+        expect(await keysUnder(`namespaces/${c.ns}/`)).toHaveLength(1 + 1 + 2 + 1 + 2 + 2 + 1);
+      },
+    );
 
-    it.each(rootCases.map((c) => [c.name, c] as const))('%s skips its namespace before any claim or walk, naming the root key', async (_, c) => {
-      const problem = report.rootProblems.find((r) => r.namespaceId === c.ns);
-      expect(problem).toMatchObject({ key: rootKey(c.ns), problem: 'corrupt' });
-      expect(problem?.reason).toContain(`root ${rootKey(c.ns)} is corrupt`);
-      expect(problem?.reason).toMatch(c.reason);
-      expect(await keysUnder(jobPrefix(c.ns, c.orphan))).toHaveLength(3);
-    });
+    it.each(rootCases.map((c) => [c.name, c] as const))(
+      '%s skips its namespace before any claim or walk, naming the root key',
+      async (_, c) => {
+        const problem = report.rootProblems.find((r) => r.namespaceId === c.ns);
+        expect(problem).toMatchObject({ key: rootKey(c.ns), problem: 'corrupt' });
+        expect(problem?.reason).toContain(`root ${rootKey(c.ns)} is corrupt`);
+        expect(problem?.reason).toMatch(c.reason);
+        expect(await keysUnder(jobPrefix(c.ns, c.orphan))).toHaveLength(3);
+      },
+    );
 
     it('a 100 MB object at a lease key is refused from its size alone, before its body is read', async () => {
       const c = leaseCases.find((l) => l.name === 'a 100 MB object')!;
       const started = performance.now();
-      await expect(store.get(leaseKey(c.ns, c.job), { maxBytes: MAX_LEASE_BYTES })).rejects.toThrow(ObjectTooLargeError);
+      await expect(store.get(leaseKey(c.ns, c.job), { maxBytes: MAX_LEASE_BYTES })).rejects.toThrow(
+        ObjectTooLargeError,
+      );
       expect(performance.now() - started).toBeLessThan(2000);
     });
   });
@@ -214,8 +333,12 @@ describe('bad-input catalogue', () => {
     });
 
     it.each(BAD_IDS)('starting a compaction of namespace %j throws InvalidKeyError and starts nothing', async (bad) => {
-      await expect(startCompaction(client, { namespaceId: bad, group: 'bindings', taskQueue: worker.taskQueue })).rejects.toThrow(InvalidKeyError);
-      await expect(startCompaction(client, { namespaceId: 'fine', group: bad, taskQueue: worker.taskQueue })).rejects.toThrow(/invalid family group/);
+      await expect(
+        startCompaction(client, { namespaceId: bad, group: 'bindings', taskQueue: worker.taskQueue }),
+      ).rejects.toThrow(InvalidKeyError);
+      await expect(
+        startCompaction(client, { namespaceId: 'fine', group: bad, taskQueue: worker.taskQueue }),
+      ).rejects.toThrow(/invalid family group/);
     });
 
     it.each(BAD_IDS)('a compaction workflow started directly with namespace %j fails as InvalidInput', async (bad) => {
@@ -244,19 +367,25 @@ describe('bad-input catalogue', () => {
     const group = familyGroup('inodes');
     type Compaction = WorkflowHandleWithFirstExecutionRunId<typeof compactionWorkflow>;
 
-    const compact = (ns: NamespaceId): Promise<Compaction> => startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue });
+    const compact = (ns: NamespaceId): Promise<Compaction> =>
+      startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue });
     /** Sets the group's segment list as a metadata service would, whatever the keys hold. */
     /** A group as a writer that breaks the protocol sets it (the package's root writer refuses a missing segment). */
-    const setGroup = (ns: NamespaceId, keys: readonly string[]): Promise<RootState> => writeRoot(store, ns, (root) => ({ ...root, groups: { ...root.groups, [group]: keys } }));
+    const setGroup = (ns: NamespaceId, keys: readonly string[]): Promise<RootState> =>
+      writeRoot(store, ns, (root) => ({ ...root, groups: { ...root.groups, [group]: keys } }));
     const newInput = (ns: NamespaceId) => inputSegmentKey(ns, newSegmentId(), 'mseg');
-    const leasesOf = async (ns: NamespaceId) => (await keysUnder(compactionsPrefix(ns))).filter((k) => parseCompactionKey(k).kind === 'lease');
+    const leasesOf = async (ns: NamespaceId) =>
+      (await keysUnder(compactionsPrefix(ns))).filter((k) => parseCompactionKey(k).kind === 'lease');
 
     /**
      * Runs the group's compaction to its end, which must be a failure; checks what every bad input
      * must leave: the root as it was, writes only under a job prefix, `leases` leases (0 when the
      * job ended before taking one) that nothing refreshes any more.
      */
-    async function failedCompaction(ns: NamespaceId, leases: number): Promise<{ failure: ApplicationFailure; handle: Compaction }> {
+    async function failedCompaction(
+      ns: NamespaceId,
+      leases: number,
+    ): Promise<{ failure: ApplicationFailure; handle: Compaction }> {
       const rootBefore = (await readRoot(store, ns, jsonRootCodec)).root;
       const handle = await compact(ns);
       const failure = await failureOf(handle.result());
@@ -275,7 +404,7 @@ describe('bad-input catalogue', () => {
     it.each([
       ['that published', 'compaction-published-history.json'],
       ['that failed on a corrupt input', 'compaction-corrupt-input-history.json'],
-    ])('a compaction %s, recorded from today\'s code by `npm run golden`, replays', async (_, file) => {
+    ])("a compaction %s, recorded from today's code by `npm run golden`, replays", async (_, file) => {
       const history: unknown = JSON.parse(readFileSync(join(__dirname, '..', 'golden', file), 'utf8'));
       await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, `compaction-golden/${file}`);
     });
@@ -308,16 +437,21 @@ describe('bad-input catalogue', () => {
       expect(await readRecords(store, result.outputs)).toEqual(referenceMerge([inputs[0]!, inputs[2]!]));
     }, 60_000);
 
-    it('an input missing at the first read leaves no other input\'s read behind to fail the worker at its deadline', async () => {
+    it("an input missing at the first read leaves no other input's read behind to fail the worker at its deadline", async () => {
       const deadlineMs = 5000;
       const uncaught: unknown[] = [];
       const record = (err: unknown) => uncaught.push(err);
       process.on('uncaughtException', record);
-      const shortDeadline = createS3ObjectStore({ bucket: fixture.bucket!, client: new S3Client(s3ClientConfig(inject('minio'))), operationDeadlineMs: deadlineMs });
+      const shortDeadline = createS3ObjectStore({
+        bucket: fixture.bucket!,
+        client: new S3Client(s3ClientConfig(inject('minio'))),
+        operationDeadlineMs: deadlineMs,
+      });
       const vanishing = new Set<string>();
       const own = await startTestWorker(
         interceptStore(shortDeadline, async (operation, subject) => {
-          if (operation === 'getStream' && vanishing.delete(subject as string)) await store.deleteMany([subject as string]);
+          if (operation === 'getStream' && vanishing.delete(subject as string))
+            await store.deleteMany([subject as string]);
         }),
         settings,
       );
@@ -325,7 +459,9 @@ describe('bad-input catalogue', () => {
         const ns = newNamespace();
         const keys = await writeInputs(store, ns, group, makeInputs(4, 500));
         vanishing.add(keys[2]!);
-        const failure = await failureOf(startCompaction(client, { namespaceId: ns, group, taskQueue: own.taskQueue }).then((h) => h.result()));
+        const failure = await failureOf(
+          startCompaction(client, { namespaceId: ns, group, taskQueue: own.taskQueue }).then((h) => h.result()),
+        );
         expect(failure.type).toBe('InputMissing');
         await sleep(deadlineMs + 1000);
         expect(uncaught).toEqual([]);
@@ -366,7 +502,9 @@ describe('bad-input catalogue', () => {
       const inputs = makeInputs(2, 50);
       const [twice, other] = await writeInputs(store, ns, group, inputs);
       await setGroup(ns, [twice!, other!, twice!]);
-      const result = await (await startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue })).result();
+      const result = await (
+        await startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue })
+      ).result();
       expect(result).toMatchObject({ outcome: 'published', inputCount: 2 });
       expect((await readRoot(store, ns, jsonRootCodec)).root.groups[group]).toEqual(result.outputs);
       expect(await readRecords(store, result.outputs)).toEqual(referenceMerge(inputs));
@@ -409,7 +547,11 @@ describe('bad-input catalogue', () => {
     it('an output write that fails half-way (every attempt of the second output PUT answered 500): the attempt fails naming the key, the retry rewrites it, one publication of exactly the merge', async () => {
       const minio = inject('minio');
       const proxy = await startS3FaultProxy(minio.endpoint);
-      const viaProxy = createS3ObjectStore({ bucket: fixture.bucket!, client: new S3Client(s3ClientConfig({ ...minio, endpoint: proxy.endpoint })), operationDeadlineMs: 30_000 });
+      const viaProxy = createS3ObjectStore({
+        bucket: fixture.bucket!,
+        client: new S3Client(s3ClientConfig({ ...minio, endpoint: proxy.endpoint })),
+        operationDeadlineMs: 30_000,
+      });
       const faulted = await startTestWorker(viaProxy, settings);
       try {
         const ns = newNamespace();
@@ -420,17 +562,31 @@ describe('bad-input catalogue', () => {
         // The job's tombstone segments are staged beside its outputs (the first 64 of any job); they are not outputs.
         const tombstoneSegmentsOf = (key: string) => {
           const parsed = parseCompactionKey(key);
-          return parsed.kind === 'staged_segment' ? Array.from({ length: 64 }, (_, i) => tombstoneSegmentKey({ namespaceId: parsed.namespaceId, jobId: parsed.jobId }, i)) : [];
+          return parsed.kind === 'staged_segment'
+            ? Array.from({ length: 64 }, (_, i) =>
+                tombstoneSegmentKey({ namespaceId: parsed.namespaceId, jobId: parsed.jobId }, i),
+              )
+            : [];
         };
         const isOutputPut = (r: { method: string; key: string }) => {
           const parsed = parseCompactionKey(r.key);
-          return r.method === 'PUT' && parsed.kind === 'staged_segment' && parsed.extension !== INPUT_MANIFEST_EXTENSION && r.key.startsWith(`namespaces/${ns}/`) && !tombstoneSegmentsOf(r.key).includes(r.key);
+          return (
+            r.method === 'PUT' &&
+            parsed.kind === 'staged_segment' &&
+            parsed.extension !== INPUT_MANIFEST_EXTENSION &&
+            r.key.startsWith(`namespaces/${ns}/`) &&
+            !tombstoneSegmentsOf(r.key).includes(r.key)
+          );
         };
         // Every SDK attempt (3) of the second output segment's PUT: the first output is written, the second is not.
-        proxy.script('error500', (r) => {
-          if (isOutputPut(r) && !outputs.includes(r.key)) outputs.push(r.key);
-          return isOutputPut(r) && r.key === outputs[1];
-        }, 3);
+        proxy.script(
+          'error500',
+          (r) => {
+            if (isOutputPut(r) && !outputs.includes(r.key)) outputs.push(r.key);
+            return isOutputPut(r) && r.key === outputs[1];
+          },
+          3,
+        );
         const written: string[] = [];
         proxy.observe(({ request, status }) => {
           if (request.method === 'PUT' && status === 200) written.push(request.key);
@@ -444,7 +600,9 @@ describe('bad-input catalogue', () => {
         expect(await readRecords(store, result.outputs)).toEqual(referenceMerge(inputs));
 
         const history = await handle.fetchHistory();
-        const retried = history.events!.map((e) => e.activityTaskStartedEventAttributes).find((a) => (a?.attempt ?? 1) > 1);
+        const retried = history
+          .events!.map((e) => e.activityTaskStartedEventAttributes)
+          .find((a) => (a?.attempt ?? 1) > 1);
         expect(retried?.lastFailure?.message).toContain(outputs[1]);
         expect(retried?.lastFailure?.applicationFailureInfo?.type).toBe('Ambiguous');
 
@@ -453,7 +611,9 @@ describe('bad-input catalogue', () => {
         const job = jobPrefix(ns, jobId(result.jobId));
         expect(written.filter((k) => !k.startsWith(job))).toEqual([rootKey(ns)]);
         const staged = (await keysUnder(job)).filter((k) => parseCompactionKey(k).kind === 'staged_segment');
-        expect(staged.filter((k) => !tombstoneSegmentsOf(k).includes(k) && k !== result.inputManifest).sort()).toEqual([...result.outputs].sort());
+        expect(staged.filter((k) => !tombstoneSegmentsOf(k).includes(k) && k !== result.inputManifest).sort()).toEqual(
+          [...result.outputs].sort(),
+        );
       } finally {
         await faulted.stop();
         await viaProxy.close();
@@ -469,7 +629,8 @@ describe('bad-input catalogue', () => {
     });
     afterAll(() => connection?.close());
 
-    const startWith = (bad: ObjectStore) => createWorker({ store: bad, settings, connection, taskQueue: uniqueId('never') });
+    const startWith = (bad: ObjectStore) =>
+      createWorker({ store: bad, settings, connection, taskQueue: uniqueId('never') });
 
     it('wrong credentials: StoreConfigError naming the credential settings; the bucket is unchanged', async () => {
       const minio = inject('minio');
@@ -478,9 +639,15 @@ describe('bad-input catalogue', () => {
       const ns = newNamespace();
       await good.put(stagedSegmentKey(ns, newJobId(), newSegmentId(), 'mseg'), bytes('orphan'));
       const before = (await good.list({ prefix: '' })).objects.map((o) => o.key);
-      const bad = createS3ObjectStore({ bucket, client: new S3Client(s3ClientConfig({ ...minio, secretKey: 'not-the-secret' })) });
+      const bad = createS3ObjectStore({
+        bucket,
+        client: new S3Client(s3ClientConfig({ ...minio, secretKey: 'not-the-secret' })),
+      });
 
-      const err: unknown = await startWith(bad).then(() => undefined, (e: unknown) => e);
+      const err: unknown = await startWith(bad).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(StoreConfigError);
       expect((err as StoreConfigError).setting).toBe('AWS credentials');
       expect((await good.list({ prefix: '' })).objects.map((o) => o.key)).toEqual(before);
@@ -488,12 +655,19 @@ describe('bad-input catalogue', () => {
     });
 
     it('a missing bucket: StoreConfigError naming COMPACTION_S3_BUCKET', async () => {
-      const bad = createS3ObjectStore({ bucket: uniqueId('absent').toLowerCase(), client: new S3Client(s3ClientConfig(inject('minio'))) });
+      const bad = createS3ObjectStore({
+        bucket: uniqueId('absent').toLowerCase(),
+        client: new S3Client(s3ClientConfig(inject('minio'))),
+      });
       await expect(startWith(bad)).rejects.toMatchObject({ name: 'StoreConfigError', setting: 'COMPACTION_S3_BUCKET' });
     });
 
     it('an unreachable endpoint: StoreConfigError naming AWS_ENDPOINT_URL_S3', async () => {
-      const client = new S3Client({ ...s3ClientConfig(inject('minio')), endpoint: `http://127.0.0.1:${await freePort()}`, maxAttempts: 1 });
+      const client = new S3Client({
+        ...s3ClientConfig(inject('minio')),
+        endpoint: `http://127.0.0.1:${await freePort()}`,
+        maxAttempts: 1,
+      });
       const bad = createS3ObjectStore({ bucket: 'any', client, operationDeadlineMs: 5000 });
       await expect(startWith(bad)).rejects.toMatchObject({ name: 'StoreConfigError', setting: 'AWS_ENDPOINT_URL_S3' });
     });

@@ -4,7 +4,18 @@
  * of all inputs; a resumed attempt picks up the runs its predecessor finished.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compactGroup, NO_PROGRESS, outputSegmentKeys, planMerge, runPartKey, tombstoneSegmentKeys, type CompactionHooks, type CompactionProgress, type MergeLimits, type MergePlan } from '../../src/compactor';
+import {
+  compactGroup,
+  NO_PROGRESS,
+  outputSegmentKeys,
+  planMerge,
+  runPartKey,
+  tombstoneSegmentKeys,
+  type CompactionHooks,
+  type CompactionProgress,
+  type MergeLimits,
+  type MergePlan,
+} from '../../src/compactor';
 import { jobPrefix, inputSegmentKey, namespaceId, newJobId, newSegmentId } from '../../src/keys';
 import { encodeSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../../src/segments';
 import type { ObjectStore, StreamedObject, StreamOptions } from '../../src/store';
@@ -18,7 +29,13 @@ const NO_HOOKS: CompactionHooks = { onSegmentFinished: () => {}, onRecords: () =
  * The store as the compactor sees it, counting input streams open at once (from `getStream` to the
  * end of the body), logging when each is opened and ended and the window multiple it asked for, and every key written.
  */
-function observedStore(store: ObjectStore): { store: ObjectStore; mostOpen: () => number; puts: string[]; streams: string[]; windowMultiples: Map<string, number | undefined> } {
+function observedStore(store: ObjectStore): {
+  store: ObjectStore;
+  mostOpen: () => number;
+  puts: string[];
+  streams: string[];
+  windowMultiples: Map<string, number | undefined>;
+} {
   let open = 0;
   let most = 0;
   const puts: string[] = [];
@@ -62,7 +79,8 @@ function observedStore(store: ObjectStore): { store: ObjectStore; mostOpen: () =
 
 async function writeGroup(store: ObjectStore, ns: string, inputs: SegmentRecord[][]): Promise<string[]> {
   const keys = inputs.map(() => inputSegmentKey(namespaceId(ns), newSegmentId(), SEGMENT_EXTENSION));
-  for (let i = 0; i < inputs.length; i += 50) await Promise.all(keys.slice(i, i + 50).map((key, j) => store.put(key, encodeSegment(inputs[i + j]!))));
+  for (let i = 0; i < inputs.length; i += 50)
+    await Promise.all(keys.slice(i, i + 50).map((key, j) => store.put(key, encodeSegment(inputs[i + j]!))));
   return keys;
 }
 
@@ -79,37 +97,53 @@ describe('a merge of more inputs than the fan-in', () => {
   });
 
   /** Runs a compaction of `inputs` as a fresh job and returns its output bytes, segment by segment. */
-  async function compact(store: ObjectStore, ns: string, inputs: readonly string[], limits: MergeLimits): Promise<{ bytes: Buffer[]; progress: CompactionProgress; job: ReturnType<typeof jobOf> }> {
+  async function compact(
+    store: ObjectStore,
+    ns: string,
+    inputs: readonly string[],
+    limits: MergeLimits,
+  ): Promise<{ bytes: Buffer[]; progress: CompactionProgress; job: ReturnType<typeof jobOf> }> {
     const job = jobOf(ns);
     const progress = await compactGroup({ store, job, inputs, limits, resume: NO_PROGRESS, hooks: NO_HOOKS });
     return { bytes: await outputBytes(job, progress), progress, job };
   }
   const jobOf = (ns: string) => ({ namespaceId: namespaceId(ns), jobId: newJobId() });
   async function outputBytes(job: ReturnType<typeof jobOf>, progress: CompactionProgress): Promise<Buffer[]> {
-    return Promise.all(outputSegmentKeys(job, progress).map(async (key) => Buffer.from((await fixture.store.get(key)).body)));
+    return Promise.all(
+      outputSegmentKeys(job, progress).map(async (key) => Buffer.from((await fixture.store.get(key)).body)),
+    );
   }
 
-  /** The most streams a merge of `plan` holds open: one per source, and a run's source one more, its next part opened ahead. */
-  const mostStreams = (plan: MergePlan): number => Math.max(...[...plan.runs, plan.final].map((sources) => sources.length + sources.filter((s) => 'run' in s).length));
+  /**
+   * The most streams a merge of `plan` holds open: one per source, and a run's source one more, its next part opened
+   * ahead.
+   */
+  const mostStreams = (plan: MergePlan): number =>
+    Math.max(...[...plan.runs, plan.final].map((sources) => sources.length + sources.filter((s) => 'run' in s).length));
 
-  it.each([250, 1000])('%i inputs at fan-in 16 never read more than 16 sources at once, and compact to the bytes of one merge of all inputs', async (count) => {
-    const ns = uniqueId('fanin').toLowerCase();
-    const inputs = sortedInputs(count, 3, 2000);
-    const keys = await writeGroup(fixture.store, ns, inputs);
-    const limits = { targetSegmentBytes: 16 * 1024, maxFanIn: 16 };
-    const bounded = observedStore(fixture.store);
-    const multi = await compact(bounded.store, ns, keys, limits);
-    const single = observedStore(fixture.store);
-    const one = await compact(single.store, ns, keys, { ...limits, maxFanIn: count });
+  it.each([250, 1000])(
+    '%i inputs at fan-in 16 never read more than 16 sources at once, and compact to the bytes of one merge of all inputs',
+    async (count) => {
+      const ns = uniqueId('fanin').toLowerCase();
+      const inputs = sortedInputs(count, 3, 2000);
+      const keys = await writeGroup(fixture.store, ns, inputs);
+      const limits = { targetSegmentBytes: 16 * 1024, maxFanIn: 16 };
+      const bounded = observedStore(fixture.store);
+      const multi = await compact(bounded.store, ns, keys, limits);
+      const single = observedStore(fixture.store);
+      const one = await compact(single.store, ns, keys, { ...limits, maxFanIn: count });
 
-    expect(multi.progress.runs?.parts).toHaveLength(planMerge(count, 16).runs.length);
-    expect(bounded.mostOpen()).toBeLessThanOrEqual(mostStreams(planMerge(count, 16)));
-    // The counter sees what the single-level merge does: every input open at once.
-    expect(single.mostOpen()).toBe(count);
-    expect(multi.bytes).toEqual(one.bytes);
-    expect(multi.progress.segmentsFinished).toBeGreaterThan(1);
-    expect(await readRecords(fixture.store, outputSegmentKeys(multi.job, multi.progress))).toEqual(referenceMerge(inputs));
-  });
+      expect(multi.progress.runs?.parts).toHaveLength(planMerge(count, 16).runs.length);
+      expect(bounded.mostOpen()).toBeLessThanOrEqual(mostStreams(planMerge(count, 16)));
+      // The counter sees what the single-level merge does: every input open at once.
+      expect(single.mostOpen()).toBe(count);
+      expect(multi.bytes).toEqual(one.bytes);
+      expect(multi.progress.segmentsFinished).toBeGreaterThan(1);
+      expect(await readRecords(fixture.store, outputSegmentKeys(multi.job, multi.progress))).toEqual(
+        referenceMerge(inputs),
+      );
+    },
+  );
 
   it("an intermediate run's next part is opened while the merge reads the one before it, and the outputs are those of one merge", async () => {
     const ns = uniqueId('fanin-parts').toLowerCase();
@@ -125,7 +159,10 @@ describe('a merge of more inputs than the fan-in', () => {
     const at = (event: string) => observed.streams.indexOf(event);
     for (const [run, parts] of runs.entries()) {
       for (let part = 0; part + 1 < parts; part++) {
-        const [current, next] = [runPartKey(multi.job, limits.maxFanIn, run, part), runPartKey(multi.job, limits.maxFanIn, run, part + 1)];
+        const [current, next] = [
+          runPartKey(multi.job, limits.maxFanIn, run, part),
+          runPartKey(multi.job, limits.maxFanIn, run, part + 1),
+        ];
         expect(at(`open ${next}`)).toBeGreaterThan(at(`open ${current}`));
         expect(at(`open ${next}`)).toBeLessThan(at(`end ${current}`));
       }
@@ -135,7 +172,7 @@ describe('a merge of more inputs than the fan-in', () => {
     expect(new Set(observed.windowMultiples.values())).toEqual(new Set([1]));
   });
 
-  it('a merge of fewer sources than the fan-in reads windows fan-in / sources times the store\'s own, into the same bytes', async () => {
+  it("a merge of fewer sources than the fan-in reads windows fan-in / sources times the store's own, into the same bytes", async () => {
     const ns = uniqueId('fanin-windows').toLowerCase();
     const inputs = sortedInputs(5, 400, 3000);
     const keys = await writeGroup(fixture.store, ns, inputs);
@@ -144,7 +181,9 @@ describe('a merge of more inputs than the fan-in', () => {
     const wide = await compact(fixture.store, ns, keys, { targetSegmentBytes: 2048, maxFanIn: 5 });
     expect([...observed.windowMultiples]).toEqual(keys.map((key) => [key, 3]));
     expect(narrow.bytes).toEqual(wide.bytes);
-    expect(await readRecords(fixture.store, outputSegmentKeys(narrow.job, narrow.progress))).toEqual(referenceMerge(inputs));
+    expect(await readRecords(fixture.store, outputSegmentKeys(narrow.job, narrow.progress))).toEqual(
+      referenceMerge(inputs),
+    );
   });
 
   it('equal seqs are decided as in one merge of all inputs: the later input wins, whichever run it went through', async () => {
@@ -168,7 +207,11 @@ describe('a merge of more inputs than the fan-in', () => {
     const stop = new Error('the worker died');
     await expect(
       compactGroup({
-        store: fixture.store, job, inputs: keys, limits, resume: NO_PROGRESS,
+        store: fixture.store,
+        job,
+        inputs: keys,
+        limits,
+        resume: NO_PROGRESS,
         hooks: {
           ...NO_HOOKS,
           onSegmentFinished: (p) => {
@@ -180,19 +223,33 @@ describe('a merge of more inputs than the fan-in', () => {
       }),
     ).rejects.toBe(stop);
     expect(stoppedAt?.runs?.parts).toHaveLength(2);
-    const finishedParts = stoppedAt!.runs!.parts.flatMap((parts, run) => Array.from({ length: parts }, (_, part) => runPartKey(job, limits.maxFanIn, run, part)));
+    const finishedParts = stoppedAt!.runs!.parts.flatMap((parts, run) =>
+      Array.from({ length: parts }, (_, part) => runPartKey(job, limits.maxFanIn, run, part)),
+    );
     expect(finishedParts.length).toBeGreaterThanOrEqual(2);
 
     const resumed = observedStore(fixture.store);
-    const progress = await compactGroup({ store: resumed.store, job, inputs: keys, limits, resume: stoppedAt!, hooks: NO_HOOKS });
+    const progress = await compactGroup({
+      store: resumed.store,
+      job,
+      inputs: keys,
+      limits,
+      resume: stoppedAt!,
+      hooks: NO_HOOKS,
+    });
     expect(resumed.puts.filter((key) => finishedParts.includes(key))).toEqual([]);
     const uninterrupted = await compact(fixture.store, ns, keys, limits);
     expect(await outputBytes(job, progress)).toEqual(uninterrupted.bytes);
 
-    // Under the prefix: the runs' parts of the plan, the outputs and the tombstone segments, nothing twice and nothing else.
-    const listed = (await fixture.store.list({ prefix: `${jobPrefix(job.namespaceId, job.jobId)}segments/` })).objects.map((o) => o.key).sort();
+    // Under the prefix: the runs' parts of the plan, the outputs and the tombstone segments, nothing twice and nothing
+    // else.
+    const listed = (await fixture.store.list({ prefix: `${jobPrefix(job.namespaceId, job.jobId)}segments/` })).objects
+      .map((o) => o.key)
+      .sort();
     const expected = [
-      ...progress.runs!.parts.flatMap((parts, run) => Array.from({ length: parts }, (_, part) => runPartKey(job, limits.maxFanIn, run, part))),
+      ...progress.runs!.parts.flatMap((parts, run) =>
+        Array.from({ length: parts }, (_, part) => runPartKey(job, limits.maxFanIn, run, part)),
+      ),
       ...outputSegmentKeys(job, progress),
       ...tombstoneSegmentKeys(job, progress),
     ].sort();
@@ -206,7 +263,11 @@ describe('a merge of more inputs than the fan-in', () => {
     const job = jobOf(ns);
     let stoppedAt: CompactionProgress | undefined;
     await compactGroup({
-      store: fixture.store, job, inputs: keys, limits: { targetSegmentBytes: 2048, maxFanIn: 4 }, resume: NO_PROGRESS,
+      store: fixture.store,
+      job,
+      inputs: keys,
+      limits: { targetSegmentBytes: 2048, maxFanIn: 4 },
+      resume: NO_PROGRESS,
       hooks: {
         ...NO_HOOKS,
         onSegmentFinished: (p) => {
@@ -216,7 +277,14 @@ describe('a merge of more inputs than the fan-in', () => {
         },
       },
     }).catch(() => {});
-    const progress = await compactGroup({ store: fixture.store, job, inputs: keys, limits: { targetSegmentBytes: 2048, maxFanIn: 6 }, resume: stoppedAt!, hooks: NO_HOOKS });
+    const progress = await compactGroup({
+      store: fixture.store,
+      job,
+      inputs: keys,
+      limits: { targetSegmentBytes: 2048, maxFanIn: 6 },
+      resume: stoppedAt!,
+      hooks: NO_HOOKS,
+    });
     expect(progress.runs?.fanIn).toBe(6);
     expect(progress.runs?.parts).toHaveLength(planMerge(30, 6).runs.length);
     const uninterrupted = await compact(fixture.store, ns, keys, { targetSegmentBytes: 2048, maxFanIn: 30 });

@@ -48,16 +48,26 @@ describe('compaction workflow under faults', () => {
   /** Runs one compaction of a fresh namespace on a worker over `store` with a format's plug-ins; returns the handle. */
   async function compactWith(store: ObjectStore, ns: string, plugins: TestFormat['plugins']) {
     const running = await startTestWorker(store, settings, undefined, undefined, plugins);
-    const handle = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+    const handle = await startCompaction(servers.client, {
+      namespaceId: ns,
+      group: 'inodes',
+      taskQueue: running.taskQueue,
+    });
     return { handle, stop: running.stop };
   }
 
   describe.each(TEST_FORMATS)('$name format', (format) => {
-    /** Whether a store call reads one of `inputs` (a stream for the reference compactor, a GET for the plug-in): the compaction's work. */
+    /**
+     * Whether a store call reads one of `inputs` (a stream for the reference compactor, a GET for the plug-in): the
+     * compaction's work.
+     */
     const readsInput = (inputs: readonly string[], operation: string, subject: unknown) =>
       (operation === 'getStream' || operation === 'get') && inputs.includes(subject as string);
 
-    /** A compaction of two fresh input segments, held after its lease exists and before it reads: another writer acts meanwhile. */
+    /**
+     * A compaction of two fresh input segments, held after its lease exists and before it reads: another writer acts
+     * meanwhile.
+     */
     async function compactionHeldBeforeReading(ns: string) {
       const { keys } = await format.writeInputs(servers.fixture.store, ns, 'inodes', 2, 200);
       const held = gate();
@@ -76,20 +86,35 @@ describe('compaction workflow under faults', () => {
       let firstJob: string | undefined;
       let blockRefreshes = true;
       const store = interceptStore(servers.fixture.store, async (operation, subject) => {
-        if (operation === 'putIfMatch' && isLeaseKey(subject) && blockRefreshes) throw new Error('store unreachable for the job');
+        if (operation === 'putIfMatch' && isLeaseKey(subject) && blockRefreshes)
+          throw new Error('store unreachable for the job');
         if (readsInput(inputs.keys, operation, subject) && !compactionHeld.opened) await compactionHeld.wait;
       });
       const { handle, stop } = await compactWith(store, ns, format.plugins);
       const nsId = namespaceId(ns);
       await until(async () => {
         firstJob = (await handle.query<{ jobId?: string }>('leaseState')).jobId;
-        return firstJob !== undefined && (await servers.fixture.store.list({ prefix: leaseKey(nsId, jobId(firstJob)) })).objects.length === 1;
+        return (
+          firstJob !== undefined &&
+          (await servers.fixture.store.list({ prefix: leaseKey(nsId, jobId(firstJob)) })).objects.length === 1
+        );
       });
       const key = leaseKey(nsId, jobId(firstJob!));
-      await until(async () => !isLeaseLive(decodeLease((await servers.fixture.store.get(key)).body, { namespaceId: nsId, jobId: jobId(firstJob!) }), Date.now(), settings.timing.leaseExpiryMs));
+      await until(
+        async () =>
+          !isLeaseLive(
+            decodeLease((await servers.fixture.store.get(key)).body, { namespaceId: nsId, jobId: jobId(firstJob!) }),
+            Date.now(),
+            settings.timing.leaseExpiryMs,
+          ),
+      );
       const expired = await servers.fixture.store.get(key);
       const lease = decodeLease(expired.body, { namespaceId: nsId, jobId: jobId(firstJob!) });
-      await servers.fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease, TEST_PASS_ID, Date.now())), expired.etag);
+      await servers.fixture.store.putIfMatch(
+        key,
+        encodeLease(claimLeaseState(lease, TEST_PASS_ID, Date.now())),
+        expired.etag,
+      );
       const rootWhileFenced = await readRoot(servers.fixture.store, nsId, format.plugins.rootCodec);
       blockRefreshes = false;
       compactionHeld.open();
@@ -117,9 +142,16 @@ describe('compaction workflow under faults', () => {
         if (operation === 'putIfAbsent' && isLeaseKey(args[0]) && firstJob === undefined) {
           const key = args[0] as string;
           const landed = await servers.fixture.store.get(key);
-          const lease = decodeLease(landed.body, parseCompactionKey(key) as { namespaceId: NamespaceId; jobId: MetadataCompactionId });
+          const lease = decodeLease(
+            landed.body,
+            parseCompactionKey(key) as { namespaceId: NamespaceId; jobId: MetadataCompactionId },
+          );
           firstJob = lease.job_id;
-          await servers.fixture.store.putIfMatch(key, encodeLease(claimLeaseState(lease, TEST_PASS_ID, Date.now())), landed.etag);
+          await servers.fixture.store.putIfMatch(
+            key,
+            encodeLease(claimLeaseState(lease, TEST_PASS_ID, Date.now())),
+            landed.etag,
+          );
           throw new AmbiguousError(key, 'response lost');
         }
         return result;
@@ -131,18 +163,20 @@ describe('compaction workflow under faults', () => {
       expect(result.outcome).toBe('published');
       expect(await format.readRecords(servers.fixture.store, result.outputs)).toEqual(inputs.merge);
       // The fenced job wrote its input manifest before its lease, and no output after it.
-      expect((await servers.fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map((o) => o.key)).toEqual([
-        leaseKey(namespaceId(ns), jobId(firstJob!)),
-        inputManifestKey(namespaceId(ns), jobId(firstJob!), 1),
-      ]);
+      expect(
+        (await servers.fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map(
+          (o) => o.key,
+        ),
+      ).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!)), inputManifestKey(namespaceId(ns), jobId(firstJob!), 1)]);
       await expectReplays(servers.client, handle.workflowId, handle.firstExecutionRunId);
     });
 
-    it('a job whose input manifest a collector took for an orphan\'s before its lease existed reports fenced and runs again as a new job that publishes', async () => {
+    it("a job whose input manifest a collector took for an orphan's before its lease existed reports fenced and runs again as a new job that publishes", async () => {
       const ns = uniqueId('orphanmanifest').toLowerCase();
       const inputs = await format.writeInputs(servers.fixture.store, ns, 'inodes', 2, 200);
       let firstJob: string | undefined;
-      // The job waited past the staging grace between reading its group and creating its lease: the collector reclaimed its prefix (the manifest) first.
+      // The job waited past the staging grace between reading its group and creating its lease: the collector reclaimed
+      // its prefix (the manifest) first.
       const store = interceptStore(servers.fixture.store, async (operation, subject) => {
         if (operation === 'putIfAbsent' && isLeaseKey(subject) && firstJob === undefined) {
           firstJob = (parseCompactionKey(subject as string) as { jobId: MetadataCompactionId }).jobId;
@@ -157,7 +191,11 @@ describe('compaction workflow under faults', () => {
       expect(result.outcome).toBe('published');
       expect(await format.readRecords(servers.fixture.store, result.outputs)).toEqual(inputs.merge);
       // The fenced job wrote nothing under its lease: its prefix holds the lease alone.
-      expect((await servers.fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map((o) => o.key)).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!))]);
+      expect(
+        (await servers.fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map(
+          (o) => o.key,
+        ),
+      ).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!))]);
       await expectReplays(servers.client, handle.workflowId, handle.firstExecutionRunId);
     });
 
@@ -175,18 +213,31 @@ describe('compaction workflow under faults', () => {
       const reclaim = async () => {
         const key = leaseKey(nsId, firstJob!);
         const current = await servers.fixture.store.get(key);
-        await servers.fixture.store.putIfMatch(key, encodeLease(claimLeaseState(decodeLease(current.body, { namespaceId: nsId, jobId: firstJob! }), TEST_PASS_ID, Date.now())), current.etag);
+        await servers.fixture.store.putIfMatch(
+          key,
+          encodeLease(
+            claimLeaseState(
+              decodeLease(current.body, { namespaceId: nsId, jobId: firstJob! }),
+              TEST_PASS_ID,
+              Date.now(),
+            ),
+          ),
+          current.etag,
+        );
         await servers.fixture.store.deleteMany([inputManifestKey(nsId, firstJob!, 1)]);
       };
       const store = wrapStore(servers.fixture.store, async (operation, args, call) => {
         const subject = args[0] as string;
-        if (operation === 'putIfAbsent' && isLeaseKey(subject)) firstJob ??= (parseCompactionKey(subject) as { jobId: MetadataCompactionId }).jobId;
-        const manifestRead = operation === 'get' && firstJob !== undefined && subject === inputManifestKey(nsId, firstJob, 1);
+        if (operation === 'putIfAbsent' && isLeaseKey(subject))
+          firstJob ??= (parseCompactionKey(subject) as { jobId: MetadataCompactionId }).jobId;
+        const manifestRead =
+          operation === 'get' && firstJob !== undefined && subject === inputManifestKey(nsId, firstJob, 1);
         if (manifestRead && ++manifestReads === 2 && !publishedFirst) await reclaim();
         const result = await call();
         if (operation === 'putIfMatch' && subject === rootKey(nsId) && publishedFirst && manifestReads === 2) {
           await reclaim();
-          // Not an AmbiguousError, which the attempt would settle by re-reading the root: the attempt fails, and its retry reads the manifest again.
+          // Not an AmbiguousError, which the attempt would settle by re-reading the root: the attempt fails, and its
+          // retry reads the manifest again.
           throw new Error('connection reset');
         }
         return result;
@@ -224,8 +275,20 @@ describe('compaction workflow under faults', () => {
       const ns = uniqueId('abandoned').toLowerCase();
       const { handle, stop, release } = await compactionHeldBeforeReading(ns);
       const replacement = inputSegmentKey(namespaceId(ns), newSegmentId(), format.extension);
-      await servers.fixture.store.put(replacement, (await servers.fixture.store.get((await readRoot(servers.fixture.store, namespaceId(ns), format.plugins.rootCodec)).root.groups.inodes![0]!)).body);
-      const after = await updateRoot(servers.fixture.store, namespaceId(ns), (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, inodes: [replacement] } }), format.plugins.rootCodec);
+      await servers.fixture.store.put(
+        replacement,
+        (
+          await servers.fixture.store.get(
+            (await readRoot(servers.fixture.store, namespaceId(ns), format.plugins.rootCodec)).root.groups.inodes![0]!,
+          )
+        ).body,
+      );
+      const after = await updateRoot(
+        servers.fixture.store,
+        namespaceId(ns),
+        (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, inodes: [replacement] } }),
+        format.plugins.rootCodec,
+      );
       release();
       const result = await handle.result();
       await stop();
@@ -242,9 +305,12 @@ describe('compaction workflow under faults', () => {
       const result = await handle.result();
       await stop();
       expect(result.outcome).toBe('published');
-      // The added segment may hold an older version of a key the inputs deleted: their tombstones stay named (docs/protocol.md, the reader view).
+      // The added segment may hold an older version of a key the inputs deleted: their tombstones stay named
+      // (docs/protocol.md, the reader view).
       expect(result.tombstones.length).toBeGreaterThan(0);
-      expect((await readRoot(servers.fixture.store, namespaceId(ns), format.plugins.rootCodec)).root.groups.inodes).toEqual([...result.outputs, ...result.tombstones, added]);
+      expect(
+        (await readRoot(servers.fixture.store, namespaceId(ns), format.plugins.rootCodec)).root.groups.inodes,
+      ).toEqual([...result.outputs, ...result.tombstones, added]);
     });
   });
 
@@ -254,11 +320,19 @@ describe('compaction workflow under faults', () => {
     await writeInputs(servers.fixture.store, ns, 'inodes', inputs);
     const client3 = new S3Client(s3ClientConfig(servers.fixture.endpoint!));
     let budget = 3;
-    const lost = loseResponses(client3, (command, input) => command === 'PutObjectCommand' && input.IfMatch !== undefined && isLeaseKey(input.Key) && budget-- > 0);
-    const slow = interceptStore(createS3ObjectStore({ bucket: servers.fixture.bucket!, client: client3 }), async (operation) => {
-      // Long enough for several refreshes while the work runs.
-      if (operation === 'getStream') await new Promise((r) => setTimeout(r, 4 * settings.timing.leaseRefreshIntervalMs));
-    });
+    const lost = loseResponses(
+      client3,
+      (command, input) =>
+        command === 'PutObjectCommand' && input.IfMatch !== undefined && isLeaseKey(input.Key) && budget-- > 0,
+    );
+    const slow = interceptStore(
+      createS3ObjectStore({ bucket: servers.fixture.bucket!, client: client3 }),
+      async (operation) => {
+        // Long enough for several refreshes while the work runs.
+        if (operation === 'getStream')
+          await new Promise((r) => setTimeout(r, 4 * settings.timing.leaseRefreshIntervalMs));
+      },
+    );
     const { handle, stop } = await compactWith(slow, ns, referenceFormat.plugins);
     const result = await handle.result();
     await stop();
@@ -271,8 +345,15 @@ describe('compaction workflow under faults', () => {
   it('bad input fails with a typed failure and writes no lease: invalid namespace, missing root, corrupt input segment', async () => {
     const running = await startTestWorker(servers.fixture.store, settings);
     const failureType = async (args: { namespaceId: string; group: string }) => {
-      const handle = await servers.client.workflow.start('compactionWorkflow', { taskQueue: running.taskQueue, workflowId: uniqueId('bad'), args: [args] });
-      const err = await handle.result().then(() => undefined, (e: unknown) => e);
+      const handle = await servers.client.workflow.start('compactionWorkflow', {
+        taskQueue: running.taskQueue,
+        workflowId: uniqueId('bad'),
+        args: [args],
+      });
+      const err = await handle.result().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(WorkflowFailedError);
       const cause = (err as WorkflowFailedError).cause;
       return cause instanceof ApplicationFailure ? cause.type : (cause?.cause as ApplicationFailure | undefined)?.type;
@@ -287,7 +368,12 @@ describe('compaction workflow under faults', () => {
     const [good] = await writeInputs(servers.fixture.store, corrupt, 'inodes', makeInputs(1, 50));
     const bad = inputSegmentKey(namespaceId(corrupt), newSegmentId(), 'mseg');
     await servers.fixture.store.put(bad, new TextEncoder().encode('not a segment'));
-    await updateRoot(servers.fixture.store, namespaceId(corrupt), (root) => addSegments(root, familyGroup('inodes'), [bad]), jsonRootCodec);
+    await updateRoot(
+      servers.fixture.store,
+      namespaceId(corrupt),
+      (root) => addSegments(root, familyGroup('inodes'), [bad]),
+      jsonRootCodec,
+    );
     const before = await readRoot(servers.fixture.store, namespaceId(corrupt), jsonRootCodec);
     expect(await failureType({ namespaceId: corrupt, group: 'inodes' })).toBe('SegmentCorrupt');
     expect((await readRoot(servers.fixture.store, namespaceId(corrupt), jsonRootCodec)).root).toEqual(before.root);

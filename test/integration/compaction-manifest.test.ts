@@ -33,7 +33,10 @@ describe(`a group of ${INPUTS.toLocaleString('en')} inputs, over 2 MiB of keys`,
   beforeAll(async () => {
     fixture = await openTestStore('minio');
     // A 30 s refresh: the short calls (readGroup's 30,000 HEADs among them) get 4 operation deadlines + 10 s.
-    worker = await startTestWorker(fixture.store, testSettings(30_000, { targetSegmentBytes: 4 * 1024 * 1024, heartbeatTimeoutMs: 20_000 }));
+    worker = await startTestWorker(
+      fixture.store,
+      testSettings(30_000, { targetSegmentBytes: 4 * 1024 * 1024, heartbeatTimeoutMs: 20_000 }),
+    );
   });
   afterAll(async () => {
     await worker?.stop();
@@ -47,9 +50,18 @@ describe(`a group of ${INPUTS.toLocaleString('en')} inputs, over 2 MiB of keys`,
     const keys = Array.from({ length: INPUTS }, () => inputSegmentKey(ns, newSegmentId(), SEGMENT_EXTENSION));
     const keyBytes = keys.reduce((n, k) => n + Buffer.byteLength(k), 0);
     expect(keyBytes).toBeGreaterThan(2 * 1024 * 1024);
-    await inBatches(keys.map((key, i) => ({ key, i })), 1, 64, async (batch) => {
-      for (const { key, i } of batch) await fixture.store.put(key, encodeSegment([{ key: `k${String(i).padStart(6, '0')}`, seq: i + 1, value: 'v' }]));
-    });
+    await inBatches(
+      keys.map((key, i) => ({ key, i })),
+      1,
+      64,
+      async (batch) => {
+        for (const { key, i } of batch)
+          await fixture.store.put(
+            key,
+            encodeSegment([{ key: `k${String(i).padStart(6, '0')}`, seq: i + 1, value: 'v' }]),
+          );
+      },
+    );
     await updateRoot(fixture.store, ns, (root) => addSegments(root, group, keys), jsonRootCodec);
     const seeded = performance.now();
 
@@ -59,7 +71,9 @@ describe(`a group of ${INPUTS.toLocaleString('en')} inputs, over 2 MiB of keys`,
       const result = await handle.result();
       expect(result).toMatchObject({ outcome: 'published', inputCount: INPUTS, recordsOut: INPUTS });
       expect((await readRoot(fixture.store, ns, jsonRootCodec)).root.groups[group]).toEqual(result.outputs);
-      const manifest = JSON.parse(Buffer.from((await fixture.store.get(result.inputManifest)).body).toString('utf8')) as { job_id: string; inputs: [string, string][] };
+      const manifest = JSON.parse(
+        Buffer.from((await fixture.store.get(result.inputManifest)).body).toString('utf8'),
+      ) as { job_id: string; inputs: [string, string][] };
       expect(manifest.job_id).toBe(result.jobId);
       expect(manifest.inputs.map(([key]) => key)).toEqual(keys);
 

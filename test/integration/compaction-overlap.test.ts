@@ -6,7 +6,13 @@
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compactGroup, NO_PROGRESS, outputSegmentKey, outputSegmentKeys, type CompactionProgress } from '../../src/compactor';
+import {
+  compactGroup,
+  NO_PROGRESS,
+  outputSegmentKey,
+  outputSegmentKeys,
+  type CompactionProgress,
+} from '../../src/compactor';
 import { namespaceId, newJobId } from '../../src/keys';
 import { readSegmentBatches, SEGMENT_FORMAT_VERSIONS } from '../../src/segments';
 import type { JobRef } from '../../src/protocol';
@@ -15,8 +21,17 @@ import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support
 import { openTestStore, type TestStore } from '../support/stores';
 import { uniqueId } from '../support/temporal';
 
-/** `store` whose put of `job`'s output segment i waits for `held(i, bytes)` (failing output `failAt`), logging when each starts and ends. */
-function slowOutputs(store: ObjectStore, job: JobRef, held: (output: number, bytes: Uint8Array) => Promise<unknown>, failAt?: number, onStored: (output: number) => void = () => {}) {
+/**
+ * `store` whose put of `job`'s output segment i waits for `held(i, bytes)` (failing output `failAt`), logging when each
+ * starts and ends.
+ */
+function slowOutputs(
+  store: ObjectStore,
+  job: JobRef,
+  held: (output: number, bytes: Uint8Array) => Promise<unknown>,
+  failAt?: number,
+  onStored: (output: number) => void = () => {},
+) {
   const log: string[] = [];
   let inFlight = 0;
   const outputs = new Map(Array.from({ length: 1000 }, (_, i) => [outputSegmentKey(job, i), i]));
@@ -59,7 +74,13 @@ describe.each(SEGMENT_FORMAT_VERSIONS)('the final merge, writing segment format 
     const keys = await writeInputs(fixture.store, ns, 'g', inputs, [1, 2]);
     const job = { namespaceId: namespaceId(ns), jobId: newJobId() };
     /** The merged records up to `key`: the distinct keys of the inputs up to it. */
-    const mergedUpTo = (key: string) => new Set(inputs.flat().filter((r) => r.key <= key).map((r) => r.key)).size;
+    const mergedUpTo = (key: string) =>
+      new Set(
+        inputs
+          .flat()
+          .filter((r) => r.key <= key)
+          .map((r) => r.key),
+      ).size;
     // Cuts of several thousand records, each longer than the merge's batches (4,096 records), so the merge
     // reports records (after each batch) while filling the cut after the one being stored.
     const limits = { targetSegmentBytes: 512 * 1024, maxFanIn: 16, segmentFormat };
@@ -72,16 +93,27 @@ describe.each(SEGMENT_FORMAT_VERSIONS)('the final merge, writing segment format 
      */
     const mergedPast = async (bytes: Uint8Array) => {
       let lastKey = '';
-      for await (const batch of readSegmentBatches('first cut', Readable.from([bytes]))) lastKey = batch.at(-1)?.key ?? lastKey;
+      for await (const batch of readSegmentBatches('first cut', Readable.from([bytes])))
+        lastKey = batch.at(-1)?.key ?? lastKey;
       const cut = mergedUpTo(lastKey);
-      for (const deadline = Date.now() + 30_000; reported <= cut && Date.now() < deadline; ) await sleep(10);
+      for (const deadline = Date.now() + 30_000; reported <= cut && Date.now() < deadline;) await sleep(10);
     };
-    const { store, log } = slowOutputs(fixture.store, job, (output, bytes) => (output === 0 ? mergedPast(bytes) : sleep(20)), undefined, (output) => {
-      if (output === 0) reportedWhenFirstStored = reported;
-    });
+    const { store, log } = slowOutputs(
+      fixture.store,
+      job,
+      (output, bytes) => (output === 0 ? mergedPast(bytes) : sleep(20)),
+      undefined,
+      (output) => {
+        if (output === 0) reportedWhenFirstStored = reported;
+      },
+    );
     const heartbeats: CompactionProgress[] = [];
     const progress = await compactGroup({
-      store, job, inputs: keys, limits, resume: NO_PROGRESS,
+      store,
+      job,
+      inputs: keys,
+      limits,
+      resume: NO_PROGRESS,
       hooks: {
         onRecords: (records) => {
           reported = records;
@@ -97,7 +129,9 @@ describe.each(SEGMENT_FORMAT_VERSIONS)('the final merge, writing segment format 
     expect(log).toEqual(outputSegmentKeys(job, progress).flatMap((key) => [`start ${key}`, `end ${key}`]));
     // Each heartbeat comes after its outputs are stored, and the positions rise to the last.
     for (const p of heartbeats) expect(log).toContain(`end ${outputSegmentKey(job, p.segmentsFinished - 1)}`);
-    expect(heartbeats.map((p) => p.segmentsFinished)).toEqual([...heartbeats.map((p) => p.segmentsFinished)].sort((a, b) => a - b));
+    expect(heartbeats.map((p) => p.segmentsFinished)).toEqual(
+      [...heartbeats.map((p) => p.segmentsFinished)].sort((a, b) => a - b),
+    );
     expect(heartbeats.at(-1)).toEqual(progress);
     expect(await readRecords(fixture.store, outputSegmentKeys(job, progress))).toEqual(referenceMerge(inputs));
   });
@@ -109,9 +143,23 @@ describe.each(SEGMENT_FORMAT_VERSIONS)('the final merge, writing segment format 
     const limits = { targetSegmentBytes: 16 * 1024, maxFanIn: 16, segmentFormat };
     const { store, log, inFlight } = slowOutputs(fixture.store, job, () => sleep(100), 1);
     const heartbeats: number[] = [];
-    await expect(compactGroup({ store, job, inputs: keys, limits, resume: NO_PROGRESS, hooks: { onRecords: () => {}, onSegmentFinished: (p) => heartbeats.push(p.segmentsFinished) } })).rejects.toThrow(/injected failure/);
+    await expect(
+      compactGroup({
+        store,
+        job,
+        inputs: keys,
+        limits,
+        resume: NO_PROGRESS,
+        hooks: { onRecords: () => {}, onSegmentFinished: (p) => heartbeats.push(p.segmentsFinished) },
+      }),
+    ).rejects.toThrow(/injected failure/);
     expect(inFlight()).toBe(0);
-    expect(log).toEqual([`start ${outputSegmentKey(job, 0)}`, `end ${outputSegmentKey(job, 0)}`, `start ${outputSegmentKey(job, 1)}`, `end ${outputSegmentKey(job, 1)}`]);
+    expect(log).toEqual([
+      `start ${outputSegmentKey(job, 0)}`,
+      `end ${outputSegmentKey(job, 0)}`,
+      `start ${outputSegmentKey(job, 1)}`,
+      `end ${outputSegmentKey(job, 1)}`,
+    ]);
     expect(heartbeats).toEqual([1]);
   });
 });

@@ -45,11 +45,24 @@ describe('a compaction of more inputs than the socket pool', () => {
     const ns = uniqueId('wide').toLowerCase();
     const inputs = makeInputs(count, 3, 2000).map((records) => records.sort((a, b) => (a.key < b.key ? -1 : 1)));
     const keys = inputs.map(() => inputSegmentKey(namespaceId(ns), newSegmentId(), SEGMENT_EXTENSION));
-    for (let i = 0; i < count; i += 50) await Promise.all(keys.slice(i, i + 50).map((key, j) => fixture.store.put(key, encodeSegment(inputs[i + j]!))));
-    await updateRoot(fixture.store, namespaceId(ns), (root) => addSegments(root, familyGroup('bindings'), keys), jsonRootCodec);
+    for (let i = 0; i < count; i += 50)
+      await Promise.all(keys.slice(i, i + 50).map((key, j) => fixture.store.put(key, encodeSegment(inputs[i + j]!))));
+    await updateRoot(
+      fixture.store,
+      namespaceId(ns),
+      (root) => addSegments(root, familyGroup('bindings'), keys),
+      jsonRootCodec,
+    );
     const { client, close } = await connectClient();
-    const handle = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue, workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS });
-    const died = workerExit.then((code) => Promise.reject(new Error(`the worker process exited (${String(code)}) during the compaction`)));
+    const handle = await startCompaction(client, {
+      namespaceId: ns,
+      group: 'bindings',
+      taskQueue,
+      workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS,
+    });
+    const died = workerExit.then((code) =>
+      Promise.reject(new Error(`the worker process exited (${String(code)}) during the compaction`)),
+    );
     const result = await Promise.race([handle.result(), died]);
     await close();
     expect(result.outcome).toBe('published');

@@ -6,7 +6,14 @@ import { decodeLease } from '../../src/lease';
 import { readRoot } from '../../src/protocol';
 import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
+import {
+  connectClient,
+  expectReplays,
+  startTestWorker,
+  testSettings,
+  uniqueId,
+  type RunningWorker,
+} from '../support/temporal';
 import type { Client } from '@temporalio/client';
 
 describe.each(TEST_FORMATS)('compaction workflow, $name format', (format) => {
@@ -42,7 +49,9 @@ describe.each(TEST_FORMATS)('compaction workflow, $name format', (format) => {
     expect(await format.readRecords(fixture.store, result.outputs)).toEqual(inputs.merge);
     expect(result.recordsOut).toBe(inputs.merge.length);
     // The reference writes the format its setting names (v2 starts "MSEG", v1 is gzip), whatever its inputs were.
-    if (format.segmentFormat !== undefined) for (const k of result.outputs) expect((await fixture.store.get(k)).body[0]).toBe(format.segmentFormat === 2 ? 0x4d : 0x1f);
+    if (format.segmentFormat !== undefined)
+      for (const k of result.outputs)
+        expect((await fixture.store.get(k)).body[0]).toBe(format.segmentFormat === 2 ? 0x4d : 0x1f);
 
     const key = leaseKey(namespaceId(ns), jobId(result.jobId));
     const lease = await fixture.store.get(key);

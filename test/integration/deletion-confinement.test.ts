@@ -1,7 +1,8 @@
 /**
  * Deletion confinement (spec section 7): for arbitrary bucket contents, adversarial keys included,
  * every key a collector pass deletes is a staged segment (or the claimed lease) of a validated job
- * prefix whose lease was missing or expired (a claim of another pass, too, once older than the expiry), a retired segment past its reader grace, or
+ * prefix whose lease was missing or expired (a claim of another pass, too, once older than the expiry), a retired
+ * segment past its reader grace, or
  * an input segment no root knows older than T (spec 6a); none is referenced by the root. The pass is
  * the real gcWorkflow on the Temporal dev server; the store is embedded for many runs and MinIO for a few.
  */
@@ -37,7 +38,10 @@ type LeaseModel = 'missing' | 'active' | 'reaping' | 'garbage' | 'names another 
 /** How the store dates an object relative to the pass clock; `undated` and `future` are young by rule. */
 type Age = { readonly ms: number } | 'undated' | 'future';
 
-/** A retired segment's `retired_at_ms` relative to the pass clock: past the reader grace, 1 ms inside it, or in the future. */
+/**
+ * A retired segment's `retired_at_ms` relative to the pass clock: past the reader grace, 1 ms inside it, or in the
+ * future.
+ */
 type Retirement = 'none' | 'due' | 'in grace' | 'future';
 
 interface SegmentModel {
@@ -81,7 +85,12 @@ const arbRetirement: fc.Arbitrary<Retirement> = fc.oneof(
   { weight: 3, arbitrary: fc.constant<Retirement>('none') },
   { weight: 1, arbitrary: fc.constantFrom<Retirement>('due', 'in grace', 'future') },
 );
-const arbSegment = fc.record({ segmentId: arbSegmentId, age: arbAge, referenced: fc.boolean(), retired: arbRetirement });
+const arbSegment = fc.record({
+  segmentId: arbSegmentId,
+  age: arbAge,
+  referenced: fc.boolean(),
+  retired: arbRetirement,
+});
 const arbJob = fc.record({
   jobId: arbJobId,
   lease: fc.oneof(
@@ -183,25 +192,35 @@ const arbBucket: fc.Arbitrary<BucketModel> = fc
 
 /** Every staged key of the model, with what the protocol says about it. */
 function stagedKeys(ns: NamespaceModel, job: JobModel): { key: string; segment: SegmentModel }[] {
-  return job.segments.map((segment) => ({ key: stagedSegmentKey(ns.namespaceId, job.jobId, segment.segmentId, 'mseg'), segment }));
+  return job.segments.map((segment) => ({
+    key: stagedSegmentKey(ns.namespaceId, job.jobId, segment.segmentId, 'mseg'),
+    segment,
+  }));
 }
-const inputKeys = (ns: NamespaceModel) => ns.inputs.map((segment) => ({ key: inputSegmentKey(ns.namespaceId, segment.segmentId, 'mseg'), segment }));
+const inputKeys = (ns: NamespaceModel) =>
+  ns.inputs.map((segment) => ({ key: inputSegmentKey(ns.namespaceId, segment.segmentId, 'mseg'), segment }));
 
 const isCorrupt = (lease: LeaseModel) => lease === 'garbage' || lease === 'names another job';
 const ownedByCollectorOrNoOne = (job: JobModel) =>
   job.lease === 'missing' || ((job.lease === 'active' || job.lease === 'reaping') && job.heartbeatAge > 1);
 
-/** What the protocol allows a pass to delete, and what it must delete (old enough and unreferenced), from the model alone. */
+/**
+ * What the protocol allows a pass to delete, and what it must delete (old enough and unreferenced), from the model
+ * alone.
+ */
 function oracle(bucket: BucketModel): { allowed: Set<string>; expected: Set<string>; referenced: Set<string> } {
   const allowed = new Set<string>();
   const expected = new Set<string>();
   const referenced = new Set<string>();
   for (const ns of bucket.namespaces) {
-    const nsReferenced = [...ns.jobs.flatMap((j) => stagedKeys(ns, j)), ...inputKeys(ns)].filter((s) => ns.hasRoot && s.segment.referenced);
+    const nsReferenced = [...ns.jobs.flatMap((j) => stagedKeys(ns, j)), ...inputKeys(ns)].filter(
+      (s) => ns.hasRoot && s.segment.referenced,
+    );
     for (const { key } of nsReferenced) referenced.add(key);
     // A namespace without a root (or with a corrupt lease) claims and deletes nothing (spec 6a.5 and 6.2).
     if (!ns.hasRoot || ns.jobs.some((j) => isCorrupt(j.lease))) continue;
-    // A folder marker at metadata/compactions/ may hide a corrupt lease on MinIO: superseded segments wait until it is gone.
+    // A folder marker at metadata/compactions/ may hide a corrupt lease on MinIO: superseded segments wait until it is
+    // gone.
     const markerHidesLeases = ns.strays.includes(compactionsPrefix(ns.namespaceId));
     // Superseded segments of either family: a retired one goes past its reader grace unless a group names it again;
     // an input no root knows goes past the lost-write grace (undated or future: young).
@@ -222,7 +241,8 @@ function oracle(bucket: BucketModel): { allowed: Set<string>; expected: Set<stri
         expected.add(leaseKey(ns.namespaceId, job.jobId));
       }
       for (const { key, segment } of stagedKeys(ns, job)) {
-        // A retired output is kept within its grace, whatever its age (spec 6a.6); past it, the walk may take it like any staged segment.
+        // A retired output is kept within its grace, whatever its age (spec 6a.6); past it, the walk may take it like
+        // any staged segment.
         if (referenced.has(key) || (segment.retired !== 'none' && segment.retired !== 'due')) continue;
         allowed.add(key);
         if (typeof segment.age === 'object' && segment.age.ms >= stagingGraceMs) expected.add(key);
@@ -240,7 +260,10 @@ function modelKeys(bucket: BucketModel): string[] {
     ...bucket.strays,
     ...bucket.namespaces.flatMap((ns) => [
       ...(ns.hasRoot ? [rootKey(ns.namespaceId)] : []),
-      ...ns.jobs.flatMap((job) => [...(job.lease === 'missing' ? [] : [leaseKey(ns.namespaceId, job.jobId)]), ...stagedKeys(ns, job).map((s) => s.key)]),
+      ...ns.jobs.flatMap((job) => [
+        ...(job.lease === 'missing' ? [] : [leaseKey(ns.namespaceId, job.jobId)]),
+        ...stagedKeys(ns, job).map((s) => s.key),
+      ]),
       ...inputKeys(ns).map((s) => s.key),
       ...ns.strays,
     ]),
@@ -264,7 +287,10 @@ function withoutFileFolderClashes(bucket: BucketModel): BucketModel {
 }
 
 /** Writes the model; returns the pass clock, the store dates of every key, and the keys the store refused to hold. */
-async function populate(store: ObjectStore, bucket: BucketModel): Promise<{ nowMs: number; dates: Map<string, Date | undefined>; refused: string[] }> {
+async function populate(
+  store: ObjectStore,
+  bucket: BucketModel,
+): Promise<{ nowMs: number; dates: Map<string, Date | undefined>; refused: string[] }> {
   const nowMs = Date.now();
   const dates = new Map<string, Date | undefined>();
   const refused: string[] = [];
@@ -280,16 +306,35 @@ async function populate(store: ObjectStore, bucket: BucketModel): Promise<{ nowM
     }
   };
   const old = new Date(nowMs - 10 * stagingGraceMs);
-  const retiredAt = { none: 0, due: nowMs - readerGraceMs, 'in grace': nowMs - readerGraceMs + 1, future: nowMs + 60_000 };
+  const retiredAt = {
+    none: 0,
+    due: nowMs - readerGraceMs,
+    'in grace': nowMs - readerGraceMs + 1,
+    future: nowMs + 60_000,
+  };
   for (const ns of bucket.namespaces) {
     const referenced: string[] = [];
     const retired = [...ns.jobs.flatMap((j) => stagedKeys(ns, j)), ...inputKeys(ns)]
       .filter((s, i, all) => s.segment.retired !== 'none' && all.findIndex((t) => t.key === s.key) === i)
       // Stamped visible at the same clock (by an earlier pass): the reader grace counts from there (spec 6c.2).
-      .map((s) => ({ key: s.key, retired_at_ms: retiredAt[s.segment.retired], visible_at_ms: retiredAt[s.segment.retired] }));
+      .map((s) => ({
+        key: s.key,
+        retired_at_ms: retiredAt[s.segment.retired],
+        visible_at_ms: retiredAt[s.segment.retired],
+      }));
     for (const job of ns.jobs) {
-      const lease = createLeaseState({ jobId: job.jobId, namespaceId: ns.namespaceId, ownerId: 'model', nowMs: Math.round(nowMs - job.heartbeatAge * leaseExpiryMs) });
-      const other = createLeaseState({ jobId: `cmp_${'e'.repeat(32)}` as MetadataCompactionId, namespaceId: ns.namespaceId, ownerId: 'model', nowMs: 1 });
+      const lease = createLeaseState({
+        jobId: job.jobId,
+        namespaceId: ns.namespaceId,
+        ownerId: 'model',
+        nowMs: Math.round(nowMs - job.heartbeatAge * leaseExpiryMs),
+      });
+      const other = createLeaseState({
+        jobId: `cmp_${'e'.repeat(32)}` as MetadataCompactionId,
+        namespaceId: ns.namespaceId,
+        ownerId: 'model',
+        nowMs: 1,
+      });
       const body = {
         missing: undefined,
         active: encodeLease(lease),
@@ -308,7 +353,12 @@ async function populate(store: ObjectStore, bucket: BucketModel): Promise<{ nowM
       await write(key, bytes(`input ${key}`), dated(segment.age));
       if (segment.referenced) referenced.push(key);
     }
-    if (ns.hasRoot) await write(rootKey(ns.namespaceId), encodeRoot({ namespace_id: ns.namespaceId, generation: 1, groups: { bindings: referenced }, retired }), old);
+    if (ns.hasRoot)
+      await write(
+        rootKey(ns.namespaceId),
+        encodeRoot({ namespace_id: ns.namespaceId, generation: 1, groups: { bindings: referenced }, retired }),
+        old,
+      );
     for (const key of ns.strays) await write(key, bytes('stray'), old, true);
   }
   for (const key of bucket.strays) await write(key, bytes('stray'), old, true);
@@ -317,7 +367,7 @@ async function populate(store: ObjectStore, bucket: BucketModel): Promise<{ nowM
 
 async function allKeys(store: ObjectStore): Promise<string[]> {
   const keys: string[] = [];
-  for (let cursor: string | undefined; ; ) {
+  for (let cursor: string | undefined; ;) {
     const page = await store.list({ prefix: '', cursor });
     keys.push(...page.objects.map((o) => o.key));
     cursor = page.nextCursor;
@@ -325,7 +375,9 @@ async function allKeys(store: ObjectStore): Promise<string[]> {
   }
 }
 
-/** The store of the current run, dated as the model says: the worker is started once and pointed at each run's store. */
+/**
+ * The store of the current run, dated as the model says: the worker is started once and pointed at each run's store.
+ */
 interface CurrentRun {
   store: ObjectStore;
   dates: Map<string, Date | undefined>;
@@ -344,7 +396,10 @@ function routedStore(run: () => CurrentRun): ObjectStore {
     async list(request: ListRequest): Promise<ListPage> {
       const { store, dates } = run();
       const page = await store.list(request);
-      return { ...page, objects: page.objects.map((o) => (dates.has(o.key) ? { ...o, lastModified: dates.get(o.key) } : o)) };
+      return {
+        ...page,
+        objects: page.objects.map((o) => (dates.has(o.key) ? { ...o, lastModified: dates.get(o.key) } : o)),
+      };
     },
   });
   return interceptStore(dated, (operation, subject) => {
@@ -370,7 +425,10 @@ describe('deletion confinement', () => {
 
   beforeAll(async () => {
     current = { store: createEmbeddedObjectStore({ path: ':memory:' }), dates: new Map(), deleteRequests: [] };
-    worker = await startTestWorker(routedStore(() => current!), settings);
+    worker = await startTestWorker(
+      routedStore(() => current!),
+      settings,
+    );
     ({ client, close: closeClient } = await connectClient());
   });
   afterAll(async () => {
@@ -386,13 +444,19 @@ describe('deletion confinement', () => {
     });
     return run.catch((err: unknown) => {
       const cause = err instanceof WorkflowFailedError ? err.cause : undefined;
-      if (cause instanceof ApplicationFailure && cause.type === 'GcPassIncomplete') return cause.details?.[0] as GcReport;
+      if (cause instanceof ApplicationFailure && cause.type === 'GcPassIncomplete')
+        return cause.details?.[0] as GcReport;
       throw err;
     });
   };
 
   /** One property run on a fresh store: the deletes requested are confined, and every reclaimable key went. */
-  const checkOne = async (store: ObjectStore, bucket: BucketModel, tally: Tally, checkReclaimed = true): Promise<void> => {
+  const checkOne = async (
+    store: ObjectStore,
+    bucket: BucketModel,
+    tally: Tally,
+    checkReclaimed = true,
+  ): Promise<void> => {
     const { nowMs, dates, refused } = await populate(store, bucket);
     current = { store, dates, deleteRequests: [] };
     const before = new Set(await allKeys(store));
@@ -401,18 +465,33 @@ describe('deletion confinement', () => {
     // A prefix with no lease is claimed by creating one (spec 6.2), deleted last like any claim: the only
     // deletes of keys that were not in the bucket, each a lease of a valid job key, and gone after the pass.
     const created = current.deleteRequests.filter((k) => !before.has(k));
-    expect(created.filter((k) => parseCompactionKey(k).kind !== 'lease' || after.has(k)), 'deletes of keys the pass did not create to claim a prefix').toEqual([]);
+    expect(
+      created.filter((k) => parseCompactionKey(k).kind !== 'lease' || after.has(k)),
+      'deletes of keys the pass did not create to claim a prefix',
+    ).toEqual([]);
     const requested = new Set(current.deleteRequests.filter((k) => before.has(k)));
     const { allowed, expected, referenced } = oracle(bucket);
 
     const outside = [...requested].filter((k) => !allowed.has(k));
-    expect(outside, 'deletes outside the staged segments and claimed leases of validated, unowned job prefixes, due retired segments and lost writes').toEqual([]);
-    expect([...requested].filter((k) => referenced.has(k)), 'referenced keys deleted').toEqual([]);
-    expect([...before].filter((k) => !after.has(k)).sort(), 'keys gone from the store').toEqual([...requested].filter((k) => before.has(k)).sort());
+    expect(
+      outside,
+      'deletes outside the staged segments and claimed leases of validated, unowned job prefixes, due retired segments and lost writes',
+    ).toEqual([]);
+    expect(
+      [...requested].filter((k) => referenced.has(k)),
+      'referenced keys deleted',
+    ).toEqual([]);
+    expect([...before].filter((k) => !after.has(k)).sort(), 'keys gone from the store').toEqual(
+      [...requested].filter((k) => before.has(k)).sort(),
+    );
     const failures = JSON.stringify(passReport.failures);
     // Compared with what the store holds, which the store may not have taken whole.
     const reclaimable = [...expected].filter((k) => before.has(k)).sort();
-    if (checkReclaimed) expect([...requested].sort(), `every old unreferenced key of an unowned prefix is reclaimed; pass failures: ${failures}`).toEqual(reclaimable);
+    if (checkReclaimed)
+      expect(
+        [...requested].sort(),
+        `every old unreferenced key of an unowned prefix is reclaimed; pass failures: ${failures}`,
+      ).toEqual(reclaimable);
 
     tally.runs++;
     tally.keysWritten += before.size;
@@ -423,8 +502,11 @@ describe('deletion confinement', () => {
   };
 
   /** `CONFINEMENT_SEED` (and `CONFINEMENT_PATH`) replay a failure fast-check printed. */
-  const replay = process.env.CONFINEMENT_SEED ? { seed: Number(process.env.CONFINEMENT_SEED), path: process.env.CONFINEMENT_PATH } : {};
-  const report = (name: string, tally: Tally) => console.log(`deletion confinement on ${name}: ${JSON.stringify(tally)}`);
+  const replay = process.env.CONFINEMENT_SEED
+    ? { seed: Number(process.env.CONFINEMENT_SEED), path: process.env.CONFINEMENT_PATH }
+    : {};
+  const report = (name: string, tally: Tally) =>
+    console.log(`deletion confinement on ${name}: ${JSON.stringify(tally)}`);
   const zero = (): Tally => ({ runs: 0, keysWritten: 0, refused: 0, deleted: 0, retained: 0, corruptNamespaces: 0 });
 
   it('on the embedded store, a pass over arbitrary bucket contents deletes only unreferenced staged segments and claimed leases of validated, unowned job prefixes, due retired segments and lost writes', async () => {
@@ -452,7 +534,12 @@ describe('deletion confinement', () => {
         try {
           // MinIO ends a listing at a folder marker (an object keyed by the listed prefix) and reports
           // no further page, so discovery stops early there: confinement is still checked, completeness not.
-          await checkOne(store, bucket, tally, !bucket.namespaces.some((ns) => ns.strays.includes(compactionsPrefix(ns.namespaceId))));
+          await checkOne(
+            store,
+            bucket,
+            tally,
+            !bucket.namespaces.some((ns) => ns.strays.includes(compactionsPrefix(ns.namespaceId))),
+          );
         } finally {
           await store.close();
         }

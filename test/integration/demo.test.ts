@@ -1,4 +1,7 @@
-/** The demo (src/main.ts) assembles its worker as every entry point does, so it honours the same settings, the format module included. */
+/**
+ * The demo (src/main.ts) assembles its worker as every entry point does, so it honours the same settings, the format
+ * module included.
+ */
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -49,7 +52,10 @@ describe('the demo', () => {
       expect(await readBinaryGroup(store, outputs)).toEqual(expected);
     } finally {
       // The demo leaves the collector's schedule behind for its user; on the shared test server it goes.
-      await client.schedule.getHandle(DEFAULT_GC_SCHEDULE_ID).delete().catch(() => undefined);
+      await client.schedule
+        .getHandle(DEFAULT_GC_SCHEDULE_ID)
+        .delete()
+        .catch(() => undefined);
       await close();
       await store.close();
     }

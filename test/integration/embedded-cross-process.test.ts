@@ -19,7 +19,10 @@ describe('embedded store across processes', () => {
           run(process.execPath, ['--import', 'tsx', child, path!, key, etag, startAt]).then((r) => r.stdout),
         ),
       );
-      expect(outcomes.filter((o) => o === 'won'), `outcomes: ${outcomes.join(', ')}`).toHaveLength(1);
+      expect(
+        outcomes.filter((o) => o === 'won'),
+        `outcomes: ${outcomes.join(', ')}`,
+      ).toHaveLength(1);
       expect(outcomes.filter((o) => o !== 'won').every((o) => o === 'PreconditionFailedError')).toBe(true);
     }
     await store.close();

@@ -28,81 +28,118 @@ describe('examples/metadata-service', () => {
     rmSync(work, { recursive: true, force: true });
     // The example ensures the default collector schedule in its namespace; its task queue has no worker any more.
     const { client, close } = await connectClient();
-    for (const namespace of namespaces) await new Client({ connection: client.connection, namespace }).schedule.getHandle('compaction-gc').delete().catch(() => undefined);
+    for (const namespace of namespaces)
+      await new Client({ connection: client.connection, namespace }).schedule
+        .getHandle('compaction-gc')
+        .delete()
+        .catch(() => undefined);
     await close();
   });
 
-  /** A fresh Temporal namespace, set up as the README says: `temporal check` names what is missing, `temporal setup` registers it. */
+  /**
+   * A fresh Temporal namespace, set up as the README says: `temporal check` names what is missing, `temporal setup`
+   * registers it.
+   */
   const setUpNamespace = async (project: string, env: NodeJS.ProcessEnv): Promise<string> => {
     const { client, close } = await connectClient();
     const namespace = await freshTemporalNamespace(client, 'example-ns').finally(close);
     namespaces.push(namespace);
-    const cli = (...args: string[]) => run('npx', ['--no-install', 'compaction-lease', ...args], { cwd: project, env: { ...env, TEMPORAL_NAMESPACE: namespace } }).then(
-      (done) => ({ code: 0, ...done }),
-      (err: { code: number; stdout: string; stderr: string }) => err,
-    );
+    const cli = (...args: string[]) =>
+      run('npx', ['--no-install', 'compaction-lease', ...args], {
+        cwd: project,
+        env: { ...env, TEMPORAL_NAMESPACE: namespace },
+      }).then(
+        (done) => ({ code: 0, ...done }),
+        (err: { code: number; stdout: string; stderr: string }) => err,
+      );
     const before = await cli('temporal', 'check');
     expect(before.code).toBe(4);
-    expect(before.stderr).toMatch(/lacks the search attributes CompactionNamespace \(Keyword\), .*`compaction-lease temporal setup`/);
+    expect(before.stderr).toMatch(
+      /lacks the search attributes CompactionNamespace \(Keyword\), .*`compaction-lease temporal setup`/,
+    );
     const setup = await cli('temporal', 'setup');
     expect(setup.code, setup.stderr).toBe(0);
-    expect(setup.stdout).toMatch(new RegExp(`^registered in Temporal namespace ${namespace}: CompactionNamespace \\(Keyword\\), `));
+    expect(setup.stdout).toMatch(
+      new RegExp(`^registered in Temporal namespace ${namespace}: CompactionNamespace \\(Keyword\\), `),
+    );
     const after = await cli('temporal', 'check');
     expect(after.code, after.stderr).toBe(0);
     return namespace;
   };
 
-  it('installs from the packed tarball with one copy of each @temporalio package, type-checks, sets up a Temporal namespace with `npx compaction-lease temporal setup`, and on the embedded store and on S3, in a process that installed its own Temporal Runtime, is refused a start before its worker polls, then publishes a compaction, reads the group back and reports a collector pass', { timeout: 600_000 }, async () => {
-    const timed = async <T>(label: string, step: () => Promise<T>): Promise<T> => {
-      const started = Date.now();
-      const result = await step();
-      console.log(`example: ${label} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-      return result;
-    };
-    const project = join(work, 'metadata-service');
-    cpSync(example, project, { recursive: true, filter: (src) => !/[/\\](node_modules|dist|data)$/.test(src) });
-    await timed('npm pack', () => run('npm', ['pack', '--pack-destination', work], { cwd: root }));
-    const [tarball] = readdirSync(work).filter((f) => f.endsWith('.tgz'));
-    renameSync(join(work, tarball as string), join(project, 'compaction-lease.tgz'));
-    await timed('npm install', () => run('npm', ['install', '--no-audit', '--no-fund'], { cwd: project }));
-    await timed('tsc', () => run('npm', ['run', 'build'], { cwd: project }));
-    // Peers: the service's @temporalio/* are the package's, one copy each at the top (a nested second
-    // copy of @temporalio/workflow or common breaks instanceof checks and the workflow bundle).
-    const { stdout: tree } = await run('npm', ['ls', '--all', '--parseable'], { cwd: project });
-    const temporalPackages = tree.split('\n').filter((path) => /node_modules[/\\]@temporalio[/\\][^/\\]+$/.test(path));
-    expect(temporalPackages.length).toBeGreaterThan(0);
-    expect(temporalPackages.filter((path) => !path.startsWith(join(project, 'node_modules', '@temporalio')))).toEqual([]);
+  it(
+    'installs from the packed tarball with one copy of each @temporalio package, type-checks, sets up a Temporal namespace with `npx compaction-lease temporal setup`, and on the embedded store and on S3, in a process that installed its own Temporal Runtime, is refused a start before its worker polls, then publishes a compaction, reads the group back and reports a collector pass',
+    { timeout: 600_000 },
+    async () => {
+      const timed = async <T>(label: string, step: () => Promise<T>): Promise<T> => {
+        const started = Date.now();
+        const result = await step();
+        console.log(`example: ${label} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+        return result;
+      };
+      const project = join(work, 'metadata-service');
+      cpSync(example, project, { recursive: true, filter: (src) => !/[/\\](node_modules|dist|data)$/.test(src) });
+      await timed('npm pack', () => run('npm', ['pack', '--pack-destination', work], { cwd: root }));
+      const [tarball] = readdirSync(work).filter((f) => f.endsWith('.tgz'));
+      renameSync(join(work, tarball as string), join(project, 'compaction-lease.tgz'));
+      await timed('npm install', () => run('npm', ['install', '--no-audit', '--no-fund'], { cwd: project }));
+      await timed('tsc', () => run('npm', ['run', 'build'], { cwd: project }));
+      // Peers: the service's @temporalio/* are the package's, one copy each at the top (a nested second
+      // copy of @temporalio/workflow or common breaks instanceof checks and the workflow bundle).
+      const { stdout: tree } = await run('npm', ['ls', '--all', '--parseable'], { cwd: project });
+      const temporalPackages = tree
+        .split('\n')
+        .filter((path) => /node_modules[/\\]@temporalio[/\\][^/\\]+$/.test(path));
+      expect(temporalPackages.length).toBeGreaterThan(0);
+      expect(temporalPackages.filter((path) => !path.startsWith(join(project, 'node_modules', '@temporalio')))).toEqual(
+        [],
+      );
 
-    const temporal = { PATH: process.env.PATH, TEMPORAL_ADDRESS: inject('temporalAddress') };
-    const embedded = { ...temporal, COMPACTION_TASK_QUEUE: uniqueId('example-tq'), TEMPORAL_NAMESPACE: await timed('temporal setup', () => setUpNamespace(project, temporal)) };
-    const { stdout: onEmbedded } = await timed('npm start (embedded)', () => run('npm', ['start', '--silent'], { cwd: project, env: embedded }));
-    expect(onEmbedded.trim().split('\n')).toEqual([
-      `before the worker: NoWorkerPollingError on task queue ${embedded.COMPACTION_TASK_QUEUE}`,
-      expect.stringMatching(new RegExp(`^worker \\S+ on ${inject('temporalAddress')}/${embedded.TEMPORAL_NAMESPACE}, task queue ${embedded.COMPACTION_TASK_QUEUE}, store embedded:data/store.sqlite$`)),
-      'compaction published: 2 inputs, 1 records out',
-      'read inode/1 = a2 from 1 segment',
-      'collector pass complete: 1 namespaces, 0 objects deleted',
-    ]);
+      const temporal = { PATH: process.env.PATH, TEMPORAL_ADDRESS: inject('temporalAddress') };
+      const embedded = {
+        ...temporal,
+        COMPACTION_TASK_QUEUE: uniqueId('example-tq'),
+        TEMPORAL_NAMESPACE: await timed('temporal setup', () => setUpNamespace(project, temporal)),
+      };
+      const { stdout: onEmbedded } = await timed('npm start (embedded)', () =>
+        run('npm', ['start', '--silent'], { cwd: project, env: embedded }),
+      );
+      expect(onEmbedded.trim().split('\n')).toEqual([
+        `before the worker: NoWorkerPollingError on task queue ${embedded.COMPACTION_TASK_QUEUE}`,
+        expect.stringMatching(
+          new RegExp(
+            `^worker \\S+ on ${inject('temporalAddress')}/${embedded.TEMPORAL_NAMESPACE}, task queue ${embedded.COMPACTION_TASK_QUEUE}, store embedded:data/store.sqlite$`,
+          ),
+        ),
+        'compaction published: 2 inputs, 1 records out',
+        'read inode/1 = a2 from 1 segment',
+        'collector pass complete: 1 namespaces, 0 objects deleted',
+      ]);
 
-    const minio = inject('minio');
-    const env = {
-      ...temporal,
-      TEMPORAL_NAMESPACE: await setUpNamespace(project, temporal),
-      COMPACTION_TASK_QUEUE: uniqueId('example-tq'),
-      COMPACTION_S3_BUCKET: await createTestBucket(minio),
-      COMPACTION_S3_FORCE_PATH_STYLE: 'true',
-      AWS_ENDPOINT_URL_S3: minio.endpoint,
-      AWS_REGION: minio.region,
-      AWS_ACCESS_KEY_ID: minio.accessKey,
-      AWS_SECRET_ACCESS_KEY: minio.secretKey,
-    };
-    const { stdout } = await timed('npm start (S3)', () => run('npm', ['start', '--silent'], { cwd: project, env }));
-    expect(stdout.trim().split('\n')).toEqual([
-      `before the worker: NoWorkerPollingError on task queue ${env.COMPACTION_TASK_QUEUE}`,
-      expect.stringMatching(new RegExp(`^worker \\S+ on ${inject('temporalAddress')}/${env.TEMPORAL_NAMESPACE}, task queue ${env.COMPACTION_TASK_QUEUE}, store s3://${env.COMPACTION_S3_BUCKET}$`)),
-      'compaction published: 2 inputs, 1 records out',
-      'read inode/1 = a2 from 1 segment',
-      'collector pass complete: 1 namespaces, 0 objects deleted',
-    ]);
-  });
+      const minio = inject('minio');
+      const env = {
+        ...temporal,
+        TEMPORAL_NAMESPACE: await setUpNamespace(project, temporal),
+        COMPACTION_TASK_QUEUE: uniqueId('example-tq'),
+        COMPACTION_S3_BUCKET: await createTestBucket(minio),
+        COMPACTION_S3_FORCE_PATH_STYLE: 'true',
+        AWS_ENDPOINT_URL_S3: minio.endpoint,
+        AWS_REGION: minio.region,
+        AWS_ACCESS_KEY_ID: minio.accessKey,
+        AWS_SECRET_ACCESS_KEY: minio.secretKey,
+      };
+      const { stdout } = await timed('npm start (S3)', () => run('npm', ['start', '--silent'], { cwd: project, env }));
+      expect(stdout.trim().split('\n')).toEqual([
+        `before the worker: NoWorkerPollingError on task queue ${env.COMPACTION_TASK_QUEUE}`,
+        expect.stringMatching(
+          new RegExp(
+            `^worker \\S+ on ${inject('temporalAddress')}/${env.TEMPORAL_NAMESPACE}, task queue ${env.COMPACTION_TASK_QUEUE}, store s3://${env.COMPACTION_S3_BUCKET}$`,
+          ),
+        ),
+        'compaction published: 2 inputs, 1 records out',
+        'read inode/1 = a2 from 1 segment',
+        'collector pass complete: 1 namespaces, 0 objects deleted',
+      ]);
+    },
+  );
 });

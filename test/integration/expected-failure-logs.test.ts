@@ -28,7 +28,8 @@ class PluginInputError extends TypedError {
 
 const REASON = 'record 7 of the group has an empty key: the acme format cannot encode it';
 const LOUD: readonly LogLevel[] = ['WARN', 'ERROR'];
-const mentions = (entry: LogEntry) => `${entry.message} ${String((entry.meta?.error as Error | undefined)?.message)}`.includes(REASON);
+const mentions = (entry: LogEntry) =>
+  `${entry.message} ${String((entry.meta?.error as Error | undefined)?.message)}`.includes(REASON);
 
 describe('an expected plug-in failure in the worker log', () => {
   let store: ObjectStore;
@@ -42,7 +43,11 @@ describe('an expected plug-in failure in the worker log', () => {
     const workerConnection = await NativeConnection.connect({ address: inject('temporalAddress') });
     const worker = await createWorker({
       store,
-      settings: resolveSettings({ timing: shrunkTiming(1000, 5000), targetSegmentBytes: 4096, heartbeatTimeoutMs: 5000 }),
+      settings: resolveSettings({
+        timing: shrunkTiming(1000, 5000),
+        targetSegmentBytes: 4096,
+        heartbeatTimeoutMs: 5000,
+      }),
       connection: workerConnection,
       taskQueue,
       storeCheck: 'skip',
@@ -68,7 +73,10 @@ describe('an expected plug-in failure in the worker log', () => {
     const ns = `expected-${process.pid}`;
     await writeInputs(store, ns, 'inodes', makeInputs(2, 20));
     const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue });
-    const err: unknown = await handle.result().then(() => undefined, (e: unknown) => e);
+    const err: unknown = await handle.result().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(WorkflowFailedError);
     expect((err as WorkflowFailedError).cause).toBeInstanceOf(ApplicationFailure);
     expect(((err as WorkflowFailedError).cause as ApplicationFailure).type).toBe('InvalidInput');
@@ -78,6 +86,8 @@ describe('an expected plug-in failure in the worker log', () => {
     const stated = loud.filter(mentions);
     expect(stated.map((entry) => entry.message)).toEqual(['Workflow failed']);
     expect(String((stated[0]!.meta?.error as Error).stack)).not.toMatch(/\n\s+at /);
-    expect(logged.filter((entry) => entry.level === 'DEBUG' && entry.message === 'Activity failed' && mentions(entry))).toHaveLength(1);
+    expect(
+      logged.filter((entry) => entry.level === 'DEBUG' && entry.message === 'Activity failed' && mentions(entry)),
+    ).toHaveLength(1);
   });
 });

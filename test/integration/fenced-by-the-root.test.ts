@@ -49,7 +49,6 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
   const minio = proxiedMinio();
   const newNamespace = () => namespaceId(uniqueId('fenced').toLowerCase());
 
-
   /** Root PUTs the proxy forwarded to MinIO for `ns`, with MinIO's answers, from now on. */
   const watchRootWrites = (ns: NamespaceId) => {
     const writes: S3Exchange[] = [];
@@ -58,11 +57,13 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     });
     return { writes, stop };
   };
-  const inputKeys = async (ns: NamespaceId) => (await minio.fixture.store.list({ prefix: inputSegmentsPrefix(ns) })).objects.map((o) => o.key);
+  const inputKeys = async (ns: NamespaceId) =>
+    (await minio.fixture.store.list({ prefix: inputSegmentsPrefix(ns) })).objects.map((o) => o.key);
   const rootOf = async (ns: NamespaceId) => (await readRoot(minio.fixture.store, ns, jsonRootCodec)).root;
   /** Every key the root names is in the store. */
   const expectRootWhole = async (ns: NamespaceId) => {
-    for (const key of referencedKeys(await rootOf(ns))) await expect(minio.fixture.store.head(key)).resolves.toBeDefined();
+    for (const key of referencedKeys(await rootOf(ns)))
+      await expect(minio.fixture.store.head(key)).resolves.toBeDefined();
   };
 
   /** Compacts the group's current segments with the reference compactor and publishes them, as a job would. */
@@ -70,12 +71,24 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     const inputs = [...groupSegments(await rootOf(ns), group)];
     const job = { namespaceId: ns, jobId: newJobId() };
     const result = await referenceCompactor.compact({
-      job: { ...job, group }, inputs, store: stagedStore(minio.fixture.store, job), limits: { targetSegmentBytes: 1 << 20, maxFanIn: 16 }, resume: undefined, heartbeat: () => {},
+      job: { ...job, group },
+      inputs,
+      store: stagedStore(minio.fixture.store, job),
+      limits: { targetSegmentBytes: 1 << 20, maxFanIn: 16 },
+      resume: undefined,
+      heartbeat: () => {},
     });
     await createJobLease(minio.fixture.store, { ...job, ownerId: 'test', startedAtMs: Date.now() });
     const published = await publishCompaction(
       minio.fixture.store,
-      { ...job, group, inputs, outputs: result.outputs, tombstones: result.tombstones ?? [], ...(result.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: result.tombstoneSeqFloor }) },
+      {
+        ...job,
+        group,
+        inputs,
+        outputs: result.outputs,
+        tombstones: result.tombstones ?? [],
+        ...(result.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: result.tombstoneSeqFloor }),
+      },
       { budgetMs: 60_000, maxRootRaces: 3 },
       { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
       jsonRootCodec,
@@ -88,9 +101,13 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     // Before: the pass deleted the segment without a root write, the released CAS answered 200, and the
     // root named a missing object (every later compaction of the group failed InputMissing).
     const ns = newNamespace();
-    const first = await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]);
+    const first = await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [
+      { key: 'a', seq: 1, value: 'x' },
+    ]);
     const held = minio.proxy.hold((r) => s3Requests.compareAndSwap(r) && r.key === rootKey(ns));
-    const late = writeInputSegment(minio.viaProxy, { namespaceId: ns, group }, [{ key: 'b', seq: 2, value: 'y' }], { writerBudgetMs: 60_000 });
+    const late = writeInputSegment(minio.viaProxy, { namespaceId: ns, group }, [{ key: 'b', seq: 2, value: 'y' }], {
+      writerBudgetMs: 60_000,
+    });
     late.catch(() => undefined);
     await held.arrived;
     const [segment] = (await inputKeys(ns)).filter((k) => k !== first);
@@ -104,7 +121,8 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     held.release();
     await expect(late).rejects.toBeInstanceOf(SegmentLostError);
     stop();
-    // The late CAS reached MinIO and was refused on the ETag the condemnation changed; the writer read the root again and sent nothing more.
+    // The late CAS reached MinIO and was refused on the ETag the condemnation changed; the writer read the root again
+    // and sent nothing more.
     expect(writes.map((w) => w.status)).toEqual([412]);
     expect(groupSegments(await rootOf(ns), group)).toEqual([first]);
     await expectRootWhole(ns);
@@ -114,11 +132,22 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     // Before: the late write registered after the publication (its CAS re-read on 412 and appended),
     // and `inode/1`, deleted at seq 7, read "stale" (seq 5) again.
     const ns = newNamespace();
-    await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 1, value: 'first' }]);
-    await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 7, tombstone: true }, { key: 'inode/2', seq: 8, value: 'x' }]);
-    // The older write's PUT is done and its root CAS held: its write began before the delete, it lands after the compaction.
+    await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [
+      { key: 'inode/1', seq: 1, value: 'first' },
+    ]);
+    await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [
+      { key: 'inode/1', seq: 7, tombstone: true },
+      { key: 'inode/2', seq: 8, value: 'x' },
+    ]);
+    // The older write's PUT is done and its root CAS held: its write began before the delete, it lands after the
+    // compaction.
     const held = minio.proxy.hold((r) => s3Requests.compareAndSwap(r) && r.key === rootKey(ns));
-    const late = writeInputSegment(minio.viaProxy, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 5, value: 'stale' }], { writerBudgetMs: 60_000 });
+    const late = writeInputSegment(
+      minio.viaProxy,
+      { namespaceId: ns, group },
+      [{ key: 'inode/1', seq: 5, value: 'stale' }],
+      { writerBudgetMs: 60_000 },
+    );
     late.catch(() => undefined);
     await held.arrived;
 
@@ -162,17 +191,31 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     await expect(minio.fixture.store.head(judgedRootKey(ns))).resolves.toBeDefined();
 
     await minio.fixture.store.deleteMany([rootKey(ns)]);
-    await expect(writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'c', seq: 3, value: 'z' }])).rejects.toBeInstanceOf(RootLostError);
+    await expect(
+      writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'c', seq: 3, value: 'z' }]),
+    ).rejects.toBeInstanceOf(RootLostError);
     await expect(minio.fixture.store.head(rootKey(ns))).rejects.toBeInstanceOf(NotFoundError);
     const blind = await passAhead(minio.fixture.store, ns, timing.lostWriteGraceMs + timing.readerGraceMs + 60_000);
     expect(blind.totals.objectsDeleted).toBe(0);
-    expect(blind.rootProblems).toEqual([expect.objectContaining({ problem: 'missing', reason: expect.stringMatching(/root restore/) })]);
+    expect(blind.rootProblems).toEqual([
+      expect.objectContaining({ problem: 'missing', reason: expect.stringMatching(/root restore/) }),
+    ]);
     for (const key of result.outputs) await expect(minio.fixture.store.head(key)).resolves.toBeDefined();
 
-    const plan = await restoreJudgedRoot(minio.fixture.store, ns, jsonRootCodec, { apply: false, maxBytes: MAX_COLLECTED_ROOT_BYTES });
-    expect(plan).toMatchObject({ currentGeneration: undefined, judgedGeneration: published.generation, applied: false });
+    const plan = await restoreJudgedRoot(minio.fixture.store, ns, jsonRootCodec, {
+      apply: false,
+      maxBytes: MAX_COLLECTED_ROOT_BYTES,
+    });
+    expect(plan).toMatchObject({
+      currentGeneration: undefined,
+      judgedGeneration: published.generation,
+      applied: false,
+    });
     await expect(minio.fixture.store.head(rootKey(ns))).rejects.toBeInstanceOf(NotFoundError);
-    await restoreJudgedRoot(minio.fixture.store, ns, jsonRootCodec, { apply: true, maxBytes: MAX_COLLECTED_ROOT_BYTES });
+    await restoreJudgedRoot(minio.fixture.store, ns, jsonRootCodec, {
+      apply: true,
+      maxBytes: MAX_COLLECTED_ROOT_BYTES,
+    });
     expect((await rootOf(ns)).groups).toEqual(published.groups);
     expect(await readGroupView(minio.fixture.store, ns, group)).toEqual({ a: 'x', b: 'y' });
   });
@@ -189,7 +232,10 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     const report = await passAhead(minio.fixture.store, ns, timing.lostWriteGraceMs + timing.readerGraceMs + 60_000);
     expect(report.totals.objectsDeleted).toBe(0);
     expect(report.rootProblems).toEqual([expect.objectContaining({ problem: 'went_back' })]);
-    await restoreJudgedRoot(minio.fixture.store, ns, jsonRootCodec, { apply: true, maxBytes: MAX_COLLECTED_ROOT_BYTES });
+    await restoreJudgedRoot(minio.fixture.store, ns, jsonRootCodec, {
+      apply: true,
+      maxBytes: MAX_COLLECTED_ROOT_BYTES,
+    });
     expect(await readGroupView(minio.fixture.store, ns, group)).toEqual({ a: 'x', b: 'y' });
   });
 
@@ -203,7 +249,12 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     let both = 0;
     for (let round = 0; round < 30; round++) {
       const job = { namespaceId: ns, jobId: newJobId() };
-      await minio.fixture.store.putIfAbsent(leaseKey(ns, job.jobId), encodeLease(createLeaseState({ ...job, ownerId: 'dead job', nowMs: Date.now() - timing.leaseExpiryMs - 60_000 })));
+      await minio.fixture.store.putIfAbsent(
+        leaseKey(ns, job.jobId),
+        encodeLease(
+          createLeaseState({ ...job, ownerId: 'dead job', nowMs: Date.now() - timing.leaseExpiryMs - 60_000 }),
+        ),
+      );
       const owners = await Promise.all(passes.map((pass) => claimLease(minio.viaProxy, job, rules(pass))));
       const lease = decodeLease((await minio.fixture.store.get(leaseKey(ns, job.jobId))).body, job);
       const winner = owners.findIndex((o) => o.owner === 'collector');
@@ -216,43 +267,84 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
 
   it('a publication whose attempts were spent is settled: a CAS still held is fenced by the settling write and never lands; one that landed is reported published', async () => {
     const ns = newNamespace();
-    const inputs = [await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]), await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 2, value: 'y' }])];
+    const inputs = [
+      await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]),
+      await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 2, value: 'y' }]),
+    ];
     const job = { namespaceId: ns, jobId: newJobId() };
-    const result = await referenceCompactor.compact({ job: { ...job, group }, inputs, store: stagedStore(minio.fixture.store, job), limits: { targetSegmentBytes: 1 << 20, maxFanIn: 16 }, resume: undefined, heartbeat: () => {} });
+    const result = await referenceCompactor.compact({
+      job: { ...job, group },
+      inputs,
+      store: stagedStore(minio.fixture.store, job),
+      limits: { targetSegmentBytes: 1 << 20, maxFanIn: 16 },
+      resume: undefined,
+      heartbeat: () => {},
+    });
     await createJobLease(minio.fixture.store, { ...job, ownerId: 'test', startedAtMs: Date.now() });
     const request = { ...job, group, inputs, outputs: result.outputs, tombstones: result.tombstones ?? [] };
     const held = minio.proxy.hold((r) => s3Requests.compareAndSwap(r) && r.key === rootKey(ns));
-    const stuck = publishCompaction(minio.viaProxy, request, { budgetMs: 60_000, maxRootRaces: 1 }, { leaseClockMs: () => Date.now(), elapsedMs: () => 0 }, jsonRootCodec);
+    const stuck = publishCompaction(
+      minio.viaProxy,
+      request,
+      { budgetMs: 60_000, maxRootRaces: 1 },
+      { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
+      jsonRootCodec,
+    );
     stuck.catch(() => undefined);
     await held.arrived;
 
     // The workflow gave up on the attempt; the settling write lands first.
-    await expect(settlePublication(minio.fixture.store, request, jsonRootCodec)).resolves.toMatchObject({ outcome: 'unpublished' });
+    await expect(settlePublication(minio.fixture.store, request, jsonRootCodec)).resolves.toMatchObject({
+      outcome: 'unpublished',
+    });
     held.release();
     await expect(stuck).resolves.toMatchObject({ outcome: 'superseded' });
     expect(groupSegments(await rootOf(ns), group)).toEqual(inputs);
 
     // A publication whose CAS landed though its answer was lost: settled as published.
     minio.proxy.script('lostResponse', (r) => s3Requests.compareAndSwap(r) && r.key === rootKey(ns));
-    await expect(publishCompaction(minio.viaProxy, request, { budgetMs: 60_000, maxRootRaces: 3 }, { leaseClockMs: () => Date.now(), elapsedMs: () => 0 }, jsonRootCodec)).resolves.toMatchObject({ outcome: 'published' });
-    await expect(settlePublication(minio.fixture.store, request, jsonRootCodec)).resolves.toMatchObject({ outcome: 'published' });
+    await expect(
+      publishCompaction(
+        minio.viaProxy,
+        request,
+        { budgetMs: 60_000, maxRootRaces: 3 },
+        { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
+        jsonRootCodec,
+      ),
+    ).resolves.toMatchObject({ outcome: 'published' });
+    await expect(settlePublication(minio.fixture.store, request, jsonRootCodec)).resolves.toMatchObject({
+      outcome: 'published',
+    });
     await expectRootWhole(ns);
   });
 
   it("a foreign or late registration of a retired, missing or staged segment is refused by the package's root writer", async () => {
     const ns = newNamespace();
-    const first = await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]);
+    const first = await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [
+      { key: 'a', seq: 1, value: 'x' },
+    ]);
     await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'b', seq: 2, value: 'y' }]);
     const { job } = await compactAndPublish(ns);
-    await expect(updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [first]), jsonRootCodec)).resolves.toBeDefined();
+    await expect(
+      updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [first]), jsonRootCodec),
+    ).resolves.toBeDefined();
     // `first` is retired: addSegments leaves it alone (an earlier registration of it), nothing is written.
     expect(groupSegments(await rootOf(ns), group)).not.toContain(first);
-    const retiredAgain = (root: Parameters<typeof addSegments>[0]) => ({ ...root, groups: { ...root.groups, [group]: [...groupSegments(root, group), first] } });
-    await expect(updateRoot(minio.fixture.store, ns, retiredAgain, jsonRootCodec)).rejects.toBeInstanceOf(SegmentLostError);
+    const retiredAgain = (root: Parameters<typeof addSegments>[0]) => ({
+      ...root,
+      groups: { ...root.groups, [group]: [...groupSegments(root, group), first] },
+    });
+    await expect(updateRoot(minio.fixture.store, ns, retiredAgain, jsonRootCodec)).rejects.toBeInstanceOf(
+      SegmentLostError,
+    );
     const neverWritten = `${inputSegmentsPrefix(ns)}seg_${'0'.repeat(32)}.mseg`;
-    await expect(updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [neverWritten]), jsonRootCodec)).rejects.toThrow(/not in the store/);
+    await expect(
+      updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [neverWritten]), jsonRootCodec),
+    ).rejects.toThrow(/not in the store/);
     const staged = `namespaces/${ns}/metadata/compactions/${job.jobId}/segments/seg_${'1'.repeat(32)}.mseg`;
-    await expect(updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [staged]), jsonRootCodec)).rejects.toThrow(/only by its job's publication/);
+    await expect(
+      updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [staged]), jsonRootCodec),
+    ).rejects.toThrow(/only by its job's publication/);
     // A test minio.fixture may still write any root, as a foreign writer would.
     await expect(writeRoot(minio.fixture.store, ns, (root) => root)).resolves.toBeDefined();
   });

@@ -14,7 +14,13 @@ import { jsonRootCodec } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
 import type { GcReport } from '../../src/workflows/gc';
 import { s3Requests } from '../support/s3-fault-proxy';
-import { connectClient, quickExpirySettings, startWorkerBehindProxy, uniqueId, type WorkerBehindProxy } from '../support/temporal';
+import {
+  connectClient,
+  quickExpirySettings,
+  startWorkerBehindProxy,
+  uniqueId,
+  type WorkerBehindProxy,
+} from '../support/temporal';
 
 const settings = quickExpirySettings;
 
@@ -33,12 +39,20 @@ describe('a claim whose reply was lost', () => {
     ({ client, close: closeClient } = await connectClient());
 
     await updateRoot(store, ns, (root) => root, jsonRootCodec);
-    await store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'dead', nowMs: 1 })));
-    for (let i = 0; i < 2; i++) await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'mseg'), new TextEncoder().encode('staged'));
+    await store.put(
+      leaseKey(ns, job),
+      encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'dead', nowMs: 1 })),
+    );
+    for (let i = 0; i < 2; i++)
+      await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'mseg'), new TextEncoder().encode('staged'));
     await sleep(settings.timing.stagingGraceMs + 500);
     behind.proxy.script('lostResponse', (r) => s3Requests.compareAndSwap(r) && r.key === leaseKey(ns, job));
 
-    report = await client.workflow.execute('gcWorkflow', { taskQueue: behind.worker.taskQueue, workflowId: uniqueId('gc-lost-claim'), args: [{ namespaces: [ns] }] });
+    report = await client.workflow.execute('gcWorkflow', {
+      taskQueue: behind.worker.taskQueue,
+      workflowId: uniqueId('gc-lost-claim'),
+      args: [{ namespaces: [ns] }],
+    });
   }, 300_000);
   afterAll(async () => {
     await closeClient?.();
@@ -46,7 +60,9 @@ describe('a claim whose reply was lost', () => {
   });
 
   it('the claim landed and its reply was lost: the server applied it, and the retried CAS was refused', () => {
-    const claims = behind.exchanges.filter((e) => s3Requests.compareAndSwap(e.request) && e.request.key === leaseKey(ns, job));
+    const claims = behind.exchanges.filter(
+      (e) => s3Requests.compareAndSwap(e.request) && e.request.key === leaseKey(ns, job),
+    );
     expect(claims.map((e) => [e.status, e.lost])).toEqual([
       [200, true],
       [412, false],
@@ -54,7 +70,14 @@ describe('a claim whose reply was lost', () => {
   });
 
   it('the pass reports the prefix claimed, not live, and reclaims it with its lease', async () => {
-    expect(report.totals).toMatchObject({ prefixesSeen: 1, claimed: 1, live: 0, objectsDeleted: 2, leasesDeleted: 1, failedPrefixes: 0 });
+    expect(report.totals).toMatchObject({
+      prefixesSeen: 1,
+      claimed: 1,
+      live: 0,
+      objectsDeleted: 2,
+      leasesDeleted: 1,
+      failedPrefixes: 0,
+    });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toEqual([]);
   });
 });

@@ -28,7 +28,10 @@ describe("a pass whose clock and the store's disagree", () => {
     const { store } = servers.fixture;
     await updateRoot(store, ns, (root) => root, jsonRootCodec);
     const job = newJobId();
-    await store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'dead', nowMs: 1 })));
+    await store.put(
+      leaseKey(ns, job),
+      encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'dead', nowMs: 1 })),
+    );
     await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'mseg'), new TextEncoder().encode('old output'));
     await sleep(settings.timing.stagingGraceMs + 500);
     const before = (await store.list({ prefix: `namespaces/${ns}/` })).objects.map((o) => o.key);
@@ -44,13 +47,21 @@ describe("a pass whose clock and the store's disagree", () => {
     });
     const worker = await startTestWorker(skewed, settings);
     try {
-      const report: GcPassReport = await servers.client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId: uniqueId('gc-clock'), args: [{ namespaces: [ns] }] });
+      const report: GcPassReport = await servers.client.workflow.execute('gcWorkflow', {
+        taskQueue: worker.taskQueue,
+        workflowId: uniqueId('gc-clock'),
+        args: [{ namespaces: [ns] }],
+      });
       expect(probed).toBe(1);
       expect(report.clockProblem).toMatch(/ms ahead of the local clock/);
       expect(report).toMatchObject({ dryRun: true, complete: false });
       // What a real pass would have deleted, reported and not done.
       expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 1, leasesDeleted: 1 });
-      expect((await store.list({ prefix: `namespaces/${ns}/` })).objects.map((o) => o.key).filter((k) => !k.includes('/metadata/gc/'))).toEqual(before);
+      expect(
+        (await store.list({ prefix: `namespaces/${ns}/` })).objects
+          .map((o) => o.key)
+          .filter((k) => !k.includes('/metadata/gc/')),
+      ).toEqual(before);
     } finally {
       await worker.stop();
     }

@@ -1,8 +1,18 @@
-/** A collector worker SIGKILLed mid-pass (issue 32): the pass's manifest already names everything it deleted, and the next worker's deletions too. */
+/**
+ * A collector worker SIGKILLed mid-pass (issue 32): the pass's manifest already names everything it deleted, and the
+ * next worker's deletions too.
+ */
 import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
-import { compactionsPrefix, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type NamespaceId } from '../../src/keys';
+import {
+  compactionsPrefix,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  stagedSegmentKey,
+  type NamespaceId,
+} from '../../src/keys';
 import { listGcPasses, listManifestPasses, readPassManifest, updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
@@ -16,7 +26,11 @@ const killed = (child: ChildProcess) => new Promise((resolve) => child.once('exi
 describe('a collector pass across a worker crash', () => {
   const opened = storeAndClient('minio');
   const children: ChildProcess[] = [];
-  afterAll(() => Promise.all(children.filter((c) => c.exitCode === null && c.signalCode === null).map((c) => (c.kill('SIGKILL'), killed(c)))));
+  afterAll(() =>
+    Promise.all(
+      children.filter((c) => c.exitCode === null && c.signalCode === null).map((c) => (c.kill('SIGKILL'), killed(c))),
+    ),
+  );
 
   const stagedLeft = async (ns: NamespaceId): Promise<Set<string>> => {
     const keys = new Set<string>();
@@ -30,7 +44,9 @@ describe('a collector pass across a worker crash', () => {
   };
   const manifestKeys = async (ns: NamespaceId): Promise<Set<string>> => {
     const keys = new Set<string>();
-    for (const pass of await listManifestPasses(opened.fixture.store, ns)) for (const part of await readPassManifest(opened.fixture.store, ns, pass)) for (const l of part.lines) keys.add(l.key);
+    for (const pass of await listManifestPasses(opened.fixture.store, ns))
+      for (const part of await readPassManifest(opened.fixture.store, ns, pass))
+        for (const l of part.lines) keys.add(l.key);
     return keys;
   };
 
@@ -39,7 +55,9 @@ describe('a collector pass across a worker crash', () => {
     const ns = namespaceId(uniqueId('gc-kill').toLowerCase());
     await updateRoot(opened.fixture.store, ns, (r) => r, jsonRootCodec);
     const seeded = Array.from({ length: PREFIXES }, () => stagedSegmentKey(ns, newJobId(), newSegmentId(), 'seg'));
-    await inBatches(seeded, 1, 16, ([key]) => opened.fixture.store.put(key as string, new TextEncoder().encode('orphaned')));
+    await inBatches(seeded, 1, 16, ([key]) =>
+      opened.fixture.store.put(key as string, new TextEncoder().encode('orphaned')),
+    );
     // The spawned worker's timings (support/worker-process.ts): every staged segment past its staging grace.
     await sleep(testSettings(1000, { heartbeatTimeoutMs: 2000 }).timing.stagingGraceMs + 500);
 
@@ -67,7 +85,16 @@ describe('a collector pass across a worker crash', () => {
     const named = await manifestKeys(ns);
     expect(goneAtKill.filter((k) => !named.has(k))).toEqual([]);
     // `gc passes` of the killed pass, from its parts' names alone: what its parts hold, at least what is gone.
-    const partsLines = async () => (await Promise.all((await listManifestPasses(opened.fixture.store, ns)).map((pass) => readPassManifest(opened.fixture.store, ns, pass)))).flat().reduce((n, p) => n + p.lines.length, 0);
+    const partsLines = async () =>
+      (
+        await Promise.all(
+          (await listManifestPasses(opened.fixture.store, ns)).map((pass) =>
+            readPassManifest(opened.fixture.store, ns, pass),
+          ),
+        )
+      )
+        .flat()
+        .reduce((n, p) => n + p.lines.length, 0);
     const [atKill] = await listGcPasses(opened.fixture.store, { namespaces: [ns] });
     expect(atKill?.objects).toBe(await partsLines());
     expect(atKill?.byRule.orphaned_prefix).toBeGreaterThanOrEqual(goneAtKill.length);

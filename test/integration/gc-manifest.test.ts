@@ -28,7 +28,13 @@ import { listGcPasses, listManifestPasses, readPassManifest, updateRoot, type Ma
 import { jsonRootCodec, type RootState } from '../../src/root';
 import type { DeleteResult, ObjectStore } from '../../src/store';
 import type { GcInput, GcReport } from '../../src/workflows/gc';
-import { quickExpirySettings as settings, startTestWorker, storeAndClient, uniqueId, type RunningWorker } from '../support/temporal';
+import {
+  quickExpirySettings as settings,
+  startTestWorker,
+  storeAndClient,
+  uniqueId,
+  type RunningWorker,
+} from '../support/temporal';
 
 const { leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = settings.timing;
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -68,7 +74,12 @@ describe('deletion manifests', () => {
   });
   afterAll(() => worker?.stop());
 
-  const pass = (input: GcInput): Promise<GcReport> => opened.client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId: uniqueId('gc-manifest'), args: [input] });
+  const pass = (input: GcInput): Promise<GcReport> =>
+    opened.client.workflow.execute('gcWorkflow', {
+      taskQueue: worker.taskQueue,
+      workflowId: uniqueId('gc-manifest'),
+      args: [input],
+    });
   const stage = async (ns: NamespaceId, job: MetadataCompactionId, n: number): Promise<string[]> => {
     const keys = Array.from({ length: n }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg'));
     for (const k of keys) await store.put(k, bytes(k));
@@ -82,20 +93,34 @@ describe('deletion manifests', () => {
     return new Map(lines.map((l) => [l.key, l]));
   };
 
-  /** A namespace where every rule has something to delete: an expired lease's prefix, an orphaned one, a retired segment, a lost write; and a live job. */
+  /**
+   * A namespace where every rule has something to delete: an expired lease's prefix, an orphaned one, a retired
+   * segment, a lost write; and a live job.
+   */
   async function seed(ns: NamespaceId) {
     const [dead, orphan, live] = [newJobId(), newJobId(), newJobId()];
     const [retired, lost] = [inputSegmentKey(ns, newSegmentId(), 'seg'), inputSegmentKey(ns, newSegmentId(), 'seg')];
     for (const k of [retired, lost]) await store.put(k, bytes(k));
     const retiredAtMs = Date.now() - readerGraceMs - 1000;
     // Retired, and stamped visible by an earlier pass, longer ago than the reader grace.
-    const root = await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: retired, retired_at_ms: retiredAtMs, visible_at_ms: retiredAtMs }] }), jsonRootCodec);
+    const root = await updateRoot(
+      store,
+      ns,
+      (r): RootState => ({ ...r, retired: [{ key: retired, retired_at_ms: retiredAtMs, visible_at_ms: retiredAtMs }] }),
+      jsonRootCodec,
+    );
     const staged = [...(await stage(ns, dead, 2)), ...(await stage(ns, orphan, 3))];
     const young = await stage(ns, live, 1);
     await sleep(Math.max(stagingGraceMs, lostWriteGraceMs) + 500);
     const heartbeatAtMs = Date.now() - leaseExpiryMs - 1000;
-    await store.put(leaseKey(ns, dead), encodeLease(createLeaseState({ jobId: dead, namespaceId: ns, ownerId: 'w', nowMs: heartbeatAtMs })));
-    await store.put(leaseKey(ns, live), encodeLease(createLeaseState({ jobId: live, namespaceId: ns, ownerId: 'w', nowMs: Date.now() })));
+    await store.put(
+      leaseKey(ns, dead),
+      encodeLease(createLeaseState({ jobId: dead, namespaceId: ns, ownerId: 'w', nowMs: heartbeatAtMs })),
+    );
+    await store.put(
+      leaseKey(ns, live),
+      encodeLease(createLeaseState({ jobId: live, namespaceId: ns, ownerId: 'w', nowMs: Date.now() })),
+    );
     return { dead, orphan, retired, lost, staged, young, retiredAtMs, heartbeatAtMs, generation: root.generation };
   }
 
@@ -116,10 +141,12 @@ describe('deletion manifests', () => {
     const expected = [...s.staged, leaseKey(ns, s.dead), leaseKey(ns, s.orphan), s.retired, s.lost].sort();
     expect([...deleted].sort()).toEqual(expected);
     expect([...done.keys()].sort()).toEqual(expected);
-    // The dry run lists every object the real pass deletes that existed before it: not the lease the real pass creates to claim the orphan.
+    // The dry run lists every object the real pass deletes that existed before it: not the lease the real pass creates
+    // to claim the orphan.
     expect([...planned.keys()].sort()).toEqual(expected.filter((k) => k !== leaseKey(ns, s.orphan)));
     expect(real.totals.objectsDeleted + real.totals.leasesDeleted).toBe(expected.length);
-    // The same rule for each key (what it read may differ: the real pass fences the root, so its generation is one more).
+    // The same rule for each key (what it read may differ: the real pass fences the root, so its generation is one
+    // more).
     for (const [key, line] of planned) expect(line.rule, key).toBe(done.get(key)?.rule);
     // The orphan's lease is the pass's own creation: its line read no lease, as the prefix had none.
     expect(done.get(leaseKey(ns, s.orphan))).toMatchObject({ rule: 'lease', read: {} });
@@ -129,30 +156,52 @@ describe('deletion manifests', () => {
     const lease = { status: 'active', heartbeatAtMs: s.heartbeatAtMs };
     const at = (key: string) => done.get(key) as ManifestLine;
     expect(at(leaseKey(ns, s.dead))).toMatchObject({ rule: 'lease', read: { lease }, decidedAtMs: nowMs });
-    for (const key of s.staged.slice(0, 2)) expect(at(key)).toMatchObject({ rule: 'claimed_prefix', read: { lease, rootGeneration: expect.any(Number) } });
-    for (const key of s.staged.slice(2)) expect(at(key)).toMatchObject({ rule: 'orphaned_prefix', read: { rootGeneration: expect.any(Number) } });
-    expect(at(s.retired)).toMatchObject({ rule: 'retired_segment', read: { retiredAtMs: s.retiredAtMs, visibleAtMs: s.retiredAtMs } });
+    for (const key of s.staged.slice(0, 2))
+      expect(at(key)).toMatchObject({ rule: 'claimed_prefix', read: { lease, rootGeneration: expect.any(Number) } });
+    for (const key of s.staged.slice(2))
+      expect(at(key)).toMatchObject({ rule: 'orphaned_prefix', read: { rootGeneration: expect.any(Number) } });
+    expect(at(s.retired)).toMatchObject({
+      rule: 'retired_segment',
+      read: { retiredAtMs: s.retiredAtMs, visibleAtMs: s.retiredAtMs },
+    });
     expect(at(s.lost)).toMatchObject({ rule: 'lost_write', read: { rootGeneration: expect.any(Number) } });
     for (const line of done.values()) {
-      expect(line.size).toBe(line.key.endsWith('lease.json') ? (await store.get(leaseKey(ns, s.dead)).catch(() => undefined))?.body.length ?? line.size : line.key.length);
+      expect(line.size).toBe(
+        line.key.endsWith('lease.json')
+          ? ((await store.get(leaseKey(ns, s.dead)).catch(() => undefined))?.body.length ?? line.size)
+          : line.key.length,
+      );
       expect(line.etag).toMatch(/^"[0-9a-f]+"$/);
       expect(Date.parse(line.lastModified ?? '')).toBeGreaterThan(nowMs - 600_000);
     }
 
     // Intent first: every key of a DeleteObjects was in a manifest part written before it.
-    const parts = new Map((await readPassManifest(store, ns, passId(parseManifestPrefix(real.manifests[0] ?? '')?.passId))).map((p) => [p.key, p.lines]));
+    const parts = new Map(
+      (await readPassManifest(store, ns, passId(parseManifestPrefix(real.manifests[0] ?? '')?.passId))).map((p) => [
+        p.key,
+        p.lines,
+      ]),
+    );
     const recorded = new Set<string>();
     for (const entry of log) {
       if (entry.op === 'put') for (const line of parts.get(entry.keys[0] ?? '') ?? []) recorded.add(line.key);
       else if (entry.op === 'delete') for (const key of entry.keys) expect(recorded.has(key), key).toBe(true);
     }
     expect(log.filter((e) => e.op === 'put' && parseManifestPartKey(e.keys[0] ?? '')).length).toBe(parts.size);
-    // The expired lease's line is the walk's (the orphan's created lease has a part of its own): in the part of its prefix's last batch, its ETag and size from the walk's listing, no HEAD of its own.
+    // The expired lease's line is the walk's (the orphan's created lease has a part of its own): in the part of its
+    // prefix's last batch, its ETag and size from the walk's listing, no HEAD of its own.
     const leasePart = [...parts.values()].find((lines) => lines.some((l) => l.key === leaseKey(ns, s.dead)));
-    expect(leasePart?.filter((l) => l.rule === 'claimed_prefix').map((l) => l.key).sort()).toEqual(s.staged.slice(0, 2).sort());
+    expect(
+      leasePart
+        ?.filter((l) => l.rule === 'claimed_prefix')
+        .map((l) => l.key)
+        .sort(),
+    ).toEqual(s.staged.slice(0, 2).sort());
     expect(log.filter((e) => e.op === 'head').flatMap((e) => e.keys)).not.toContain(leaseKey(ns, s.dead));
     // At most one part per DeleteObjects of objects (the lease goes by itself, after its walk).
-    expect(parts.size).toBeLessThanOrEqual(log.filter((e) => e.op === 'delete' && !e.keys.includes(leaseKey(ns, s.dead))).length);
+    expect(parts.size).toBeLessThanOrEqual(
+      log.filter((e) => e.op === 'delete' && !e.keys.includes(leaseKey(ns, s.dead))).length,
+    );
 
     // `gc passes`: each pass's totals, from its parts' names.
     // Both passes have the same clock, so the order of their ids is chance.
@@ -160,9 +209,19 @@ describe('deletion manifests', () => {
     const [realPass, dryPass] = [passes.find((p) => !p.dryRun), passes.find((p) => p.dryRun)];
     const byRule = { claimed_prefix: 2, orphaned_prefix: 3, lease: 2, retired_segment: 1, lost_write: 1 };
     const sizes = [...done.values()].reduce((n, l) => n + l.size, 0);
-    expect(realPass).toEqual({ passId: passId(parseManifestPrefix(real.manifests[0] ?? '')?.passId), nowMs, dryRun: false, namespaces: [ns], parts: parts.size, objects: expected.length, bytes: sizes, byRule });
+    expect(realPass).toEqual({
+      passId: passId(parseManifestPrefix(real.manifests[0] ?? '')?.passId),
+      nowMs,
+      dryRun: false,
+      namespaces: [ns],
+      parts: parts.size,
+      objects: expected.length,
+      bytes: sizes,
+      byRule,
+    });
     expect(dryPass).toMatchObject({ dryRun: true, objects: expected.length - 1, byRule: { ...byRule, lease: 1 } });
-    // The live job's young segment and lease are in neither manifest, and the manifests survive the pass that wrote them.
+    // The live job's young segment and lease are in neither manifest, and the manifests survive the pass that wrote
+    // them.
     for (const key of [...s.young, leaseKey(ns, newJobId())]) expect(done.has(key)).toBe(false);
     expect(await listManifestPasses(store, ns)).toHaveLength(2);
     const again = await pass({ namespaces: [ns] });

@@ -11,7 +11,15 @@ import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gcPassResult } from '../../src/client';
 import { MESSAGE_LIMIT, QUOTE_LIMIT } from '../../src/errors';
-import { leaseKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type NamespaceId } from '../../src/keys';
+import {
+  leaseKey,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  rootKey,
+  stagedSegmentKey,
+  type NamespaceId,
+} from '../../src/keys';
 import { readRoot, updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
@@ -23,7 +31,9 @@ import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type Run
 const BOUND = 256 * 1024;
 const bytes = (s: string) => new TextEncoder().encode(s);
 
-/** A lease-sized object just under the read limit whose envelope carries 64 unknown members of 1,000 characters each. */
+/**
+ * A lease-sized object just under the read limit whose envelope carries 64 unknown members of 1,000 characters each.
+ */
 const corruptLease = (): Uint8Array => {
   const members = Array.from({ length: 64 }, (_, i) => `"${String(i).padStart(4, '0')}${'m'.repeat(996)}":0`).join(',');
   return bytes(`{"format_version":1,"kind":"compaction_lease",${members}}`);
@@ -52,7 +62,7 @@ describe('payloads of a pass over a hostile bucket', () => {
   /** The size of every event of every run of `workflowId`, latest first, following the continue-as-new chain back. */
   async function eventSizes(workflowId: string): Promise<number[]> {
     const sizes: number[] = [];
-    for (let runId: string | undefined; ; ) {
+    for (let runId: string | undefined; ;) {
       const events = (await client.workflow.getHandle(workflowId, runId).fetchHistory()).events ?? [];
       for (const event of events) sizes.push(temporal.api.history.v1.HistoryEvent.encode(event).finish().length);
       runId = events[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId ?? undefined;
@@ -65,12 +75,20 @@ describe('payloads of a pass over a hostile bucket', () => {
     await updateRoot(store, leases, (root) => root, jsonRootCodec);
     const lease = corruptLease();
     expect(lease.length).toBeGreaterThan(60 * 1024);
-    await inBatches(Array.from({ length: 100 }, () => newJobId()), 1, 16, ([job]) => store.put(leaseKey(leases, job!), lease));
+    await inBatches(
+      Array.from({ length: 100 }, () => newJobId()),
+      1,
+      16,
+      ([job]) => store.put(leaseKey(leases, job!), lease),
+    );
 
     const bigKey = newNamespace('hostileroot');
     await updateRoot(store, bigKey, (root) => root, jsonRootCodec);
     const { root } = await readRoot(store, bigKey, jsonRootCodec);
-    await store.put(rootKey(bigKey), jsonRootCodec.encode({ ...root, groups: { g: [`k${'x'.repeat(8 * 1024 * 1024)}`] } }));
+    await store.put(
+      rootKey(bigKey),
+      jsonRootCodec.encode({ ...root, groups: { g: [`k${'x'.repeat(8 * 1024 * 1024)}`] } }),
+    );
     await store.put(stagedSegmentKey(bigKey, newJobId(), newSegmentId(), 'mseg'), bytes('staged'));
 
     const plain: NamespaceId = newNamespace('plain');

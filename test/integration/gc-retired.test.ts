@@ -9,28 +9,47 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gcPassResult, startCompaction, type GcPassHandle } from '../../src/client';
-import { inputSegmentKey, inputSegmentsPrefix, namespaceId, newSegmentId, rootKey, type NamespaceId } from '../../src/keys';
+import {
+  inputSegmentKey,
+  inputSegmentsPrefix,
+  namespaceId,
+  newSegmentId,
+  rootKey,
+  type NamespaceId,
+} from '../../src/keys';
 import { readRoot, updateRoot } from '../../src/protocol';
 import { addSegments, type RootState } from '../../src/root';
 import { StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import type { gcWorkflow, GcReport } from '../../src/workflows/gc';
 import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
+import {
+  connectClient,
+  expectReplays,
+  quickExpirySettings,
+  startTestWorker,
+  uniqueId,
+  type RunningWorker,
+} from '../support/temporal';
 
 const settings = quickExpirySettings;
 const { readerGraceMs, lostWriteGraceMs } = settings.timing;
 const bindings = 'bindings' as Parameters<typeof addSegments>[1];
 const bytes = (s: string) => new TextEncoder().encode(s);
 
-/** Hooks the worker's store runs before a root read or a root CAS of one namespace, to land a writer's change in the middle of a pass. */
+/**
+ * Hooks the worker's store runs before a root read or a root CAS of one namespace, to land a writer's change in the
+ * middle of a pass.
+ */
 interface RootHooks {
   ns?: NamespaceId;
   /** Root GETs and CASes of `ns` seen so far. */
   seen?: { get: number; cas: number; deletes: number };
   beforeRootGet?: (count: number) => Promise<void>;
   beforeRootCas?: (count: number) => Promise<void>;
-  /** Listings of `ns`'s `metadata/segments/` come in pages of this many keys, each request recorded in `segmentsListed`. */
+  /**
+   * Listings of `ns`'s `metadata/segments/` come in pages of this many keys, each request recorded in `segmentsListed`.
+   */
   segmentsPage?: number;
   segmentsListed?: ListRequest[];
   /** Runs before each DeleteObjects of `ns`'s input segments (numbered from 1); a throw fails it. */
@@ -57,7 +76,8 @@ function hookedStore(inner: ObjectStore, hooks: () => RootHooks): ObjectStore {
     },
     async deleteMany(keys: readonly string[]) {
       const h = hooks();
-      if (h.ns && h.seen && keys[0]?.startsWith(inputSegmentsPrefix(h.ns))) await h.beforeSegmentsDelete?.(++h.seen.deletes);
+      if (h.ns && h.seen && keys[0]?.startsWith(inputSegmentsPrefix(h.ns)))
+        await h.beforeSegmentsDelete?.(++h.seen.deletes);
       return inner.deleteMany(keys);
     },
   });
@@ -74,7 +94,11 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
 
   const newNamespace = (prefix: string) => namespaceId(uniqueId(prefix).toLowerCase());
   const exists = async (key: string) => (await store.list({ prefix: key })).objects.some((o) => o.key === key);
-  const pass = async (ns: NamespaceId, nowMs?: number, dryRun = false): Promise<{ complete: boolean; report: GcReport; workflowId: string }> => {
+  const pass = async (
+    ns: NamespaceId,
+    nowMs?: number,
+    dryRun = false,
+  ): Promise<{ complete: boolean; report: GcReport; workflowId: string }> => {
     const workflowId = uniqueId('gc-retired');
     const handle: GcPassHandle = await client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
       workflowId,
@@ -87,7 +111,13 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
   beforeAll(async () => {
     fixture = await openTestStore('minio');
     store = fixture.store;
-    worker = await startTestWorker(hookedStore(store, () => hooks), settings, undefined, undefined, format.plugins);
+    worker = await startTestWorker(
+      hookedStore(store, () => hooks),
+      settings,
+      undefined,
+      undefined,
+      format.plugins,
+    );
     ({ client, close: closeClient } = await connectClient());
   });
   afterAll(async () => {
@@ -100,7 +130,9 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     const ns = newNamespace('retire');
     const { keys: inputKeys } = await format.writeInputs(store, ns, bindings, 3, 50);
     const oldRoot = (await readRoot(store, ns, rootCodec)).root;
-    const result = await (await startCompaction(client, { namespaceId: ns, group: bindings, taskQueue: worker.taskQueue })).result();
+    const result = await (
+      await startCompaction(client, { namespaceId: ns, group: bindings, taskQueue: worker.taskQueue })
+    ).result();
     expect(result.outcome).toBe('published');
 
     const { root } = await readRoot(store, ns, rootCodec);
@@ -108,7 +140,8 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     expect(root.retired?.map((r) => r.key).sort()).toEqual([...inputKeys].sort());
     expect(root.retired?.every((r) => r.visible_at_ms === undefined)).toBe(true);
 
-    // Passes during the grace, the last with its clock 1 ms short of it, delete none of them; the reader of the old root reads every
+    // Passes during the grace, the last with its clock 1 ms short of it, delete none of them; the reader of the old
+    // root reads every
     // segment it names. The first pass stamps each retirement visible: the grace counts from there.
     const during = await pass(ns);
     expect(during.report.totals).toMatchObject({ retiredDeleted: 0, retainedInGrace: inputKeys.length });
@@ -124,7 +157,11 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
 
     const late = await pass(ns);
     expect(late.complete).toBe(true);
-    expect(late.report.totals).toMatchObject({ retiredDeleted: inputKeys.length, retiredRecordsDropped: inputKeys.length, retainedInGrace: 0 });
+    expect(late.report.totals).toMatchObject({
+      retiredDeleted: inputKeys.length,
+      retiredRecordsDropped: inputKeys.length,
+      retainedInGrace: 0,
+    });
     for (const key of inputKeys) expect(await exists(key), key).toBe(false);
     const after = (await readRoot(store, ns, rootCodec)).root;
     expect(after.retired ?? []).toEqual([]);
@@ -150,15 +187,29 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
 
   it('a dry run reports the retired segment and the lost write it would delete, and deletes and writes nothing', async () => {
     const ns = newNamespace('dry');
-    const [due, lost] = [inputSegmentKey(ns, newSegmentId(), format.extension), inputSegmentKey(ns, newSegmentId(), format.extension)];
+    const [due, lost] = [
+      inputSegmentKey(ns, newSegmentId(), format.extension),
+      inputSegmentKey(ns, newSegmentId(), format.extension),
+    ];
     for (const k of [due, lost]) await store.put(k, bytes(k));
     const longAgo = Date.now() - readerGraceMs - 1000;
     // Retired, and seen retired (stamped visible) by an earlier pass, longer ago than the reader grace.
-    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo, visible_at_ms: longAgo }] }), rootCodec);
+    await updateRoot(
+      store,
+      ns,
+      (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo, visible_at_ms: longAgo }] }),
+      rootCodec,
+    );
     const rootBefore = await store.get(rootKey(ns));
     await sleep(lostWriteGraceMs + 500);
     const { report } = await pass(ns, undefined, true);
-    expect(report.totals).toMatchObject({ retiredDeleted: 1, lostWritesDeleted: 1, retiredRecordsDropped: 1, objectsDeleted: 2, bytesDeleted: due.length + lost.length });
+    expect(report.totals).toMatchObject({
+      retiredDeleted: 1,
+      lostWritesDeleted: 1,
+      retiredRecordsDropped: 1,
+      objectsDeleted: 2,
+      bytesDeleted: due.length + lost.length,
+    });
     for (const k of [due, lost]) expect(await exists(k), k).toBe(true);
     expect((await store.get(rootKey(ns))).etag).toBe(rootBefore.etag);
   });
@@ -167,11 +218,21 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     const ns = newNamespace('again');
     const key = inputSegmentKey(ns, newSegmentId(), format.extension);
     await store.put(key, bytes('referenced again'));
-    await updateRoot(store, ns, (r): RootState => ({ ...addSegments(r, 'inodes' as typeof bindings, [key]), retired: [{ key, retired_at_ms: 1 }] }), rootCodec);
+    await updateRoot(
+      store,
+      ns,
+      (r): RootState => ({
+        ...addSegments(r, 'inodes' as typeof bindings, [key]),
+        retired: [{ key, retired_at_ms: 1 }],
+      }),
+      rootCodec,
+    );
     const report = (await pass(ns)).report;
     expect(report.totals).toMatchObject({ retiredDeleted: 0, retainedReferenced: 1 });
     expect(await exists(key)).toBe(true);
-    expect((await readRoot(store, ns, rootCodec)).root.retired).toEqual([{ key, retired_at_ms: 1, visible_at_ms: expect.any(Number) }]);
+    expect((await readRoot(store, ns, rootCodec)).root.retired).toEqual([
+      { key, retired_at_ms: 1, visible_at_ms: expect.any(Number) },
+    ]);
   });
 
   it.each([
@@ -179,7 +240,10 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     ['corrupt', async (ns: NamespaceId) => void (await store.put(rootKey(ns), bytes('{"kind":"metadata_root"')))],
   ])('a %s root deletes nothing under metadata/segments/ and is reported', async (problem, breakRoot) => {
     const ns = newNamespace(problem);
-    const keys = [inputSegmentKey(ns, newSegmentId(), format.extension), inputSegmentKey(ns, newSegmentId(), format.extension)];
+    const keys = [
+      inputSegmentKey(ns, newSegmentId(), format.extension),
+      inputSegmentKey(ns, newSegmentId(), format.extension),
+    ];
     for (const k of keys) await store.put(k, bytes('old'));
     await breakRoot(ns);
     await sleep(lostWriteGraceMs + 500);
@@ -187,18 +251,30 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     expect(result.complete).toBe(false);
     expect(result.report.totals).toMatchObject({ skippedNamespaces: 1, objectsDeleted: 0 });
     expect(result.report.rootProblems).toEqual([expect.objectContaining({ namespaceId: ns, problem })]);
-    expect((await store.list({ prefix: inputSegmentsPrefix(ns) })).objects.map((o) => o.key).sort()).toEqual([...keys].sort());
+    expect((await store.list({ prefix: inputSegmentsPrefix(ns) })).objects.map((o) => o.key).sort()).toEqual(
+      [...keys].sort(),
+    );
   });
 
   it('a publication landing during a pass: the segment it names survives the batch, and the records CAS keeps the publication', async () => {
     const ns = newNamespace('race');
-    const [due, adopted, published] = [0, 1, 2].map(() => inputSegmentKey(ns, newSegmentId(), format.extension)) as [string, string, string];
+    const [due, adopted, published] = [0, 1, 2].map(() => inputSegmentKey(ns, newSegmentId(), format.extension)) as [
+      string,
+      string,
+      string,
+    ];
     for (const k of [due, adopted]) await store.put(k, bytes(k));
     const longAgo = Date.now() - readerGraceMs - 1000;
-    await updateRoot(store, ns, (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo, visible_at_ms: longAgo }] }), rootCodec);
+    await updateRoot(
+      store,
+      ns,
+      (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo, visible_at_ms: longAgo }] }),
+      rootCodec,
+    );
     await sleep(lostWriteGraceMs + 500);
     // `adopted` is a lost write when the pass lists it; a writer publishes it before the delete batch's root read (the
-    // pass's third: it judged the root, then looked for retirements to stamp), and writes and publishes `published` before
+    // pass's third: it judged the root, then looked for retirements to stamp), and writes and publishes `published`
+    // before
     // the collector's CAS that drops the record of `due`.
     hooks = {
       ns,

@@ -9,8 +9,26 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runGcPass, type GcPassResult } from '../../src/client';
 import { createJobLease, publishCompaction, readRoot, updateRoot } from '../../src/protocol';
-import { familyGroup, inputSegmentKey, inputSegmentsPrefix, leaseKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type NamespaceId } from '../../src/keys';
-import { addSegments, encodeRoot, jsonRootCodec, MAX_ROOT_BYTES, RootTooLargeError, type RootState } from '../../src/root';
+import {
+  familyGroup,
+  inputSegmentKey,
+  inputSegmentsPrefix,
+  leaseKey,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  rootKey,
+  stagedSegmentKey,
+  type NamespaceId,
+} from '../../src/keys';
+import {
+  addSegments,
+  encodeRoot,
+  jsonRootCodec,
+  MAX_ROOT_BYTES,
+  RootTooLargeError,
+  type RootState,
+} from '../../src/root';
 import type { ObjectStore } from '../../src/store';
 import { inBatches } from '../../src/store/batches';
 import { createLeaseState, encodeLease } from '../../src/lease';
@@ -21,14 +39,21 @@ import { writeRoot } from '../support/roots';
 const settings = quickExpirySettings;
 const group = familyGroup('bindings');
 const newNamespace = () => namespaceId(uniqueId('root-size').toLowerCase());
-const inputKeys = (ns: NamespaceId, n: number) => Array.from({ length: n }, () => inputSegmentKey(ns, newSegmentId(), 'mseg'));
+const inputKeys = (ns: NamespaceId, n: number) =>
+  Array.from({ length: n }, () => inputSegmentKey(ns, newSegmentId(), 'mseg'));
 
 /** A root of `ns` whose group names as many input segments as fit in `bytes` (nothing retired). */
 function rootOfAbout(ns: NamespaceId, bytes: number): RootState {
   const sample = inputKeys(ns, 1000);
   const base = encodeRoot({ namespace_id: ns, generation: 1, groups: { [group]: [] } }).length;
-  const perKey = (encodeRoot({ namespace_id: ns, generation: 1, groups: { [group]: sample } }).length - base) / sample.length;
-  return { namespace_id: ns, generation: 1, groups: { [group]: inputKeys(ns, Math.floor((bytes - base) / perKey)) }, retired: [] };
+  const perKey =
+    (encodeRoot({ namespace_id: ns, generation: 1, groups: { [group]: sample } }).length - base) / sample.length;
+  return {
+    namespace_id: ns,
+    generation: 1,
+    groups: { [group]: inputKeys(ns, Math.floor((bytes - base) / perKey)) },
+    retired: [],
+  };
 }
 
 describe('a root past the size readers accept', () => {
@@ -57,7 +82,11 @@ describe('a root past the size readers accept', () => {
     const grow = updateRoot(store, ns, (root) => addSegments(root, group, inputKeys(ns, 200_000)), jsonRootCodec);
     const refused = await grow.catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(RootTooLargeError);
-    expect((refused as Error).message).toMatch(new RegExp(`^the root of namespace ${ns} would be \\d+ bytes, more than readers accept \\(${MAX_ROOT_BYTES}\\), so it is not written: `));
+    expect((refused as Error).message).toMatch(
+      new RegExp(
+        `^the root of namespace ${ns} would be \\d+ bytes, more than readers accept \\(${MAX_ROOT_BYTES}\\), so it is not written: `,
+      ),
+    );
     expect((refused as Error).message).toMatch(/keep its schedule running/);
     expect((await store.get(rootKey(ns))).etag).toBe(before.etag);
   }, 60_000);
@@ -73,7 +102,13 @@ describe('a root past the size readers accept', () => {
     // Retiring two inputs and naming 1,000 outputs in their place passes the limit.
     const outputs = Array.from({ length: 1000 }, () => stagedSegmentKey(ns, jobId, newSegmentId(), 'mseg'));
     const clock = { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() };
-    const publication = publishCompaction(store, { namespaceId: ns, jobId, group, inputs, outputs }, { budgetMs: 60_000, maxRootRaces: 3 }, clock, jsonRootCodec);
+    const publication = publishCompaction(
+      store,
+      { namespaceId: ns, jobId, group, inputs, outputs },
+      { budgetMs: 60_000, maxRootRaces: 3 },
+      clock,
+      jsonRootCodec,
+    );
     const refused = await publication.catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(RootTooLargeError);
     expect((refused as Error).message).toContain(`the root of namespace ${ns} would be `);
@@ -98,11 +133,18 @@ describe('a root past the size readers accept', () => {
       await store.put(rootKey(ns), bytes);
       await inBatches(due, 1, 32, ([key]) => store.put(key!, new Uint8Array(8)));
       // An expired job with old staged output: it waits, since its walk needs a root readers accept.
-      await store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'dead', nowMs: 1 })));
+      await store.put(
+        leaseKey(ns, job),
+        encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'dead', nowMs: 1 })),
+      );
       await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'mseg'), new Uint8Array(8));
       // Every reader refuses it.
       await expect(readRoot(store, ns, jsonRootCodec)).rejects.toThrow(`limit of ${MAX_ROOT_BYTES}`);
-      result = await runGcPass(client, { taskQueue: worker.taskQueue, namespaces: [ns], workflowId: uniqueId('gc-root-size') });
+      result = await runGcPass(client, {
+        taskQueue: worker.taskQueue,
+        namespaces: [ns],
+        workflowId: uniqueId('gc-root-size'),
+      });
     }, 240_000);
 
     it('its due retired segments are deleted and their records dropped, which brings it back under the limit', async () => {
@@ -117,7 +159,12 @@ describe('a root past the size readers accept', () => {
     it('the pass reports the root as oversize and incomplete, and its job prefixes wait untouched', async () => {
       expect(result.complete).toBe(false);
       expect(result.report.rootProblems).toEqual([
-        { namespaceId: ns, key: rootKey(ns), problem: 'oversize', reason: expect.stringContaining(`the root of namespace ${ns} is ${sizeBefore} bytes`) as string },
+        {
+          namespaceId: ns,
+          key: rootKey(ns),
+          problem: 'oversize',
+          reason: expect.stringContaining(`the root of namespace ${ns} is ${sizeBefore} bytes`) as string,
+        },
       ]);
       expect(result.report.totals).toMatchObject({ claimed: 0, leasesDeleted: 0 });
       expect((await store.list({ prefix: `namespaces/${ns}/metadata/compactions/` })).objects).toHaveLength(2);

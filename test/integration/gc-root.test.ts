@@ -7,14 +7,32 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { leaseKey, manifestsPrefix, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type MetadataCompactionId, type NamespaceId } from '../../src/keys';
+import {
+  leaseKey,
+  manifestsPrefix,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  rootKey,
+  stagedSegmentKey,
+  type MetadataCompactionId,
+  type NamespaceId,
+} from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
 import { updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
 import type { GcPassReport } from '../../src/workflows/gc';
 import { s3Requests, type S3Exchange, type S3FaultProxy } from '../support/s3-fault-proxy';
-import { connectClient, expectReplays, quickExpirySettings, startWorkerBehindProxy, uniqueId, type RunningWorker, type WorkerBehindProxy } from '../support/temporal';
+import {
+  connectClient,
+  expectReplays,
+  quickExpirySettings,
+  startWorkerBehindProxy,
+  uniqueId,
+  type RunningWorker,
+  type WorkerBehindProxy,
+} from '../support/temporal';
 
 const settings = quickExpirySettings;
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -30,11 +48,15 @@ describe('a namespace whose root cannot be trusted', () => {
   let exchanges: S3Exchange[];
 
   const newNamespace = () => namespaceId(uniqueId('root').toLowerCase());
-  const keysUnder = async (ns: NamespaceId) => (await store.list({ prefix: `namespaces/${ns}/` })).objects.map((o) => o.key).sort();
+  const keysUnder = async (ns: NamespaceId) =>
+    (await store.list({ prefix: `namespaces/${ns}/` })).objects.map((o) => o.key).sort();
   /** An expired job and an orphan prefix, each with old staged output: a healthy namespace loses all of it. */
   const populate = async (ns: NamespaceId) => {
     const expired: MetadataCompactionId = newJobId();
-    await store.put(leaseKey(ns, expired), encodeLease(createLeaseState({ jobId: expired, namespaceId: ns, ownerId: 'dead', nowMs: 1 })));
+    await store.put(
+      leaseKey(ns, expired),
+      encodeLease(createLeaseState({ jobId: expired, namespaceId: ns, ownerId: 'dead', nowMs: 1 })),
+    );
     for (const job of [expired, newJobId()]) {
       for (let i = 0; i < 2; i++) await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'mseg'), bytes('staged'));
     }
@@ -49,7 +71,8 @@ describe('a namespace whose root cannot be trusted', () => {
     exchanges.filter(
       ({ request, requestBody }) =>
         (request.method !== 'GET' && request.key.startsWith(`namespaces/${ns}/`)) ||
-        (s3Requests.deleteObjects(request) && (requestBody === undefined || requestBody.toString('utf8').includes(`namespaces/${ns}/`))),
+        (s3Requests.deleteObjects(request) &&
+          (requestBody === undefined || requestBody.toString('utf8').includes(`namespaces/${ns}/`))),
     );
   let before: Map<NamespaceId, string[]>;
   let report: GcPassReport;
@@ -67,12 +90,18 @@ describe('a namespace whose root cannot be trusted', () => {
     const rootText = new TextDecoder().decode((await store.get(rootKey(corrupt))).body);
     await store.put(rootKey(corrupt), bytes(rootText.replace('"groups":{}', '"groups":{"bindings":[],"bindings":[]}')));
     proxy.script('error500', (r) => s3Requests.getObject(r) && r.key === rootKey(unreadable), 1000);
-    before = new Map(await Promise.all([missing, corrupt, unreadable].map(async (ns) => [ns, await keysUnder(ns)] as const)));
+    before = new Map(
+      await Promise.all([missing, corrupt, unreadable].map(async (ns) => [ns, await keysUnder(ns)] as const)),
+    );
     await sleep(settings.timing.stagingGraceMs + 500);
 
     exchanges.length = 0;
     workflowId = uniqueId('gc-root');
-    report = await client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId, args: [{ namespaces: [missing, corrupt, unreadable, healthy] }] });
+    report = await client.workflow.execute('gcWorkflow', {
+      taskQueue: worker.taskQueue,
+      workflowId,
+      args: [{ namespaces: [missing, corrupt, unreadable, healthy] }],
+    });
   }, 300_000);
   afterAll(async () => {
     await closeClient?.();
@@ -83,11 +112,22 @@ describe('a namespace whose root cannot be trusted', () => {
     ['missing', () => missing, /does not exist/],
     ['corrupt', () => corrupt, /member "bindings" appears twice/],
     ['unreadable', () => unreadable, /store unavailable/],
-  ] as const)('a %s root: the namespace is reported, nothing in it is claimed or deleted', async (problem, ns, reason) => {
-    expect(report.rootProblems).toContainEqual({ namespaceId: ns(), key: rootKey(ns()), problem, reason: expect.stringMatching(reason) });
-    expect(writesTo(ns()).map((e) => `${e.request.method} ${e.request.key}`), 'claims or deletes in the namespace').toEqual([]);
-    expect(await keysUnder(ns())).toEqual(before.get(ns()));
-  });
+  ] as const)(
+    'a %s root: the namespace is reported, nothing in it is claimed or deleted',
+    async (problem, ns, reason) => {
+      expect(report.rootProblems).toContainEqual({
+        namespaceId: ns(),
+        key: rootKey(ns()),
+        problem,
+        reason: expect.stringMatching(reason),
+      });
+      expect(
+        writesTo(ns()).map((e) => `${e.request.method} ${e.request.key}`),
+        'claims or deletes in the namespace',
+      ).toEqual([]);
+      expect(await keysUnder(ns())).toEqual(before.get(ns()));
+    },
+  );
 
   it('the pass ends incomplete, not failed, so a schedule keeps running; its search attribute says so', async () => {
     expect(report.complete).toBe(false);
@@ -97,7 +137,14 @@ describe('a namespace whose root cannot be trusted', () => {
 
   it('the pass counts the skipped namespaces and still collects the healthy one', async () => {
     // Two leases: the expired job's, and the one the pass created to claim the orphan prefix.
-    expect(report.totals).toMatchObject({ namespaces: 4, skippedNamespaces: 3, claimed: 1, orphaned: 1, objectsDeleted: 4, leasesDeleted: 2 });
+    expect(report.totals).toMatchObject({
+      namespaces: 4,
+      skippedNamespaces: 3,
+      claimed: 1,
+      orphaned: 1,
+      objectsDeleted: 4,
+      leasesDeleted: 2,
+    });
     // What stays is the root, and the pass's deletion manifest of what it deleted (issue 32).
     const left = await keysUnder(healthy);
     expect(left.filter((key) => !key.startsWith(manifestsPrefix(healthy)))).toEqual([rootKey(healthy)]);

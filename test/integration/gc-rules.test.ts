@@ -18,7 +18,15 @@ import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type Run
 
 /** Expiry 6.6 s on one worker, 10 minutes on the other: a lease 60 s old is expired for one and live for the other. */
 const shortExpiry = quickExpirySettings;
-const longExpiry = resolveSettings({ ...quickExpirySettings, timing: { ...quickExpirySettings.timing, leaseExpiryMs: 600_000, stagingGraceMs: undefined, readerGraceMs: undefined } });
+const longExpiry = resolveSettings({
+  ...quickExpirySettings,
+  timing: {
+    ...quickExpirySettings.timing,
+    leaseExpiryMs: 600_000,
+    stagingGraceMs: undefined,
+    readerGraceMs: undefined,
+  },
+});
 
 /** Counts the lease reads and writes a worker's store serves. */
 function counting(inner: ObjectStore, seen: { calls: number }): ObjectStore {
@@ -45,9 +53,13 @@ describe('the rules of a pass', () => {
     fixture = await openTestStore('minio');
     const taskQueue = uniqueId('tq-rules');
     workers = [
-      await startTestWorker(counting(fixture.store, seen[0]!), shortExpiry, taskQueue, undefined, { workerOptions: { enableNonLocalActivities: false } }),
+      await startTestWorker(counting(fixture.store, seen[0]!), shortExpiry, taskQueue, undefined, {
+        workerOptions: { enableNonLocalActivities: false },
+      }),
       // No workflow code: this worker polls activity tasks only.
-      await startTestWorker(counting(fixture.store, seen[1]!), longExpiry, taskQueue, undefined, { workerOptions: { workflowBundle: undefined, workflowsPath: undefined } }),
+      await startTestWorker(counting(fixture.store, seen[1]!), longExpiry, taskQueue, undefined, {
+        workerOptions: { workflowBundle: undefined, workflowsPath: undefined },
+      }),
     ];
     ({ client, close: closeClient } = await connectClient());
   });
@@ -63,7 +75,10 @@ describe('the rules of a pass', () => {
     const jobs = Array.from({ length: 16 }, () => newJobId());
     const heartbeatAtMs = Date.now() - 60_000;
     for (const job of jobs) {
-      await fixture.store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'job', nowMs: heartbeatAtMs })));
+      await fixture.store.put(
+        leaseKey(ns, job),
+        encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'job', nowMs: heartbeatAtMs })),
+      );
     }
 
     // Pages of 4, 2 prefixes at a time: some 60 activities.
@@ -76,7 +91,14 @@ describe('the rules of a pass', () => {
     // Every lease was read and claimed by the worker whose own expiry calls it live, under the pass's expiry.
     expect(seen[0]!.calls, 'the workflow worker touched no lease').toBe(0);
     expect(seen[1]!.calls, 'the activity worker read and claimed every lease').toBeGreaterThanOrEqual(2 * jobs.length);
-    expect(report.totals).toMatchObject({ prefixesSeen: jobs.length, live: 0, claimed: jobs.length, leasesDeleted: jobs.length });
-    expect((await fixture.store.list({ prefix: `namespaces/${ns}/` })).objects.filter((o) => o.key.endsWith('/lease.json'))).toEqual([]);
+    expect(report.totals).toMatchObject({
+      prefixesSeen: jobs.length,
+      live: 0,
+      claimed: jobs.length,
+      leasesDeleted: jobs.length,
+    });
+    expect(
+      (await fixture.store.list({ prefix: `namespaces/${ns}/` })).objects.filter((o) => o.key.endsWith('/lease.json')),
+    ).toEqual([]);
   }, 120_000);
 });

@@ -29,17 +29,39 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
-import { createJobLease, LeaseLostError, publishCompaction, readRoot, refreshJobLease, updateRoot } from '../../src/protocol';
+import {
+  createJobLease,
+  LeaseLostError,
+  publishCompaction,
+  readRoot,
+  refreshJobLease,
+  updateRoot,
+} from '../../src/protocol';
 import { claimLease } from '../../src/protocol/collector';
 import { jsonRootCodec, referencedKeys } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
-import { StoreConfigError, StoreUnavailableError, type DeleteResult, type ListPage, type ListRequest, type ObjectStore } from '../../src/store';
+import {
+  StoreConfigError,
+  StoreUnavailableError,
+  type DeleteResult,
+  type ListPage,
+  type ListRequest,
+  type ObjectStore,
+} from '../../src/store';
 import type { GcInput, GcPassReport, GcReport } from '../../src/workflows/gc';
 import { LAST_MODIFIED_RESOLUTION_MS } from '../../src/store/clock-skew';
 import { gate } from '../support/faults';
 import { TEST_FORMATS } from '../support/formats';
 import { openTestStore, type TestStore } from '../support/stores';
-import { connectClient, expectReplays, quickExpirySettings, startTestWorker, uniqueId, workflowBundle, type RunningWorker } from '../support/temporal';
+import {
+  connectClient,
+  expectReplays,
+  quickExpirySettings,
+  startTestWorker,
+  uniqueId,
+  workflowBundle,
+  type RunningWorker,
+} from '../support/temporal';
 import { TEST_PASS_ID } from '../support/pass';
 
 const settings = quickExpirySettings;
@@ -56,10 +78,16 @@ interface Faults {
 }
 
 /**
- * The worker's view of the store: forwards to MinIO, records lists and deletes, and injects the current test's faults. The
- * pass's clock check (an object of its own under store-probe/, written, read and deleted) is neither recorded nor faulted.
+ * The worker's view of the store: forwards to MinIO, records lists and deletes, and injects the current test's faults.
+ * The
+ * pass's clock check (an object of its own under store-probe/, written, read and deleted) is neither recorded nor
+ * faulted.
  */
-function faultyStore(inner: ObjectStore, faults: () => Faults, seen: { lists: ListRequest[]; deletes: string[][]; gets: string[]; cas: string[]; claims: string[] }): ObjectStore {
+function faultyStore(
+  inner: ObjectStore,
+  faults: () => Faults,
+  seen: { lists: ListRequest[]; deletes: string[][]; gets: string[]; cas: string[]; claims: string[] },
+): ObjectStore {
   const isProbe = (key: string | undefined) => key?.startsWith(STORE_PROBE_PREFIX) === true;
   /** Records a delete request (a batch, or a lease's conditional delete) and runs the test's delete faults on it. */
   const deleting = async (keys: readonly string[]): Promise<void> => {
@@ -93,8 +121,12 @@ function faultyStore(inner: ObjectStore, faults: () => Faults, seen: { lists: Li
       if (key.endsWith('/lease.json')) {
         await faults().beforeLeaseCas?.(key);
         // A claim replaces an active lease (or another pass's claim); a pass refreshing its own claim replaces its own.
-        const owner = (lease: Uint8Array) => (JSON.parse(new TextDecoder().decode(lease)) as { payload: { status: string; owner_id: string } }).payload;
-        const stored = await inner.get(key).then((o) => owner(o.body), () => undefined);
+        const owner = (lease: Uint8Array) =>
+          (JSON.parse(new TextDecoder().decode(lease)) as { payload: { status: string; owner_id: string } }).payload;
+        const stored = await inner.get(key).then(
+          (o) => owner(o.body),
+          () => undefined,
+        );
         if (stored && !(stored.status === 'reaping' && stored.owner_id === owner(body).owner_id)) seen.claims.push(key);
       }
       return inner.putIfMatch(key, body, etag);
@@ -114,12 +146,21 @@ describe('collector pass', () => {
   let client: Client;
   let closeClient: () => Promise<void>;
   let faults: Faults = {};
-  const seen = { lists: [] as ListRequest[], deletes: [] as string[][], gets: [] as string[], cas: [] as string[], claims: [] as string[] };
+  const seen = {
+    lists: [] as ListRequest[],
+    deletes: [] as string[][],
+    gets: [] as string[],
+    cas: [] as string[],
+    claims: [] as string[],
+  };
 
   beforeAll(async () => {
     fixture = await openTestStore('minio');
     store = fixture.store;
-    worker = await startTestWorker(faultyStore(store, () => faults, seen), settings);
+    worker = await startTestWorker(
+      faultyStore(store, () => faults, seen),
+      settings,
+    );
     ({ client, close: closeClient } = await connectClient());
   });
   afterEach(() => {
@@ -147,7 +188,10 @@ describe('collector pass', () => {
   };
   /** A pass expected to fail (a walk or a namespace failed): its report travels in the failure's details. */
   const failingPass = async (input: GcInput): Promise<GcReport> => {
-    const err: unknown = await pass(input).then(() => undefined, (e: unknown) => e);
+    const err: unknown = await pass(input).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(WorkflowFailedError);
     const cause = (err as WorkflowFailedError).cause;
     expect(cause).toBeInstanceOf(ApplicationFailure);
@@ -155,7 +199,10 @@ describe('collector pass', () => {
     return (cause as ApplicationFailure).details?.[0] as GcReport;
   };
 
-  /** A namespace with job prefixes needs a root to be collected at all (spec 6a.5); the helpers below give it an empty one. */
+  /**
+   * A namespace with job prefixes needs a root to be collected at all (spec 6a.5); the helpers below give it an empty
+   * one.
+   */
   const rooted = new Set<NamespaceId>();
   const ensureRoot = async (ns: NamespaceId) => {
     if (rooted.has(ns)) return;
@@ -164,7 +211,10 @@ describe('collector pass', () => {
   };
   const writeLease = async (ns: NamespaceId, job: MetadataCompactionId, heartbeatAtMs: number) => {
     await ensureRoot(ns);
-    return store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: heartbeatAtMs })));
+    return store.put(
+      leaseKey(ns, job),
+      encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: heartbeatAtMs })),
+    );
   };
   /** `count` staged objects of the job, under a root of the namespace (an empty one unless it has one). */
   const stage = async (ns: NamespaceId, job: MetadataCompactionId, count: number): Promise<string[]> => {
@@ -173,12 +223,14 @@ describe('collector pass', () => {
   };
   const stageObjects = async (ns: NamespaceId, job: MetadataCompactionId, count: number): Promise<string[]> => {
     const keys = Array.from({ length: count }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg'));
-    await inBatches(keys, 1, 32, (batch) => Promise.all(batch.map((k) => store.put(k, new TextEncoder().encode(`staged ${k}`)))));
+    await inBatches(keys, 1, 32, (batch) =>
+      Promise.all(batch.map((k) => store.put(k, new TextEncoder().encode(`staged ${k}`)))),
+    );
     return keys;
   };
   const keysUnder = async (prefix: string): Promise<string[]> => {
     const keys: string[] = [];
-    for (let after: string | undefined; ; ) {
+    for (let after: string | undefined; ;) {
       const page = await store.list({ prefix, startAfter: after });
       keys.push(...page.objects.map((o) => o.key));
       after = page.objects.at(-1)?.key;
@@ -200,7 +252,9 @@ describe('collector pass', () => {
 
     expect(report.totals).toMatchObject({ prefixesSeen: 1, live: 1, claimed: 0, objectsDeleted: 0, leasesDeleted: 0 });
     expect(await keysUnder(jobPrefix(ns, job))).toEqual([leaseKey(ns, job), ...staged.sort()]);
-    expect(decodeLease((await store.get(leaseKey(ns, job))).body, { namespaceId: ns, jobId: job }).status).toBe('active');
+    expect(decodeLease((await store.get(leaseKey(ns, job))).body, { namespaceId: ns, jobId: job }).status).toBe(
+      'active',
+    );
   });
 
   it("a dead job's output is kept at expiry + 1 ms and reclaimed once older than the staging grace; its lease is deleted last", async () => {
@@ -217,7 +271,12 @@ describe('collector pass', () => {
     expect(atExpiry.totals).toMatchObject({ live: 1, claimed: 0, objectsDeleted: 0 });
 
     const justExpired = await pass({ namespaces: [ns], nowMs: heartbeatAtMs + leaseExpiryMs + 1 });
-    expect(justExpired.totals).toMatchObject({ claimed: 1, objectsDeleted: older.length, retainedYoung: younger.length, leasesDeleted: 1 });
+    expect(justExpired.totals).toMatchObject({
+      claimed: 1,
+      objectsDeleted: older.length,
+      retainedYoung: younger.length,
+      leasesDeleted: 1,
+    });
     expect(seen.deletes.map((d) => d.sort())).toEqual([older.sort(), [leaseKey(ns, job)]]);
     expect(await keysUnder(jobPrefix(ns, job))).toEqual(younger.sort());
 
@@ -236,39 +295,64 @@ describe('collector pass', () => {
 
     await ageBeyondStagingGrace();
     const report = await pass({ namespaces: [ns] });
-    expect(report.totals).toMatchObject({ orphaned: 1, objectsDeleted: staged.length, bytesDeleted: expect.any(Number) });
+    expect(report.totals).toMatchObject({
+      orphaned: 1,
+      objectsDeleted: staged.length,
+      bytesDeleted: expect.any(Number),
+    });
     expect(report.totals.bytesDeleted).toBeGreaterThan(0);
     expect(await keysUnder(jobPrefix(ns, job))).toEqual([]);
   });
 
   it('a lease that does not decode, or names another job or namespace than its key, fails that namespace and deletes nothing there; other namespaces are still collected', async () => {
-    const [undecodable, otherJob, otherNamespace, healthy] = [newNamespace(), newNamespace(), newNamespace(), newNamespace()];
+    const [undecodable, otherJob, otherNamespace, healthy] = [
+      newNamespace(),
+      newNamespace(),
+      newNamespace(),
+      newNamespace(),
+    ];
     const badJob = (ns: NamespaceId) => ({ ns, job: newJobId() });
     const a = badJob(undecodable);
     const b = badJob(otherJob);
     const c = badJob(otherNamespace);
     await store.put(leaseKey(a.ns, a.job), new TextEncoder().encode('{"kind":"compaction_lease", truncated'));
-    await store.put(leaseKey(b.ns, b.job), encodeLease(createLeaseState({ jobId: newJobId(), namespaceId: b.ns, ownerId: 'x', nowMs: 1 })));
-    await store.put(leaseKey(c.ns, c.job), encodeLease(createLeaseState({ jobId: c.job, namespaceId: healthy, ownerId: 'x', nowMs: 1 })));
+    await store.put(
+      leaseKey(b.ns, b.job),
+      encodeLease(createLeaseState({ jobId: newJobId(), namespaceId: b.ns, ownerId: 'x', nowMs: 1 })),
+    );
+    await store.put(
+      leaseKey(c.ns, c.job),
+      encodeLease(createLeaseState({ jobId: c.job, namespaceId: healthy, ownerId: 'x', nowMs: 1 })),
+    );
     // Beside each corrupt lease, an expired job and an orphan that a healthy namespace would lose.
     const untouchable: string[] = [];
     const expiredJobs = [a, b, c].map(({ ns }) => ({ ns, job: newJobId() }));
     for (const { ns, job } of expiredJobs) await writeLease(ns, job, 1);
-    for (const { ns, job } of [a, b, c, ...expiredJobs]) untouchable.push(leaseKey(ns, job), ...(await stage(ns, job, 2)));
+    for (const { ns, job } of [a, b, c, ...expiredJobs])
+      untouchable.push(leaseKey(ns, job), ...(await stage(ns, job, 2)));
     for (const { ns } of [a, b, c]) untouchable.push(...(await stage(ns, newJobId(), 2)));
     const orphan = newJobId();
     await stage(healthy, orphan, 3);
     await ageBeyondStagingGrace();
 
-    const report = await incompletePass({ namespaces: [undecodable, otherJob, otherNamespace, healthy], namespaceConcurrency: 2 });
+    const report = await incompletePass({
+      namespaces: [undecodable, otherJob, otherNamespace, healthy],
+      namespaceConcurrency: 2,
+    });
 
     expect([...report.corruptNamespaces].sort()).toEqual([undecodable, otherJob, otherNamespace].sort());
-    expect(report.corruptLeases.map((l) => l.key).sort()).toEqual([a, b, c].map(({ ns, job }) => leaseKey(ns, job)).sort());
-    expect(report.corruptLeases.map((l) => l.reason).join('\n')).toMatch(/names job[\s\S]*names namespace|names namespace[\s\S]*names job/);
+    expect(report.corruptLeases.map((l) => l.key).sort()).toEqual(
+      [a, b, c].map(({ ns, job }) => leaseKey(ns, job)).sort(),
+    );
+    expect(report.corruptLeases.map((l) => l.reason).join('\n')).toMatch(
+      /names job[\s\S]*names namespace|names namespace[\s\S]*names job/,
+    );
     expect(report.totals).toMatchObject({ namespaces: 4, corrupt: 3, claimed: 0, orphaned: 1, objectsDeleted: 3 });
     for (const key of untouchable) expect(await exists(key), key).toBe(true);
     for (const { ns, job } of expiredJobs) {
-      expect(decodeLease((await store.get(leaseKey(ns, job))).body, { namespaceId: ns, jobId: job }).status).toBe('active');
+      expect(decodeLease((await store.get(leaseKey(ns, job))).body, { namespaceId: ns, jobId: job }).status).toBe(
+        'active',
+      );
     }
     expect(await keysUnder(jobPrefix(healthy, orphan))).toEqual([]);
   });
@@ -278,15 +362,22 @@ describe('collector pass', () => {
     const job = newJobId();
     const staged = await stage(ns, job, 3);
     await ageBeyondStagingGrace();
-    const live = new TextDecoder().decode(encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: Date.now() })));
+    const live = new TextDecoder().decode(
+      encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: Date.now() })),
+    );
     // JSON.parse keeps the last `payload`; the checksum covers the first.
     const reaping = { ...(JSON.parse(live) as { payload: object }).payload, status: 'reaping' };
-    await store.put(leaseKey(ns, job), new TextEncoder().encode(`${live.slice(0, -1)},"payload":${JSON.stringify(reaping)}}`));
+    await store.put(
+      leaseKey(ns, job),
+      new TextEncoder().encode(`${live.slice(0, -1)},"payload":${JSON.stringify(reaping)}}`),
+    );
 
     const report = await incompletePass({ namespaces: [ns] });
 
     expect(report.totals).toMatchObject({ corrupt: 1, claimed: 0, live: 0, objectsDeleted: 0, leasesDeleted: 0 });
-    expect(report.corruptLeases).toEqual([{ key: leaseKey(ns, job), reason: expect.stringMatching(/member "payload" appears twice/) }]);
+    expect(report.corruptLeases).toEqual([
+      { key: leaseKey(ns, job), reason: expect.stringMatching(/member "payload" appears twice/) },
+    ]);
     expect(report.corruptNamespaces).toEqual([ns]);
     expect(seen.deletes).toEqual([]);
     expect(seen.cas).toEqual([]);
@@ -296,12 +387,16 @@ describe('collector pass', () => {
   it('an error in the middle of a prefix walk still deletes the claimed lease, and a later pass finishes the leftovers', async () => {
     const ns = newNamespace();
     const job = newJobId();
-    // Pages of 1000 with the lease first, and batches of at least 999 keys: the first delete batch is the first page's 999 keys.
+    // Pages of 1000 with the lease first, and batches of at least 999 keys: the first delete batch is the first page's
+    // 999 keys.
     const staged = await stage(ns, job, 2100);
     await ageBeyondStagingGrace();
     await writeLease(ns, job, Date.now() - leaseExpiryMs - 1000);
     // Delete permission revoked after the first batch: a non-retryable failure, the walk stops there.
-    faults.failDeleteCall = { call: 2, error: () => new StoreConfigError('IAM policy', 'access denied to DeleteObjects (injected)') };
+    faults.failDeleteCall = {
+      call: 2,
+      error: () => new StoreConfigError('IAM policy', 'access denied to DeleteObjects (injected)'),
+    };
 
     const report = await failingPass({ namespaces: [ns], keysPerFlush: 999 });
 
@@ -312,7 +407,12 @@ describe('collector pass', () => {
     const leftovers = await keysUnder(jobPrefix(ns, job));
     // The first page's batch settled before the failure; the failed batch and the pages after it are left, and
     // the report counts exactly what went.
-    expect(staged.sort().slice(0, 999).some((k) => leftovers.includes(k))).toBe(false);
+    expect(
+      staged
+        .sort()
+        .slice(0, 999)
+        .some((k) => leftovers.includes(k)),
+    ).toBe(false);
     expect(leftovers.length).toBeGreaterThan(0);
     expect(report.totals.objectsDeleted).toBe(staged.length - leftovers.length);
 
@@ -327,7 +427,12 @@ describe('collector pass', () => {
     const winners = { job: 0, collector: 0 };
     for (let round = 0; round < 30; round++) {
       const job = newJobId();
-      const held = await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'racer', startedAtMs: Date.now() - leaseExpiryMs - 1000 });
+      const held = await createJobLease(store, {
+        namespaceId: ns,
+        jobId: job,
+        ownerId: 'racer',
+        startedAtMs: Date.now() - leaseExpiryMs - 1000,
+      });
       const [refresh, claim] = await Promise.allSettled([
         refreshJobLease(store, { namespaceId: ns, jobId: job }, held, () => Date.now()),
         claimLease(store, { namespaceId: ns, jobId: job }, { nowMs: Date.now(), leaseExpiryMs, passId: TEST_PASS_ID }),
@@ -341,7 +446,10 @@ describe('collector pass', () => {
       } else {
         expect(claim.value.owner).toBe('job');
         expect(refresh.status).toBe('fulfilled');
-        expect(final).toMatchObject({ status: 'active', heartbeat_at_ms: refresh.status === 'fulfilled' ? refresh.value.lease.heartbeat_at_ms : -1 });
+        expect(final).toMatchObject({
+          status: 'active',
+          heartbeat_at_ms: refresh.status === 'fulfilled' ? refresh.value.lease.heartbeat_at_ms : -1,
+        });
         winners.job++;
       }
     }
@@ -366,7 +474,11 @@ describe('collector pass', () => {
 
     const report = await pass({ namespaces: [ns] });
 
-    expect(report.totals).toMatchObject({ orphaned: 1, objectsDeleted: staged.length, retainedUnrecognised: strays.length });
+    expect(report.totals).toMatchObject({
+      orphaned: 1,
+      objectsDeleted: staged.length,
+      retainedUnrecognised: strays.length,
+    });
     expect([...report.unrecognisedKeys].sort()).toEqual(
       [`${base}README.txt`, `${base}tmp/`, `${base}cmp_NOTHEX/`, ...strays.slice(3)].sort(),
     );
@@ -379,9 +491,13 @@ describe('collector pass', () => {
     const staged = (await stage(ns, job, 2600)).sort();
     await ageBeyondStagingGrace();
     // The second batch fails as a lost connection would: retryable, so Temporal runs the walk again.
-    faults.failDeleteCall = { call: 2, error: () => new StoreUnavailableError(jobPrefix(ns, job), 'connection reset (injected)') };
+    faults.failDeleteCall = {
+      call: 2,
+      error: () => new StoreUnavailableError(jobPrefix(ns, job), 'connection reset (injected)'),
+    };
 
-    // Pages of 1000 with the lease (the pass's own claim) first, and batches of 999 keys: each batch is a page's staged keys.
+    // Pages of 1000 with the lease (the pass's own claim) first, and batches of 999 keys: each batch is a page's staged
+    // keys.
     const report = await pass({ namespaces: [ns], keysPerFlush: 999 });
 
     expect(report.totals).toMatchObject({ orphaned: 1, objectsDeleted: staged.length, failedPrefixes: 0 });
@@ -390,7 +506,8 @@ describe('collector pass', () => {
     expect(seen.deletes.length).toBeGreaterThanOrEqual(4);
     // The first attempt deletes the first page's batch and fails at the second; the retried attempt resumes after the
     // position its predecessor heartbeated instead of listing the prefix from its start, and the deletions before the
-    // failure are counted once (the tally travels in the heartbeat too). Every other page continues a listing by cursor.
+    // failure are counted once (the tally travels in the heartbeat too). Every other page continues a listing by
+    // cursor.
     const walks = seen.lists.filter((l) => l.prefix === jobPrefix(ns, job));
     expect(walks.filter((l) => l.startAfter === undefined && l.cursor === undefined)).toHaveLength(1);
     expect(walks.filter((l) => l.startAfter === staged[998]).length).toBeGreaterThanOrEqual(1);
@@ -420,11 +537,20 @@ describe('collector pass', () => {
     held.open();
     const report = await run;
 
-    expect(report.totals).toMatchObject({ prefixesSeen: 10, claimed: 10, objectsDeleted: 20, leasesDeleted: 10, failedPrefixes: 0 });
+    expect(report.totals).toMatchObject({
+      prefixesSeen: 10,
+      claimed: 10,
+      objectsDeleted: 20,
+      leasesDeleted: 10,
+      failedPrefixes: 0,
+    });
     for (const job of jobs) {
       const segmentsDeleted = seen.deletes.findIndex((keys) => keys.includes(staged.get(job)?.[0] ?? ''));
       expect(segmentsDeleted, job).toBeGreaterThanOrEqual(0);
-      expect(seen.deletes.findIndex((keys) => keys.includes(leaseKey(ns, job))), job).toBeGreaterThan(segmentsDeleted);
+      expect(
+        seen.deletes.findIndex((keys) => keys.includes(leaseKey(ns, job))),
+        job,
+      ).toBeGreaterThan(segmentsDeleted);
     }
     expect(await keysUnder(compactionsPrefix(ns))).toEqual([]);
     await expectReplays(client, `${workflowId}/${ns}`);
@@ -436,20 +562,36 @@ describe('collector pass', () => {
     for (const job of jobs) await stage(ns, job, 1);
     await ageBeyondStagingGrace();
     for (const job of jobs) await writeLease(ns, job, Date.now() - leaseExpiryMs - 1000);
-    // A walk's or a lease's delete fails mid-page as a lost connection would: retryable, so Temporal runs the page again.
-    faults.failDeleteCall = { call: 4, error: () => new StoreUnavailableError(compactionsPrefix(ns), 'connection reset (injected)') };
+    // A walk's or a lease's delete fails mid-page as a lost connection would: retryable, so Temporal runs the page
+    // again.
+    faults.failDeleteCall = {
+      call: 4,
+      error: () => new StoreUnavailableError(compactionsPrefix(ns), 'connection reset (injected)'),
+    };
     const workflowId = uniqueId('gc-pass');
 
     const report = await pass({ namespaces: [ns], prefixConcurrency: 2 }, workflowId);
 
-    expect(report.totals).toMatchObject({ prefixesSeen: 6, claimed: 6, live: 0, objectsDeleted: 6, leasesDeleted: 6, failedPrefixes: 0 });
-    // A retry that started the page afresh would claim again with the survey's ETag, meet 412 and keep the prefix as live.
+    expect(report.totals).toMatchObject({
+      prefixesSeen: 6,
+      claimed: 6,
+      live: 0,
+      objectsDeleted: 6,
+      leasesDeleted: 6,
+      failedPrefixes: 0,
+    });
+    // A retry that started the page afresh would claim again with the survey's ETag, meet 412 and keep the prefix as
+    // live.
     expect(seen.claims.sort()).toEqual(jobs.map((job) => leaseKey(ns, job)).sort());
     // The page's one root fence, after its claims: its retried attempt goes on from it and does not fence again.
     expect(seen.cas.filter((key) => key === rootKey(ns))).toHaveLength(1);
     expect(await keysUnder(compactionsPrefix(ns))).toEqual([]);
     const history = await client.workflow.getHandle(`${workflowId}/${ns}`).fetchHistory();
-    const activities = (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+    const activities = (history.events ?? []).flatMap((e) =>
+      e.activityTaskScheduledEventAttributes?.activityType?.name
+        ? [e.activityTaskScheduledEventAttributes.activityType.name]
+        : [],
+    );
     expect(activities.filter((name) => name === 'collectPrefixes')).toHaveLength(1);
     expect(activities.filter((name) => ['claimLease', 'reclaimPrefix', 'deleteLease'].includes(name))).toEqual([]);
     await expectReplays(client, `${workflowId}/${ns}`);
@@ -458,7 +600,9 @@ describe('collector pass', () => {
   it("a page whose activity fails for good goes on command by command from where each prefix stood: each walk from its saved position, each lease claimed once and released, the report an uninterrupted pass's", async () => {
     const base = newNamespace();
     const [faulty, clean] = [namespaceId(`${base}-f`), namespaceId(`${base}-c`)];
-    /** Four expired leases; the first job prefix in listing order holds six old staged segments, the others one each. */
+    /**
+     * Four expired leases; the first job prefix in listing order holds six old staged segments, the others one each.
+     */
     const seed = async (ns: NamespaceId) => {
       const jobs = Array.from({ length: 4 }, () => newJobId()).sort();
       const walked = (await stage(ns, jobs[0] as MetadataCompactionId, 6)).sort();
@@ -493,7 +637,8 @@ describe('collector pass', () => {
         if (!keys.includes(walked[3] ?? '') || failures > 1) return;
         midway.open();
         await refused.wait;
-        // The refused deletion reaches the page first (microtasks, no I/O in between): the page's failure is the non-retryable one.
+        // The refused deletion reaches the page first (microtasks, no I/O in between): the page's failure is the
+        // non-retryable one.
         await setImmediate();
         failures++;
         throw new StoreUnavailableError(jobPrefix(faulty, walker), 'connection reset (injected)');
@@ -505,9 +650,17 @@ describe('collector pass', () => {
 
     expect(failures).toBe(2);
     expect(report.totals).toEqual(uninterrupted.totals);
-    expect(report.totals).toMatchObject({ prefixesSeen: 4, claimed: 4, live: 0, objectsDeleted: 9, leasesDeleted: 4, failedPrefixes: 0 });
+    expect(report.totals).toMatchObject({
+      prefixesSeen: 4,
+      claimed: 4,
+      live: 0,
+      objectsDeleted: 9,
+      leasesDeleted: 4,
+      failedPrefixes: 0,
+    });
     expect(await keysUnder(compactionsPrefix(faulty))).toEqual([]);
-    // Each lease is claimed once, all in the page (a second claim with the survey's ETag would meet 412), and the root fenced once.
+    // Each lease is claimed once, all in the page (a second claim with the survey's ETag would meet 412), and the root
+    // fenced once.
     const claims = seen.claims.filter((key) => key.startsWith(compactionsPrefix(faulty)));
     expect(claims.sort()).toEqual(jobs.map((job) => leaseKey(faulty, job)).sort());
     expect(seen.cas.filter((key) => key === rootKey(faulty))).toHaveLength(1);
@@ -516,12 +669,21 @@ describe('collector pass', () => {
     expect(walks.filter((l) => l.startAfter === undefined && l.cursor === undefined)).toHaveLength(1);
     expect(walks.filter((l) => l.startAfter === walked[2])).toHaveLength(1);
     const history = await client.workflow.getHandle(`${workflowId}/${faulty}`).fetchHistory();
-    const activities = (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+    const activities = (history.events ?? []).flatMap((e) =>
+      e.activityTaskScheduledEventAttributes?.activityType?.name
+        ? [e.activityTaskScheduledEventAttributes.activityType.name]
+        : [],
+    );
     const scheduled = (name: string) => activities.filter((n) => n === name).length;
-    // The page's one activity, then the fallback's from where each prefix stood: no claim and no second fence (the page made
-    // them), the walker's walk resumed and any walk the page had not finished, and a release for each of those and for the
-    // claimer's lease. (How many walks the page finished varies: a walk gives up its lane while its manifest part is written.)
-    expect(Object.fromEntries(['collectPrefixes', 'claimLease', 'fenceRoot'].map((name) => [name, scheduled(name)]))).toEqual({ collectPrefixes: 1, claimLease: 0, fenceRoot: 0 });
+    // The page's one activity, then the fallback's from where each prefix stood: no claim and no second fence (the page
+    // made
+    // them), the walker's walk resumed and any walk the page had not finished, and a release for each of those and for
+    // the
+    // claimer's lease. (How many walks the page finished varies: a walk gives up its lane while its manifest part is
+    // written.)
+    expect(
+      Object.fromEntries(['collectPrefixes', 'claimLease', 'fenceRoot'].map((name) => [name, scheduled(name)])),
+    ).toEqual({ collectPrefixes: 1, claimLease: 0, fenceRoot: 0 });
     expect(scheduled('reclaimPrefix')).toBeGreaterThanOrEqual(1);
     expect(scheduled('deleteLease')).toBe(scheduled('reclaimPrefix') + 1);
     await expectReplays(client, `${workflowId}/${faulty}`);
@@ -539,7 +701,14 @@ describe('collector pass', () => {
     const report = await pass({ namespaces: [ns] }, workflowId);
 
     // The orphans' leases too: the pass claimed each prefix by creating one, and released it.
-    expect(report.totals).toMatchObject({ prefixesSeen: 9, live: 3, claimed: 3, orphaned: 3, objectsDeleted: 6, leasesDeleted: 6 });
+    expect(report.totals).toMatchObject({
+      prefixesSeen: 9,
+      live: 3,
+      claimed: 3,
+      orphaned: 3,
+      objectsDeleted: 6,
+      leasesDeleted: 6,
+    });
     const claimed = [...(expired ?? []), ...(orphans ?? [])].map((job) => leaseKey(ns, job));
     const leaseReads = seen.gets.filter((key) => key.endsWith('/lease.json'));
     expect(leaseReads.sort()).toEqual([...(live ?? []).map((job) => leaseKey(ns, job)), ...claimed, ...claimed].sort());
@@ -555,14 +724,27 @@ describe('collector pass', () => {
     for (const job of jobs) await stage(ns, job, 1);
     await ageBeyondStagingGrace();
     const expired = jobs.filter((_, i) => i % 2 === 0);
-    for (const job of jobs) await writeLease(ns, job, expired.includes(job) ? Date.now() - leaseExpiryMs - 1000 : Date.now() + 60_000);
+    for (const job of jobs)
+      await writeLease(ns, job, expired.includes(job) ? Date.now() - leaseExpiryMs - 1000 : Date.now() + 60_000);
 
     const report = await pass({ namespaces: [ns], prefixesPerPage: 3 });
 
-    expect(report.totals).toMatchObject({ prefixesSeen: 7, live: 3, claimed: 4, orphaned: 0, objectsDeleted: 4, leasesDeleted: 4 });
+    expect(report.totals).toMatchObject({
+      prefixesSeen: 7,
+      live: 3,
+      claimed: 4,
+      orphaned: 0,
+      objectsDeleted: 4,
+      leasesDeleted: 4,
+    });
     // Twice each to decide, and each claimed lease once more before its release.
     const leaseReads = seen.gets.filter((key) => key.endsWith('/lease.json')).sort();
-    expect(leaseReads).toEqual([...jobs.flatMap((job) => [leaseKey(ns, job), leaseKey(ns, job)]), ...expired.map((job) => leaseKey(ns, job))].sort());
+    expect(leaseReads).toEqual(
+      [
+        ...jobs.flatMap((job) => [leaseKey(ns, job), leaseKey(ns, job)]),
+        ...expired.map((job) => leaseKey(ns, job)),
+      ].sort(),
+    );
     expect(seen.claims.sort()).toEqual(expired.map((job) => leaseKey(ns, job)).sort());
     // One root fence per page that claimed (each of the three pages holds an expired lease).
     expect(seen.cas.filter((key) => key === rootKey(ns))).toHaveLength(3);
@@ -577,11 +759,16 @@ describe('collector pass', () => {
     await stage(healthy, orphan, 2);
     await ageBeyondStagingGrace();
     // Around the corrupt lease, in the same page: expired leases and orphans that a healthy namespace would lose.
-    for (const [i, job] of jobs.entries()) if (job !== corrupt && i % 2 === 0) await writeLease(ns, job, Date.now() - leaseExpiryMs - 1000);
+    for (const [i, job] of jobs.entries())
+      if (job !== corrupt && i % 2 === 0) await writeLease(ns, job, Date.now() - leaseExpiryMs - 1000);
     await store.put(leaseKey(ns, corrupt), new TextEncoder().encode('{"kind":"compaction_lease", truncated'));
     const before = await keysUnder(compactionsPrefix(ns));
 
-    const report = await incompletePass({ namespaces: [ns, healthy], prefixConcurrency: 8, prefixesPerPage: jobs.length });
+    const report = await incompletePass({
+      namespaces: [ns, healthy],
+      prefixConcurrency: 8,
+      prefixesPerPage: jobs.length,
+    });
 
     expect(report.corruptNamespaces).toEqual([ns]);
     expect(report.totals).toMatchObject({ corrupt: 1, claimed: 0, orphaned: 1, objectsDeleted: 2 });
@@ -593,21 +780,31 @@ describe('collector pass', () => {
   it.each([
     ['a pass', 'gc-pass-history.json', 'gc-golden'],
     ['a namespace pass', 'gc-namespace-history.json', 'gc-golden/golden-gc'],
-  ])('%s recorded from today\'s code replays (pages of 2, 2 at a time: two expired leases, a live one, two orphans)', async (_, file, workflowId) => {
-    // Recorded by `npm run golden` (scripts/write-golden.ts), under the workflow ids given here: a child's id is its parent's and its namespace.
-    // Runs of earlier versions are not replayed: upgrades drain (docs/operations.md).
-    const history: unknown = JSON.parse(readFileSync(join(__dirname, '..', 'golden', file), 'utf8'));
-    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, workflowId);
-  });
+  ])(
+    "%s recorded from today's code replays (pages of 2, 2 at a time: two expired leases, a live one, two orphans)",
+    async (_, file, workflowId) => {
+      // Recorded by `npm run golden` (scripts/write-golden.ts), under the workflow ids given here: a child's id is its
+      // parent's and its namespace.
+      // Runs of earlier versions are not replayed: upgrades drain (docs/operations.md).
+      const history: unknown = JSON.parse(readFileSync(join(__dirname, '..', 'golden', file), 'utf8'));
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, workflowId);
+    },
+  );
 
-  it.each([0, 101, 2.5])('a prefixConcurrency of %s fails the pass as InvalidInput naming the option', async (prefixConcurrency) => {
-    const err: unknown = await pass({ namespaces: [newNamespace()], prefixConcurrency }).then(() => undefined, (e: unknown) => e);
-    expect(err).toBeInstanceOf(WorkflowFailedError);
-    const cause = (err as WorkflowFailedError).cause;
-    expect(cause).toBeInstanceOf(ApplicationFailure);
-    expect((cause as ApplicationFailure).type).toBe('InvalidInput');
-    expect((cause as ApplicationFailure).message).toMatch(/prefixConcurrency must be a whole number from 1 to 100/);
-  });
+  it.each([0, 101, 2.5])(
+    'a prefixConcurrency of %s fails the pass as InvalidInput naming the option',
+    async (prefixConcurrency) => {
+      const err: unknown = await pass({ namespaces: [newNamespace()], prefixConcurrency }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(WorkflowFailedError);
+      const cause = (err as WorkflowFailedError).cause;
+      expect(cause).toBeInstanceOf(ApplicationFailure);
+      expect((cause as ApplicationFailure).type).toBe('InvalidInput');
+      expect((cause as ApplicationFailure).message).toMatch(/prefixConcurrency must be a whole number from 1 to 100/);
+    },
+  );
 
   it('a dry run deletes nothing and reports exactly what the following real pass deletes', async () => {
     const ns = newNamespace();
@@ -619,11 +816,15 @@ describe('collector pass', () => {
     await writeLease(ns, dead, Date.now() - leaseExpiryMs - 1000);
     await stage(ns, dead, 2);
     await writeLease(ns, live, Date.now());
-    const before = await Promise.all((await keysUnder(compactionsPrefix(ns))).map(async (k) => [k, (await store.head(k)).etag]));
+    const before = await Promise.all(
+      (await keysUnder(compactionsPrefix(ns))).map(async (k) => [k, (await store.head(k)).etag]),
+    );
     const nowMs = Date.now();
 
     const dry = await pass({ namespaces: [ns], nowMs, dryRun: true });
-    const after = await Promise.all((await keysUnder(compactionsPrefix(ns))).map(async (k) => [k, (await store.head(k)).etag]));
+    const after = await Promise.all(
+      (await keysUnder(compactionsPrefix(ns))).map(async (k) => [k, (await store.head(k)).etag]),
+    );
     expect(after).toEqual(before);
     expect(seen.deletes).toEqual([]);
     const real = await pass({ namespaces: [ns], nowMs });
@@ -631,9 +832,18 @@ describe('collector pass', () => {
     expect(dry.dryRun).toBe(true);
     expect(dry.totals).toEqual(real.totals);
     // Two leases: the dead job's, and the one the pass created to claim the orphan prefix.
-    expect(real.totals).toMatchObject({ live: 1, claimed: 1, orphaned: 1, objectsDeleted: 7, retainedYoung: 2, leasesDeleted: 2 });
+    expect(real.totals).toMatchObject({
+      live: 1,
+      claimed: 1,
+      orphaned: 1,
+      objectsDeleted: 7,
+      retainedYoung: 2,
+      leasesDeleted: 2,
+    });
     // The orphan's lease did not exist before: the pass created it to claim the prefix, then deleted it.
-    expect(before.length - (await keysUnder(compactionsPrefix(ns))).length).toBe(real.totals.objectsDeleted + real.totals.leasesDeleted - real.totals.orphaned);
+    expect(before.length - (await keysUnder(compactionsPrefix(ns))).length).toBe(
+      real.totals.objectsDeleted + real.totals.leasesDeleted - real.totals.orphaned,
+    );
   });
 
   it("ensureGcSchedule twice gives one schedule; a namespace's corrupt lease leaves it running, a failing pass pauses it", async () => {
@@ -641,11 +851,13 @@ describe('collector pass', () => {
     const ns = newNamespace();
     await ensureRoot(ns);
     await store.put(leaseKey(ns, newJobId()), new TextEncoder().encode('not a lease'));
-    // No namespace list: the scheduled pass discovers every namespace of the bucket, two per page, and meets the corrupt one.
+    // No namespace list: the scheduled pass discovers every namespace of the bucket, two per page, and meets the
+    // corrupt one.
     const options = { scheduleId, taskQueue: worker.taskQueue, pass: { prefixesPerPage: 2 } };
     await ensureGcSchedule(client, { ...options, cron: '*/15 * * * *' });
     const handle = await ensureGcSchedule(client, { ...options, every: '1 hour' });
-    const passes = async () => (await describeGcSchedule(client, { scheduleId })).info.recentActions.map((a) => a.action.workflow.workflowId);
+    const passes = async () =>
+      (await describeGcSchedule(client, { scheduleId })).info.recentActions.map((a) => a.action.workflow.workflowId);
     try {
       const ids: string[] = [];
       for await (const s of client.schedule.list()) if (s.scheduleId === scheduleId) ids.push(s.scheduleId);
@@ -666,10 +878,16 @@ describe('collector pass', () => {
       await stage(failing, newJobId(), 1);
       await ageBeyondStagingGrace();
       faults.beforeDelete = async (keys) => {
-        if (keys.some((k) => k.startsWith(namespacePrefix(failing)))) throw new StoreConfigError('IAM policy', 'access denied to DeleteObjects (injected)');
+        if (keys.some((k) => k.startsWith(namespacePrefix(failing))))
+          throw new StoreConfigError('IAM policy', 'access denied to DeleteObjects (injected)');
       };
       await triggerGcPass(client, { scheduleId });
-      await expect.poll(async () => (await describeGcSchedule(client, { scheduleId })).state.paused, { timeout: 60_000, interval: 250 }).toBe(true);
+      await expect
+        .poll(async () => (await describeGcSchedule(client, { scheduleId })).state.paused, {
+          timeout: 60_000,
+          interval: 250,
+        })
+        .toBe(true);
     } finally {
       await handle.delete();
     }
@@ -678,14 +896,24 @@ describe('collector pass', () => {
   describe.each(TEST_FORMATS)('over compactions in the $name format', (format) => {
     let formatWorker: RunningWorker;
     beforeAll(async () => {
-      formatWorker = await startTestWorker(faultyStore(store, () => faults, seen), settings, undefined, undefined, format.plugins);
+      formatWorker = await startTestWorker(
+        faultyStore(store, () => faults, seen),
+        settings,
+        undefined,
+        undefined,
+        format.plugins,
+      );
     });
     afterAll(() => formatWorker?.stop());
 
     it('a published job: its lease expires, the pass removes the lease and the tombstone segments publication left unnamed, its referenced segments stay', async () => {
       const ns = newNamespace();
       await format.writeInputs(store, ns, 'bindings', 3, 200);
-      const result = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: formatWorker.taskQueue }).then((h) => h.result());
+      const result = await startCompaction(client, {
+        namespaceId: ns,
+        group: 'bindings',
+        taskQueue: formatWorker.taskQueue,
+      }).then((h) => h.result());
       expect(result.outcome).toBe('published');
       await sleep(Math.max(leaseExpiryMs, stagingGraceMs) + 500);
 
@@ -695,22 +923,37 @@ describe('collector pass', () => {
       // registered during the job) and its input manifest. The three inputs the job superseded stay: this pass
       // is the first to see them retired, and stamps when (spec 6c.2).
       expect(result.tombstones.length).toBeGreaterThan(0);
-      expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: result.tombstones.length + 1, retiredDeleted: 0, retainedInGrace: 3, retainedReferenced: result.outputs.length, leasesDeleted: 1 });
+      expect(report.totals).toMatchObject({
+        claimed: 1,
+        objectsDeleted: result.tombstones.length + 1,
+        retiredDeleted: 0,
+        retainedInGrace: 3,
+        retainedReferenced: result.outputs.length,
+        leasesDeleted: 1,
+      });
       const job = jobId(result.jobId);
       expect(await keysUnder(jobPrefix(namespaceId(ns), job))).toEqual([...result.outputs].sort());
-      expect((await readRoot(store, namespaceId(ns), format.plugins.rootCodec)).root.groups.bindings).toEqual(result.outputs);
-      // Past the reader grace since that stamp (the root's LastModified, to the second), the next pass deletes them (spec 6a).
+      expect((await readRoot(store, namespaceId(ns), format.plugins.rootCodec)).root.groups.bindings).toEqual(
+        result.outputs,
+      );
+      // Past the reader grace since that stamp (the root's LastModified, to the second), the next pass deletes them
+      // (spec 6a).
       await sleep(settings.timing.readerGraceMs + LAST_MODIFIED_RESOLUTION_MS + 500);
       const later = await pass({ namespaces: [ns] }, undefined, formatWorker.taskQueue);
       expect(later.totals).toMatchObject({ retiredDeleted: 3, retainedInGrace: 0 });
     });
 
-    it("a publication that lands during a pass (after the pass read the lease and the root) never costs the job its segments", async () => {
+    it('a publication that lands during a pass (after the pass read the lease and the root) never costs the job its segments', async () => {
       const ns = newNamespace();
       const group = familyGroup('bindings');
       const { keys: inputs } = await format.writeInputs(store, ns, group, 2, 50);
       const job = newJobId();
-      await createJobLease(store, { namespaceId: ns, jobId: job, ownerId: 'slow-job', startedAtMs: Date.now() - leaseExpiryMs - 1000 });
+      await createJobLease(store, {
+        namespaceId: ns,
+        jobId: job,
+        ownerId: 'slow-job',
+        startedAtMs: Date.now() - leaseExpiryMs - 1000,
+      });
       const outputs = await stageObjects(ns, job, 3);
       await ageBeyondStagingGrace();
       let published: string | undefined;
@@ -733,7 +976,9 @@ describe('collector pass', () => {
       expect(published).toBe('published');
       expect(report.totals).toMatchObject({ live: 1, claimed: 0, objectsDeleted: 0 });
       expect(await keysUnder(jobPrefix(ns, job))).toEqual([leaseKey(ns, job), ...outputs.sort()]);
-      expect([...referencedKeys((await readRoot(store, ns, format.plugins.rootCodec)).root)].sort()).toEqual([...outputs].sort());
+      expect([...referencedKeys((await readRoot(store, ns, format.plugins.rootCodec)).root)].sort()).toEqual(
+        [...outputs].sort(),
+      );
     });
   });
 });

@@ -36,14 +36,32 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
-import { claimLease, createJobLease, deleteLease, LeaseLostError, publishCompaction, readPassManifest, readRoot, refreshJobLease, updateRoot } from '../../src/protocol';
+import {
+  claimLease,
+  createJobLease,
+  deleteLease,
+  LeaseLostError,
+  publishCompaction,
+  readPassManifest,
+  readRoot,
+  refreshJobLease,
+  updateRoot,
+} from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { createS3ObjectStore, StoreConfigError, verifyStore, type ObjectStore } from '../../src/store';
 import type { GcReport } from '../../src/workflows/gc';
 import { createRoleUser, type Role } from '../support/iam';
 import { makeInputs, readRecords, referenceMerge, writeInputs } from '../support/records';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
-import { connectClient, expectReplays, quickExpirySettings, startTestWorker, testSettings, uniqueId, type RunningWorker } from '../support/temporal';
+import {
+  connectClient,
+  expectReplays,
+  quickExpirySettings,
+  startTestWorker,
+  testSettings,
+  uniqueId,
+  type RunningWorker,
+} from '../support/temporal';
 import { workerEnvironment } from '../support/worker-env';
 import { TEST_PASS_ID } from '../support/pass';
 
@@ -54,7 +72,10 @@ const bytes = (text: string) => new TextEncoder().encode(text);
 
 /** The store's refusal: the typed configuration error naming the policy and the key, and nothing else. */
 async function expectRefused(attempt: Promise<unknown>, key: string): Promise<void> {
-  const err: unknown = await attempt.then(() => undefined, (e: unknown) => e);
+  const err: unknown = await attempt.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err, key).toBeInstanceOf(StoreConfigError);
   expect((err as StoreConfigError).setting, key).toBe('IAM policy');
   expect((err as Error).message).toContain(`access denied to ${key} in `);
@@ -76,9 +97,14 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     root = await openTestStore('minio');
     for (const role of ['worker', 'collector', 'reader'] as const) {
       endpoints[role] = await createRoleUser(root.endpoint!, root.bucket!, role);
-      stores[role] = createS3ObjectStore({ bucket: root.bucket!, client: new S3Client(s3ClientConfig(endpoints[role])), operationDeadlineMs: 30_000 });
+      stores[role] = createS3ObjectStore({
+        bucket: root.bucket!,
+        client: new S3Client(s3ClientConfig(endpoints[role])),
+        operationDeadlineMs: 30_000,
+      });
     }
-    // Each worker verifies its access (HeadBucket) at start-up, under its own policy; the compaction worker probes the store too.
+    // Each worker verifies its access (HeadBucket) at start-up, under its own policy; the compaction worker probes the
+    // store too.
     compactionWorker = await startTestWorker(stores.worker, settings, undefined, undefined, { storeCheck: 'run' });
     const collector = stores.collector;
     const recorded = Object.assign(Object.create(collector) as ObjectStore, {
@@ -104,11 +130,20 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     return keys;
   };
   const writeLease = (ns: NamespaceId, job: MetadataCompactionId, heartbeatAtMs: number) =>
-    root.store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'iam-test', nowMs: heartbeatAtMs })));
-  const keysUnder = async (prefix: string): Promise<string[]> => (await root.store.list({ prefix })).objects.map((o) => o.key);
-  const exists = (key: string): Promise<boolean> => root.store.head(key).then(() => true, () => false);
+    root.store.put(
+      leaseKey(ns, job),
+      encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'iam-test', nowMs: heartbeatAtMs })),
+    );
+  const keysUnder = async (prefix: string): Promise<string[]> =>
+    (await root.store.list({ prefix })).objects.map((o) => o.key);
+  const exists = (key: string): Promise<boolean> =>
+    root.store.head(key).then(
+      () => true,
+      () => false,
+    );
 
-  // First in the file: the bucket then holds this namespace only, so the pass that discovers namespaces reports just it.
+  // First in the file: the bucket then holds this namespace only, so the pass that discovers namespaces reports just
+  // it.
   it("the collector's policy runs a pass: it finds the namespace, claims the expired lease, reclaims what no one owns, deletes the lease last, and reclaims superseded inputs", async () => {
     const ns = newNamespace();
     const inputs = await writeInputs(root.store, ns, 'bindings', makeInputs(2, 20));
@@ -117,7 +152,12 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     for (const key of [superseded, lost]) await root.store.put(key, bytes(key));
     // Its retirement was seen (stamped visible) by an earlier pass, long enough ago.
     const longAgo = Date.now() - settings.timing.readerGraceMs - 1000;
-    await updateRoot(root.store, ns, (r) => ({ ...r, retired: [{ key: superseded, retired_at_ms: longAgo, visible_at_ms: longAgo }] }), jsonRootCodec);
+    await updateRoot(
+      root.store,
+      ns,
+      (r) => ({ ...r, retired: [{ key: superseded, retired_at_ms: longAgo, visible_at_ms: longAgo }] }),
+      jsonRootCodec,
+    );
     const [expired, orphan, live] = [newJobId(), newJobId(), newJobId()];
     const expiredStaged = await stage(ns, expired, 3);
     const doomed = [...expiredStaged, ...(await stage(ns, orphan, 2)), superseded, lost];
@@ -127,44 +167,79 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     await writeLease(ns, live, Date.now() + 60_000);
     const rootBefore = await readRoot(root.store, ns, jsonRootCodec);
 
-    const report: GcReport = await client.workflow.execute('gcWorkflow', { taskQueue: collectorWorker.taskQueue, workflowId: uniqueId('iam-gc'), args: [{}] });
+    const report: GcReport = await client.workflow.execute('gcWorkflow', {
+      taskQueue: collectorWorker.taskQueue,
+      workflowId: uniqueId('iam-gc'),
+      args: [{}],
+    });
 
-    expect(report.totals).toMatchObject({ namespaces: 1, failedNamespaces: 0, prefixesSeen: 3, live: 1, claimed: 1, orphaned: 1, failedPrefixes: 0 });
+    expect(report.totals).toMatchObject({
+      namespaces: 1,
+      failedNamespaces: 0,
+      prefixesSeen: 3,
+      live: 1,
+      claimed: 1,
+      orphaned: 1,
+      failedPrefixes: 0,
+    });
     // Two leases: the expired job's, and the one the pass created to claim the orphan prefix.
-    expect(report.totals).toMatchObject({ objectsDeleted: doomed.length, leasesDeleted: 2, retiredDeleted: 1, lostWritesDeleted: 1, retiredRecordsDropped: 1 });
+    expect(report.totals).toMatchObject({
+      objectsDeleted: doomed.length,
+      leasesDeleted: 2,
+      retiredDeleted: 1,
+      lostWritesDeleted: 1,
+      retiredRecordsDropped: 1,
+    });
     const leases = [leaseKey(ns, expired), leaseKey(ns, orphan)];
     // A set: a walk that Temporal retried may ask again for keys it already deleted.
     expect([...new Set(collectorDeletes.flat())].sort()).toEqual([...doomed, ...leases].sort());
     const leaseDeleted = collectorDeletes.findIndex((keys) => keys.includes(leaseKey(ns, expired)));
-    const stagedDeleted = collectorDeletes.flatMap((keys, i) => (keys.some((k) => expiredStaged.includes(k)) ? [i] : []));
+    const stagedDeleted = collectorDeletes.flatMap((keys, i) =>
+      keys.some((k) => expiredStaged.includes(k)) ? [i] : [],
+    );
     expect(Math.max(...stagedDeleted)).toBeLessThan(leaseDeleted);
     expect(await keysUnder(compactionsPrefix(ns))).toEqual([leaseKey(ns, live), ...kept].sort());
     for (const key of inputs) expect(await exists(key), key).toBe(true);
     // Its manifest, read with the operator's read-only statements, names exactly what it deleted.
     const pass = parseManifestPrefix(report.manifests[0] ?? '');
     expect(pass?.namespaceId).toBe(ns);
-    const lines = (await readPassManifest(stores.reader, ns, passId(pass?.passId))).flatMap((p) => p.lines.map((l) => l.key));
+    const lines = (await readPassManifest(stores.reader, ns, passId(pass?.passId))).flatMap((p) =>
+      p.lines.map((l) => l.key),
+    );
     expect([...new Set(lines)].sort()).toEqual([...doomed, ...leases].sort());
-    // The collector wrote the root three times and changed nothing else: its fence after the claim (spec 6b), the lost-write
+    // The collector wrote the root three times and changed nothing else: its fence after the claim (spec 6b), the
+    // lost-write
     // cutoff before it deleted the lost write (spec 6c.1), and the CAS that dropped the record.
     const after = (await readRoot(root.store, ns, jsonRootCodec)).root;
-    expect(after).toEqual({ ...rootBefore.root, generation: rootBefore.root.generation + 3, retired: [], lost_write_cutoff_ms: expect.any(Number) });
+    expect(after).toEqual({
+      ...rootBefore.root,
+      generation: rootBefore.root.generation + 3,
+      retired: [],
+      lost_write_cutoff_ms: expect.any(Number),
+    });
   });
 
-  it.each(['worker', 'collector'] as const)("the %s's policy lets the store probe through: every property held, its versioning read, nothing left under store-probe/", async (role) => {
-    const check = await verifyStore(stores[role], { clockSafetyMarginMs: settings.timing.clockSafetyMarginMs });
-    expect(check.properties.filter((p) => p.outcome === 'failed')).toEqual([]);
-    expect(check.versioning).toBe('unversioned');
-    // Only the object collector passes overwrite to read the store's clock, never deleted, may be there.
-    expect((await keysUnder(STORE_PROBE_PREFIX)).filter((k) => k !== STORE_CLOCK_KEY)).toEqual([]);
-  });
+  it.each(['worker', 'collector'] as const)(
+    "the %s's policy lets the store probe through: every property held, its versioning read, nothing left under store-probe/",
+    async (role) => {
+      const check = await verifyStore(stores[role], { clockSafetyMarginMs: settings.timing.clockSafetyMarginMs });
+      expect(check.properties.filter((p) => p.outcome === 'failed')).toEqual([]);
+      expect(check.versioning).toBe('unversioned');
+      // Only the object collector passes overwrite to read the store's clock, never deleted, may be there.
+      expect((await keysUnder(STORE_PROBE_PREFIX)).filter((k) => k !== STORE_CLOCK_KEY)).toEqual([]);
+    },
+  );
 
   it("the worker's policy runs a compaction: its lease created and refreshed, its output staged, the root replaced by CAS", async () => {
     const ns = newNamespace();
     const inputs = makeInputs(3, 300);
     await writeInputs(root.store, ns, 'bindings', inputs);
 
-    const result = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: compactionWorker.taskQueue }).then((h) => h.result());
+    const result = await startCompaction(client, {
+      namespaceId: ns,
+      group: 'bindings',
+      taskQueue: compactionWorker.taskQueue,
+    }).then((h) => h.result());
 
     expect(result.outcome).toBe('published');
     expect((await readRoot(root.store, namespaceId(ns), jsonRootCodec)).root.groups.bindings).toEqual(result.outputs);
@@ -181,11 +256,17 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const group = familyGroup('bindings');
     const inputs = await writeInputs(root.store, ns, group, makeInputs(1, 10));
     const job = { namespaceId: ns, jobId: newJobId() };
-    const held = await createJobLease(stores.worker, { ...job, ownerId: 'iam-worker', startedAtMs: Date.now() - leaseExpiryMs - 1000 });
+    const held = await createJobLease(stores.worker, {
+      ...job,
+      ownerId: 'iam-worker',
+      startedAtMs: Date.now() - leaseExpiryMs - 1000,
+    });
     const outputs = [stagedSegmentKey(ns, job.jobId, newSegmentId(), 'seg')];
     await stores.worker.put(outputs[0] as string, bytes('staged output'));
 
-    expect(await claimLease(stores.collector, job, { nowMs: Date.now(), leaseExpiryMs, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector' });
+    expect(
+      await claimLease(stores.collector, job, { nowMs: Date.now(), leaseExpiryMs, passId: TEST_PASS_ID }),
+    ).toMatchObject({ owner: 'collector' });
 
     await expect(refreshJobLease(stores.worker, job, held, Date.now)).rejects.toThrow(LeaseLostError);
     const startedAt = performance.now();
@@ -205,8 +286,15 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
 
   it("a collector pass sent to the compaction workers' queue fails at its first listing, refused by the worker's policy", async () => {
     const failure: unknown = await client.workflow
-      .execute('gcWorkflow', { taskQueue: compactionWorker.taskQueue, workflowId: uniqueId('iam-gc-wrong-queue'), args: [{}] })
-      .then(() => undefined, (e: unknown) => e);
+      .execute('gcWorkflow', {
+        taskQueue: compactionWorker.taskQueue,
+        workflowId: uniqueId('iam-gc-wrong-queue'),
+        args: [{}],
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     const messages: string[] = [];
     for (let cause = failure; cause instanceof Error; cause = cause.cause) messages.push(cause.message);
     expect(messages.join('\n')).toMatch(/access denied to namespaces\/ in .*docs\/security\.md/);
@@ -217,15 +305,33 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const job = newJobId();
     await writeLease(ns, job, Date.now() + 60_000);
     await stage(ns, job, 2);
-    // Timings of a minute: the CLI's requests get a 30 s deadline, which a loaded machine cannot overrun (quickExpirySettings gives 200 ms).
-    const target = { temporalAddress: inject('temporalAddress'), s3: endpoints.reader, bucket: root.bucket!, taskQueue: 'unused' };
+    // Timings of a minute: the CLI's requests get a 30 s deadline, which a loaded machine cannot overrun
+    // (quickExpirySettings gives 200 ms).
+    const target = {
+      temporalAddress: inject('temporalAddress'),
+      s3: endpoints.reader,
+      bucket: root.bucket!,
+      taskQueue: 'unused',
+    };
     const env = workerEnvironment(target, testSettings(60_000));
     const cli = async (...args: string[]): Promise<unknown> =>
-      JSON.parse((await promisify(execFile)(process.execPath, ['--import', 'tsx', cliMain, ...args], { env: { ...env, NODE_NO_WARNINGS: '1' } })).stdout);
+      JSON.parse(
+        (
+          await promisify(execFile)(process.execPath, ['--import', 'tsx', cliMain, ...args], {
+            env: { ...env, NODE_NO_WARNINGS: '1' },
+          })
+        ).stdout,
+      );
 
     const listed = (await cli('lease', 'list', '--json')) as { namespaceId: string; jobId: string; status: string }[];
-    expect(listed.filter((row) => row.namespaceId === ns)).toMatchObject([{ jobId: job, status: 'active', ownerId: 'iam-test' }]);
-    expect(await cli('lease', 'show', ns, job, '--json')).toMatchObject({ status: 'active', live: true, objects: { count: 3 } });
+    expect(listed.filter((row) => row.namespaceId === ns)).toMatchObject([
+      { jobId: job, status: 'active', ownerId: 'iam-test' },
+    ]);
+    expect(await cli('lease', 'show', ns, job, '--json')).toMatchObject({
+      status: 'active',
+      live: true,
+      objects: { count: 3 },
+    });
   });
 
   describe('one worker per role: its own credentials, its own task queue, only its own activities', () => {
@@ -240,20 +346,36 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       own = await openTestStore('minio');
       const roleStore = async (role: Role) => {
         const endpoint = await createRoleUser(own.endpoint!, own.bucket!, role);
-        const store = createS3ObjectStore({ bucket: own.bucket!, client: new S3Client(s3ClientConfig(endpoint)), operationDeadlineMs: 30_000 });
+        const store = createS3ObjectStore({
+          bucket: own.bucket!,
+          client: new S3Client(s3ClientConfig(endpoint)),
+          operationDeadlineMs: 30_000,
+        });
         ownStores.push(store);
         return store;
       };
-      compactionOnly = await startTestWorker(await roleStore('worker'), settings, uniqueId('tq-compaction'), undefined, {
-        role: 'compaction',
-        storeCheck: 'run',
-        workerOptions: { identity: identity.compaction },
-      });
-      collectorOnly = await startTestWorker(await roleStore('collector'), settings, uniqueId('tq-collector'), undefined, {
-        role: 'collector',
-        storeCheck: 'run',
-        workerOptions: { identity: identity.collector },
-      });
+      compactionOnly = await startTestWorker(
+        await roleStore('worker'),
+        settings,
+        uniqueId('tq-compaction'),
+        undefined,
+        {
+          role: 'compaction',
+          storeCheck: 'run',
+          workerOptions: { identity: identity.compaction },
+        },
+      );
+      collectorOnly = await startTestWorker(
+        await roleStore('collector'),
+        settings,
+        uniqueId('tq-collector'),
+        undefined,
+        {
+          role: 'collector',
+          storeCheck: 'run',
+          workerOptions: { identity: identity.collector },
+        },
+      );
     });
     afterAll(async () => {
       await compactionOnly?.stop();
@@ -262,10 +384,14 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       await own?.store.close();
     });
 
-    /** Where a workflow ran: its task queue, the queues, types and workers of its activities, and the workers of its workflow tasks. */
+    /**
+     * Where a workflow ran: its task queue, the queues, types and workers of its activities, and the workers of its
+     * workflow tasks.
+     */
     const whereItRan = async (workflowId: string) => {
       const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
-      const distinct = (pick: (e: (typeof events)[number]) => string | null | undefined) => [...new Set(events.flatMap((e) => pick(e) ?? []))].sort();
+      const distinct = (pick: (e: (typeof events)[number]) => string | null | undefined) =>
+        [...new Set(events.flatMap((e) => pick(e) ?? []))].sort();
       return {
         taskQueue: events[0]?.workflowExecutionStartedEventAttributes?.taskQueue?.name,
         activityQueues: distinct((e) => e.activityTaskScheduledEventAttributes?.taskQueue?.name),
@@ -284,25 +410,67 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       for (const key of doomed) await own.store.put(key, bytes(`staged ${key}`));
       const stagedAt = Date.now();
 
-      const compaction = await startCompaction(client, { namespaceId: compacted, group: 'bindings', taskQueue: compactionOnly.taskQueue });
+      const compaction = await startCompaction(client, {
+        namespaceId: compacted,
+        group: 'bindings',
+        taskQueue: compactionOnly.taskQueue,
+      });
       const { outcome, outputs, tombstones, inputManifest } = await compaction.result();
       expect(outcome).toBe('published');
       await sleep(Math.max(0, stagedAt + stagingGraceMs + 500 - Date.now()));
-      const pass = await runGcPass(client, { workflowId: uniqueId('iam-gc-roles'), taskQueue: compactionOnly.taskQueue, collectorTaskQueue: collectorOnly.taskQueue });
+      const pass = await runGcPass(client, {
+        workflowId: uniqueId('iam-gc-roles'),
+        taskQueue: compactionOnly.taskQueue,
+        collectorTaskQueue: collectorOnly.taskQueue,
+      });
       // The job's tombstone segments were not published (the group held only its inputs) and its input
       // manifest never is: once its lease has expired, the pass claims its prefix and deletes them as
       // unreferenced staged objects.
-      const gone = async (keys: readonly string[]) => (await Promise.all(keys.map((k) => own.store.head(k).then(() => 0, () => 1)))).reduce((a: number, b) => a + b, 0);
+      const gone = async (keys: readonly string[]) =>
+        (
+          await Promise.all(
+            keys.map((k) =>
+              own.store.head(k).then(
+                () => 0,
+                () => 1,
+              ),
+            ),
+          )
+        ).reduce((a: number, b) => a + b, 0);
       const tombstonesDeleted = await gone([...tombstones, inputManifest]);
 
       expect(pass.complete).toBe(true);
       // The compaction's lease is live or expired by now: either way its referenced outputs stay. Its two
       // retired inputs are deleted by the collector's credentials or still in their reader grace.
       const { totals } = pass.report;
-      expect(totals).toMatchObject({ namespaces: 2, failedNamespaces: 0, prefixesSeen: 2, orphaned: 1, lostWritesDeleted: 0, failedPrefixes: 0 });
-      expect([totals.objectsDeleted, totals.retiredDeleted + totals.retainedInGrace]).toEqual([doomed.length + totals.retiredDeleted + tombstonesDeleted, 2]);
-      for (const key of doomed) expect(await own.store.head(key).then(() => true, () => false), key).toBe(false);
-      for (const key of outputs) expect(await own.store.head(key).then(() => true, () => false), key).toBe(true);
+      expect(totals).toMatchObject({
+        namespaces: 2,
+        failedNamespaces: 0,
+        prefixesSeen: 2,
+        orphaned: 1,
+        lostWritesDeleted: 0,
+        failedPrefixes: 0,
+      });
+      expect([totals.objectsDeleted, totals.retiredDeleted + totals.retainedInGrace]).toEqual([
+        doomed.length + totals.retiredDeleted + tombstonesDeleted,
+        2,
+      ]);
+      for (const key of doomed)
+        expect(
+          await own.store.head(key).then(
+            () => true,
+            () => false,
+          ),
+          key,
+        ).toBe(false);
+      for (const key of outputs)
+        expect(
+          await own.store.head(key).then(
+            () => true,
+            () => false,
+          ),
+          key,
+        ).toBe(true);
 
       expect(await whereItRan(compaction.workflowId)).toEqual({
         taskQueue: compactionOnly.taskQueue,
@@ -321,7 +489,12 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       });
       for (const ns of [compacted, collected]) {
         const child = await whereItRan(`${pass.workflowId}/${ns}`);
-        expect(child, ns).toMatchObject({ taskQueue: collectorOnly.taskQueue, activityQueues: [collectorOnly.taskQueue], activityWorkers: [identity.collector], workflowWorkers: [identity.collector] });
+        expect(child, ns).toMatchObject({
+          taskQueue: collectorOnly.taskQueue,
+          activityQueues: [collectorOnly.taskQueue],
+          activityWorkers: [identity.collector],
+          workflowWorkers: [identity.collector],
+        });
         expect(child.activityTypes, ns).toContain('surveyLeases');
         // Deterministic with the queue in its commands: the recorded run replays.
         await expectReplays(client, `${pass.workflowId}/${ns}`);
@@ -330,11 +503,19 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     });
 
     it("a pass started on the collector's own queue runs there wholly: the collector worker alone serves it", async () => {
-      const pass = await runGcPass(client, { workflowId: uniqueId('iam-gc-collector-queue'), taskQueue: collectorOnly.taskQueue, collectorTaskQueue: collectorOnly.taskQueue });
+      const pass = await runGcPass(client, {
+        workflowId: uniqueId('iam-gc-collector-queue'),
+        taskQueue: collectorOnly.taskQueue,
+        collectorTaskQueue: collectorOnly.taskQueue,
+      });
 
       expect(pass.complete).toBe(true);
       expect(pass.report.totals).toMatchObject({ namespaces: 2, failedNamespaces: 0, failedPrefixes: 0 });
-      expect(await whereItRan(pass.workflowId)).toMatchObject({ activityQueues: [collectorOnly.taskQueue], activityWorkers: [identity.collector], workflowWorkers: [identity.collector] });
+      expect(await whereItRan(pass.workflowId)).toMatchObject({
+        activityQueues: [collectorOnly.taskQueue],
+        activityWorkers: [identity.collector],
+        workflowWorkers: [identity.collector],
+      });
     });
   });
 
@@ -359,12 +540,24 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const expectAllKept = async (before: Map<string, string>) => {
       for (const [key, etag] of before) expect((await root.store.head(key)).etag, key).toBe(etag);
     };
-    const snapshot = async () => new Map(await Promise.all([...Object.values(keys), outside].map(async (k) => [k, (await root.store.head(k)).etag ?? ''] as const)));
+    const snapshot = async () =>
+      new Map(
+        await Promise.all(
+          [...Object.values(keys), outside].map(async (k) => [k, (await root.store.head(k)).etag ?? ''] as const),
+        ),
+      );
 
     it('the worker cannot list, delete anything, or touch a key outside namespaces/', async () => {
       const worker = stores.worker;
       const before = await snapshot();
-      for (const prefix of ['', NAMESPACES_PREFIX, namespacePrefix(ns), compactionsPrefix(ns), jobPrefix(ns, job), 'outside-namespaces/']) {
+      for (const prefix of [
+        '',
+        NAMESPACES_PREFIX,
+        namespacePrefix(ns),
+        compactionsPrefix(ns),
+        jobPrefix(ns, job),
+        'outside-namespaces/',
+      ]) {
         await expectRefused(worker.list({ prefix }), prefix);
         await expectRefused(worker.list({ prefix, delimiter: '/' }), prefix);
       }

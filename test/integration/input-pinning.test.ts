@@ -45,10 +45,16 @@ describe.each(['minio', 'embedded'] as StoreKind[])('inputs pinned (%s)', (kind)
     const rewritten = inputs[0]!;
     let outputsWritten = 0;
     let failed = false;
-    // After two outputs made of the old bytes, the input is rewritten and the attempt dies: the retry would resume after them.
+    // After two outputs made of the old bytes, the input is rewritten and the attempt dies: the retry would resume
+    // after them.
     const store = wrapStore(fixture.store, async (operation, args, call) => {
       const result = await call();
-      if (operation === 'put' && parseCompactionKey(args[0] as string).kind === 'staged_segment' && ++outputsWritten === 2 && !failed) {
+      if (
+        operation === 'put' &&
+        parseCompactionKey(args[0] as string).kind === 'staged_segment' &&
+        ++outputsWritten === 2 &&
+        !failed
+      ) {
         failed = true;
         await fixture.store.put(rewritten, (await fixture.store.get(inputs[1]!)).body);
         throw new Error('worker lost after two outputs');

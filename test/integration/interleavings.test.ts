@@ -48,14 +48,31 @@ import {
   type SettledOwner,
 } from '../../src/protocol';
 import { encodeRoot, groupSegments, jsonRootCodec } from '../../src/root';
-import { AmbiguousError, ConflictError, createS3ObjectStore, StoreUnavailableError, type ObjectStore } from '../../src/store';
+import {
+  AmbiguousError,
+  ConflictError,
+  createS3ObjectStore,
+  StoreUnavailableError,
+  type ObjectStore,
+} from '../../src/store';
 import { wrapStore } from '../support/faults';
-import { checkInvariants, describeViolations, storeEventsOf, type AuditTally, type StoreEvent } from '../support/invariants';
+import {
+  checkInvariants,
+  describeViolations,
+  storeEventsOf,
+  type AuditTally,
+  type StoreEvent,
+} from '../support/invariants';
 import { FAULT_KINDS, startS3FaultProxy, type FaultKind, type S3FaultProxy } from '../support/s3-fault-proxy';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 
 /** Virtual milliseconds. A store call lands within the operation deadline of its invocation: the clock waits for it. */
-const timing = resolveTiming({ leaseRefreshIntervalMs: 2_000, operationDeadlineMs: 1_000, publicationBudgetMs: 4_000, clockSafetyMarginMs: 500 });
+const timing = resolveTiming({
+  leaseRefreshIntervalMs: 2_000,
+  operationDeadlineMs: 1_000,
+  publicationBudgetMs: 4_000,
+  clockSafetyMarginMs: 500,
+});
 const GROUPS = ['bindings', 'inodes'].map(familyGroup);
 const ATTEMPTS_PER_STEP = 6;
 /** The pass after the actors, faults off and every lease expired: its claims are not counted as contested. */
@@ -88,7 +105,10 @@ const { leaseRefreshIntervalMs: refresh, leaseExpiryMs: expiry } = timing;
 const arbPlan: fc.Arbitrary<RunPlan> = fc.record({
   jobs: fc.array(arbJob, { minLength: 1, maxLength: 3 }),
   collectors: fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 2 }),
-  ticks: fc.array(fc.constantFrom(refresh / 2, refresh, expiry / 2, expiry, expiry, 2 * expiry), { minLength: 2, maxLength: 16 }),
+  ticks: fc.array(fc.constantFrom(refresh / 2, refresh, expiry / 2, expiry, expiry, 2 * expiry), {
+    minLength: 2,
+    maxLength: 16,
+  }),
   bursts: fc.array(fc.constantFrom(1, 1, 1, 2), { minLength: 1, maxLength: 16 }),
   faultSeed: fc.option(fc.nat(), { freq: 4 }),
 });
@@ -123,7 +143,9 @@ class VirtualClock {
 
 /** Store errors an activity's retry policy would retry; anything else is a bug and fails the test. */
 const isRetried = (err: unknown) =>
-  [AmbiguousError, StoreUnavailableError, ConflictError, DeleteFailedError, PublicationBudgetExceededError].some((type) => err instanceof type);
+  [AmbiguousError, StoreUnavailableError, ConflictError, DeleteFailedError, PublicationBudgetExceededError].some(
+    (type) => err instanceof type,
+  );
 
 /** Gave up after {@link ATTEMPTS_PER_STEP} retried failures, as an activity out of attempts. */
 class GaveUp extends Error {}
@@ -161,7 +183,10 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
   const store = run.storeFor(actor, () => publishing);
   const job = { namespaceId: run.ns, jobId: jobId(`cmp_${String(index + 1).padStart(32, '0')}`) };
   await run.idle(actor);
-  const inputs = groupSegments((await retrying(run, actor, () => readRoot(store, run.ns, jsonRootCodec))).root, plan.group);
+  const inputs = groupSegments(
+    (await retrying(run, actor, () => readRoot(store, run.ns, jsonRootCodec))).root,
+    plan.group,
+  );
   const startedAtMs = run.clock.now();
   const outputs: string[] = [];
   const steps = plan.publishes && !plan.steps.includes('write') ? ['write' as const, ...plan.steps] : plan.steps;
@@ -172,7 +197,12 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
       await run.idle(actor);
       if (step === 'refresh') held = await retrying(run, actor, () => refreshJobLease(store, job, held, run.clock.now));
       else {
-        const key = stagedSegmentKey(run.ns, job.jobId, segmentId(`seg_${String(index * 16 + outputs.length).padStart(32, '0')}`), 'mseg');
+        const key = stagedSegmentKey(
+          run.ns,
+          job.jobId,
+          segmentId(`seg_${String(index * 16 + outputs.length).padStart(32, '0')}`),
+          'mseg',
+        );
         await retrying(run, actor, () => store.put(key, new TextEncoder().encode(`${actor} output`)));
         outputs.push(key);
       }
@@ -186,7 +216,17 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
   publishing = true;
   const clock = { leaseClockMs: run.clock.now, elapsedMs: run.clock.now };
   const request = { ...job, group: plan.group, inputs, outputs };
-  return (await retrying(run, actor, () => publishCompaction(store, request, { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 }, clock, jsonRootCodec))).outcome;
+  return (
+    await retrying(run, actor, () =>
+      publishCompaction(
+        store,
+        request,
+        { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 },
+        clock,
+        jsonRootCodec,
+      ),
+    )
+  ).outcome;
 }
 
 /**
@@ -217,7 +257,8 @@ async function collectPass(run: Run, actor: string, store: ObjectStore, pass: nu
   const attempt: CollectorExecutor = async (command, walk) => {
     await run.idle(actor);
     const result = await executeOnStore(store, run.ns, rules, command, walk, { codec: jsonRootCodec });
-    if (result.kind === 'claimed' && actor !== SETTLE) run.outcomes.claims[result.owner.owner === 'job' && result.owner.raced ? 'raced' : result.owner.owner]++;
+    if (result.kind === 'claimed' && actor !== SETTLE)
+      run.outcomes.claims[result.owner.owner === 'job' && result.owner.raced ? 'raced' : result.owner.owner]++;
     return result;
   };
   const execute: CollectorExecutor = async (command) => {
@@ -225,7 +266,10 @@ async function collectPass(run: Run, actor: string, store: ObjectStore, pass: nu
       let at: PageCollection | undefined;
       const page = (): PageProgress => ({ ...(at && { resume: at }), onProgress: (p) => (at = p) });
       try {
-        return { kind: 'collected', report: await retrying(run, actor, () => collectPrefixes(run.ns, command.prefixes, rules, attempt, page())) };
+        return {
+          kind: 'collected',
+          report: await retrying(run, actor, () => collectPrefixes(run.ns, command.prefixes, rules, attempt, page())),
+        };
       } catch (err) {
         if (!(err instanceof GaveUp)) throw err;
         return { kind: 'collected', report: await collectPrefixes(run.ns, command.prefixes, rules, execute, page()) };
@@ -235,14 +279,17 @@ async function collectPass(run: Run, actor: string, store: ObjectStore, pass: nu
     // A retried walk resumes from its last position, as from an activity's heartbeat; the first from the command's.
     let position = command.from ?? START_OF_WALK;
     try {
-      return await retrying(run, actor, () => attempt({ ...command, from: position }, { onProgress: (p) => (position = p) }));
+      return await retrying(run, actor, () =>
+        attempt({ ...command, from: position }, { onProgress: (p) => (position = p) }),
+      );
     } catch (err) {
       if (!(err instanceof GaveUp)) throw err;
       return { kind: 'reclaimFailed', tally: position.tally, message: err.message };
     }
   };
   const report = await runNamespacePass(startNamespacePass(run.ns, rules), execute, async () => {});
-  if (report.corruptLeases.length) throw new Error(`no corrupt lease was written, yet ${JSON.stringify(report.corruptLeases)}`);
+  if (report.corruptLeases.length)
+    throw new Error(`no corrupt lease was written, yet ${JSON.stringify(report.corruptLeases)}`);
 }
 
 async function runCollector(run: Run, passes: number, index: number): Promise<void> {
@@ -278,7 +325,11 @@ describe('randomized interleavings of jobs and collectors on MinIO, with S3 faul
     throughProxy = createS3ObjectStore({
       bucket: direct.bucket!,
       // The SDK's own retry decisions (3 attempts), with a millisecond backoff instead of its 100 ms base.
-      client: new S3Client({ ...s3ClientConfig(direct.endpoint!), endpoint: proxy.endpoint, retryStrategy: new ConfiguredRetryStrategy(3, 1) }),
+      client: new S3Client({
+        ...s3ClientConfig(direct.endpoint!),
+        endpoint: proxy.endpoint,
+        retryStrategy: new ConfiguredRetryStrategy(3, 1),
+      }),
       operationDeadlineMs: 5_000,
     });
   });
@@ -318,11 +369,15 @@ describe('randomized interleavings of jobs and collectors on MinIO, with S3 faul
       storeFor: (actor, landsWithinDeadline) =>
         wrapStore(dated, async (operation, args, call) => {
           const bounded = landsWithinDeadline();
-          // A publishing job may pause before a read (the budget must catch a pause after its refresh), never between its budget check and the root CAS.
+          // A publishing job may pause before a read (the budget must catch a pause after its refresh), never between
+          // its budget check and the root CAS.
           if (bounded && operation === 'get') await s.schedule(Promise.resolve(), `${actor} paused`);
           const pending = bounded ? clock.begin() : undefined;
           try {
-            await s.schedule(Promise.resolve(), `${actor} ${operation} ${typeof args[0] === 'string' ? args[0].slice(scope.length) : ''}`);
+            await s.schedule(
+              Promise.resolve(),
+              `${actor} ${operation} ${typeof args[0] === 'string' ? args[0].slice(scope.length) : ''}`,
+            );
             inFlight++;
             try {
               return await call();
@@ -335,7 +390,12 @@ describe('randomized interleavings of jobs and collectors on MinIO, with S3 faul
         }),
     };
     try {
-      const inputs = Object.fromEntries(GROUPS.map((g, i) => [g, [0, 1].map((n) => inputSegmentKey(ns, segmentId(`seg_${'f'.repeat(31)}${i * 2 + n}`), 'mseg'))]));
+      const inputs = Object.fromEntries(
+        GROUPS.map((g, i) => [
+          g,
+          [0, 1].map((n) => inputSegmentKey(ns, segmentId(`seg_${'f'.repeat(31)}${i * 2 + n}`), 'mseg')),
+        ]),
+      );
       for (const key of Object.values(inputs).flat()) await dated.put(key, new TextEncoder().encode('input'));
       await dated.putIfAbsent(rootKey(ns), encodeRoot({ namespace_id: ns, generation: 1, groups: inputs }));
 
@@ -346,7 +406,14 @@ describe('randomized interleavings of jobs and collectors on MinIO, with S3 faul
               seed: plan.faultSeed,
               delayMs: 5,
               timeoutMs: 100,
-              probabilities: { delay: 0.03, error500: 0.03, error503: 0.02, conflict409: 0.05, lostResponse: 0.06, timeout: 0.01 },
+              probabilities: {
+                delay: 0.03,
+                error500: 0.03,
+                error503: 0.02,
+                conflict409: 0.05,
+                lostResponse: 0.06,
+                timeout: 0.01,
+              },
             },
       );
       let finished = false;
@@ -355,10 +422,11 @@ describe('randomized interleavings of jobs and collectors on MinIO, with S3 faul
         ...plan.collectors.map((passes, i) => runCollector(run, passes, i)),
         runClock(run, plan.ticks),
       ]).finally(() => (finished = true));
-      for (let release = 0; !finished; ) {
+      for (let release = 0; !finished;) {
         await new Promise((resolve) => setImmediate(resolve));
         // Only when nothing is in flight does every actor wait at a gate: the scheduler then chooses among all of them.
-        if (inFlight === 0 && s.count() > 0) await s.waitNext(Math.min(plan.bursts[release++ % plan.bursts.length]!, s.count()));
+        if (inFlight === 0 && s.count() > 0)
+          await s.waitNext(Math.min(plan.bursts[release++ % plan.bursts.length]!, s.count()));
       }
       for (const result of await actors) {
         if (result.status === 'rejected') {
@@ -377,13 +445,17 @@ describe('randomized interleavings of jobs and collectors on MinIO, with S3 faul
     }
 
     const final = new Map<string, Uint8Array>();
-    for (let cursor: string | undefined; ; ) {
+    for (let cursor: string | undefined; ;) {
       const page = await direct.store.list({ prefix: scope, cursor });
       for (const o of page.objects) final.set(o.key, (await direct.store.get(o.key)).body);
       cursor = page.nextCursor;
       if (cursor === undefined) break;
     }
-    const audit = checkInvariants(log, final, { leaseExpiryMs: timing.leaseExpiryMs, liveness: 'everything-reclaimed', scope });
+    const audit = checkInvariants(log, final, {
+      leaseExpiryMs: timing.leaseExpiryMs,
+      liveness: 'everything-reclaimed',
+      scope,
+    });
     expect(describeViolations(audit.violations), `violations in namespace ${ns}`).toBe('');
     return audit.tally;
   }
@@ -392,10 +464,19 @@ describe('randomized interleavings of jobs and collectors on MinIO, with S3 faul
     const seed = Number(process.env.INTERLEAVING_SEED ?? Date.now() % 2 ** 31);
     const numRuns = Number(process.env.INTERLEAVING_RUNS ?? 150);
     const outcomes = zeroOutcomes();
-    const history: Record<keyof AuditTally, number> = { leasesCreated: 0, refreshes: 0, claims: 0, leasesDeleted: 0, publications: 0, objectsDeleted: 0 };
+    const history: Record<keyof AuditTally, number> = {
+      leasesCreated: 0,
+      refreshes: 0,
+      claims: 0,
+      leasesDeleted: 0,
+      publications: 0,
+      objectsDeleted: 0,
+    };
     const faultsBefore = { ...proxy.injected };
     const requestsBefore = proxy.requests;
-    console.log(`interleavings: seed ${seed}, ${numRuns} schedules (INTERLEAVING_SEED and INTERLEAVING_RUNS replay or resize)`);
+    console.log(
+      `interleavings: seed ${seed}, ${numRuns} schedules (INTERLEAVING_SEED and INTERLEAVING_RUNS replay or resize)`,
+    );
     await fc.assert(
       fc.asyncProperty(arbPlan, fc.scheduler(), async (plan, s) => {
         const tally = await checkOne(plan, s, outcomes);
@@ -404,7 +485,9 @@ describe('randomized interleavings of jobs and collectors on MinIO, with S3 faul
       { seed, numRuns, endOnFailure: true },
     );
     const faults = Object.fromEntries(FAULT_KINDS.map((k: FaultKind) => [k, proxy.injected[k] - faultsBefore[k]]));
-    console.log(`interleavings: ${JSON.stringify({ seed, schedules: numRuns, requests: proxy.requests - requestsBefore, faults, ...outcomes, history })}`);
+    console.log(
+      `interleavings: ${JSON.stringify({ seed, schedules: numRuns, requests: proxy.requests - requestsBefore, faults, ...outcomes, history })}`,
+    );
     // The schedules exercised the protocol's contested paths, not only quiet ones.
     expect(outcomes.jobs.published).toBeGreaterThan(0);
     expect(outcomes.jobs.fenced + outcomes.jobs['fenced while running']).toBeGreaterThan(0);

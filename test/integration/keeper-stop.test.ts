@@ -17,17 +17,26 @@ import { connectClient, expectReplays, startTestWorker, uniqueId, type RunningWo
 
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 
-const eventMs = (event: HistoryEvent): number => Number(event.eventTime!.seconds) * 1000 + (event.eventTime!.nanos ?? 0) / 1e6;
+const eventMs = (event: HistoryEvent): number =>
+  Number(event.eventTime!.seconds) * 1000 + (event.eventTime!.nanos ?? 0) / 1e6;
 
-/** The scheduled event of each activity type, and the event that closed it (completed, failed, cancelled, timed out). */
-function activityEvents(events: readonly HistoryEvent[], type: string): { scheduled: HistoryEvent; closed: HistoryEvent[] } {
+/**
+ * The scheduled event of each activity type, and the event that closed it (completed, failed, cancelled, timed out).
+ */
+function activityEvents(
+  events: readonly HistoryEvent[],
+  type: string,
+): { scheduled: HistoryEvent; closed: HistoryEvent[] } {
   const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === type);
   if (!scheduled) throw new Error(`no ${type} was scheduled`);
   const id = Number(scheduled.eventId);
   const closed = events.filter((e) =>
-    [e.activityTaskCompletedEventAttributes, e.activityTaskFailedEventAttributes, e.activityTaskCanceledEventAttributes, e.activityTaskTimedOutEventAttributes].some(
-      (a) => a && Number(a.scheduledEventId) === id,
-    ),
+    [
+      e.activityTaskCompletedEventAttributes,
+      e.activityTaskFailedEventAttributes,
+      e.activityTaskCanceledEventAttributes,
+      e.activityTaskTimedOutEventAttributes,
+    ].some((a) => a && Number(a.scheduledEventId) === id),
   );
   return { scheduled, closed };
 }
@@ -63,9 +72,13 @@ describe('the lease keeper at the end of the work', () => {
     // The keeper stopped itself when the work returned (completed), it was not cancelled by a heartbeat response.
     expect(leased.closed.map((e) => Boolean(e.activityTaskCompletedEventAttributes))).toEqual([true]);
     const [completed] = leased.closed;
-    const { workEndedAtMs } = defaultPayloadConverter.fromPayload<LeasedCompactionOutput>(completed!.activityTaskCompletedEventAttributes!.result!.payloads![0]!);
+    const { workEndedAtMs } = defaultPayloadConverter.fromPayload<LeasedCompactionOutput>(
+      completed!.activityTaskCompletedEventAttributes!.result!.payloads![0]!,
+    );
     const gapMs = eventMs(publish.scheduled) - workEndedAtMs;
-    console.log(`keeper stop: work ${(workEndedAtMs - eventMs(leased.scheduled)).toFixed(0)} ms, work end → publication scheduled ${gapMs.toFixed(0)} ms`);
+    console.log(
+      `keeper stop: work ${(workEndedAtMs - eventMs(leased.scheduled)).toFixed(0)} ms, work end → publication scheduled ${gapMs.toFixed(0)} ms`,
+    );
     expect(gapMs).toBeLessThan(1000);
     await expectReplays(client, handle.workflowId);
   });

@@ -21,16 +21,26 @@ const settings = testSettings(2000, { heartbeatTimeoutMs: 1500 });
 const { leaseExpiryMs } = settings.timing;
 const FAILING_MS = 5000;
 
-const isLeaseWrite = (operation: string, key: unknown) => operation === 'putIfMatch' && typeof key === 'string' && parseCompactionKey(key).kind === 'lease';
+const isLeaseWrite = (operation: string, key: unknown) =>
+  operation === 'putIfMatch' && typeof key === 'string' && parseCompactionKey(key).kind === 'lease';
 
 /** What became of each attempt of `compactUnderLease` in one run's history. */
 async function compactionAttempts(client: Client, workflowId: string, runId: string) {
   const events = (await client.workflow.getHandle(workflowId, runId).fetchHistory()).events ?? [];
-  const ended = (e: temporal.api.history.v1.IHistoryEvent) => e.activityTaskTimedOutEventAttributes ?? e.activityTaskFailedEventAttributes;
+  const ended = (e: temporal.api.history.v1.IHistoryEvent) =>
+    e.activityTaskTimedOutEventAttributes ?? e.activityTaskFailedEventAttributes;
   return {
-    startedAttempts: events.flatMap((e) => (e.activityTaskStartedEventAttributes ? [e.activityTaskStartedEventAttributes.attempt] : [])),
+    startedAttempts: events.flatMap((e) =>
+      e.activityTaskStartedEventAttributes ? [e.activityTaskStartedEventAttributes.attempt] : [],
+    ),
     timedOut: events.filter((e) => e.activityTaskTimedOutEventAttributes).length,
-    failureTypes: events.filter(ended).map((e) => e.activityTaskFailedEventAttributes?.failure?.cause?.applicationFailureInfo?.type ?? e.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type),
+    failureTypes: events
+      .filter(ended)
+      .map(
+        (e) =>
+          e.activityTaskFailedEventAttributes?.failure?.cause?.applicationFailureInfo?.type ??
+          e.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type,
+      ),
   };
 }
 
@@ -41,7 +51,11 @@ describe('a lease keeper while its refreshes fail', () => {
   async function publishThrough(store: ObjectStore, ns: string) {
     const running = await startTestWorker(store, settings);
     try {
-      const handle = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+      const handle = await startCompaction(servers.client, {
+        namespaceId: ns,
+        group: 'inodes',
+        taskQueue: running.taskQueue,
+      });
       const result = await handle.result();
       expect(result.outcome).toBe('published');
       return { handle, result };
@@ -86,9 +100,14 @@ describe('a lease keeper while its refreshes fail', () => {
     let failingSince: number | undefined;
     const store = wrapStore(servers.fixture.store, async (operation, args, call) => {
       const key = args[0];
-      if (operation === 'putIfAbsent' && typeof key === 'string' && parseCompactionKey(key).kind === 'lease') firstLease ??= key;
+      if (operation === 'putIfAbsent' && typeof key === 'string' && parseCompactionKey(key).kind === 'lease')
+        firstLease ??= key;
       // The first job's work waits until its lease has gone unrefreshed past its expiry; the next job's does not.
-      while (operation === 'getStream' && (failingSince === undefined || Date.now() < failingSince + leaseExpiryMs + 1000)) await sleep(100);
+      while (
+        operation === 'getStream' &&
+        (failingSince === undefined || Date.now() < failingSince + leaseExpiryMs + 1000)
+      )
+        await sleep(100);
       if (isLeaseWrite(operation, key) && firstLease !== undefined && key === firstLease) {
         failingSince ??= Date.now();
         throw new StoreUnavailableError(firstLease, 'injected: the store fails writes');

@@ -23,7 +23,10 @@ describe('lease creation with an unclear outcome', () => {
   beforeAll(async () => {
     direct = await openTestStore('minio');
     proxy = await startS3FaultProxy(direct.endpoint!.endpoint);
-    faulty = createS3ObjectStore({ bucket: direct.bucket!, client: new S3Client({ ...s3ClientConfig(direct.endpoint!), endpoint: proxy.endpoint }) });
+    faulty = createS3ObjectStore({
+      bucket: direct.bucket!,
+      client: new S3Client({ ...s3ClientConfig(direct.endpoint!), endpoint: proxy.endpoint }),
+    });
   });
   afterAll(async () => {
     await faulty?.close();
@@ -48,7 +51,11 @@ describe('lease creation with an unclear outcome', () => {
     // The first attempt landed but its answer was lost; a collector claimed the lease before the retry.
     const landed = await createJobLease(direct.store, job);
     const key = leaseKey(job.namespaceId, job.jobId);
-    await direct.store.putIfMatch(key, encodeLease(claimLeaseState(landed.lease, TEST_PASS_ID, Date.now())), landed.etag);
+    await direct.store.putIfMatch(
+      key,
+      encodeLease(claimLeaseState(landed.lease, TEST_PASS_ID, Date.now())),
+      landed.etag,
+    );
     const retried = createJobLease(faulty, job);
     await expect(retried).rejects.toBeInstanceOf(LeaseLostError);
     await expect(retried).rejects.toThrow(/claimed/);
@@ -57,7 +64,8 @@ describe('lease creation with an unclear outcome', () => {
   it('a retried create answered 412 whose lease is gone by the re-read has lost it (claimed and deleted), not collided', async () => {
     const job = { namespaceId: namespaceId('conflict'), jobId: newJobId(), ownerId: 'job', startedAtMs: Date.now() };
     const key = leaseKey(job.namespaceId, job.jobId);
-    // The first attempt landed but its answer was lost; between the retry's 412 and its re-read a collector claims and deletes the lease.
+    // The first attempt landed but its answer was lost; between the retry's 412 and its re-read a collector claims and
+    // deletes the lease.
     await createJobLease(direct.store, job);
     let reclaimed = false;
     const store = interceptStore(direct.store, async (operation) => {

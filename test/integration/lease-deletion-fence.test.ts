@@ -19,10 +19,18 @@ const EXPIRY_MS = 60_000;
  * Pass A claims an expired lease and deletes it, its delete held between the read of its claim and
  * the delete itself; meanwhile pass B, at a clock past A's claim's expiry, takes the claim over.
  */
-async function lateDeletion(store: ObjectStore): Promise<{ readonly deleted: boolean; readonly taken: SettledOwner | undefined; readonly job: JobRef; readonly passB: string }> {
+async function lateDeletion(store: ObjectStore): Promise<{
+  readonly deleted: boolean;
+  readonly taken: SettledOwner | undefined;
+  readonly job: JobRef;
+  readonly passB: string;
+}> {
   const job: JobRef = { namespaceId: namespaceId(uniqueId('fence').toLowerCase()), jobId: newJobId() };
   const key = leaseKey(job.namespaceId, job.jobId);
-  await store.put(key, encodeLease(createLeaseState({ jobId: job.jobId, namespaceId: job.namespaceId, ownerId: 'dead job', nowMs: 1 })));
+  await store.put(
+    key,
+    encodeLease(createLeaseState({ jobId: job.jobId, namespaceId: job.namespaceId, ownerId: 'dead job', nowMs: 1 })),
+  );
   const nowMs = Date.now();
   const passA = { nowMs, leaseExpiryMs: EXPIRY_MS, passId: newPassId(nowMs) };
   const passB = { nowMs: nowMs + 2 * EXPIRY_MS, leaseExpiryMs: EXPIRY_MS, passId: newPassId(nowMs + 2 * EXPIRY_MS) };
@@ -37,7 +45,14 @@ async function lateDeletion(store: ObjectStore): Promise<{ readonly deleted: boo
       return read;
     },
   });
-  const deleted = await deleteLease(stalled, job, passA.passId, undefined, undefined, claimed.owner === 'collector' ? claimed.claim : undefined);
+  const deleted = await deleteLease(
+    stalled,
+    job,
+    passA.passId,
+    undefined,
+    undefined,
+    claimed.owner === 'collector' ? claimed.claim : undefined,
+  );
   return { deleted, taken, job, passB: passB.passId };
 }
 
@@ -50,7 +65,9 @@ describe.each<StoreKind>(['moto', 'embedded'])('on %s, which honours a condition
 
   it("a pass's lease deletion that lands after another pass took its claim over deletes nothing, and the other claim stays", async () => {
     const { deleted, taken, job, passB } = await lateDeletion(fixture.store);
-    expect(taken, 'the other pass took the claim over between the read and the delete').toMatchObject({ owner: 'collector' });
+    expect(taken, 'the other pass took the claim over between the read and the delete').toMatchObject({
+      owner: 'collector',
+    });
     expect(deleted, 'the late pass reports its claim lost').toBe(false);
     expect(await readLease(fixture.store, job)).toMatchObject({ lease: { status: 'reaping', owner_id: passB } });
   });

@@ -12,7 +12,8 @@ import { gate, wrapStore } from '../support/faults';
 import { makeInputs, writeInputs } from '../support/records';
 import { expectReplays, startTestWorker, storeAndClient, testSettings, uniqueId } from '../support/temporal';
 
-// A 3 s interval against Temporal's 1 s retry delay: an immediate refresh and one a full interval late are seconds apart.
+// A 3 s interval against Temporal's 1 s retry delay: an immediate refresh and one a full interval late are seconds
+// apart.
 // The heartbeat timeout is long enough that the held compaction is not timed out meanwhile.
 const settings = testSettings(3000, { heartbeatTimeoutMs: 15_000 });
 const interval = settings.timing.leaseRefreshIntervalMs;
@@ -29,7 +30,10 @@ describe('a retried lease keeper', () => {
     const work = gate();
     const store = wrapStore(servers.fixture.store, async (operation, args, call) => {
       const key = args[0];
-      const leaseWrite = (operation === 'putIfMatch' || operation === 'putIfAbsent') && typeof key === 'string' && parseCompactionKey(key).kind === 'lease';
+      const leaseWrite =
+        (operation === 'putIfMatch' || operation === 'putIfAbsent') &&
+        typeof key === 'string' &&
+        parseCompactionKey(key).kind === 'lease';
       if (operation === 'getStream') await work.wait;
       // The keeper's second refresh never leaves, as if the store failed it before sending.
       if (leaseWrite && operation === 'putIfMatch' && heartbeats.length === 2 && failedAfter === undefined) {
@@ -38,7 +42,10 @@ describe('a retried lease keeper', () => {
       }
       const result = await call();
       if (leaseWrite) {
-        heartbeats.push((JSON.parse(new TextDecoder().decode(args[1] as Uint8Array)) as { payload: { heartbeat_at_ms: number } }).payload.heartbeat_at_ms);
+        heartbeats.push(
+          (JSON.parse(new TextDecoder().decode(args[1] as Uint8Array)) as { payload: { heartbeat_at_ms: number } })
+            .payload.heartbeat_at_ms,
+        );
         // The compaction waits until the keeper has refreshed once after the failure.
         if (failedAfter !== undefined && heartbeats.length > failedAfter) work.open();
       }
@@ -46,7 +53,11 @@ describe('a retried lease keeper', () => {
     });
     const running = await startTestWorker(store, settings);
     try {
-      const handle = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+      const handle = await startCompaction(servers.client, {
+        namespaceId: ns,
+        group: 'inodes',
+        taskQueue: running.taskQueue,
+      });
       const result = await handle.result();
       expect(result.outcome).toBe('published');
       await expectReplays(servers.client, handle.workflowId);

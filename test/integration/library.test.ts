@@ -1,16 +1,33 @@
-/** The library path of a metadata service on the shared dev server: a worker from the environment, compactions and collector passes through the public API. */
+/**
+ * The library path of a metadata service on the shared dev server: a worker from the environment, compactions and
+ * collector passes through the public API.
+ */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it, inject, vi } from 'vitest';
-import { registerSearchAttributes, runGcPass, SEARCH_ATTRIBUTES, startCompaction, startWorkerFromEnv, type Timing, type WorkerFromEnv } from '../../src';
+import {
+  registerSearchAttributes,
+  runGcPass,
+  SEARCH_ATTRIBUTES,
+  startCompaction,
+  startWorkerFromEnv,
+  type Timing,
+  type WorkerFromEnv,
+} from '../../src';
 import { TIMING_ENV } from '../../src/config';
 import { leaseKey, namespaceId, newJobId } from '../../src/keys';
 import { updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { makeInputs, writeInputs } from '../support/records';
-import { connectClient, freshTemporalNamespace, quickExpirySettings, uniqueId, workflowBundle } from '../support/temporal';
+import {
+  connectClient,
+  freshTemporalNamespace,
+  quickExpirySettings,
+  uniqueId,
+  workflowBundle,
+} from '../support/temporal';
 
 describe('the library worker configured by the environment', () => {
   const taskQueue = uniqueId('library-tq');
@@ -21,12 +38,30 @@ describe('the library worker configured by the environment', () => {
   let closeClient: () => Promise<void>;
 
   beforeAll(async () => {
-    const timing = Object.fromEntries(Object.entries(TIMING_ENV).map(([field, name]) => [name, String(quickExpirySettings.timing[field as keyof Timing])]));
-    // The process's own environment: startCompaction and runGcPass read COMPACTION_TASK_QUEUE from it like the worker does.
+    const timing = Object.fromEntries(
+      Object.entries(TIMING_ENV).map(([field, name]) => [
+        name,
+        String(quickExpirySettings.timing[field as keyof Timing]),
+      ]),
+    );
+    // The process's own environment: startCompaction and runGcPass read COMPACTION_TASK_QUEUE from it like the worker
+    // does.
     vi.stubEnv('COMPACTION_TASK_QUEUE', taskQueue);
-    const env = { ...process.env, ...timing, TEMPORAL_ADDRESS: inject('temporalAddress'), COMPACTION_EMBEDDED_STORE: storePath, COMPACTION_TARGET_SEGMENT_BYTES: '4096', COMPACTION_HEARTBEAT_TIMEOUT_MS: String(quickExpirySettings.heartbeatTimeoutMs) };
+    const env = {
+      ...process.env,
+      ...timing,
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      COMPACTION_EMBEDDED_STORE: storePath,
+      COMPACTION_TARGET_SEGMENT_BYTES: '4096',
+      COMPACTION_HEARTBEAT_TIMEOUT_MS: String(quickExpirySettings.heartbeatTimeoutMs),
+    };
     // test/support/temporal installed this process's Runtime already.
-    started = await startWorkerFromEnv({ env, installRuntime: false, log: (line) => logged.push(line), workerOptions: { workflowBundle: await workflowBundle(), shutdownGraceTime: '2 seconds' } });
+    started = await startWorkerFromEnv({
+      env,
+      installRuntime: false,
+      log: (line) => logged.push(line),
+      workerOptions: { workflowBundle: await workflowBundle(), shutdownGraceTime: '2 seconds' },
+    });
     ({ client, close: closeClient } = await connectClient());
   });
   afterAll(async () => {
@@ -37,14 +72,16 @@ describe('the library worker configured by the environment', () => {
 
   it('polls COMPACTION_TASK_QUEUE, the queue startCompaction starts on, and says once which store it writes to', async () => {
     expect(started.taskQueue).toBe(taskQueue);
-    expect(logged).toEqual([expect.stringMatching(new RegExp(`task queue ${taskQueue}, store embedded:${storePath}$`))]);
+    expect(logged).toEqual([
+      expect.stringMatching(new RegExp(`task queue ${taskQueue}, store embedded:${storePath}$`)),
+    ]);
     const ns = uniqueId('library').toLowerCase();
     await writeInputs(started.store, ns, 'inodes', makeInputs(2, 100));
     const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes' });
     expect((await handle.result()).outcome).toBe('published');
   });
 
-  it('runGcPass returns an incomplete pass\'s typed report instead of throwing it', async () => {
+  it("runGcPass returns an incomplete pass's typed report instead of throwing it", async () => {
     const ns = namespaceId(uniqueId('library-corrupt').toLowerCase());
     const key = leaseKey(ns, newJobId());
     // A namespace the collector judges has a root (without one it is skipped before any lease is read).

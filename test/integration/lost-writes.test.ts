@@ -10,7 +10,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveTiming } from '../../src/config';
-import { inputSegmentKey, inputSegmentsPrefix, namespaceId, newSegmentId, rootKey, type NamespaceId } from '../../src/keys';
+import {
+  inputSegmentKey,
+  inputSegmentsPrefix,
+  namespaceId,
+  newSegmentId,
+  rootKey,
+  type NamespaceId,
+} from '../../src/keys';
 import { readRoot, updateRoot } from '../../src/protocol';
 import { encodeRoot, jsonRootCodec, type RootState } from '../../src/root';
 import { NotFoundError, type ObjectStore } from '../../src/store';
@@ -38,8 +45,13 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
 
   const pass = (ns: NamespaceId, aheadMs: number) => passAhead(store, ns, aheadMs);
 
-  const exists = (key: string) => store.head(key).then(() => true, (err: unknown) => (err instanceof NotFoundError ? false : Promise.reject(err)));
-  const segmentsUnder = async (ns: NamespaceId) => (await store.list({ prefix: inputSegmentsPrefix(ns) })).objects.map((o) => o.key).sort();
+  const exists = (key: string) =>
+    store.head(key).then(
+      () => true,
+      (err: unknown) => (err instanceof NotFoundError ? false : Promise.reject(err)),
+    );
+  const segmentsUnder = async (ns: NamespaceId) =>
+    (await store.list({ prefix: inputSegmentsPrefix(ns) })).objects.map((o) => o.key).sort();
 
   it('a writer delayed past its budget between the PUT and the root CAS registers nothing and throws WriterBudgetExceededError naming the segment', async () => {
     const ns = newNamespace('slow');
@@ -50,7 +62,10 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
     const paused = interceptStore(store, (operation) => {
       if (operation === 'put') elapsed += writerBudgetMs + 1;
     });
-    const err: unknown = await writeInputSegment(paused, { namespaceId: ns, group: 'inodes' }, [record('b')], { writerBudgetMs, elapsedMs: () => elapsed }).then(
+    const err: unknown = await writeInputSegment(paused, { namespaceId: ns, group: 'inodes' }, [record('b')], {
+      writerBudgetMs,
+      elapsedMs: () => elapsed,
+    }).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -63,7 +78,7 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
     expect(after).toEqual(before);
   });
 
-  it("the budget is checked before every CAS attempt: a writer that loses a race and is past its budget sends no second CAS", async () => {
+  it('the budget is checked before every CAS attempt: a writer that loses a race and is past its budget sends no second CAS', async () => {
     const ns = newNamespace('race');
     await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('a')]);
     let elapsed = 0;
@@ -75,7 +90,12 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
       await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('c')]);
       elapsed += writerBudgetMs + 1;
     });
-    await expect(writeInputSegment(racing, { namespaceId: ns, group: 'inodes' }, [record('b')], { writerBudgetMs, elapsedMs: () => elapsed })).rejects.toThrow(WriterBudgetExceededError);
+    await expect(
+      writeInputSegment(racing, { namespaceId: ns, group: 'inodes' }, [record('b')], {
+        writerBudgetMs,
+        elapsedMs: () => elapsed,
+      }),
+    ).rejects.toThrow(WriterBudgetExceededError);
     expect(casSent).toBe(1);
     expect((await readRoot(store, ns, jsonRootCodec)).root.groups.inodes).toHaveLength(2);
   });
@@ -87,8 +107,12 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
     const paused = interceptStore(store, (operation) => {
       if (operation === 'put') elapsed += writerBudgetMs + 1;
     });
-    const err = (await writeInputSegment(paused, { namespaceId: ns, group: 'inodes' }, [record('b')], { writerBudgetMs, elapsedMs: () => elapsed }).catch((e: unknown) => e)) as WriterBudgetExceededError;
-    // Past T (the old lost-write age) and past the writer budget, the segment stays: its writer could still have registered it until the budget.
+    const err = (await writeInputSegment(paused, { namespaceId: ns, group: 'inodes' }, [record('b')], {
+      writerBudgetMs,
+      elapsedMs: () => elapsed,
+    }).catch((e: unknown) => e)) as WriterBudgetExceededError;
+    // Past T (the old lost-write age) and past the writer budget, the segment stays: its writer could still have
+    // registered it until the budget.
     for (const ahead of [gcMinGraceMs + MINUTE, writerBudgetMs + MINUTE, lostWriteGraceMs - MINUTE]) {
       const report = await pass(ns, ahead);
       expect(report.totals, `${ahead} ms ahead`).toMatchObject({ lostWritesDeleted: 0, retainedReferenced: 1 });
@@ -100,20 +124,39 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
     expect(await segmentsUnder(ns)).toEqual((await readRoot(store, ns, jsonRootCodec)).root.groups.inodes);
   });
 
-  it('a segment replaced through updateRoot is retired at the writer\'s clock, kept for the reader grace, and goes after it', async () => {
+  it("a segment replaced through updateRoot is retired at the writer's clock, kept for the reader grace, and goes after it", async () => {
     const ns = newNamespace('replaced');
-    const [a, b] = [await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('a')]), await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('b')])];
-    const merged = await writeInputSegment(store, { namespaceId: ns, group: 'dentries' }, [record('a'), record('b', 2)]);
+    const [a, b] = [
+      await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('a')]),
+      await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('b')]),
+    ];
+    const merged = await writeInputSegment(store, { namespaceId: ns, group: 'dentries' }, [
+      record('a'),
+      record('b', 2),
+    ]);
     const retiredAtMs = Date.now();
-    const written = await updateRoot(store, ns, (root): RootState => ({ ...root, generation: root.generation + 1, groups: { dentries: [merged] } }), jsonRootCodec, {
-      clockMs: () => retiredAtMs,
-    });
-    expect(written.retired).toEqual([{ key: a, retired_at_ms: retiredAtMs }, { key: b, retired_at_ms: retiredAtMs }]);
+    const written = await updateRoot(
+      store,
+      ns,
+      (root): RootState => ({ ...root, generation: root.generation + 1, groups: { dentries: [merged] } }),
+      jsonRootCodec,
+      {
+        clockMs: () => retiredAtMs,
+      },
+    );
+    expect(written.retired).toEqual([
+      { key: a, retired_at_ms: retiredAtMs },
+      { key: b, retired_at_ms: retiredAtMs },
+    ]);
     expect((await readRoot(store, ns, jsonRootCodec)).root.retired).toEqual(written.retired);
     // The pass right after, and one just inside the reader grace: both kept for readers of the old root.
     for (const ahead of [0, readerGraceMs - MINUTE]) {
       const report = await pass(ns, ahead);
-      expect(report.totals, `${ahead} ms ahead`).toMatchObject({ retainedInGrace: 2, retiredDeleted: 0, lostWritesDeleted: 0 });
+      expect(report.totals, `${ahead} ms ahead`).toMatchObject({
+        retainedInGrace: 2,
+        retiredDeleted: 0,
+        lostWritesDeleted: 0,
+      });
     }
     expect(await segmentsUnder(ns)).toEqual([a, b, merged].sort());
     const due = await pass(ns, readerGraceMs + MINUTE);
@@ -121,14 +164,23 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
     expect(await segmentsUnder(ns)).toEqual([merged]);
   });
 
-  it('segments a root writer replaced without retiring them (a service\'s own writer) are kept for the lost-write grace, not T', async () => {
+  it("segments a root writer replaced without retiring them (a service's own writer) are kept for the lost-write grace, not T", async () => {
     const ns = newNamespace('unretired');
-    const [a, b, c] = [await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('a')]), await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('b')]), await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('c')])];
+    const [a, b, c] = [
+      await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('a')]),
+      await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('b')]),
+      await writeInputSegment(store, { namespaceId: ns, group: 'inodes' }, [record('c')]),
+    ];
     const output = inputSegmentKey(ns, newSegmentId(), 'mseg');
     await store.put(output, new TextEncoder().encode('an older publisher wrote this'));
     // A publication of the service's own: the inputs leave the group and no retired list names them.
     const current = await readRoot(store, ns, jsonRootCodec);
-    const unretired = encodeRoot({ namespace_id: ns, generation: current.root.generation + 1, groups: { inodes: [output] }, retired: [] });
+    const unretired = encodeRoot({
+      namespace_id: ns,
+      generation: current.root.generation + 1,
+      groups: { inodes: [output] },
+      retired: [],
+    });
     await store.putIfMatch(rootKey(ns), unretired, current.etag);
     for (const ahead of [MINUTE, gcMinGraceMs + MINUTE, readerGraceMs + MINUTE, lostWriteGraceMs - MINUTE]) {
       const report = await pass(ns, ahead);

@@ -1,4 +1,6 @@
-/** The worker's Prometheus endpoint: the SDK's metrics and the package's own, after a compaction and a collector pass. */
+/**
+ * The worker's Prometheus endpoint: the SDK's metrics and the package's own, after a compaction and a collector pass.
+ */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
 import { startCompaction } from '../../src/client';
@@ -53,15 +55,26 @@ describe('metrics', () => {
     proxy.observe(({ request, status }) => {
       if (s3Requests.compareAndSwap(request) && request.key.endsWith('/lease.json') && status === 200) refreshes++;
     });
-    const firstOutput = proxy.hold((r) => s3Requests.put(r) && r.key.includes('/compactions/') && r.key.endsWith(`.${SEGMENT_EXTENSION}`));
-    const handle = await startCompaction(client, { namespaceId: ns, group: 'tombstones', taskQueue, workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS });
+    const firstOutput = proxy.hold(
+      (r) => s3Requests.put(r) && r.key.includes('/compactions/') && r.key.endsWith(`.${SEGMENT_EXTENSION}`),
+    );
+    const handle = await startCompaction(client, {
+      namespaceId: ns,
+      group: 'tombstones',
+      taskQueue,
+      workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS,
+    });
     await firstOutput.arrived;
     await vi.waitUntil(() => refreshes >= 2, { timeout: 15_000, interval: 100 });
     firstOutput.release();
     const result = await handle.result();
     expect(result.outcome).toBe('published');
     await new Promise((r) => setTimeout(r, Math.max(0, orphanWritten + 9000 - Date.now())));
-    const pass = await client.workflow.execute('gcWorkflow', { taskQueue, workflowId: uniqueId('metrics-gc'), args: [{ namespaces: [ns] }] });
+    const pass = await client.workflow.execute('gcWorkflow', {
+      taskQueue,
+      workflowId: uniqueId('metrics-gc'),
+      args: [{ namespaces: [ns] }],
+    });
     expect(pass).toMatchObject({ totals: { orphaned: 1, objectsDeleted: 1 } });
     await close();
 
@@ -87,7 +100,11 @@ describe('metrics', () => {
       const ns = namespaceId(uniqueId('metrics-corrupt').toLowerCase());
       await updateRoot(fixture.store, ns, (root) => root, jsonRootCodec);
       await fixture.store.put(leaseKey(ns, newJobId()), new TextEncoder().encode('not a lease'));
-      const pass = await client.workflow.execute('gcWorkflow', { taskQueue, workflowId: uniqueId('metrics-gc'), args: [{ namespaces: [ns] }] });
+      const pass = await client.workflow.execute('gcWorkflow', {
+        taskQueue,
+        workflowId: uniqueId('metrics-gc'),
+        args: [{ namespaces: [ns] }],
+      });
       expect(pass).toMatchObject({ complete: false, totals: { corrupt: 1 } });
       await close();
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();

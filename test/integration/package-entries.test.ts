@@ -24,7 +24,10 @@ const PROBE = `
     testing: [typeof testing.startTemporalDevServer, typeof testing.shrunkTiming, typeof testing.checkFormat, typeof testing.startCompaction],
   }));
 `;
-const EXPECTED = { main: ['function', 'function', 'undefined'], testing: ['function', 'function', 'function', 'undefined'] };
+const EXPECTED = {
+  main: ['function', 'function', 'undefined'],
+  testing: ['function', 'function', 'function', 'undefined'],
+};
 
 /** Every file of `lib` reached from `entries` through the relative imports of the built .js and .d.ts files. */
 function reachedFiles(lib: string, entries: readonly string[]): Set<string> {
@@ -60,7 +63,9 @@ describe('the packed package', () => {
     const [tarball] = readdirSync(work).filter((f) => f.endsWith('.tgz'));
     await run('mkdir', [project]);
     writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '0.0.0', private: true }));
-    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', join(work, tarball as string)], { cwd: project });
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', join(work, tarball as string)], {
+      cwd: project,
+    });
   }, 600_000);
 
   it('loads compaction-lease and compaction-lease/testing by require, on Node 24', async () => {
@@ -74,12 +79,17 @@ describe('the packed package', () => {
     const { stdout } = await run('node', ['--input-type=module', '-e', esm], { cwd: project });
     expect(JSON.parse(stdout)).toEqual(EXPECTED);
     const named = `import { startCompaction } from 'compaction-lease'; import { startMinio } from 'compaction-lease/testing'; console.log(typeof startCompaction, typeof startMinio);`;
-    expect((await run('node', ['--input-type=module', '-e', named], { cwd: project })).stdout.trim()).toBe('function function');
+    expect((await run('node', ['--input-type=module', '-e', named], { cwd: project })).stdout.trim()).toBe(
+      'function function',
+    );
   });
 
   it('ships in lib/ only what the entry points, the CLI and the bundled workflows reach', () => {
     const lib = join(project, 'node_modules', 'compaction-lease', 'lib');
-    const pkg = JSON.parse(readFileSync(join(lib, '..', 'package.json'), 'utf8')) as { bin: Record<string, string>; exports: Record<string, { default?: string }> };
+    const pkg = JSON.parse(readFileSync(join(lib, '..', 'package.json'), 'utf8')) as {
+      bin: Record<string, string>;
+      exports: Record<string, { default?: string }>;
+    };
     const entries = [
       ...Object.values(pkg.exports).flatMap((e) => (typeof e === 'object' && e.default ? [e.default] : [])),
       ...Object.values(pkg.bin),
@@ -90,8 +100,13 @@ describe('the packed package', () => {
     const reached = reachedFiles(lib, entries);
     const shipped = filesUnder(lib);
     expect(shipped.filter((file) => !reached.has(file))).toEqual([]);
-    // The walk found what it should: the servers ./testing starts, and not those only this repository's tests and scripts start.
-    expect(shipped).toEqual(expect.arrayContaining(['testing.js', 'devservers/temporal.js', 'devservers/minio.js', 'workflows/gc.js']));
-    expect(shipped.filter((file) => /^(main|worker\/main|devservers\/(index|moto|seaweedfs))\./.test(file))).toEqual([]);
+    // The walk found what it should: the servers ./testing starts, and not those only this repository's tests and
+    // scripts start.
+    expect(shipped).toEqual(
+      expect.arrayContaining(['testing.js', 'devservers/temporal.js', 'devservers/minio.js', 'workflows/gc.js']),
+    );
+    expect(shipped.filter((file) => /^(main|worker\/main|devservers\/(index|moto|seaweedfs))\./.test(file))).toEqual(
+      [],
+    );
   });
 });

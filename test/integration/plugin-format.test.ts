@@ -3,7 +3,8 @@
  * The plug-in format of test/support/binary-format.ts runs through the same compaction, fencing,
  * publication and collector tests as the reference (`describe.each(TEST_FORMATS)`, support/formats.ts);
  * here, a compactor that writes outside its job's prefix, or names an output it does not own, is
- * refused by the writer it is handed, as is a write after its attempt returned or an output it never wrote, and a dead job's prefix is reclaimed through the text root.
+ * refused by the writer it is handed, as is a write after its attempt returned or an output it never wrote, and a dead
+ * job's prefix is reclaimed through the text root.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
@@ -41,7 +42,8 @@ describe('a plug-in format (binary segments, text root)', () => {
 
   const newNamespace = (prefix: string) => namespaceId(uniqueId(prefix).toLowerCase());
   const exists = async (key: string) => (await store.list({ prefix: key })).objects.some((o) => o.key === key);
-  const compact = async (ns: NamespaceId, taskQueue = worker.taskQueue) => (await startCompaction(client, { namespaceId: ns, group, taskQueue })).result();
+  const compact = async (ns: NamespaceId, taskQueue = worker.taskQueue) =>
+    (await startCompaction(client, { namespaceId: ns, group, taskQueue })).result();
   const pass = async (ns: NamespaceId) => {
     const handle = await client.workflow.start<typeof gcWorkflow>('gcWorkflow', {
       workflowId: uniqueId('gc-plugin'),
@@ -54,7 +56,10 @@ describe('a plug-in format (binary segments, text root)', () => {
   beforeAll(async () => {
     fixture = await openTestStore('minio');
     store = fixture.store;
-    worker = await startTestWorker(store, settings, undefined, undefined, { compactor: binaryCompactor, rootCodec: textRootCodec });
+    worker = await startTestWorker(store, settings, undefined, undefined, {
+      compactor: binaryCompactor,
+      rootCodec: textRootCodec,
+    });
     ({ client, close: closeClient } = await connectClient());
   });
   afterAll(async () => {
@@ -63,13 +68,16 @@ describe('a plug-in format (binary segments, text root)', () => {
     await store?.close();
   });
 
-  it("the job-prefix reclaim reads references through the text root: once the job is dead its unpublished objects go, its published outputs stay", async () => {
+  it('the job-prefix reclaim reads references through the text root: once the job is dead its unpublished objects go, its published outputs stay', async () => {
     const ns = newNamespace('lpbprefix');
     await writeBinaryInputs(store, ns, group, sampleBinaryInputs(2, 50));
     const result = await compact(ns);
     expect(result.outcome).toBe('published');
     const job = { namespaceId: ns, jobId: jobId(result.jobId) };
-    const strays = [stagedOutputKey(job, 'unpublished', 'lpb'), stagedOutputKey({ namespaceId: ns, jobId: newJobId() }, '0', 'lpb')];
+    const strays = [
+      stagedOutputKey(job, 'unpublished', 'lpb'),
+      stagedOutputKey({ namespaceId: ns, jobId: newJobId() }, '0', 'lpb'),
+    ];
     for (const key of strays) await store.put(key, Buffer.from('LPB1'));
 
     // Past the lease's expiry and the strays' staging grace: the job's lease is claimed and its prefix walked.
@@ -91,10 +99,16 @@ describe('a plug-in format (binary segments, text root)', () => {
         return { outputs: [stray], recordsOut: 0, bytesOut: 0 };
       },
     };
-    const own = await startTestWorker(store, settings, undefined, undefined, { compactor: rogue, rootCodec: textRootCodec });
+    const own = await startTestWorker(store, settings, undefined, undefined, {
+      compactor: rogue,
+      rootCodec: textRootCodec,
+    });
     try {
       const rootBefore = await store.get(rootKey(ns));
-      const err: unknown = await compact(ns, own.taskQueue).then(() => undefined, (e: unknown) => e);
+      const err: unknown = await compact(ns, own.taskQueue).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(WorkflowFailedError);
       const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
       expect(cause).toBeInstanceOf(ApplicationFailure);
@@ -112,9 +126,15 @@ describe('a plug-in format (binary segments, text root)', () => {
     const ns = newNamespace('lpbclaim');
     const [input] = await writeBinaryInputs(store, ns, group, sampleBinaryInputs(1, 10));
     const rogue: Compactor = { compact: async () => ({ outputs: [input!], recordsOut: 0, bytesOut: 0 }) };
-    const own = await startTestWorker(store, settings, undefined, undefined, { compactor: rogue, rootCodec: textRootCodec });
+    const own = await startTestWorker(store, settings, undefined, undefined, {
+      compactor: rogue,
+      rootCodec: textRootCodec,
+    });
     try {
-      const err: unknown = await compact(ns, own.taskQueue).then(() => undefined, (e: unknown) => e);
+      const err: unknown = await compact(ns, own.taskQueue).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(((err as WorkflowFailedError).cause as ApplicationFailure).type).toBe('OutsideJobPrefix');
       expect((await readRoot(store, ns, textRootCodec)).root.groups[group]).toEqual([input]);
     } finally {
@@ -125,10 +145,22 @@ describe('a plug-in format (binary segments, text root)', () => {
   it('a compactor that returns an output it never wrote is refused before publication: OutputMissing, the root unchanged', async () => {
     const ns = newNamespace('lpbmissing');
     const [input] = await writeBinaryInputs(store, ns, group, sampleBinaryInputs(1, 10));
-    const rogue: Compactor = { compact: async ({ job }) => ({ outputs: [stagedOutputKey(job, 'never-written', 'lpb')], recordsOut: 0, bytesOut: 0 }) };
-    const own = await startTestWorker(store, settings, undefined, undefined, { compactor: rogue, rootCodec: textRootCodec });
+    const rogue: Compactor = {
+      compact: async ({ job }) => ({
+        outputs: [stagedOutputKey(job, 'never-written', 'lpb')],
+        recordsOut: 0,
+        bytesOut: 0,
+      }),
+    };
+    const own = await startTestWorker(store, settings, undefined, undefined, {
+      compactor: rogue,
+      rootCodec: textRootCodec,
+    });
     try {
-      const err: unknown = await compact(ns, own.taskQueue).then(() => undefined, (e: unknown) => e);
+      const err: unknown = await compact(ns, own.taskQueue).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
       expect(cause.type).toBe('OutputMissing');
       expect(cause.nonRetryable).toBe(true);
@@ -148,11 +180,19 @@ describe('a plug-in format (binary segments, text root)', () => {
         const output = stagedOutputKey(job, '0', 'lpb');
         await staged.put(output, Buffer.from('LPB1'));
         lateKey = stagedOutputKey(job, 'late', 'lpb');
-        late = sleep(100).then(() => staged.put(lateKey, Buffer.from('LPB1'))).then(() => undefined, (e: unknown) => e);
+        late = sleep(100)
+          .then(() => staged.put(lateKey, Buffer.from('LPB1')))
+          .then(
+            () => undefined,
+            (e: unknown) => e,
+          );
         return { outputs: [output], recordsOut: 0, bytesOut: 0 };
       },
     };
-    const own = await startTestWorker(store, settings, undefined, undefined, { compactor: rogue, rootCodec: textRootCodec });
+    const own = await startTestWorker(store, settings, undefined, undefined, {
+      compactor: rogue,
+      rootCodec: textRootCodec,
+    });
     try {
       const result = await compact(ns, own.taskQueue);
       expect(result.outcome).toBe('published');
@@ -173,7 +213,10 @@ describe('a plug-in format (binary segments, text root)', () => {
         return { outputs: [output], recordsOut: 0, bytesOut: 0 };
       },
     };
-    const own = await startTestWorker(store, settings, undefined, undefined, { compactor: rogue, rootCodec: textRootCodec });
+    const own = await startTestWorker(store, settings, undefined, undefined, {
+      compactor: rogue,
+      rootCodec: textRootCodec,
+    });
     try {
       const result = await compact(ns, own.taskQueue);
       expect(result.outcome).toBe('published');

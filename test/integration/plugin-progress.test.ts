@@ -6,7 +6,15 @@
  */
 import { ApplicationFailure, WorkflowFailedError, type Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_PROGRESS_BYTES, namespaceId, readRoot, rootKey, startCompaction, type Compactor, type ObjectStore } from '../../src/index';
+import {
+  MAX_PROGRESS_BYTES,
+  namespaceId,
+  readRoot,
+  rootKey,
+  startCompaction,
+  type Compactor,
+  type ObjectStore,
+} from '../../src/index';
 import { binaryCompactor, sampleBinaryInputs, textRootCodec, writeBinaryInputs } from '../support/binary-format';
 import { openTestStore, type TestStore } from '../support/stores';
 import { connectClient, quickExpirySettings, startTestWorker, uniqueId, type RunningWorker } from '../support/temporal';
@@ -44,7 +52,10 @@ describe("a plug-in compactor's progress", () => {
         return (binaryCompactor as Compactor).compact({ ...attempt, resume: undefined });
       },
     };
-    worker = await startTestWorker(store, quickExpirySettings, undefined, undefined, { compactor, rootCodec: textRootCodec });
+    worker = await startTestWorker(store, quickExpirySettings, undefined, undefined, {
+      compactor,
+      rootCodec: textRootCodec,
+    });
     ({ client, close: closeClient } = await connectClient());
   });
   afterAll(async () => {
@@ -59,7 +70,10 @@ describe("a plug-in compactor's progress", () => {
     const rootBefore = await store.get(rootKey(ns));
 
     const handle = await startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue });
-    const err: unknown = await handle.result().then(() => undefined, (e: unknown) => e);
+    const err: unknown = await handle.result().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(WorkflowFailedError);
     const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
     expect(cause).toBeInstanceOf(ApplicationFailure);
@@ -76,7 +90,9 @@ describe("a plug-in compactor's progress", () => {
   it('a bare heartbeat() keeps the progress last recorded: the retried attempt resumes from it', async () => {
     const ns = namespaceId(uniqueId('bare').toLowerCase());
     await writeBinaryInputs(store, ns, group, sampleBinaryInputs(2, 20));
-    const result = await (await startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue })).result();
+    const result = await (
+      await startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue })
+    ).result();
     expect(result.outcome).toBe('published');
     expect(resumes.get(ns)).toEqual([undefined, { position: 1 }]);
   });

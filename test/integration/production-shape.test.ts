@@ -30,10 +30,19 @@ import { environmentFor } from '../support/worker-process';
 
 const MB = 1_000_000;
 const OPERATION_DEADLINE_MS = 3000;
-/** Bytes per second for all segment bodies together: 100 MB take ≥ 10 s to read, an output segment (~6 MB) ≥ 4 s to write. */
+/**
+ * Bytes per second for all segment bodies together: 100 MB take ≥ 10 s to read, an output segment (~6 MB) ≥ 4 s to
+ * write.
+ */
 const LINK = { download: 10 * MB, upload: 1.5 * MB };
 /** ~206 segments of ~1,600 records (~100 MB stored, ~144 MB raw), each key in about two of them. */
-const SHAPE = { minSegments: 200, minStoredBytes: 100 * MB, keySpace: 160_000, recordsPerSegment: 1600, concurrency: 8 };
+const SHAPE = {
+  minSegments: 200,
+  minStoredBytes: 100 * MB,
+  keySpace: 160_000,
+  recordsPerSegment: 1600,
+  concurrency: 8,
+};
 /** An eighth of the default: the group's ~60 MB of raw output becomes ~8 segments to resume between. */
 const TARGET_SEGMENT_BYTES = 8 * 1024 * 1024;
 /**
@@ -46,9 +55,12 @@ const KILL_AFTER_SEGMENTS = 2;
 
 const isSegmentBody = (r: S3Request) => r.key.endsWith(`.${SEGMENT_EXTENSION}`);
 const seconds = (fromMs: number) => ((performance.now() - fromMs) / 1000).toFixed(1);
-const report = (phase: string, fromMs: number, detail: string) => console.log(`[production-shape] ${phase}: ${seconds(fromMs)} s · ${detail}`);
+const report = (phase: string, fromMs: number, detail: string) =>
+  console.log(`[production-shape] ${phase}: ${seconds(fromMs)} s · ${detail}`);
 
-/** Where the pending `compactUnderLease` activity stands, as the server holds it (what a retried attempt resumes from). */
+/**
+ * Where the pending `compactUnderLease` activity stands, as the server holds it (what a retried attempt resumes from).
+ */
 interface CompactionAttempt {
   readonly attempt: number;
   readonly started: boolean;
@@ -63,7 +75,10 @@ describe('production-shape compaction on MinIO', () => {
   let closeClient: () => Promise<void>;
   const workers: ChildProcess[] = [];
   const killed = new WeakSet<ChildProcess>();
-  const exited = (child: ChildProcess) => new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve(undefined) : child.once('exit', resolve)));
+  const exited = (child: ChildProcess) =>
+    new Promise((resolve) =>
+      child.exitCode !== null || child.signalCode !== null ? resolve(undefined) : child.once('exit', resolve),
+    );
   const kill = async (child: ChildProcess) => {
     killed.add(child);
     child.kill('SIGKILL');
@@ -76,7 +91,12 @@ describe('production-shape compaction on MinIO', () => {
     proxy = await startS3FaultProxy(fixture.endpoint!.endpoint);
     // Only segment bodies: the shared pacer serves slices first come first served, so a lease or
     // root request (under a kilobyte) would queue behind every open body, unlike on a real link.
-    proxy.setThrottle({ shared: true, responseBytesPerSecond: LINK.download, requestBytesPerSecond: LINK.upload, matches: isSegmentBody });
+    proxy.setThrottle({
+      shared: true,
+      responseBytesPerSecond: LINK.download,
+      requestBytesPerSecond: LINK.upload,
+      matches: isSegmentBody,
+    });
   });
   afterAll(async () => {
     await Promise.all(workers.map(kill));
@@ -85,7 +105,10 @@ describe('production-shape compaction on MinIO', () => {
     await fixture?.store.close();
   });
 
-  /** A worker process whose S3 endpoint is the throttled proxy; `died` rejects if it exits without being killed by the test. */
+  /**
+   * A worker process whose S3 endpoint is the throttled proxy; `died` rejects if it exits without being killed by the
+   * test.
+   */
   function startWorker(taskQueue: string): { child: ChildProcess; died: Promise<never> } {
     const settings = resolveSettings({
       timing: { operationDeadlineMs: OPERATION_DEADLINE_MS },
@@ -95,11 +118,17 @@ describe('production-shape compaction on MinIO', () => {
     const throughProxy = { ...fixture, endpoint: { ...fixture.endpoint!, endpoint: proxy.endpoint } };
     // Every write the worker sends is checked below against the job's prefix and the root; its start-up store probe
     // (under store-probe/) is shown in store-probe.test.ts.
-    const child = spawnWorkerProcess({ ...environmentFor(throughProxy, taskQueue, settings), COMPACTION_STORE_CHECK: 'skip' });
+    const child = spawnWorkerProcess({
+      ...environmentFor(throughProxy, taskQueue, settings),
+      COMPACTION_STORE_CHECK: 'skip',
+    });
     workers.push(child);
     const died = new Promise<never>((_, reject) =>
       child.once('exit', (code, signal) => {
-        if (!killed.has(child)) reject(new Error(`worker ${child.pid} exited by itself (code ${code}, signal ${signal}): see its stderr above`));
+        if (!killed.has(child))
+          reject(
+            new Error(`worker ${child.pid} exited by itself (code ${code}, signal ${signal}): see its stderr above`),
+          );
       }),
     );
     died.catch(() => {}); // raced below; this only keeps an exit after the last race from counting as unhandled
@@ -115,23 +144,36 @@ describe('production-shape compaction on MinIO', () => {
 
       let from = performance.now();
       const group = await writeWideGroup(fixture.store, ns, 'inodes', SHAPE);
-      report('inputs written', from, `${group.inputs.length} segments, ${(group.storedBytes / MB).toFixed(1)} MB stored, ${(group.rawBytes / MB).toFixed(1)} MB raw, ${group.records} records`);
+      report(
+        'inputs written',
+        from,
+        `${group.inputs.length} segments, ${(group.storedBytes / MB).toFixed(1)} MB stored, ${(group.rawBytes / MB).toFixed(1)} MB raw, ${group.records} records`,
+      );
       expect(group.inputs.length).toBeGreaterThanOrEqual(200);
       expect(group.storedBytes).toBeGreaterThanOrEqual(100 * MB);
 
       // Every request the workers send that is not a read, with when its answer was complete.
       const writes: { key: string; method: string; atMs: number }[] = [];
       proxy.observe(({ request }) => {
-        if (request.method !== 'GET' && request.method !== 'HEAD') writes.push({ key: request.key, method: request.method, atMs: performance.now() });
+        if (request.method !== 'GET' && request.method !== 'HEAD')
+          writes.push({ key: request.key, method: request.method, atMs: performance.now() });
       });
 
       const taskQueue = uniqueId('tier-tq');
       const first = startWorker(taskQueue);
-      const handle = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue, workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS });
+      const handle = await startCompaction(client, {
+        namespaceId: ns,
+        group: 'inodes',
+        taskQueue,
+        workerTimeoutMs: SPAWNED_WORKER_TIMEOUT_MS,
+      });
       const jobStarted = performance.now();
 
-      /** Polls the workflow until `check` returns a value; a worker that dies, or a workflow that closes while `check` still waits, ends the wait. */
-      const waitFor = async <T,>(
+      /**
+       * Polls the workflow until `check` returns a value; a worker that dies, or a workflow that closes while `check`
+       * still waits, ends the wait.
+       */
+      const waitFor = async <T>(
         what: string,
         limitMs: number,
         died: Promise<never>,
@@ -147,7 +189,10 @@ describe('production-shape compaction on MinIO', () => {
             pending && {
               attempt: pending.attempt ?? 1,
               started: pending.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
-              progress: payload ? (defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress as CompactionProgress | undefined) : undefined,
+              progress: payload
+                ? (defaultPayloadConverter.fromPayload<LeasedProgress>(payload).progress as
+                    CompactionProgress | undefined)
+                : undefined,
               lastFailure: pending.lastFailure?.message ?? undefined,
             },
             closed,
@@ -162,20 +207,30 @@ describe('production-shape compaction on MinIO', () => {
         }
       };
       const noRetryBeyond = (attempt: number, a: CompactionAttempt | undefined) => {
-        if (a && a.attempt > attempt) throw new Error(`compactUnderLease attempt ${a.attempt - 1} failed: ${a.lastFailure}`);
+        if (a && a.attempt > attempt)
+          throw new Error(`compactUnderLease attempt ${a.attempt - 1} failed: ${a.lastFailure}`);
       };
 
       // The kill comes once the server holds finished segments: that is what the next attempt resumes from.
       from = performance.now();
-      const atKill = await waitFor(`heartbeat details with ${KILL_AFTER_SEGMENTS} finished output segments`, 240_000, first.died, (a) => {
-        noRetryBeyond(1, a);
-        return a?.progress && a.progress.segmentsFinished >= KILL_AFTER_SEGMENTS ? a.progress : undefined;
-      });
+      const atKill = await waitFor(
+        `heartbeat details with ${KILL_AFTER_SEGMENTS} finished output segments`,
+        240_000,
+        first.died,
+        (a) => {
+          noRetryBeyond(1, a);
+          return a?.progress && a.progress.segmentsFinished >= KILL_AFTER_SEGMENTS ? a.progress : undefined;
+        },
+      );
       const job = { namespaceId: nsId, jobId: jobId((await handle.query<{ jobId: string }>('leaseState')).jobId) };
       const prefix = jobPrefix(job.namespaceId, job.jobId);
       await kill(first.child);
       const killedAt = performance.now();
-      report('first worker SIGKILLed', from, `${atKill.segmentsFinished} output segments in heartbeat details, ${atKill.recordsOut} records`);
+      report(
+        'first worker SIGKILLed',
+        from,
+        `${atKill.segmentsFinished} output segments in heartbeat details, ${atKill.recordsOut} records`,
+      );
 
       const listStaged = async () => {
         const staged = new Map<string, ObjectInfo>();
@@ -189,17 +244,29 @@ describe('production-shape compaction on MinIO', () => {
       };
       const stagedAtKill = await listStaged();
       const finished = Array.from({ length: atKill.segmentsFinished }, (_, i) => outputSegmentKey(job, i));
-      // The group is wider than the default fan-in: its intermediate runs were all finished before the first output segment.
+      // The group is wider than the default fan-in: its intermediate runs were all finished before the first output
+      // segment.
       expect(atKill.runs?.parts).toHaveLength(planMerge(group.inputs.length, resolveSettings().maxFanIn).runs.length);
-      const runParts = atKill.runs!.parts.flatMap((parts, run) => Array.from({ length: parts }, (_, part) => runPartKey(job, atKill.runs!.fanIn, run, part)));
+      const runParts = atKill.runs!.parts.flatMap((parts, run) =>
+        Array.from({ length: parts }, (_, part) => runPartKey(job, atKill.runs!.fanIn, run, part)),
+      );
 
       from = performance.now();
       const second = startWorker(taskQueue);
-      const resumed = await waitFor('a second attempt of compactUnderLease started on the new worker', HEARTBEAT_TIMEOUT_MS + 90_000, second.died, (a) => {
-        noRetryBeyond(2, a);
-        return a?.attempt === 2 && a.started ? a : undefined;
-      });
-      report('resumed', from, `attempt ${resumed.attempt} from ${resumed.progress?.segmentsFinished ?? 0} finished output segments`);
+      const resumed = await waitFor(
+        'a second attempt of compactUnderLease started on the new worker',
+        HEARTBEAT_TIMEOUT_MS + 90_000,
+        second.died,
+        (a) => {
+          noRetryBeyond(2, a);
+          return a?.attempt === 2 && a.started ? a : undefined;
+        },
+      );
+      report(
+        'resumed',
+        from,
+        `attempt ${resumed.attempt} from ${resumed.progress?.segmentsFinished ?? 0} finished output segments`,
+      );
 
       from = performance.now();
       await waitFor('publication', 240_000, second.died, (a, closed) => {
@@ -208,7 +275,11 @@ describe('production-shape compaction on MinIO', () => {
       });
       const result = await handle.result();
       const jobSeconds = (performance.now() - jobStarted) / 1000;
-      report('published', from, `${result.outputs.length} output segments, ${result.recordsOut} records, ${(result.bytesOut / MB).toFixed(1)} MB raw; the whole job took ${jobSeconds.toFixed(1)} s`);
+      report(
+        'published',
+        from,
+        `${result.outputs.length} output segments, ${result.recordsOut} records, ${(result.bytesOut / MB).toFixed(1)} MB raw; the whole job took ${jobSeconds.toFixed(1)} s`,
+      );
 
       expect(result).toMatchObject({ outcome: 'published', jobId: job.jobId, fencedJobIds: [] });
       expect(jobSeconds * 1000, 'the job lasts several operation deadlines').toBeGreaterThan(5 * OPERATION_DEADLINE_MS);
@@ -217,20 +288,33 @@ describe('production-shape compaction on MinIO', () => {
       // again, and the new attempt wrote the rest.
       const stagedAfter = await listStaged();
       const writtenAfterKill = writes.filter((w) => w.atMs > killedAt).map((w) => w.key);
-      expect(writtenAfterKill.filter((key) => finished.includes(key)), 'finished outputs written again after the kill').toEqual([]);
-      expect(writtenAfterKill.filter((key) => runParts.includes(key)), 'finished intermediate runs written again after the kill').toEqual([]);
+      expect(
+        writtenAfterKill.filter((key) => finished.includes(key)),
+        'finished outputs written again after the kill',
+      ).toEqual([]);
+      expect(
+        writtenAfterKill.filter((key) => runParts.includes(key)),
+        'finished intermediate runs written again after the kill',
+      ).toEqual([]);
       expect(finished.length).toBeLessThan(result.outputs.length);
       expect(writtenAfterKill).toContain(result.outputs.at(-1));
-      for (const key of finished) expect(stagedAfter.get(key)?.etag, `${key} was rewritten`).toBe(stagedAtKill.get(key)?.etag);
+      for (const key of finished)
+        expect(stagedAfter.get(key)?.etag, `${key} was rewritten`).toBe(stagedAtKill.get(key)?.etag);
       // Each full output segment took longer than one operation deadline to write over the link.
-      for (const key of result.outputs.slice(0, -1)) expect(stagedAfter.get(key)!.size).toBeGreaterThan((LINK.upload * OPERATION_DEADLINE_MS) / 1000);
+      for (const key of result.outputs.slice(0, -1))
+        expect(stagedAfter.get(key)!.size).toBeGreaterThan((LINK.upload * OPERATION_DEADLINE_MS) / 1000);
 
-      // The root references exactly the outputs; the job's prefix holds them, the tombstone segments, the runs and the job's input
+      // The root references exactly the outputs; the job's prefix holds them, the tombstone segments, the runs and the
+      // job's input
       // manifest, and the workers wrote nothing outside it but the root.
       const { root } = await readRoot(fixture.store, nsId, jsonRootCodec);
       expect(groupSegments(root, familyGroup('inodes'))).toEqual(result.outputs);
-      expect([...stagedAfter.keys()].sort()).toEqual([...result.outputs, ...result.tombstones, ...runParts, result.inputManifest].sort());
-      expect(writes.filter((w) => !w.key.startsWith(prefix) && w.key !== rootKey(nsId)).map((w) => `${w.method} ${w.key}`)).toEqual([]);
+      expect([...stagedAfter.keys()].sort()).toEqual(
+        [...result.outputs, ...result.tombstones, ...runParts, result.inputManifest].sort(),
+      );
+      expect(
+        writes.filter((w) => !w.key.startsWith(prefix) && w.key !== rootKey(nsId)).map((w) => `${w.method} ${w.key}`),
+      ).toEqual([]);
 
       from = performance.now();
       const expected = group.expected();
@@ -240,7 +324,12 @@ describe('production-shape compaction on MinIO', () => {
           const want = expected.next();
           if (want.done) throw new Error(`${key} holds ${record.key} after the last record of the reference merge`);
           // Field by field: a deep equality per record would cost more than the read.
-          const same = record.key === want.value.key && record.seq === want.value.seq && 'value' in record && 'value' in want.value && record.value === want.value.value;
+          const same =
+            record.key === want.value.key &&
+            record.seq === want.value.seq &&
+            'value' in record &&
+            'value' in want.value &&
+            record.value === want.value.value;
           if (!same) expect(record, `record ${records} in ${key}`).toEqual(want.value);
           records++;
         }

@@ -13,7 +13,13 @@ import { jsonRootCodec } from '../../src/root';
 import type { SegmentRecord } from '../../src/segments';
 import { createS3ObjectStore, type ObjectStore } from '../../src/store';
 import { makeInputs, writeInputs } from '../support/records';
-import { s3Requests, startS3FaultProxy, type S3Exchange, type S3FaultProxy, type S3Request } from '../support/s3-fault-proxy';
+import {
+  s3Requests,
+  startS3FaultProxy,
+  type S3Exchange,
+  type S3FaultProxy,
+  type S3Request,
+} from '../support/s3-fault-proxy';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 import { connectClient, expectReplays, startTestWorker, testSettings, uniqueId } from '../support/temporal';
 
@@ -29,7 +35,10 @@ describe('a publication that landed unseen', () => {
   beforeAll(async () => {
     fixture = await openTestStore('minio');
     proxy = await startS3FaultProxy(fixture.endpoint!.endpoint);
-    faulty = createS3ObjectStore({ bucket: fixture.bucket!, client: new S3Client({ ...s3ClientConfig(fixture.endpoint!), endpoint: proxy.endpoint }) });
+    faulty = createS3ObjectStore({
+      bucket: fixture.bucket!,
+      client: new S3Client({ ...s3ClientConfig(fixture.endpoint!), endpoint: proxy.endpoint }),
+    });
     ({ client, close: closeClient } = await connectClient());
   });
   afterAll(async () => {
@@ -43,7 +52,10 @@ describe('a publication that landed unseen', () => {
   const rootRead = (ns: string) => (r: S3Request) => s3Requests.getObject(r) && r.key === rootKey(namespaceId(ns));
   const leaseWrite = (r: S3Request) => s3Requests.put(r) && parseCompactionKey(r.key).kind === 'lease';
 
-  /** Compacts the group of a fresh namespace on a worker whose store goes through the proxy; `arm` scripts the faults once the inputs exist. */
+  /**
+   * Compacts the group of a fresh namespace on a worker whose store goes through the proxy; `arm` scripts the faults
+   * once the inputs exist.
+   */
   async function compact(inputs: SegmentRecord[][], arm: (ns: string) => void, workerSettings = settings) {
     const ns = uniqueId('landed').toLowerCase();
     const written = await writeInputs(fixture.store, ns, GROUP, inputs);
@@ -71,7 +83,9 @@ describe('a publication that landed unseen', () => {
   };
 
   it('a root CAS answered 412 by the SDK retry of its own landed write is published, and the lease is not written after it', async () => {
-    const { ns, result, root, exchanges } = await compact(makeInputs(2, 100), (ns) => proxy.script('lostResponse', rootCas(ns)));
+    const { ns, result, root, exchanges } = await compact(makeInputs(2, 100), (ns) =>
+      proxy.script('lostResponse', rootCas(ns)),
+    );
     expect(result.outputs.length).toBeGreaterThan(0);
     const later = afterLanding(exchanges, ns);
     // The SDK retried the same If-Match and met its own write.
@@ -84,7 +98,11 @@ describe('a publication that landed unseen', () => {
 
   it('the last allowed root race whose CAS landed unseen is published, not superseded', async () => {
     const oneRace = testSettings(1000, { maxRootRaces: 1 });
-    const { ns, result, root, exchanges } = await compact(makeInputs(2, 100), (ns) => proxy.script('lostResponse', rootCas(ns)), oneRace);
+    const { ns, result, root, exchanges } = await compact(
+      makeInputs(2, 100),
+      (ns) => proxy.script('lostResponse', rootCas(ns)),
+      oneRace,
+    );
     expect(afterLanding(exchanges, ns).find((e) => rootCas(ns)(e.request))?.status).toBe(412);
     expect(result.outcome).toBe('published');
     expect(root.groups[GROUP]).toEqual(result.outputs);
@@ -92,7 +110,8 @@ describe('a publication that landed unseen', () => {
 
   it('a root CAS with an unknown outcome whose re-read fails is published by the retried activity', async () => {
     const { ns, result, root, exchanges, handle } = await compact(makeInputs(2, 100), (ns) => {
-      // Every SDK attempt of the CAS loses its answer; once the first landed, the next three reads of the root fail (every SDK attempt).
+      // Every SDK attempt of the CAS loses its answer; once the first landed, the next three reads of the root fail
+      // (every SDK attempt).
       proxy.script('lostResponse', rootCas(ns), 3);
       let armed = false;
       const stop = proxy.observe((e) => {
@@ -106,8 +125,12 @@ describe('a publication that landed unseen', () => {
     expect(later.filter((e) => rootRead(ns)(e.request) && e.status === 200).length).toBeGreaterThan(0);
     // The publish activity failed on the re-read and ran again.
     const history = await handle.fetchHistory();
-    const publishScheduled = history.events!.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'publish');
-    const publishStarted = history.events!.find((e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === String(publishScheduled?.eventId));
+    const publishScheduled = history.events!.find(
+      (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'publish',
+    );
+    const publishStarted = history.events!.find(
+      (e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === String(publishScheduled?.eventId),
+    );
     expect(publishStarted?.activityTaskStartedEventAttributes?.attempt).toBeGreaterThanOrEqual(2);
     expect(result.outcome).toBe('published');
     expect(root.groups[GROUP]).toEqual(result.outputs);
@@ -116,12 +139,17 @@ describe('a publication that landed unseen', () => {
 
   /** A group whose records are all tombstones: its compaction has no output segments. */
   const tombstones = (): SegmentRecord[][] => [
-    [{ key: 'k1', seq: 1, tombstone: true }, { key: 'k2', seq: 2, tombstone: true }],
+    [
+      { key: 'k1', seq: 1, tombstone: true },
+      { key: 'k2', seq: 2, tombstone: true },
+    ],
     [{ key: 'k1', seq: 3, tombstone: true }],
   ];
 
   it('with no outputs, a root CAS whose outcome is unknown and which did not land is not reported published', async () => {
-    const { inputs, result, root, exchanges, ns } = await compact(tombstones(), (ns) => proxy.script('error500', rootCas(ns), 1000));
+    const { inputs, result, root, exchanges, ns } = await compact(tombstones(), (ns) =>
+      proxy.script('error500', rootCas(ns), 1000),
+    );
     expect(result.outputs).toEqual([]);
     expect(exchanges.filter((e) => rootCas(ns)(e.request))).toEqual([]);
     expect(root.groups[GROUP]).toEqual(inputs);
@@ -129,7 +157,9 @@ describe('a publication that landed unseen', () => {
   });
 
   it('with no outputs, a root CAS whose outcome is unknown and which landed is published: the root is the one it sent', async () => {
-    const { result, root, ns, exchanges } = await compact(tombstones(), (ns) => proxy.script('lostResponse', rootCas(ns), 3));
+    const { result, root, ns, exchanges } = await compact(tombstones(), (ns) =>
+      proxy.script('lostResponse', rootCas(ns), 3),
+    );
     expect(result.outputs).toEqual([]);
     expect(exchanges.filter((e) => rootCas(ns)(e.request)).map((e) => e.status)).toEqual([200, 412, 412]);
     expect(result.outcome).toBe('published');

@@ -38,7 +38,8 @@ describe('a publication whose attempts are spent is settled', () => {
         casLanded = casHeld.wait.then(call);
         return casLanded;
       }
-      if (casLanded && operation === 'putIfMatch' && isLease(subject)) throw new Error('the store refuses the lease write (injected)');
+      if (casLanded && operation === 'putIfMatch' && isLease(subject))
+        throw new Error('the store refuses the lease write (injected)');
       // Each later publication attempt reads the root once before its refresh; the read after them is the settling one.
       if (casLanded && operation === 'get' && subject === rootKey(ns) && ++rootReadsAfterHold > 3) {
         lastRead.open();
@@ -48,14 +49,21 @@ describe('a publication whose attempts are spent is settled', () => {
     });
     const worker = await startTestWorker(store, quickExpirySettings);
     try {
-      const handle = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: worker.taskQueue });
+      const handle = await startCompaction(servers.client, {
+        namespaceId: ns,
+        group: 'inodes',
+        taskQueue: worker.taskQueue,
+      });
       await casSent.wait;
       const ended = handle.result().then(
         (result) => ({ result }),
         (error: unknown) => ({ error }),
       );
       // Whichever comes first: the settling read (the CAS lands just before it), or the run's end.
-      const first = await Promise.race([lastRead.wait.then(() => 'settling' as const), ended.then(() => 'ended' as const)]);
+      const first = await Promise.race([
+        lastRead.wait.then(() => 'settling' as const),
+        ended.then(() => 'ended' as const),
+      ]);
       casHeld.open();
       await casLanded;
       const outcome = await ended;
@@ -68,7 +76,11 @@ describe('a publication whose attempts are spent is settled', () => {
       expect(outcome).toMatchObject({ result: { outcome: 'published', outputs: named } });
       // It was the settling activity that found it, after the publication's attempts were spent.
       const history = await handle.fetchHistory();
-      const scheduled = (history.events ?? []).flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name ? [e.activityTaskScheduledEventAttributes.activityType.name] : []));
+      const scheduled = (history.events ?? []).flatMap((e) =>
+        e.activityTaskScheduledEventAttributes?.activityType?.name
+          ? [e.activityTaskScheduledEventAttributes.activityType.name]
+          : [],
+      );
       expect(scheduled.slice(-2)).toEqual(['publish', 'settlePublication']);
     } finally {
       await worker.stop();

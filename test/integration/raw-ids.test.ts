@@ -4,7 +4,13 @@
  * before its first request (issue 15, item 3), on MinIO through a store that records every call.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidKeyError, newJobId, type FamilyGroup, type MetadataCompactionId, type NamespaceId } from '../../src/keys';
+import {
+  InvalidKeyError,
+  newJobId,
+  type FamilyGroup,
+  type MetadataCompactionId,
+  type NamespaceId,
+} from '../../src/keys';
 import { createLeaseState } from '../../src/lease';
 import {
   claimLease,
@@ -55,11 +61,33 @@ describe('raw ids at the protocol functions', () => {
     ['surveyLease', (ref) => surveyLease(store, ref, clock)],
     ['claimLease', (ref) => claimLease(store, ref, clock)],
     ['deleteLease', (ref) => deleteLease(store, ref, TEST_PASS_ID)],
-    ['reclaimPrefix', (ref) => reclaimPrefix(store, ref, { ...clock, stagingGraceMs: 0, readerGraceMs: 0, keysPerFlush: 10, reportLimit: 10, leaseRefreshIntervalMs: 1000 }, { codec: jsonRootCodec })],
+    [
+      'reclaimPrefix',
+      (ref) =>
+        reclaimPrefix(
+          store,
+          ref,
+          {
+            ...clock,
+            stagingGraceMs: 0,
+            readerGraceMs: 0,
+            keysPerFlush: 10,
+            reportLimit: 10,
+            leaseRefreshIntervalMs: 1000,
+          },
+          { codec: jsonRootCodec },
+        ),
+    ],
     [
       'publishCompaction',
       (ref) =>
-        publishCompaction(store, { ...ref, group: 'bindings' as FamilyGroup, inputs: [], outputs: [] }, { budgetMs: 1000, maxRootRaces: 1 }, { leaseClockMs: () => 2, elapsedMs: () => 0 }, jsonRootCodec),
+        publishCompaction(
+          store,
+          { ...ref, group: 'bindings' as FamilyGroup, inputs: [], outputs: [] },
+          { budgetMs: 1000, maxRootRaces: 1 },
+          { leaseClockMs: () => 2, elapsedMs: () => 0 },
+          jsonRootCodec,
+        ),
     ],
   ];
   const namespaceCalls: [string, (ns: NamespaceId) => Promise<unknown>][] = [
@@ -67,7 +95,10 @@ describe('raw ids at the protocol functions', () => {
     ['readRootIfAny', (ns) => readRootIfAny(store, ns, jsonRootCodec)],
     ['updateRoot', (ns) => updateRoot(store, ns, (root) => root, jsonRootCodec)],
     ['listJobPrefixes', (ns) => listJobPrefixes(store, ns, undefined, 10)],
-    ['writeInputSegment', (ns) => writeInputSegment(store, { namespaceId: ns, group: 'bindings' }, [{ key: 'a', seq: 1, value: 'v' }])],
+    [
+      'writeInputSegment',
+      (ns) => writeInputSegment(store, { namespaceId: ns, group: 'bindings' }, [{ key: 'a', seq: 1, value: 'v' }]),
+    ],
   ];
 
   it.each(calls.flatMap(([name, call]) => refs.map(([what, ref]) => [name, what, call, ref] as const)))(
@@ -79,11 +110,14 @@ describe('raw ids at the protocol functions', () => {
     },
   );
 
-  it.each(namespaceCalls)('%s with a traversal namespace throws InvalidKeyError and sends no request', async (_, call) => {
-    requests.length = 0;
-    await expect(call(TRAVERSAL_NAMESPACE)).rejects.toThrow(InvalidKeyError);
-    expect(requests).toEqual([]);
-  });
+  it.each(namespaceCalls)(
+    '%s with a traversal namespace throws InvalidKeyError and sends no request',
+    async (_, call) => {
+      requests.length = 0;
+      await expect(call(TRAVERSAL_NAMESPACE)).rejects.toThrow(InvalidKeyError);
+      expect(requests).toEqual([]);
+    },
+  );
 
   it('the bucket holds nothing afterwards', async () => {
     expect((await fixture.store.list({ prefix: '' })).objects).toEqual([]);

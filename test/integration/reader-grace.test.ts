@@ -24,7 +24,12 @@ import { s3Requests } from '../support/s3-fault-proxy';
 import { uniqueId } from '../support/temporal';
 
 /** T = 1 s, the reader grace 3 s: a CAS held 2 s is later than T after its clock. */
-const timing = resolveTiming({ leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400 });
+const timing = resolveTiming({
+  leaseRefreshIntervalMs: 400,
+  operationDeadlineMs: 200,
+  publicationBudgetMs: 400,
+  clockSafetyMarginMs: 400,
+});
 const group = familyGroup('inodes');
 
 describe('the reader grace counts from visibility, on MinIO through the fault proxy', () => {
@@ -32,9 +37,19 @@ describe('the reader grace counts from visibility, on MinIO through the fault pr
 
   it("a publication landing later than T after its clock leaves every segment of an older snapshot readable until the reader's promise, and they go after it", async () => {
     const ns = namespaceId(uniqueId('grace').toLowerCase());
-    const inputs = [await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]), await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 2, value: 'y' }])];
+    const inputs = [
+      await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 1, value: 'x' }]),
+      await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'a', seq: 2, value: 'y' }]),
+    ];
     const job = { namespaceId: ns, jobId: newJobId() };
-    const result = await referenceCompactor.compact({ job: { ...job, group }, inputs, store: stagedStore(minio.fixture.store, job), limits: { targetSegmentBytes: 1 << 20, maxFanIn: 16 }, resume: undefined, heartbeat: () => {} });
+    const result = await referenceCompactor.compact({
+      job: { ...job, group },
+      inputs,
+      store: stagedStore(minio.fixture.store, job),
+      limits: { targetSegmentBytes: 1 << 20, maxFanIn: 16 },
+      resume: undefined,
+      heartbeat: () => {},
+    });
     await createJobLease(minio.fixture.store, { ...job, ownerId: 'test', startedAtMs: Date.now() });
 
     const held = minio.proxy.hold((r) => s3Requests.compareAndSwap(r) && r.key === rootKey(ns));
@@ -47,7 +62,10 @@ describe('the reader grace counts from visibility, on MinIO through the fault pr
     );
     await held.arrived;
     // The clock the inputs retire at: the heartbeat of the refresh before the held CAS.
-    const retiringClockMs = decodeLease((await minio.fixture.store.get(leaseKey(ns, job.jobId))).body, job).heartbeat_at_ms;
+    const retiringClockMs = decodeLease(
+      (await minio.fixture.store.get(leaseKey(ns, job.jobId))).body,
+      job,
+    ).heartbeat_at_ms;
     await sleep(timing.gcMinGraceMs + 500);
     const snapshot = await readGroupSnapshot(minio.fixture.store, { namespaceId: ns, group }, jsonRootCodec);
     expect(snapshot.segments).toEqual(inputs);
@@ -67,9 +85,14 @@ describe('the reader grace counts from visibility, on MinIO through the fault pr
     expect(inside.totals.retiredDeleted).toBe(0);
     for (const key of snapshot.segments) await expect(minio.fixture.store.head(key)).resolves.toBeDefined();
 
-    // Past the grace since the retirement was visible (its stamp, the LastModified of the root that showed it), they go.
+    // Past the grace since the retirement was visible (its stamp, the LastModified of the root that showed it), they
+    // go.
     const stamped = (await readRoot(minio.fixture.store, ns, jsonRootCodec)).root.retired ?? [];
-    expect(stamped.every((r) => r.visible_at_ms !== undefined && r.visible_at_ms > snapshot.readAtMs - timing.clockSafetyMarginMs)).toBe(true);
+    expect(
+      stamped.every(
+        (r) => r.visible_at_ms !== undefined && r.visible_at_ms > snapshot.readAtMs - timing.clockSafetyMarginMs,
+      ),
+    ).toBe(true);
     const visibleAt = Math.max(...stamped.map((r) => r.visible_at_ms ?? 0));
     const after = await passAhead(minio.fixture.store, ns, visibleAt + timing.readerGraceMs + 100 - Date.now(), timing);
     expect(after.totals.retiredDeleted).toBe(2);

@@ -22,19 +22,37 @@ import { connectClient, startTestWorker, testSettings, uniqueId, type RunningWor
 
 const group = 'inodes';
 
-/** A segment's records: unique keys over a small key space, values long enough that a group makes several output segments. */
+/**
+ * A segment's records: unique keys over a small key space, values long enough that a group makes several output
+ * segments.
+ */
 const segment = fc
-  .uniqueArray(fc.record({ key: fc.integer({ min: 0, max: 7 }).map((k) => `inode/${k}`), seq: fc.integer({ min: 1, max: 30 }), tombstone: fc.boolean() }), {
-    minLength: 1,
-    maxLength: 6,
-    selector: (r) => r.key,
-  })
-  .map((records) => records.map(({ key, seq, tombstone }): FormatRecord => ({ key, seq, value: tombstone ? null : `v${seq}-${'x'.repeat(300)}` })));
+  .uniqueArray(
+    fc.record({
+      key: fc.integer({ min: 0, max: 7 }).map((k) => `inode/${k}`),
+      seq: fc.integer({ min: 1, max: 30 }),
+      tombstone: fc.boolean(),
+    }),
+    {
+      minLength: 1,
+      maxLength: 6,
+      selector: (r) => r.key,
+    },
+  )
+  .map((records) =>
+    records.map(({ key, seq, tombstone }): FormatRecord => ({
+      key,
+      seq,
+      value: tombstone ? null : `v${seq}-${'x'.repeat(300)}`,
+    })),
+  );
 
 const scenario = fc.record({
   inputs: fc.array(segment, { minLength: 1, maxLength: 4 }),
   late: fc.array(segment, { maxLength: 2 }),
-  /** Attempts of the work killed after their first heartbeated progress; the next resumes from the heartbeat details. */
+  /**
+   * Attempts of the work killed after their first heartbeated progress; the next resumes from the heartbeat details.
+   */
   kills: fc.integer({ min: 0, max: 2 }),
 });
 type Scenario = typeof scenario extends fc.Arbitrary<infer S> ? S : never;
@@ -44,7 +62,11 @@ async function groupView(store: TestStore['store'], format: TestFormat, ns: stri
   const { root } = await readRoot(store, namespaceId(ns), format.plugins.rootCodec);
   const segments: SegmentRecord[][] = [];
   for (const key of groupSegments(root, familyGroup(group))) {
-    segments.push((await format.readRecords(store, [key])).map(({ key: k, seq, value }) => (value === null ? { key: k, seq, tombstone: true } : { key: k, seq, value })));
+    segments.push(
+      (await format.readRecords(store, [key])).map(({ key: k, seq, value }) =>
+        value === null ? { key: k, seq, tombstone: true } : { key: k, seq, value },
+      ),
+    );
   }
   return readerView(segments);
 }
@@ -73,7 +95,8 @@ describe.each(TEST_FORMATS)('the reader view through the compaction workflow, $n
           ...attempt,
           heartbeat: (progress) => {
             attempt.heartbeat(progress);
-            if (progress !== undefined && number <= c.scenario.kills) throw new Error(`attempt ${number} killed after its first progress`);
+            if (progress !== undefined && number <= c.scenario.kills)
+              throw new Error(`attempt ${number} killed after its first progress`);
           },
         });
         // Nothing registers after this: the view the publication must leave as it is.
@@ -81,7 +104,13 @@ describe.each(TEST_FORMATS)('the reader view through the compaction workflow, $n
         return result;
       },
     };
-    worker = await startTestWorker(store, testSettings(1000, { targetSegmentBytes: 1024, maxFanIn: 2 }), undefined, undefined, { compactor, rootCodec: format.plugins.rootCodec });
+    worker = await startTestWorker(
+      store,
+      testSettings(1000, { targetSegmentBytes: 1024, maxFanIn: 2 }),
+      undefined,
+      undefined,
+      { compactor, rootCodec: format.plugins.rootCodec },
+    );
     ({ client, close: closeClient } = await connectClient());
   });
   afterAll(async () => {
@@ -96,11 +125,16 @@ describe.each(TEST_FORMATS)('the reader view through the compaction workflow, $n
         const ns = uniqueId('view').toLowerCase();
         cases.set(ns, { scenario: s, attempts: 0 });
         for (const records of s.inputs) await format.writeRecords(fixture.store, ns, group, records);
-        const result = await (await startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue })).result();
+        const result = await (
+          await startCompaction(client, { namespaceId: ns, group, taskQueue: worker.taskQueue })
+        ).result();
         // One input with no tombstone to drop is left alone: the view holds all the same.
-        expect(result.outcome).toBe(s.inputs.length === 1 && result.tombstones.length === 0 ? 'unchanged' : 'published');
+        expect(result.outcome).toBe(
+          s.inputs.length === 1 && result.tombstones.length === 0 ? 'unchanged' : 'published',
+        );
         const c = cases.get(ns)!;
-        // The first attempt always heartbeats progress (every group has a record); a resumed one may find nothing left to write.
+        // The first attempt always heartbeats progress (every group has a record); a resumed one may find nothing left
+        // to write.
         expect(c.attempts).toBeGreaterThanOrEqual(Math.min(s.kills, 1) + 1);
         expect(await groupView(fixture.store, format, ns)).toEqual(c.viewBefore);
       }),
@@ -113,7 +147,13 @@ describe.each(TEST_FORMATS)('the reader view through the compaction workflow, $n
         examples: [
           [
             {
-              inputs: [[{ key: 'inode/1', seq: 5, value: 'live' }], [{ key: 'inode/1', seq: 7, value: null }, { key: 'inode/2', seq: 8, value: 'x' }]],
+              inputs: [
+                [{ key: 'inode/1', seq: 5, value: 'live' }],
+                [
+                  { key: 'inode/1', seq: 7, value: null },
+                  { key: 'inode/2', seq: 8, value: 'x' },
+                ],
+              ],
               late: [[{ key: 'inode/1', seq: 1, value: 'stale' }]],
               kills: 1,
             },

@@ -33,7 +33,11 @@ describe('a compaction whose attempts keep failing', () => {
     };
     const running = await startTestWorker(servers.fixture.store, settings, undefined, undefined, { compactor });
     try {
-      const handle = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+      const handle = await startCompaction(servers.client, {
+        namespaceId: ns,
+        group: 'inodes',
+        taskQueue: running.taskQueue,
+      });
       const cause = await failureOf(handle.result());
       expect(cause.type).toBe('RecurringFailure');
       expect(cause.message).toContain(`failed ${MAX_RECURRING_ATTEMPTS} attempts in a row`);
@@ -42,7 +46,11 @@ describe('a compaction whose attempts keep failing', () => {
       await expectReplays(servers.client, handle.workflowId);
 
       poisoned = false;
-      const next = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+      const next = await startCompaction(servers.client, {
+        namespaceId: ns,
+        group: 'inodes',
+        taskQueue: running.taskQueue,
+      });
       const result = await next.result();
       expect(result.outcome).toBe('published');
       expect(await readRecords(servers.fixture.store, result.outputs)).toEqual(referenceMerge(records));
@@ -80,7 +88,11 @@ describe('a compaction whose attempts keep failing', () => {
     };
     const running = await startTestWorker(servers.fixture.store, settings, undefined, undefined, { compactor });
     try {
-      const handle = await startCompaction(servers.client, { namespaceId: ns, group: 'inodes', taskQueue: running.taskQueue });
+      const handle = await startCompaction(servers.client, {
+        namespaceId: ns,
+        group: 'inodes',
+        taskQueue: running.taskQueue,
+      });
       const result = await handle.result();
       expect(result.outcome).toBe('published');
       expect(attempts).toBe(MAX_RECURRING_ATTEMPTS + 2);

@@ -23,7 +23,10 @@ describe('S3 adapter: batched delete', () => {
         events.push(`start ${n}`);
         if (n === 2) {
           events.push('refused 2');
-          throw Object.assign(new Error('Access Denied (injected)'), { name: 'AccessDenied', $metadata: { httpStatusCode: 403 } });
+          throw Object.assign(new Error('Access Denied (injected)'), {
+            name: 'AccessDenied',
+            $metadata: { httpStatusCode: 403 },
+          });
         }
         await sleep(1000);
         const result = await next(args);
@@ -35,7 +38,8 @@ describe('S3 adapter: batched delete', () => {
     const bucket = await createTestBucket(minio);
     const store = createS3ObjectStore({ bucket, client, deleteConcurrency: 2 });
     const keys = Array.from({ length: 2500 }, (_, i) => `del/k${String(i).padStart(5, '0')}`);
-    for (let i = 0; i < keys.length; i += 64) await Promise.all(keys.slice(i, i + 64).map((k) => store.put(k, new Uint8Array(1))));
+    for (let i = 0; i < keys.length; i += 64)
+      await Promise.all(keys.slice(i, i + 64).map((k) => store.put(k, new Uint8Array(1))));
 
     let atRejection: string[] = [];
     const error = await store.deleteMany(keys).then(
@@ -49,7 +53,7 @@ describe('S3 adapter: batched delete', () => {
     await sleep(1500);
     expect(events).toEqual(atRejection);
     let left = 0;
-    for (let cursor: string | undefined, more = true; more; ) {
+    for (let cursor: string | undefined, more = true; more;) {
       const page = await store.list({ prefix: 'del/', cursor });
       left += page.objects.length;
       cursor = page.nextCursor;

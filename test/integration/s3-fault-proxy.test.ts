@@ -16,7 +16,14 @@ import {
   StoreUnavailableError,
   type ObjectStore,
 } from '../../src/store';
-import { s3Requests, startS3FaultProxy, type FaultKind, type S3Exchange, type S3FaultProxy, type S3Request } from '../support/s3-fault-proxy';
+import {
+  s3Requests,
+  startS3FaultProxy,
+  type FaultKind,
+  type S3Exchange,
+  type S3FaultProxy,
+  type S3Request,
+} from '../support/s3-fault-proxy';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 
 const SDK_ATTEMPTS = 3;
@@ -34,7 +41,11 @@ describe('S3 fault proxy on MinIO', () => {
   const throughProxy = (options: { operationDeadlineMs?: number; maxAttempts?: number } = {}): ObjectStore =>
     createS3ObjectStore({
       bucket: direct.bucket!,
-      client: new S3Client({ ...s3ClientConfig(direct.endpoint!), endpoint: proxy.endpoint, maxAttempts: options.maxAttempts }),
+      client: new S3Client({
+        ...s3ClientConfig(direct.endpoint!),
+        endpoint: proxy.endpoint,
+        maxAttempts: options.maxAttempts,
+      }),
       operationDeadlineMs: options.operationDeadlineMs ?? 30_000,
     });
 
@@ -202,14 +213,20 @@ describe('S3 fault proxy on MinIO', () => {
     const landed = await direct.store.get(key);
     await faulty.deleteMany([key]);
     unsubscribe();
-    const summary = seen.map((e) => ({ method: e.request.method, status: e.status, lost: e.lost, body: e.requestBody?.toString() }));
+    const summary = seen.map((e) => ({
+      method: e.request.method,
+      status: e.status,
+      lost: e.lost,
+      body: e.requestBody?.toString(),
+    }));
     expect(summary.slice(0, 3)).toEqual([
       { method: 'PUT', status: 200, lost: false, body: 'v1' },
       { method: 'PUT', status: 200, lost: true, body: 'v2' },
       { method: 'PUT', status: 412, lost: false, body: 'v2' },
     ]);
     expect(seen[1]!.responseHeaders.etag).toBe(landed.etag);
-    // The injected 500 was never forwarded: only the retried DeleteObjects reached MinIO, and its request names the key.
+    // The injected 500 was never forwarded: only the retried DeleteObjects reached MinIO, and its request names the
+    // key.
     expect(seen.slice(3).map((e) => [e.request.method, e.status])).toEqual([['POST', 200]]);
     expect(seen[3]!.requestBody?.toString()).toContain(`<Key>${key}</Key>`);
     expect(seen[3]!.responseBody?.toString()).toContain('DeleteResult');
@@ -228,13 +245,23 @@ describe('S3 fault proxy on MinIO', () => {
   it('a plan injects faults only into matching requests, at its probabilities, and the same seed chooses the same faults', async () => {
     const key = freshKey('plan');
     await direct.store.put(key, bytes('read me'));
-    const plan = { seed: 42, probabilities: { error500: 0.2, conflict409: 0.2, lostResponse: 0.2 }, matches: s3Requests.getObject };
+    const plan = {
+      seed: 42,
+      probabilities: { error500: 0.2, conflict409: 0.2, lostResponse: 0.2 },
+      matches: s3Requests.getObject,
+    };
     const sequence = async (): Promise<string[]> => {
       proxy.setPlan(plan);
       const outcomes: string[] = [];
       // Sequential reads through a client that does not retry, so each read is one request and one draw.
       const once = throughProxy({ maxAttempts: 1 });
-      for (let i = 0; i < 60; i++) outcomes.push(await once.get(key).then(() => 'ok', (e: Error) => e.name));
+      for (let i = 0; i < 60; i++)
+        outcomes.push(
+          await once.get(key).then(
+            () => 'ok',
+            (e: Error) => e.name,
+          ),
+        );
       await once.list({ prefix: key });
       await once.close();
       return outcomes;
@@ -251,7 +278,14 @@ describe('S3 fault proxy on MinIO', () => {
     const injected = proxy.injected;
     expect(injected.timeout - before.timeout).toBe(0);
     expect(injected.delay - before.delay).toBe(0);
-    expect(injected.error500 + injected.conflict409 + injected.lostResponse - before.error500 - before.conflict409 - before.lostResponse).toBe(2 * (60 - counts('ok')));
+    expect(
+      injected.error500 +
+        injected.conflict409 +
+        injected.lostResponse -
+        before.error500 -
+        before.conflict409 -
+        before.lostResponse,
+    ).toBe(2 * (60 - counts('ok')));
   });
 
   describe('throttle', () => {

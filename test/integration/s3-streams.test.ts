@@ -6,7 +6,13 @@
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createS3ObjectStore, ObjectChangedError, StoreUnavailableError, type ObjectStore, type S3StoreOptions } from '../../src/store';
+import {
+  createS3ObjectStore,
+  ObjectChangedError,
+  StoreUnavailableError,
+  type ObjectStore,
+  type S3StoreOptions,
+} from '../../src/store';
 import { s3Requests, startS3FaultProxy, type S3FaultProxy, type S3Request } from '../support/s3-fault-proxy';
 import { openTestStore, s3ClientConfig, type TestStore } from '../support/stores';
 
@@ -27,7 +33,11 @@ describe('S3 reads: deadlines bound requests, progress bounds bodies', () => {
   const opened: ObjectStore[] = [];
   /** A store whose client the adapter builds (so `maxSockets` applies), pointed at the proxy. */
   const throughProxy = (options: Omit<S3StoreOptions, 'bucket'>): ObjectStore => {
-    const store = createS3ObjectStore({ bucket: direct.bucket!, clientConfig: { ...s3ClientConfig(direct.endpoint!), endpoint: proxy.endpoint }, ...options });
+    const store = createS3ObjectStore({
+      bucket: direct.bucket!,
+      clientConfig: { ...s3ClientConfig(direct.endpoint!), endpoint: proxy.endpoint },
+      ...options,
+    });
     opened.push(store);
     return store;
   };
@@ -145,13 +155,21 @@ describe('S3 reads: deadlines bound requests, progress bounds bodies', () => {
       const ranges: string[] = [];
       const stop = proxy.observe(({ request }) => forKey(key)(request) && ranges.push(String(request.headers.range)));
       try {
-        expect((await readAll((await throughProxy(options).getStream(key, { windowMultiple })).body)).equals(Buffer.from(body))).toBe(true);
+        expect(
+          (await readAll((await throughProxy(options).getStream(key, { windowMultiple })).body)).equals(
+            Buffer.from(body),
+          ),
+        ).toBe(true);
       } finally {
         stop();
       }
       return ranges;
     };
-    expect(await rangesOf({ readWindowBytes: 1000 }, 3, pattern(7000))).toEqual(['bytes=0-2999', 'bytes=3000-5999', 'bytes=6000-8999']);
+    expect(await rangesOf({ readWindowBytes: 1000 }, 3, pattern(7000))).toEqual([
+      'bytes=0-2999',
+      'bytes=3000-5999',
+      'bytes=6000-8999',
+    ]);
     expect(await rangesOf({ readWindowBytes: 1000 }, 0.5, pattern(1500))).toEqual(['bytes=0-999', 'bytes=1000-1999']);
     expect(await rangesOf({ readWindowBytes: 3 * 2 ** 20 }, 4, pattern(100))).toEqual([`bytes=0-${8 * 2 ** 20 - 1}`]);
     expect(await rangesOf({ readWindowBytes: 16 * 2 ** 20 }, 2, pattern(100))).toEqual([`bytes=0-${16 * 2 ** 20 - 1}`]);
@@ -171,7 +189,11 @@ describe('S3 reads: deadlines bound requests, progress bounds bodies', () => {
     const raw = new S3Client(s3ClientConfig(direct.endpoint!));
     const keys = Array.from({ length: count }, (_, i) => `${prefix}/${String(i).padStart(4, '0')}`);
     for (let i = 0; i < count; i += 50) {
-      await Promise.all(keys.slice(i, i + 50).map((Key, j) => raw.send(new PutObjectCommand({ Bucket: direct.bucket!, Key, Body: pattern(300, i + j) }))));
+      await Promise.all(
+        keys
+          .slice(i, i + 50)
+          .map((Key, j) => raw.send(new PutObjectCommand({ Bucket: direct.bucket!, Key, Body: pattern(300, i + j) }))),
+      );
     }
     raw.destroy();
     const store = throughProxy({ readWindowBytes: 128, maxConcurrentReads: 8, maxSockets: 16 });
@@ -180,7 +202,7 @@ describe('S3 reads: deadlines bound requests, progress bounds bodies', () => {
     const iterators = streams.map((s) => s.body[Symbol.asyncIterator]());
     const received = keys.map(() => [] as Uint8Array[]);
     // Round-robin, one window at a time: every stream stays open until all are read.
-    for (let live = iterators.map((_, i) => i); live.length > 0; ) {
+    for (let live = iterators.map((_, i) => i); live.length > 0;) {
       const next: number[] = [];
       for (const i of live) {
         const step = await iterators[i]!.next();
@@ -198,7 +220,11 @@ describe('S3 reads: deadlines bound requests, progress bounds bodies', () => {
     const own = await startS3FaultProxy(direct.endpoint!.endpoint, { probabilities: { delay: 1 }, delayMs: 100 });
     const key = freshKey('pool');
     await direct.store.put(key, pattern(10));
-    const store = createS3ObjectStore({ bucket: direct.bucket!, clientConfig: { ...s3ClientConfig(direct.endpoint!), endpoint: own.endpoint }, maxSockets: 4 });
+    const store = createS3ObjectStore({
+      bucket: direct.bucket!,
+      clientConfig: { ...s3ClientConfig(direct.endpoint!), endpoint: own.endpoint },
+      maxSockets: 4,
+    });
     await Promise.all(Array.from({ length: 40 }, () => store.head(key)));
     expect(own.connections.peak).toBe(4);
     await store.close();

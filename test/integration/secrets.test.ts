@@ -29,14 +29,19 @@ Runtime.install({
 
 const secret = (n: number) => randomBytes(n).toString('hex');
 const credentials = { accessKey: `AK${secret(10).toUpperCase()}`, secretKey: `sk-${secret(20)}` };
-/** Bytes as text, so JSON payloads in a history are searched as what they say (a Buffer reaches the replacer through its toJSON). */
+/**
+ * Bytes as text, so JSON payloads in a history are searched as what they say (a Buffer reaches the replacer through its
+ * toJSON).
+ */
 const asText = (value: unknown) =>
   JSON.stringify(value, (key, v: unknown) => {
     if (v instanceof Uint8Array) return Buffer.from(v).toString('utf8');
     // A fetched history carries payload bytes as base64: search the decoded text beside the encoding.
     if (key === 'data' && typeof v === 'string') return `${v} ${Buffer.from(v, 'base64').toString('utf8')}`;
     const json = v as { type?: unknown; data?: unknown } | null;
-    return json?.type === 'Buffer' && Array.isArray(json.data) ? Buffer.from(json.data as number[]).toString('utf8') : v;
+    return json?.type === 'Buffer' && Array.isArray(json.data)
+      ? Buffer.from(json.data as number[]).toString('utf8')
+      : v;
   });
 
 describe('credentials in logs and histories', () => {
@@ -63,7 +68,12 @@ describe('credentials in logs and histories', () => {
       AWS_ACCESS_KEY_ID: credentials.accessKey,
       AWS_SECRET_ACCESS_KEY: credentials.secretKey,
     });
-    const settings = resolveSettings({ timing: shrunkTiming(1000, 5000), targetSegmentBytes: 4096, heartbeatTimeoutMs: 5000, ownerId: 'secrets-test' });
+    const settings = resolveSettings({
+      timing: shrunkTiming(1000, 5000),
+      targetSegmentBytes: 4096,
+      heartbeatTimeoutMs: 5000,
+      ownerId: 'secrets-test',
+    });
     store = objectStoreFromEnv(process.env, settings.timing.operationDeadlineMs);
     workerConnection = await NativeConnection.connect({ address: inject('temporalAddress') });
     const worker = await createWorker({ store, settings, connection: workerConnection, taskQueue });
@@ -91,17 +101,25 @@ describe('credentials in logs and histories', () => {
     await updateRoot(store, corrupt, (root) => root, jsonRootCodec);
     await store.put(leaseKey(corrupt, newJobId()), new TextEncoder().encode('not a lease'));
     const failingPass = `gc-${secret(4)}`;
-    await client.workflow.execute('gcWorkflow', { taskQueue, workflowId: failingPass, args: [{ namespaces: [corrupt] }] }).catch(() => undefined);
+    await client.workflow
+      .execute('gcWorkflow', { taskQueue, workflowId: failingPass, args: [{ namespaces: [corrupt] }] })
+      .catch(() => undefined);
     workflowIds.push(failingPass, `${failingPass}/${corrupt}`);
 
     const { S3Client } = await import('@aws-sdk/client-s3');
     const rejected = createS3ObjectStore({
       bucket,
-      client: new S3Client({ endpoint: minio.endpoint, region: minio.region, forcePathStyle: true, credentials: { accessKeyId: credentials.accessKey, secretAccessKey: wrongSecret } }),
+      client: new S3Client({
+        endpoint: minio.endpoint,
+        region: minio.region,
+        forcePathStyle: true,
+        credentials: { accessKeyId: credentials.accessKey, secretAccessKey: wrongSecret },
+      }),
     });
     wrongSecretError = await rejected.verifyAccess().then(
       () => 'no error',
-      (err: unknown) => `${String(err)} ${asText(err)} ${err instanceof Error ? String(err.cause) + (err.stack ?? '') : ''}`,
+      (err: unknown) =>
+        `${String(err)} ${asText(err)} ${err instanceof Error ? String(err.cause) + (err.stack ?? '') : ''}`,
     );
     await rejected.close();
   }, 300_000);
@@ -119,14 +137,21 @@ describe('credentials in logs and histories', () => {
     for (const id of workflowIds) {
       const handle = client.workflow.getHandle(id);
       const description = await handle.describe();
-      texts.push(asText(await handle.fetchHistory()), asText(description.typedSearchAttributes), asText(description.memo), asText(description.raw));
+      texts.push(
+        asText(await handle.fetchHistory()),
+        asText(description.typedSearchAttributes),
+        asText(description.memo),
+        asText(description.raw),
+      );
     }
     return texts.join('\n');
   };
 
   it('the runs logged at DEBUG and recorded histories of five workflows', async () => {
     const text = await histories();
-    console.log(`secrets: ${logged.length} log lines, ${workflowIds.length} workflows, ${text.length} characters of history searched`);
+    console.log(
+      `secrets: ${logged.length} log lines, ${workflowIds.length} workflows, ${text.length} characters of history searched`,
+    );
     expect(logged.length).toBeGreaterThan(100);
     expect(text.length).toBeGreaterThan(10_000);
   });

@@ -39,7 +39,11 @@ describe('a v1 namespace compacted by a worker that writes segment format v2', (
     let readsDuring = 0;
     let published: { outcome: string; outputs: readonly string[] };
     try {
-      const handle = await startCompaction(servers.client, { namespaceId: ns, group: 'bindings', taskQueue: worker.taskQueue });
+      const handle = await startCompaction(servers.client, {
+        namespaceId: ns,
+        group: 'bindings',
+        taskQueue: worker.taskQueue,
+      });
       const result = handle.result().finally(() => (running = false));
       while (running) {
         const during = await view();
@@ -57,7 +61,8 @@ describe('a v1 namespace compacted by a worker that writes segment format v2', (
 
     const after = await view();
     expect(after.segments).toEqual(outputs);
-    for (const key of outputs) expect((await store.get(key)).body.subarray(0, 8)).toEqual(Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]));
+    for (const key of outputs)
+      expect((await store.get(key)).body.subarray(0, 8)).toEqual(Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]));
     expect(after.records).toEqual(expected);
     expect(after.found).toEqual(expectedFound);
   });

@@ -19,8 +19,11 @@ describe('integration servers', () => {
     }
   });
 
-  it('a dev server whose database file lies in a directory not made yet starts (the demo\'s ./data in a fresh clone)', async () => {
-    const server = await startTemporalDevServer({ uiPort: 'none', dbFilename: join(mkdtempSync(join(tmpdir(), 'devserver-')), 'data', 'temporal.db') });
+  it("a dev server whose database file lies in a directory not made yet starts (the demo's ./data in a fresh clone)", async () => {
+    const server = await startTemporalDevServer({
+      uiPort: 'none',
+      dbFilename: join(mkdtempSync(join(tmpdir(), 'devserver-')), 'data', 'temporal.db'),
+    });
     try {
       const connection = await Connection.connect({ address: server.address });
       await connection.close();
@@ -31,7 +34,12 @@ describe('integration servers', () => {
 
   it.each(['minio', 'moto'] as const)('%s round-trips an object', async (name) => {
     const { endpoint, accessKey, secretKey, region } = inject(name);
-    const s3 = new S3Client({ endpoint, region, forcePathStyle: true, credentials: { accessKeyId: accessKey, secretAccessKey: secretKey } });
+    const s3 = new S3Client({
+      endpoint,
+      region,
+      forcePathStyle: true,
+      credentials: { accessKeyId: accessKey, secretAccessKey: secretKey },
+    });
     try {
       const Bucket = `smoke-${Date.now()}`;
       await s3.send(new CreateBucketCommand({ Bucket }));

@@ -20,7 +20,10 @@ const text = (b: Uint8Array) => new TextDecoder().decode(b);
 async function race(writers: number, write: (i: number) => Promise<unknown>): Promise<number> {
   const results = await Promise.allSettled(Array.from({ length: writers }, (_, i) => write(i)));
   for (const r of results) {
-    if (r.status === 'rejected' && !(r.reason instanceof PreconditionFailedError || r.reason instanceof ConflictError)) {
+    if (
+      r.status === 'rejected' &&
+      !(r.reason instanceof PreconditionFailedError || r.reason instanceof ConflictError)
+    ) {
       throw r.reason;
     }
   }
@@ -31,7 +34,11 @@ async function putMany(store: ObjectStore, keys: string[]): Promise<void> {
   for (let i = 0; i < keys.length; i += 64) await Promise.all(keys.slice(i, i + 64).map((k) => store.put(k, bytes(k))));
 }
 
-async function listAll(store: ObjectStore, prefix: string, options: { delimiter?: string; maxKeys?: number; startAfter?: string } = {}) {
+async function listAll(
+  store: ObjectStore,
+  prefix: string,
+  options: { delimiter?: string; maxKeys?: number; startAfter?: string } = {},
+) {
   const keys: string[] = [];
   const prefixes: string[] = [];
   let cursor: string | undefined;
@@ -79,16 +86,20 @@ describe.each(STORE_KINDS)('object store conformance: %s', (kind) => {
   });
 
   // SeaweedFS takes seconds for one contended round (docs/stores.md): 20 rounds outlast the default timeout there.
-  it('race self-check: 32 concurrent creates and 32 concurrent CAS on one ETag have exactly one winner, 20 rounds', { timeout: kind === 'seaweedfs' ? 600_000 : undefined }, async () => {
-    for (let round = 0; round < 20; round++) {
-      const key = `race/${round}`;
-      const created = await race(32, (i) => store.putIfAbsent(key, bytes(`create ${i}`)));
-      expect(created, `UNFIT STORE ${kind}: ${created} writers created ${key}`).toBe(1);
-      const { etag } = await store.get(key);
-      const swapped = await race(32, (i) => store.putIfMatch(key, bytes(`swap ${round} ${i}`), etag));
-      expect(swapped, `UNFIT STORE ${kind}: ${swapped} writers won a CAS on one ETag of ${key}`).toBe(1);
-    }
-  });
+  it(
+    'race self-check: 32 concurrent creates and 32 concurrent CAS on one ETag have exactly one winner, 20 rounds',
+    { timeout: kind === 'seaweedfs' ? 600_000 : undefined },
+    async () => {
+      for (let round = 0; round < 20; round++) {
+        const key = `race/${round}`;
+        const created = await race(32, (i) => store.putIfAbsent(key, bytes(`create ${i}`)));
+        expect(created, `UNFIT STORE ${kind}: ${created} writers created ${key}`).toBe(1);
+        const { etag } = await store.get(key);
+        const swapped = await race(32, (i) => store.putIfMatch(key, bytes(`swap ${round} ${i}`), etag));
+        expect(swapped, `UNFIT STORE ${kind}: ${swapped} writers won a CAS on one ETag of ${key}`).toBe(1);
+      }
+    },
+  );
 
   it('body, ETag and LastModified come from one read and match the write', async () => {
     const before = Date.now();
@@ -129,7 +140,8 @@ describe.each(STORE_KINDS)('object store conformance: %s', (kind) => {
     expect(rolled.keys).toEqual(['tree/d']);
   });
 
-  // MinIO (the provisioned build) takes If-Match on DeleteObject and deletes anyway; the store check reports it (docs/stores.md).
+  // MinIO (the provisioned build) takes If-Match on DeleteObject and deletes anyway; the store check reports it
+  // (docs/stores.md).
   it(`a conditional delete removes the version named and counts a missing key as gone; a stale ETag ${kind === 'minio' ? 'is ignored: MinIO deletes anyway' : 'is refused and the object stays'}`, async () => {
     const first = await store.putIfAbsent('cdel/a', bytes('v1'));
     const second = await store.putIfMatch('cdel/a', bytes('v2'), first.etag);

@@ -7,7 +7,16 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { describeGcSchedule, ensureGcSchedule, startCompaction, triggerGcPass } from '../../src/client';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer, type TemporalDevServer } from '../../src/devservers';
-import { isInputManifestKeyOf, jobId, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
+import {
+  isInputManifestKeyOf,
+  jobId,
+  jobPrefix,
+  leaseKey,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  stagedSegmentKey,
+} from '../../src/keys';
 import { readRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { decodeLease, isLeaseLive } from '../../src/lease';
@@ -63,8 +72,13 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     expect(published.result.outcome).toBe('published');
     // Its input manifest, written before it published, is a staged object no root names.
     const publishedAt = Date.now();
-    // A first pass sees the inputs it retired and stamps them visible: their reader grace counts from there (spec 6c.2).
-    await client.workflow.execute('gcWorkflow', { taskQueue: worker.taskQueue, workflowId: uniqueId('ui-stamp'), args: [{ namespaces: [ns] }] });
+    // A first pass sees the inputs it retired and stamps them visible: their reader grace counts from there (spec
+    // 6c.2).
+    await client.workflow.execute('gcWorkflow', {
+      taskQueue: worker.taskQueue,
+      workflowId: uniqueId('ui-stamp'),
+      args: [{ namespaces: [ns] }],
+    });
 
     // The next job stalls before it reads, and none of its lease refreshes reaches the store: its lease expires.
     await writeInputs(fixture.store, ns, 'bindings', makeInputs(3, 300));
@@ -75,42 +89,83 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
       if (operation === 'getStream' && !stalled.opened) await stalled.wait;
     });
     stallingWorker = await startTestWorker(stallingStore, settings, uniqueId('ui-stalling'), temporal.address);
-    const handle = await startCompaction(client, { namespaceId: ns, group: 'bindings', taskQueue: stallingWorker.taskQueue });
+    const handle = await startCompaction(client, {
+      namespaceId: ns,
+      group: 'bindings',
+      taskQueue: stallingWorker.taskQueue,
+    });
     const firstJob = await vi.waitUntil(async () => (await handle.query<{ jobId?: string }>('leaseState')).jobId, poll);
     const ref = { namespaceId: namespaceId(ns), jobId: jobId(firstJob) };
     await vi.waitUntil(async () => {
       const stored = await fixture.store.get(leaseKey(ref.namespaceId, ref.jobId)).catch(() => undefined);
-      return stored !== undefined && !isLeaseLive(decodeLease(stored.body, ref), Date.now(), settings.timing.leaseExpiryMs);
+      return (
+        stored !== undefined && !isLeaseLive(decodeLease(stored.body, ref), Date.now(), settings.timing.leaseExpiryMs)
+      );
     }, poll);
-    await new Promise((r) => setTimeout(r, Math.max(0, Math.max(orphanWritten, publishedAt) + settings.timing.stagingGraceMs + 500 - Date.now())));
+    await new Promise((r) =>
+      setTimeout(
+        r,
+        Math.max(0, Math.max(orphanWritten, publishedAt) + settings.timing.stagingGraceMs + 500 - Date.now()),
+      ),
+    );
     // And past the reader grace of the inputs the published job retired, so the pass reclaims them too (spec 6a).
-    const visibleAt = Math.max(...((await readRoot(fixture.store, namespaceId(ns), jsonRootCodec)).root.retired ?? []).map((r) => r.visible_at_ms ?? Number.POSITIVE_INFINITY));
+    const visibleAt = Math.max(
+      ...((await readRoot(fixture.store, namespaceId(ns), jsonRootCodec)).root.retired ?? []).map(
+        (r) => r.visible_at_ms ?? Number.POSITIVE_INFINITY,
+      ),
+    );
     expect(visibleAt).toBeLessThan(Date.now());
     await new Promise((r) => setTimeout(r, Math.max(0, visibleAt + settings.timing.readerGraceMs + 500 - Date.now())));
 
     // The collector as an operator runs it: its schedule (a yearly cron, so only the trigger starts it), triggered now.
-    await ensureGcSchedule(client, { scheduleId, cron: '0 0 1 1 *', taskQueue: worker.taskQueue, pass: { namespaces: [ns] } });
+    await ensureGcSchedule(client, {
+      scheduleId,
+      cron: '0 0 1 1 *',
+      taskQueue: worker.taskQueue,
+      pass: { namespaces: [ns] },
+    });
     await triggerGcPass(client, { scheduleId });
-    const started = await vi.waitUntil(async () => (await describeGcSchedule(client, { scheduleId })).info.recentActions[0]?.action.workflow, poll);
-    const report = await client.workflow.getHandle<() => Promise<GcReport>>(started.workflowId, started.firstExecutionRunId).result();
+    const started = await vi.waitUntil(
+      async () => (await describeGcSchedule(client, { scheduleId })).info.recentActions[0]?.action.workflow,
+      poll,
+    );
+    const report = await client.workflow
+      .getHandle<() => Promise<GcReport>>(started.workflowId, started.firstExecutionRunId)
+      .result();
     pass = { workflowId: started.workflowId, runId: started.firstExecutionRunId, report };
-    // Both jobs' leases had expired: the published one's and the stalled one's; the orphan, the three retired inputs, the
-    // published job's unnamed tombstone segments (written before its inputs were retired, so past the grace) and its input
+    // Both jobs' leases had expired: the published one's and the stalled one's; the orphan, the three retired inputs,
+    // the
+    // published job's unnamed tombstone segments (written before its inputs were retired, so past the grace) and its
+    // input
     // manifest went, and the stalled job's input manifest if it was past the staging grace too.
-    const stalledManifestGone = !(await fixture.store.list({ prefix: jobPrefix(ref.namespaceId, ref.jobId) })).objects.some((o) => isInputManifestKeyOf(ref.namespaceId, ref.jobId, o.key));
-    expect(report.totals).toMatchObject({ claimed: 2, orphaned: 1, objectsDeleted: 5 + published.result.tombstones.length + Number(stalledManifestGone), retiredDeleted: 3 });
+    const stalledManifestGone = !(
+      await fixture.store.list({ prefix: jobPrefix(ref.namespaceId, ref.jobId) })
+    ).objects.some((o) => isInputManifestKeyOf(ref.namespaceId, ref.jobId, o.key));
+    expect(report.totals).toMatchObject({
+      claimed: 2,
+      orphaned: 1,
+      objectsDeleted: 5 + published.result.tombstones.length + Number(stalledManifestGone),
+      retiredDeleted: 3,
+    });
 
     refreshesFail = false;
     stalled.open();
     const result = await handle.result();
     expect(result).toMatchObject({ outcome: 'published', fencedJobIds: [firstJob] });
     fenced = { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, jobId: firstJob };
-    rerun = { workflowId: handle.workflowId, runId: (await client.workflow.getHandle(handle.workflowId).describe()).runId, result };
+    rerun = {
+      workflowId: handle.workflowId,
+      runId: (await client.workflow.getHandle(handle.workflowId).describe()).runId,
+      result,
+    };
   }, 240_000);
 
   afterAll(async () => {
     stalled.open();
-    await client?.schedule.getHandle(scheduleId).delete().catch(() => undefined);
+    await client?.schedule
+      .getHandle(scheduleId)
+      .delete()
+      .catch(() => undefined);
     await browser?.close();
     await stallingWorker?.stop();
     await worker?.stop();
@@ -119,14 +174,26 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     await temporal?.stop();
   });
 
-  const runUrl = ({ workflowId, runId }: Run, tab: string) => `${temporal.uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}/${runId}/${tab}`;
+  const runUrl = ({ workflowId, runId }: Run, tab: string) =>
+    `${temporal.uiUrl}/namespaces/default/workflows/${encodeURIComponent(workflowId)}/${runId}/${tab}`;
 
-  /** Waits until every text is visible on the page or in one of its frames (the UI renders summaries and details, markdown, in sandboxed iframes), scrolling down meanwhile. */
+  /**
+   * Waits until every text is visible on the page or in one of its frames (the UI renders summaries and details,
+   * markdown, in sandboxed iframes), scrolling down meanwhile.
+   */
   async function expectVisible(...texts: string[]): Promise<void> {
     for (const text of texts) {
       const shown = async () => {
         // A frame may be detached while the UI re-renders: that frame does not show it (yet).
-        for (const frame of browser.page.frames()) if (await frame.getByText(text).first().isVisible().catch(() => false)) return true;
+        for (const frame of browser.page.frames())
+          if (
+            await frame
+              .getByText(text)
+              .first()
+              .isVisible()
+              .catch(() => false)
+          )
+            return true;
         // Long event histories render their rows as they are scrolled to.
         await browser.page.mouse.wheel(0, 600);
         return false;
@@ -137,7 +204,10 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     }
   }
 
-  /** Opens a tab of a run's detail page: `history`, `user-metadata` (summary, details, current details), `search-attributes`. */
+  /**
+   * Opens a tab of a run's detail page: `history`, `user-metadata` (summary, details, current details),
+   * `search-attributes`.
+   */
   async function openRun(run: Run, tab: string): Promise<void> {
     await browser.page.goto(runUrl(run, tab));
     await expectVisible(run.workflowId);
@@ -146,7 +216,8 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
   const screenshot = (name: string) => browser.page.screenshot({ path: `${SCREENSHOTS}/${name}.png` });
 
   /** The search attributes tab shows each as `"Name": value` in a JSON view. */
-  const attributes = (values: Record<string, string | number | boolean>) => Object.entries(values).map(([name, value]) => `"${name}": ${JSON.stringify(value)}`);
+  const attributes = (values: Record<string, string | number | boolean>) =>
+    Object.entries(values).map(([name, value]) => `"${name}": ${JSON.stringify(value)}`);
 
   it('a published compaction shows its summary, details, current details (lease, records, bytes), activity summaries and search attributes', async () => {
     const { result } = published;
@@ -159,19 +230,48 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     );
     await screenshot('compaction-published');
     await openRun(published, 'history');
-    await expectVisible("read the worker's timings", 'read group inodes of', `create lease ${result.jobId}`, `compact 3 segments of inodes under lease ${result.jobId}`, `publish ${result.outputs.length} segments of ${result.jobId}`);
+    await expectVisible(
+      "read the worker's timings",
+      'read group inodes of',
+      `create lease ${result.jobId}`,
+      `compact 3 segments of inodes under lease ${result.jobId}`,
+      `publish ${result.outputs.length} segments of ${result.jobId}`,
+    );
     await openRun(published, 'search-attributes');
-    await expectVisible(...attributes({ CompactionNamespace: ns, CompactionGroup: 'inodes', CompactionJobId: result.jobId, CompactionOutcome: 'published' }));
+    await expectVisible(
+      ...attributes({
+        CompactionNamespace: ns,
+        CompactionGroup: 'inodes',
+        CompactionJobId: result.jobId,
+        CompactionOutcome: 'published',
+      }),
+    );
   });
 
   it('a compaction whose expired lease the collector claimed shows outcome fenced and lease lost; its next run is a new job that published', async () => {
     await openRun(fenced, 'user-metadata');
-    await expectVisible(`Compact group bindings of namespace ${ns} under a lease`, 'CONTINUED AS NEW', fenced.jobId, 'lease lost');
+    await expectVisible(
+      `Compact group bindings of namespace ${ns} under a lease`,
+      'CONTINUED AS NEW',
+      fenced.jobId,
+      'lease lost',
+    );
     await screenshot('compaction-fenced');
     await openRun(fenced, 'search-attributes');
-    await expectVisible(...attributes({ CompactionNamespace: ns, CompactionGroup: 'bindings', CompactionJobId: fenced.jobId, CompactionOutcome: 'fenced' }));
+    await expectVisible(
+      ...attributes({
+        CompactionNamespace: ns,
+        CompactionGroup: 'bindings',
+        CompactionJobId: fenced.jobId,
+        CompactionOutcome: 'fenced',
+      }),
+    );
     await openRun(rerun, 'user-metadata');
-    await expectVisible('fenced before: 1', rerun.result.jobId, `${rerun.result.recordsOut} records, ${rerun.result.bytesOut} bytes`);
+    await expectVisible(
+      'fenced before: 1',
+      rerun.result.jobId,
+      `${rerun.result.recordsOut} records, ${rerun.result.bytesOut} bytes`,
+    );
   });
 
   it('a collector pass shows its summary, details, totals and search attributes, and its namespace pass its activity summaries', async () => {
@@ -185,19 +285,34 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     );
     await screenshot('gc-pass');
     await openRun(pass, 'search-attributes');
-    await expectVisible(...attributes({ GcPrefixesSeen: t.prefixesSeen, GcObjectsDeleted: t.objectsDeleted, GcCorruptLeases: 0, GcDryRun: false }));
-    const child = { workflowId: `${pass.workflowId}/${ns}`, runId: (await client.workflow.getHandle(`${pass.workflowId}/${ns}`).describe()).runId };
+    await expectVisible(
+      ...attributes({
+        GcPrefixesSeen: t.prefixesSeen,
+        GcObjectsDeleted: t.objectsDeleted,
+        GcCorruptLeases: 0,
+        GcDryRun: false,
+      }),
+    );
+    const child = {
+      workflowId: `${pass.workflowId}/${ns}`,
+      runId: (await client.workflow.getHandle(`${pass.workflowId}/${ns}`).describe()).runId,
+    };
     await openRun(child, 'history');
-    await expectVisible(`Collector pass over namespace ${ns}`, `list job prefixes of ${ns}`, `survey ${t.prefixesSeen} leases of ${ns}`);
+    await expectVisible(
+      `Collector pass over namespace ${ns}`,
+      `list job prefixes of ${ns}`,
+      `survey ${t.prefixesSeen} leases of ${ns}`,
+    );
   });
 
-  it('the workflow list filtered by CompactionNamespace shows the namespace\'s compactions and collector pass, and nothing else', async () => {
+  it("the workflow list filtered by CompactionNamespace shows the namespace's compactions and collector pass, and nothing else", async () => {
     const query = `CompactionNamespace = "${ns}"`;
     const { page } = browser;
     await page.goto(`${temporal.uiUrl}/namespaces/default/workflows?query=${encodeURIComponent(query)}`);
     const link = (name: string) => page.getByRole('link', { name, exact: true });
     await link(published.workflowId).first().waitFor({ timeout: RENDER_TIMEOUT_MS });
-    for (const id of [fenced.runId, rerun.runId, published.runId]) await link(id).waitFor({ timeout: RENDER_TIMEOUT_MS });
+    for (const id of [fenced.runId, rerun.runId, published.runId])
+      await link(id).waitFor({ timeout: RENDER_TIMEOUT_MS });
     await link(`${pass.workflowId}/${ns}`).waitFor({ timeout: RENDER_TIMEOUT_MS });
     expect(await link(pass.workflowId).count()).toBe(0);
     await screenshot('workflows-by-namespace');

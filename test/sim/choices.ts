@@ -84,7 +84,12 @@ export function between(choices: Choices, min: number, max: number): number {
 }
 
 /** True `percent` times in a hundred; choice 0 is false. */
-export const chance = (choices: Choices, percent: number): boolean => percent > 0 && pick(choices, [[100 - percent, false], [percent, true]]);
+export const chance = (choices: Choices, percent: number): boolean =>
+  percent > 0 &&
+  pick(choices, [
+    [100 - percent, false],
+    [percent, true],
+  ]);
 
 /**
  * A list as a short text: runs of zeros collapsed (`0*12`), so a shrunk schedule prints on a line
@@ -94,7 +99,7 @@ export function formatChoiceList(list: readonly number[]): string {
   let end = list.length;
   while (end > 0 && list[end - 1] === 0) end--;
   const parts: string[] = [];
-  for (let i = 0; i < end; ) {
+  for (let i = 0; i < end;) {
     let run = i;
     while (run < end && list[run] === 0) run++;
     if (run - i > 2) {

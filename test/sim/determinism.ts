@@ -56,7 +56,9 @@ function synchronousGunzip(options?: zlib.ZlibOptions): Transform {
   });
 }
 
-/** A worker thread run in this thread: its source evaluated with a `parentPort` whose messages pass on the next tick. */
+/**
+ * A worker thread run in this thread: its source evaluated with a `parentPort` whose messages pass on the next tick.
+ */
 class InProcessThread extends EventEmitter {
   private readonly port = new EventEmitter();
 
@@ -65,7 +67,8 @@ class InProcessThread extends EventEmitter {
     const portOut = (message: unknown) => process.nextTick(() => this.emit('message', message));
     const port = Object.assign(this.port, { postMessage: portOut });
     const require = createRequire(__filename);
-    const threadRequire = (id: string): unknown => (id === 'node:worker_threads' || id === 'worker_threads' ? { parentPort: port } : require(id));
+    const threadRequire = (id: string): unknown =>
+      id === 'node:worker_threads' || id === 'worker_threads' ? { parentPort: port } : require(id);
     new Function('require', source)(threadRequire);
   }
 
@@ -92,7 +95,8 @@ let installed: Installed | undefined;
 
 export function installDeterminism(): Installed {
   if (installed) return installed;
-  const define = (target: object, name: string, value: unknown) => Object.defineProperty(target, name, { value, writable: true, configurable: true, enumerable: true });
+  const define = (target: object, name: string, value: unknown) =>
+    Object.defineProperty(target, name, { value, writable: true, configurable: true, enumerable: true });
   define(zlib, 'gzip', onNextTick(zlib.gzipSync));
   define(zlib, 'gunzip', onNextTick(zlib.gunzipSync));
   define(zlib, 'createGunzip', synchronousGunzip);
@@ -117,7 +121,8 @@ export function installDeterminism(): Installed {
   const counted = <F extends (...args: never[]) => number>(read: F): F =>
     ((...args: never[]) => {
       const stack = new Error('clock read').stack ?? '';
-      if (stack.includes(packageSource) && clockReads.count++ === 0) clockReads.first = stack.split('\n').slice(2, 6).join(' | ');
+      if (stack.includes(packageSource) && clockReads.count++ === 0)
+        clockReads.first = stack.split('\n').slice(2, 6).join(' | ');
       return read(...args);
     }) as F;
   const [dateNow, performanceNow] = [Date.now, performance.now.bind(performance)];

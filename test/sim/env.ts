@@ -21,4 +21,7 @@ export interface Env {
   retryDelayMs(n: number): number;
 }
 
-export const retryDelayOf = (backoffScale: number) => (n: number): number => Math.max(1, Math.round(backoffDelayMs(ACTIVITY_BACKOFF, Math.max(0, n - 1)) * backoffScale));
+export const retryDelayOf =
+  (backoffScale: number) =>
+  (n: number): number =>
+    Math.max(1, Math.round(backoffDelayMs(ACTIVITY_BACKOFF, Math.max(0, n - 1)) * backoffScale));

@@ -24,9 +24,20 @@
 import type { Timing } from '../../src/config';
 import { between, pick, type Choices } from './choices';
 
-export type StoreOp = 'get' | 'getStream' | 'head' | 'putIfAbsent' | 'putIfMatch' | 'put' | 'list' | 'deleteMany' | 'deleteIfMatch';
+export type StoreOp =
+  'get' | 'getStream' | 'head' | 'putIfAbsent' | 'putIfMatch' | 'put' | 'list' | 'deleteMany' | 'deleteIfMatch';
 
-export const FAULT_KINDS = ['slow', 'late-stuck', 'late-paused', 'refused', 'conflict', 'lost-reply-retried', 'lost-reply-gave-up', 'partial-delete', 'pause'] as const;
+export const FAULT_KINDS = [
+  'slow',
+  'late-stuck',
+  'late-paused',
+  'refused',
+  'conflict',
+  'lost-reply-retried',
+  'lost-reply-gave-up',
+  'partial-delete',
+  'pause',
+] as const;
 export type FaultKind = 'none' | 'partitioned' | (typeof FAULT_KINDS)[number];
 
 export interface Fault {
@@ -52,8 +63,10 @@ export interface FaultProfile {
   readonly lateRootPercent: number;
 }
 
-export const isWrite = (op: StoreOp): boolean => op === 'put' || op === 'putIfAbsent' || op === 'putIfMatch' || op === 'deleteMany' || op === 'deleteIfMatch';
-export const isConditional = (op: StoreOp): boolean => op === 'putIfAbsent' || op === 'putIfMatch' || op === 'deleteIfMatch';
+export const isWrite = (op: StoreOp): boolean =>
+  op === 'put' || op === 'putIfAbsent' || op === 'putIfMatch' || op === 'deleteMany' || op === 'deleteIfMatch';
+export const isConditional = (op: StoreOp): boolean =>
+  op === 'putIfAbsent' || op === 'putIfMatch' || op === 'deleteIfMatch';
 
 /** The relative weight of each fault kind among faulted requests, for `op`; 0 where the kind cannot happen. */
 function weights(op: StoreOp, profile: FaultProfile): Record<(typeof FAULT_KINDS)[number], number> {
@@ -85,24 +98,44 @@ const lateBy = (choices: Choices, timing: Timing, lateSpanMs: number): number =>
  * The fault of one request. A normal request takes up to a tenth of the operation deadline each
  * way; `late` ones reach the store up to `lateSpanMs` after the deadline.
  */
-export function decideFault(choices: Choices, op: StoreOp, rootWrite: boolean, profile: FaultProfile, timing: Timing, lateSpanMs: number): Fault {
+export function decideFault(
+  choices: Choices,
+  op: StoreOp,
+  rootWrite: boolean,
+  profile: FaultProfile,
+  timing: Timing,
+  lateSpanMs: number,
+): Fault {
   const deadline = timing.operationDeadlineMs;
   const quick = Math.max(2, Math.floor(deadline / 10));
-  const lateRoot = rootWrite && profile.late && profile.lateRootPercent > 0 && choices.next(100) < profile.lateRootPercent;
+  const lateRoot =
+    rootWrite && profile.late && profile.lateRootPercent > 0 && choices.next(100) < profile.lateRootPercent;
   const faulted = lateRoot || (profile.percent > 0 && choices.next(100) < profile.percent);
-  const kind: FaultKind =
-    lateRoot ? pick(choices, [[1, 'late-stuck'], [1, 'late-paused']])
-    : faulted ? pick(choices, Object.entries(weights(op, profile)).map(([k, w]) => [w, k as FaultKind] as const))
-    : 'none';
+  const kind: FaultKind = lateRoot
+    ? pick(choices, [
+        [1, 'late-stuck'],
+        [1, 'late-paused'],
+      ])
+    : faulted
+      ? pick(
+          choices,
+          Object.entries(weights(op, profile)).map(([k, w]) => [w, k as FaultKind] as const),
+        )
+      : 'none';
   const requestDelayMs =
-    kind === 'slow' ? between(choices, quick, deadline / 2)
-    : kind === 'late-stuck' || kind === 'late-paused' ? deadline + lateBy(choices, timing, lateSpanMs)
-    : between(choices, 1, quick);
+    kind === 'slow'
+      ? between(choices, quick, deadline / 2)
+      : kind === 'late-stuck' || kind === 'late-paused'
+        ? deadline + lateBy(choices, timing, lateSpanMs)
+        : between(choices, 1, quick);
   const replyDelayMs = kind === 'pause' ? between(choices, deadline, profile.maxPauseMs) : between(choices, 1, quick);
   return { kind, requestDelayMs, replyDelayMs };
 }
 
-/** A request sent during a partition that ends at `untilMs`: it arrives just after, the caller having given up at the deadline. */
+/**
+ * A request sent during a partition that ends at `untilMs`: it arrives just after, the caller having given up at the
+ * deadline.
+ */
 export const partitionedFault = (choices: Choices, timing: Timing, nowMs: number, untilMs: number): Fault => ({
   kind: 'partitioned',
   requestDelayMs: untilMs - nowMs + between(choices, 1, Math.max(2, Math.floor(timing.operationDeadlineMs / 10))),

@@ -5,7 +5,16 @@
  */
 import { gunzipSync } from 'node:zlib';
 import { decodeLease, type LeaseState } from '../../src/lease';
-import { isInputSegmentKeyOf, jobPrefix, judgedRootKey, parseCompactionKey, parseManifestPartKey, rootKey, type MetadataCompactionId, type NamespaceId } from '../../src/keys';
+import {
+  isInputSegmentKeyOf,
+  jobPrefix,
+  judgedRootKey,
+  parseCompactionKey,
+  parseManifestPartKey,
+  rootKey,
+  type MetadataCompactionId,
+  type NamespaceId,
+} from '../../src/keys';
 import type { LiveRecord } from '../../src/reader';
 import { jsonRootCodec, type RootState } from '../../src/root';
 import { NotFoundError } from '../../src/store';
@@ -72,7 +81,10 @@ export interface RootVersion {
   readonly request?: StoreRequest;
 }
 
-/** The records of a v1 segment, for the evidence of a violation (the classifier reads them); undefined for anything else. */
+/**
+ * The records of a v1 segment, for the evidence of a violation (the classifier reads them); undefined for anything
+ * else.
+ */
 function recordsOf(body: Uint8Array): SegmentRecord[] | undefined {
   try {
     const lines = gunzipSync(body).toString('utf8').split('\n');
@@ -127,14 +139,21 @@ export class Invariants implements Monitor {
     else if (change.kind === 'delete') {
       this.deletions.set(change.key, { event, at: this.sim.now, party: request?.party.name ?? 'operator' });
       this.rootNamesOnlyExistingObjects(change.key, request);
-      // A pass owns a prefix until its lease is gone from the store, not until the pass hears so: another may claim it meanwhile.
+      // A pass owns a prefix until its lease is gone from the store, not until the pass hears so: another may claim it
+      // meanwhile.
       const staged = parseCompactionKey(change.key);
-      // A retired output is reclaimed by the root's record, whoever owns its prefix; everything else there by its owner only.
+      // A retired output is reclaimed by the root's record, whoever owns its prefix; everything else there by its owner
+      // only.
       const retired = this.current?.retired?.some((r) => r.key === change.key) === true;
       if (request?.party.kind === 'collector' && 'jobId' in staged && staged.namespaceId === this.ns && !retired) {
-        this.atMostOneOwner(jobPrefix(this.ns, staged.jobId), request, staged.kind === 'lease' ? 'deleted the lease of' : 'deleted in');
+        this.atMostOneOwner(
+          jobPrefix(this.ns, staged.jobId),
+          request,
+          staged.kind === 'lease' ? 'deleted the lease of' : 'deleted in',
+        );
       }
-      // With its lease gone the prefix is no pass's until one claims it again, and no job's: a job holds it by its lease in the store.
+      // With its lease gone the prefix is no pass's until one claims it again, and no job's: a job holds it by its
+      // lease in the store.
       if (staged.kind === 'lease') {
         this.lastClaimer.delete(prefixOfLease(change.key));
         this.leaseWriters.delete(change.key);
@@ -166,8 +185,8 @@ export class Invariants implements Monitor {
       if (key === rootKey(this.ns) && 'ok' in outcome) {
         if (snapshot) snapshot.event = this.sim.scheduler.events;
         this.lastReaderRootRead = this.sim.now;
-      }
-      else if ((op === 'getStream' || op === 'get') && 'err' in outcome) this.readersReadWithinPromise(request, outcome.err);
+      } else if ((op === 'getStream' || op === 'get') && 'err' in outcome)
+        this.readersReadWithinPromise(request, outcome.err);
     }
     if ((op === 'deleteMany' || op === 'deleteIfMatch') && party.kind === 'collector') {
       this.corruptionDeletesNothing(request);
@@ -182,7 +201,8 @@ export class Invariants implements Monitor {
     const root = this.current;
     if (!root) return;
     const named = Object.entries(root.groups).flatMap(([group, keys]) => keys.map((key) => ({ group, key })));
-    const missing = deleted !== undefined ? named.filter((n) => n.key === deleted) : named.filter((n) => !this.sim.world.has(n.key));
+    const missing =
+      deleted !== undefined ? named.filter((n) => n.key === deleted) : named.filter((n) => !this.sim.world.has(n.key));
     for (const { group, key } of missing.slice(0, 1)) {
       const gone = this.deletions.get(key);
       const namer = this.namerOf(key);
@@ -212,7 +232,10 @@ export class Invariants implements Monitor {
     }
   }
 
-  /** A reader inside its promised window (`readableUntilMs`, on its own clock when the bucket answered) reads every segment its snapshot names. */
+  /**
+   * A reader inside its promised window (`readableUntilMs`, on its own clock when the bucket answered) reads every
+   * segment its snapshot names.
+   */
   readersReadWithinPromise(request: StoreRequest, err: Error): void {
     const context = request.context as ReaderContext | undefined;
     if (!(err instanceof NotFoundError) || !context?.reader) return;
@@ -225,16 +248,28 @@ export class Invariants implements Monitor {
       message:
         `${request.party.name} read ${shortKey(request.key)} of root generation ${context.rootGeneration} ${context.readableUntilMs - readerNow} ms before its promise ran out, ` +
         `but ${gone?.party ?? 'someone'} deleted it ${gone ? this.sim.now - gone.at : '?'} ms before` +
-        (retiredBy ? `; root generation ${retiredBy.root.generation} retired it at retired_at_ms ${retiredBy.retiredAtMs}, landing ${retiredBy.landedLateMs} ms after that clock (writer ${retiredBy.party})` : ''),
+        (retiredBy
+          ? `; root generation ${retiredBy.root.generation} retired it at retired_at_ms ${retiredBy.retiredAtMs}, landing ${retiredBy.landedLateMs} ms after that clock (writer ${retiredBy.party})`
+          : ''),
       evidence: { key: request.key, deletion: gone, retiredBy },
     });
   }
 
   /** The reader's view of a group equals the model's (see `model.ts`). */
-  readerViewMatchesModel(who: string, group: string, view: readonly LiveRecord[], rootEvent: number, generation: number): void {
+  readerViewMatchesModel(
+    who: string,
+    group: string,
+    view: readonly LiveRecord[],
+    rootEvent: number,
+    generation: number,
+  ): void {
     const wrong = this.model.checkView(group, view, rootEvent);
     if (!wrong) return;
-    this.sim.violate({ invariant: 'readerViewMatchesModel', message: `${who} at root generation ${generation}: ${wrong.message}`, evidence: { ...wrong, group, rootEvent } });
+    this.sim.violate({
+      invariant: 'readerViewMatchesModel',
+      message: `${who} at root generation ${generation}: ${wrong.message}`,
+      evidence: { ...wrong, group, rootEvent },
+    });
   }
 
   /** Nothing outside a validated job prefix or the documented families (input segments, manifest parts) is deleted. */
@@ -244,14 +279,23 @@ export class Invariants implements Monitor {
       ((staged.kind === 'lease' || staged.kind === 'staged_segment') && staged.namespaceId === this.ns) ||
       isInputSegmentKeyOf(this.ns, key) ||
       parseManifestPartKey(key)?.namespaceId === this.ns;
-    if (!allowed) this.sim.violate({ invariant: 'deletionsConfined', message: `${request.party.name} deleted ${key}, outside every family the collector may delete` });
+    if (!allowed)
+      this.sim.violate({
+        invariant: 'deletionsConfined',
+        message: `${request.party.name} deleted ${key}, outside every family the collector may delete`,
+      });
   }
 
-  /** A pass that read a corrupt lease, or found its namespace's root unusable, deletes nothing more in that namespace. */
+  /**
+   * A pass that read a corrupt lease, or found its namespace's root unusable, deletes nothing more in that namespace.
+   */
   corruptionDeletesNothing(request: StoreRequest): void {
     const context = request.context as Partial<PassContext> | undefined;
     if (context?.corruption === undefined) return;
-    this.sim.violate({ invariant: 'corruptionDeletesNothing', message: `${request.party.name} deleted ${(request.keys ?? []).map(shortKey).join(', ')} after it found ${context.corruption}` });
+    this.sim.violate({
+      invariant: 'corruptionDeletesNothing',
+      message: `${request.party.name} deleted ${(request.keys ?? []).map(shortKey).join(', ')} after it found ${context.corruption}`,
+    });
   }
 
   /**
@@ -281,8 +325,14 @@ export class Invariants implements Monitor {
       if (writer === pass) return;
       const claim = writer === this.lastClaimer.get(prefix);
       if (request.op === 'deleteIfMatch' && this.sim.world.conditionalDelete === 'ignored') {
-        this.sim.trace.add(this.sim.now, pass, `deleted the lease of ${shortKey(prefix)} in a version ${writer} wrote: the store ignored If-Match`);
-        this.sim.count(`interleaving: a lease deleted in a version ${claim ? "of another pass's claim" : writer === 'operator' ? 'the operator wrote' : 'its job wrote'} (the store ignored If-Match)`);
+        this.sim.trace.add(
+          this.sim.now,
+          pass,
+          `deleted the lease of ${shortKey(prefix)} in a version ${writer} wrote: the store ignored If-Match`,
+        );
+        this.sim.count(
+          `interleaving: a lease deleted in a version ${claim ? "of another pass's claim" : writer === 'operator' ? 'the operator wrote' : 'its job wrote'} (the store ignored If-Match)`,
+        );
         return;
       }
       this.sim.violate({
@@ -310,7 +360,7 @@ export class Invariants implements Monitor {
       return;
     }
     if (act === 'deleted in') {
-      this.sim.count("interleaving: a staged object deleted in a prefix another pass claimed since");
+      this.sim.count('interleaving: a staged object deleted in a prefix another pass claimed since');
       return;
     }
     this.sim.violate({
@@ -336,20 +386,28 @@ export class Invariants implements Monitor {
     const { party, op, key } = request;
     const { timing } = this.sim;
     const result = 'ok' in outcome ? 'landed' : outcome.err.name.replace(/Error$/, '');
-    if (parseCompactionKey(key).kind === 'lease' && party.kind === 'job' && (op === 'putIfAbsent' || op === 'putIfMatch')) this.jobLeases.set(party.name, { key, sentAt: request.issuedAt });
+    if (
+      parseCompactionKey(key).kind === 'lease' &&
+      party.kind === 'job' &&
+      (op === 'putIfAbsent' || op === 'putIfMatch')
+    )
+      this.jobLeases.set(party.name, { key, sentAt: request.issuedAt });
     if (key !== rootKey(this.ns) || (op !== 'putIfMatch' && op !== 'putIfAbsent')) return;
     const late = this.sim.now - request.issuedAt > timing.operationDeadlineMs;
     if (party.kind === 'writer') {
       const write = (request.context as Partial<WriteContext> | undefined)?.write;
       const putSent = write && this.putSentAt.get(write.segments.at(-1) ?? '');
       if (putSent === undefined) return;
-      if (request.issuedAt - putSent > timing.writerBudgetMs / 2) this.sim.count(`interleaving: writer CAS sent in the second half of its budget, ${result}`);
-      if (this.sim.now - putSent > timing.lostWriteGraceMs) this.sim.count(`interleaving: writer CAS arrived past the lost-write grace, ${result}`);
+      if (request.issuedAt - putSent > timing.writerBudgetMs / 2)
+        this.sim.count(`interleaving: writer CAS sent in the second half of its budget, ${result}`);
+      if (this.sim.now - putSent > timing.lostWriteGraceMs)
+        this.sim.count(`interleaving: writer CAS arrived past the lost-write grace, ${result}`);
     }
     if (party.kind === 'job') {
       const lease = this.jobLeases.get(party.name);
       if (!lease) return;
-      if (request.issuedAt - lease.sentAt > timing.publicationBudgetMs / 2) this.sim.count(`interleaving: publication CAS sent in the second half of its budget, ${result}`);
+      if (request.issuedAt - lease.sentAt > timing.publicationBudgetMs / 2)
+        this.sim.count(`interleaving: publication CAS sent in the second half of its budget, ${result}`);
       const now = this.sim.world.peek(lease.key);
       const claimed = now === undefined || !Buffer.from(now.body).includes('"status":"active"');
       if (claimed) this.sim.count(`interleaving: publication CAS arrived after its lease was claimed, ${result}`);
@@ -379,15 +437,29 @@ export class Invariants implements Monitor {
     }
     if (change.before === undefined && request !== undefined && !this.lostRootNotRecreated(party, root)) return;
     this.lastDecoded = root;
-    if (this.sim.trace.on) this.sim.trace.add(this.sim.now, party, `root gen ${root.generation}: ${Object.entries(root.groups).map(([g, keys]) => `${g}=[${keys.map(shortKey).join(' ')}]`).join(' ')}${root.retired?.length ? ` retired ${root.retired.length}` : ''}`);
+    if (this.sim.trace.on)
+      this.sim.trace.add(
+        this.sim.now,
+        party,
+        `root gen ${root.generation}: ${Object.entries(root.groups)
+          .map(([g, keys]) => `${g}=[${keys.map(shortKey).join(' ')}]`)
+          .join(' ')}${root.retired?.length ? ` retired ${root.retired.length}` : ''}`,
+      );
     for (const keys of Object.values(root.groups)) for (const key of keys) this.model.named(key, event);
     const before = this.roots.at(-2)?.root;
-    const newlyRetired = (root.retired ?? []).filter((r) => !before?.retired?.some((b) => b.key === r.key && b.retired_at_ms === r.retired_at_ms));
+    const newlyRetired = (root.retired ?? []).filter(
+      (r) => !before?.retired?.some((b) => b.key === r.key && b.retired_at_ms === r.retired_at_ms),
+    );
     const latest = Math.max(...newlyRetired.map((r) => r.retired_at_ms));
     const retiredAtTrue = latest - (request?.party.skewMs ?? 0);
     if (request && newlyRetired.length && this.sim.now - retiredAtTrue > this.sim.timing.gcMinGraceMs) {
-      this.sim.count(`interleaving: a ${request.party.kind} root write retired segments more than T after its retired_at_ms`);
-      if (this.lastReaderRootRead > retiredAtTrue + this.sim.timing.gcMinGraceMs) this.sim.count(`interleaving: a reader read the root between T after a ${request.party.kind}'s retirement and its landing`);
+      this.sim.count(
+        `interleaving: a ${request.party.kind} root write retired segments more than T after its retired_at_ms`,
+      );
+      if (this.lastReaderRootRead > retiredAtTrue + this.sim.timing.gcMinGraceMs)
+        this.sim.count(
+          `interleaving: a reader read the root between T after a ${request.party.kind}'s retirement and its landing`,
+        );
     }
     this.groupsNameEachSegmentOnce(root, request);
     this.rootNamesOnlyExistingObjects(undefined, request);
@@ -400,9 +472,13 @@ export class Invariants implements Monitor {
    * `root` was just written by `party` where there was none.
    */
   private lostRootNotRecreated(party: string, root: RootState): boolean {
-    const isFirst = (r: RootState) => r.generation === 1 && Object.values(r.groups).every((keys) => keys.length === 0) && !r.retired?.length;
+    const isFirst = (r: RootState) =>
+      r.generation === 1 && Object.values(r.groups).every((keys) => keys.length === 0) && !r.retired?.length;
     if (!isFirst(root)) {
-      this.sim.violate({ invariant: 'lostRootNotRecreated', message: `${party} created the root at generation ${root.generation} with content: a root is created empty at generation 1` });
+      this.sim.violate({
+        invariant: 'lostRootNotRecreated',
+        message: `${party} created the root at generation ${root.generation} with content: a root is created empty at generation 1`,
+      });
       return false;
     }
     const lost = this.lastDecoded;
@@ -455,25 +531,43 @@ export class Invariants implements Monitor {
    */
   private namerOf(key: string): Namer | undefined {
     const names = (root: RootState) => Object.values(root.groups).some((keys) => keys.includes(key));
-    const decoded = this.roots.filter((v): v is RootVersion & { root: RootState } => v.root !== undefined && v.request !== undefined);
+    const decoded = this.roots.filter(
+      (v): v is RootVersion & { root: RootState } => v.root !== undefined && v.request !== undefined,
+    );
     for (let i = decoded.length - 1; i >= 0; i--) {
       const version = decoded[i]!;
       const before = decoded[i - 1];
       if (!names(version.root) || (before && names(before.root))) continue;
-      return { party: version.party, kind: version.request?.party.kind, event: version.event, at: version.at, sentAt: version.request?.issuedAt };
+      return {
+        party: version.party,
+        kind: version.request?.party.kind,
+        event: version.event,
+        at: version.at,
+        sentAt: version.request?.issuedAt,
+      };
     }
     return undefined;
   }
 
-  /** The last root version that retired `key` (took it out of every group), when it landed relative to its `retired_at_ms`. */
+  /**
+   * The last root version that retired `key` (took it out of every group), when it landed relative to its
+   * `retired_at_ms`.
+   */
   private retiringVersion(key: string): Retirement | undefined {
     for (let i = this.roots.length - 1; i > 0; i--) {
       const version = this.roots[i]!;
       const retired = version.root?.retired?.find((r) => r.key === key);
       const before = this.roots[i - 1]!.root;
-      if (!version.root || !retired || !before || !Object.values(before.groups).some((keys) => keys.includes(key))) continue;
+      if (!version.root || !retired || !before || !Object.values(before.groups).some((keys) => keys.includes(key)))
+        continue;
       const skew = version.request?.party.skewMs ?? 0;
-      return { root: version.root, retiredAtMs: retired.retired_at_ms, landedLateMs: version.at - (retired.retired_at_ms - skew), party: version.party, kind: version.request?.party.kind };
+      return {
+        root: version.root,
+        retiredAtMs: retired.retired_at_ms,
+        landedLateMs: version.at - (retired.retired_at_ms - skew),
+        party: version.party,
+        kind: version.request?.party.kind,
+      };
     }
     return undefined;
   }

@@ -16,13 +16,20 @@ export interface KnownDefect {
   readonly issue: string;
   readonly title: string;
   /** Whether `violation`, the first of its scenario, is this defect. */
-  readonly matches: (violation: Violation, world: { readonly invariants: Invariants; readonly timing: Timing }) => boolean;
+  readonly matches: (
+    violation: Violation,
+    world: { readonly invariants: Invariants; readonly timing: Timing },
+  ) => boolean;
 }
 
 /** None at present: every violation fails the run. */
 export const KNOWN_DEFECTS: readonly KnownDefect[] = [];
 
 /** The known defect `violation` is, if any. */
-export function knownDefectOf(violation: Violation, world: { readonly invariants: Invariants; readonly timing: Timing }, known: readonly KnownDefect[] = KNOWN_DEFECTS): KnownDefect | undefined {
+export function knownDefectOf(
+  violation: Violation,
+  world: { readonly invariants: Invariants; readonly timing: Timing },
+  known: readonly KnownDefect[] = KNOWN_DEFECTS,
+): KnownDefect | undefined {
   return known.find((defect) => defect.matches(violation, world));
 }

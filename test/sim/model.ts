@@ -45,9 +45,21 @@ export class Model {
   private readonly bySegment = new Map<string, Write>();
 
   /** A write beginning now: it draws the next `seq`, and every record it holds carries it. */
-  begin(writer: string, group: string, records: readonly ({ key: string; value: string } | { key: string; tombstone: true })[]): Write {
+  begin(
+    writer: string,
+    group: string,
+    records: readonly ({ key: string; value: string } | { key: string; tombstone: true })[],
+  ): Write {
     const seq = ++this.nextSeq;
-    const write: Write = { id: this.writes.length, writer, group, seq, records: records.map((r) => ({ ...r, seq })), segments: [], landings: [] };
+    const write: Write = {
+      id: this.writes.length,
+      writer,
+      group,
+      seq,
+      records: records.map((r) => ({ ...r, seq })),
+      segments: [],
+      landings: [],
+    };
     this.writes.push(write);
     this.bySeq.set(seq, write);
     return write;
@@ -86,10 +98,15 @@ export class Model {
   checkView(group: string, view: readonly LiveRecord[], rootEvent: number): ViewError | undefined {
     const writes = this.writes.filter((w) => w.group === group);
     const acked = writes.filter((w) => w.ackedEvent !== undefined && w.ackedEvent < rootEvent);
-    const possible = writes.filter((w) => (w.ackedEvent !== undefined && w.ackedEvent < rootEvent) || (w.landedEvent !== undefined && w.landedEvent <= rootEvent));
+    const possible = writes.filter(
+      (w) =>
+        (w.ackedEvent !== undefined && w.ackedEvent < rootEvent) ||
+        (w.landedEvent !== undefined && w.landedEvent <= rootEvent),
+    );
     const newest = (candidates: readonly Write[], key: string): SegmentRecord | undefined => {
       let best: SegmentRecord | undefined;
-      for (const w of candidates) for (const r of w.records) if (r.key === key && (best === undefined || r.seq > best.seq)) best = r;
+      for (const w of candidates)
+        for (const r of w.records) if (r.key === key && (best === undefined || r.seq > best.seq)) best = r;
       return best;
     };
     const seenByKey = new Map(view.map((r) => [r.key, r]));
@@ -101,16 +118,41 @@ export class Model {
         const write = this.bySeq.get(seen.seq);
         const record = write?.group === group ? write.records.find((r) => r.key === key) : undefined;
         if (!write || !record || 'tombstone' in record || record.value !== seen.value) {
-          return { key, seen, message: `key ${key} reads ${JSON.stringify(seen.value)} at seq ${seen.seq}, which no write of group ${group} wrote` };
+          return {
+            key,
+            seen,
+            message: `key ${key} reads ${JSON.stringify(seen.value)} at seq ${seen.seq}, which no write of group ${group} wrote`,
+          };
         }
-        if (!possible.includes(write)) return { key, seen, seenWrite: write, message: `key ${key} reads seq ${seen.seq} of ${write.writer}, a write no root had named when this root was read` };
+        if (!possible.includes(write))
+          return {
+            key,
+            seen,
+            seenWrite: write,
+            message: `key ${key} reads seq ${seen.seq} of ${write.writer}, a write no root had named when this root was read`,
+          };
         if (expected && seen.seq < expected.seq) {
           const what = 'tombstone' in expected ? 'deleted' : `written as ${JSON.stringify(expected.value)}`;
-          return { key, expected, expectedWrite: this.bySeq.get(expected.seq), seen, seenWrite: write, message: `key ${key} reads ${JSON.stringify(seen.value)} (seq ${seen.seq}, ${write.writer}) though it was ${what} at seq ${expected.seq} by an acknowledged write` };
+          return {
+            key,
+            expected,
+            expectedWrite: this.bySeq.get(expected.seq),
+            seen,
+            seenWrite: write,
+            message: `key ${key} reads ${JSON.stringify(seen.value)} (seq ${seen.seq}, ${write.writer}) though it was ${what} at seq ${expected.seq} by an acknowledged write`,
+          };
         }
       } else if (expected && !('tombstone' in expected)) {
-        const deleted = possible.some((w) => w.records.some((r) => r.key === key && 'tombstone' in r && r.seq > expected.seq));
-        if (!deleted) return { key, expected, expectedWrite: this.bySeq.get(expected.seq), message: `key ${key} is missing, though an acknowledged write set it to ${JSON.stringify(expected.value)} at seq ${expected.seq}` };
+        const deleted = possible.some((w) =>
+          w.records.some((r) => r.key === key && 'tombstone' in r && r.seq > expected.seq),
+        );
+        if (!deleted)
+          return {
+            key,
+            expected,
+            expectedWrite: this.bySeq.get(expected.seq),
+            message: `key ${key} is missing, though an acknowledged write set it to ${JSON.stringify(expected.value)} at seq ${expected.seq}`,
+          };
       }
     }
     return undefined;

@@ -55,12 +55,18 @@ function parseArgs(argv: readonly string[]): Args {
   };
 }
 
-const knownOf = (result: ScenarioResult) => result.violation && knownDefectOf(result.violation, { invariants: result.invariants, timing: result.config.timing });
+const knownOf = (result: ScenarioResult) =>
+  result.violation && knownDefectOf(result.violation, { invariants: result.invariants, timing: result.config.timing });
 
 function printScenario(result: ScenarioResult, heading: string): void {
-  console.log(`\n=== ${heading} ===\n${describeConfig(result.config)}\n--- trace (ms since start, party, step) ---\n${result.trace}`);
+  console.log(
+    `\n=== ${heading} ===\n${describeConfig(result.config)}\n--- trace (ms since start, party, step) ---\n${result.trace}`,
+  );
   const defect = knownOf(result);
-  if (result.violation) console.log(`--- violation ---\n${result.violation.invariant}: ${result.violation.message}${defect ? `\n(known defect ${defect.id}, issue ${defect.issue}: ${defect.title})` : ''}`);
+  if (result.violation)
+    console.log(
+      `--- violation ---\n${result.violation.invariant}: ${result.violation.message}${defect ? `\n(known defect ${defect.id}, issue ${defect.issue}: ${defect.title})` : ''}`,
+    );
   else console.log('--- no violation ---');
 }
 
@@ -71,7 +77,10 @@ async function replay(seed: number, choices: readonly number[] | undefined, shri
   if (!result.violation) return true;
   if (shrinkSeconds > 0) {
     const shrunk = await shrink(seed, result, shrinkSeconds * 1000);
-    printScenario(shrunk.result, `seed ${seed} shrunk (${shrunk.runs} runs, ${result.choices.length} → ${shrunk.choices.length} choices)`);
+    printScenario(
+      shrunk.result,
+      `seed ${seed} shrunk (${shrunk.runs} runs, ${result.choices.length} → ${shrunk.choices.length} choices)`,
+    );
     console.log(`\nshrunk schedule: npm run sim -- --seed ${seed} --choices '${formatChoiceList(shrunk.choices)}'`);
   }
   console.log(`replay: npm run sim -- --seed ${seed}`);
@@ -80,17 +89,27 @@ async function replay(seed: number, choices: readonly number[] | undefined, shri
 
 function printBatch(batch: Batch, from: number): void {
   const secs = (batch.elapsedMs / 1000).toFixed(1);
-  console.log(`sim: seeds ${from}…${from + batch.scenarios - 1}: ${batch.scenarios} scenarios in ${secs} s, ${batch.events} events`);
+  console.log(
+    `sim: seeds ${from}…${from + batch.scenarios - 1}: ${batch.scenarios} scenarios in ${secs} s, ${batch.events} events`,
+  );
   console.log('\ncoverage (occurrences over all scenarios):');
-  for (const [label, n] of Object.entries(batch.coverage).sort(([a], [b]) => (a < b ? -1 : 1))) console.log(`  ${String(n).padStart(9)}  ${label}`);
+  for (const [label, n] of Object.entries(batch.coverage).sort(([a], [b]) => (a < b ? -1 : 1)))
+    console.log(`  ${String(n).padStart(9)}  ${label}`);
   console.log('\nknown defects (first violation of a scenario; expected until their fix lands):');
   for (const defect of KNOWN_DEFECTS) {
     const tally = batch.known[defect.id];
-    console.log(`  ${defect.id.padEnd(30)} issue ${defect.issue.padEnd(5)} ${tally ? `${String(tally.count).padStart(6)} scenarios, first at seed ${tally.first}` : '     not found'}`);
+    console.log(
+      `  ${defect.id.padEnd(30)} issue ${defect.issue.padEnd(5)} ${tally ? `${String(tally.count).padStart(6)} scenarios, first at seed ${tally.first}` : '     not found'}`,
+    );
   }
   const { checked, mismatches } = batch.determinism;
-  console.log(`\ndeterminism: ${checked} seeds run twice, ${mismatches.length ? `traces DIFFER for seeds ${mismatches.join(', ')}` : 'traces equal'}`);
-  if (batch.clockReads.count) console.log(`clock reads outside the simulation: ${batch.clockReads.count}, the first at ${batch.clockReads.first}`);
+  console.log(
+    `\ndeterminism: ${checked} seeds run twice, ${mismatches.length ? `traces DIFFER for seeds ${mismatches.join(', ')}` : 'traces equal'}`,
+  );
+  if (batch.clockReads.count)
+    console.log(
+      `clock reads outside the simulation: ${batch.clockReads.count}, the first at ${batch.clockReads.first}`,
+    );
   console.log(`\nfailures: ${batch.failures.length || 'none'}`);
   for (const f of batch.failures.slice(0, 20)) console.log(`  seed ${f.seed}: ${f.invariant}: ${f.message}`);
 }
@@ -106,10 +125,14 @@ async function main(): Promise<void> {
     process.exitCode = (await replay(args.seed, args.choices, args.shrinkSeconds)) ? 0 : 1;
     return;
   }
-  const batch = args.workers > 1 ? await runBatchInWorkers(args.from, args.seeds, args.workers, args.determinismEvery) : mergeBatches([await runBatch(args.from, args.seeds, { determinismEvery: args.determinismEvery })]);
+  const batch =
+    args.workers > 1
+      ? await runBatchInWorkers(args.from, args.seeds, args.workers, args.determinismEvery)
+      : mergeBatches([await runBatch(args.from, args.seeds, { determinismEvery: args.determinismEvery })]);
   printBatch(batch, args.from);
   const knownFails = args.allKnown && Object.keys(batch.known).length > 0;
-  const failed = batch.failures.length > 0 || batch.determinism.mismatches.length > 0 || batch.clockReads.count > 0 || knownFails;
+  const failed =
+    batch.failures.length > 0 || batch.determinism.mismatches.length > 0 || batch.clockReads.count > 0 || knownFails;
   const first = batch.failures[0];
   if (first) await replay(first.seed, undefined, args.shrinkSeconds);
   process.exitCode = failed ? 1 : 0;

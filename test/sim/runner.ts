@@ -28,8 +28,14 @@ export interface Batch {
   readonly known: Record<string, { count: number; first: number }>;
   readonly failures: readonly Failure[];
   /** Seeds run twice, and those whose two traces differed. */
-  readonly determinism: { readonly checked: number; readonly mismatches: readonly number[]; readonly hashes: Record<number, string> };
-  /** Clock reads of the package's code (each a clock the simulation does not control), and where the first came from. */
+  readonly determinism: {
+    readonly checked: number;
+    readonly mismatches: readonly number[];
+    readonly hashes: Record<number, string>;
+  };
+  /**
+   * Clock reads of the package's code (each a clock the simulation does not control), and where the first came from.
+   */
   readonly clockReads: { readonly count: number; readonly first?: string };
 }
 
@@ -61,11 +67,18 @@ export async function runBatch(from: number, count: number, options: BatchOption
     const result = await runSeed(seed, { trace: checked ? 'hash' : 'off' });
     events += result.events;
     for (const [label, n] of result.coverage) coverage[label] = (coverage[label] ?? 0) + n;
-    const defect = result.violation && knownDefectOf(result.violation, { invariants: result.invariants, timing: result.config.timing }, options.known ?? KNOWN_DEFECTS);
+    const defect =
+      result.violation &&
+      knownDefectOf(
+        result.violation,
+        { invariants: result.invariants, timing: result.config.timing },
+        options.known ?? KNOWN_DEFECTS,
+      );
     if (defect) {
       const tally = (known[defect.id] ??= { count: 0, first: seed });
       tally.count++;
-    } else if (result.violation) failures.push({ seed, invariant: result.violation.invariant, message: result.violation.message });
+    } else if (result.violation)
+      failures.push({ seed, invariant: result.violation.invariant, message: result.violation.message });
     if (checked) {
       hashes[seed] = result.traceHash;
       if ((await runSeed(seed, { trace: 'hash' })).traceHash !== result.traceHash) mismatches.push(seed);
@@ -109,26 +122,53 @@ export function mergeBatches(batches: readonly Batch[]): Batch {
       mismatches: batches.flatMap((b) => b.determinism.mismatches),
       hashes: Object.assign({}, ...batches.map((b) => b.determinism.hashes)) as Record<number, string>,
     },
-    clockReads: { count: batches.reduce((n, b) => n + b.clockReads.count, 0), ...(reads?.first && { first: reads.first }) },
+    clockReads: {
+      count: batches.reduce((n, b) => n + b.clockReads.count, 0),
+      ...(reads?.first && { first: reads.first }),
+    },
   };
 }
 
 /** Runs the seeds split over `workers` processes (each `run.ts --worker`), and merges what they found. */
-export async function runBatchInWorkers(from: number, count: number, workers: number, determinismEvery: number): Promise<Batch> {
+export async function runBatchInWorkers(
+  from: number,
+  count: number,
+  workers: number,
+  determinismEvery: number,
+): Promise<Batch> {
   const share = Math.ceil(count / workers);
-  const ranges = Array.from({ length: workers }, (_, w) => ({ from: from + w * share, count: Math.max(0, Math.min(share, count - w * share)) })).filter((r) => r.count > 0);
+  const ranges = Array.from({ length: workers }, (_, w) => ({
+    from: from + w * share,
+    count: Math.max(0, Math.min(share, count - w * share)),
+  })).filter((r) => r.count > 0);
   const batches = await Promise.all(
     ranges.map(
       (range) =>
         new Promise<Batch>((resolve, reject) => {
-          const child = fork(path.join(__dirname, 'run.ts'), ['--worker', '--from', String(range.from), '--seeds', String(range.count), '--determinism-every', String(determinismEvery)], {
-            execArgv: ['--import', 'tsx'],
-            stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-          });
+          const child = fork(
+            path.join(__dirname, 'run.ts'),
+            [
+              '--worker',
+              '--from',
+              String(range.from),
+              '--seeds',
+              String(range.count),
+              '--determinism-every',
+              String(determinismEvery),
+            ],
+            {
+              execArgv: ['--import', 'tsx'],
+              stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+            },
+          );
           let batch: Batch | undefined;
           child.on('message', (message) => (batch = message as Batch));
           child.on('error', reject);
-          child.on('exit', (code) => (batch && code === 0 ? resolve(batch) : reject(new Error(`sim worker for seeds ${range.from}… exited with ${code}`))));
+          child.on('exit', (code) =>
+            batch && code === 0
+              ? resolve(batch)
+              : reject(new Error(`sim worker for seeds ${range.from}… exited with ${code}`)),
+          );
         }),
     ),
   );
@@ -137,7 +177,8 @@ export async function runBatchInWorkers(from: number, count: number, workers: nu
 
 /** Whether `result` fails as `original` did: the same invariant broken, and the same known defect or none. */
 const sameFailure = (original: ScenarioResult, result: ScenarioResult): boolean => {
-  const defectOf = (r: ScenarioResult) => r.violation && knownDefectOf(r.violation, { invariants: r.invariants, timing: r.config.timing })?.id;
+  const defectOf = (r: ScenarioResult) =>
+    r.violation && knownDefectOf(r.violation, { invariants: r.invariants, timing: r.config.timing })?.id;
   return result.violation?.invariant === original.violation?.invariant && defectOf(result) === defectOf(original);
 };
 
@@ -146,13 +187,25 @@ const sameFailure = (original: ScenarioResult, result: ScenarioResult): boolean 
  * lists and smaller choices (0 is the quiet option) that still break the same invariant, within
  * `timeLimitMs`. Returns the smallest found, replayed with its trace.
  */
-export async function shrink(seed: number, original: ScenarioResult, timeLimitMs: number): Promise<{ readonly choices: readonly number[]; readonly result: ScenarioResult; readonly runs: number }> {
+export async function shrink(
+  seed: number,
+  original: ScenarioResult,
+  timeLimitMs: number,
+): Promise<{ readonly choices: readonly number[]; readonly result: ScenarioResult; readonly runs: number }> {
   let runs = 0;
-  const property = fc.asyncProperty(fc.array(fc.nat({ max: CHOICE_RANGE - 1 }), { maxLength: original.choices.length }), async (choices) => {
-    runs++;
-    return !sameFailure(original, await runSeed(seed, { choices, trace: 'off' }));
+  const property = fc.asyncProperty(
+    fc.array(fc.nat({ max: CHOICE_RANGE - 1 }), { maxLength: original.choices.length }),
+    async (choices) => {
+      runs++;
+      return !sameFailure(original, await runSeed(seed, { choices, trace: 'off' }));
+    },
+  );
+  const details = await fc.check(property, {
+    examples: [[[...original.choices]]],
+    numRuns: 1,
+    interruptAfterTimeLimit: timeLimitMs,
+    markInterruptAsFailure: false,
   });
-  const details = await fc.check(property, { examples: [[[...original.choices]]], numRuns: 1, interruptAfterTimeLimit: timeLimitMs, markInterruptAsFailure: false });
   const choices = details.counterexample?.[0] ?? original.choices;
   return { choices, result: await runSeed(seed, { choices, trace: 'keep' }), runs };
 }

@@ -48,7 +48,10 @@ export interface ScenarioConfig {
   readonly rewrites: readonly RewritePlan[];
   readonly operator: OperatorPlan;
   readonly faults: FaultProfile;
-  /** What the bucket does with `If-Match` on DeleteObject: honoured (S3, moto) or ignored (MinIO), as `store check` reports it. */
+  /**
+   * What the bucket does with `If-Match` on DeleteObject: honoured (S3, moto) or ignored (MinIO), as `store check`
+   * reports it.
+   */
   readonly conditionalDelete: ConditionalDelete;
   readonly lateSpanMs: number;
   /** The skew of each party's clock, in the order parties are made. */
@@ -57,16 +60,35 @@ export interface ScenarioConfig {
   readonly partitions: readonly { readonly party: number; readonly partition: Partition }[];
 }
 
-/** Timings around {@link UNIT_MS}, each drawn, every invariant of `resolveTiming` kept (it refuses any that breaks one). */
+/**
+ * Timings around {@link UNIT_MS}, each drawn, every invariant of `resolveTiming` kept (it refuses any that breaks one).
+ */
 function drawTiming(c: Choices): Timing {
   const deadline = between(c, UNIT_MS / 10, UNIT_MS / 2);
   const margin = between(c, UNIT_MS / 10, UNIT_MS / 2);
   const writerBudgetMs = between(c, UNIT_MS / 2, 2 * UNIT_MS);
-  const base = resolveTiming({ leaseRefreshIntervalMs: UNIT_MS, operationDeadlineMs: deadline, clockSafetyMarginMs: margin, publicationBudgetMs: between(c, UNIT_MS / 2, 2 * UNIT_MS), writerBudgetMs, lostWriteGraceMs: writerBudgetMs + deadline + margin });
+  const base = resolveTiming({
+    leaseRefreshIntervalMs: UNIT_MS,
+    operationDeadlineMs: deadline,
+    clockSafetyMarginMs: margin,
+    publicationBudgetMs: between(c, UNIT_MS / 2, 2 * UNIT_MS),
+    writerBudgetMs,
+    lostWriteGraceMs: writerBudgetMs + deadline + margin,
+  });
   return resolveTiming({
     ...base,
-    readerGraceMs: base.readerGraceMs + pick(c, [[3, 0], [1, between(c, 0, 4 * UNIT_MS)]]),
-    lostWriteGraceMs: base.lostWriteGraceMs + pick(c, [[3, 0], [1, between(c, 0, 4 * UNIT_MS)]]),
+    readerGraceMs:
+      base.readerGraceMs +
+      pick(c, [
+        [3, 0],
+        [1, between(c, 0, 4 * UNIT_MS)],
+      ]),
+    lostWriteGraceMs:
+      base.lostWriteGraceMs +
+      pick(c, [
+        [3, 0],
+        [1, between(c, 0, 4 * UNIT_MS)],
+      ]),
   });
 }
 
@@ -75,7 +97,11 @@ export function drawConfig(c: Choices): ScenarioConfig {
   const horizonMs = between(c, 15 * UNIT_MS, 40 * UNIT_MS);
   const groups = ['inodes', 'bindings'].slice(0, between(c, 1, 2));
   const keys = between(c, 2, 6);
-  const tombstonePercent = pick(c, [[1, 0], [2, 20], [2, 40]]);
+  const tombstonePercent = pick(c, [
+    [1, 0],
+    [2, 20],
+    [2, 40],
+  ]);
   // A burst crowds the writes, jobs and readers into a few refresh intervals: interleavings need neighbours.
   const burst = chance(c, 50);
   const burstStart = between(c, 0, horizonMs / 2);
@@ -96,7 +122,13 @@ export function drawConfig(c: Choices): ScenarioConfig {
         }
         return {
           afterMs: n === 0 && burst ? at() : between(c, 0, burst ? UNIT_MS / 2 : horizonMs / count),
-          records: order.slice(0, size).map((k) => (chance(c, tombstonePercent) ? { key: `k${k}`, tombstone: true as const } : { key: `k${k}`, value: `w${w}.${n}` })),
+          records: order
+            .slice(0, size)
+            .map((k) =>
+              chance(c, tombstonePercent)
+                ? { key: `k${k}`, tombstone: true as const }
+                : { key: `k${k}`, value: `w${w}.${n}` },
+            ),
         };
       }),
     };
@@ -104,29 +136,71 @@ export function drawConfig(c: Choices): ScenarioConfig {
   const compactions = Array.from({ length: between(c, 0, 3) }, (): CompactionPlan => ({
     afterMs: at(),
     group: group(),
-    targetSegmentBytes: pick(c, [[3, 1 << 20], [1, 64]]),
-    maxFanIn: pick(c, [[3, 64], [1, 2]]),
-    leaseDelayMs: pick(c, [[5, () => 0], [1, () => between(c, 0, 2 * timing.stagingGraceMs)]])(),
-    publishDelayMs: pick(c, [[3, () => 0], [1, () => between(c, 0, 2 * timing.leaseExpiryMs)]])(),
+    targetSegmentBytes: pick(c, [
+      [3, 1 << 20],
+      [1, 64],
+    ]),
+    maxFanIn: pick(c, [
+      [3, 64],
+      [1, 2],
+    ]),
+    leaseDelayMs: pick(c, [
+      [5, () => 0],
+      [1, () => between(c, 0, 2 * timing.stagingGraceMs)],
+    ])(),
+    publishDelayMs: pick(c, [
+      [3, () => 0],
+      [1, () => between(c, 0, 2 * timing.leaseExpiryMs)],
+    ])(),
   }));
   // Passes now and then, or on a schedule: every few refresh intervals, or often (a small deployment's
   // collector, which meets every deletion as soon as it is due).
-  const scheduleMs = chance(c, 50) ? pick(c, [[2, () => between(c, 2 * UNIT_MS, 6 * UNIT_MS)], [1, () => between(c, UNIT_MS / 2, 2 * UNIT_MS)]])() : undefined;
-  const passTimes = scheduleMs ? Array.from({ length: Math.floor(horizonMs / scheduleMs) }, (_, i) => (i + 1) * scheduleMs) : Array.from({ length: between(c, 1, 6) }, () => (chance(c, 50) ? at() : spread()));
-  const trigger = chance(c, 50) ? { everyMs: between(c, UNIT_MS / 4, UNIT_MS), threshold: between(c, 2, 3), cutOffPercent: pick(c, [[3, 0], [1, 30]]) } : undefined;
+  const scheduleMs = chance(c, 50)
+    ? pick(c, [
+        [2, () => between(c, 2 * UNIT_MS, 6 * UNIT_MS)],
+        [1, () => between(c, UNIT_MS / 2, 2 * UNIT_MS)],
+      ])()
+    : undefined;
+  const passTimes = scheduleMs
+    ? Array.from({ length: Math.floor(horizonMs / scheduleMs) }, (_, i) => (i + 1) * scheduleMs)
+    : Array.from({ length: between(c, 1, 6) }, () => (chance(c, 50) ? at() : spread()));
+  const trigger = chance(c, 50)
+    ? {
+        everyMs: between(c, UNIT_MS / 4, UNIT_MS),
+        threshold: between(c, 2, 3),
+        cutOffPercent: pick(c, [
+          [3, 0],
+          [1, 30],
+        ]),
+      }
+    : undefined;
   const passes: PassPlan[] = [];
   for (const afterMs of passTimes) {
-    const plan = { afterMs, prefixesPerPage: between(c, 1, 3), prefixConcurrency: between(c, 1, 2), keysPerFlush: between(c, 1, 3) };
+    const plan = {
+      afterMs,
+      prefixesPerPage: between(c, 1, 3),
+      prefixConcurrency: between(c, 1, 2),
+      keysPerFlush: between(c, 1, 3),
+    };
     passes.push(plan);
     // Two passes at once: a schedule's pass beside a manual one.
-    if (chance(c, scheduleMs ? 5 : 20)) passes.push({ ...plan, afterMs: plan.afterMs + between(c, 0, timing.operationDeadlineMs) });
+    if (chance(c, scheduleMs ? 5 : 20))
+      passes.push({ ...plan, afterMs: plan.afterMs + between(c, 0, timing.operationDeadlineMs) });
   }
   // Readers that read a few snapshots, and a prober per group that takes one at every moment.
-  const readers = Array.from({ length: between(c, 0, 4) }, (): ReaderPlan => ({ afterMs: at(), group: group(), rounds: between(c, 1, 4) }));
+  const readers = Array.from({ length: between(c, 0, 4) }, (): ReaderPlan => ({
+    afterMs: at(),
+    group: group(),
+    rounds: between(c, 1, 4),
+  }));
   const probers = groups.map((g): ReaderPlan => ({ afterMs: 0, group: g, rounds: 0 }));
   const rewrites = Array.from({ length: between(c, 0, 2) }, (): RewritePlan => ({ afterMs: at(), group: group() }));
   const acts: OperatorPlan['acts'][number][] = [];
-  const restore = () => pick(c, [[1, undefined], [1, between(c, UNIT_MS, 8 * UNIT_MS)]]);
+  const restore = () =>
+    pick(c, [
+      [1, undefined],
+      [1, between(c, UNIT_MS, 8 * UNIT_MS)],
+    ]);
   if (chance(c, 12)) acts.push({ afterMs: at(), act: { kind: 'delete root', restoreAfterMs: restore() } });
   if (chance(c, 6)) acts.push({ afterMs: at(), act: { kind: 'corrupt root', restoreAfterMs: restore() } });
   if (chance(c, 6)) acts.push({ afterMs: at(), act: { kind: 'corrupt a lease' } });
@@ -135,31 +209,94 @@ export function drawConfig(c: Choices): ScenarioConfig {
   if (stuckLeaseDeleted) acts.push({ afterMs: at(), act: { kind: 'delete a stuck lease' } });
   if (chance(c, 15)) acts.push({ afterMs: at(), act: { kind: 'foreign objects' } });
   const faults: FaultProfile = {
-    percent: pick(c, [[2, 0], [3, 3], [3, 10], [2, 25]]),
+    percent: pick(c, [
+      [2, 0],
+      [3, 3],
+      [3, 10],
+      [2, 25],
+    ]),
     late: chance(c, 60),
-    maxPauseMs: pick(c, [[1, 0], [2, timing.leaseExpiryMs], [1, 3 * timing.leaseExpiryMs]]),
-    lateRootPercent: pick(c, [[2, 0], [1, 15], [1, 40]]),
+    maxPauseMs: pick(c, [
+      [1, 0],
+      [2, timing.leaseExpiryMs],
+      [1, 3 * timing.leaseExpiryMs],
+    ]),
+    lateRootPercent: pick(c, [
+      [2, 0],
+      [1, 15],
+      [1, 40],
+    ]),
   };
-  const lateSpanMs = 2 * (timing.leaseExpiryMs + Math.max(timing.stagingGraceMs, timing.readerGraceMs, timing.lostWriteGraceMs));
-  const parties = writers.length + compactions.length + passes.length + readers.length + probers.length + rewrites.length;
-  const skews = Array.from({ length: parties }, () => between(c, 0, timing.clockSafetyMarginMs) - Math.floor(timing.clockSafetyMarginMs / 2));
+  const lateSpanMs =
+    2 * (timing.leaseExpiryMs + Math.max(timing.stagingGraceMs, timing.readerGraceMs, timing.lostWriteGraceMs));
+  const parties =
+    writers.length + compactions.length + passes.length + readers.length + probers.length + rewrites.length;
+  const skews = Array.from(
+    { length: parties },
+    () => between(c, 0, timing.clockSafetyMarginMs) - Math.floor(timing.clockSafetyMarginMs / 2),
+  );
   const { operationDeadlineMs: deadline, gcMinGraceMs: T, leaseExpiryMs: expiry, stagingGraceMs: staging } = timing;
-  const partitions = Array.from({ length: pick(c, [[3, 0], [2, 1], [1, 2]]) }, () => {
-    const party = c.next(parties);
-    const fromMs = START_MS + at();
-    const lasts = pick(c, [[1, () => between(c, deadline, T)], [2, () => between(c, T, expiry)], [1, () => between(c, expiry, 2 * expiry)]])();
-    return { party, partition: { fromMs, lastsMs: lasts, onRootWrite: chance(c, 50) } };
-  });
+  const partitions = Array.from(
+    {
+      length: pick(c, [
+        [3, 0],
+        [2, 1],
+        [1, 2],
+      ]),
+    },
+    () => {
+      const party = c.next(parties);
+      const fromMs = START_MS + at();
+      const lasts = pick(c, [
+        [1, () => between(c, deadline, T)],
+        [2, () => between(c, T, expiry)],
+        [1, () => between(c, expiry, 2 * expiry)],
+      ])();
+      return { party, partition: { fromMs, lastsMs: lasts, onRootWrite: chance(c, 50) } };
+    },
+  );
   // A job cut off from its publication on for longer than an expiry: its CAS may land after a pass claimed it. Where
   // the operator deletes a stuck lease, every job is cut off past the staging grace: its CAS may land after a pass
   // took its lease-less prefix and deleted its outputs.
   compactions.forEach((plan, i) => {
-    if (stuckLeaseDeleted) partitions.push({ party: writers.length + i, partition: { fromMs: START_MS + plan.afterMs, lastsMs: between(c, staging, staging + 2 * expiry), onRootWrite: true } });
-    else if (chance(c, 25)) partitions.push({ party: writers.length + i, partition: { fromMs: START_MS + plan.afterMs, lastsMs: expiry + between(c, 0, 2 * expiry), onRootWrite: true } });
+    if (stuckLeaseDeleted)
+      partitions.push({
+        party: writers.length + i,
+        partition: {
+          fromMs: START_MS + plan.afterMs,
+          lastsMs: between(c, staging, staging + 2 * expiry),
+          onRootWrite: true,
+        },
+      });
+    else if (chance(c, 25))
+      partitions.push({
+        party: writers.length + i,
+        partition: { fromMs: START_MS + plan.afterMs, lastsMs: expiry + between(c, 0, 2 * expiry), onRootWrite: true },
+      });
   });
   // The collector runs on a store that ignores the condition of a delete (MinIO) as on one that honours it.
-  const conditionalDelete = pick(c, [[2, 'honoured'], [1, 'ignored']] as const);
-  return { timing, horizonMs, groups, writers, compactions, trigger, passes, readers, probers, rewrites, operator: { acts }, faults, conditionalDelete, lateSpanMs, skews, partitions };
+  const conditionalDelete = pick(c, [
+    [2, 'honoured'],
+    [1, 'ignored'],
+  ] as const);
+  return {
+    timing,
+    horizonMs,
+    groups,
+    writers,
+    compactions,
+    trigger,
+    passes,
+    readers,
+    probers,
+    rewrites,
+    operator: { acts },
+    faults,
+    conditionalDelete,
+    lateSpanMs,
+    skews,
+    partitions,
+  };
 }
 
 /** The configuration in a line, for a failure's report. */
@@ -206,10 +343,25 @@ async function finalViews(env: Env, groups: readonly string[]): Promise<void> {
       for await (const part of (await party.store.getStream(key)).body) parts.push(part);
       bytes.set(key, Buffer.concat(parts));
     }
-    const store = { getStream: async (key: string): Promise<StreamedObject> => ({ key, body: (async function* () { yield bytes.get(key)!; })(), etag: '', lastModified: undefined }) };
+    const store = {
+      getStream: async (key: string): Promise<StreamedObject> => ({
+        key,
+        body: (async function* () {
+          yield bytes.get(key)!;
+        })(),
+        etag: '',
+        lastModified: undefined,
+      }),
+    };
     const view: LiveRecord[] = [];
     for await (const record of readGroupRecords(store as unknown as ObjectStore, snapshot)) view.push(record);
-    env.invariants.readerViewMatchesModel(`the final reader of ${group}`, group, view, read.snapshot.event!, snapshot.rootGeneration);
+    env.invariants.readerViewMatchesModel(
+      `the final reader of ${group}`,
+      group,
+      view,
+      read.snapshot.event!,
+      snapshot.rootGeneration,
+    );
   }
 }
 
@@ -221,7 +373,15 @@ function leftovers(env: Env): string[] {
   const foreign = new Set(foreignKeys(env));
   const left = env.sim.world
     .keys()
-    .filter((k) => k.startsWith(namespacePrefix(env.ns)) && k !== rootKey(env.ns) && k !== judgedRootKey(env.ns) && !named.has(k) && !foreign.has(k) && !parseManifestPartKey(k))
+    .filter(
+      (k) =>
+        k.startsWith(namespacePrefix(env.ns)) &&
+        k !== rootKey(env.ns) &&
+        k !== judgedRootKey(env.ns) &&
+        !named.has(k) &&
+        !foreign.has(k) &&
+        !parseManifestPartKey(k),
+    )
     .map(shortKey);
   return root.retired?.length ? [...left, `${root.retired.length} retired records`] : left;
 }
@@ -233,17 +393,31 @@ function leftovers(env: Env): string[] {
  */
 async function settle(env: Env, config: ScenarioConfig, settler: Party): Promise<void> {
   const { sim, timing } = env;
-  const longest = Math.max(timing.leaseExpiryMs, timing.stagingGraceMs, timing.readerGraceMs, timing.lostWriteGraceMs) + timing.clockSafetyMarginMs + 1;
+  const longest =
+    Math.max(timing.leaseExpiryMs, timing.stagingGraceMs, timing.readerGraceMs, timing.lostWriteGraceMs) +
+    timing.clockSafetyMarginMs +
+    1;
   await settler.sleep(longest);
   for (const group of config.groups) {
     let outcome: string;
     try {
-      outcome = await runCompaction(env, settler, { afterMs: 0, group, targetSegmentBytes: 1 << 20, maxFanIn: 64, leaseDelayMs: 0, publishDelayMs: 0 });
+      outcome = await runCompaction(env, settler, {
+        afterMs: 0,
+        group,
+        targetSegmentBytes: 1 << 20,
+        maxFanIn: 64,
+        leaseDelayMs: 0,
+        publishDelayMs: 0,
+      });
     } catch (err) {
       outcome = `failed: ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`;
     }
     if (!['published', 'unchanged', 'empty'].includes(outcome)) {
-      sim.violate({ invariant: 'liveness', message: `after the faults healed, group ${group} did not compact: ${outcome}`, evidence: { outcome } });
+      sim.violate({
+        invariant: 'liveness',
+        message: `after the faults healed, group ${group} did not compact: ${outcome}`,
+        evidence: { outcome },
+      });
       return;
     }
   }
@@ -255,7 +429,11 @@ async function settle(env: Env, config: ScenarioConfig, settler: Party): Promise
     if (left.length === 0) break;
   }
   if (left.length) {
-    sim.violate({ invariant: 'liveness', message: `after the faults healed, ${LIVENESS_PASSES} passes left ${left.join(', ')}`, evidence: { left } });
+    sim.violate({
+      invariant: 'liveness',
+      message: `after the faults healed, ${LIVENESS_PASSES} passes left ${left.join(', ')}`,
+      evidence: { left },
+    });
     return;
   }
   await finalViews(env, config.groups);
@@ -276,7 +454,15 @@ export async function runScenario(seed: number, options: RunOptions = {}): Promi
   const config = drawConfig(choices);
   const { timing } = config;
   const ns = namespaceId('sim');
-  const sim = new Sim({ startMs: START_MS, choices, timing, faults: config.faults, lateSpanMs: config.lateSpanMs, conditionalDelete: config.conditionalDelete, trace: options.trace ?? 'hash' });
+  const sim = new Sim({
+    startMs: START_MS,
+    choices,
+    timing,
+    faults: config.faults,
+    lateSpanMs: config.lateSpanMs,
+    conditionalDelete: config.conditionalDelete,
+    trace: options.trace ?? 'hash',
+  });
   sim.count(`store: conditional delete ${config.conditionalDelete}`);
   const model = new Model();
   const invariants = new Invariants(sim, model, ns);
@@ -298,7 +484,12 @@ export async function runScenario(seed: number, options: RunOptions = {}): Promi
   let made = 0;
   const make = (name: string, kind: PartyKind): Party => {
     const index = made++;
-    return sim.party(name, kind, config.skews[index] ?? 0, config.partitions.filter((p) => p.party === index).map((p) => p.partition));
+    return sim.party(
+      name,
+      kind,
+      config.skews[index] ?? 0,
+      config.partitions.filter((p) => p.party === index).map((p) => p.partition),
+    );
   };
   config.writers.forEach((plan, i) => {
     const party = make(`writer${i}`, 'writer');
@@ -317,9 +508,21 @@ export async function runScenario(seed: number, options: RunOptions = {}): Promi
         const skew = between(sim.choices, 0, timing.clockSafetyMarginMs) - Math.floor(timing.clockSafetyMarginMs / 2);
         // Cut off for longer than an expiry, ending before the faults heal (which would end it at once).
         const leftMs = START_MS + config.horizonMs - sim.now - 2 * timing.leaseExpiryMs;
-        const cutOff = leftMs > 0 && chance(sim.choices, trigger.cutOffPercent) ? [{ fromMs: sim.now, lastsMs: timing.leaseExpiryMs + between(sim.choices, 0, leftMs), onRootWrite: true }] : [];
+        const cutOff =
+          leftMs > 0 && chance(sim.choices, trigger.cutOffPercent)
+            ? [{ fromMs: sim.now, lastsMs: timing.leaseExpiryMs + between(sim.choices, 0, leftMs), onRootWrite: true }]
+            : [];
         const job = sim.party(`auto${started++}`, 'job', skew, cutOff);
-        sim.spawn(job, () => runCompaction(env, job, { afterMs: 0, group, targetSegmentBytes: 1 << 20, maxFanIn: 64, leaseDelayMs: 0, publishDelayMs: 0 }).finally(done));
+        sim.spawn(job, () =>
+          runCompaction(env, job, {
+            afterMs: 0,
+            group,
+            targetSegmentBytes: 1 << 20,
+            maxFanIn: 64,
+            leaseDelayMs: 0,
+            publishDelayMs: 0,
+          }).finally(done),
+        );
       }),
     );
   }
@@ -351,7 +554,10 @@ export async function runScenario(seed: number, options: RunOptions = {}): Promi
   await sim.scheduler.drain();
   await runUntilIdle(sim);
   if (sim.violations.length === 0 && sim.running.size > 0) {
-    sim.violate({ invariant: 'liveness', message: `after the faults healed, ${[...sim.running].join(', ')} never ended` });
+    sim.violate({
+      invariant: 'liveness',
+      message: `after the faults healed, ${[...sim.running].join(', ')} never ended`,
+    });
   }
   if (sim.violations.length === 0) {
     const settler = sim.party('settler', 'settler');

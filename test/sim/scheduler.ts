@@ -25,7 +25,7 @@ class EventQueue {
   push(event: SimEvent): void {
     const heap = this.heap;
     heap.push(event);
-    for (let i = heap.length - 1; i > 0; ) {
+    for (let i = heap.length - 1; i > 0;) {
       const parent = (i - 1) >> 1;
       if (!EventQueue.before(heap[i]!, heap[parent]!)) break;
       [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
@@ -38,7 +38,7 @@ class EventQueue {
     const last = heap.pop();
     if (top === undefined || last === undefined || heap.length === 0) return top;
     heap[0] = last;
-    for (let i = 0; ; ) {
+    for (let i = 0; ;) {
       const [l, r] = [2 * i + 1, 2 * i + 2];
       let least = i;
       if (l < heap.length && EventQueue.before(heap[l]!, heap[least]!)) least = l;
@@ -74,7 +74,10 @@ export class Scheduler {
     return this.queue.size;
   }
 
-  /** Runs `run` at `at` (now, if `at` is past; times are whole milliseconds, as clocks give): after every event scheduled before it for the same time. */
+  /**
+   * Runs `run` at `at` (now, if `at` is past; times are whole milliseconds, as clocks give): after every event
+   * scheduled before it for the same time.
+   */
   at(at: number, run: () => void): SimEvent {
     const event: SimEvent = { at: Math.max(Math.ceil(at), this.now), seq: this.scheduled++, run, cancelled: false };
     this.queue.push(event);

@@ -17,7 +17,9 @@ const WORKERS = 2;
 const DETERMINISM_EVERY = 100;
 
 function summary(batch: Batch): string {
-  const known = KNOWN_DEFECTS.map((d) => `${d.id} ${batch.known[d.id]?.count ?? 0} (first seed ${batch.known[d.id]?.first ?? '-'})`).join(', ');
+  const known = KNOWN_DEFECTS.map(
+    (d) => `${d.id} ${batch.known[d.id]?.count ?? 0} (first seed ${batch.known[d.id]?.first ?? '-'})`,
+  ).join(', ');
   return `sim: ${batch.scenarios} scenarios from seed ${FROM} in ${(batch.elapsedMs / 1000).toFixed(1)} s on ${WORKERS} processes, ${batch.events} events; known defects: ${known}`;
 }
 
@@ -27,10 +29,15 @@ describe('the deterministic simulation of the protocol', () => {
   it(`${SEEDS} seeded scenarios break no invariant but the known defects, and find each of those`, async () => {
     batch = await runBatchInWorkers(FROM, SEEDS, WORKERS, DETERMINISM_EVERY);
     console.log(summary(batch));
-    const replays = batch.failures.map((f) => `seed ${f.seed}: ${f.invariant}: ${f.message}\n  replay: npm run sim -- --seed ${f.seed}`);
+    const replays = batch.failures.map(
+      (f) => `seed ${f.seed}: ${f.invariant}: ${f.message}\n  replay: npm run sim -- --seed ${f.seed}`,
+    );
     expect(replays.join('\n'), 'violations that are no known defect').toBe('');
     for (const defect of KNOWN_DEFECTS) {
-      expect(batch.known[defect.id], `known defect ${defect.id} (issue ${defect.issue}) was not found: if its fix landed, remove it from KNOWN_DEFECTS`).toBeDefined();
+      expect(
+        batch.known[defect.id],
+        `known defect ${defect.id} (issue ${defect.issue}) was not found: if its fix landed, remove it from KNOWN_DEFECTS`,
+      ).toBeDefined();
     }
   });
 
@@ -44,7 +51,10 @@ describe('the deterministic simulation of the protocol', () => {
   });
 
   it('reaches every fault on every kind of write, and the interleavings each defect needs', () => {
-    const seen = (pattern: RegExp) => Object.entries(batch.coverage).filter(([label]) => pattern.test(label)).reduce((n, [, count]) => n + count, 0);
+    const seen = (pattern: RegExp) =>
+      Object.entries(batch.coverage)
+        .filter(([label]) => pattern.test(label))
+        .reduce((n, [, count]) => n + count, 0);
     const expected: Record<string, RegExp> = {
       'a lost answer on a writer root CAS': /^fault lost-reply-retried: writer putIfMatch root$/,
       'a lost answer on a lease refresh': /^fault lost-reply-retried: job putIfMatch lease$/,
@@ -54,7 +64,8 @@ describe('the deterministic simulation of the protocol', () => {
       'a lost answer on a batched delete': /^fault lost-reply-retried: collector deleteMany/,
       'a lost answer on a lease deletion': /^fault lost-reply-retried: collector deleteIfMatch lease$/,
       'a late publication CAS': /^interleaving: publication CAS arrived late/,
-      'a publication CAS after its lease was claimed': /^interleaving: publication CAS arrived after its lease was claimed/,
+      'a publication CAS after its lease was claimed':
+        /^interleaving: publication CAS arrived after its lease was claimed/,
       'a pause inside the writer budget': /^interleaving: writer CAS sent in the second half of its budget/,
       'a pause inside the publication budget': /^interleaving: publication CAS sent in the second half of its budget/,
       'a writer CAS past the lost-write grace': /^interleaving: writer CAS arrived past the lost-write grace/,
@@ -63,11 +74,14 @@ describe('the deterministic simulation of the protocol', () => {
       'a fenced job': /^job fenced$/,
       'a claim lost to a refresh': /^claim: job \(raced by a refresh\)$/,
       'a lost root with history, refused to writers': /^write failed: RootLost$/,
-      'a root lost while still the empty first one, created again': /^root re-created empty: the lost root was the empty first one$/,
+      'a root lost while still the empty first one, created again':
+        /^root re-created empty: the lost root was the empty first one$/,
       'a store that ignores a conditional delete': /^store: conditional delete ignored$/,
       'a live lease deleted under its job': /^operator: a lease deleted before it expired$/,
     };
-    const missing = Object.entries(expected).filter(([, pattern]) => seen(pattern) === 0).map(([name]) => name);
+    const missing = Object.entries(expected)
+      .filter(([, pattern]) => seen(pattern) === 0)
+      .map(([name]) => name);
     expect(missing).toEqual([]);
   });
 });

@@ -7,9 +7,24 @@
  */
 import type { Timing } from '../../src/config';
 import { TypedError } from '../../src/errors';
-import { AmbiguousError, ConflictError, StoreError, StoreUnavailableError, type ConditionalDelete, type ObjectStore } from '../../src/store';
+import {
+  AmbiguousError,
+  ConflictError,
+  StoreError,
+  StoreUnavailableError,
+  type ConditionalDelete,
+  type ObjectStore,
+} from '../../src/store';
 import type { Choices } from './choices';
-import { decideFault, healedFault, isWrite, partitionedFault, type Fault, type FaultProfile, type StoreOp } from './faults';
+import {
+  decideFault,
+  healedFault,
+  isWrite,
+  partitionedFault,
+  type Fault,
+  type FaultProfile,
+  type StoreOp,
+} from './faults';
 import { Scheduler, type SimEvent } from './scheduler';
 import { PartyStore } from './store';
 import { shortKey, Trace, type TraceMode } from './trace';
@@ -167,7 +182,9 @@ export class Sim {
     return party;
   }
 
-  /** Starts `body` as `party`'s work; an error that is not one of the package's typed errors is a bug, and a violation. */
+  /**
+   * Starts `body` as `party`'s work; an error that is not one of the package's typed errors is a bug, and a violation.
+   */
   spawn(party: Party, body: () => Promise<unknown>): void {
     this.running.add(party.name);
     this.scheduler.activity++;
@@ -181,7 +198,10 @@ export class Sim {
         this.scheduler.activity++;
         party.log(`ended with ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`);
         if (!(err instanceof TypedError || err instanceof PartyGaveUp)) {
-          this.violate({ invariant: 'noUnexpectedErrors', message: `${party.name} failed with ${err instanceof Error ? (err.stack ?? err.message) : String(err)}` });
+          this.violate({
+            invariant: 'noUnexpectedErrors',
+            message: `${party.name} failed with ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`,
+          });
         }
       },
     );
@@ -191,14 +211,30 @@ export class Sim {
    * Sends `request` to the bucket, where `apply` runs it; resolves or rejects as the party would see
    * it, through its fault. `apply` gets the keys a partial delete fails.
    */
-  request<T>(party: Party, op: StoreOp, key: string, apply: (failing: ReadonlySet<string>) => T, detail: Pick<StoreRequest, 'keys' | 'body' | 'etag'> = {}): Promise<T> {
+  request<T>(
+    party: Party,
+    op: StoreOp,
+    key: string,
+    apply: (failing: ReadonlySet<string>) => T,
+    detail: Pick<StoreRequest, 'keys' | 'body' | 'etag'> = {},
+  ): Promise<T> {
     const rootWrite = (op === 'putIfMatch' || op === 'putIfAbsent') && key.endsWith('/metadata/root.json');
     const cutOff = this.cutOff(party, rootWrite);
-    const fault =
-      this.healed ? healedFault(this.choices, this.timing)
-      : cutOff !== undefined ? partitionedFault(this.choices, this.timing, this.now, cutOff)
-      : decideFault(this.choices, op, rootWrite, this.options.faults, this.timing, this.options.lateSpanMs);
-    const request: StoreRequest = { id: this.requests++, party, op, key, ...detail, issuedAt: this.now, fault, context: party.context };
+    const fault = this.healed
+      ? healedFault(this.choices, this.timing)
+      : cutOff !== undefined
+        ? partitionedFault(this.choices, this.timing, this.now, cutOff)
+        : decideFault(this.choices, op, rootWrite, this.options.faults, this.timing, this.options.lateSpanMs);
+    const request: StoreRequest = {
+      id: this.requests++,
+      party,
+      op,
+      key,
+      ...detail,
+      issuedAt: this.now,
+      fault,
+      context: party.context,
+    };
     if (fault.kind !== 'none') this.count(`fault ${fault.kind}: ${requestClass(request)}`);
     const deadline = this.timing.operationDeadlineMs;
     return new Promise<T>((resolve, reject) => {
@@ -215,11 +251,19 @@ export class Sim {
         if (delayMs > deadline) this.held.add(event);
       };
       const stuck = fault.kind === 'late-stuck' || (fault.kind === 'partitioned' && fault.requestDelayMs > deadline);
-      if (stuck) answer({ err: unknownOutcome(request, 'no answer within the operation deadline') }, deadline, 'timed out (the request is still on its way)');
+      if (stuck)
+        answer(
+          { err: unknownOutcome(request, 'no answer within the operation deadline') },
+          deadline,
+          'timed out (the request is still on its way)',
+        );
       const arrival = this.scheduler.at(this.now + fault.requestDelayMs, () => {
         this.held.delete(arrival);
         if (fault.kind === 'refused' || fault.kind === 'conflict') {
-          const err = fault.kind === 'conflict' ? new ConflictError(key) : unknownOutcome(request, '503 SlowDown after the SDK retries, not applied');
+          const err =
+            fault.kind === 'conflict'
+              ? new ConflictError(key)
+              : unknownOutcome(request, '503 SlowDown after the SDK retries, not applied');
           this.traceRequest(request, { err }, false);
           if (!stuck) answer({ err }, fault.replyDelayMs);
           return;
@@ -227,13 +271,27 @@ export class Sim {
         const failing = fault.kind === 'partial-delete' ? this.failingKeys(detail.keys ?? []) : new Set<string>();
         const outcome = this.apply(request, apply, failing, false);
         if (stuck) return;
-        if (fault.kind === 'lost-reply-gave-up') answer({ err: unknownOutcome(request, 'every answer lost') }, fault.replyDelayMs, `answer lost: ${describe({ err: unknownOutcome(request, '') })}`);
+        if (fault.kind === 'lost-reply-gave-up')
+          answer(
+            { err: unknownOutcome(request, 'every answer lost') },
+            fault.replyDelayMs,
+            `answer lost: ${describe({ err: unknownOutcome(request, '') })}`,
+          );
         else if (fault.kind === 'lost-reply-retried') {
           this.scheduler.at(this.now + Math.max(1, Math.floor(fault.replyDelayMs / 2)), () => {
             const retried = this.apply(request, apply, new Set(), true);
-            answer(retried, Math.ceil(fault.replyDelayMs / 2), `answer lost, the SDK's retry answered ${describe(retried)}`);
+            answer(
+              retried,
+              Math.ceil(fault.replyDelayMs / 2),
+              `answer lost, the SDK's retry answered ${describe(retried)}`,
+            );
           });
-        } else answer(outcome, fault.replyDelayMs, fault.kind === 'pause' ? `paused ${fault.replyDelayMs} ms after the answer` : undefined);
+        } else
+          answer(
+            outcome,
+            fault.replyDelayMs,
+            fault.kind === 'pause' ? `paused ${fault.replyDelayMs} ms after the answer` : undefined,
+          );
       });
       if (fault.requestDelayMs > deadline) this.held.add(arrival);
     });
@@ -276,7 +334,12 @@ export class Sim {
     return failing;
   }
 
-  private apply<T>(request: StoreRequest, apply: (failing: ReadonlySet<string>) => T, failing: ReadonlySet<string>, retry: boolean): Outcome {
+  private apply<T>(
+    request: StoreRequest,
+    apply: (failing: ReadonlySet<string>) => T,
+    failing: ReadonlySet<string>,
+    retry: boolean,
+  ): Outcome {
     this.applying = request;
     let outcome: Outcome;
     try {
@@ -295,21 +358,35 @@ export class Sim {
   private traceRequest(request: StoreRequest, outcome: Outcome, retry: boolean): void {
     if (!this.trace.on) return;
     const { op, key, keys, fault } = request;
-    const target = op === 'deleteMany' ? `${(keys ?? []).map(shortKey).join(' ')}` : op === 'list' ? `${shortKey(key)}*` : shortKey(key);
-    const faulted = fault.kind === 'none' ? '' : ` [${fault.kind}${fault.requestDelayMs > this.timing.operationDeadlineMs ? ` +${fault.requestDelayMs} ms` : ''}]`;
-    request.party.log(`#${request.id} ${retry ? 'retry of ' : ''}${op} ${target} → ${describe(outcome)}${retry ? '' : faulted}`);
+    const target =
+      op === 'deleteMany'
+        ? `${(keys ?? []).map(shortKey).join(' ')}`
+        : op === 'list'
+          ? `${shortKey(key)}*`
+          : shortKey(key);
+    const faulted =
+      fault.kind === 'none'
+        ? ''
+        : ` [${fault.kind}${fault.requestDelayMs > this.timing.operationDeadlineMs ? ` +${fault.requestDelayMs} ms` : ''}]`;
+    request.party.log(
+      `#${request.id} ${retry ? 'retry of ' : ''}${op} ${target} → ${describe(outcome)}${retry ? '' : faulted}`,
+    );
   }
 }
 
 /** What a request is, for the coverage counts: the party that sent it and the kind of object. */
 export function requestClass({ party, op, key }: Pick<StoreRequest, 'party' | 'op' | 'key'>): string {
-  const target =
-    key.endsWith('/metadata/root.json') ? 'root'
-    : key.endsWith('/lease.json') ? 'lease'
-    : key.includes('/metadata/gc/') ? 'manifest'
-    : key.includes('/metadata/compactions/') ? 'staged'
-    : key.includes('/metadata/segments/') ? 'segment'
-    : 'other';
+  const target = key.endsWith('/metadata/root.json')
+    ? 'root'
+    : key.endsWith('/lease.json')
+      ? 'lease'
+      : key.includes('/metadata/gc/')
+        ? 'manifest'
+        : key.includes('/metadata/compactions/')
+          ? 'staged'
+          : key.includes('/metadata/segments/')
+            ? 'segment'
+            : 'other';
   return `${party.kind} ${op} ${target}`;
 }
 
@@ -318,8 +395,10 @@ function describe(outcome: Outcome): string {
   if ('err' in outcome) return outcome.err.name.replace(/Error$/, '');
   const value = outcome.ok as Record<string, unknown> | undefined;
   if (value && typeof value === 'object') {
-    if ('objects' in value) return `${(value.objects as unknown[]).length} objects, ${(value.commonPrefixes as unknown[]).length} prefixes${value.nextCursor ? ', more' : ''}`;
-    if ('deleted' in value) return `deleted ${(value.deleted as unknown[]).length}${(value.failed as unknown[]).length ? `, failed ${(value.failed as unknown[]).length}` : ''}`;
+    if ('objects' in value)
+      return `${(value.objects as unknown[]).length} objects, ${(value.commonPrefixes as unknown[]).length} prefixes${value.nextCursor ? ', more' : ''}`;
+    if ('deleted' in value)
+      return `deleted ${(value.deleted as unknown[]).length}${(value.failed as unknown[]).length ? `, failed ${(value.failed as unknown[]).length}` : ''}`;
     if ('etag' in value && typeof value.etag === 'string') return `ok ${value.etag.slice(1, 7)}`;
   }
   return 'ok';

@@ -2,7 +2,17 @@
  * The package's `ObjectStore` port as one party sees the simulated bucket: every call is a request
  * through the simulation (`Sim.request`), with its own fault and delays.
  */
-import { NotFoundError, type BucketVersioning, DeleteResult, ListPage, ListRequest, ObjectInfo, ObjectStore, StoredObject, StreamedObject } from '../../src/store';
+import {
+  NotFoundError,
+  type BucketVersioning,
+  DeleteResult,
+  ListPage,
+  ListRequest,
+  ObjectInfo,
+  ObjectStore,
+  StoredObject,
+  StreamedObject,
+} from '../../src/store';
 import type { Party, Sim } from './sim';
 
 /** A body streamed back in two chunks, so readers meet a chunk boundary as they would S3's windows. */
@@ -38,7 +48,10 @@ export class PartyStore implements ObjectStore {
   }
 
   putIfMatch(key: string, body: Uint8Array, etag: string): Promise<{ etag: string }> {
-    return this.sim.request(this.party, 'putIfMatch', key, () => this.sim.world.putIfMatch(key, body, etag), { body, etag });
+    return this.sim.request(this.party, 'putIfMatch', key, () => this.sim.world.putIfMatch(key, body, etag), {
+      body,
+      etag,
+    });
   }
 
   put(key: string, body: Uint8Array): Promise<{ etag: string }> {
@@ -51,14 +64,18 @@ export class PartyStore implements ObjectStore {
 
   async deleteMany(keys: readonly string[]): Promise<DeleteResult> {
     if (keys.length === 0) return { deleted: [], failed: [] };
-    return this.sim.request(this.party, 'deleteMany', keys[0]!, (failing) => this.sim.world.deleteMany(keys, failing), { keys });
+    return this.sim.request(this.party, 'deleteMany', keys[0]!, (failing) => this.sim.world.deleteMany(keys, failing), {
+      keys,
+    });
   }
 
   /** S3 answers 404 to a conditional delete of a missing key; the adapter counts it as gone, and so does this. */
   async deleteIfMatch(key: string, etag: string): Promise<void> {
-    await this.sim.request(this.party, 'deleteIfMatch', key, () => this.sim.world.deleteIfMatch(key, etag), { keys: [key], etag }).catch((err: unknown) => {
-      if (!(err instanceof NotFoundError)) throw err;
-    });
+    await this.sim
+      .request(this.party, 'deleteIfMatch', key, () => this.sim.world.deleteIfMatch(key, etag), { keys: [key], etag })
+      .catch((err: unknown) => {
+        if (!(err instanceof NotFoundError)) throw err;
+      });
   }
 
   async verifyAccess(): Promise<void> {}

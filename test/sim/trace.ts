@@ -5,7 +5,10 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 
-/** `off`: nothing recorded (most scenarios of a batch); `hash`: the digest only (the determinism check); `keep`: the lines too. */
+/**
+ * `off`: nothing recorded (most scenarios of a batch); `hash`: the digest only (the determinism check); `keep`: the
+ * lines too.
+ */
 export type TraceMode = 'off' | 'hash' | 'keep';
 
 export class Trace {
@@ -46,6 +49,9 @@ export class Trace {
 export function shortKey(key: string): string {
   return key
     .replace(/^namespaces\/[^/]+\/metadata\//, '')
-    .replace(/(cmp|seg)_([0-9a-f]{32})/g, (_, kind: string, hex: string) => `${kind}_${hex.replace(/^0{26}/, '').slice(0, 6)}`)
+    .replace(
+      /(cmp|seg)_([0-9a-f]{32})/g,
+      (_, kind: string, hex: string) => `${kind}_${hex.replace(/^0{26}/, '').slice(0, 6)}`,
+    )
     .replace(/part_[0-9a-f]{32}\.[^/]*$/, 'part');
 }

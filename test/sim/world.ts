@@ -36,7 +36,9 @@ export type Change =
 
 const md5Etag = (body: Uint8Array): string => `"${createHash('md5').update(body).digest('hex')}"`;
 
-/** S3 compares keys as UTF-8 bytes; for the keys here (ASCII and the code point U+10FFFF) code point order is the same. */
+/**
+ * S3 compares keys as UTF-8 bytes; for the keys here (ASCII and the code point U+10FFFF) code point order is the same.
+ */
 function compareKeys(a: string, b: string): number {
   if (a === b) return 0;
   const [x, y] = [Buffer.from(a), Buffer.from(b)];
@@ -69,7 +71,8 @@ export class World {
 
   get(key: string, maxBytes?: number): StoredObject {
     const object = this.require(key);
-    if (maxBytes !== undefined && object.body.length > maxBytes) throw new ObjectTooLargeError(key, object.body.length, maxBytes);
+    if (maxBytes !== undefined && object.body.length > maxBytes)
+      throw new ObjectTooLargeError(key, object.body.length, maxBytes);
     return { key, body: new Uint8Array(object.body), etag: object.etag, lastModified: new Date(object.lastModified) };
   }
 
@@ -94,12 +97,19 @@ export class World {
     return this.write(key, body);
   }
 
-  /** One page of ListObjectsV2: `startAfter` compares keys, a cursor goes on after the last key or common prefix returned. */
+  /**
+   * One page of ListObjectsV2: `startAfter` compares keys, a cursor goes on after the last key or common prefix
+   * returned.
+   */
   list(request: ListRequest): ListPage {
     const { prefix, delimiter } = request;
     const limit = Math.min(request.maxKeys ?? MAX_KEYS_PER_REQUEST, MAX_KEYS_PER_REQUEST);
     let after = request.startAfter ?? '';
-    if (request.cursor !== undefined) after = delimiter && request.cursor.endsWith(delimiter) && request.cursor !== prefix ? request.cursor + AFTER_ALL_UNDER : request.cursor;
+    if (request.cursor !== undefined)
+      after =
+        delimiter && request.cursor.endsWith(delimiter) && request.cursor !== prefix
+          ? request.cursor + AFTER_ALL_UNDER
+          : request.cursor;
     const objects: ObjectInfo[] = [];
     const commonPrefixes: string[] = [];
     let last: string | undefined;
@@ -116,7 +126,9 @@ export class World {
     return { objects, commonPrefixes, nextCursor: undefined };
   }
 
-  /** Deletes every key but those in `failing` (reported as S3 reports a per-key error); a missing key counts as deleted. */
+  /**
+   * Deletes every key but those in `failing` (reported as S3 reports a per-key error); a missing key counts as deleted.
+   */
   deleteMany(keys: readonly string[], failing: ReadonlySet<string> = new Set()): DeleteResult {
     const deleted: string[] = [];
     for (const key of keys) {
@@ -129,7 +141,12 @@ export class World {
       }
       deleted.push(key);
     }
-    return { deleted, failed: keys.filter((k) => failing.has(k)).map((key) => ({ key, code: 'InternalError', message: 'We encountered an internal error. Please try again.' })) };
+    return {
+      deleted,
+      failed: keys
+        .filter((k) => failing.has(k))
+        .map((key) => ({ key, code: 'InternalError', message: 'We encountered an internal error. Please try again.' })),
+    };
   }
 
   /**

@@ -11,7 +11,16 @@
  */
 import { GetObjectCommand, ListObjectVersionsCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { Timing } from '../../src/config';
-import { familyGroup, isInputSegmentKeyOf, jobId, namespaceId, NAMESPACES_PREFIX, parseCompactionKey, rootKey, type NamespaceId } from '../../src/keys';
+import {
+  familyGroup,
+  isInputSegmentKeyOf,
+  jobId,
+  namespaceId,
+  NAMESPACES_PREFIX,
+  parseCompactionKey,
+  rootKey,
+  type NamespaceId,
+} from '../../src/keys';
 import { decodeLease, type LeaseState } from '../../src/lease';
 import { readRoot } from '../../src/protocol';
 import { decodeRoot, groupSegments, jsonRootCodec, referencedKeys } from '../../src/root';
@@ -94,13 +103,23 @@ interface RootVersion {
   readonly retired: ReadonlyMap<string, number>;
 }
 
-type LeaseEvent = { readonly time: number } & ({ readonly deleted: true } | { readonly deleted: false; readonly lease: LeaseState } | { readonly deleted: false; readonly corrupt: string });
+type LeaseEvent = { readonly time: number } & (
+  | { readonly deleted: true }
+  | { readonly deleted: false; readonly lease: LeaseState }
+  | { readonly deleted: false; readonly corrupt: string }
+);
 
 /** Every version and delete marker under `namespaces/`, grouped by key. */
 async function listHistory(client: S3Client, bucket: string): Promise<Map<string, Entry[]>> {
   const byKey = new Map<string, Entry[]>();
-  const add = (key: string | undefined, versionId: string | undefined, time: Date | undefined, deleteMarker: boolean) => {
-    if (key === undefined || versionId === undefined || time === undefined) throw new Error(`listing of ${bucket} returned a version without key, id or time`);
+  const add = (
+    key: string | undefined,
+    versionId: string | undefined,
+    time: Date | undefined,
+    deleteMarker: boolean,
+  ) => {
+    if (key === undefined || versionId === undefined || time === undefined)
+      throw new Error(`listing of ${bucket} returned a version without key, id or time`);
     const entries = byKey.get(key) ?? [];
     entries.push({ key, versionId, time: time.getTime(), deleteMarker });
     byKey.set(key, entries);
@@ -108,7 +127,14 @@ async function listHistory(client: S3Client, bucket: string): Promise<Map<string
   let keyMarker: string | undefined;
   let versionIdMarker: string | undefined;
   do {
-    const page = await client.send(new ListObjectVersionsCommand({ Bucket: bucket, Prefix: NAMESPACES_PREFIX, KeyMarker: keyMarker, VersionIdMarker: versionIdMarker }));
+    const page = await client.send(
+      new ListObjectVersionsCommand({
+        Bucket: bucket,
+        Prefix: NAMESPACES_PREFIX,
+        KeyMarker: keyMarker,
+        VersionIdMarker: versionIdMarker,
+      }),
+    );
     for (const v of page.Versions ?? []) add(v.Key, v.VersionId, v.LastModified, false);
     for (const d of page.DeleteMarkers ?? []) add(d.Key, d.VersionId, d.LastModified, true);
     keyMarker = page.IsTruncated ? page.NextKeyMarker : undefined;
@@ -125,14 +151,25 @@ async function readVersion(client: S3Client, bucket: string, entry: Entry): Prom
 /** Runs `fn` over `items`, `width` at a time. */
 async function eachLimited<T>(items: readonly T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < items.length) await fn(items[next++] as T);
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < items.length) await fn(items[next++] as T);
+    }),
+  );
 }
 
-const rank = (e: LeaseEvent): number => (e.deleted ? Number.MAX_SAFE_INTEGER : 'corrupt' in e ? 0 : e.lease.status === 'reaping' ? Number.MAX_SAFE_INTEGER - 1 : e.lease.heartbeat_at_ms);
+const rank = (e: LeaseEvent): number =>
+  e.deleted
+    ? Number.MAX_SAFE_INTEGER
+    : 'corrupt' in e
+      ? 0
+      : e.lease.status === 'reaping'
+        ? Number.MAX_SAFE_INTEGER - 1
+        : e.lease.heartbeat_at_ms;
 
-/** The events a state at `time` may be the outcome of: the last one strictly before, and all in the same millisecond. */
+/**
+ * The events a state at `time` may be the outcome of: the last one strictly before, and all in the same millisecond.
+ */
 function candidatesAt<T extends { time: number }>(sorted: readonly T[], time: number): T[] {
   const before = sorted.filter((e) => e.time < time).at(-1);
   return [...(before ? [before] : []), ...sorted.filter((e) => e.time === time)];
@@ -146,8 +183,15 @@ function currentLife(events: readonly LeaseEvent[], time: number): LeaseEvent[] 
 
 const isActive = (e: LeaseEvent): boolean => !e.deleted && 'lease' in e && e.lease.status === 'active';
 
-/** Checks one lease's chain of versions: one owner per version, claims only of the latest version and only once expired. */
-function checkLeaseChain(key: string, events: readonly LeaseEvent[], timing: Timing, report: (detail: string) => void): { claims: number; recreated: number } {
+/**
+ * Checks one lease's chain of versions: one owner per version, claims only of the latest version and only once expired.
+ */
+function checkLeaseChain(
+  key: string,
+  events: readonly LeaseEvent[],
+  timing: Timing,
+  report: (detail: string) => void,
+): { claims: number; recreated: number } {
   let previous: LeaseEvent | undefined;
   let claims = 0;
   let recreated = 0;
@@ -155,14 +199,20 @@ function checkLeaseChain(key: string, events: readonly LeaseEvent[], timing: Tim
     const at = new Date(event.time).toISOString();
     if (!event.deleted && 'corrupt' in event) report(`a corrupt version was written at ${at}: ${event.corrupt}`);
     else if (event.deleted) {
-      // A retried delete (a lost response, a killed worker) adds another delete marker: deletes are idempotent, so a repeat is no finding.
-      if (previous?.deleted !== true && (previous === undefined || !('lease' in previous) || previous.lease.status !== 'reaping')) {
+      // A retried delete (a lost response, a killed worker) adds another delete marker: deletes are idempotent, so a
+      // repeat is no finding.
+      if (
+        previous?.deleted !== true &&
+        (previous === undefined || !('lease' in previous) || previous.lease.status !== 'reaping')
+      ) {
         report(`deleted at ${at} without being claimed first`);
       }
     } else if (previous === undefined || previous.deleted) {
       // A job creates its lease active; a pass claims a prefix that has none by creating it reaping, named for itself.
       if (event.lease.heartbeat_at_ms !== event.lease.started_at_ms) {
-        report(`its first version${previous ? ' after a delete' : ''} (${at}) is no creation: ${event.lease.status}, heartbeat ${event.lease.heartbeat_at_ms}, started ${event.lease.started_at_ms}`);
+        report(
+          `its first version${previous ? ' after a delete' : ''} (${at}) is no creation: ${event.lease.status}, heartbeat ${event.lease.heartbeat_at_ms}, started ${event.lease.started_at_ms}`,
+        );
       }
       if (event.lease.status === 'reaping') claims++;
       if (previous) recreated++;
@@ -170,15 +220,21 @@ function checkLeaseChain(key: string, events: readonly LeaseEvent[], timing: Tim
       const before = previous.lease;
       const now = event.lease;
       if (now.started_at_ms !== before.started_at_ms) report(`write at ${at} changed started_at_ms`);
-      if (!(now.heartbeat_at_ms > before.heartbeat_at_ms)) report(`write at ${at} did not increase the heartbeat (${before.heartbeat_at_ms} → ${now.heartbeat_at_ms}): it defeats the CAS`);
+      if (!(now.heartbeat_at_ms > before.heartbeat_at_ms))
+        report(
+          `write at ${at} did not increase the heartbeat (${before.heartbeat_at_ms} → ${now.heartbeat_at_ms}): it defeats the CAS`,
+        );
       if (now.status === 'active') {
         if (before.status === 'reaping') report(`written active at ${at} after a collector claimed it: two owners`);
         else if (now.owner_id !== before.owner_id) report(`refresh at ${at} changed owner_id`);
       } else if (!(before.status === 'reaping' && before.owner_id === now.owner_id)) {
-        // A claim (a job's expired lease, or another pass's expired claim): only of an expired version. A pass refreshing its own claim is no claim.
+        // A claim (a job's expired lease, or another pass's expired claim): only of an expired version. A pass
+        // refreshing its own claim is no claim.
         claims++;
         if (event.time <= before.heartbeat_at_ms + timing.leaseExpiryMs) {
-          report(`claimed at ${at} by ${now.owner_id} while live: ${before.status === 'reaping' ? `${before.owner_id}'s claim` : 'the job'} held it until ${new Date(before.heartbeat_at_ms + timing.leaseExpiryMs).toISOString()}`);
+          report(
+            `claimed at ${at} by ${now.owner_id} while live: ${before.status === 'reaping' ? `${before.owner_id}'s claim` : 'the job'} held it until ${new Date(before.heartbeat_at_ms + timing.leaseExpiryMs).toISOString()}`,
+          );
         }
       }
     }
@@ -205,14 +261,19 @@ export async function auditBucket(input: AuditInput): Promise<AuditReport> {
       leases.set(key, events);
       for (const entry of entries) {
         if (entry.deleteMarker) events.push({ time: entry.time, deleted: true });
-        else reads.push(async () => {
-          const bytes = await readVersion(client, bucket, entry);
-          try {
-            events.push({ time: entry.time, deleted: false, lease: decodeLease(bytes, { namespaceId: parsed.namespaceId, jobId: parsed.jobId }) });
-          } catch (err) {
-            events.push({ time: entry.time, deleted: false, corrupt: (err as Error).message });
-          }
-        });
+        else
+          reads.push(async () => {
+            const bytes = await readVersion(client, bucket, entry);
+            try {
+              events.push({
+                time: entry.time,
+                deleted: false,
+                lease: decodeLease(bytes, { namespaceId: parsed.namespaceId, jobId: parsed.jobId }),
+              });
+            } catch (err) {
+              events.push({ time: entry.time, deleted: false, corrupt: (err as Error).message });
+            }
+          });
       }
     } else if (parsed.kind === 'staged_segment') {
       staged.push(entries);
@@ -229,9 +290,11 @@ export async function auditBucket(input: AuditInput): Promise<AuditReport> {
       }
     }
     for (const marker of entries.filter((e) => e.deleteMarker)) {
-      // Input segments may go too once superseded or lost (spec 6a); whether one was referenced is checked with every other key.
+      // Input segments may go too once superseded or lost (spec 6a); whether one was referenced is checked with every
+      // other key.
       const inputSegment = isInputSegmentKeyOf(key.split('/')[1] as NamespaceId, key);
-      if (parsed.kind !== 'lease' && parsed.kind !== 'staged_segment' && !inputSegment) violate('deleted outside a job prefix', key, `deleted at ${new Date(marker.time).toISOString()}`);
+      if (parsed.kind !== 'lease' && parsed.kind !== 'staged_segment' && !inputSegment)
+        violate('deleted outside a job prefix', key, `deleted at ${new Date(marker.time).toISOString()}`);
     }
   }
   await eachLimited(reads, 16, (read) => read());
@@ -241,18 +304,25 @@ export async function auditBucket(input: AuditInput): Promise<AuditReport> {
 
   const nsOf = (key: string): NamespaceId => namespaceId(key.split('/')[1]);
   /** Whether `key` existed at `time`: some candidate state then is a written version. */
-  const existedAt = (key: string, time: number): boolean => candidatesAt(history.get(key) ?? [], time).some((e) => !e.deleteMarker);
+  const existedAt = (key: string, time: number): boolean =>
+    candidatesAt(history.get(key) ?? [], time).some((e) => !e.deleteMarker);
   const leaseOf = (key: string): readonly LeaseEvent[] => {
     const parsed = parseCompactionKey(key);
     if (parsed.kind !== 'staged_segment') return [];
     return leases.get(`${key.slice(0, key.indexOf('/segments/'))}/lease.json`) ?? [];
   };
 
-  /** When `key` was retired, as the last root version written before `time` that lists it says; none if it never was. */
+  /**
+   * When `key` was retired, as the last root version written before `time` that lists it says; none if it never was.
+   */
   const retiredAtBefore = (key: string, time: number): number | undefined =>
-    (roots.get(nsOf(key)) ?? []).filter((r) => r.time < time && r.retired.has(key)).at(-1)?.retired.get(key);
+    (roots.get(nsOf(key)) ?? [])
+      .filter((r) => r.time < time && r.retired.has(key))
+      .at(-1)
+      ?.retired.get(key);
   /** Whether a lease version says its job is live at `time`: active, and its heartbeat not yet expired. */
-  const unexpiredAt = (e: LeaseEvent, time: number): boolean => isActive(e) && 'lease' in e && time < e.lease.heartbeat_at_ms + timing.leaseExpiryMs;
+  const unexpiredAt = (e: LeaseEvent, time: number): boolean =>
+    isActive(e) && 'lease' in e && time < e.lease.heartbeat_at_ms + timing.leaseExpiryMs;
 
   // Deletions: never of an object the root referenced at that moment, never of a live job's object,
   // never of a retired segment within its reader grace.
@@ -263,40 +333,67 @@ export async function auditBucket(input: AuditInput): Promise<AuditReport> {
       const at = new Date(marker.time).toISOString();
       const rootsThen = candidatesAt(roots.get(nsOf(key)) ?? [], marker.time);
       if (rootsThen.length > 0 && rootsThen.every((r) => r.referenced.has(key))) {
-        violate('referenced object deleted', key, `deleted at ${at} while root generation ${rootsThen.map((r) => r.generation).join('/')} referenced it`);
+        violate(
+          'referenced object deleted',
+          key,
+          `deleted at ${at} while root generation ${rootsThen.map((r) => r.generation).join('/')} referenced it`,
+        );
       }
       const leaseThen = candidatesAt(leaseOf(key), marker.time);
       const retiredAt = retiredAtBefore(key, marker.time);
       if (retiredAt === undefined) {
         // Staged output never published: the walk claims the lease (active → reaping) before it deletes.
-        if (leaseThen.length > 0 && leaseThen.every(isActive)) violate('live job object deleted', key, `deleted at ${at} while its job's lease was active`);
+        if (leaseThen.length > 0 && leaseThen.every(isActive))
+          violate('live job object deleted', key, `deleted at ${at} while its job's lease was active`);
       } else {
         // A superseded output (spec 6a.3, 6a.6) goes by its retirement, after the reader grace, which
         // outlasts its job's lease expiry (readerGraceMs >= leaseExpiryMs + margin); no claim needed.
         if (marker.time < retiredAt + timing.readerGraceMs) {
-          violate('retired segment deleted within its reader grace', key, `deleted at ${at}, retired at ${new Date(retiredAt).toISOString()}, reader grace ${timing.readerGraceMs} ms`);
+          violate(
+            'retired segment deleted within its reader grace',
+            key,
+            `deleted at ${at}, retired at ${new Date(retiredAt).toISOString()}, reader grace ${timing.readerGraceMs} ms`,
+          );
         }
-        if (leaseThen.length > 0 && leaseThen.every((e) => unexpiredAt(e, marker.time))) violate('live job object deleted', key, `deleted at ${at} while its job's lease was active and unexpired`);
+        if (leaseThen.length > 0 && leaseThen.every((e) => unexpiredAt(e, marker.time)))
+          violate('live job object deleted', key, `deleted at ${at} while its job's lease was active and unexpired`);
       }
     }
   }
 
-  // Publications: every newly referenced key existed and was not deleted; its job's lease was neither claimed nor expired.
+  // Publications: every newly referenced key existed and was not deleted; its job's lease was neither claimed nor
+  // expired.
   for (const [ns, versions] of roots) {
     let previous: ReadonlySet<string> = new Set();
     for (const version of versions) {
       const at = new Date(version.time).toISOString();
       for (const key of version.referenced) {
         if (previous.has(key)) continue;
-        if (!existedAt(key, version.time)) violate('root references a missing object', key, `root generation ${version.generation} of ${ns} (${at}) references it`);
+        if (!existedAt(key, version.time))
+          violate(
+            'root references a missing object',
+            key,
+            `root generation ${version.generation} of ${ns} (${at}) references it`,
+          );
         // Only the lease's current life counts: a create retried across a collection starts a new one.
         const lease = currentLife(leaseOf(key), version.time);
         if (lease.length === 0) continue;
-        const claimedBefore = lease.find((e) => !e.deleted && 'lease' in e && e.lease.status === 'reaping' && e.time < version.time);
-        if (claimedBefore) violate('fenced job published', key, `root generation ${version.generation} (${at}) published it after its lease was claimed at ${new Date(claimedBefore.time).toISOString()}`);
+        const claimedBefore = lease.find(
+          (e) => !e.deleted && 'lease' in e && e.lease.status === 'reaping' && e.time < version.time,
+        );
+        if (claimedBefore)
+          violate(
+            'fenced job published',
+            key,
+            `root generation ${version.generation} (${at}) published it after its lease was claimed at ${new Date(claimedBefore.time).toISOString()}`,
+          );
         const lastBeat = lease.filter((e) => e.time <= version.time && isActive(e)).at(-1);
         if (lastBeat && 'lease' in lastBeat && version.time > lastBeat.lease.heartbeat_at_ms + timing.leaseExpiryMs) {
-          violate('published with an expired lease', key, `root generation ${version.generation} (${at}) published it after the lease's last heartbeat ${lastBeat.lease.heartbeat_at_ms} had expired`);
+          violate(
+            'published with an expired lease',
+            key,
+            `root generation ${version.generation} (${at}) published it after the lease's last heartbeat ${lastBeat.lease.heartbeat_at_ms} had expired`,
+          );
         }
       }
       previous = version.referenced;
@@ -314,10 +411,16 @@ export async function auditBucket(input: AuditInput): Promise<AuditReport> {
   for (const job of input.published ?? []) {
     const versions = roots.get(namespaceId(job.namespaceId)) ?? [];
     const missing = job.outputs.filter((key) => !versions.some((v) => v.referenced.has(key)));
-    if (missing.length) violate('published result not in root history', `${job.namespaceId}/${jobId(job.jobId)}`, `${missing.length} of ${job.outputs.length} outputs never referenced by a root version, e.g. ${missing[0]}`);
+    if (missing.length)
+      violate(
+        'published result not in root history',
+        `${job.namespaceId}/${jobId(job.jobId)}`,
+        `${missing.length} of ${job.outputs.length} outputs never referenced by a root version, e.g. ${missing[0]}`,
+      );
   }
 
-  if (input.settledPassClockMs !== undefined) checkSettled(input.settledPassClockMs, history, roots, leases, timing, violate);
+  if (input.settledPassClockMs !== undefined)
+    checkSettled(input.settledPassClockMs, history, roots, leases, timing, violate);
   if (input.groups) await checkRecords(input, violate);
 
   return {
@@ -349,13 +452,23 @@ function checkSettled(
     const last = leases.get(key)?.at(-1);
     return last && !last.deleted && 'lease' in last ? last.lease : undefined;
   };
-  const unowned = (lease: LeaseState | undefined) => lease === undefined || lease.status === 'reaping' || lease.heartbeat_at_ms + timing.leaseExpiryMs < passMs;
+  const unowned = (lease: LeaseState | undefined) =>
+    lease === undefined || lease.status === 'reaping' || lease.heartbeat_at_ms + timing.leaseExpiryMs < passMs;
   for (const [key, events] of leases) {
     const last = events.at(-1);
     if (!last || last.deleted || !('lease' in last)) continue;
-    if (last.lease.status === 'reaping' && last.time < passMs) violate('claimed lease remains', key, `claimed at ${new Date(last.time).toISOString()}, still there after the pass at ${new Date(passMs).toISOString()}`);
+    if (last.lease.status === 'reaping' && last.time < passMs)
+      violate(
+        'claimed lease remains',
+        key,
+        `claimed at ${new Date(last.time).toISOString()}, still there after the pass at ${new Date(passMs).toISOString()}`,
+      );
     if (last.lease.status === 'active' && last.lease.heartbeat_at_ms + timing.leaseExpiryMs < passMs) {
-      violate('expired lease remains', key, `last heartbeat ${new Date(last.lease.heartbeat_at_ms).toISOString()}, not claimed by the pass at ${new Date(passMs).toISOString()}`);
+      violate(
+        'expired lease remains',
+        key,
+        `last heartbeat ${new Date(last.lease.heartbeat_at_ms).toISOString()}, not claimed by the pass at ${new Date(passMs).toISOString()}`,
+      );
     }
   }
   for (const [key, entries] of history) {
@@ -365,13 +478,23 @@ function checkSettled(
     const referenced = roots.get(parsed.namespaceId)?.at(-1)?.referenced.has(key) ?? false;
     const lease = latestLease(`${key.slice(0, key.indexOf('/segments/'))}/lease.json`);
     if (!referenced && newest.time + timing.stagingGraceMs <= passMs && unowned(lease)) {
-      violate('unowned staged object remains', key, `written ${new Date(newest.time).toISOString()}, unreferenced and unowned, not reclaimed by the pass at ${new Date(passMs).toISOString()}`);
+      violate(
+        'unowned staged object remains',
+        key,
+        `written ${new Date(newest.time).toISOString()}, unreferenced and unowned, not reclaimed by the pass at ${new Date(passMs).toISOString()}`,
+      );
     }
   }
 }
 
-/** No record lost or changed: each group's segments in the final root merge to what was written to it (newest seq per key, tombstones dropped). */
-async function checkRecords(input: AuditInput, violate: (rule: AuditRule, key: string, detail: string) => void): Promise<void> {
+/**
+ * No record lost or changed: each group's segments in the final root merge to what was written to it (newest seq per
+ * key, tombstones dropped).
+ */
+async function checkRecords(
+  input: AuditInput,
+  violate: (rule: AuditRule, key: string, detail: string) => void,
+): Promise<void> {
   const store = createS3ObjectStore({ bucket: input.bucket, client: input.client });
   for (const written of input.groups ?? []) {
     const ns = namespaceId(written.namespaceId);
@@ -381,7 +504,11 @@ async function checkRecords(input: AuditInput, violate: (rule: AuditRule, key: s
     const expected = referenceMerge([...written.written]);
     const differing = expected.findIndex((r, i) => JSON.stringify(r) !== JSON.stringify(found[i]));
     if (found.length !== expected.length || differing >= 0) {
-      violate('records differ', `${ns}/${written.group}`, `${found.length} records read through the root, ${expected.length} written; first difference at ${differing >= 0 ? expected[differing]?.key : 'the end'}`);
+      violate(
+        'records differ',
+        `${ns}/${written.group}`,
+        `${found.length} records read through the root, ${expected.length} written; first difference at ${differing >= 0 ? expected[differing]?.key : 'the end'}`,
+      );
     }
   }
 }

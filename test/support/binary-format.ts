@@ -55,7 +55,7 @@ export function decodeBinarySegment(bytes: Uint8Array): BinaryRecord[] {
   const b = Buffer.from(bytes);
   if (b.subarray(0, 4).toString() !== MAGIC) throw new Error('not an LPB1 segment');
   const records: BinaryRecord[] = [];
-  for (let at = 4; at < b.length; ) {
+  for (let at = 4; at < b.length;) {
     const keyLength = b.readUInt32BE(at);
     const key = b.subarray(at + 4, at + 4 + keyLength).toString();
     at += 4 + keyLength;
@@ -73,7 +73,9 @@ export function decodeBinarySegment(bytes: Uint8Array): BinaryRecord[] {
   return records;
 }
 
-/** Progress: how many output segments are stored. The outputs are cut from a merge that is the same on every attempt. */
+/**
+ * Progress: how many output segments are stored. The outputs are cut from a merge that is the same on every attempt.
+ */
 interface BinaryProgress {
   readonly written: number;
 }
@@ -115,8 +117,16 @@ export const binaryCompactor: Compactor<BinaryProgress> = {
       heartbeat({ written: i + 1 });
     }
     // How high the tombstones go: a publication that leaves them out raises the group's sequence floor to it.
-    const tombstoneSeqFloor = dead.flat().reduce<number | undefined>((floor, r) => Math.max(r.seq, floor ?? 0), undefined);
-    return { outputs, tombstones, ...(tombstoneSeqFloor !== undefined && { tombstoneSeqFloor }), recordsOut: live.flat().length, bytesOut };
+    const tombstoneSeqFloor = dead
+      .flat()
+      .reduce<number | undefined>((floor, r) => Math.max(r.seq, floor ?? 0), undefined);
+    return {
+      outputs,
+      tombstones,
+      ...(tombstoneSeqFloor !== undefined && { tombstoneSeqFloor }),
+      recordsOut: live.flat().length,
+      bytesOut,
+    };
   },
 };
 
@@ -128,15 +138,19 @@ export const binaryCompactor: Compactor<BinaryProgress> = {
 export const textRootCodec: RootCodec = {
   encode(root) {
     const lines = ['lproot 1', `namespace ${root.namespace_id}`, `generation ${root.generation}`];
-    for (const group of Object.keys(root.groups).sort()) lines.push(['group', group, ...(root.groups[group] ?? [])].join(' '));
-    for (const { key, retired_at_ms, visible_at_ms } of root.retired ?? []) lines.push(['retired', key, retired_at_ms, ...(visible_at_ms === undefined ? [] : [visible_at_ms])].join(' '));
+    for (const group of Object.keys(root.groups).sort())
+      lines.push(['group', group, ...(root.groups[group] ?? [])].join(' '));
+    for (const { key, retired_at_ms, visible_at_ms } of root.retired ?? [])
+      lines.push(['retired', key, retired_at_ms, ...(visible_at_ms === undefined ? [] : [visible_at_ms])].join(' '));
     if (root.lost_write_cutoff_ms !== undefined) lines.push(`lost-write-cutoff ${root.lost_write_cutoff_ms}`);
-    for (const group of Object.keys(root.seq_floors ?? {}).sort()) lines.push(`seq-floor ${group} ${root.seq_floors?.[group]}`);
+    for (const group of Object.keys(root.seq_floors ?? {}).sort())
+      lines.push(`seq-floor ${group} ${root.seq_floors?.[group]}`);
     return Buffer.from(`${lines.join('\n')}\n`);
   },
   decode(bytes, ns) {
     const lines = Buffer.from(bytes).toString().split('\n');
-    if (lines[0] !== 'lproot 1' || lines.at(-1) !== '') throw new RootCorruptError(rootKey(ns), 'not an lproot 1 text root (or truncated)');
+    if (lines[0] !== 'lproot 1' || lines.at(-1) !== '')
+      throw new RootCorruptError(rootKey(ns), 'not an lproot 1 text root (or truncated)');
     let namespace: NamespaceId | undefined;
     let generation = NaN;
     const groups: Record<string, string[]> = {};
@@ -148,25 +162,46 @@ export const textRootCodec: RootCodec = {
       if (field === 'namespace') namespace = namespaceId(first);
       else if (field === 'generation') generation = Number(first);
       else if (field === 'group') groups[familyGroup(first)] = rest;
-      else if (field === 'retired') retired.push({ key: first!, retired_at_ms: Number(rest[0]), ...(rest[1] !== undefined && { visible_at_ms: Number(rest[1]) }) });
+      else if (field === 'retired')
+        retired.push({
+          key: first!,
+          retired_at_ms: Number(rest[0]),
+          ...(rest[1] !== undefined && { visible_at_ms: Number(rest[1]) }),
+        });
       else if (field === 'lost-write-cutoff') cutoff = Number(first);
       else if (field === 'seq-floor') floors[familyGroup(first)] = Number(rest[0]);
       else throw new RootCorruptError(rootKey(ns), `unknown line ${JSON.stringify(line)}`);
     }
     if (namespace === undefined) throw new RootCorruptError(rootKey(ns), 'no namespace line');
     // The fences of spec 6c ride along: a codec that dropped them would let a late write name a condemned segment.
-    const fences = { ...(cutoff !== undefined && { lost_write_cutoff_ms: cutoff }), ...(Object.keys(floors).length && { seq_floors: floors }) };
+    const fences = {
+      ...(cutoff !== undefined && { lost_write_cutoff_ms: cutoff }),
+      ...(Object.keys(floors).length && { seq_floors: floors }),
+    };
     return { namespace_id: namespace, generation, groups, retired, ...fences };
   },
 };
 
-/** Writes each record set as an input segment of `group` and lists it in the text root, as the metadata service's writer would. */
-export async function writeBinaryInputs(store: ObjectStore, ns: string, group: string, sets: readonly (readonly BinaryRecord[])[]): Promise<string[]> {
+/**
+ * Writes each record set as an input segment of `group` and lists it in the text root, as the metadata service's writer
+ * would.
+ */
+export async function writeBinaryInputs(
+  store: ObjectStore,
+  ns: string,
+  group: string,
+  sets: readonly (readonly BinaryRecord[])[],
+): Promise<string[]> {
   const keys: string[] = [];
   for (const records of sets) {
     const key = inputSegmentKey(namespaceId(ns), newSegmentId(), BINARY_EXTENSION);
     await store.put(key, encodeBinarySegment([...records].sort((a, b) => (a.key < b.key ? -1 : 1))));
-    await updateRoot(store, namespaceId(ns), (root: RootState) => addSegments(root, familyGroup(group), [key]), textRootCodec);
+    await updateRoot(
+      store,
+      namespaceId(ns),
+      (root: RootState) => addSegments(root, familyGroup(group), [key]),
+      textRootCodec,
+    );
     keys.push(key);
   }
   return keys;
@@ -184,12 +219,21 @@ async function newestOfGroup(store: Pick<ObjectStore, 'get'>, keys: readonly str
   return [...newest.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
 }
 
-/** Every live record of `keys` (the highest `seq` of a key wins, a later segment on a tie), sorted by key: what a reader of the group sees. */
-export async function readBinaryGroup(store: Pick<ObjectStore, 'get'>, keys: readonly string[]): Promise<BinaryRecord[]> {
+/**
+ * Every live record of `keys` (the highest `seq` of a key wins, a later segment on a tie), sorted by key: what a reader
+ * of the group sees.
+ */
+export async function readBinaryGroup(
+  store: Pick<ObjectStore, 'get'>,
+  keys: readonly string[],
+): Promise<BinaryRecord[]> {
   return (await newestOfGroup(store, keys)).filter((r) => r.value !== null);
 }
 
-/** `count` segments of `perSegment` records over `keySpace` overlapping keys; later segments overwrite and delete earlier keys. */
+/**
+ * `count` segments of `perSegment` records over `keySpace` overlapping keys; later segments overwrite and delete
+ * earlier keys.
+ */
 export function sampleBinaryInputs(count: number, perSegment: number, keySpace = perSegment * 2): BinaryRecord[][] {
   let seq = 0;
   return Array.from({ length: count }, (_, s) => {

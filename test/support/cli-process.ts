@@ -17,7 +17,10 @@ export const spawnCli = (args: readonly string[], env: NodeJS.ProcessEnv): Child
   spawn(process.execPath, ['--import', 'tsx', cliMain, ...args], { env: { ...env, NODE_NO_WARNINGS: '1' } });
 
 /** What a started CLI process printed and how it exited; `onStderr` sees its error output as it comes. */
-export function finished(child: ChildProcessWithoutNullStreams, onStderr: (text: string) => void = () => {}): Promise<CliRun> {
+export function finished(
+  child: ChildProcessWithoutNullStreams,
+  onStderr: (text: string) => void = () => {},
+): Promise<CliRun> {
   const started = Date.now();
   let stdout = '';
   let stderr = '';
@@ -33,4 +36,5 @@ export function finished(child: ChildProcessWithoutNullStreams, onStderr: (text:
 }
 
 /** Runs `compaction-lease <args>` to its exit. */
-export const runCliProcess = (args: readonly string[], env: NodeJS.ProcessEnv): Promise<CliRun> => finished(spawnCli(args, env));
+export const runCliProcess = (args: readonly string[], env: NodeJS.ProcessEnv): Promise<CliRun> =>
+  finished(spawnCli(args, env));

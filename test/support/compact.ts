@@ -1,5 +1,15 @@
-/** Compacting and publishing a group on a store directly, without Temporal: the reference compactor's attempts, killed and resumed, and the publication. */
-import { referenceCompactor, stagedStore, type CompactionJob, type CompactionOutputs, type CompactionProgress, type MergeLimits } from '../../src/compactor';
+/**
+ * Compacting and publishing a group on a store directly, without Temporal: the reference compactor's attempts, killed
+ * and resumed, and the publication.
+ */
+import {
+  referenceCompactor,
+  stagedStore,
+  type CompactionJob,
+  type CompactionOutputs,
+  type CompactionProgress,
+  type MergeLimits,
+} from '../../src/compactor';
 import { createJobLease, publishCompaction, type PublicationOutcome } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
@@ -7,7 +17,10 @@ import type { ObjectStore } from '../../src/store';
 /** Thrown by a test's heartbeat to kill an attempt. */
 export class Killed extends Error {}
 
-/** An attempt killed after the `after`-th progress it heartbeats; `lostBeat`: Temporal kept only the beat before it (its throttle did not send the last). */
+/**
+ * An attempt killed after the `after`-th progress it heartbeats; `lostBeat`: Temporal kept only the beat before it (its
+ * throttle did not send the last).
+ */
 export interface Kill {
   readonly after: number;
   readonly lostBeat: boolean;
@@ -52,8 +65,18 @@ export async function compactWithKills(
 }
 
 /** Publishes `result` of `job` (which read `inputs`) under a fresh lease, with the reference root codec. */
-export async function publishJob(store: ObjectStore, job: CompactionJob, inputs: readonly string[], result: CompactionOutputs): Promise<PublicationOutcome> {
-  await createJobLease(store, { namespaceId: job.namespaceId, jobId: job.jobId, ownerId: 'test', startedAtMs: Date.now() });
+export async function publishJob(
+  store: ObjectStore,
+  job: CompactionJob,
+  inputs: readonly string[],
+  result: CompactionOutputs,
+): Promise<PublicationOutcome> {
+  await createJobLease(store, {
+    namespaceId: job.namespaceId,
+    jobId: job.jobId,
+    ownerId: 'test',
+    startedAtMs: Date.now(),
+  });
   return publishCompaction(
     store,
     {

@@ -1,4 +1,6 @@
-/** Child process of the cross-process CAS test: waits for the start time, then tries one CAS and prints whether it won. */
+/**
+ * Child process of the cross-process CAS test: waits for the start time, then tries one CAS and prints whether it won.
+ */
 import { createEmbeddedObjectStore } from '../../src/store';
 
 const [path, key, etag, startAt] = process.argv.slice(2) as [string, string, string, string];

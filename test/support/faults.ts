@@ -1,4 +1,7 @@
-/** Fault injection for tests: a store decorator that can delay or fail chosen calls, and an S3 client middleware that loses responses. */
+/**
+ * Fault injection for tests: a store decorator that can delay or fail chosen calls, and an S3 client middleware that
+ * loses responses.
+ */
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { ObjectStore } from '../../src/store';
 
@@ -14,13 +17,18 @@ export function wrapStore(
       const value = Reflect.get(target, property, receiver);
       if (typeof value !== 'function') return value;
       return (...args: unknown[]) =>
-        around(property as StoreOperation, args, async () => (value as (...a: unknown[]) => unknown).apply(target, args));
+        around(property as StoreOperation, args, async () =>
+          (value as (...a: unknown[]) => unknown).apply(target, args),
+        );
     },
   });
 }
 
 /** Runs `before(operation, firstArgument)` ahead of every store call; it may wait (a gate) or throw (a fault). */
-export const interceptStore = (store: ObjectStore, before: (operation: StoreOperation, subject: unknown) => Promise<void> | void): ObjectStore =>
+export const interceptStore = (
+  store: ObjectStore,
+  before: (operation: StoreOperation, subject: unknown) => Promise<void> | void,
+): ObjectStore =>
   wrapStore(store, async (operation, args, call) => {
     await before(operation, args[0]);
     return call();
@@ -48,14 +56,20 @@ export function gate(): { wait: Promise<void>; open: () => void; readonly opened
  * response arrived: the write landed, the caller cannot know. Added outside the SDK's retries, so
  * the caller sees the failure itself. Returns a counter of dropped responses.
  */
-export function loseResponses(client: S3Client, matches: (command: string, input: Record<string, unknown>) => boolean): { dropped: number } {
+export function loseResponses(
+  client: S3Client,
+  matches: (command: string, input: Record<string, unknown>) => boolean,
+): { dropped: number } {
   const counter = { dropped: 0 };
   client.middlewareStack.add(
     (next, context) => async (args) => {
       const result = await next(args);
       if (matches(context.commandName ?? '', args.input as Record<string, unknown>)) {
         counter.dropped++;
-        throw Object.assign(new Error('socket hang up after the request was sent'), { name: 'TimeoutError', code: 'ECONNRESET' });
+        throw Object.assign(new Error('socket hang up after the request was sent'), {
+          name: 'TimeoutError',
+          code: 'ECONNRESET',
+        });
       }
       return result;
     },

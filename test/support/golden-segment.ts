@@ -1,4 +1,7 @@
-/** The records of the golden segment files (test/golden/segment-v1.mseg; segment-v2.mseg holds these and {@link GOLDEN_V2_EXTRA}). */
+/**
+ * The records of the golden segment files (test/golden/segment-v1.mseg; segment-v2.mseg holds these and {@link
+ * GOLDEN_V2_EXTRA}).
+ */
 import type { SegmentRecord } from '../../src/segments';
 
 export const GOLDEN_RECORDS: readonly SegmentRecord[] = [

@@ -25,7 +25,9 @@ export interface PolicyDocument {
 
 const SECURITY_DOC = join(__dirname, '..', '..', 'docs', 'security.md');
 
-/** Where each role's policy is in the document; the reader is the collector's statements the document names for the CLI. */
+/**
+ * Where each role's policy is in the document; the reader is the collector's statements the document names for the CLI.
+ */
 const HEADINGS = { worker: '### Compaction worker', collector: '### Collector (GC) worker' } as const;
 const READER_STATEMENTS = ['HeadBucket', 'ListNamespacesAndJobPrefixes', 'ReadRootAndLeases', 'ReadManifests'];
 
@@ -46,7 +48,9 @@ export function documentedPolicy(role: Role): PolicyDocument {
   const collector = policyUnder(HEADINGS.collector);
   const Statement = collector.Statement.filter((s) => READER_STATEMENTS.includes(s.Sid));
   if (Statement.length !== READER_STATEMENTS.length) {
-    throw new Error(`the collector's policy in docs/security.md lacks one of the statements the CLI needs: ${READER_STATEMENTS.join(', ')}`);
+    throw new Error(
+      `the collector's policy in docs/security.md lacks one of the statements the CLI needs: ${READER_STATEMENTS.join(', ')}`,
+    );
   }
   return { ...collector, Statement };
 }
@@ -74,7 +78,12 @@ function encryptForAdmin(rootSecret: string, plaintext: string): Buffer {
 }
 
 /** One PUT to MinIO's admin API (`/minio/admin/v3/{operation}`), signed with the root credentials. */
-async function adminPut(root: S3Endpoint, operation: string, query: Record<string, string>, body: string | Buffer): Promise<void> {
+async function adminPut(
+  root: S3Endpoint,
+  operation: string,
+  query: Record<string, string>,
+  body: string | Buffer,
+): Promise<void> {
   const url = new URL(root.endpoint);
   const signer = new SignatureV4({
     service: 's3',
@@ -83,18 +92,47 @@ async function adminPut(root: S3Endpoint, operation: string, query: Record<strin
     credentials: { accessKeyId: root.accessKey, secretAccessKey: root.secretKey },
   });
   const path = `/minio/admin/v3/${operation}`;
-  const signed = await signer.sign({ method: 'PUT', protocol: url.protocol, hostname: url.hostname, port: Number(url.port), path, query, headers: { host: url.host }, body });
-  const response = await fetch(`${url.origin}${path}?${new URLSearchParams(query)}`, { method: 'PUT', headers: signed.headers, body });
+  const signed = await signer.sign({
+    method: 'PUT',
+    protocol: url.protocol,
+    hostname: url.hostname,
+    port: Number(url.port),
+    path,
+    query,
+    headers: { host: url.host },
+    body,
+  });
+  const response = await fetch(`${url.origin}${path}?${new URLSearchParams(query)}`, {
+    method: 'PUT',
+    headers: signed.headers,
+    body,
+  });
   if (!response.ok) throw new Error(`MinIO admin ${operation} failed: ${response.status} ${await response.text()}`);
 }
 
-/** A new MinIO user whose only policy is the role's from docs/security.md for `bucket`; returns its endpoint and credentials. */
+/**
+ * A new MinIO user whose only policy is the role's from docs/security.md for `bucket`; returns its endpoint and
+ * credentials.
+ */
 export async function createRoleUser(root: S3Endpoint, bucket: string, role: Role): Promise<S3Endpoint> {
-  const policy = JSON.stringify(documentedPolicy(role)).replace(/arn:aws:s3:::BUCKET(?=[/"])/g, `arn:aws:s3:::${bucket}`);
+  const policy = JSON.stringify(documentedPolicy(role)).replace(
+    /arn:aws:s3:::BUCKET(?=[/"])/g,
+    `arn:aws:s3:::${bucket}`,
+  );
   const accessKey = `${role}-${randomBytes(4).toString('hex')}`;
   const secretKey = randomBytes(20).toString('hex');
   await adminPut(root, 'add-canned-policy', { name: accessKey }, policy);
-  await adminPut(root, 'add-user', { accessKey }, encryptForAdmin(root.secretKey, JSON.stringify({ secretKey, status: 'enabled' })));
-  await adminPut(root, 'set-user-or-group-policy', { policyName: accessKey, userOrGroup: accessKey, isGroup: 'false' }, '');
+  await adminPut(
+    root,
+    'add-user',
+    { accessKey },
+    encryptForAdmin(root.secretKey, JSON.stringify({ secretKey, status: 'enabled' })),
+  );
+  await adminPut(
+    root,
+    'set-user-or-group-policy',
+    { policyName: accessKey, userOrGroup: accessKey, isGroup: 'false' },
+    '',
+  );
   return { ...root, accessKey, secretKey };
 }

@@ -1,4 +1,7 @@
-/** A collector pass run by the pass plan against a store directly, without Temporal: the decisions a pass makes, at a clock a test chooses. */
+/**
+ * A collector pass run by the pass plan against a store directly, without Temporal: the decisions a pass makes, at a
+ * clock a test chooses.
+ */
 import { resolveTiming, type Timing } from '../../src/config';
 import type { NamespaceId } from '../../src/keys';
 import { executeOnStore, runNamespacePass, startNamespacePass, type PassRules } from '../../src/protocol';
@@ -13,7 +16,12 @@ export const TEST_PASS_ID = 'gc_0000000000001_00000000000000aa';
  * One pass over `ns` whose clock is `aheadMs` past now, under `timing` (the defaults unless given):
  * ahead of the store's `LastModified` and of the leases' heartbeats by the age a test needs.
  */
-export function passAhead(store: ObjectStore, ns: NamespaceId, aheadMs: number, timing: Timing = resolveTiming()): Promise<GcReport> {
+export function passAhead(
+  store: ObjectStore,
+  ns: NamespaceId,
+  aheadMs: number,
+  timing: Timing = resolveTiming(),
+): Promise<GcReport> {
   const { leaseExpiryMs, stagingGraceMs, readerGraceMs, lostWriteGraceMs } = timing;
   const rules: PassRules = {
     nowMs: Date.now() + aheadMs,
@@ -29,5 +37,9 @@ export function passAhead(store: ObjectStore, ns: NamespaceId, aheadMs: number, 
     passId: TEST_PASS_ID,
     leaseRefreshIntervalMs: timing.leaseRefreshIntervalMs,
   };
-  return runNamespacePass(startNamespacePass(ns, rules), (command, walk) => executeOnStore(store, ns, rules, command, walk, { codec: jsonRootCodec }), async () => {});
+  return runNamespacePass(
+    startNamespacePass(ns, rules),
+    (command, walk) => executeOnStore(store, ns, rules, command, walk, { codec: jsonRootCodec }),
+    async () => {},
+  );
 }

@@ -25,7 +25,11 @@ export function proxiedMinio(): ProxiedMinio {
     Object.assign(opened, {
       fixture,
       proxy,
-      viaProxy: createS3ObjectStore({ bucket: fixture.bucket!, client: new S3Client({ ...s3ClientConfig(fixture.endpoint!), endpoint: proxy.endpoint }), operationDeadlineMs: 60_000 }),
+      viaProxy: createS3ObjectStore({
+        bucket: fixture.bucket!,
+        client: new S3Client({ ...s3ClientConfig(fixture.endpoint!), endpoint: proxy.endpoint }),
+        operationDeadlineMs: 60_000,
+      }),
     });
   });
   afterAll(async () => {

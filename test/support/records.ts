@@ -7,22 +7,42 @@ import type { ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
 
 /** `segments` input segments over a shared key space, with overlapping keys, rising seqs and some tombstones. */
-export function makeInputs(segments: number, recordsPerSegment: number, keySpace = recordsPerSegment * 2): SegmentRecord[][] {
+export function makeInputs(
+  segments: number,
+  recordsPerSegment: number,
+  keySpace = recordsPerSegment * 2,
+): SegmentRecord[][] {
   let seq = 0;
   return Array.from({ length: segments }, (_, s) => {
     const keys = new Set<number>();
     while (keys.size < Math.min(recordsPerSegment, keySpace)) keys.add(Math.floor(Math.random() * keySpace));
     return [...keys].map((k) => {
       const key = `k${String(k).padStart(8, '0')}`;
-      return (k + s) % 7 === 0 ? { key, seq: ++seq, tombstone: true as const } : { key, seq: ++seq, value: `v${s}-${k}-${'x'.repeat(k % 40)}` };
+      return (k + s) % 7 === 0
+        ? { key, seq: ++seq, tombstone: true as const }
+        : { key, seq: ++seq, value: `v${s}-${k}-${'x'.repeat(k % 40)}` };
     });
   });
 }
 
-/** Writes `inputs` as segments of `group`, the `i`-th in `formats[i % formats.length]` (the writer's default format when none is given). */
-export async function writeInputs(store: ObjectStore, ns: string, group: string, inputs: SegmentRecord[][], formats: readonly SegmentFormatVersion[] = []): Promise<string[]> {
+/**
+ * Writes `inputs` as segments of `group`, the `i`-th in `formats[i % formats.length]` (the writer's default format when
+ * none is given).
+ */
+export async function writeInputs(
+  store: ObjectStore,
+  ns: string,
+  group: string,
+  inputs: SegmentRecord[][],
+  formats: readonly SegmentFormatVersion[] = [],
+): Promise<string[]> {
   const keys: string[] = [];
-  for (const [i, records] of inputs.entries()) keys.push(await writeInputSegment(store, { namespaceId: ns, group }, records, { segmentFormat: formats[i % formats.length] }));
+  for (const [i, records] of inputs.entries())
+    keys.push(
+      await writeInputSegment(store, { namespaceId: ns, group }, records, {
+        segmentFormat: formats[i % formats.length],
+      }),
+    );
   return keys;
 }
 
@@ -45,9 +65,11 @@ export async function readRecords(store: ObjectStore, keys: readonly string[]): 
  */
 export function readerView(segments: readonly (readonly SegmentRecord[])[]): Record<string, string> {
   const newest = new Map<string, SegmentRecord>();
-  for (const records of segments) for (const r of records) if ((newest.get(r.key)?.seq ?? -1) <= r.seq) newest.set(r.key, r);
+  for (const records of segments)
+    for (const r of records) if ((newest.get(r.key)?.seq ?? -1) <= r.seq) newest.set(r.key, r);
   const view: Record<string, string> = {};
-  for (const r of [...newest.values()].sort((a, b) => (a.key < b.key ? -1 : 1))) if (!('tombstone' in r)) view[r.key] = r.value;
+  for (const r of [...newest.values()].sort((a, b) => (a.key < b.key ? -1 : 1)))
+    if (!('tombstone' in r)) view[r.key] = r.value;
   return view;
 }
 

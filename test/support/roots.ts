@@ -1,4 +1,7 @@
-/** Roots written the way a publication or a foreign writer writes them: fixtures that bypass the package writer's registration checks. */
+/**
+ * Roots written the way a publication or a foreign writer writes them: fixtures that bypass the package writer's
+ * registration checks.
+ */
 import { rootKey, type NamespaceId } from '../../src/keys';
 import { readRootIfAny } from '../../src/protocol';
 import { emptyRoot, encodeRoot, jsonRootCodec, type RootState } from '../../src/root';
@@ -10,7 +13,11 @@ import { PreconditionFailedError, type ObjectStore } from '../../src/store';
  * outputs, keys not in the store) and retires nothing: the test stands in for a publication, or for
  * a writer that breaks the protocol.
  */
-export async function writeRoot(store: ObjectStore, ns: NamespaceId, change: (root: RootState) => RootState): Promise<RootState> {
+export async function writeRoot(
+  store: ObjectStore,
+  ns: NamespaceId,
+  change: (root: RootState) => RootState,
+): Promise<RootState> {
   for (;;) {
     const current = await readRootIfAny(store, ns, jsonRootCodec);
     const before = current?.root ?? emptyRoot(ns);

@@ -3,7 +3,8 @@
  * requests byte for byte and, by a probabilistic plan or a one-shot script, delays them, answers
  * 500 / 503 / 409 (or any status and S3 error code a script names) with S3's XML error body, loses
  * the response of a request the server applied, resets the connection before forwarding, or times
- * out; and, by a throttle, limits the bandwidth of bodies or stalls them part-way. Test-only: it lives under test/ (not shipped), and no production setting routes through
+ * out; and, by a throttle, limits the bandwidth of bodies or stalls them part-way. Test-only: it lives under test/ (not
+ * shipped), and no production setting routes through
  * it — a client reaches it only when a test or the soak points its endpoint at `proxy.endpoint`.
  *
  * The Host header is forwarded unchanged, so SigV4 signatures (which cover the proxy's host:port the
@@ -13,7 +14,14 @@
  * writes and ignores them, as Google Cloud Storage's XML API and Garage do: it removes `If-Match` and
  * `If-None-Match` and re-signs the request, so the server applies a plain PUT and answers 200.
  */
-import { Agent, createServer, request as forwardRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  Agent,
+  createServer,
+  request as forwardRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
 import type { Socket } from 'node:net';
 import { Readable, Transform } from 'node:stream';
 import { Sha256 } from '@smithy/core/checksum';
@@ -22,7 +30,15 @@ import type { S3Endpoint } from '../../src/devservers';
 
 export type FaultKind = 'delay' | 'error500' | 'error503' | 'conflict409' | 'lostResponse' | 'timeout' | 'reset';
 /** The order of a plan's draw: a kind added at the end leaves the faults an existing seed chooses unchanged. */
-export const FAULT_KINDS: readonly FaultKind[] = ['delay', 'error500', 'error503', 'conflict409', 'lostResponse', 'timeout', 'reset'];
+export const FAULT_KINDS: readonly FaultKind[] = [
+  'delay',
+  'error500',
+  'error503',
+  'conflict409',
+  'lostResponse',
+  'timeout',
+  'reset',
+];
 
 /**
  * An answer of any status a script may give instead of forwarding: with `code`, S3's XML error body
@@ -66,7 +82,9 @@ export interface Throttle {
   responseBytesPerSecond?: number;
   /** Request bodies (a PUT's object) reach the server at most this many bytes per second. */
   requestBytesPerSecond?: number;
-  /** After this many bytes of a response body the proxy sends nothing more, until the client gives up: a stalled body. */
+  /**
+   * After this many bytes of a response body the proxy sends nothing more, until the client gives up: a stalled body.
+   */
   stallResponseAfterBytes?: number;
   /** The rates are for all matching requests together (one shared link); default: for each request on its own. */
   shared?: boolean;
@@ -83,7 +101,10 @@ export interface S3Exchange {
   readonly responseHeaders: IncomingHttpHeaders;
   /** The response body (undefined beyond {@link MAX_OBSERVED_BODY_BYTES}). */
   readonly responseBody: Buffer | undefined;
-  /** The answer was dropped instead of relayed (a lost response): the server applied the request, the client cannot know. */
+  /**
+   * The answer was dropped instead of relayed (a lost response): the server applied the request, the client cannot
+   * know.
+   */
   readonly lost: boolean;
 }
 
@@ -108,7 +129,8 @@ async function withoutConditions(req: IncomingMessage, signer: SignatureV4): Pro
   const url = new URL(req.url ?? '/', 'http://proxy');
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined || CONDITIONAL_HEADERS.has(name) || name === 'authorization' || name === 'x-amz-date') continue;
+    if (value === undefined || CONDITIONAL_HEADERS.has(name) || name === 'authorization' || name === 'x-amz-date')
+      continue;
     headers[name] = Array.isArray(value) ? value.join(',') : value;
   }
   const query: Record<string, string | string[]> = {};
@@ -117,7 +139,15 @@ async function withoutConditions(req: IncomingMessage, signer: SignatureV4): Pro
     query[name] = seen === undefined ? value : [...(Array.isArray(seen) ? seen : [seen]), value];
   }
   const [hostname = '', port] = (headers.host ?? '').split(':');
-  const signed = await signer.sign({ method: req.method ?? 'PUT', protocol: 'http:', hostname, port: Number(port), path: url.pathname, query, headers });
+  const signed = await signer.sign({
+    method: req.method ?? 'PUT',
+    protocol: 'http:',
+    hostname,
+    port: Number(port),
+    path: url.pathname,
+    query,
+    headers,
+  });
   return signed.headers;
 }
 
@@ -154,7 +184,9 @@ export interface S3FaultProxy {
   readonly injected: Readonly<Record<FaultKind | 'answer', number>>;
   /** Requests seen so far, faulted or not. */
   readonly requests: number;
-  /** Client connections open now, and the most open at once since the proxy started: the sockets a client pool holds. */
+  /**
+   * Client connections open now, and the most open at once since the proxy started: the sockets a client pool holds.
+   */
   readonly connections: { readonly open: number; readonly peak: number };
   /**
    * Calls `listener` with every forwarded request once the server's answer is complete and before
@@ -167,11 +199,17 @@ export interface S3FaultProxy {
 const DEFAULT_DELAY_MS = 200;
 const DEFAULT_TIMEOUT_MS = 2_000;
 
-/** The error bodies S3 sends; the SDK reads the code from them (a 503 SlowDown is throttling and retried with backoff). */
+/**
+ * The error bodies S3 sends; the SDK reads the code from them (a 503 SlowDown is throttling and retried with backoff).
+ */
 const ERROR_ANSWERS: Readonly<Record<'error500' | 'error503' | 'conflict409', ErrorAnswer>> = {
   error500: { status: 500, code: 'InternalError', message: 'We encountered an internal error. Please try again.' },
   error503: { status: 503, code: 'SlowDown', message: 'Please reduce your request rate.' },
-  conflict409: { status: 409, code: 'ConditionalRequestConflict', message: 'A conflicting conditional operation is currently in progress against this resource. Please try again.' },
+  conflict409: {
+    status: 409,
+    code: 'ConditionalRequestConflict',
+    message: 'A conflicting conditional operation is currently in progress against this resource. Please try again.',
+  },
 };
 
 /** mulberry32: a small seeded generator, so a plan's faults can be replayed. */
@@ -205,7 +243,10 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 /** Reads a request body to its end without forwarding it: the server never sees the request. */
 const drain = (req: IncomingMessage) =>
   new Promise<void>((resolve) => {
-    req.on('end', resolve).on('error', () => resolve()).resume();
+    req
+      .on('end', resolve)
+      .on('error', () => resolve())
+      .resume();
   });
 
 /** Keeps a copy of a stream's chunks as they flow; the body is offered to observers only while small. */
@@ -219,7 +260,9 @@ function collectBody(stream: IncomingMessage): (() => Buffer | undefined) & { ch
   return Object.assign(() => (bytes <= MAX_OBSERVED_BODY_BYTES ? Buffer.concat(chunks) : undefined), { chunks });
 }
 
-/** Spaces out sends so that they average at most `bytesPerSecond`; one pacer may serve several bodies (a shared link). */
+/**
+ * Spaces out sends so that they average at most `bytesPerSecond`; one pacer may serve several bodies (a shared link).
+ */
 class Pacer {
   private nextAt = 0;
   constructor(readonly bytesPerSecond: number) {}
@@ -250,7 +293,7 @@ function pacedStream({ pacer, stallAfterBytes = Infinity }: BodyPace): Transform
   return new Transform({
     transform(chunk: Buffer, _encoding, done) {
       void (async () => {
-        for (let at = 0; at < chunk.length && !this.destroyed; ) {
+        for (let at = 0; at < chunk.length && !this.destroyed;) {
           if (passed >= stallAfterBytes) return; // never calls `done`: the body stalls until the client gives up
           const size = Math.min(pacer?.slice ?? chunk.length, chunk.length - at, stallAfterBytes - passed);
           await pacer?.take(size);
@@ -266,14 +309,27 @@ function pacedStream({ pacer, stallAfterBytes = Infinity }: BodyPace): Transform
 
 const escapeXml = (s: string) => s.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
-export async function startS3FaultProxy(target: string, initialPlan: FaultPlan = {}, options: ProxyOptions = {}): Promise<S3FaultProxy> {
+export async function startS3FaultProxy(
+  target: string,
+  initialPlan: FaultPlan = {},
+  options: ProxyOptions = {},
+): Promise<S3FaultProxy> {
   const upstream = new URL(target);
   const stripAs = options.stripConditionsSignedAs;
   const signer =
     stripAs &&
-    new SignatureV4({ service: 's3', region: stripAs.region, sha256: Sha256, uriEscapePath: false, credentials: { accessKeyId: stripAs.accessKey, secretAccessKey: stripAs.secretKey } });
+    new SignatureV4({
+      service: 's3',
+      region: stripAs.region,
+      sha256: Sha256,
+      uriEscapePath: false,
+      credentials: { accessKeyId: stripAs.accessKey, secretAccessKey: stripAs.secretKey },
+    });
   const agent = new Agent({ keepAlive: true });
-  const injected = Object.fromEntries([...FAULT_KINDS, 'answer'].map((k) => [k, 0])) as Record<FaultKind | 'answer', number>;
+  const injected = Object.fromEntries([...FAULT_KINDS, 'answer'].map((k) => [k, 0])) as Record<
+    FaultKind | 'answer',
+    number
+  >;
   const scripted: { fault: FaultKind | ErrorAnswer; matches: (r: S3Request) => boolean; remaining: number }[] = [];
   const sockets = new Set<Socket>();
   const observers = new Set<(exchange: S3Exchange) => void>();
@@ -283,7 +339,12 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
   let random = seededRandom(initialPlan.seed ?? 0);
   let requests = 0;
   let peakConnections = 0;
-  const holds: { matches: (r: S3Request) => boolean; arrive: (r: S3Request) => void; released: Promise<void>; every: boolean }[] = [];
+  const holds: {
+    matches: (r: S3Request) => boolean;
+    arrive: (r: S3Request) => void;
+    released: Promise<void>;
+    every: boolean;
+  }[] = [];
 
   const chooseFault = (request: S3Request): FaultKind | ErrorAnswer | undefined => {
     const script = scripted.find((s) => s.remaining > 0 && s.matches(request));
@@ -306,7 +367,11 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
   const paceFor = (request: S3Request): { request?: BodyPace; response?: BodyPace } => {
     if (!(throttle.matches?.(request) ?? true)) return {};
     const pacer = (rate: number | undefined, direction: 'request' | 'response') =>
-      rate === undefined ? undefined : throttle.shared ? (sharedPacers[direction] ??= new Pacer(rate)) : new Pacer(rate);
+      rate === undefined
+        ? undefined
+        : throttle.shared
+          ? (sharedPacers[direction] ??= new Pacer(rate))
+          : new Pacer(rate);
     const requestPacer = pacer(throttle.requestBytesPerSecond, 'request');
     const responsePacer = pacer(throttle.responseBytesPerSecond, 'response');
     const stallAfterBytes = throttle.stallResponseAfterBytes;
@@ -316,7 +381,10 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
     };
   };
 
-  /** Forwards the request unchanged; with `loseResponse`, reads the whole answer (the server has applied the request) and drops the client's connection instead of relaying it. */
+  /**
+   * Forwards the request unchanged; with `loseResponse`, reads the whole answer (the server has applied the request)
+   * and drops the client's connection instead of relaying it.
+   */
   const forward = async (req: IncomingMessage, res: ServerResponse, request: S3Request, loseResponse: boolean) => {
     const pace = paceFor(request);
     const requestBody = collectBody(req);
@@ -336,7 +404,14 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
       answer.on('end', () => {
         const status = answer.statusCode ?? 502;
         for (const listener of observers) {
-          listener({ request, requestBody: requestBody(), status, responseHeaders: answer.headers, responseBody: responseBody(), lost: loseResponse });
+          listener({
+            request,
+            requestBody: requestBody(),
+            status,
+            responseHeaders: answer.headers,
+            responseBody: responseBody(),
+            lost: loseResponse,
+          });
         }
         if (loseResponse) req.socket.destroy();
         else {
@@ -360,20 +435,35 @@ export async function startS3FaultProxy(target: string, initialPlan: FaultPlan =
     else req.pipe(outgoing);
   };
 
-  const answerError = async (req: IncomingMessage, res: ServerResponse, request: S3Request, { status, code, message = '' }: ErrorAnswer) => {
+  const answerError = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    request: S3Request,
+    { status, code, message = '' }: ErrorAnswer,
+  ) => {
     await drain(req);
     const resource = `/${request.bucket}/${request.key}`;
     const [type, body] =
       code === undefined
         ? ['text/html', `<html><head><title>${status}</title></head><body><h1>${status}</h1></body></html>`]
-        : ['application/xml', `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${escapeXml(message)}</Message><Resource>${escapeXml(resource)}</Resource><RequestId>fault-proxy</RequestId></Error>`];
-    res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body), 'x-amz-request-id': 'fault-proxy' });
+        : [
+            'application/xml',
+            `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${escapeXml(message)}</Message><Resource>${escapeXml(resource)}</Resource><RequestId>fault-proxy</RequestId></Error>`,
+          ];
+    res.writeHead(status, {
+      'content-type': type,
+      'content-length': Buffer.byteLength(body),
+      'x-amz-request-id': 'fault-proxy',
+    });
     res.end(body);
   };
 
   const timeOut = async (req: IncomingMessage) => {
     await drain(req);
-    await Promise.race([sleep(plan.timeoutMs ?? DEFAULT_TIMEOUT_MS), new Promise((resolve) => req.socket.once('close', resolve))]);
+    await Promise.race([
+      sleep(plan.timeoutMs ?? DEFAULT_TIMEOUT_MS),
+      new Promise((resolve) => req.socket.once('close', resolve)),
+    ]);
     req.socket.destroy();
   };
 

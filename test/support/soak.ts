@@ -19,7 +19,14 @@ import { CreateBucketCommand, PutBucketVersioningCommand, S3Client } from '@aws-
 import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
 import { ensureGcSchedule, pauseGcSchedule, startCompaction, unpauseGcSchedule } from '../../src/client';
 import { resolveSettings, shrunkTiming, type CompactionSettings } from '../../src/config';
-import { freePort, SEARCH_ATTRIBUTES, startMinio, startTemporalDevServer, type S3Server, type TemporalDevServer } from '../../src/devservers';
+import {
+  freePort,
+  SEARCH_ATTRIBUTES,
+  startMinio,
+  startTemporalDevServer,
+  type S3Server,
+  type TemporalDevServer,
+} from '../../src/devservers';
 import type { SegmentRecord } from '../../src/segments';
 import { createS3ObjectStore, type ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
@@ -49,7 +56,10 @@ export interface SoakOptions {
   readonly killEveryMs: number;
   /** Mean time between dev-server restarts; the first falls between 30 % and 70 % of the run. */
   readonly restartEveryMs: number;
-  /** Probability that an S3 request of a worker is faulted (delay, 500, 503, lost response, timeout), plus scripted 409s on conditional writes. */
+  /**
+   * Probability that an S3 request of a worker is faulted (delay, 500, 503, lost response, timeout), plus scripted 409s
+   * on conditional writes.
+   */
   readonly faultRate: number;
   /** Records per input segment; each job gets one or two new segments first. */
   readonly recordsPerSegment: number;
@@ -81,7 +91,14 @@ export const DEFAULT_SOAK_OPTIONS: Omit<SoakOptions, 'workDir' | 'log'> = {
 export interface SoakReport {
   readonly seed: number;
   readonly options: Omit<SoakOptions, 'log'>;
-  readonly machine: { cpu: string; cores: number; ramGiB: number; node: string; loadavgStart: number[]; loadavgEnd: number[] };
+  readonly machine: {
+    cpu: string;
+    cores: number;
+    ramGiB: number;
+    node: string;
+    loadavgStart: number[];
+    loadavgEnd: number[];
+  };
   readonly durationMs: { total: number; chaos: number; settle: number };
   readonly jobs: {
     started: number;
@@ -102,7 +119,13 @@ export interface SoakReport {
   /** Worker processes that exited without being killed (restarted like killed ones). */
   readonly workerExits: number;
   readonly serverRestarts: number;
-  readonly gcPasses: { completed: number; failed: number; other: number; unpaused: number; settledPassClockMs: number | undefined };
+  readonly gcPasses: {
+    completed: number;
+    failed: number;
+    other: number;
+    unpaused: number;
+    settledPassClockMs: number | undefined;
+  };
   readonly audit: Omit<AuditReport, 'violations'>;
   /** Must be empty. */
   readonly violations: readonly Violation[];
@@ -155,11 +178,18 @@ function makeRecords(random: SeededRandom, state: GroupState, count: number): Se
   return [...keys].map((k) => {
     const key = `k${String(k).padStart(6, '0')}`;
     const seq = state.nextSeq++;
-    return random.next() < 0.1 ? { key, seq, tombstone: true as const } : { key, seq, value: `v${seq}-${'x'.repeat(k % 50)}` };
+    return random.next() < 0.1
+      ? { key, seq, tombstone: true as const }
+      : { key, seq, value: `v${seq}-${'x'.repeat(k % 50)}` };
   });
 }
 
-const machine = () => ({ cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, ramGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10, node: process.version });
+const machine = () => ({
+  cpu: cpus()[0]?.model ?? 'unknown',
+  cores: cpus().length,
+  ramGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+  node: process.version,
+});
 
 /** Worker processes in numbered slots; a slot whose process dies (killed or not) is refilled until the pool stops. */
 class WorkerPool {
@@ -218,16 +248,23 @@ class WorkerPool {
   async stop(): Promise<void> {
     this.stopping = true;
     await Promise.all(
-      this.slots.map((child) => child && new Promise<void>((resolve) => {
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
-      })),
+      this.slots.map(
+        (child) =>
+          child &&
+          new Promise<void>((resolve) => {
+            child.once('exit', () => resolve());
+            child.kill('SIGTERM');
+            setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+          }),
+      ),
     );
   }
 }
 
-/** Retries `call` across a server restart (or any transport error) until `deadline`; workflow failures are answers, not retried. */
+/**
+ * Retries `call` across a server restart (or any transport error) until `deadline`; workflow failures are answers, not
+ * retried.
+ */
 async function persist<T>(deadline: number, call: () => Promise<T>): Promise<T> {
   for (;;) {
     try {
@@ -245,7 +282,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const loadavgStart = loadavg();
   const startedAt = Date.now();
   mkdirSync(options.workDir, { recursive: true });
-  const settings: CompactionSettings = resolveSettings({ timing: shrunkTiming(options.unitMs, options.heartbeatTimeoutMs), targetSegmentBytes: 8192, heartbeatTimeoutMs: options.heartbeatTimeoutMs });
+  const settings: CompactionSettings = resolveSettings({
+    timing: shrunkTiming(options.unitMs, options.heartbeatTimeoutMs),
+    targetSegmentBytes: 8192,
+    heartbeatTimeoutMs: options.heartbeatTimeoutMs,
+  });
   const { timing } = settings;
   const taskQueue = 'soak';
   const scheduleId = 'soak-gc';
@@ -253,10 +294,18 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
 
   const cleanups: (() => Promise<void>)[] = [];
   try {
-    const minio: S3Server = await startMinio({ dataDir: join(options.workDir, 'minio'), logFile: join(options.workDir, 'minio.log') });
+    const minio: S3Server = await startMinio({
+      dataDir: join(options.workDir, 'minio'),
+      logFile: join(options.workDir, 'minio.log'),
+    });
     cleanups.push(() => minio.stop());
     const bucket = 'soak';
-    const s3 = new S3Client({ endpoint: minio.endpoint, region: minio.region, forcePathStyle: true, credentials: { accessKeyId: minio.accessKey, secretAccessKey: minio.secretKey } });
+    const s3 = new S3Client({
+      endpoint: minio.endpoint,
+      region: minio.region,
+      forcePathStyle: true,
+      credentials: { accessKeyId: minio.accessKey, secretAccessKey: minio.secretKey },
+    });
     cleanups.push(async () => s3.destroy());
     await s3.send(new CreateBucketCommand({ Bucket: bucket }));
     await s3.send(new PutBucketVersioningCommand({ Bucket: bucket, VersioningConfiguration: { Status: 'Enabled' } }));
@@ -266,7 +315,14 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     cleanups.push(() => proxy.stop());
 
     const port = await freePort();
-    const serverOptions = { port, uiPort: 'none' as const, dbFilename: join(options.workDir, 'temporal.db'), searchAttributes: SEARCH_ATTRIBUTES, logFile: join(options.workDir, 'temporal.log'), readyTimeoutMs: 120_000 };
+    const serverOptions = {
+      port,
+      uiPort: 'none' as const,
+      dbFilename: join(options.workDir, 'temporal.db'),
+      searchAttributes: SEARCH_ATTRIBUTES,
+      logFile: join(options.workDir, 'temporal.log'),
+      readyTimeoutMs: 120_000,
+    };
     let server: TemporalDevServer | undefined = await startTemporalDevServer(serverOptions);
     cleanups.push(() => server?.stop() ?? Promise.resolve());
     const connection = await Connection.connect({ address: server.address });
@@ -275,7 +331,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
 
     const groups: GroupState[] = [];
     for (let n = 0; n < options.namespaces; n++) {
-      for (let g = 0; g < options.groupsPerNamespace; g++) groups.push({ ns: `soak-${n}`, group: `group-${g}`, written: [], nextSeq: 1, busy: false });
+      for (let g = 0; g < options.groupsPerNamespace; g++)
+        groups.push({ ns: `soak-${n}`, group: `group-${g}`, written: [], nextSeq: 1, busy: false });
     }
     const addSegment = async (state: GroupState) => {
       const records = makeRecords(random, state, options.recordsPerSegment);
@@ -286,7 +343,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
 
     // No store probe at each (re)start: the scripted 409s below wait for the next CAS, and a probe would take
     // them from the jobs they are meant for (and exit its worker on them); store-probe.test.ts covers the probe.
-    const environment = { ...workerEnvironment({ temporalAddress: server.address, s3: { ...minio, endpoint: proxy.endpoint }, bucket, taskQueue }, settings), COMPACTION_STORE_CHECK: 'skip' };
+    const environment = {
+      ...workerEnvironment(
+        { temporalAddress: server.address, s3: { ...minio, endpoint: proxy.endpoint }, bucket, taskQueue },
+        settings,
+      ),
+      COMPACTION_STORE_CHECK: 'skip',
+    };
     const pool = new WorkerPool(options.workers, environment, options.workDir, log);
     cleanups.push(() => pool.stop());
     pool.startAll();
@@ -297,7 +360,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const rate = options.faultRate;
     proxy.setPlan({
       seed: options.seed,
-      probabilities: { delay: rate * 0.4, error500: rate * 0.15, error503: rate * 0.15, lostResponse: rate * 0.2, timeout: rate * 0.1 },
+      probabilities: {
+        delay: rate * 0.4,
+        error500: rate * 0.15,
+        error503: rate * 0.15,
+        lostResponse: rate * 0.2,
+        timeout: rate * 0.1,
+      },
       delayMs: Math.floor(timing.operationDeadlineMs / 4),
       timeoutMs: timing.operationDeadlineMs + 500,
     });
@@ -365,8 +434,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const runJob = async (state: GroupState) => {
       try {
         for (let i = 0, n = 1 + random.int(2); i < n; i++) await addSegment(state);
-        const handle = await persist(jobsDeadline(), () => startCompaction(client, { namespaceId: state.ns, group: state.group, taskQueue }));
-        const meanwhile = random.next() < 0.3 ? sleep(random.between(0, 4 * options.unitMs)).then(() => addSegment(state)) : Promise.resolve();
+        const handle = await persist(jobsDeadline(), () =>
+          startCompaction(client, { namespaceId: state.ns, group: state.group, taskQueue }),
+        );
+        const meanwhile =
+          random.next() < 0.3
+            ? sleep(random.between(0, 4 * options.unitMs)).then(() => addSegment(state))
+            : Promise.resolve();
         try {
           results.push(await persist(jobsDeadline(), () => handle.result()));
         } catch (err) {
@@ -386,7 +460,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const running = new Set<Promise<void>>();
     const launchEveryMs = (0.8 * options.durationMs) / options.jobs;
     const progress = setInterval(() => {
-      log(`${Math.round((Date.now() - startedAt) / 1000)} s: ${started} jobs started, ${results.length} done, ${failed} failed; ${pool.kills} kills, ${serverRestarts} restarts, ${pool.live} workers up; faults ${JSON.stringify(proxy.injected)}`);
+      log(
+        `${Math.round((Date.now() - startedAt) / 1000)} s: ${started} jobs started, ${results.length} done, ${failed} failed; ${pool.kills} kills, ${serverRestarts} restarts, ${pool.live} workers up; faults ${JSON.stringify(proxy.injected)}`,
+      );
     }, 15_000);
     cleanups.push(async () => clearInterval(progress));
     while (started < options.jobs) {
@@ -414,7 +490,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       await sleep(options.gcEveryMs);
       settledPassClockMs = await persist(settleDeadline, () => latestCleanPassClock(client, settledAfter));
     }
-    if (settledPassClockMs === undefined) incomplete.push(`no clean collector pass with a clock after ${new Date(settledAfter).toISOString()} within ${options.settleTimeoutMs} ms`);
+    if (settledPassClockMs === undefined)
+      incomplete.push(
+        `no clean collector pass with a clock after ${new Date(settledAfter).toISOString()} within ${options.settleTimeoutMs} ms`,
+      );
     watching = false;
     await watcher;
     await pauseGcSchedule(client, 'soak: audit', { scheduleId });
@@ -471,8 +550,12 @@ const GC_PASSES = "WorkflowType = 'gcWorkflow'";
 /** The clock of the latest pass that completed cleanly with a clock at or after `after`, if any. */
 async function latestCleanPassClock(client: Client, after: number): Promise<number | undefined> {
   let latest: number | undefined;
-  for await (const execution of client.workflow.list({ query: `${GC_PASSES} AND ExecutionStatus = 'Completed' AND StartTime >= '${new Date(after).toISOString()}'` })) {
-    const report = await client.workflow.getHandle<() => Promise<GcReport>>(execution.workflowId, execution.runId).result();
+  for await (const execution of client.workflow.list({
+    query: `${GC_PASSES} AND ExecutionStatus = 'Completed' AND StartTime >= '${new Date(after).toISOString()}'`,
+  })) {
+    const report = await client.workflow
+      .getHandle<() => Promise<GcReport>>(execution.workflowId, execution.runId)
+      .result();
     if (report.nowMs >= after && (latest === undefined || report.nowMs > latest)) latest = report.nowMs;
   }
   return latest;
@@ -480,7 +563,10 @@ async function latestCleanPassClock(client: Client, after: number): Promise<numb
 
 async function waitForRunningPasses(client: Client): Promise<void> {
   for await (const execution of client.workflow.list({ query: `${GC_PASSES} AND ExecutionStatus = 'Running'` })) {
-    await client.workflow.getHandle(execution.workflowId, execution.runId).result().catch(() => undefined);
+    await client.workflow
+      .getHandle(execution.workflowId, execution.runId)
+      .result()
+      .catch(() => undefined);
   }
 }
 

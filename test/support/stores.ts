@@ -55,7 +55,8 @@ export async function openTestStore(kind: StoreKind, options: { client?: S3Clien
     return { kind, store: createEmbeddedObjectStore({ path }), path };
   }
   const endpoint = kind === 'seaweedfs' ? inject('seaweedfs') : inject(kind);
-  if (!endpoint) throw new Error(`no ${kind} server: the global setup starts it only with COMPACTION_TEST_STORES=${kind}`);
+  if (!endpoint)
+    throw new Error(`no ${kind} server: the global setup starts it only with COMPACTION_TEST_STORES=${kind}`);
   const bucket = await createTestBucket(endpoint);
   const client = options.client ?? new S3Client(s3ClientConfig(endpoint));
   return { kind, endpoint, bucket, store: createS3ObjectStore({ bucket, client, operationDeadlineMs: 30_000 }) };

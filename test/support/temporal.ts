@@ -2,7 +2,14 @@
 import { S3Client } from '@aws-sdk/client-s3';
 import { ApplicationFailure, Client, Connection, WorkflowFailedError } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
-import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkflowBundle,
+} from '@temporalio/worker';
 import { afterAll, beforeAll, expect, inject } from 'vitest';
 import { resolveSettings, shrunkTiming, type CompactionSettings } from '../../src/config';
 import { createS3ObjectStore, type ObjectStore } from '../../src/store';
@@ -22,8 +29,11 @@ export const uniqueId = (prefix: string) => `${prefix}-${process.pid}-${Date.now
  */
 export async function freshTemporalNamespace(client: Client, prefix = 'ns'): Promise<string> {
   const namespace = uniqueId(prefix);
-  await client.connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
-  for (const deadline = Date.now() + 30_000; ; ) {
+  await client.connection.workflowService.registerNamespace({
+    namespace,
+    workflowExecutionRetentionPeriod: msToTs('1 day'),
+  });
+  for (const deadline = Date.now() + 30_000; ;) {
     try {
       await client.connection.workflowService.describeNamespace({ namespace });
       await client.connection.operatorService.listSearchAttributes({ namespace });
@@ -36,7 +46,9 @@ export async function freshTemporalNamespace(client: Client, prefix = 'ns'): Pro
 }
 
 /** `address`: another Temporal server than the shared one (a test that starts its own). */
-export async function connectClient(address = inject('temporalAddress')): Promise<{ client: Client; close: () => Promise<void> }> {
+export async function connectClient(
+  address = inject('temporalAddress'),
+): Promise<{ client: Client; close: () => Promise<void> }> {
   const connection = await Connection.connect({ address });
   return { client: new Client({ connection }), close: () => connection.close() };
 }
@@ -63,9 +75,17 @@ export function storeAndClient(kind: StoreKind): { readonly fixture: TestStore; 
 }
 
 /** Settings at shrunk timings: a lease refresh every `unitMs`, everything else scaled to keep the invariants. */
-export function testSettings(unitMs = 1000, overrides: Partial<Omit<CompactionSettings, 'timing'>> = {}): CompactionSettings {
+export function testSettings(
+  unitMs = 1000,
+  overrides: Partial<Omit<CompactionSettings, 'timing'>> = {},
+): CompactionSettings {
   const heartbeatTimeoutMs = overrides.heartbeatTimeoutMs ?? 5000;
-  return resolveSettings({ timing: shrunkTiming(unitMs, heartbeatTimeoutMs), targetSegmentBytes: 4096, ...overrides, heartbeatTimeoutMs });
+  return resolveSettings({
+    timing: shrunkTiming(unitMs, heartbeatTimeoutMs),
+    targetSegmentBytes: 4096,
+    ...overrides,
+    heartbeatTimeoutMs,
+  });
 }
 
 /**
@@ -76,7 +96,15 @@ export function testSettings(unitMs = 1000, overrides: Partial<Omit<CompactionSe
  */
 export const quickExpirySettings: CompactionSettings = resolveSettings({
   // The lost-write grace at its least (writer budget + deadline + margin), so lost writes go within a second too.
-  timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 6600, writerBudgetMs: 400, lostWriteGraceMs: 1000 },
+  timing: {
+    leaseRefreshIntervalMs: 400,
+    operationDeadlineMs: 200,
+    publicationBudgetMs: 400,
+    clockSafetyMarginMs: 400,
+    leaseExpiryMs: 6600,
+    writerBudgetMs: 400,
+    lostWriteGraceMs: 1000,
+  },
   targetSegmentBytes: 4096,
   heartbeatTimeoutMs: 5000,
 });
@@ -89,7 +117,8 @@ export interface RunningWorker {
 
 let bundle: Promise<WorkflowBundle> | undefined;
 /** One workflow bundle per test file: bundling takes seconds, workers take it ready-made. */
-export const workflowBundle = (): Promise<WorkflowBundle> => (bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger }));
+export const workflowBundle = (): Promise<WorkflowBundle> =>
+  (bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger }));
 const quietLogger = { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} };
 
 export async function startTestWorker(
@@ -98,8 +127,10 @@ export async function startTestWorker(
   taskQueue = uniqueId('tq'),
   address = inject('temporalAddress'),
   /**
-   * A single role, worker options such as an `identity` that tells it from other workers of the process, a format's plug-ins;
-   * `storeCheck: 'run'` to probe the store first. Test workers skip the probe by default: their stores carry fault plans and
+   * A single role, worker options such as an `identity` that tells it from other workers of the process, a format's
+   * plug-ins;
+   * `storeCheck: 'run'` to probe the store first. Test workers skip the probe by default: their stores carry fault
+   * plans and
    * recorders of every request, which the probe's writes would disturb; test/integration/store-probe.test.ts runs it.
    */
   extra: Pick<CreateWorkerOptions, 'role' | 'workerOptions' | 'compactor' | 'rootCodec' | 'storeCheck'> = {},
@@ -137,7 +168,10 @@ export async function expectReplays(client: Client, workflowId: string, runId?: 
 
 /** The typed failure a workflow run ends with (its type and message), asserting that it failed with one. */
 export async function failureOf(run: Promise<unknown>): Promise<ApplicationFailure> {
-  const err: unknown = await run.then(() => undefined, (e: unknown) => e);
+  const err: unknown = await run.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(WorkflowFailedError);
   const cause = (err as WorkflowFailedError).cause;
   expect(cause).toBeInstanceOf(ApplicationFailure);
@@ -160,7 +194,10 @@ export async function startWorkerBehindProxy(settings: CompactionSettings): Prom
   const exchanges: S3Exchange[] = [];
   proxy.observe((exchange) => exchanges.push(exchange));
   const client = new S3Client({ ...s3ClientConfig(direct.endpoint!), endpoint: proxy.endpoint });
-  const worker = await startTestWorker(createS3ObjectStore({ bucket: direct.bucket!, client, operationDeadlineMs: 10_000 }), settings);
+  const worker = await startTestWorker(
+    createS3ObjectStore({ bucket: direct.bucket!, client, operationDeadlineMs: 10_000 }),
+    settings,
+  );
   return {
     direct,
     proxy,

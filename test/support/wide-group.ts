@@ -44,7 +44,10 @@ const MIN_VALUE = 200;
 const MAX_VALUE = 700;
 
 let valuePool: string | undefined;
-/** 32 MiB of base64 from AES-256-CTR under a fixed key: deterministic, incompressible beyond base64's 6 bits per character. */
+/**
+ * 32 MiB of base64 from AES-256-CTR under a fixed key: deterministic, incompressible beyond base64's 6 bits per
+ * character.
+ */
 function pool(): string {
   valuePool ??= createCipheriv('aes-256-ctr', Buffer.alloc(32, 7), Buffer.alloc(16, 0))
     .update(Buffer.alloc(24 * 1024 * 1024))
@@ -66,7 +69,12 @@ function recordOf(s: number, k: number, keySpace: number): SegmentRecord {
 }
 
 /** Writes the group's segments with bounded concurrency, then registers them in one root update. */
-export async function writeWideGroup(store: ObjectStore, ns: string, group: string, shape: WideGroupShape): Promise<WideGroup> {
+export async function writeWideGroup(
+  store: ObjectStore,
+  ns: string,
+  group: string,
+  shape: WideGroupShape,
+): Promise<WideGroup> {
   const { keySpace } = shape;
   const namespace = namespaceId(ns);
   const inclusion = shape.recordsPerSegment / keySpace;
@@ -78,7 +86,10 @@ export async function writeWideGroup(store: ObjectStore, ns: string, group: stri
   let rawBytes = 0;
   let records = 0;
   for (let s = 0; s < shape.minSegments || storedBytes < shape.minStoredBytes; s++) {
-    if (s >= 4 * shape.minSegments) throw new Error(`${s} segments hold only ${storedBytes} bytes: raise recordsPerSegment to reach ${shape.minStoredBytes}`);
+    if (s >= 4 * shape.minSegments)
+      throw new Error(
+        `${s} segments hold only ${storedBytes} bytes: raise recordsPerSegment to reach ${shape.minStoredBytes}`,
+      );
     const random = new SeededRandom(0x5e9 + s);
     // Geometric gaps: each key is in the segment with probability `inclusion`, in ascending order.
     const gap = () => Math.floor(Math.log(1 - random.next()) / Math.log(1 - inclusion));

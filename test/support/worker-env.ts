@@ -16,7 +16,10 @@ export const UNCAUGHT_EXIT_CODE = 70;
 
 const crashes: string[] = [];
 
-/** The worker processes that crashed on an uncaught exception or unhandled rejection since the last call; the test setup fails on any. */
+/**
+ * The worker processes that crashed on an uncaught exception or unhandled rejection since the last call; the test setup
+ * fails on any.
+ */
 export function takeWorkerCrashes(): string[] {
   return crashes.splice(0);
 }
@@ -31,7 +34,9 @@ export interface WorkerTarget {
 
 /** The environment that points a process at `target` with these settings. */
 export function workerEnvironment(target: WorkerTarget, settings: CompactionSettings): NodeJS.ProcessEnv {
-  const timing = Object.fromEntries(Object.entries(TIMING_ENV).map(([field, name]) => [name, String(settings.timing[field as keyof Timing])]));
+  const timing = Object.fromEntries(
+    Object.entries(TIMING_ENV).map(([field, name]) => [name, String(settings.timing[field as keyof Timing])]),
+  );
   return {
     ...process.env,
     TEMPORAL_ADDRESS: target.temporalAddress,
@@ -49,17 +54,26 @@ export function workerEnvironment(target: WorkerTarget, settings: CompactionSett
   };
 }
 
-/** How long a start waits for a spawned worker process to poll: it loads tsx and bundles its workflows first, slowly on a busy machine. */
+/**
+ * How long a start waits for a spawned worker process to poll: it loads tsx and bundles its workflows first, slowly on
+ * a busy machine.
+ */
 export const SPAWNED_WORKER_TIMEOUT_MS = 60_000;
 
 /** Starts `src/worker/main.ts` under tsx with this environment and the crash guard. */
-export function spawnWorkerProcess(env: NodeJS.ProcessEnv, stdio: StdioOptions = ['ignore', 'inherit', 'inherit']): ChildProcess {
+export function spawnWorkerProcess(
+  env: NodeJS.ProcessEnv,
+  stdio: StdioOptions = ['ignore', 'inherit', 'inherit'],
+): ChildProcess {
   const child = spawn(process.execPath, ['--import', crashGuard, '--import', 'tsx', workerMain], {
     stdio,
     env: { ...env, CRASH_GUARD_EXIT_CODE: String(UNCAUGHT_EXIT_CODE) },
   });
   child.on('exit', (code) => {
-    if (code === UNCAUGHT_EXIT_CODE) crashes.push(`worker process ${child.pid} (${env.COMPACTION_TASK_QUEUE ?? 'default task queue'}) died of an uncaught exception or unhandled rejection; its stderr says which`);
+    if (code === UNCAUGHT_EXIT_CODE)
+      crashes.push(
+        `worker process ${child.pid} (${env.COMPACTION_TASK_QUEUE ?? 'default task queue'}) died of an uncaught exception or unhandled rejection; its stderr says which`,
+      );
   });
   return child;
 }

@@ -22,7 +22,13 @@ describe('bounded quotes', () => {
 
   it('every list of a merged report stays under its byte bound, however long its entries', () => {
     const long = 'k'.repeat(64 * 1024);
-    const entries = Array.from({ length: 100 }, (_, i) => ({ key: `${i}${long}`, reason: long, message: long, namespaceId: `${i}`, problem: 'corrupt' as const }));
+    const entries = Array.from({ length: 100 }, (_, i) => ({
+      key: `${i}${long}`,
+      reason: long,
+      message: long,
+      namespaceId: `${i}`,
+      problem: 'corrupt' as const,
+    }));
     const report = mergeReport(emptyReport(0, false), {
       corruptLeases: entries,
       failures: entries,
@@ -30,7 +36,13 @@ describe('bounded quotes', () => {
       unrecognisedKeys: entries.map((e) => e.key),
       corruptNamespaces: entries.map((e) => e.key),
     });
-    for (const list of [report.corruptLeases, report.failures, report.rootProblems, report.unrecognisedKeys, report.corruptNamespaces]) {
+    for (const list of [
+      report.corruptLeases,
+      report.failures,
+      report.rootProblems,
+      report.unrecognisedKeys,
+      report.corruptNamespaces,
+    ]) {
       expect(list.length).toBeGreaterThan(0);
       expect(JSON.stringify(list).length).toBeLessThanOrEqual(REPORT_LIST_BYTES);
     }

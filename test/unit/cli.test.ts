@@ -13,18 +13,44 @@ import { parseCron } from '../../src/cli/gc-schedule';
 import { prefixStatus } from '../../src/cli/lease';
 import { runCli } from '../../src/cli/program';
 import { resolveSettings, SettingsError, TimingConfigError } from '../../src/config';
-import { familyGroup, InvalidKeyError, jobId, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
+import {
+  familyGroup,
+  InvalidKeyError,
+  jobId,
+  jobPrefix,
+  leaseKey,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  stagedSegmentKey,
+  type MetadataCompactionId,
+} from '../../src/keys';
 import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease';
 import { SearchAttributesMissingError } from '../../src/client/search-attributes';
 import { WorkflowTaskFailingError } from '../../src/client/waiting';
 import { addSegments, jsonRootCodec } from '../../src/root';
 import { emptyReport, type GcReport } from '../../src/protocol/collector-report';
 import { registeredAttributes } from '../support/search-attributes';
-import { createEmbeddedObjectStore, StoreConfigError, StoreUnavailableError, StoreUnfitError, type ObjectStore } from '../../src/store';
+import {
+  createEmbeddedObjectStore,
+  StoreConfigError,
+  StoreUnavailableError,
+  StoreUnfitError,
+  type ObjectStore,
+} from '../../src/store';
 import { TEST_PASS_ID } from '../support/pass';
 import { writeRoot } from '../support/roots';
 
-const settings = resolveSettings({ timing: { leaseRefreshIntervalMs: 400, operationDeadlineMs: 200, publicationBudgetMs: 400, clockSafetyMarginMs: 400, leaseExpiryMs: 3600 }, heartbeatTimeoutMs: 2000 });
+const settings = resolveSettings({
+  timing: {
+    leaseRefreshIntervalMs: 400,
+    operationDeadlineMs: 200,
+    publicationBudgetMs: 400,
+    clockSafetyMarginMs: 400,
+    leaseExpiryMs: 3600,
+  },
+  heartbeatTimeoutMs: 2000,
+});
 const expiry = settings.timing.leaseExpiryMs;
 const NOW = 1_000_000;
 
@@ -37,7 +63,14 @@ interface Run {
 /** A store check as the probe reports one that failed; the exit-code table needs only its shape. */
 const unfitCheck = {
   store: 'embedded:x',
-  properties: [{ property: 'create-race', statement: 'a put-if-absent race of 16 writers has exactly one winner', outcome: 'failed', detail: '16 of 16 writers were told they created the key' }],
+  properties: [
+    {
+      property: 'create-race',
+      statement: 'a put-if-absent race of 16 writers has exactly one winner',
+      outcome: 'failed',
+      detail: '16 of 16 writers were told they created the key',
+    },
+  ],
   versioning: 'unknown',
   conditionalDelete: 'honoured',
   fit: false,
@@ -55,8 +88,16 @@ afterEach(async () => {
   for (const store of stores.splice(0)) await store.close();
 });
 
-/** Runs the CLI on a context whose store is `store` (none: any use fails the test) and whose Temporal is `client` (none: any use fails). */
-async function cli(argv: string[], store?: ObjectStore, client?: Client, overrides: Partial<CliContext> = {}): Promise<Run> {
+/**
+ * Runs the CLI on a context whose store is `store` (none: any use fails the test) and whose Temporal is `client` (none:
+ * any use fails).
+ */
+async function cli(
+  argv: string[],
+  store?: ObjectStore,
+  client?: Client,
+  overrides: Partial<CliContext> = {},
+): Promise<Run> {
   const stdout: string[] = [];
   const stderr: string[] = [];
   const ctx: CliContext = {
@@ -128,7 +169,12 @@ describe('cli arguments', () => {
 });
 
 describe('cli exit codes', () => {
-  const failure = (type: string) => new WorkflowFailedError('Workflow execution failed', ApplicationFailure.nonRetryable('no', type), RetryState.NON_RETRYABLE_FAILURE);
+  const failure = (type: string) =>
+    new WorkflowFailedError(
+      'Workflow execution failed',
+      ApplicationFailure.nonRetryable('no', type),
+      RetryState.NON_RETRYABLE_FAILURE,
+    );
   it.each([
     [new InvalidKeyError('namespace id', 'X', 'bad'), ExitCode.usage],
     [new StoreConfigError('COMPACTION_S3_BUCKET', 'COMPACTION_S3_BUCKET is not set'), ExitCode.config],
@@ -150,39 +196,64 @@ describe('cli exit codes', () => {
   });
 
   it('an unreachable Temporal names the setting to change', () => {
-    expect(explainFailure(new TemporalUnreachableError('127.0.0.1:7233', false, new Error('refused'))).line).toContain('set TEMPORAL_ADDRESS');
+    expect(explainFailure(new TemporalUnreachableError('127.0.0.1:7233', false, new Error('refused'))).line).toContain(
+      'set TEMPORAL_ADDRESS',
+    );
   });
 
   /** A gRPC error as the client's connection throws it. */
-  const grpcError = (code: number, details: string) => Object.assign(new Error(`${code} ${details}`), { code, details, metadata: {} });
+  const grpcError = (code: number, details: string) =>
+    Object.assign(new Error(`${code} ${details}`), { code, details, metadata: {} });
 
-  // Before, a refused start printed only "ServiceError: Failed to start Workflow" (exit 1): the reason was in its cause.
-  it('a start the server refused prints what it is, the server\'s status and its message: the SDK\'s ServiceError alone names neither', () => {
-    const refused = new ServiceError('Failed to start Workflow', { cause: grpcError(3, 'Namespace default has no mapping defined for search attribute CompactionGroup') });
+  // Before, a refused start printed only "ServiceError: Failed to start Workflow" (exit 1): the reason was in its
+  // cause.
+  it("a start the server refused prints what it is, the server's status and its message: the SDK's ServiceError alone names neither", () => {
+    const refused = new ServiceError('Failed to start Workflow', {
+      cause: grpcError(3, 'Namespace default has no mapping defined for search attribute CompactionGroup'),
+    });
     expect(explainFailure(refused)).toEqual({
       exitCode: ExitCode.usage,
       line: 'Failed to start Workflow: Temporal refused it, INVALID_ARGUMENT: Namespace default has no mapping defined for search attribute CompactionGroup',
     });
-    expect(explainFailure(new ServiceError('Failed to start Workflow', { cause: grpcError(7, 'Request unauthorized.') }))).toEqual({
+    expect(
+      explainFailure(new ServiceError('Failed to start Workflow', { cause: grpcError(7, 'Request unauthorized.') })),
+    ).toEqual({
       exitCode: ExitCode.config,
       line: 'Failed to start Workflow: Temporal refused it, PERMISSION_DENIED: Request unauthorized.',
     });
-    expect(explainFailure(grpcError(3, 'invalid cron')).line).toBe('Temporal refused it, INVALID_ARGUMENT: invalid cron');
+    expect(explainFailure(grpcError(3, 'invalid cron')).line).toBe(
+      'Temporal refused it, INVALID_ARGUMENT: invalid cron',
+    );
   });
 
   it('a namespace without the search attributes is a configuration error naming them and the command that registers them; a failing workflow task names its cause', () => {
-    const missing = explainFailure(new SearchAttributesMissingError('default', [{ name: 'GcIncomplete', expected: 'Bool' }]));
+    const missing = explainFailure(
+      new SearchAttributesMissingError('default', [{ name: 'GcIncomplete', expected: 'Bool' }]),
+    );
     expect(missing.exitCode).toBe(ExitCode.config);
     expect(missing.line).toBe(
-      'Temporal namespace default lacks the search attributes GcIncomplete (Bool) that this package\'s workflows set: register them with `compaction-lease temporal setup` ' +
+      "Temporal namespace default lacks the search attributes GcIncomplete (Bool) that this package's workflows set: register them with `compaction-lease temporal setup` " +
         '(self-hosted or dev server, TEMPORAL_NAMESPACE=default), or on Temporal Cloud `tcld namespace search-attributes add --namespace default.<account> --sa GcIncomplete=Bool`',
     );
-    const retyped = explainFailure(new SearchAttributesMissingError('default', [{ name: 'GcDryRun', expected: 'Bool', registered: 'Keyword' }]));
-    expect(retyped.line).toMatch(/^Temporal namespace default has GcDryRun as Keyword, not Bool: a search attribute keeps its type, so remove it/);
-    const stuck = explainFailure(new WorkflowTaskFailingError({ workflowId: 'compaction:a:b', runId: 'r1', failureCause: 'BAD_SEARCH_ATTRIBUTES', failure: 'BadSearchAttributes: no mapping for X', attempt: 2 }));
+    const retyped = explainFailure(
+      new SearchAttributesMissingError('default', [{ name: 'GcDryRun', expected: 'Bool', registered: 'Keyword' }]),
+    );
+    expect(retyped.line).toMatch(
+      /^Temporal namespace default has GcDryRun as Keyword, not Bool: a search attribute keeps its type, so remove it/,
+    );
+    const stuck = explainFailure(
+      new WorkflowTaskFailingError({
+        workflowId: 'compaction:a:b',
+        runId: 'r1',
+        failureCause: 'BAD_SEARCH_ATTRIBUTES',
+        failure: 'BadSearchAttributes: no mapping for X',
+        attempt: 2,
+      }),
+    );
     expect(stuck).toEqual({
       exitCode: ExitCode.failed,
-      line: 'workflow compaction:a:b (run r1) stays Running: its workflow task failed 2 times in a row, BAD_SEARCH_ATTRIBUTES: BadSearchAttributes: no mapping for X; ' +
+      line:
+        'workflow compaction:a:b (run r1) stays Running: its workflow task failed 2 times in a row, BAD_SEARCH_ATTRIBUTES: BadSearchAttributes: no mapping for X; ' +
         'register the search attributes (`compaction-lease temporal setup`, or `registerSearchAttributes`): the server retries the task and the run goes on',
     });
   });
@@ -212,8 +283,12 @@ describe('cli store check', () => {
     expect(run.code).toBe(ExitCode.unfitStore);
     const check = JSON.parse(run.stdout.join('\n'));
     expect(check).toMatchObject({ store: store.description, fit: false, versioning: 'unversioned' });
-    expect(check.properties.find((p: { property: string }) => p.property === 'clock-skew')).toMatchObject({ outcome: 'failed' });
-    expect(run.stderr).toEqual([expect.stringMatching(new RegExp(`^store ${store.description} failed the store check: clock-skew`))]);
+    expect(check.properties.find((p: { property: string }) => p.property === 'clock-skew')).toMatchObject({
+      outcome: 'failed',
+    });
+    expect(run.stderr).toEqual([
+      expect.stringMatching(new RegExp(`^store ${store.description} failed the store check: clock-skew`)),
+    ]);
   });
 });
 
@@ -221,10 +296,12 @@ describe('cli lease reads', () => {
   const ns = namespaceId('unit');
   const writeLease = (store: ObjectStore, job = newJobId(), heartbeatAtMs = NOW, claimed = false) => {
     const lease = createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w1', nowMs: heartbeatAtMs });
-    return store.put(leaseKey(ns, job), encodeLease(claimed ? claimLeaseState(lease, TEST_PASS_ID, Date.now()) : lease)).then(() => job);
+    return store
+      .put(leaseKey(ns, job), encodeLease(claimed ? claimLeaseState(lease, TEST_PASS_ID, Date.now()) : lease))
+      .then(() => job);
   };
 
-  it('a lease is active at heartbeat + expiry and expired 1 ms later, the collector\'s own rule', () => {
+  it("a lease is active at heartbeat + expiry and expired 1 ms later, the collector's own rule", () => {
     const lease = createLeaseState({ jobId: newJobId(), namespaceId: ns, ownerId: 'w', nowMs: 5000 });
     expect(prefixStatus({ lease }, 5000 + expiry, expiry)).toBe('active');
     expect(prefixStatus({ lease }, 5001 + expiry, expiry)).toBe('expired');
@@ -253,27 +330,52 @@ describe('cli lease reads', () => {
     return output;
   };
 
-  // Before, a published job read "active", then "orphaned" once its lease was gone, and show said the collector would reclaim its outputs.
+  // Before, a published job read "active", then "orphaned" once its lease was gone, and show said the collector would
+  // reclaim its outputs.
   it('a job whose outputs the root names is published, live lease or none, and show says which of its objects stay and which go', async () => {
     const store = embeddedStore();
     const job = await writeLease(store);
     await publishJob(store, job);
     const shown = JSON.parse((await cli(['lease', 'show', ns, job, '--json'], store)).stdout.join('\n'));
-    expect(shown).toMatchObject({ status: 'published', leaseStatus: 'active', live: true, published: { current: 1, retired: 0 }, objects: { count: 3 } });
+    expect(shown).toMatchObject({
+      status: 'published',
+      leaseStatus: 'active',
+      live: true,
+      published: { current: 1, retired: 0 },
+      objects: { count: 3 },
+    });
     const text = await cli(['lease', 'show', ns, job], store);
     expect(text.stdout).toContain(`status     published, lease active (live) at ${new Date(NOW).toISOString()}`);
-    expect(text.stdout.find((l) => l.startsWith('objects'))).toMatch(/: 1 of them named by the namespace root \(1 current, 0 retired and kept for readers\): they stay while it names them; the collector reclaims the other 2 once no live lease owns them$/);
+    expect(text.stdout.find((l) => l.startsWith('objects'))).toMatch(
+      /: 1 of them named by the namespace root \(1 current, 0 retired and kept for readers\): they stay while it names them; the collector reclaims the other 2 once no live lease owns them$/,
+    );
     const orphan = await writeLease(store, newJobId(), NOW - expiry - 1);
-    const listed = JSON.parse((await cli(['lease', 'list', '--json'], store)).stdout.join('\n')) as { jobId: string; status: string; leaseStatus: string }[];
-    expect(listed.map(({ jobId: j, status, leaseStatus }) => [j, status, leaseStatus]).sort()).toEqual([[job, 'published', 'active'], [orphan, 'expired', 'expired']].sort());
-    expect(JSON.parse((await cli(['lease', 'list', '--status', 'published', '--json'], store)).stdout.join('\n'))).toEqual([expect.objectContaining({ jobId: job })]);
+    const listed = JSON.parse((await cli(['lease', 'list', '--json'], store)).stdout.join('\n')) as {
+      jobId: string;
+      status: string;
+      leaseStatus: string;
+    }[];
+    expect(listed.map(({ jobId: j, status, leaseStatus }) => [j, status, leaseStatus]).sort()).toEqual(
+      [
+        [job, 'published', 'active'],
+        [orphan, 'expired', 'expired'],
+      ].sort(),
+    );
+    expect(
+      JSON.parse((await cli(['lease', 'list', '--status', 'published', '--json'], store)).stdout.join('\n')),
+    ).toEqual([expect.objectContaining({ jobId: job })]);
 
-    // Its lease claimed and deleted by the collector: published still, and show no longer says the collector reclaims its outputs.
+    // Its lease claimed and deleted by the collector: published still, and show no longer says the collector reclaims
+    // its outputs.
     await store.deleteMany([leaseKey(ns, job)]);
-    expect(JSON.parse((await cli(['lease', 'list', '--json'], store)).stdout.join('\n'))).toContainEqual(expect.objectContaining({ jobId: job, status: 'published', leaseStatus: 'orphaned' }));
+    expect(JSON.parse((await cli(['lease', 'list', '--json'], store)).stdout.join('\n'))).toContainEqual(
+      expect.objectContaining({ jobId: job, status: 'published', leaseStatus: 'orphaned' }),
+    );
     const gone = await cli(['lease', 'show', ns, job], store);
     expect(gone.code).toBe(ExitCode.notFound);
-    expect(gone.stderr[0]).toMatch(/remain under \S+, 1 of them named by the namespace root \(1 current, 0 retired and kept for readers\): they stay while it names them; the collector reclaims the other 1 once/);
+    expect(gone.stderr[0]).toMatch(
+      /remain under \S+, 1 of them named by the namespace root \(1 current, 0 retired and kept for readers\): they stay while it names them; the collector reclaims the other 1 once/,
+    );
   });
 
   it('lease show --json gives the decoded lease, live at now, and the objects under the prefix', async () => {
@@ -283,7 +385,13 @@ describe('cli lease reads', () => {
     const run = await cli(['lease', 'show', ns, job, '--json'], store);
     expect(run.code).toBe(0);
     const shown = JSON.parse(run.stdout.join('\n'));
-    expect(shown).toMatchObject({ status: 'active', live: true, nowMs: NOW, expiresAtMs: NOW + expiry, lease: { job_id: job, owner_id: 'w1' } });
+    expect(shown).toMatchObject({
+      status: 'active',
+      live: true,
+      nowMs: NOW,
+      expiresAtMs: NOW + expiry,
+      lease: { job_id: job, owner_id: 'w1' },
+    });
     expect(shown.objects.count).toBe(2);
     expect(shown.objects.bytes).toBeGreaterThan(100);
   });
@@ -297,7 +405,9 @@ describe('cli lease reads', () => {
     expect(JSON.parse(all.stdout.join('\n'))).toHaveLength(3);
     const run = await cli(['lease', 'list', '--namespace', ns, '--status', 'expired', '--json'], store);
     expect(run.code).toBe(0);
-    expect(JSON.parse(run.stdout.join('\n'))).toEqual([expect.objectContaining({ jobId: jobId(expired), status: 'expired', ownerId: 'w1' })]);
+    expect(JSON.parse(run.stdout.join('\n'))).toEqual([
+      expect.objectContaining({ jobId: jobId(expired), status: 'expired', ownerId: 'w1' }),
+    ]);
     const table = await cli(['lease', 'list'], store);
     expect(table.stdout[0]).toMatch(/^NAMESPACE\s+JOB\s+STATUS\s+HEARTBEAT\s+OWNER$/);
     expect(table.stdout.find((l) => l.includes(live))).toMatch(/\bactive\b/);
@@ -307,7 +417,10 @@ describe('cli lease reads', () => {
     const store = embeddedStore();
     for (const name of ['aaa-a-longer-namespace-name', 'zz']) {
       const job = newJobId();
-      await store.put(leaseKey(namespaceId(name), job), encodeLease(createLeaseState({ jobId: job, namespaceId: namespaceId(name), ownerId: 'w1', nowMs: NOW })));
+      await store.put(
+        leaseKey(namespaceId(name), job),
+        encodeLease(createLeaseState({ jobId: job, namespaceId: namespaceId(name), ownerId: 'w1', nowMs: NOW })),
+      );
     }
     const table = await cli(['lease', 'list'], store);
     expect(table.stdout).toHaveLength(3);
@@ -329,9 +442,12 @@ describe('cli small frictions', () => {
     expect(run.stderr.join('\n')).toMatch(/"not a cron" is not a cron expression/);
   });
 
-  it.each(['*/15 * * * *', '0 0 * * 1-5', '@daily', '0 */2 * * * *'])('gc schedule accepts the cron expression %s', (expr) => {
-    expect(parseCron(expr)).toBe(expr);
-  });
+  it.each(['*/15 * * * *', '0 0 * * 1-5', '@daily', '0 */2 * * * *'])(
+    'gc schedule accepts the cron expression %s',
+    (expr) => {
+      expect(parseCron(expr)).toBe(expr);
+    },
+  );
 });
 
 describe('cli operator paths', () => {
@@ -342,7 +458,7 @@ describe('cli operator paths', () => {
     return { job, etag, key: leaseKey(ns, job) };
   };
 
-  it('lease show --raw prints a corrupt lease\'s bytes as stored, with its ETag', async () => {
+  it("lease show --raw prints a corrupt lease's bytes as stored, with its ETag", async () => {
     const store = embeddedStore();
     const { job, etag, key } = await corruptLease(store);
     const run = await cli(['lease', 'show', ns, job, '--raw', '--json'], store);
@@ -350,7 +466,9 @@ describe('cli operator paths', () => {
     expect(JSON.parse(run.stdout.join('\n'))).toMatchObject({ key, etag, size: 14, body: '{"half a lease' });
     const text = await cli(['lease', 'show', ns, job, '--raw'], store);
     expect(text.stdout).toContain('{"half a lease');
-    expect(text.stdout).toContainEqual(expect.stringMatching(new RegExp(`^etag\\s+${etag.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`)));
+    expect(text.stdout).toContainEqual(
+      expect.stringMatching(new RegExp(`^etag\\s+${etag.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`)),
+    );
   });
 
   it('lease delete removes a corrupt lease read at that ETag, and says how to unpause the schedule', async () => {
@@ -370,14 +488,19 @@ describe('cli operator paths', () => {
     const { job, etag, key } = await corruptLease(store);
     const run = await cli(['lease', 'delete', ns, job, '--etag', 'stale'], store);
     expect(run.code).toBe(ExitCode.failed);
-    expect(run.stderr).toEqual([`lease ${key} has ETag ${etag}, not stale: it changed since it was read; read it again with \`compaction-lease lease show ${ns} ${job} --raw\``]);
+    expect(run.stderr).toEqual([
+      `lease ${key} has ETag ${etag}, not stale: it changed since it was read; read it again with \`compaction-lease lease show ${ns} ${job} --raw\``,
+    ]);
     expect((await store.head(key)).etag).toBe(etag);
   });
 
   it('lease delete of a valid lease exits 2: only corrupt leases are deleted by hand', async () => {
     const store = embeddedStore();
     const job = newJobId();
-    const { etag } = await store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w1', nowMs: NOW })));
+    const { etag } = await store.put(
+      leaseKey(ns, job),
+      encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w1', nowMs: NOW })),
+    );
     const run = await cli(['lease', 'delete', ns, job, '--etag', etag], store);
     expect(run.code).toBe(ExitCode.usage);
     expect(run.stderr).toEqual([
@@ -389,27 +512,38 @@ describe('cli operator paths', () => {
     const job = newJobId();
     const run = await cli(['lease', 'delete', ns, job, '--etag', 'x'], embeddedStore());
     expect(run.code).toBe(ExitCode.notFound);
-    expect(run.stderr).toEqual([`no lease at ${leaseKey(ns, job)}. List the namespace's jobs with \`compaction-lease lease list --namespace ${ns}\``]);
+    expect(run.stderr).toEqual([
+      `no lease at ${leaseKey(ns, job)}. List the namespace's jobs with \`compaction-lease lease list --namespace ${ns}\``,
+    ]);
   });
 
-  it.each([[['lease', 'list']], [['lease', 'show', 'unit', 'cmp_0123456789abcdef0123456789abcdef']], [['lease', 'delete', 'unit', 'cmp_0123456789abcdef0123456789abcdef', '--etag', 'x']]])(
-    '%j on an embedded store that does not exist exits 4 and creates nothing',
-    async (argv) => {
-      const path = join(mkdtempSync(join(tmpdir(), 'cli-missing-')), 'no', 'such', 'store.sqlite');
-      const stderr: string[] = [];
-      const code = await runCli(argv, contextFromEnv({ COMPACTION_EMBEDDED_STORE: path }, { line: () => {}, error: (t) => stderr.push(t) }));
-      expect(code).toBe(ExitCode.config);
-      expect(stderr).toEqual([
-        `no embedded store at ${path} (COMPACTION_S3_BUCKET is unset, so the store is the SQLite file COMPACTION_EMBEDDED_STORE): point COMPACTION_EMBEDDED_STORE at the file your workers use, or set COMPACTION_S3_BUCKET`,
-      ]);
-      expect(existsSync(dirname(dirname(path)))).toBe(false);
-    },
-  );
+  it.each([
+    [['lease', 'list']],
+    [['lease', 'show', 'unit', 'cmp_0123456789abcdef0123456789abcdef']],
+    [['lease', 'delete', 'unit', 'cmp_0123456789abcdef0123456789abcdef', '--etag', 'x']],
+  ])('%j on an embedded store that does not exist exits 4 and creates nothing', async (argv) => {
+    const path = join(mkdtempSync(join(tmpdir(), 'cli-missing-')), 'no', 'such', 'store.sqlite');
+    const stderr: string[] = [];
+    const code = await runCli(
+      argv,
+      contextFromEnv({ COMPACTION_EMBEDDED_STORE: path }, { line: () => {}, error: (t) => stderr.push(t) }),
+    );
+    expect(code).toBe(ExitCode.config);
+    expect(stderr).toEqual([
+      `no embedded store at ${path} (COMPACTION_S3_BUCKET is unset, so the store is the SQLite file COMPACTION_EMBEDDED_STORE): point COMPACTION_EMBEDDED_STORE at the file your workers use, or set COMPACTION_S3_BUCKET`,
+    ]);
+    expect(existsSync(dirname(dirname(path)))).toBe(false);
+  });
 
-  it('a missing schedule is named by its id, not the scheduler\'s internal workflow id', () => {
+  it("a missing schedule is named by its id, not the scheduler's internal workflow id", () => {
     const err = new ScheduleNotFoundError('workflow not found for ID: temporal-sys-scheduler:nightly', 'nightly');
-    expect(explainFailure(err)).toEqual({ exitCode: ExitCode.notFound, line: 'no schedule nightly: create it with `compaction-lease gc schedule ensure --schedule-id nightly`' });
-    expect(explainFailure(new ScheduleNotFoundError('…', 'compaction-gc')).line).toBe('no schedule compaction-gc: create it with `compaction-lease gc schedule ensure`');
+    expect(explainFailure(err)).toEqual({
+      exitCode: ExitCode.notFound,
+      line: 'no schedule nightly: create it with `compaction-lease gc schedule ensure --schedule-id nightly`',
+    });
+    expect(explainFailure(new ScheduleNotFoundError('…', 'compaction-gc')).line).toBe(
+      'no schedule compaction-gc: create it with `compaction-lease gc schedule ensure`',
+    );
   });
 
   /** A poller the server saw `agoMs` before now. */
@@ -419,7 +553,11 @@ describe('cli operator paths', () => {
    * A client on which workflows start (recorded in `started`), `pollers` poll every task queue, no
    * workflow runs yet unless `running` gives its task queue, and every result is `result`.
    */
-  const fakeClient = (pollers: ReturnType<typeof poller>[], result: () => Promise<unknown>, running?: { taskQueue: string }) => {
+  const fakeClient = (
+    pollers: ReturnType<typeof poller>[],
+    result: () => Promise<unknown>,
+    running?: { taskQueue: string },
+  ) => {
     const started: string[] = [];
     const getHandle = (workflowId: string) => ({
       describe: async () => {
@@ -428,14 +566,23 @@ describe('cli operator paths', () => {
       },
     });
     // A namespace with every search attribute, and a server that lists no worker heartbeats.
-    const workflowService = { describeTaskQueue: async () => ({ pollers }), listWorkers: async () => ({ workersInfo: [] }) };
+    const workflowService = {
+      describeTaskQueue: async () => ({ pollers }),
+      listWorkers: async () => ({ workersInfo: [] }),
+    };
     const operatorService = { listSearchAttributes: async () => ({ customAttributes: registeredAttributes() }) };
     const client = {
       options: { namespace: 'default' },
       connection: { workflowService, operatorService },
       workflow: {
         start: async (_type: string, options: { workflowId: string }) => (
-          started.push(options.workflowId), { workflowId: options.workflowId, firstExecutionRunId: 'run-1', result, client: { getHandle, workflowService, options: { namespace: 'default' } } }
+          started.push(options.workflowId),
+          {
+            workflowId: options.workflowId,
+            firstExecutionRunId: 'run-1',
+            result,
+            client: { getHandle, workflowService, options: { namespace: 'default' } },
+          }
         ),
         getHandle,
       },
@@ -449,20 +596,27 @@ describe('cli operator paths', () => {
     [['gc', 'run', '--dry-run', '--worker-timeout', '0s']],
     [['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--wait', '--worker-timeout', '0s']],
     [['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--worker-timeout', '0s']],
-  ])('%j with no worker polling the task queue exits 1 naming the queue and starts nothing, instead of leaving a run waiting forever', async (argv) => {
-    const client = fakeClient([], () => new Promise(() => {}));
-    const run = await cli(argv, undefined, client);
-    expect(run.code).toBe(ExitCode.failed);
-    expect(run.stderr).toEqual([
-      'no worker polls task queue unit in Temporal namespace default (waited 0s): start one on it (`compaction-lease worker` with COMPACTION_TASK_QUEUE=unit), ' +
-        'or point COMPACTION_TASK_QUEUE at the queue your workers poll',
-    ]);
-    expect(client.started).toEqual([]);
-  });
+  ])(
+    '%j with no worker polling the task queue exits 1 naming the queue and starts nothing, instead of leaving a run waiting forever',
+    async (argv) => {
+      const client = fakeClient([], () => new Promise(() => {}));
+      const run = await cli(argv, undefined, client);
+      expect(run.code).toBe(ExitCode.failed);
+      expect(run.stderr).toEqual([
+        'no worker polls task queue unit in Temporal namespace default (waited 0s): start one on it (`compaction-lease worker` with COMPACTION_TASK_QUEUE=unit), ' +
+          'or point COMPACTION_TASK_QUEUE at the queue your workers poll',
+      ]);
+      expect(client.started).toEqual([]);
+    },
+  );
 
   it('a worker the server last saw polling more than 75 s ago is a stopped one: no live worker, nothing started', async () => {
     const client = fakeClient([poller('stopped', 80_000)], () => new Promise(() => {}));
-    const run = await cli(['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--worker-timeout', '0s'], undefined, client);
+    const run = await cli(
+      ['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--worker-timeout', '0s'],
+      undefined,
+      client,
+    );
     expect(run.code).toBe(ExitCode.failed);
     expect(run.stderr).toEqual([expect.stringMatching(/^no worker polls task queue unit /)]);
     expect(client.started).toEqual([]);
@@ -470,7 +624,11 @@ describe('cli operator paths', () => {
 
   it('compact start of a group that already runs on a queue no worker polls names that queue and the run, not the queue asked for', async () => {
     const client = fakeClient([], () => new Promise(() => {}), { taskQueue: 'elsewhere' });
-    const run = await cli(['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--worker-timeout', '0s'], undefined, client);
+    const run = await cli(
+      ['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--worker-timeout', '0s'],
+      undefined,
+      client,
+    );
     expect(run.code).toBe(ExitCode.failed);
     expect(run.stderr).toEqual([
       'no worker polls task queue elsewhere in Temporal namespace default (waited 0s): compaction:unit:inodes already runs there and waits for one; ' +
@@ -480,7 +638,11 @@ describe('cli operator paths', () => {
 
   it('--no-worker-check starts without looking for a worker', async () => {
     const client = fakeClient([], () => new Promise(() => {}));
-    const run = await cli(['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--no-worker-check'], undefined, client);
+    const run = await cli(
+      ['compact', 'start', '--namespace', 'unit', '--group', 'inodes', '--no-worker-check'],
+      undefined,
+      client,
+    );
     expect(run.code).toBe(ExitCode.ok);
     expect(client.started).toEqual(['compaction:unit:inodes']);
   });
@@ -491,7 +653,9 @@ describe('cli operator paths', () => {
     client.workflowService.describeTaskQueue = (async (request: { taskQueue: { name: string } }) => ({
       pollers: request.taskQueue.name === 'unit' ? [poller('w1')] : [],
     })) as unknown as typeof client.workflowService.describeTaskQueue;
-    const run = await cli(['gc', 'run', '--wait', '--worker-timeout', '0s'], undefined, client, { collectorTaskQueue: () => 'unit-gc' });
+    const run = await cli(['gc', 'run', '--wait', '--worker-timeout', '0s'], undefined, client, {
+      collectorTaskQueue: () => 'unit-gc',
+    });
     expect(run.code).toBe(ExitCode.failed);
     expect(run.stderr).toEqual([
       "no worker polls task queue unit-gc for the collector's activities in Temporal namespace default (waited 0s): start one on it " +
@@ -511,23 +675,42 @@ describe('cli operator paths', () => {
     const run = await cli(['worker', '--format', './no-such-format.mjs']);
     expect(run.code).toBe(ExitCode.config);
     expect(run.stderr).toHaveLength(1);
-    expect(run.stderr[0]).toMatch(/format module "\.\/no-such-format\.mjs" .*names no file: .*no-such-format\.mjs does not exist/);
+    expect(run.stderr[0]).toMatch(
+      /format module "\.\/no-such-format\.mjs" .*names no file: .*no-such-format\.mjs does not exist/,
+    );
   });
 
   it('worker reads the format module from COMPACTION_FORMAT_MODULE when --format is not given', async () => {
     vi.stubEnv('COMPACTION_FORMAT_MODULE', './no-such-env-format.mjs');
     const run = await cli(['worker']);
     expect(run.code).toBe(ExitCode.config);
-    expect(run.stderr).toEqual([expect.stringMatching(/format module "\.\/no-such-env-format\.mjs" \(COMPACTION_FORMAT_MODULE, worker --format\)/)]);
+    expect(run.stderr).toEqual([
+      expect.stringMatching(
+        /format module "\.\/no-such-env-format\.mjs" \(COMPACTION_FORMAT_MODULE, worker --format\)/,
+      ),
+    ]);
   });
 
   it('gc run --wait prints each corrupt lease once, key and reason, and exits 1 for the incomplete pass', async () => {
     const key = leaseKey(ns, newJobId());
     const reason = `lease ${key} is corrupt: not JSON`;
     const empty = emptyReport(NOW, false);
-    const report: GcReport = { ...empty, corruptNamespaces: [ns], corruptLeases: [{ key, reason }], totals: { ...empty.totals, namespaces: 1, prefixesSeen: 1, corrupt: 1 } };
-    const failed = new WorkflowFailedError('failed', ApplicationFailure.create({ type: 'GcPassIncomplete', message: 'incomplete', details: [report] }), RetryState.NON_RETRYABLE_FAILURE);
-    const run = await cli(['gc', 'run', '--wait'], undefined, fakeClient([poller('w1')], () => Promise.reject(failed)));
+    const report: GcReport = {
+      ...empty,
+      corruptNamespaces: [ns],
+      corruptLeases: [{ key, reason }],
+      totals: { ...empty.totals, namespaces: 1, prefixesSeen: 1, corrupt: 1 },
+    };
+    const failed = new WorkflowFailedError(
+      'failed',
+      ApplicationFailure.create({ type: 'GcPassIncomplete', message: 'incomplete', details: [report] }),
+      RetryState.NON_RETRYABLE_FAILURE,
+    );
+    const run = await cli(
+      ['gc', 'run', '--wait'],
+      undefined,
+      fakeClient([poller('w1')], () => Promise.reject(failed)),
+    );
     expect(run.code).toBe(ExitCode.failed);
     expect(run.stdout.filter((l) => l.includes(key))).toEqual([`corrupt lease  ${reason}`]);
     expect(run.stderr).toEqual([

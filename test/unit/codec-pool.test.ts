@@ -6,7 +6,9 @@ import { gzipOnPool, zstdCompressOnPool, zstdDecompressOnPool } from '../../src/
 
 describe('block codec pool', () => {
   it('compresses and decompresses like node:zlib, each of many concurrent requests getting its own answer', async () => {
-    const blocks = Array.from({ length: 64 }, (_, i) => Buffer.concat([Buffer.from(`block ${i} `.repeat(200)), randomBytes(i * 37)]));
+    const blocks = Array.from({ length: 64 }, (_, i) =>
+      Buffer.concat([Buffer.from(`block ${i} `.repeat(200)), randomBytes(i * 37)]),
+    );
     const compressed = await Promise.all(blocks.map((raw) => zstdCompressOnPool(raw, 1)));
     compressed.forEach((bytes, i) => expect(zstdDecompressSync(bytes).equals(blocks[i]!)).toBe(true));
     const raws = await Promise.all(blocks.map((raw) => zstdDecompressOnPool(zstdCompressSync(raw), raw.length)));

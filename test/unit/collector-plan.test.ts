@@ -1,7 +1,22 @@
-/** The collection of a page by the pass plan's own steps: stopping at a failed command, and resuming where each prefix stood. */
+/**
+ * The collection of a page by the pass plan's own steps: stopping at a failed command, and resuming where each prefix
+ * stood.
+ */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
-import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newPassId, newSegmentId, parseManifestPartKey, passId, stagedSegmentKey, type NamespaceId } from '../../src/keys';
+import {
+  compactionsPrefix,
+  jobPrefix,
+  leaseKey,
+  namespaceId,
+  newJobId,
+  newPassId,
+  newSegmentId,
+  parseManifestPartKey,
+  passId,
+  stagedSegmentKey,
+  type NamespaceId,
+} from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
 import {
   EMPTY_TALLY,
@@ -26,12 +41,26 @@ import { TEST_PASS_ID } from '../support/pass';
 import { writeRoot } from '../support/roots';
 
 const rules: PassRules = {
-  nowMs: 1_000_000, leaseExpiryMs: 10_000, stagingGraceMs: 1000, readerGraceMs: 1000, lostWriteGraceMs: 1000, dryRun: false,
-  prefixesPerPage: 100, prefixConcurrency: 2, keysPerFlush: 10, reportLimit: REPORT_LIMIT, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 60_000, manifests: false,
+  nowMs: 1_000_000,
+  leaseExpiryMs: 10_000,
+  stagingGraceMs: 1000,
+  readerGraceMs: 1000,
+  lostWriteGraceMs: 1000,
+  dryRun: false,
+  prefixesPerPage: 100,
+  prefixConcurrency: 2,
+  keysPerFlush: 10,
+  reportLimit: REPORT_LIMIT,
+  passId: TEST_PASS_ID,
+  leaseRefreshIntervalMs: 60_000,
+  manifests: false,
 };
 const expired = (): SurveyedPrefix => ({ jobId: newJobId(), owner: { owner: 'expired', etag: '"e"', lease: '{}' } });
 
-/** Answers each command as the store would for an expired lease with one old staged segment; `failing` throws once for its command. */
+/**
+ * Answers each command as the store would for an expired lease with one old staged segment; `failing` throws once for
+ * its command.
+ */
 function scripted(failing?: (command: CollectorCommand) => boolean, fence: CollectorResult = { kind: 'rootFenced' }) {
   const commands: string[] = [];
   let failed = false;
@@ -45,7 +74,10 @@ function scripted(failing?: (command: CollectorCommand) => boolean, fence: Colle
     commands.push(`${command.kind} ${jobId}`);
     switch (command.kind) {
       case 'claimLease':
-        return { kind: 'claimed', owner: command.seen.owner === 'none' ? { owner: 'collector', created: true } : { owner: 'collector' } };
+        return {
+          kind: 'claimed',
+          owner: command.seen.owner === 'none' ? { owner: 'collector', created: true } : { owner: 'collector' },
+        };
       case 'reclaimPrefix':
         return { kind: 'reclaimed', tally: { ...EMPTY_TALLY, objectsDeleted: 1, bytesDeleted: 6 } };
       case 'deleteLease':
@@ -66,15 +98,27 @@ describe('collecting a page by the pass plan', () => {
     const { execute, commands } = scripted((c) => c.kind === 'reclaimPrefix' && c.jobId === victim);
     let at: PageCollection | undefined;
 
-    await expect(collectPrefixes('ns', prefixes, rules, execute, { onProgress: (p) => (at = p) })).rejects.toThrow(/injected: reclaimPrefix/);
+    await expect(collectPrefixes('ns', prefixes, rules, execute, { onProgress: (p) => (at = p) })).rejects.toThrow(
+      /injected: reclaimPrefix/,
+    );
 
-    // Every claim came first (then the fence); the second prefix, in flight beside the first, finished; none after them started its walk.
-    expect(at?.prefixes.map((p) => (p === null || p === 'done' ? p : p.command.kind))).toEqual(['reclaimPrefix', 'done', 'reclaimPrefix', 'reclaimPrefix', 'reclaimPrefix']);
+    // Every claim came first (then the fence); the second prefix, in flight beside the first, finished; none after them
+    // started its walk.
+    expect(at?.prefixes.map((p) => (p === null || p === 'done' ? p : p.command.kind))).toEqual([
+      'reclaimPrefix',
+      'done',
+      'reclaimPrefix',
+      'reclaimPrefix',
+      'reclaimPrefix',
+    ]);
     expect(at?.fenced).toBe(true);
     expect(commands.filter((c) => c.startsWith('deleteLease'))).toEqual([`deleteLease ${prefixes[1]!.jobId}`]);
 
     commands.length = 0;
-    const report = await collectPrefixes('ns', prefixes, rules, execute, { ...(at && { resume: at }), onProgress: () => {} });
+    const report = await collectPrefixes('ns', prefixes, rules, execute, {
+      ...(at && { resume: at }),
+      onProgress: () => {},
+    });
 
     expect(report.totals).toMatchObject({ claimed: 5, objectsDeleted: 5, leasesDeleted: 5, failedPrefixes: 0 });
     // No prefix is claimed twice, and the page is not fenced twice: the first resumes at its walk, the second is done.
@@ -87,7 +131,9 @@ describe('collecting a page by the pass plan', () => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
     // A clock a minute ahead: the segments written now are older than the staging grace.
     const walkRules = { ...rules, nowMs: Date.now() + 60_000, prefixConcurrency: 1, keysPerFlush: 2 };
-    /** Listing pages of two keys, so a walk saves its position after each page; `failDelete` may fail a delete batch. */
+    /**
+     * Listing pages of two keys, so a walk saves its position after each page; `failDelete` may fail a delete batch.
+     */
     const lists: ListRequest[] = [];
     let failDelete: (keys: readonly string[]) => boolean = () => false;
     const paged = Object.assign(Object.create(store) as ObjectStore, {
@@ -95,17 +141,32 @@ describe('collecting a page by the pass plan', () => {
         lists.push(request);
         return store.list({ ...request, maxKeys: 2 });
       },
-      deleteMany: (keys: readonly string[]) => (failDelete(keys) ? Promise.reject(new StoreUnavailableError(keys[0] ?? '', 'connection reset (injected)')) : store.deleteMany(keys)),
+      deleteMany: (keys: readonly string[]) =>
+        failDelete(keys)
+          ? Promise.reject(new StoreUnavailableError(keys[0] ?? '', 'connection reset (injected)'))
+          : store.deleteMany(keys),
     });
-    const onStore = (ns: NamespaceId): CollectorExecutor => (command, walk) => executeOnStore(paged, ns, walkRules, command, walk, { codec: jsonRootCodec });
-    /** Three expired leases; the first prefix in listing order holds six old staged segments, the others one each. Returns the page's survey. */
+    const onStore =
+      (ns: NamespaceId): CollectorExecutor =>
+      (command, walk) =>
+        executeOnStore(paged, ns, walkRules, command, walk, { codec: jsonRootCodec });
+    /**
+     * Three expired leases; the first prefix in listing order holds six old staged segments, the others one each.
+     * Returns the page's survey.
+     */
     const seed = async (ns: NamespaceId) => {
       await updateRoot(store, ns, (root) => root, jsonRootCodec);
       const jobs = Array.from({ length: 3 }, () => newJobId()).sort();
-      const staged = jobs.map((job, i) => Array.from({ length: i === 0 ? 6 : 1 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort());
+      const staged = jobs.map((job, i) =>
+        Array.from({ length: i === 0 ? 6 : 1 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort(),
+      );
       for (const key of staged.flat()) await store.put(key, new Uint8Array(100));
       const heartbeatAtMs = walkRules.nowMs - walkRules.leaseExpiryMs - 1000;
-      for (const job of jobs) await store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: heartbeatAtMs })));
+      for (const job of jobs)
+        await store.put(
+          leaseKey(ns, job),
+          encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: heartbeatAtMs })),
+        );
       const surveyed = await onStore(ns)({ kind: 'surveyLeases', jobIds: jobs }, { onProgress: () => {} });
       if (surveyed.kind !== 'surveyed') throw new Error(`a survey answered ${surveyed.kind}`);
       return { walker: jobs[0] ?? newJobId(), walked: staged[0] ?? [], prefixes: surveyed.prefixes };
@@ -120,15 +181,29 @@ describe('collecting a page by the pass plan', () => {
       let failed = false;
       failDelete = (keys) => !failed && keys.includes(walked[3] ?? '') && (failed = true);
       let at: PageCollection | undefined;
-      await expect(collectPrefixes(ns, prefixes, walkRules, onStore(ns), { onProgress: (p) => (at = p) })).rejects.toThrow(/connection reset \(injected\)/);
+      await expect(
+        collectPrefixes(ns, prefixes, walkRules, onStore(ns), { onProgress: (p) => (at = p) }),
+      ).rejects.toThrow(/connection reset \(injected\)/);
       const stood = at?.prefixes[0];
-      expect(stood !== null && stood !== 'done' ? stood?.position : undefined).toMatchObject({ after: walked[2], tally: { objectsDeleted: 3 } });
+      expect(stood !== null && stood !== 'done' ? stood?.position : undefined).toMatchObject({
+        after: walked[2],
+        tally: { objectsDeleted: 3 },
+      });
 
       lists.length = 0;
-      const resumed = await collectPrefixes(ns, prefixes, walkRules, onStore(ns), { ...(at && { resume: at }), onProgress: () => {} });
+      const resumed = await collectPrefixes(ns, prefixes, walkRules, onStore(ns), {
+        ...(at && { resume: at }),
+        onProgress: () => {},
+      });
 
       expect(resumed.totals).toEqual(uninterrupted.totals);
-      expect(resumed.totals).toMatchObject({ claimed: 3, objectsDeleted: 8, bytesDeleted: 800, leasesDeleted: 3, failedPrefixes: 0 });
+      expect(resumed.totals).toMatchObject({
+        claimed: 3,
+        objectsDeleted: 8,
+        bytesDeleted: 800,
+        leasesDeleted: 3,
+        failedPrefixes: 0,
+      });
       // The walk goes on after its saved position: its prefix is not listed from the start again.
       const walks = lists.filter((l) => l.prefix === jobPrefix(ns, walker));
       expect(walks[0]).toMatchObject({ startAfter: walked[2] });
@@ -144,7 +219,14 @@ describe('a page with a manifest', () => {
   it('a walk whose last batch waits for its part gives up its lane: other walks go on and share the next part, no more prefixes than the concurrency send requests at once, and those out hold no more than a batch per lane', async () => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
     const ns = namespaceId('laned');
-    const walkRules: PassRules = { ...rules, nowMs: Date.now() + 60_000, prefixConcurrency: 2, keysPerFlush: 2, passId: newPassId(Date.now()), manifests: true };
+    const walkRules: PassRules = {
+      ...rules,
+      nowMs: Date.now() + 60_000,
+      prefixConcurrency: 2,
+      keysPerFlush: 2,
+      passId: newPassId(Date.now()),
+      manifests: true,
+    };
     const [log, listedPrefixes]: [string[], string[]] = [[], []];
     /** Prefixes with a listing or a delete in flight, and the most at once. */
     const busy = { now: new Map<string, number>(), most: 0 };
@@ -167,7 +249,10 @@ describe('a page with a manifest', () => {
     const watched = Object.assign(Object.create(store) as ObjectStore, {
       // Two keys a listing page, so the big prefix's walk lists on while its earlier batches wait for their parts; each
       // listing takes a few milliseconds, so listings of prefixes in lanes at once are in flight at once.
-      list: (request: ListRequest) => (listedPrefixes.push(jobOf(request.prefix)), counted('list', request.prefix, () => sleep(5).then(() => store.list({ ...request, maxKeys: 2 })))),
+      list: (request: ListRequest) => (
+        listedPrefixes.push(jobOf(request.prefix)),
+        counted('list', request.prefix, () => sleep(5).then(() => store.list({ ...request, maxKeys: 2 })))
+      ),
       deleteMany: (keys: readonly string[]) => counted('delete', keys[0] ?? '', () => store.deleteMany(keys)),
       put: async (key: string, body: Uint8Array) => {
         if (parseManifestPartKey(key)) {
@@ -181,11 +266,22 @@ describe('a page with a manifest', () => {
       await updateRoot(store, ns, (root) => root, jsonRootCodec);
       const jobs = Array.from({ length: 7 }, () => newJobId()).sort();
       // The first prefix in listing order holds six old staged segments (three batches), the others one each.
-      for (const [i, job] of jobs.entries()) for (let n = i === 0 ? 6 : 1; n > 0; n--) await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), new Uint8Array(10));
+      for (const [i, job] of jobs.entries())
+        for (let n = i === 0 ? 6 : 1; n > 0; n--)
+          await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), new Uint8Array(10));
       log.length = 0;
-      const collecting = executeOnStore(watched, ns, walkRules, { kind: 'collectPrefixes', prefixes: jobs.map((jobId) => ({ jobId, owner: { owner: 'none' } })) }, { onProgress: () => {} }, { codec: jsonRootCodec });
-      // The first part is held: other prefixes are still listed and handed to the next part meanwhile, until the batches
-      // out of their lanes hold a batch's keys per lane (2 × 2, one key each): the big walk waits in its lane (its batch
+      const collecting = executeOnStore(
+        watched,
+        ns,
+        walkRules,
+        { kind: 'collectPrefixes', prefixes: jobs.map((jobId) => ({ jobId, owner: { owner: 'none' } })) },
+        { onProgress: () => {} },
+        { codec: jsonRootCodec },
+      );
+      // The first part is held: other prefixes are still listed and handed to the next part meanwhile, until the
+      // batches
+      // out of their lanes hold a batch's keys per lane (2 × 2, one key each): the big walk waits in its lane (its
+      // batch
       // is not its last), four small ones wait out of theirs, a fifth in the other lane, and no more begin.
       await vi.waitFor(() => expect(new Set(listedPrefixes).size).toBe(6));
       await sleep(50);
@@ -196,7 +292,8 @@ describe('a page with a manifest', () => {
       expect(result.kind === 'collected' && result.report.totals).toMatchObject({ orphaned: 7, objectsDeleted: 12 });
       expect(busy.most).toBeLessThanOrEqual(2);
       const manifest = await readPassManifest(store, ns, passId(walkRules.passId ?? ''));
-      // Twelve segments, and the seven leases the pass created to claim the prefixes, each recorded with its walk's last batch.
+      // Twelve segments, and the seven leases the pass created to claim the prefixes, each recorded with its walk's
+      // last batch.
       expect(manifest.flatMap((part) => part.lines)).toHaveLength(19);
       // Fewer parts than batches (nine): the walks that came while the first part was held shared the next.
       expect(manifest.length).toBeLessThan(9);
@@ -218,7 +315,11 @@ describe('the root fence of a page (spec 6b)', () => {
     const fence = kinds(commands).indexOf('fenceRoot');
     expect(kinds(commands).filter((k) => k === 'fenceRoot')).toHaveLength(1);
     expect(kinds(commands).slice(0, fence)).toEqual(Array(5).fill('claimLease'));
-    expect(kinds(commands).slice(fence + 1).filter((k) => k === 'claimLease')).toEqual([]);
+    expect(
+      kinds(commands)
+        .slice(fence + 1)
+        .filter((k) => k === 'claimLease'),
+    ).toEqual([]);
   });
 
   it('a prefix found reaping (an earlier pass claimed it) is fenced before it is walked too', async () => {
@@ -229,8 +330,24 @@ describe('the root fence of a page (spec 6b)', () => {
 
   it('a page whose prefixes had no lease claims each by creating one, then fences the root once before it walks: a lease deleted under a live job leaves a publication in flight', async () => {
     const { execute, commands } = scripted();
-    const report = await collectPrefixes('ns', [{ jobId: newJobId(), owner: { owner: 'none' } }, { jobId: newJobId(), owner: { owner: 'none' } }], rules, execute);
-    expect(kinds(commands)).toEqual(['claimLease', 'claimLease', 'fenceRoot', 'reclaimPrefix', 'reclaimPrefix', 'deleteLease', 'deleteLease']);
+    const report = await collectPrefixes(
+      'ns',
+      [
+        { jobId: newJobId(), owner: { owner: 'none' } },
+        { jobId: newJobId(), owner: { owner: 'none' } },
+      ],
+      rules,
+      execute,
+    );
+    expect(kinds(commands)).toEqual([
+      'claimLease',
+      'claimLease',
+      'fenceRoot',
+      'reclaimPrefix',
+      'reclaimPrefix',
+      'deleteLease',
+      'deleteLease',
+    ]);
     expect(report.totals).toMatchObject({ orphaned: 2, claimed: 0, leasesDeleted: 2 });
   });
 
@@ -249,12 +366,19 @@ describe('the root fence of a page (spec 6b)', () => {
       const ns = namespaceId('dry');
       const job = newJobId();
       await updateRoot(store, ns, (root) => root, jsonRootCodec);
-      await store.putIfAbsent(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w', nowMs: 1 })));
+      await store.putIfAbsent(
+        leaseKey(ns, job),
+        encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w', nowMs: 1 })),
+      );
       const staged = stagedSegmentKey(ns, job, newSegmentId(), 'seg');
       await store.put(staged, new Uint8Array([1]));
       const before = await store.list({ prefix: 'namespaces/' });
       const dry = { ...rules, nowMs: Date.now() + 60_000, dryRun: true };
-      const report = await runNamespacePass(startNamespacePass(ns, dry), (command, walk) => executeOnStore(store, ns, dry, command, walk, { codec: jsonRootCodec }), async () => {});
+      const report = await runNamespacePass(
+        startNamespacePass(ns, dry),
+        (command, walk) => executeOnStore(store, ns, dry, command, walk, { codec: jsonRootCodec }),
+        async () => {},
+      );
       expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 1, leasesDeleted: 1 });
       expect(await store.list({ prefix: 'namespaces/' })).toEqual(before);
     } finally {
@@ -268,7 +392,10 @@ describe('the root fence of a page (spec 6b)', () => {
     const report = await collectPrefixes('ns', [claimed, orphan], rules, execute);
     // The orphan's created claim waits for the fence too: neither prefix is walked, both leases stay reaping.
     expect(report.totals).toMatchObject({ claimed: 1, orphaned: 1, failedPrefixes: 2, leasesDeleted: 0 });
-    expect(report.failures.map((f) => f.message)).toEqual([expect.stringMatching(/the root fence was not written \(root corrupt\)/), expect.stringMatching(/the root fence was not written/)]);
+    expect(report.failures.map((f) => f.message)).toEqual([
+      expect.stringMatching(/the root fence was not written \(root corrupt\)/),
+      expect.stringMatching(/the root fence was not written/),
+    ]);
     expect(commands).toEqual([`claimLease ${claimed.jobId}`, `claimLease ${orphan.jobId}`, 'fenceRoot ']);
   });
 
@@ -277,11 +404,30 @@ describe('the root fence of a page (spec 6b)', () => {
     try {
       const ns = namespaceId('fenced');
       const segment = stagedSegmentKey(ns, newJobId(), newSegmentId(), 'seg');
-      const before = await writeRoot(store, ns, (root) => ({ ...root, generation: 7, groups: { inodes: [segment] }, retired: [] }));
-      const result = await executeOnStore(store, ns, rules, { kind: 'fenceRoot' }, { onProgress: () => {} }, { codec: jsonRootCodec });
+      const before = await writeRoot(store, ns, (root) => ({
+        ...root,
+        generation: 7,
+        groups: { inodes: [segment] },
+        retired: [],
+      }));
+      const result = await executeOnStore(
+        store,
+        ns,
+        rules,
+        { kind: 'fenceRoot' },
+        { onProgress: () => {} },
+        { codec: jsonRootCodec },
+      );
       expect(result).toEqual({ kind: 'rootFenced' });
       expect((await readRoot(store, ns, jsonRootCodec)).root).toEqual({ ...before, generation: 8 });
-      const missing = await executeOnStore(store, namespaceId('rootless'), rules, { kind: 'fenceRoot' }, { onProgress: () => {} }, { codec: jsonRootCodec });
+      const missing = await executeOnStore(
+        store,
+        namespaceId('rootless'),
+        rules,
+        { kind: 'fenceRoot' },
+        { onProgress: () => {} },
+        { codec: jsonRootCodec },
+      );
       expect(missing).toMatchObject({ kind: 'fenceFailed', message: expect.stringMatching(/does not exist/) });
     } finally {
       await store.close();

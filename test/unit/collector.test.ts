@@ -3,7 +3,17 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { compactionsPrefix, jobPrefix, leaseKey, namespaceId, newJobId, newSegmentId, rootKey, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
+import {
+  compactionsPrefix,
+  jobPrefix,
+  leaseKey,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  rootKey,
+  stagedSegmentKey,
+  type MetadataCompactionId,
+} from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import {
   claimLease,
@@ -23,7 +33,13 @@ import {
 import type { ReclaimOptions } from '../../src/protocol/rules';
 import { jsonRootCodec } from '../../src/root';
 import { RootMissingError, updateRoot } from '../../src/protocol/root-io';
-import { AmbiguousError, createEmbeddedObjectStore, PreconditionFailedError, type ListPage, type ObjectStore } from '../../src/store';
+import {
+  AmbiguousError,
+  createEmbeddedObjectStore,
+  PreconditionFailedError,
+  type ListPage,
+  type ObjectStore,
+} from '../../src/store';
 import { dryRunStore, type RecordedWrite } from '../../src/store/dry-run';
 import { TEST_PASS_ID } from '../support/pass';
 
@@ -36,7 +52,10 @@ describe('collector', () => {
   let job: MetadataCompactionId;
   const ref = () => ({ namespaceId: ns, jobId: job });
   const writeLease = (heartbeatAtMs: number) =>
-    store.put(leaseKey(ns, job), encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w', nowMs: heartbeatAtMs })));
+    store.put(
+      leaseKey(ns, job),
+      encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w', nowMs: heartbeatAtMs })),
+    );
   const status = async () => decodeLease((await store.get(leaseKey(ns, job))).body, ref()).status;
 
   beforeEach(async () => {
@@ -49,16 +68,26 @@ describe('collector', () => {
 
   it('a lease is live at heartbeat + expiry and claimed 1 ms later', async () => {
     await writeLease(5000);
-    expect(await claimLease(store, ref(), { nowMs: 5000 + expiry, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toEqual({ owner: 'job', raced: false });
+    expect(
+      await claimLease(store, ref(), { nowMs: 5000 + expiry, leaseExpiryMs: expiry, passId: TEST_PASS_ID }),
+    ).toEqual({ owner: 'job', raced: false });
     expect(await status()).toBe('active');
-    expect(await claimLease(store, ref(), { nowMs: 5001 + expiry, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector' });
+    expect(
+      await claimLease(store, ref(), { nowMs: 5001 + expiry, leaseExpiryMs: expiry, passId: TEST_PASS_ID }),
+    ).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('reaping');
   });
 
   it('a dry run makes no claim but reports the prefix as the claim would leave it', async () => {
     await writeLease(1);
     const writes: RecordedWrite[] = [];
-    expect(await claimLease(dryRunStore(store, (w) => writes.push(w)), ref(), { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector' });
+    expect(
+      await claimLease(
+        dryRunStore(store, (w) => writes.push(w)),
+        ref(),
+        { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID },
+      ),
+    ).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('active');
     expect(writes).toEqual([expect.objectContaining({ kind: 'putIfMatch', key: leaseKey(ns, job) })]);
   });
@@ -71,7 +100,9 @@ describe('collector', () => {
         throw new AmbiguousError(key, 'response lost (injected)');
       },
     });
-    expect(await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector' });
+    expect(
+      await claimLease(flaky, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID }),
+    ).toMatchObject({ owner: 'collector' });
   });
 
   it('a survey claims nothing; a claim handed its read makes one CAS and no GET, and loses to a refresh made since, which one re-read confirms', async () => {
@@ -84,7 +115,10 @@ describe('collector', () => {
     const calls: string[] = [];
     const counting = Object.assign(Object.create(store) as ObjectStore, {
       get: (key: string) => (calls.push(`get ${key}`), store.get(key)),
-      putIfMatch: (key: string, body: Uint8Array, etag: string) => (calls.push(`cas ${key}`), store.putIfMatch(key, body, etag)),
+      putIfMatch: (key: string, body: Uint8Array, etag: string) => (
+        calls.push(`cas ${key}`),
+        store.putIfMatch(key, body, etag)
+      ),
     });
 
     await writeLease(2); // the job refreshed after the survey: the survey's ETag no longer matches
@@ -108,7 +142,9 @@ describe('collector', () => {
         throw new PreconditionFailedError(key);
       },
     });
-    expect(await claimLease(lostReply, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector' });
+    expect(
+      await claimLease(lostReply, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID }),
+    ).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('reaping');
   });
 
@@ -125,10 +161,19 @@ describe('collector', () => {
   });
 
   it('a prefix with no lease is claimed by creating a reaping lease of this pass; a corrupt one is reported by key', async () => {
-    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({ owner: 'collector', created: true });
-    expect(decodeLease((await store.get(leaseKey(ns, job))).body, ref())).toMatchObject({ status: 'reaping', owner_id: TEST_PASS_ID });
+    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({
+      owner: 'collector',
+      created: true,
+    });
+    expect(decodeLease((await store.get(leaseKey(ns, job))).body, ref())).toMatchObject({
+      status: 'reaping',
+      owner_id: TEST_PASS_ID,
+    });
     await store.put(leaseKey(ns, job), bytes('garbage'));
-    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({ owner: 'corrupt', key: leaseKey(ns, job) });
+    expect(await claimLease(store, ref(), { nowMs: 1, leaseExpiryMs: expiry, passId: TEST_PASS_ID })).toMatchObject({
+      owner: 'corrupt',
+      key: leaseKey(ns, job),
+    });
   });
 
   it('a missing or future LastModified is young: nothing is deleted on an unknown age', async () => {
@@ -138,11 +183,23 @@ describe('collector', () => {
     const skewed = Object.assign(Object.create(store) as ObjectStore, {
       async list(request: Parameters<ObjectStore['list']>[0]): Promise<ListPage> {
         const page = await store.list(request);
-        const objects = page.objects.map((o) => ({ ...o, lastModified: o.key === undated ? undefined : o.key === future ? new Date(Date.now() + 3_600_000) : o.lastModified }));
+        const objects = page.objects.map((o) => ({
+          ...o,
+          lastModified:
+            o.key === undated ? undefined : o.key === future ? new Date(Date.now() + 3_600_000) : o.lastModified,
+        }));
         return { ...page, objects };
       },
     });
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 60_000 };
+    const options: ReclaimOptions = {
+      nowMs: Date.now() + 60_000,
+      stagingGraceMs: 1000,
+      readerGraceMs: 1000,
+      keysPerFlush: 1000,
+      reportLimit: 10,
+      passId: TEST_PASS_ID,
+      leaseRefreshIntervalMs: 60_000,
+    };
     const tally = await reclaimPrefix(skewed, ref(), options, { codec: jsonRootCodec });
     expect(tally).toMatchObject({ objectsDeleted: 0, retainedYoung: 2 });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
@@ -152,12 +209,24 @@ describe('collector', () => {
     const keys = [stagedSegmentKey(ns, job, newSegmentId(), 'seg'), stagedSegmentKey(ns, job, newSegmentId(), 'seg')];
     for (const k of keys) await store.put(k, bytes(k));
     await store.deleteMany([rootKey(ns)]);
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 60_000 };
+    const options: ReclaimOptions = {
+      nowMs: Date.now() + 60_000,
+      stagingGraceMs: 1000,
+      readerGraceMs: 1000,
+      keysPerFlush: 1000,
+      reportLimit: 10,
+      passId: TEST_PASS_ID,
+      leaseRefreshIntervalMs: 60_000,
+    };
     await expect(reclaimPrefix(store, ref(), options, { codec: jsonRootCodec })).rejects.toThrow(RootMissingError);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
-    expect(await findRootProblem(store, ns, jsonRootCodec)).toEqual({ problem: { key: rootKey(ns), problem: 'missing', reason: expect.stringContaining('does not exist') } });
+    expect(await findRootProblem(store, ns, jsonRootCodec)).toEqual({
+      problem: { key: rootKey(ns), problem: 'missing', reason: expect.stringContaining('does not exist') },
+    });
     await store.put(rootKey(ns), bytes('{"kind":"metadata_root"'));
-    expect(await findRootProblem(store, ns, jsonRootCodec)).toMatchObject({ problem: { problem: 'corrupt', reason: expect.stringContaining('not JSON') } });
+    expect(await findRootProblem(store, ns, jsonRootCodec)).toMatchObject({
+      problem: { problem: 'corrupt', reason: expect.stringContaining('not JSON') },
+    });
   });
 
   it('a resumed walk starts after its position and keeps the tally it carried', async () => {
@@ -165,8 +234,20 @@ describe('collector', () => {
     for (const k of keys) await store.put(k, bytes(k));
     const resume: ReclaimPosition = { after: keys[1], tally: { ...EMPTY_TALLY, objectsDeleted: 2 } };
     const positions: ReclaimPosition[] = [];
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1000, reportLimit: 10, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 60_000 };
-    const tally = await reclaimPrefix(store, ref(), options, { codec: jsonRootCodec, from: resume, onProgress: (p) => positions.push(p) });
+    const options: ReclaimOptions = {
+      nowMs: Date.now() + 60_000,
+      stagingGraceMs: 1000,
+      readerGraceMs: 1000,
+      keysPerFlush: 1000,
+      reportLimit: 10,
+      passId: TEST_PASS_ID,
+      leaseRefreshIntervalMs: 60_000,
+    };
+    const tally = await reclaimPrefix(store, ref(), options, {
+      codec: jsonRootCodec,
+      from: resume,
+      onProgress: (p) => positions.push(p),
+    });
     expect(tally.objectsDeleted).toBe(5);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key)).toEqual(keys.slice(0, 2));
     expect(positions.at(-1)?.after).toBe(keys.at(-1));
@@ -175,9 +256,18 @@ describe('collector', () => {
   it('a walk holding a claim refreshes it before each batch: it goes on while the claim is its own, ends deleting nothing once the lease is gone, and stops with ClaimLost once another pass holds it', async () => {
     const keys = Array.from({ length: 3 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort();
     const stageAll = () => Promise.all(keys.map((k) => store.put(k, bytes(k))));
-    const left = async () => (await store.list({ prefix: jobPrefix(ns, job) })).objects.filter((o) => o.key !== leaseKey(ns, job)).length;
+    const left = async () =>
+      (await store.list({ prefix: jobPrefix(ns, job) })).objects.filter((o) => o.key !== leaseKey(ns, job)).length;
     // Every batch one key, every batch a refresh: a claim is a refresh interval old as soon as it is taken.
-    const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 1, reportLimit: 10, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 0 };
+    const options: ReclaimOptions = {
+      nowMs: Date.now() + 60_000,
+      stagingGraceMs: 1000,
+      readerGraceMs: 1000,
+      keysPerFlush: 1,
+      reportLimit: 10,
+      passId: TEST_PASS_ID,
+      leaseRefreshIntervalMs: 0,
+    };
     const claimNow = async () => {
       await writeLease(1);
       const claimed = await claimLease(store, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID });
@@ -186,15 +276,25 @@ describe('collector', () => {
     };
     let clock = Date.now() + 1000;
     const walkWith = (claim: Awaited<ReturnType<typeof claimNow>>, on: ObjectStore = store) =>
-      reclaimPrefix(on, ref(), options, { codec: jsonRootCodec, why: { rule: 'claimed_prefix', claim }, clockMs: () => clock++ });
+      reclaimPrefix(on, ref(), options, {
+        codec: jsonRootCodec,
+        why: { rule: 'claimed_prefix', claim },
+        clockMs: () => clock++,
+      });
 
     await stageAll();
     const own = await claimNow();
     expect(await walkWith(own)).toMatchObject({ objectsDeleted: 3 });
-    expect(decodeLease((await store.get(leaseKey(ns, job))).body, ref())).toMatchObject({ status: 'reaping', owner_id: TEST_PASS_ID });
-    expect(decodeLease((await store.get(leaseKey(ns, job))).body, ref()).heartbeat_at_ms).toBeGreaterThan(own.heartbeatAtMs);
+    expect(decodeLease((await store.get(leaseKey(ns, job))).body, ref())).toMatchObject({
+      status: 'reaping',
+      owner_id: TEST_PASS_ID,
+    });
+    expect(decodeLease((await store.get(leaseKey(ns, job))).body, ref()).heartbeat_at_ms).toBeGreaterThan(
+      own.heartbeatAtMs,
+    );
 
-    // The lease is deleted after the first batch (as its holder does after a finished walk): the walk deletes nothing more.
+    // The lease is deleted after the first batch (as its holder does after a finished walk): the walk deletes nothing
+    // more.
     await stageAll();
     const ended = await claimNow();
     let batches = 0;
@@ -214,7 +314,13 @@ describe('collector', () => {
     // Another pass took the claim over: the walk deletes nothing and names the claim it lost.
     await stageAll();
     const lost = await claimNow();
-    await store.put(leaseKey(ns, job), encodeLease({ ...decodeLease((await store.get(leaseKey(ns, job))).body, ref()), owner_id: 'gc_0000000009999_ffffffffffffffff' }));
+    await store.put(
+      leaseKey(ns, job),
+      encodeLease({
+        ...decodeLease((await store.get(leaseKey(ns, job))).body, ref()),
+        owner_id: 'gc_0000000009999_ffffffffffffffff',
+      }),
+    );
     await expect(walkWith(lost)).rejects.toThrow(ClaimLostError);
     expect(await left()).toBe(3);
   });
@@ -225,7 +331,16 @@ describe('collector', () => {
     const writes: RecordedWrite[] = [];
     const dryRun = dryRunStore(store, (w) => writes.push(w));
     const wouldClaim = await claimLease(dryRun, ref(), rules);
-    expect(await deleteLease(dryRun, ref(), TEST_PASS_ID, undefined, undefined, wouldClaim.owner === 'collector' ? wouldClaim.claim : undefined)).toBe(true);
+    expect(
+      await deleteLease(
+        dryRun,
+        ref(),
+        TEST_PASS_ID,
+        undefined,
+        undefined,
+        wouldClaim.owner === 'collector' ? wouldClaim.claim : undefined,
+      ),
+    ).toBe(true);
     expect(writes.map((w) => w.kind)).toEqual(['putIfMatch', 'delete']);
     expect(await status()).toBe('active');
     const claimed = await claimLease(store, ref(), rules);
@@ -236,7 +351,8 @@ describe('collector', () => {
     const late = Object.assign(Object.create(store) as ObjectStore, {
       async deleteIfMatch(key: string, etag: string) {
         conditions.push(etag);
-        if (!refreshed) await refreshClaim(store, ref(), TEST_PASS_ID, claimed.claim!, () => 20_000).then(() => (refreshed = true));
+        if (!refreshed)
+          await refreshClaim(store, ref(), TEST_PASS_ID, claimed.claim!, () => 20_000).then(() => (refreshed = true));
         return store.deleteIfMatch(key, etag);
       },
     });

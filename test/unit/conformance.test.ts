@@ -32,7 +32,15 @@ describe('checkFormat', () => {
       rootCodec: jsonRootCodec,
       writeInputs: async (store, ns, group) => {
         for (let s = 0; s < 3; s++) {
-          await writeInputSegment(store, { namespaceId: ns, group }, Array.from({ length: 300 }, (_, i) => ({ key: `k/${String(i * (s + 1)).padStart(5, '0')}`, seq: s * 1000 + i, value: `v${s}.${i}` })));
+          await writeInputSegment(
+            store,
+            { namespaceId: ns, group },
+            Array.from({ length: 300 }, (_, i) => ({
+              key: `k/${String(i * (s + 1)).padStart(5, '0')}`,
+              seq: s * 1000 + i,
+              value: `v${s}.${i}`,
+            })),
+          );
         }
       },
     });
@@ -46,7 +54,11 @@ describe('checkFormat', () => {
       limits: { targetSegmentBytes: 4096, maxFanIn: 2, segmentFormat: 2 },
       writeInputs: async (store, ns, group) => {
         for (let s = 0; s < 3; s++) {
-          const records = Array.from({ length: 300 }, (_, i) => ({ key: `k/${String(i * (s + 1)).padStart(5, '0')}`, seq: s * 1000 + i, value: `v${s}.${i}` }));
+          const records = Array.from({ length: 300 }, (_, i) => ({
+            key: `k/${String(i * (s + 1)).padStart(5, '0')}`,
+            seq: s * 1000 + i,
+            value: `v${s}.${i}`,
+          }));
           await writeInputSegment(store, { namespaceId: ns, group }, records, { segmentFormat: s % 2 === 0 ? 1 : 2 });
         }
       },

@@ -1,6 +1,7 @@
 /**
  * What README.md and docs/*.md state about the code, checked against the code: the settings and their
- * defaults (against their declaration, src/config/declaration.ts), the constants they quote, the search attributes, the compaction outcomes, the CLI's
+ * defaults (against their declaration, src/config/declaration.ts), the constants they quote, the search attributes, the
+ * compaction outcomes, the CLI's
  * commands and options, and the folders of src/. Seen failing on the docs before they were corrected:
  * the activity slots' default (21 000, the code's is 11 000), a 30 s heartbeat timeout (450 000),
  * derived defaults stated with no value to check, an owner id of another shape than the code's, an
@@ -23,7 +24,12 @@ import * as segments from '../../src/segments';
 import type { CompactionOutcomeName } from '../../src/workflows/compaction';
 
 const root = join(__dirname, '..', '..');
-const docNames = ['README.md', ...readdirSync(join(root, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`)];
+const docNames = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => `docs/${name}`),
+];
 const docs = docNames.map((name) => ({ name, text: readFileSync(join(root, name), 'utf8') }));
 const readme = docs[0]!.text;
 
@@ -35,27 +41,61 @@ type CodeDefault = number | string | undefined;
  * it: the owner id by its shape, the collector's queue by the setting it defaults to.
  */
 function declaredDefaults(): Map<string, CodeDefault> {
-  const defaults = new Map([...defaultsByVariable()].map(([name, value]) => [name, value === undefined ? undefined : typeof value === 'number' ? value : String(value)]));
+  const defaults = new Map(
+    [...defaultsByVariable()].map(([name, value]) => [
+      name,
+      value === undefined ? undefined : typeof value === 'number' ? value : String(value),
+    ]),
+  );
   defaults.set(SETTINGS_ENV.ownerId, '{pid}@{hostname}');
   defaults.set(PROCESS_SETTINGS.collectorTaskQueue.env, PROCESS_SETTINGS.taskQueue.env);
   return defaults;
 }
 
-/** The outcomes of `compactionWorkflow`: the compiler holds this object to exactly the members of `CompactionOutcomeName`. */
-const OUTCOMES: Record<CompactionOutcomeName, true> = { published: true, unchanged: true, fenced: true, abandoned: true, superseded: true };
+/**
+ * The outcomes of `compactionWorkflow`: the compiler holds this object to exactly the members of
+ * `CompactionOutcomeName`.
+ */
+const OUTCOMES: Record<CompactionOutcomeName, true> = {
+  published: true,
+  unchanged: true,
+  fenced: true,
+  abandoned: true,
+  superseded: true,
+};
 
-const UNITS: Record<string, number> = { '': 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3, ms: 1, s: 1000, min: 60_000, h: 3_600_000, day: 86_400_000, days: 86_400_000 };
+const UNITS: Record<string, number> = {
+  '': 1,
+  KiB: 1024,
+  MiB: 1024 ** 2,
+  GiB: 1024 ** 3,
+  ms: 1,
+  s: 1000,
+  min: 60_000,
+  h: 3_600_000,
+  day: 86_400_000,
+  days: 86_400_000,
+};
 
-/** A default as the docs state it: its quantities (every one must be the default), else its first literal, else "unset"/"off". */
-type Stated = { readonly quantities: number[] } | { readonly literal: string } | { readonly unset: true } | { readonly unreadable: string };
+/**
+ * A default as the docs state it: its quantities (every one must be the default), else its first literal, else
+ * "unset"/"off".
+ */
+type Stated =
+  | { readonly quantities: number[] }
+  | { readonly literal: string }
+  | { readonly unset: true }
+  | { readonly unreadable: string };
 
 function statedDefault(text: string): Stated {
   const literals = [...text.matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
   const prose = text.replace(/`[^`]+`/g, ' ').replace(/\[([^\]]*)\]\([^)]*\)/g, '$1');
   // "5 × refresh" is a factor, not a quantity; "262 144" and "11,000" are one number.
-  const quantities = [...prose.matchAll(/(?<![\w.])(\d{1,3}(?:[ ,]\d{3})+|\d+(?:\.\d+)?)(?!\s*×)(?: ?(KiB|MiB|GiB|ms|min|days?|h|s)(?![A-Za-z]))?/g)].map(
-    (m) => Number(m[1]!.replace(/[ ,]/g, '')) * UNITS[m[2] ?? '']!,
-  );
+  const quantities = [
+    ...prose.matchAll(
+      /(?<![\w.])(\d{1,3}(?:[ ,]\d{3})+|\d+(?:\.\d+)?)(?!\s*×)(?: ?(KiB|MiB|GiB|ms|min|days?|h|s)(?![A-Za-z]))?/g,
+    ),
+  ].map((m) => Number(m[1]!.replace(/[ ,]/g, '')) * UNITS[m[2] ?? '']!);
   if (quantities.length) return { quantities };
   if (literals.length) return { literal: literals[0]! };
   if (/^(unset|off)\b/.test(prose.trim())) return { unset: true };
@@ -64,10 +104,12 @@ function statedDefault(text: string): Stated {
 
 /** Whether `stated` says what the code does: `undefined` when it does, else what it gets wrong. */
 function disagreement(stated: Stated, code: CodeDefault, codeSays = "the code's default"): string | undefined {
-  if ('unreadable' in stated) return `states no value (${JSON.stringify(stated.unreadable)}): give the default as a number, a literal or "unset"`;
+  if ('unreadable' in stated)
+    return `states no value (${JSON.stringify(stated.unreadable)}): give the default as a number, a literal or "unset"`;
   if ('unset' in stated) return code === undefined ? undefined : `says unset, ${codeSays} is ${code}`;
   if (code === undefined) return 'states a default, the code has none';
-  if ('literal' in stated) return stated.literal === String(code) ? undefined : `says ${stated.literal}, ${codeSays} is ${code}`;
+  if ('literal' in stated)
+    return stated.literal === String(code) ? undefined : `says ${stated.literal}, ${codeSays} is ${code}`;
   const wrong = stated.quantities.filter((q) => q !== code);
   return wrong.length ? `says ${wrong.join(', ')}, ${codeSays} is ${code}` : undefined;
 }
@@ -75,7 +117,12 @@ function disagreement(stated: Stated, code: CodeDefault, codeSays = "the code's 
 /** The rows of every markdown table, cells trimmed, with the table's header. */
 function tables(markdown: string): { header: string[]; rows: string[][] }[] {
   const found: { header: string[]; rows: string[][] }[] = [];
-  const cells = (line: string) => line.trim().replace(/^\||\|$/g, '').split(' | ').map((c) => c.trim());
+  const cells = (line: string) =>
+    line
+      .trim()
+      .replace(/^\||\|$/g, '')
+      .split(' | ')
+      .map((c) => c.trim());
   let block: string[] = [];
   for (const line of [...markdown.split('\n'), '']) {
     if (line.startsWith('|')) block.push(line);
@@ -107,9 +154,14 @@ function tabledSettings(): { doc: string; name: string; stated: Stated }[] {
 
 /** "`NAME` (default V", "`NAME`, default V", "`NAME` (V by default)" and "`NAME` (30 days)" in running text. */
 function proseDefaults(): { doc: string; name: string; stated: Stated }[] {
-  const pattern = /`(COMPACTION_[A-Z0-9_]+)`(?:,? \(?default ([^;)]+)| \(([^()]+?) by default\)| \((\d[\d ,.]*(?: ?[A-Za-z/]+)?)\))/g;
+  const pattern =
+    /`(COMPACTION_[A-Z0-9_]+)`(?:,? \(?default ([^;)]+)| \(([^()]+?) by default\)| \((\d[\d ,.]*(?: ?[A-Za-z/]+)?)\))/g;
   return docs.flatMap(({ name: doc, text }) =>
-    [...text.replace(/\s+/g, ' ').matchAll(pattern)].map((m) => ({ doc, name: m[1]!, stated: statedDefault((m[2] ?? m[3] ?? m[4])!) })),
+    [...text.replace(/\s+/g, ' ').matchAll(pattern)].map((m) => ({
+      doc,
+      name: m[1]!,
+      stated: statedDefault((m[2] ?? m[3] ?? m[4])!),
+    })),
   );
 }
 
@@ -124,11 +176,16 @@ const unusedContext = new Proxy({} as CliContext, {
 const codeSpans = (markdown: string): string[] =>
   [...markdown.replace(/^```[\s\S]*?^```$/gm, '').matchAll(/(`+)(?!`)([\s\S]+?)(?<!`)\1(?!`)/g)].map((m) => m[2]!);
 
-/** Every `compaction-lease …` and `npm run cli -- …` the docs write, in shell blocks and code spans, without its comment. */
+/**
+ * Every `compaction-lease …` and `npm run cli -- …` the docs write, in shell blocks and code spans, without its
+ * comment.
+ */
 function documentedCommands(): { doc: string; command: string }[] {
   const invocation = /^(?:[A-Z_]+=\S+ )*(?:npx )?(?:compaction-lease|npm run cli --) (.+)$/;
   return docs.flatMap(({ name: doc, text }) => {
-    const shellLines = [...text.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].flatMap((m) => m[1]!.split('\n').map((line) => line.replace(/ +#.*$/, '').trim()));
+    const shellLines = [...text.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].flatMap((m) =>
+      m[1]!.split('\n').map((line) => line.replace(/ +#.*$/, '').trim()),
+    );
     const spans = codeSpans(text).map((span) => span.replace(/\s+/g, ' ').trim());
     return [...shellLines, ...spans].flatMap((line) => {
       const command = invocation.exec(line)?.[1];
@@ -180,30 +237,52 @@ describe('the docs say what the code does', () => {
         .filter((entry) => entry.isFile() && entry.name.endsWith('.ts'))
         .map((entry) => join(entry.parentPath, entry.name))
         .filter((file) => file !== declaration && !file.includes(join('src', 'devservers')))
-        .flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/'(COMPACTION_[A-Z0-9_]+)'/g)].map((m) => `${file.slice(root.length + 1)}: ${m[1]}`));
+        .flatMap((file) =>
+          [...readFileSync(file, 'utf8').matchAll(/'(COMPACTION_[A-Z0-9_]+)'/g)].map(
+            (m) => `${file.slice(root.length + 1)}: ${m[1]}`,
+          ),
+        );
     // Declared once: any other module takes a variable's name from its declaration.
     expect(named(join(root, 'src'))).toEqual([]);
-    expect(SETTING_TABLES.flatMap((table) => Object.values(table).flatMap((declared) => ('env' in declared ? [declared.env] : []))).sort()).toEqual([...code.keys()].sort());
+    expect(
+      SETTING_TABLES.flatMap((table) =>
+        Object.values(table).flatMap((declared) => ('env' in declared ? [declared.env] : [])),
+      ).sort(),
+    ).toEqual([...code.keys()].sort());
     const table = readme.slice(readme.indexOf('## Configuration'));
     const tabled = new Set([...table.matchAll(/^\| `([A-Z0-9_]+)` \|/gm)].map((m) => m[1]));
     expect([...code.keys()].filter((name) => !tabled.has(name))).toEqual([]);
     // Elsewhere a name may be a script's (the tool cache of scripts/provision.sh).
-    const scripts = readdirSync(join(root, 'scripts')).map((name) => readFileSync(join(root, 'scripts', name), 'utf8')).join('\n');
-    const inDocs = docs.flatMap(({ name: doc, text }) => [...text.matchAll(/\b(COMPACTION_[A-Z0-9_]*[A-Z0-9])\b/g)].map((m) => ({ doc, name: m[1]! })));
-    expect(inDocs.filter(({ name }) => !code.has(name) && !scripts.includes(name)).map(({ doc, name }) => `${doc}: ${name}`)).toEqual([]);
+    const scripts = readdirSync(join(root, 'scripts'))
+      .map((name) => readFileSync(join(root, 'scripts', name), 'utf8'))
+      .join('\n');
+    const inDocs = docs.flatMap(({ name: doc, text }) =>
+      [...text.matchAll(/\b(COMPACTION_[A-Z0-9_]*[A-Z0-9])\b/g)].map((m) => ({ doc, name: m[1]! })),
+    );
+    expect(
+      inDocs.filter(({ name }) => !code.has(name) && !scripts.includes(name)).map(({ doc, name }) => `${doc}: ${name}`),
+    ).toEqual([]);
   });
 
   it('every list of the search attributes is SEARCH_ATTRIBUTES, and every query names one of them', () => {
     const expected = Object.keys(SEARCH_ATTRIBUTES).sort();
-    const lists = docs.flatMap(({ name: doc, text }) =>
-      [...text.replace(/\s+/g, ' ').matchAll(/search attributes\s*[:|]?\s*((?:`[A-Za-z]+`(?: \([^)]*\))?(?:,|;| and)? ?)+)/g)].map((m) => ({
-        doc,
-        names: [...m[1]!.matchAll(/`([A-Za-z]+)`/g)].map((n) => n[1]!),
-      })),
-    ).filter(({ names }) => names.length > 1);
+    const lists = docs
+      .flatMap(({ name: doc, text }) =>
+        [
+          ...text
+            .replace(/\s+/g, ' ')
+            .matchAll(/search attributes\s*[:|]?\s*((?:`[A-Za-z]+`(?: \([^)]*\))?(?:,|;| and)? ?)+)/g),
+        ].map((m) => ({
+          doc,
+          names: [...m[1]!.matchAll(/`([A-Za-z]+)`/g)].map((n) => n[1]!),
+        })),
+      )
+      .filter(({ names }) => names.length > 1);
     expect(lists.length).toBeGreaterThan(1);
     for (const { doc, names } of lists) expect([doc, [...names].sort()]).toEqual([doc, expected]);
-    const queried = docs.flatMap(({ name: doc, text }) => [...text.matchAll(/`((?:Compaction|Gc)[A-Za-z]+) = /g)].map((m) => `${doc}: ${m[1]}`));
+    const queried = docs.flatMap(({ name: doc, text }) =>
+      [...text.matchAll(/`((?:Compaction|Gc)[A-Za-z]+) = /g)].map((m) => `${doc}: ${m[1]}`),
+    );
     expect(queried.length).toBeGreaterThan(0);
     expect(queried.filter((q) => !(q.split(': ')[1]! in SEARCH_ATTRIBUTES))).toEqual([]);
   });
@@ -211,11 +290,16 @@ describe('the docs say what the code does', () => {
   it('every list of compaction outcomes is all of them, and every outcome named is one', () => {
     const expected = Object.keys(OUTCOMES).sort();
     const lists = docs.flatMap(({ name: doc, text }) =>
-      [...text.matchAll(/`([a-z]+(?: \| [a-z]+)+)`/g)].map((m) => m[1]!.split(' | ')).filter((words) => words.includes('published')).map((words) => ({ doc, words })),
+      [...text.matchAll(/`([a-z]+(?: \| [a-z]+)+)`/g)]
+        .map((m) => m[1]!.split(' | '))
+        .filter((words) => words.includes('published'))
+        .map((words) => ({ doc, words })),
     );
     expect(lists.length).toBeGreaterThan(1);
     for (const { doc, words } of lists) expect([doc, [...words].sort()]).toEqual([doc, expected]);
-    const named = docs.flatMap(({ name: doc, text }) => [...text.matchAll(/`CompactionOutcome = "?([a-z]+)/g)].map((m) => ({ doc, outcome: m[1]! })));
+    const named = docs.flatMap(({ name: doc, text }) =>
+      [...text.matchAll(/`CompactionOutcome = "?([a-z]+)/g)].map((m) => ({ doc, outcome: m[1]! })),
+    );
     expect(named.filter(({ outcome }) => !(outcome in OUTCOMES))).toEqual([]);
   });
 
@@ -231,9 +315,20 @@ describe('the docs say what the code does', () => {
   });
 
   it('every constant the docs quote with a value is one of the code, of that value', () => {
-    const constants: Record<string, unknown> = { ...recurring, ...segments, ...entry, DEFAULT_WORKER_TIMEOUT_MS, LIVE_POLLER_WINDOW_MS, WORKER_HEARTBEAT_INTERVAL_MS };
+    const constants: Record<string, unknown> = {
+      ...recurring,
+      ...segments,
+      ...entry,
+      DEFAULT_WORKER_TIMEOUT_MS,
+      LIVE_POLLER_WINDOW_MS,
+      WORKER_HEARTBEAT_INTERVAL_MS,
+    };
     const quoted = docs.flatMap(({ name: doc, text }) =>
-      [...text.replace(/\s+/g, ' ').matchAll(/`([A-Z][A-Z0-9_]*[A-Z0-9])`(?:, | \()(\d[\d ,.]*(?: ?(?:KiB|MiB|GiB|ms|min|h|s)\b)?)/g)]
+      [
+        ...text
+          .replace(/\s+/g, ' ')
+          .matchAll(/`([A-Z][A-Z0-9_]*[A-Z0-9])`(?:, | \()(\d[\d ,.]*(?: ?(?:KiB|MiB|GiB|ms|min|h|s)\b)?)/g),
+      ]
         .filter((m) => !m[1]!.startsWith('COMPACTION_'))
         .map((m) => ({ doc, name: m[1]!, stated: statedDefault(m[2]!) })),
     );
@@ -263,7 +358,10 @@ describe('the docs say what the code does', () => {
     const entries = new Set(readdirSync(join(root, 'src')));
     const layered = layers!.split('\n').flatMap((line) => {
       const names: string[] = [];
-      for (const word of line.replace(/\([^)]*\)/g, ' ').split(/\s+/).filter(Boolean)) {
+      for (const word of line
+        .replace(/\([^)]*\)/g, ' ')
+        .split(/\s+/)
+        .filter(Boolean)) {
         if (!entries.has(word)) break;
         names.push(word);
       }

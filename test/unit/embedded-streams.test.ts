@@ -33,7 +33,11 @@ describe('embedded store streams', () => {
     expect(Buffer.from((await store.get('big')).body).equals(Buffer.from(body))).toBe(true);
     expect((await store.head('big')).size).toBe(body.length);
     const db = new DatabaseSync(path, { readOnly: true });
-    const stored = db.prepare('SELECT length(body) AS first, (SELECT count(*) FROM object_chunks WHERE key = ?) AS rest FROM objects WHERE key = ?').get('big', 'big');
+    const stored = db
+      .prepare(
+        'SELECT length(body) AS first, (SELECT count(*) FROM object_chunks WHERE key = ?) AS rest FROM objects WHERE key = ?',
+      )
+      .get('big', 'big');
     db.close();
     expect(stored).toEqual({ first: CHUNK_BYTES, rest: 5 });
   });

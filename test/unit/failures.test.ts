@@ -1,4 +1,6 @@
-/** Every error class names a failure type, and the retry policies' list of non-retryable types agrees with the classes. */
+/**
+ * Every error class names a failure type, and the retry policies' list of non-retryable types agrees with the classes.
+ */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
@@ -37,9 +39,35 @@ import { activityRetry } from '../../src/workflows/activity-options';
 import * as writer from '../../src/writer';
 
 const modules = [
-  compactorInputs, compactorPlan, compactorPlugin, compactorRecurring, settings, timing, conformance, keys, leaseCodec, leaseState,
-  collector, collectorPlan, inputManifest, jobLease, judgedRoot, publication, rootIo, root, segments, storePort, storeProbe, storeS3, formatModule, writer, storeBinding,
-  clientSchedule, clientSearchAttributes, clientWaiting, clientWorkers,
+  compactorInputs,
+  compactorPlan,
+  compactorPlugin,
+  compactorRecurring,
+  settings,
+  timing,
+  conformance,
+  keys,
+  leaseCodec,
+  leaseState,
+  collector,
+  collectorPlan,
+  inputManifest,
+  jobLease,
+  judgedRoot,
+  publication,
+  rootIo,
+  root,
+  segments,
+  storePort,
+  storeProbe,
+  storeS3,
+  formatModule,
+  writer,
+  storeBinding,
+  clientSchedule,
+  clientSearchAttributes,
+  clientWaiting,
+  clientWorkers,
 ];
 type ErrorClass = abstract new (...args: never[]) => Error;
 const errorClasses = [...new Set(modules.flatMap((m) => Object.values(m)))].filter(
@@ -70,7 +98,9 @@ function declaredErrorClasses(dir = join(__dirname, '..', '..', 'src')): string[
 
 describe('the error map', () => {
   // The abstract bases name no failure type of their own.
-  const concrete = errorClasses.filter((cls) => !Object.is(cls, storePort.StoreError) && !Object.is(cls, compactorPlugin.CompactorRuleError));
+  const concrete = errorClasses.filter(
+    (cls) => !Object.is(cls, storePort.StoreError) && !Object.is(cls, compactorPlugin.CompactorRuleError),
+  );
   const typed = concrete.map(instanceOf);
 
   it('the test sees every typed error class src/ declares', () => {
@@ -86,16 +116,19 @@ describe('the error map', () => {
     for (const [i, error] of typed.entries()) expect(error.name).toBe(concrete[i]!.name);
   });
 
-  it('every non-retryable class is in the retry policies\' list, every retryable one is not', () => {
+  it("every non-retryable class is in the retry policies' list, every retryable one is not", () => {
     const nonRetryable = new Set<string>(activityRetry().nonRetryableErrorTypes);
-    for (const error of typed) expect(nonRetryable.has(error.failureType), `${error.name} (${error.failureType})`).toBe(!error.retryable);
+    for (const error of typed)
+      expect(nonRetryable.has(error.failureType), `${error.name} (${error.failureType})`).toBe(!error.retryable);
     expect([...nonRetryable].sort()).toEqual([...NON_RETRYABLE_FAILURE_TYPES].sort());
   });
 
-  it('every failure type is some class\'s, or a workflow\'s own failure: no type is declared that nothing raises', () => {
+  it("every failure type is some class's, or a workflow's own failure: no type is declared that nothing raises", () => {
     // A pass that ran to its end incomplete: gcWorkflow fails with its report as the failure's detail.
     const raisedByWorkflows = ['GcPassIncomplete'];
-    expect([...new Set([...typed.map((e) => e.failureType), ...raisedByWorkflows])].sort()).toEqual(Object.keys(FAILURE_TYPES).sort());
+    expect([...new Set([...typed.map((e) => e.failureType), ...raisedByWorkflows])].sort()).toEqual(
+      Object.keys(FAILURE_TYPES).sort(),
+    );
   });
 
   it('failure types are class names without "Error", unless several classes share one', () => {

@@ -1,4 +1,6 @@
-/** The work's heartbeats: none in an attempt's first beat interval, one then if any was asked for, at once when told. */
+/**
+ * The work's heartbeats: none in an attempt's first beat interval, one then if any was asked for, at once when told.
+ */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { beatsAfterFirstInterval } from '../../src/activities/first-beat';
 

@@ -32,7 +32,11 @@ describe('loadFormatModule', () => {
 
   it('resolves a package name from node_modules of the current directory; an export it lacks stays the default', async () => {
     const dir = project({
-      'node_modules/my-format/package.json': JSON.stringify({ name: 'my-format', type: 'module', exports: './index.js' }),
+      'node_modules/my-format/package.json': JSON.stringify({
+        name: 'my-format',
+        type: 'module',
+        exports: './index.js',
+      }),
       'node_modules/my-format/index.js': codec,
     });
     const format = await loadFormatModule('my-format', dir);
@@ -42,25 +46,38 @@ describe('loadFormatModule', () => {
 
   it('a path to no file names the file it looked for', async () => {
     const dir = project({});
-    await expect(loadFormatModule('./format.mjs', dir)).rejects.toThrow(`format module "./format.mjs" (COMPACTION_FORMAT_MODULE, worker --format) names no file: ${join(dir, 'format.mjs')} does not exist`);
+    await expect(loadFormatModule('./format.mjs', dir)).rejects.toThrow(
+      `format module "./format.mjs" (COMPACTION_FORMAT_MODULE, worker --format) names no file: ${join(dir, 'format.mjs')} does not exist`,
+    );
   });
 
   it('a package not installed there cannot be resolved, naming the directory', async () => {
     const dir = project({});
-    await expect(loadFormatModule('no-such-format', dir)).rejects.toThrow(new RegExp(`format module "no-such-format" .*cannot be resolved from ${dir}`));
+    await expect(loadFormatModule('no-such-format', dir)).rejects.toThrow(
+      new RegExp(`format module "no-such-format" .*cannot be resolved from ${dir}`),
+    );
   });
 
   it('a module with neither export names what it does export', async () => {
     const dir = project({ 'format.mjs': 'export const compactorr = {};\nexport default {};\n' });
     const err = await loadFormatModule('./format.mjs', dir).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(FormatModuleError);
-    expect((err as Error).message).toMatch(/exports neither `compactor` nor `rootCodec` \(it exports compactorr, default\).*named exports/);
+    expect((err as Error).message).toMatch(
+      /exports neither `compactor` nor `rootCodec` \(it exports compactorr, default\).*named exports/,
+    );
   });
 
   it('an export that is not the plug-in names the function it lacks', async () => {
-    const dir = project({ 'compactor.mjs': 'export const compactor = { run() {} };\n', 'codec.mjs': 'export const rootCodec = { encode() {} };\n' });
-    await expect(loadFormatModule('./compactor.mjs', dir)).rejects.toThrow(/exports a `compactor` without a compact function/);
-    await expect(loadFormatModule('./codec.mjs', dir)).rejects.toThrow(/exports a `rootCodec` without a decode function/);
+    const dir = project({
+      'compactor.mjs': 'export const compactor = { run() {} };\n',
+      'codec.mjs': 'export const rootCodec = { encode() {} };\n',
+    });
+    await expect(loadFormatModule('./compactor.mjs', dir)).rejects.toThrow(
+      /exports a `compactor` without a compact function/,
+    );
+    await expect(loadFormatModule('./codec.mjs', dir)).rejects.toThrow(
+      /exports a `rootCodec` without a decode function/,
+    );
   });
 
   it('a module that throws while loading names the file and the error', async () => {

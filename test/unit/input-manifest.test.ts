@@ -1,19 +1,44 @@
-/** A job's input manifest: written once per attempt under the job prefix, read back only as written, out of a compactor's reach. */
+/**
+ * A job's input manifest: written once per attempt under the job prefix, read back only as written, out of a
+ * compactor's reach.
+ */
 import { describe, expect, it } from 'vitest';
 import { checkStagedKeys, OutsideJobPrefixError, stagedStore } from '../../src/compactor';
-import { inputManifestKey, isInputManifestKeyOf, jobId, leaseKey, namespaceId, parseCompactionKey } from '../../src/keys';
-import { InputManifestUnreadableError, LeaseLostError, readInputManifest, readInputManifestUnderLease, writeInputManifest } from '../../src/protocol';
+import {
+  inputManifestKey,
+  isInputManifestKeyOf,
+  jobId,
+  leaseKey,
+  namespaceId,
+  parseCompactionKey,
+} from '../../src/keys';
+import {
+  InputManifestUnreadableError,
+  LeaseLostError,
+  readInputManifest,
+  readInputManifestUnderLease,
+  writeInputManifest,
+} from '../../src/protocol';
 import { createEmbeddedObjectStore } from '../../src/store';
 
 const ns = namespaceId('demo');
 const job = { namespaceId: ns, jobId: jobId(`cmp_${'a'.repeat(32)}`) };
 const other = { namespaceId: ns, jobId: jobId(`cmp_${'b'.repeat(32)}`) };
-const manifest = { group: 'inodes', inputs: ['namespaces/demo/metadata/segments/a.mseg', 'namespaces/demo/metadata/segments/b.mseg'], etags: ['"1"', '"2"'] };
+const manifest = {
+  group: 'inodes',
+  inputs: ['namespaces/demo/metadata/segments/a.mseg', 'namespaces/demo/metadata/segments/b.mseg'],
+  etags: ['"1"', '"2"'],
+};
 
 describe('the input manifest', () => {
   it('is a staged object of its job, one key per readGroup attempt, none of another job', () => {
     const first = inputManifestKey(ns, job.jobId, 1);
-    expect(parseCompactionKey(first)).toMatchObject({ kind: 'staged_segment', namespaceId: ns, jobId: job.jobId, extension: 'inputs' });
+    expect(parseCompactionKey(first)).toMatchObject({
+      kind: 'staged_segment',
+      namespaceId: ns,
+      jobId: job.jobId,
+      extension: 'inputs',
+    });
     expect(inputManifestKey(ns, job.jobId, 2)).not.toBe(first);
     expect(isInputManifestKeyOf(ns, job.jobId, first)).toBe(true);
     expect(isInputManifestKeyOf(ns, other.jobId, first)).toBe(false);
@@ -28,8 +53,17 @@ describe('the input manifest', () => {
   });
 
   it.each([
-    ['rewritten since', 'changed since it was written', async (store: ReturnType<typeof createEmbeddedObjectStore>, key: string) => void (await store.put(key, new TextEncoder().encode('{}')))],
-    ['gone', 'is gone', async (store: ReturnType<typeof createEmbeddedObjectStore>, key: string) => void (await store.deleteMany([key]))],
+    [
+      'rewritten since',
+      'changed since it was written',
+      async (store: ReturnType<typeof createEmbeddedObjectStore>, key: string) =>
+        void (await store.put(key, new TextEncoder().encode('{}'))),
+    ],
+    [
+      'gone',
+      'is gone',
+      async (store: ReturnType<typeof createEmbeddedObjectStore>, key: string) => void (await store.deleteMany([key])),
+    ],
   ])('one %s is refused with InputManifestUnreadableError naming the key', async (_, reason, damage) => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
     const ref = await writeInputManifest(store, job, 1, manifest);

@@ -29,7 +29,11 @@ describe('pinned inputs', () => {
     const pinned = pinnedInputs(store, 'inodes', inputs, etags);
     await expect(pinned.getStream(inputs[0]!)).resolves.toMatchObject({ etag: etags[0] });
     await store.put(inputs[0]!, (await store.get(inputs[1]!)).body);
-    for (const read of [() => pinned.get(inputs[0]!), () => pinned.getStream(inputs[0]!), () => pinned.head(inputs[0]!)]) {
+    for (const read of [
+      () => pinned.get(inputs[0]!),
+      () => pinned.getStream(inputs[0]!),
+      () => pinned.head(inputs[0]!),
+    ]) {
       await expect(read()).rejects.toThrow(InputChangedError);
     }
     await expect(pinned.get(inputs[1]!)).resolves.toMatchObject({ etag: etags[1] });
@@ -38,7 +42,9 @@ describe('pinned inputs', () => {
   it('is a non-retryable failure of type InputChanged naming the input, its pinned ETag and the one seen', async () => {
     const etags = await checkInputs(store, 'inodes', inputs, 1 << 20);
     await store.put(inputs[0]!, (await store.get(inputs[1]!)).body);
-    const err = await pinnedInputs(store, 'inodes', inputs, etags).head(inputs[0]!).catch((e: unknown) => e);
+    const err = await pinnedInputs(store, 'inodes', inputs, etags)
+      .head(inputs[0]!)
+      .catch((e: unknown) => e);
     const failure = toFailure(err) as ApplicationFailure;
     expect([failure.type, failure.nonRetryable]).toEqual(['InputChanged', true]);
     expect(failure.message).toContain(inputs[0]);

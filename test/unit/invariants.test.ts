@@ -1,4 +1,7 @@
-/** The invariant checker catches each violation it names, and passes a legal history: a checker that never fails is no evidence. */
+/**
+ * The invariant checker catches each violation it names, and passes a legal history: a checker that never fails is no
+ * evidence.
+ */
 import { describe, expect, it } from 'vitest';
 import { inputSegmentKey, jobId, leaseKey, namespaceId, rootKey, segmentId, stagedSegmentKey } from '../../src/keys';
 import { claimLeaseState, createLeaseState, encodeLease, refreshLeaseState } from '../../src/lease';
@@ -15,9 +18,16 @@ const expiry = 1000;
 const created = createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w', nowMs: 0 });
 const refreshed = refreshLeaseState(created, 500);
 const bytes = (s: string) => new TextEncoder().encode(s);
-const put = (key: string, body: Uint8Array, etag: string, atMs: number, condition: { ifMatch?: string; ifNoneMatch?: string } = {}): StoreEvent => ({ kind: 'put', key, body, etag, atMs, ...condition });
+const put = (
+  key: string,
+  body: Uint8Array,
+  etag: string,
+  atMs: number,
+  condition: { ifMatch?: string; ifNoneMatch?: string } = {},
+): StoreEvent => ({ kind: 'put', key, body, etag, atMs, ...condition });
 const del = (key: string, atMs: number): StoreEvent => ({ kind: 'delete', key, atMs });
-const root = (generation: number, keys: string[]) => encodeRoot({ namespace_id: ns, generation, groups: { inodes: keys } });
+const root = (generation: number, keys: string[]) =>
+  encodeRoot({ namespace_id: ns, generation, groups: { inodes: keys } });
 
 /** Inputs, a job that creates, writes, refreshes and publishes; its lease later expires, is claimed and deleted. */
 const legal: StoreEvent[] = [
@@ -40,13 +50,22 @@ const finalOf = (log: StoreEvent[]) => {
 };
 const audit = (log: StoreEvent[], liveness?: 'claimed-leases-deleted' | 'everything-reclaimed') =>
   checkInvariants(log, finalOf(log), { leaseExpiryMs: expiry, liveness });
-const properties = (log: StoreEvent[], liveness?: 'claimed-leases-deleted' | 'everything-reclaimed') => [...new Set(audit(log, liveness).violations.map((v) => v.property))];
+const properties = (log: StoreEvent[], liveness?: 'claimed-leases-deleted' | 'everything-reclaimed') => [
+  ...new Set(audit(log, liveness).violations.map((v) => v.property)),
+];
 
 describe('invariant checker', () => {
   it('passes a legal history and counts what it saw', () => {
     const result = audit(legal, 'everything-reclaimed');
     expect(result.violations).toEqual([]);
-    expect(result.tally).toEqual({ leasesCreated: 1, refreshes: 1, claims: 1, leasesDeleted: 1, publications: 1, objectsDeleted: 1 });
+    expect(result.tally).toEqual({
+      leasesCreated: 1,
+      refreshes: 1,
+      claims: 1,
+      leasesDeleted: 1,
+      publications: 1,
+      objectsDeleted: 1,
+    });
   });
 
   it('catches a broken collector that deletes a referenced key', () => {
@@ -54,18 +73,39 @@ describe('invariant checker', () => {
   });
 
   it('catches two owners of one lease version: a claim and a refresh both from the same ETag', () => {
-    const log = [...legal.slice(0, 5), put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 2000, { ifMatch: 'l2' }), put(lease, encodeLease(refreshLeaseState(refreshed, 2001)), 'l4', 2001, { ifMatch: 'l2' })];
+    const log = [
+      ...legal.slice(0, 5),
+      put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 2000, { ifMatch: 'l2' }),
+      put(lease, encodeLease(refreshLeaseState(refreshed, 2001)), 'l4', 2001, { ifMatch: 'l2' }),
+    ];
     expect(properties(log)).toContain('oneOwner');
   });
 
   it('catches a claim of a live lease and a job writing active over reaping', () => {
-    expect(properties([...legal.slice(0, 5), put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 900, { ifMatch: 'l2' })])).toEqual(['oneOwner']);
-    const overReaping = [...legal.slice(0, 5), put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 2000, { ifMatch: 'l2' })];
-    expect(properties([...overReaping, put(lease, encodeLease(refreshLeaseState(refreshed, 2001)), 'l4', 2001, { ifMatch: 'l3' })])).toEqual(['oneOwner']);
+    expect(
+      properties([
+        ...legal.slice(0, 5),
+        put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 900, { ifMatch: 'l2' }),
+      ]),
+    ).toEqual(['oneOwner']);
+    const overReaping = [
+      ...legal.slice(0, 5),
+      put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 2000, { ifMatch: 'l2' }),
+    ];
+    expect(
+      properties([
+        ...overReaping,
+        put(lease, encodeLease(refreshLeaseState(refreshed, 2001)), 'l4', 2001, { ifMatch: 'l3' }),
+      ]),
+    ).toEqual(['oneOwner']);
   });
 
   it('catches a fenced job that published', () => {
-    const log = [...legal.slice(0, 5), put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 2000, { ifMatch: 'l2' }), put(rootKey(ns), root(2, [output]), 'r2', 2100, { ifMatch: 'r1' })];
+    const log = [
+      ...legal.slice(0, 5),
+      put(lease, encodeLease(claimLeaseState(refreshed, TEST_PASS_ID, 2000)), 'l3', 2000, { ifMatch: 'l2' }),
+      put(rootKey(ns), root(2, [output]), 'r2', 2100, { ifMatch: 'r1' }),
+    ];
     expect(properties(log)).toEqual(['fencedPublished']);
   });
 
@@ -77,9 +117,13 @@ describe('invariant checker', () => {
   it('catches a bucket the log does not account for, a stranded claim, and an orphan never reclaimed', () => {
     const final = finalOf(legal);
     final.set('namespaces/audit/stray', bytes('?'));
-    expect(checkInvariants(legal, final, { leaseExpiryMs: expiry }).violations.map((v) => v.property)).toEqual(['logMatchesBucket']);
+    expect(checkInvariants(legal, final, { leaseExpiryMs: expiry }).violations.map((v) => v.property)).toEqual([
+      'logMatchesBucket',
+    ]);
     expect(properties(legal.slice(0, 7), 'claimed-leases-deleted')).toEqual(['claimedDeleted']);
     const orphan = stagedSegmentKey(ns, job, segmentId(`seg_${'3'.repeat(32)}`), 'mseg');
-    expect(properties([...legal, put(orphan, bytes('x'), 'x', 150)], 'everything-reclaimed')).toEqual(['orphansReclaimed']);
+    expect(properties([...legal, put(orphan, bytes('x'), 'x', 150)], 'everything-reclaimed')).toEqual([
+      'orphansReclaimed',
+    ]);
   });
 });

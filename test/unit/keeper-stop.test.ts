@@ -12,7 +12,11 @@ import { jsonRootCodec } from '../../src/root';
 import { createEmbeddedObjectStore } from '../../src/store';
 import { gate, wrapStore } from '../support/faults';
 
-const settings = resolveSettings({ timing: shrunkTiming(300, 1000), targetSegmentBytes: 4096, heartbeatTimeoutMs: 1000 });
+const settings = resolveSettings({
+  timing: shrunkTiming(300, 1000),
+  targetSegmentBytes: 4096,
+  heartbeatTimeoutMs: 1000,
+});
 const embedded = createEmbeddedObjectStore({ path: join(mkdtempSync(join(tmpdir(), 'keeper-')), 'store.sqlite') });
 afterAll(() => embedded.close());
 
@@ -33,14 +37,21 @@ function heldRefreshes(letter: string) {
 }
 
 describe('the work under its lease, keeper and work in one activity', () => {
-  it('returns only once the keeper\'s refresh in flight has settled, and writes the lease no more', async () => {
+  it("returns only once the keeper's refresh in flight has settled, and writes the lease no more", async () => {
     const { job, sent, release, counted, store } = heldRefreshes('b');
     // The work ends while the keeper's first refresh is in flight.
-    const activities = createCompactionActivities({ store, settings, rootCodec: jsonRootCodec, compactor: { compact: () => sent.wait.then(() => ({ outputs: [], recordsOut: 0, bytesOut: 0 })) } });
+    const activities = createCompactionActivities({
+      store,
+      settings,
+      rootCodec: jsonRootCodec,
+      compactor: { compact: () => sent.wait.then(() => ({ outputs: [], recordsOut: 0, bytesOut: 0 })) },
+    });
     const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
     const manifest = await writeInputManifest(store, job, 1, { group: 'bindings', inputs: [], etags: [] });
     let returned = false;
-    const leased = new MockActivityEnvironment().run(activities.compactUnderLease, { ...job, manifest, held }).finally(() => (returned = true));
+    const leased = new MockActivityEnvironment()
+      .run(activities.compactUnderLease, { ...job, manifest, held })
+      .finally(() => (returned = true));
     await sent.wait;
     await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));
     expect(returned, 'the activity returned with its refresh in flight').toBe(false);

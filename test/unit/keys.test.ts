@@ -32,7 +32,9 @@ describe('key grammar', () => {
     expect(rootKey(ns)).toBe('namespaces/demo/metadata/root.json');
     expect(jobPrefix(ns, job)).toBe(`namespaces/demo/metadata/compactions/${job}/`);
     expect(leaseKey(ns, job)).toBe(`namespaces/demo/metadata/compactions/${job}/lease.json`);
-    expect(stagedSegmentKey(ns, job, seg, 'mseg')).toBe(`namespaces/demo/metadata/compactions/${job}/segments/${seg}.mseg`);
+    expect(stagedSegmentKey(ns, job, seg, 'mseg')).toBe(
+      `namespaces/demo/metadata/compactions/${job}/segments/${seg}.mseg`,
+    );
   });
 
   it('the job prefix ends in a slash, so one job id never covers another that extends it', () => {
@@ -55,7 +57,11 @@ describe('key grammar', () => {
 
   it('an id of 300 characters is quoted to its first 64 (its length and a digest say the rest), for every kind of id', () => {
     const long = `${'n'.repeat(299)}!`;
-    for (const [validate, subject] of [[namespaceId, 'namespace id'], [familyGroup, 'family group'], [jobId, 'job id']] as const) {
+    for (const [validate, subject] of [
+      [namespaceId, 'namespace id'],
+      [familyGroup, 'family group'],
+      [jobId, 'job id'],
+    ] as const) {
       const message = (() => {
         try {
           validate(long);
@@ -64,15 +70,21 @@ describe('key grammar', () => {
         }
         return '';
       })();
-      expect(message).toMatch(new RegExp(`^invalid ${subject} "${'n'.repeat(64)}… \\(300 characters, digest [0-9a-f]{14}\\)": must be `));
+      expect(message).toMatch(
+        new RegExp(`^invalid ${subject} "${'n'.repeat(64)}… \\(300 characters, digest [0-9a-f]{14}\\)": must be `),
+      );
       expect(message).not.toContain('n'.repeat(65));
     }
   });
 
-  it.each(['cmp_', `cmp_${'A'.repeat(32)}`, `cmp_${'a'.repeat(31)}`, `cmp_${'a'.repeat(33)}`, `seg_${'a'.repeat(32)}`, '../x'])(
-    'rejects job id %j',
-    (bad) => expect(() => jobId(bad)).toThrow(InvalidKeyError),
-  );
+  it.each([
+    'cmp_',
+    `cmp_${'A'.repeat(32)}`,
+    `cmp_${'a'.repeat(31)}`,
+    `cmp_${'a'.repeat(33)}`,
+    `seg_${'a'.repeat(32)}`,
+    '../x',
+  ])('rejects job id %j', (bad) => expect(() => jobId(bad)).toThrow(InvalidKeyError));
 
   it('every key builder validates its ids at run time: a raw string cast to an id type builds no key', () => {
     const badNs = '../demo' as NamespaceId;
@@ -134,13 +146,16 @@ describe('key grammar', () => {
 
   it('every key that parses as a lease or staged segment is rebuilt exactly by the builders', () => {
     fc.assert(
-      fc.property(fc.string({ unit: fc.constantFrom(...'namespace/mtdcoiplj.sg_0123456789abcdef'.split('')), maxLength: 140 }), (key) => {
-        const parsed = parseCompactionKey(key);
-        if (parsed.kind === 'lease') expect(leaseKey(parsed.namespaceId, parsed.jobId)).toBe(key);
-        if (parsed.kind === 'staged_segment') {
-          expect(stagedSegmentKey(parsed.namespaceId, parsed.jobId, parsed.segmentId, parsed.extension)).toBe(key);
-        }
-      }),
+      fc.property(
+        fc.string({ unit: fc.constantFrom(...'namespace/mtdcoiplj.sg_0123456789abcdef'.split('')), maxLength: 140 }),
+        (key) => {
+          const parsed = parseCompactionKey(key);
+          if (parsed.kind === 'lease') expect(leaseKey(parsed.namespaceId, parsed.jobId)).toBe(key);
+          if (parsed.kind === 'staged_segment') {
+            expect(stagedSegmentKey(parsed.namespaceId, parsed.jobId, parsed.segmentId, parsed.extension)).toBe(key);
+          }
+        },
+      ),
     );
   });
 });

@@ -87,7 +87,9 @@ describe('lanes', () => {
 
   it('a wait that fails is rethrown once its holder is back in a lane', async () => {
     const lanes = new Lanes(1);
-    await expect(lanes.hold(() => lanes.stepOut(Promise.reject(new Error('part refused'))))).rejects.toThrow(/part refused/);
+    await expect(lanes.hold(() => lanes.stepOut(Promise.reject(new Error('part refused'))))).rejects.toThrow(
+      /part refused/,
+    );
     // Its lane was given back: a newcomer still gets in.
     expect(await lanes.hold(async () => 'in')).toBe('in');
   });

@@ -48,7 +48,11 @@ describe('lease codec', () => {
     ['not JSON', (s) => s.slice(0, -1), /not JSON/],
     ['empty', () => '', /empty object/],
     ['a wrong checksum', (s) => s.replace(/sha256:[0-9a-f]{4}/, 'sha256:0000'), /payload_checksum/],
-    ['payload bytes changed but still valid', (s) => s.replace('"heartbeat_at_ms":1000', '"heartbeat_at_ms":1001'), /payload_checksum/],
+    [
+      'payload bytes changed but still valid',
+      (s) => s.replace('"heartbeat_at_ms":1000', '"heartbeat_at_ms":1001'),
+      /payload_checksum/,
+    ],
     ['an unknown kind', (s) => s.replace('compaction_lease', 'metadata_root'), /kind/],
     ['an unknown format version', (s) => s.replace('"format_version":1', '"format_version":2'), /format_version/],
     ['an unknown envelope field', (s) => s.replace('{"kind"', '{"extra":1,"kind"'), /envelope/],
@@ -58,12 +62,18 @@ describe('lease codec', () => {
     const decode = () => decodeLease(bytes(mutate(text(active))), ids);
     expect(decode).toThrow(LeaseCorruptError);
     expect(decode).toThrow(reason);
-    expect(decode).toThrow(/namespaces\/demo\/metadata\/compactions\/cmp_0123456789abcdef0123456789abcdef\/lease\.json/);
+    expect(decode).toThrow(
+      /namespaces\/demo\/metadata\/compactions\/cmp_0123456789abcdef0123456789abcdef\/lease\.json/,
+    );
   });
 
   it.each([
     ['an unknown payload field', { ...active, cursor: 5 }, /cursor/],
-    ['a missing payload field', { job_id: job, namespace_id: ns, owner_id: 'w', status: 'active', started_at_ms: 1 }, /heartbeat_at_ms/],
+    [
+      'a missing payload field',
+      { job_id: job, namespace_id: ns, owner_id: 'w', status: 'active', started_at_ms: 1 },
+      /heartbeat_at_ms/,
+    ],
     ['a wrong type', { ...active, heartbeat_at_ms: '1000' }, /heartbeat_at_ms/],
     ['an unknown status', { ...active, status: 'done' }, /status/],
     ['another job than its key', { ...active, job_id: 'cmp_ffffffffffffffffffffffffffffffff' }, /names job/],
@@ -90,11 +100,31 @@ describe('lease codec', () => {
 
     it.each([
       ['a second payload appended to a live lease', DOUBLED_PAYLOAD, /member "payload" appears twice/],
-      ['a second payload placed first', goldenText.replace('{"kind"', `{${DOUBLED_PAYLOAD.slice(DOUBLED_PAYLOAD.lastIndexOf('"payload"'), -1)},"kind"`), /member "payload" appears twice/],
-      ['a repeated kind', goldenText.replace('{"kind":"compaction_lease",', '{"kind":"metadata_root","kind":"compaction_lease",'), /member "kind" appears twice/],
-      ['a repeated field inside the payload', goldenText.replace('"status":"active"', '"status":"active","status":"reaping"'), /member "status" appears twice/],
-      ['a repeated name spelt with an escape', goldenText.replace('"status":"active"', '"status":"active","st\\u0061tus":"reaping"'), /member "status" appears twice/],
-      ['a repeated name deep inside an array', goldenText.replace('"format_version":1', '"format_version":1,"x":[{"a":1,"a":2}]'), /member "a" appears twice/],
+      [
+        'a second payload placed first',
+        goldenText.replace('{"kind"', `{${DOUBLED_PAYLOAD.slice(DOUBLED_PAYLOAD.lastIndexOf('"payload"'), -1)},"kind"`),
+        /member "payload" appears twice/,
+      ],
+      [
+        'a repeated kind',
+        goldenText.replace('{"kind":"compaction_lease",', '{"kind":"metadata_root","kind":"compaction_lease",'),
+        /member "kind" appears twice/,
+      ],
+      [
+        'a repeated field inside the payload',
+        goldenText.replace('"status":"active"', '"status":"active","status":"reaping"'),
+        /member "status" appears twice/,
+      ],
+      [
+        'a repeated name spelt with an escape',
+        goldenText.replace('"status":"active"', '"status":"active","st\\u0061tus":"reaping"'),
+        /member "status" appears twice/,
+      ],
+      [
+        'a repeated name deep inside an array',
+        goldenText.replace('"format_version":1', '"format_version":1,"x":[{"a":1,"a":2}]'),
+        /member "a" appears twice/,
+      ],
     ])('%s', (_, wire, reason) => {
       const decode = () => decodeLease(bytes(wire), ids);
       expect(decode).toThrow(LeaseCorruptError);
@@ -103,17 +133,22 @@ describe('lease codec', () => {
 
     it('the root shares the envelope: a repeated group is corrupt, equal names in different objects are not', () => {
       const seg = (n: number) => `namespaces/demo/metadata/segments/seg_${String(n).repeat(32)}.mseg`;
-      const wire = new TextDecoder().decode(encodeRoot({ namespace_id: ns, generation: 1, groups: { bindings: [seg(1)], inodes: [seg(2)] } }));
+      const wire = new TextDecoder().decode(
+        encodeRoot({ namespace_id: ns, generation: 1, groups: { bindings: [seg(1)], inodes: [seg(2)] } }),
+      );
       expect(decodeRoot(bytes(wire), ns).groups).toEqual({ bindings: [seg(1)], inodes: [seg(2)] });
       // Nested objects each have their own names: the lease's payload and its envelope both name no member twice.
       expect(decodeLease(golden('lease-active.json'), ids).status).toBe('active');
       const repeated = () => decodeRoot(bytes(wire.replace(`"inodes":`, `"bindings":[],"inodes":`)), ns);
       expect(repeated).toThrow(RootCorruptError);
-      expect(repeated).toThrow(/root namespaces\/demo\/metadata\/root\.json is corrupt: member "bindings" appears twice/);
+      expect(repeated).toThrow(
+        /root namespaces\/demo\/metadata\/root\.json is corrupt: member "bindings" appears twice/,
+      );
     });
 
     it('a byte-order mark before the golden lease', () => {
-      const decode = () => decodeLease(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), golden('lease-active.json')]), ids);
+      const decode = () =>
+        decodeLease(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), golden('lease-active.json')]), ids);
       expect(decode).toThrow(LeaseCorruptError);
       expect(decode).toThrow(/byte-order mark/);
     });
@@ -125,11 +160,20 @@ describe('lease codec', () => {
 
   it('decodes what it encodes, for any valid lease', () => {
     fc.assert(
-      fc.property(fc.string({ minLength: 1, maxLength: 256 }), fc.nat(), fc.nat(), fc.boolean(), (owner, start, delta, reaping) => {
-        let lease = refreshLeaseState(createLeaseState({ jobId: job, namespaceId: ns, ownerId: owner, nowMs: start }), start + delta + 1);
-        if (reaping) lease = claimLeaseState(lease, TEST_PASS_ID, Date.now());
-        expect(decodeLease(encodeLease(lease), ids)).toEqual(lease);
-      }),
+      fc.property(
+        fc.string({ minLength: 1, maxLength: 256 }),
+        fc.nat(),
+        fc.nat(),
+        fc.boolean(),
+        (owner, start, delta, reaping) => {
+          let lease = refreshLeaseState(
+            createLeaseState({ jobId: job, namespaceId: ns, ownerId: owner, nowMs: start }),
+            start + delta + 1,
+          );
+          if (reaping) lease = claimLeaseState(lease, TEST_PASS_ID, Date.now());
+          expect(decodeLease(encodeLease(lease), ids)).toEqual(lease);
+        },
+      ),
     );
   });
 });
@@ -156,7 +200,12 @@ describe('lease transitions', () => {
 
   it('a prefix without a lease is claimed by a reaping lease of the pass, started at its clock', () => {
     expect(claimUnleasedState({ jobId: job, namespaceId: ns, passId: TEST_PASS_ID, nowMs: 7000 })).toEqual({
-      job_id: job, namespace_id: ns, owner_id: TEST_PASS_ID, status: 'reaping', started_at_ms: 7000, heartbeat_at_ms: 7000,
+      job_id: job,
+      namespace_id: ns,
+      owner_id: TEST_PASS_ID,
+      status: 'reaping',
+      started_at_ms: 7000,
+      heartbeat_at_ms: 7000,
     });
   });
 
@@ -166,14 +215,20 @@ describe('lease transitions', () => {
     expect(isLeaseLive(claimLeaseState(active, TEST_PASS_ID, Date.now()), 0, 500)).toBe(false);
   });
 
-  it('decides the owner of a prefix as spec 6.2 says: its own claim, another pass\'s live claim, an expired one to take over', () => {
+  it("decides the owner of a prefix as spec 6.2 says: its own claim, another pass's live claim, an expired one to take over", () => {
     const pass = TEST_PASS_ID;
     expect(decideOwner({ missing: true }, 0, 500, pass)).toEqual({ owner: 'none' });
     expect(decideOwner({ corrupt: 'bad' }, 0, 500, pass)).toEqual({ owner: 'corrupt', reason: 'bad' });
     const ours = claimLeaseState(active, pass, 2000);
     expect(decideOwner({ lease: ours }, 9999, 500, pass)).toEqual({ owner: 'collector' });
-    expect(decideOwner({ lease: ours }, 2500, 500, 'gc_0000000000002_00000000000000bb')).toEqual({ owner: 'another_pass', passId: pass });
-    expect(decideOwner({ lease: ours }, 2501, 500, 'gc_0000000000002_00000000000000bb')).toEqual({ owner: 'expired', lease: ours });
+    expect(decideOwner({ lease: ours }, 2500, 500, 'gc_0000000000002_00000000000000bb')).toEqual({
+      owner: 'another_pass',
+      passId: pass,
+    });
+    expect(decideOwner({ lease: ours }, 2501, 500, 'gc_0000000000002_00000000000000bb')).toEqual({
+      owner: 'expired',
+      lease: ours,
+    });
     expect(decideOwner({ lease: active }, 1500, 500, pass)).toEqual({ owner: 'job' });
     expect(decideOwner({ lease: active }, 1501, 500, pass)).toEqual({ owner: 'expired', lease: active });
   });

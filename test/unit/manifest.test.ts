@@ -1,9 +1,37 @@
-/** Deletion manifests on the embedded store: the key grammar of passes and parts, intent before deletion, a dry run's store. */
+/**
+ * Deletion manifests on the embedded store: the key grammar of passes and parts, intent before deletion, a dry run's
+ * store.
+ */
 import { setImmediate } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
-import { manifestPartKey, manifestsPrefix, namespaceId, newPassId, parseManifestPartKey, parseManifestPrefix, parsePassPrefix, passClockMs, passId, passManifestPrefix, type PartTotals } from '../../src/keys';
-import { deleterOf, listGcPasses, listManifestPasses, readPassManifest, writeManifestPart, type ManifestTarget } from '../../src/protocol';
-import { createEmbeddedObjectStore, NotFoundError, PreconditionFailedError, type DeleteResult, type ObjectStore } from '../../src/store';
+import {
+  manifestPartKey,
+  manifestsPrefix,
+  namespaceId,
+  newPassId,
+  parseManifestPartKey,
+  parseManifestPrefix,
+  parsePassPrefix,
+  passClockMs,
+  passId,
+  passManifestPrefix,
+  type PartTotals,
+} from '../../src/keys';
+import {
+  deleterOf,
+  listGcPasses,
+  listManifestPasses,
+  readPassManifest,
+  writeManifestPart,
+  type ManifestTarget,
+} from '../../src/protocol';
+import {
+  createEmbeddedObjectStore,
+  NotFoundError,
+  PreconditionFailedError,
+  type DeleteResult,
+  type ObjectStore,
+} from '../../src/store';
 import { dryRunStore, type RecordedWrite } from '../../src/store/dry-run';
 
 const ns = namespaceId('unit');
@@ -18,16 +46,35 @@ describe('manifest keys', () => {
     expect(part.startsWith(`${passManifestPrefix(ns, early)}part_`)).toBe(true);
     expect(part).toMatch(/\/part_[0-9a-f]{32}\.bytes-1234\.claimed_prefix-2\.lease-1\.dry_run\.ndjson\.gz$/);
     expect(parseManifestPartKey(part)).toEqual({ namespaceId: ns, passId: early, totals });
-    expect(parseManifestPartKey(manifestPartKey(ns, early, { byRule: {}, bytes: 0, dryRun: false }))?.totals).toEqual({ byRule: {}, bytes: 0, dryRun: false });
+    expect(parseManifestPartKey(manifestPartKey(ns, early, { byRule: {}, bytes: 0, dryRun: false }))?.totals).toEqual({
+      byRule: {},
+      bytes: 0,
+      dryRun: false,
+    });
     // A part named before part names carried their totals is still a part, of no known totals.
-    expect(parseManifestPartKey(`${passManifestPrefix(ns, early)}part_${'a'.repeat(32)}.ndjson.gz`)).toEqual({ namespaceId: ns, passId: early });
-    const badTotals: PartTotals[] = [{ ...totals, bytes: -1 }, { ...totals, bytes: 0.5 }, { ...totals, byRule: { bytes: 1 } }, { ...totals, byRule: { 'a-b': 1 } }, { ...totals, byRule: { lease: NaN } }];
+    expect(parseManifestPartKey(`${passManifestPrefix(ns, early)}part_${'a'.repeat(32)}.ndjson.gz`)).toEqual({
+      namespaceId: ns,
+      passId: early,
+    });
+    const badTotals: PartTotals[] = [
+      { ...totals, bytes: -1 },
+      { ...totals, bytes: 0.5 },
+      { ...totals, byRule: { bytes: 1 } },
+      { ...totals, byRule: { 'a-b': 1 } },
+      { ...totals, byRule: { lease: NaN } },
+    ];
     for (const bad of badTotals) {
       expect(() => manifestPartKey(ns, early, bad)).toThrow(/invalid manifest part totals/);
     }
     expect(parseManifestPrefix(passManifestPrefix(ns, early))).toEqual({ namespaceId: ns, passId: early });
     expect(parsePassPrefix(ns, passManifestPrefix(ns, early))).toBe(early);
-    for (const bad of ['gc_1_00', `${early}/`, 'gc_170000000000a_0123456789abcdef', '../gc_1700000000000_0123456789abcdef']) expect(() => passId(bad)).toThrow(/invalid pass id/);
+    for (const bad of [
+      'gc_1_00',
+      `${early}/`,
+      'gc_170000000000a_0123456789abcdef',
+      '../gc_1700000000000_0123456789abcdef',
+    ])
+      expect(() => passId(bad)).toThrow(/invalid pass id/);
     expect(parseManifestPartKey(`${manifestsPrefix(ns)}notes.txt`)).toBeUndefined();
     expect(parsePassPrefix(ns, `${manifestsPrefix(ns)}notes/`)).toBeUndefined();
   });
@@ -39,35 +86,64 @@ describe('deleting through a manifest', () => {
     const log: string[] = [];
     const logged = Object.assign(Object.create(store) as ObjectStore, {
       put: (key: string, body: Uint8Array) => (log.push(`put ${key}`), store.put(key, body)),
-      deleteMany: (keys: readonly string[]): Promise<DeleteResult> => (log.push(`delete ${keys.join(',')}`), store.deleteMany(keys)),
+      deleteMany: (keys: readonly string[]): Promise<DeleteResult> => (
+        log.push(`delete ${keys.join(',')}`),
+        store.deleteMany(keys)
+      ),
     });
     const keys = ['namespaces/unit/metadata/segments/a', 'namespaces/unit/metadata/segments/b'];
     for (const k of keys) await store.put(k, new Uint8Array([1, 2, 3]));
     const objects = await Promise.all(keys.map((k) => store.head(k)));
-    const target: ManifestTarget = { store: logged, namespaceId: ns, passId: newPassId(Date.now()), nowMs: 42, dryRun: false };
+    const target: ManifestTarget = {
+      store: logged,
+      namespaceId: ns,
+      passId: newPassId(Date.now()),
+      nowMs: 42,
+      dryRun: false,
+    };
     return { store, logged, log, keys, objects, target };
   };
 
   it("a batch's part is written before its DeleteObjects, and names each object with its rule and what the rule read", async () => {
     const { store, logged, log, keys, objects, target } = await setUp();
-    await deleterOf(logged, target)(objects.map((object) => ({ object, rule: 'lost_write', read: { rootGeneration: 7 } })));
+    await deleterOf(
+      logged,
+      target,
+    )(objects.map((object) => ({ object, rule: 'lost_write', read: { rootGeneration: 7 } })));
     expect(log).toHaveLength(2);
-    expect(log[0]).toMatch(/^put namespaces\/unit\/metadata\/gc\/gc_\d{13}_[0-9a-f]{16}\/part_[0-9a-f]{32}\.bytes-6\.lost_write-2\.ndjson\.gz$/);
+    expect(log[0]).toMatch(
+      /^put namespaces\/unit\/metadata\/gc\/gc_\d{13}_[0-9a-f]{16}\/part_[0-9a-f]{32}\.bytes-6\.lost_write-2\.ndjson\.gz$/,
+    );
     expect(log[1]).toBe(`delete ${keys.join(',')}`);
     expect(await listManifestPasses(store, ns)).toEqual([target.passId]);
     const [part] = await readPassManifest(store, ns, target.passId);
-    expect(part?.lines).toEqual(objects.map((o) => ({ key: o.key, size: 3, etag: o.etag, lastModified: o.lastModified?.toISOString(), rule: 'lost_write', read: { rootGeneration: 7 }, decidedAtMs: 42 })));
+    expect(part?.lines).toEqual(
+      objects.map((o) => ({
+        key: o.key,
+        size: 3,
+        etag: o.etag,
+        lastModified: o.lastModified?.toISOString(),
+        rule: 'lost_write',
+        read: { rootGeneration: 7 },
+        decidedAtMs: 42,
+      })),
+    );
     expect((await store.list({ prefix: 'namespaces/unit/metadata/segments/' })).objects).toEqual([]);
   });
 
   it("a dry run's store records the delete instead of making it; the manifest, marked dry run, is still written to the real store", async () => {
     const writes: RecordedWrite[] = [];
     const { store, logged, log, keys, objects, target } = await setUp();
-    const result = await deleterOf(dryRunStore(logged, (w) => writes.push(w)), { ...target, dryRun: true })(objects.map((object) => ({ object, rule: 'lost_write', read: {} })));
+    const result = await deleterOf(
+      dryRunStore(logged, (w) => writes.push(w)),
+      { ...target, dryRun: true },
+    )(objects.map((object) => ({ object, rule: 'lost_write', read: {} })));
     expect(result).toEqual({ deleted: keys, failed: [] });
     expect(writes).toEqual(keys.map((key) => ({ kind: 'delete', key })));
     expect(log.filter((l) => l.startsWith('delete'))).toEqual([]);
-    expect((await store.list({ prefix: 'namespaces/unit/metadata/segments/' })).objects.map((o) => o.key)).toEqual(keys);
+    expect((await store.list({ prefix: 'namespaces/unit/metadata/segments/' })).objects.map((o) => o.key)).toEqual(
+      keys,
+    );
     const [part] = await readPassManifest(store, ns, target.passId);
     expect(part?.lines.map((l) => l.dryRun)).toEqual([true, true]);
   });
@@ -93,19 +169,48 @@ describe('sharing parts', () => {
         if (failPuts) throw new Error('put refused');
         return store.put(key, body);
       },
-      deleteMany: (keys: readonly string[]): Promise<DeleteResult> => (log.push(`delete ${keys.map((k) => k.split('/').at(-1)).join(',')}`), store.deleteMany(keys)),
-      deleteIfMatch: (key: string, etag: string) => (log.push(`delete ${key.split('/').at(-1)} if ${etag}`), store.deleteIfMatch(key, etag)),
+      deleteMany: (keys: readonly string[]): Promise<DeleteResult> => (
+        log.push(`delete ${keys.map((k) => k.split('/').at(-1)).join(',')}`),
+        store.deleteMany(keys)
+      ),
+      deleteIfMatch: (key: string, etag: string) => (
+        log.push(`delete ${key.split('/').at(-1)} if ${etag}`),
+        store.deleteIfMatch(key, etag)
+      ),
     });
-    const keys = ['a', 'b', 'c', 'lease.json'].map((k) => `namespaces/unit/metadata/compactions/cmp_${'1'.repeat(32)}/${k}`);
+    const keys = ['a', 'b', 'c', 'lease.json'].map(
+      (k) => `namespaces/unit/metadata/compactions/cmp_${'1'.repeat(32)}/${k}`,
+    );
     for (const k of keys) await store.put(k, new Uint8Array([1, 2]));
-    const [a, b, c, lease] = (await Promise.all(keys.map((k) => store.head(k)))).map((object) => ({ object, rule: 'orphaned_prefix' as const, read: {} }));
-    const target: ManifestTarget = { store: logged, namespaceId: ns, passId: newPassId(Date.now()), nowMs: 42, dryRun: false };
+    const [a, b, c, lease] = (await Promise.all(keys.map((k) => store.head(k)))).map((object) => ({
+      object,
+      rule: 'orphaned_prefix' as const,
+      read: {},
+    }));
+    const target: ManifestTarget = {
+      store: logged,
+      namespaceId: ns,
+      passId: newPassId(Date.now()),
+      nowMs: 42,
+      dryRun: false,
+    };
     const hold = (): (() => void) => {
       let release = () => {};
       held = new Promise((resolve) => (release = resolve));
       return () => ((held = undefined), release());
     };
-    return { store, logged, log, target, a: a!, b: b!, c: c!, lease: { ...lease!, rule: 'lease' as const }, failNextPuts: (fail: boolean) => (failPuts = fail), hold };
+    return {
+      store,
+      logged,
+      log,
+      target,
+      a: a!,
+      b: b!,
+      c: c!,
+      lease: { ...lease!, rule: 'lease' as const },
+      failNextPuts: (fail: boolean) => (failPuts = fail),
+      hold,
+    };
   };
   const partNames = (log: readonly string[]) => log.filter((l) => l.startsWith('put')).length;
 
@@ -150,15 +255,27 @@ describe('sharing parts', () => {
     await expect(deletes.deleteIfMatch(lease, '"another version"')).rejects.toBeInstanceOf(PreconditionFailedError);
     expect((await store.head(lease.object.key)).etag).toBe(etag);
     await deletes.deleteIfMatch(lease, etag);
-    expect(log).toEqual([expect.stringMatching(/^put part_/), 'delete a', 'delete lease.json if "another version"', `delete lease.json if ${etag}`]);
+    expect(log).toEqual([
+      expect.stringMatching(/^put part_/),
+      'delete a',
+      'delete lease.json if "another version"',
+      `delete lease.json if ${etag}`,
+    ]);
     await expect(store.head(lease.object.key)).rejects.toBeInstanceOf(NotFoundError);
     const [part] = await readPassManifest(store, ns, target.passId);
-    expect(part?.lines.map((l) => [l.key.split('/').at(-1), l.rule, l.etag])).toEqual([['a', 'orphaned_prefix', a.object.etag], ['lease.json', 'lease', etag]]);
+    expect(part?.lines.map((l) => [l.key.split('/').at(-1), l.rule, l.etag])).toEqual([
+      ['a', 'orphaned_prefix', a.object.etag],
+      ['lease.json', 'lease', etag],
+    ]);
     // Not recorded before: a part of its own first, once however often the delete is tried.
     log.length = 0;
     await expect(deletes.deleteIfMatch(b, '"another version"')).rejects.toBeInstanceOf(PreconditionFailedError);
     await deletes.deleteIfMatch(b, b.object.etag!);
-    expect(log).toEqual([expect.stringMatching(/^put part_/), 'delete b if "another version"', `delete b if ${b.object.etag}`]);
+    expect(log).toEqual([
+      expect.stringMatching(/^put part_/),
+      'delete b if "another version"',
+      `delete b if ${b.object.etag}`,
+    ]);
     // Without a manifest there is nothing to record: the delete goes at once.
     log.length = 0;
     await deleterOf(logged, undefined).deleteIfMatch(a, '"gone already"');
@@ -170,12 +287,20 @@ describe('gc passes', () => {
   it("totals each pass from its parts' names, reading only a part whose name carries none", async () => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
     let gets = 0;
-    const counted = Object.assign(Object.create(store) as ObjectStore, { get: (key: string, options?: Parameters<ObjectStore['get']>[1]) => (gets++, store.get(key, options)) });
+    const counted = Object.assign(Object.create(store) as ObjectStore, {
+      get: (key: string, options?: Parameters<ObjectStore['get']>[1]) => (gets++, store.get(key, options)),
+    });
     const keys = ['x', 'y', 'zz'].map((k) => `namespaces/unit/metadata/segments/${k}`);
     for (const k of keys) await store.put(k, new Uint8Array(k.length));
     const [x, y, z] = await Promise.all(keys.map((k) => store.head(k)));
     const target: ManifestTarget = { store, namespaceId: ns, passId: newPassId(Date.now()), nowMs: 42, dryRun: false };
-    await deleterOf(store, target)([{ object: x!, rule: 'lost_write', read: {} }, { object: y!, rule: 'retired_segment', read: {} }]);
+    await deleterOf(
+      store,
+      target,
+    )([
+      { object: x!, rule: 'lost_write', read: {} },
+      { object: y!, rule: 'retired_segment', read: {} },
+    ]);
     // A part of a pass killed before part names carried totals: its lines are read.
     const legacy = await writeManifestPart(target, [{ object: z!, rule: 'lost_write', read: {} }]);
     const unnamed = legacy.replace(/part_([0-9a-f]{32})\..*$/, 'part_$1.ndjson.gz');
@@ -184,8 +309,14 @@ describe('gc passes', () => {
     gets = 0;
     const [summary] = await listGcPasses(counted, { namespaces: [ns] });
     expect(summary).toEqual({
-      passId: target.passId, nowMs: passClockMs(target.passId), dryRun: false, namespaces: [ns], parts: 2, objects: 3,
-      bytes: keys.reduce((n, k) => n + k.length, 0), byRule: { lost_write: 2, retired_segment: 1 },
+      passId: target.passId,
+      nowMs: passClockMs(target.passId),
+      dryRun: false,
+      namespaces: [ns],
+      parts: 2,
+      objects: 3,
+      bytes: keys.reduce((n, k) => n + k.length, 0),
+      byRule: { lost_write: 2, retired_segment: 1 },
     });
     expect(gets).toBe(1);
   });

@@ -8,17 +8,24 @@ function covered(plan: MergePlan, source: MergeSource): number[] {
 }
 
 describe('planMerge', () => {
-  const cases = [0, 1, 2, 3, 15, 16, 17, 31, 100, 127, 128, 129, 255, 256, 1000, 4000, 20_000].flatMap((n) => [2, 3, 16, 128].map((fanIn) => [n, fanIn] as const));
+  const cases = [0, 1, 2, 3, 15, 16, 17, 31, 100, 127, 128, 129, 255, 256, 1000, 4000, 20_000].flatMap((n) =>
+    [2, 3, 16, 128].map((fanIn) => [n, fanIn] as const),
+  );
 
-  it.each(cases)('%i inputs at fan-in %i: no merge reads more than the fan-in, and the final merge covers every input once, in order', (n, fanIn) => {
-    const plan = planMerge(n, fanIn);
-    for (const sources of [...plan.runs, plan.final]) expect(sources.length).toBeLessThanOrEqual(fanIn);
-    expect(plan.final.flatMap((s) => covered(plan, s))).toEqual(Array.from({ length: n }, (_, i) => i));
-  });
+  it.each(cases)(
+    '%i inputs at fan-in %i: no merge reads more than the fan-in, and the final merge covers every input once, in order',
+    (n, fanIn) => {
+      const plan = planMerge(n, fanIn);
+      for (const sources of [...plan.runs, plan.final]) expect(sources.length).toBeLessThanOrEqual(fanIn);
+      expect(plan.final.flatMap((s) => covered(plan, s))).toEqual(Array.from({ length: n }, (_, i) => i));
+    },
+  );
 
   it.each(cases)('%i inputs at fan-in %i: every run is read exactly once, by a later merge', (n, fanIn) => {
     const plan = planMerge(n, fanIn);
-    const readers = [...plan.runs, plan.final].flatMap((sources, reader) => sources.flatMap((s) => ('run' in s ? [{ run: s.run, reader }] : [])));
+    const readers = [...plan.runs, plan.final].flatMap((sources, reader) =>
+      sources.flatMap((s) => ('run' in s ? [{ run: s.run, reader }] : [])),
+    );
     expect(readers.map((r) => r.run).sort((a, b) => a - b)).toEqual(plan.runs.map((_, r) => r));
     for (const { run, reader } of readers) expect(reader).toBeGreaterThan(run);
   });
@@ -32,7 +39,8 @@ describe('planMerge', () => {
     const plan = planMerge(129, 128);
     expect(plan.runs).toEqual([[{ input: 0 }, { input: 1 }]]);
     expect(plan.final).toHaveLength(128);
-    // 1,000 inputs at 128: 7 runs of 125 or 126 inputs, then one merge of 128 sources; 879 of the 1,000 inputs are rewritten once.
+    // 1,000 inputs at 128: 7 runs of 125 or 126 inputs, then one merge of 128 sources; 879 of the 1,000 inputs are
+    // rewritten once.
     const wide = planMerge(1000, 128);
     expect(wide.runs).toHaveLength(7);
     for (const run of wide.runs) expect([125, 126]).toContain(run.length);
@@ -49,6 +57,8 @@ describe('planMerge', () => {
     expect(settingsFromEnv({}).maxFanIn).toBe(128);
     expect(settingsFromEnv({ COMPACTION_MAX_FAN_IN: '16' }).maxFanIn).toBe(16);
     expect(() => settingsFromEnv({ COMPACTION_MAX_FAN_IN: '1' })).toThrow(SettingsError);
-    expect(() => settingsFromEnv({ COMPACTION_MAX_FAN_IN: '1' })).toThrow('COMPACTION_MAX_FAN_IN must be a whole number, at least 2, not "1"');
+    expect(() => settingsFromEnv({ COMPACTION_MAX_FAN_IN: '1' })).toThrow(
+      'COMPACTION_MAX_FAN_IN must be a whole number, at least 2, not "1"',
+    );
   });
 });

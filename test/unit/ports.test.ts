@@ -16,11 +16,15 @@ describe('freePort', () => {
 });
 
 describe('startOnFreePorts', () => {
-  const clash = new Error('temporal exited with code 1; log ends with: listen tcp 127.0.0.1:45759: bind: address already in use');
+  const clash = new Error(
+    'temporal exited with code 1; log ends with: listen tcp 127.0.0.1:45759: bind: address already in use',
+  );
 
   it('starts again when a chosen port was taken before the server bound it', async () => {
     let calls = 0;
-    const started = await startOnFreePorts(undefined, () => (++calls < 3 ? Promise.reject(clash) : Promise.resolve('up')));
+    const started = await startOnFreePorts(undefined, () =>
+      ++calls < 3 ? Promise.reject(clash) : Promise.resolve('up'),
+    );
     expect([started, calls]).toEqual(['up', 3]);
   });
 

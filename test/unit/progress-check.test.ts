@@ -7,7 +7,13 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import { toFailure } from '../../src/activities/failures';
-import { checkProgress, MAX_PROGRESS_BYTES, ProgressRefusedError, withCheckedProgress, type CompactionProgress } from '../../src/compactor';
+import {
+  checkProgress,
+  MAX_PROGRESS_BYTES,
+  ProgressRefusedError,
+  withCheckedProgress,
+  type CompactionProgress,
+} from '../../src/compactor';
 import { planMerge } from '../../src/compactor/plan';
 import { resolveSettings } from '../../src/config';
 import { jobId, namespaceId } from '../../src/keys';
@@ -56,49 +62,71 @@ describe('checkProgress', () => {
 describe('withCheckedProgress', () => {
   it('hands progress within the limit, and beats without progress, to the heartbeat', async () => {
     const beats: unknown[] = [];
-    const result = await withCheckedProgress(job, (p) => beats.push(p), async (heartbeat) => {
-      heartbeat({ written: 1 });
-      heartbeat();
-      return 'done';
-    });
+    const result = await withCheckedProgress(
+      job,
+      (p) => beats.push(p),
+      async (heartbeat) => {
+        heartbeat({ written: 1 });
+        heartbeat();
+        return 'done';
+      },
+    );
     expect(result).toBe('done');
     expect(beats).toEqual([{ written: 1 }, undefined]);
   });
 
   it('keeps a refused progress out of the heartbeat and fails the attempt even when the compactor caught the throw', async () => {
     const beats: unknown[] = [];
-    const attempt = withCheckedProgress(job, (p) => beats.push(p), async (heartbeat) => {
-      try {
-        heartbeat(progressOf(100 * 1024));
-      } catch {
-        // a compactor that swallows the refusal and goes on
-      }
-      heartbeat({ written: 1 });
-      return 'done';
-    });
+    const attempt = withCheckedProgress(
+      job,
+      (p) => beats.push(p),
+      async (heartbeat) => {
+        try {
+          heartbeat(progressOf(100 * 1024));
+        } catch {
+          // a compactor that swallows the refusal and goes on
+        }
+        heartbeat({ written: 1 });
+        return 'done';
+      },
+    );
     await expect(attempt).rejects.toThrow(ProgressRefusedError);
     expect(beats).toEqual([{ written: 1 }]);
   });
 
   it('fails with the refusal, not with what the compactor threw after it', async () => {
-    const attempt = withCheckedProgress(job, () => {}, async (heartbeat) => {
-      try {
-        heartbeat({ n: 1n });
-      } catch {
-        throw new Error('wrapped by the plug-in');
-      }
-    });
+    const attempt = withCheckedProgress(
+      job,
+      () => {},
+      async (heartbeat) => {
+        try {
+          heartbeat({ n: 1n });
+        } catch {
+          throw new Error('wrapped by the plug-in');
+        }
+      },
+    );
     await expect(attempt).rejects.toThrow(ProgressRefusedError);
   });
 });
 
 describe("the reference compactor's progress, which the activity does not check", () => {
-  /** The largest progress of a job over `inputs` at `fanIn`: every intermediate run finished, 999 parts each, a 1 KiB last key. */
+  /**
+   * The largest progress of a job over `inputs` at `fanIn`: every intermediate run finished, 999 parts each, a 1 KiB
+   * last key.
+   */
   const largest = (inputs: number, fanIn: number): number =>
-    Buffer.byteLength(JSON.stringify({
-      version: 2, segmentsFinished: 99_999, tombstoneSegmentsFinished: 99_999, lastKey: 'k'.repeat(1024), recordsOut: 1e12, bytesOut: 1e15,
-      runs: { fanIn, parts: planMerge(inputs, fanIn).runs.map(() => 999) },
-    } satisfies CompactionProgress));
+    Buffer.byteLength(
+      JSON.stringify({
+        version: 2,
+        segmentsFinished: 99_999,
+        tombstoneSegmentsFinished: 99_999,
+        lastKey: 'k'.repeat(1024),
+        recordsOut: 1e12,
+        bytesOut: 1e15,
+        runs: { fanIn, parts: planMerge(inputs, fanIn).runs.map(() => 999) },
+      } satisfies CompactionProgress),
+    );
 
   it('fits the limit at the default fan-in even for 100,000 inputs, and would pass it only at a fan-in of 2 with tens of thousands', () => {
     expect(largest(100_000, resolveSettings({}).maxFanIn)).toBeLessThan(8 * 1024);

@@ -8,12 +8,22 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { toFailure } from '../../src/activities/failures';
-import { NO_PROGRESS, ProgressMismatchError, referenceCompactor, resumeProgress, type CompactionProgress } from '../../src/compactor';
+import {
+  NO_PROGRESS,
+  ProgressMismatchError,
+  referenceCompactor,
+  resumeProgress,
+  type CompactionProgress,
+} from '../../src/compactor';
 import { familyGroup, jobId, namespaceId } from '../../src/keys';
 import { createEmbeddedObjectStore, type ObjectStore } from '../../src/store';
 import { makeInputs, writeInputs } from '../support/records';
 
-const job = { namespaceId: namespaceId('resume'), jobId: jobId('cmp_0123456789abcdef0123456789abcdef'), group: familyGroup('inodes') };
+const job = {
+  namespaceId: namespaceId('resume'),
+  jobId: jobId('cmp_0123456789abcdef0123456789abcdef'),
+  group: familyGroup('inodes'),
+};
 
 describe("the reference compactor's resume", () => {
   let store: ObjectStore;
@@ -25,9 +35,16 @@ describe("the reference compactor's resume", () => {
   afterEach(() => store.close());
 
   const compactFrom = (resume: unknown) =>
-    referenceCompactor.compact({ job, inputs, store, limits: { targetSegmentBytes: 1024, maxFanIn: 8 }, resume: resume as CompactionProgress, heartbeat: () => {} });
+    referenceCompactor.compact({
+      job,
+      inputs,
+      store,
+      limits: { targetSegmentBytes: 1024, maxFanIn: 8 },
+      resume: resume as CompactionProgress,
+      heartbeat: () => {},
+    });
 
-  it('refuses progress without its fields (another compactor\'s) with ProgressMismatchError, and writes nothing', async () => {
+  it("refuses progress without its fields (another compactor's) with ProgressMismatchError, and writes nothing", async () => {
     const before = (await store.list({ prefix: 'namespaces/resume/metadata/compactions/' })).objects.length;
     await expect(compactFrom({ outputsWritten: 3, cursor: 'k9' })).rejects.toThrow(ProgressMismatchError);
     expect((await store.list({ prefix: 'namespaces/resume/metadata/compactions/' })).objects.length).toBe(before);
@@ -41,9 +58,19 @@ describe("the reference compactor's resume", () => {
   });
 
   it('refuses fields of the wrong type or an impossible combination', () => {
-    for (const resume of [null, 7, 'x', [], { ...NO_PROGRESS, segmentsFinished: -1 }, { ...NO_PROGRESS, lastKey: 'k' }, { ...NO_PROGRESS, segmentsFinished: 1 },
-      { ...NO_PROGRESS, runs: { fanIn: 1, parts: [] } }, { ...NO_PROGRESS, runs: { fanIn: 4, parts: ['1'] } }, { ...NO_PROGRESS, recordsOut: 1.5 },
-      { ...NO_PROGRESS, segmentsFinished: 1, lastKey: 'k\uD800' }]) {
+    for (const resume of [
+      null,
+      7,
+      'x',
+      [],
+      { ...NO_PROGRESS, segmentsFinished: -1 },
+      { ...NO_PROGRESS, lastKey: 'k' },
+      { ...NO_PROGRESS, segmentsFinished: 1 },
+      { ...NO_PROGRESS, runs: { fanIn: 1, parts: [] } },
+      { ...NO_PROGRESS, runs: { fanIn: 4, parts: ['1'] } },
+      { ...NO_PROGRESS, recordsOut: 1.5 },
+      { ...NO_PROGRESS, segmentsFinished: 1, lastKey: 'k\uD800' },
+    ]) {
       expect(() => resumeProgress(job, resume), JSON.stringify(resume)).toThrow(ProgressMismatchError);
     }
   });
@@ -53,7 +80,10 @@ describe("the reference compactor's resume", () => {
     expect(full.outputs.length).toBeGreaterThan(1);
     const own: CompactionProgress = { ...NO_PROGRESS, segmentsFinished: 1, lastKey: 'k0', recordsOut: 1, bytesOut: 10 };
     expect(resumeProgress(job, own)).toBe(own);
-    expect(resumeProgress(job, JSON.parse(JSON.stringify({ ...own, runs: { fanIn: 4, parts: [2, 3] } })))).toEqual({ ...own, runs: { fanIn: 4, parts: [2, 3] } });
+    expect(resumeProgress(job, JSON.parse(JSON.stringify({ ...own, runs: { fanIn: 4, parts: [2, 3] } })))).toEqual({
+      ...own,
+      runs: { fanIn: 4, parts: [2, 3] },
+    });
   });
 
   it('takes as its own the progress of a cut that finished only a tombstone segment: a position with no output yet', () => {

@@ -6,9 +6,22 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ProgressMismatchError, referenceCompactor, stagedStore, type CompactionOutputs, type CompactionProgress, type MergeLimits } from '../../src/compactor';
+import {
+  ProgressMismatchError,
+  referenceCompactor,
+  stagedStore,
+  type CompactionOutputs,
+  type CompactionProgress,
+  type MergeLimits,
+} from '../../src/compactor';
 import { familyGroup, namespaceId, newJobId, rootKey } from '../../src/keys';
-import { EmptyCompactionError, readRoot, SequenceFloorError, type JobRef, type PublicationOutcome } from '../../src/protocol';
+import {
+  EmptyCompactionError,
+  readRoot,
+  SequenceFloorError,
+  type JobRef,
+  type PublicationOutcome,
+} from '../../src/protocol';
 import { groupSegments, jsonRootCodec } from '../../src/root';
 import type { SegmentRecord } from '../../src/segments';
 import { AmbiguousError, createEmbeddedObjectStore, type ObjectStore } from '../../src/store';
@@ -21,9 +34,19 @@ const ns = namespaceId('readers');
 const group = familyGroup('inodes');
 const limits: MergeLimits = { targetSegmentBytes: 1 << 20, maxFanIn: 16 };
 
-const compact = (store: ObjectStore, job: JobRef, inputs: readonly string[], mergeLimits: MergeLimits, kills: readonly Kill[] = []): Promise<CompactionOutputs> =>
-  compactWithKills(store, { ...job, group }, inputs, mergeLimits, kills);
-const publish = (store: ObjectStore, job: JobRef, inputs: readonly string[], result: CompactionOutputs): Promise<PublicationOutcome> => publishJob(store, { ...job, group }, inputs, result);
+const compact = (
+  store: ObjectStore,
+  job: JobRef,
+  inputs: readonly string[],
+  mergeLimits: MergeLimits,
+  kills: readonly Kill[] = [],
+): Promise<CompactionOutputs> => compactWithKills(store, { ...job, group }, inputs, mergeLimits, kills);
+const publish = (
+  store: ObjectStore,
+  job: JobRef,
+  inputs: readonly string[],
+  result: CompactionOutputs,
+): Promise<PublicationOutcome> => publishJob(store, { ...job, group }, inputs, result);
 
 /** The issue's group, compacted: `inode/1` written, then deleted; `inode/2` live. */
 async function compactIssueGroup() {
@@ -39,7 +62,8 @@ async function compactIssueGroup() {
   return { store, job, inputs, result: await compact(store, job, inputs, limits) };
 }
 
-const groupKeys = async (store: ObjectStore): Promise<readonly string[]> => groupSegments((await readRoot(store, ns, jsonRootCodec)).root, group);
+const groupKeys = async (store: ObjectStore): Promise<readonly string[]> =>
+  groupSegments((await readRoot(store, ns, jsonRootCodec)).root, group);
 
 describe('a publication leaves the reader view of its group unchanged', () => {
   it('a key the inputs deleted stays deleted when a segment registered during the job holds an older version of it', async () => {
@@ -60,17 +84,27 @@ describe('a publication leaves the reader view of its group unchanged', () => {
     await expect(publish(store, job, inputs, result)).resolves.toMatchObject({ outcome: 'published' });
     expect(await groupKeys(store)).toEqual(result.outputs);
     expect(await readGroupView(store, ns, group)).toEqual({ 'inode/2': 'x' });
-    // The dropped tombstone of inode/1 (seq 7) is the group's floor: an older version of it registered later is refused.
+    // The dropped tombstone of inode/1 (seq 7) is the group's floor: an older version of it registered later is
+    // refused.
     expect((await readRoot(store, ns, jsonRootCodec)).root.seq_floors).toEqual({ [group]: 7 });
-    await expect(writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 6, value: 'stale' }])).rejects.toThrow(SequenceFloorError);
+    await expect(
+      writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 6, value: 'stale' }]),
+    ).rejects.toThrow(SequenceFloorError);
     expect(await readGroupView(store, ns, group)).toEqual({ 'inode/2': 'x' });
   });
 
-  it('progress without a count of tombstone segments is not this version\'s: refused as ProgressMismatch before anything is written, never resumed past tombstones no segment holds', async () => {
+  it("progress without a count of tombstone segments is not this version's: refused as ProgressMismatch before anything is written, never resumed past tombstones no segment holds", async () => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
     const records = (n: number, s: number): SegmentRecord[] =>
-      Array.from({ length: n }, (_, i) => ((i + s) % 3 === 0 ? { key: `inode/${i}`, seq: s * 100 + i, tombstone: true } : { key: `inode/${i}`, seq: s * 100 + i, value: 'v'.repeat(50) }));
-    const inputs = [await writeInputSegment(store, { namespaceId: ns, group }, records(40, 1)), await writeInputSegment(store, { namespaceId: ns, group }, records(40, 2))];
+      Array.from({ length: n }, (_, i) =>
+        (i + s) % 3 === 0
+          ? { key: `inode/${i}`, seq: s * 100 + i, tombstone: true }
+          : { key: `inode/${i}`, seq: s * 100 + i, value: 'v'.repeat(50) },
+      );
+    const inputs = [
+      await writeInputSegment(store, { namespaceId: ns, group }, records(40, 1)),
+      await writeInputSegment(store, { namespaceId: ns, group }, records(40, 2)),
+    ];
     const small = { targetSegmentBytes: 256, maxFanIn: 16 };
     const job = { namespaceId: ns, jobId: newJobId() };
     let older: Omit<CompactionProgress, 'tombstoneSegmentsFinished'> | undefined;
@@ -83,36 +117,65 @@ describe('a publication leaves the reader view of its group unchanged', () => {
         resume: undefined,
         heartbeat: (progress) => {
           if (progress === undefined) return;
-          older = Object.fromEntries(Object.entries(progress as CompactionProgress).filter(([field]) => field !== 'tombstoneSegmentsFinished')) as typeof older;
+          older = Object.fromEntries(
+            Object.entries(progress as CompactionProgress).filter(([field]) => field !== 'tombstoneSegmentsFinished'),
+          ) as typeof older;
           throw new Killed();
         },
       }),
     ).rejects.toBeInstanceOf(Killed);
     expect(older?.lastKey).not.toBeNull();
-    const staged = async () => (await store.list({ prefix: `namespaces/${ns}/metadata/compactions/${job.jobId}/` })).objects.length;
+    const staged = async () =>
+      (await store.list({ prefix: `namespaces/${ns}/metadata/compactions/${job.jobId}/` })).objects.length;
     const before = await staged();
-    await expect(referenceCompactor.compact({ job: { ...job, group }, inputs, store: stagedStore(store, job), limits: small, resume: older, heartbeat: () => {} })).rejects.toBeInstanceOf(ProgressMismatchError);
+    await expect(
+      referenceCompactor.compact({
+        job: { ...job, group },
+        inputs,
+        store: stagedStore(store, job),
+        limits: small,
+        resume: older,
+        heartbeat: () => {},
+      }),
+    ).rejects.toBeInstanceOf(ProgressMismatchError);
     expect(await staged()).toBe(before);
     await store.close();
   });
 
   it('a publication whose compactor returned neither outputs nor tombstones for inputs that exist is refused, and the group is left as it was', async () => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
-    const inputs = [await writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 1, value: 'live' }])];
+    const inputs = [
+      await writeInputSegment(store, { namespaceId: ns, group }, [{ key: 'inode/1', seq: 1, value: 'live' }]),
+    ];
     const before = await store.get(rootKey(ns));
     const job = { namespaceId: ns, jobId: newJobId() };
-    await expect(publish(store, job, inputs, { outputs: [], tombstones: [], recordsOut: 0, bytesOut: 0 })).rejects.toBeInstanceOf(EmptyCompactionError);
+    await expect(
+      publish(store, job, inputs, { outputs: [], tombstones: [], recordsOut: 0, bytesOut: 0 }),
+    ).rejects.toBeInstanceOf(EmptyCompactionError);
     expect((await store.get(rootKey(ns))).etag).toBe(before.etag);
   });
 });
 
 /** A segment's records: unique keys over a small key space, so versions of a key meet across segments. */
-const segment = fc.uniqueArray(
-  fc.record({ key: fc.integer({ min: 0, max: 7 }).map((k) => `inode/${k}`), seq: fc.integer({ min: 1, max: 30 }), tombstone: fc.boolean() }),
-  { minLength: 1, maxLength: 6, selector: (r) => r.key },
-).map((records) => records.map(({ key, seq, tombstone }): SegmentRecord => (tombstone ? { key, seq, tombstone: true } : { key, seq, value: `v${seq}` })));
+const segment = fc
+  .uniqueArray(
+    fc.record({
+      key: fc.integer({ min: 0, max: 7 }).map((k) => `inode/${k}`),
+      seq: fc.integer({ min: 1, max: 30 }),
+      tombstone: fc.boolean(),
+    }),
+    { minLength: 1, maxLength: 6, selector: (r) => r.key },
+  )
+  .map((records) =>
+    records.map(({ key, seq, tombstone }): SegmentRecord =>
+      tombstone ? { key, seq, tombstone: true } : { key, seq, value: `v${seq}` },
+    ),
+  );
 
-/** When a late segment is registered: before the job's compaction ends, before publication, or between publication's root read and its CAS. */
+/**
+ * When a late segment is registered: before the job's compaction ends, before publication, or between publication's
+ * root read and its CAS.
+ */
 const lateWhen = fc.constantFrom('during compaction', 'before publication', 'racing the root CAS');
 
 const scenario = fc.record({
@@ -133,9 +196,11 @@ describe('the reader view, model-based', () => {
         runs++;
         const inner = createEmbeddedObjectStore({ path: ':memory:' });
         const inputs: string[] = [];
-        for (const records of s.inputs) inputs.push(await writeInputSegment(inner, { namespaceId: ns, group }, records));
+        for (const records of s.inputs)
+          inputs.push(await writeInputSegment(inner, { namespaceId: ns, group }, records));
         const registerLate = async (when: string) => {
-          for (const late of s.late) if (late.when === when) await writeInputSegment(inner, { namespaceId: ns, group }, late.records);
+          for (const late of s.late)
+            if (late.when === when) await writeInputSegment(inner, { namespaceId: ns, group }, late.records);
         };
         let raced = false;
         // The view just before each root CAS that landed: only the publication's may.
@@ -150,12 +215,19 @@ describe('the reader view, model-based', () => {
           const view = await readGroupView(inner, ns, group);
           const landed = await call();
           landedOn.push(view);
-          if (s.lostCasResponse && landedOn.length === 1) throw new AmbiguousError(rootKey(ns), 'the response was lost after the write');
+          if (s.lostCasResponse && landedOn.length === 1)
+            throw new AmbiguousError(rootKey(ns), 'the response was lost after the write');
           return landed;
         });
         const job = { namespaceId: ns, jobId: newJobId() };
         await registerLate('during compaction');
-        const result = await compact(inner, job, inputs, { targetSegmentBytes: s.targetSegmentBytes, maxFanIn: s.maxFanIn }, s.kills);
+        const result = await compact(
+          inner,
+          job,
+          inputs,
+          { targetSegmentBytes: s.targetSegmentBytes, maxFanIn: s.maxFanIn },
+          s.kills,
+        );
         await registerLate('before publication');
         const before = await readGroupView(inner, ns, group);
 

@@ -1,4 +1,7 @@
-/** The read path a metadata service uses: one root read, the group's merged records, a point lookup that verifies what it read. */
+/**
+ * The read path a metadata service uses: one root read, the group's merged records, a point lookup that verifies what
+ * it read.
+ */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { resolveTiming } from '../../src/config';
 import { namespaceId } from '../../src/keys';
@@ -44,13 +47,27 @@ describe('reading a group', () => {
     // The root was created empty at generation 1, and each registration added one.
     expect(snapshot).toMatchObject({ namespaceId: ns, group: 'inodes', rootGeneration: 3, segments, readAtMs: 1_000 });
     expect(snapshot.rootEtag).toBe((await store.head('namespaces/reader/metadata/root.json')).etag);
-    expect((await readGroupSnapshot(store, { namespaceId: ns, group: 'bindings' }, jsonRootCodec)).segments).toEqual([]);
+    expect((await readGroupSnapshot(store, { namespaceId: ns, group: 'bindings' }, jsonRootCodec)).segments).toEqual(
+      [],
+    );
   });
 
   it('a snapshot reads groups only: a segment the root lists as retired is not read', async () => {
     const [older, newer] = await seeded();
-    await updateRoot(store, ns, (root) => ({ ...root, generation: root.generation + 1, groups: { inodes: [newer!] }, retired: [{ key: older!, retired_at_ms: 1 }] }), jsonRootCodec);
-    expect((await readGroupSnapshot(store, { namespaceId: ns, group: 'inodes' }, jsonRootCodec)).segments).toEqual([newer]);
+    await updateRoot(
+      store,
+      ns,
+      (root) => ({
+        ...root,
+        generation: root.generation + 1,
+        groups: { inodes: [newer!] },
+        retired: [{ key: older!, retired_at_ms: 1 }],
+      }),
+      jsonRootCodec,
+    );
+    expect((await readGroupSnapshot(store, { namespaceId: ns, group: 'inodes' }, jsonRootCodec)).segments).toEqual([
+      newer,
+    ]);
   });
 
   it('the merged records are one per key in key order, the highest seq winning and deleted keys left out', async () => {

@@ -1,16 +1,24 @@
-/** The README's TypeScript (and docs/readers.md's) is code that compiles, and its library section is the example CI runs (test/integration/example.test.ts). */
+/**
+ * The README's TypeScript (and docs/readers.md's) is code that compiles, and its library section is the example CI runs
+ * (test/integration/example.test.ts).
+ */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
-import { cloudSearchAttributeCommand, SEARCH_ATTRIBUTES, searchAttributeCommands } from '../../src/client/search-attributes';
+import {
+  cloudSearchAttributeCommand,
+  SEARCH_ATTRIBUTES,
+  searchAttributeCommands,
+} from '../../src/client/search-attributes';
 import { SETTINGS_ENV, TIMING_ENV } from '../../src/config';
 import { S3_ENV } from '../../src/store';
 
 const root = join(__dirname, '..', '..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
-const tsBlocksOf = (markdown: string): string[] => [...markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1] as string);
+const tsBlocksOf = (markdown: string): string[] =>
+  [...markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1] as string);
 const tsBlocks = [...tsBlocksOf(readme), ...tsBlocksOf(readFileSync(join(root, 'docs', 'readers.md'), 'utf8'))];
 
 describe('README', () => {
@@ -31,7 +39,9 @@ describe('README', () => {
     const shBlocks = [...readme.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1] as string);
     const manual = shBlocks.filter((block) => block.includes('temporal operator search-attribute create'));
     expect(manual).toEqual([`${searchAttributeCommands('default').join('\n')}\n`]);
-    expect(shBlocks.filter((block) => block.includes('tcld '))).toEqual([`${cloudSearchAttributeCommand('default')}\n`]);
+    expect(shBlocks.filter((block) => block.includes('tcld '))).toEqual([
+      `${cloudSearchAttributeCommand('default')}\n`,
+    ]);
     expect(searchAttributeCommands('default')).toHaveLength(Object.keys(SEARCH_ATTRIBUTES).length);
   });
 
@@ -53,9 +63,14 @@ describe('README', () => {
       types: ['node'],
       typeRoots: [join(root, 'node_modules', '@types')],
       // The example imports the service's own @temporalio/* (the package's peers) beside the package.
-      paths: { 'compaction-lease': [join(root, 'src', 'index.ts')], '@temporalio/*': [join(root, 'node_modules', '@temporalio', '*')] },
+      paths: {
+        'compaction-lease': [join(root, 'src', 'index.ts')],
+        '@temporalio/*': [join(root, 'node_modules', '@temporalio', '*')],
+      },
     });
-    const errors = ts.getPreEmitDiagnostics(program).map((d) => `${d.file?.fileName ?? ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+    const errors = ts
+      .getPreEmitDiagnostics(program)
+      .map((d) => `${d.file?.fileName ?? ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
     expect(errors).toEqual([]);
   });
 });

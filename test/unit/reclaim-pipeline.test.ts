@@ -2,7 +2,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { jobPrefix, namespaceId, newJobId, newSegmentId, stagedSegmentKey, type MetadataCompactionId } from '../../src/keys';
+import {
+  jobPrefix,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  stagedSegmentKey,
+  type MetadataCompactionId,
+} from '../../src/keys';
 import { updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { EMPTY_TALLY, reclaimPrefix, START_OF_WALK, type ReclaimPosition } from '../../src/protocol/collector';
@@ -12,7 +19,15 @@ import { gate } from '../support/faults';
 import { TEST_PASS_ID } from '../support/pass';
 
 const ns = namespaceId('pipeline');
-const options: ReclaimOptions = { nowMs: Date.now() + 60_000, stagingGraceMs: 1000, readerGraceMs: 1000, keysPerFlush: 2, reportLimit: 10, passId: TEST_PASS_ID, leaseRefreshIntervalMs: 60_000 };
+const options: ReclaimOptions = {
+  nowMs: Date.now() + 60_000,
+  stagingGraceMs: 1000,
+  readerGraceMs: 1000,
+  keysPerFlush: 2,
+  reportLimit: 10,
+  passId: TEST_PASS_ID,
+  leaseRefreshIntervalMs: 60_000,
+};
 
 describe('reclaim walk: pipeline', () => {
   let store: ObjectStore;
@@ -49,7 +64,11 @@ describe('reclaim walk: pipeline', () => {
       onList: (n) => n === 2 && nextListed.open(),
       async deleteMany(batch) {
         // The first batch waits for the second listing: a walk that listed only after deleting would stall here.
-        if (++deletes === 1) await Promise.race([nextListed.wait, sleep(5000).then(() => Promise.reject(new Error('the next page was not listed during the delete')))]);
+        if (++deletes === 1)
+          await Promise.race([
+            nextListed.wait,
+            sleep(5000).then(() => Promise.reject(new Error('the next page was not listed during the delete'))),
+          ]);
         return store.deleteMany(batch);
       },
     });
@@ -76,7 +95,10 @@ describe('reclaim walk: pipeline', () => {
         return result;
       },
     });
-    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, { codec: jsonRootCodec, onProgress: (p) => positions.push(p) });
+    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, {
+      codec: jsonRootCodec,
+      onProgress: (p) => positions.push(p),
+    });
     await expect(walk).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(deleting).toBe(false);
     expect(positions.at(-1)?.after).toBe(keys[1]);
@@ -95,7 +117,10 @@ describe('reclaim walk: pipeline', () => {
         return { deleted: result.deleted, failed: [{ key: refused ?? '', code: 'AccessDenied', message: 'injected' }] };
       },
     });
-    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, { codec: jsonRootCodec, onProgress: (p) => positions.push(p) });
+    const walk = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, options, {
+      codec: jsonRootCodec,
+      onProgress: (p) => positions.push(p),
+    });
     await expect(walk).rejects.toThrow(/1 deletes under .* failed/);
     expect(positions.at(-1)?.after).toBe(keys[1]);
     expect(positions.at(-1)?.tally.objectsDeleted).toBe(3);
@@ -156,7 +181,9 @@ describe('reclaim walk: listing', () => {
     const { walked, stats } = counting(4);
     const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, { codec: jsonRootCodec });
     expect(tally).toMatchObject({ objectsDeleted: segmentKeys.length, retainedUnrecognised: junkKeys.length });
-    expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key).sort()).toEqual([...junkKeys].sort());
+    expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key).sort()).toEqual(
+      [...junkKeys].sort(),
+    );
     expect(stats.requests).toHaveLength(Math.ceil((segmentKeys.length + junkKeys.length) / 4));
     expect(stats.maxListsInFlight).toBe(1);
     expect([stats.requests[0]?.startAfter, stats.requests[0]?.cursor]).toEqual([undefined, undefined]);
@@ -167,7 +194,10 @@ describe('reclaim walk: listing', () => {
     const { job, segmentKeys } = await seeded(12, 0);
     const sorted = [...segmentKeys].sort();
     const { walked, stats } = counting(4);
-    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, { codec: jsonRootCodec, from: { after: sorted[3], tally: EMPTY_TALLY } });
+    const tally = await reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, {
+      codec: jsonRootCodec,
+      from: { after: sorted[3], tally: EMPTY_TALLY },
+    });
     expect(tally.objectsDeleted).toBe(8);
     expect([stats.requests[0]?.startAfter, stats.requests[0]?.cursor]).toEqual([sorted[3], undefined]);
     expect(stats.requests.slice(1).every((r) => r.cursor !== undefined)).toBe(true);
@@ -175,21 +205,44 @@ describe('reclaim walk: listing', () => {
 
   it('a walk failing at any store call and resumed from its last position deletes every old segment once, retains the rest, and counts each key once', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 0, max: 80 }), fc.integer({ min: 0, max: 4 }), fc.integer({ min: 1, max: 60 }), fc.integer({ min: 1, max: 5 }), async (segments, junk, atCall, pageSize) => {
-        const { job, segmentKeys, junkKeys } = await seeded(segments, junk);
-        let position = START_OF_WALK;
-        const { walked } = counting(pageSize, { atCall });
-        const first = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, { codec: jsonRootCodec, from: position, onProgress: (p) => (position = p) });
-        const failed = await first.then(() => false, (err: unknown) => (expect(err).toBeInstanceOf(StoreUnavailableError), true));
-        if (failed) {
-          // The retried attempt resumes from the last heartbeat, as the activity does.
-          const retried = counting(pageSize);
-          await reclaimPrefix(retried.walked, { namespaceId: ns, jobId: job }, walkOptions, { codec: jsonRootCodec, from: position, onProgress: (p) => (position = p) });
-        }
-        expect(position.tally).toMatchObject({ objectsDeleted: segmentKeys.length, retainedUnrecognised: junkKeys.length, retainedYoung: 0 });
-        expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key).sort()).toEqual([...junkKeys].sort());
-        await store.close();
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 80 }),
+        fc.integer({ min: 0, max: 4 }),
+        fc.integer({ min: 1, max: 60 }),
+        fc.integer({ min: 1, max: 5 }),
+        async (segments, junk, atCall, pageSize) => {
+          const { job, segmentKeys, junkKeys } = await seeded(segments, junk);
+          let position = START_OF_WALK;
+          const { walked } = counting(pageSize, { atCall });
+          const first = reclaimPrefix(walked, { namespaceId: ns, jobId: job }, walkOptions, {
+            codec: jsonRootCodec,
+            from: position,
+            onProgress: (p) => (position = p),
+          });
+          const failed = await first.then(
+            () => false,
+            (err: unknown) => (expect(err).toBeInstanceOf(StoreUnavailableError), true),
+          );
+          if (failed) {
+            // The retried attempt resumes from the last heartbeat, as the activity does.
+            const retried = counting(pageSize);
+            await reclaimPrefix(retried.walked, { namespaceId: ns, jobId: job }, walkOptions, {
+              codec: jsonRootCodec,
+              from: position,
+              onProgress: (p) => (position = p),
+            });
+          }
+          expect(position.tally).toMatchObject({
+            objectsDeleted: segmentKeys.length,
+            retainedUnrecognised: junkKeys.length,
+            retainedYoung: 0,
+          });
+          expect((await store.list({ prefix: jobPrefix(ns, job) })).objects.map((o) => o.key).sort()).toEqual(
+            [...junkKeys].sort(),
+          );
+          await store.close();
+        },
+      ),
       { numRuns: 150 },
     );
     store = createEmbeddedObjectStore({ path: ':memory:' });

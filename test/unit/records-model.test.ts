@@ -20,7 +20,12 @@ import { familyGroup, namespaceId, newJobId } from '../../src/keys';
 import { readRoot } from '../../src/protocol/root-io';
 import { lookupRecord, readGroupRecords, readGroupSnapshot, type LiveRecord } from '../../src/reader';
 import { groupSegments, jsonRootCodec } from '../../src/root';
-import { MAX_KEY_BYTES, MAX_SEGMENT_LINE_BYTES, type SegmentFormatVersion, type SegmentRecord } from '../../src/segments';
+import {
+  MAX_KEY_BYTES,
+  MAX_SEGMENT_LINE_BYTES,
+  type SegmentFormatVersion,
+  type SegmentRecord,
+} from '../../src/segments';
 import { createEmbeddedObjectStore, type ObjectStore } from '../../src/store';
 import { InvalidSegmentInputError, writeInputSegment } from '../../src/writer';
 import { compactWithKills, publishJob } from '../support/compact';
@@ -32,7 +37,21 @@ const group = familyGroup('inodes');
  * Characters of keys and values: ASCII, JSON's escapes (a quote, a backslash, a control), Latin-1,
  * U+E000–U+FFFF and astral characters (surrogate pairs), whose UTF-16 order is not their UTF-8 order.
  */
-const ALPHABET = ['a', 'b', '/', '"', '\\', '\u0001', 'é', '\uE000', '\uFFFD', '\uFFFF', '\u{10000}', '\u{1F600}', '\u{10FFFF}'];
+const ALPHABET = [
+  'a',
+  'b',
+  '/',
+  '"',
+  '\\',
+  '\u0001',
+  'é',
+  '\uE000',
+  '\uFFFD',
+  '\uFFFF',
+  '\u{10000}',
+  '\u{1F600}',
+  '\u{10FFFF}',
+];
 const shortKey = fc.array(fc.constantFrom(...ALPHABET), { minLength: 1, maxLength: 4 }).map((chars) => chars.join(''));
 /** A long key sharing a long prefix with the others, up to the key bound (its JSON string at most MAX_KEY_BYTES). */
 const longKey = fc
@@ -43,30 +62,54 @@ const longKey = fc
   });
 /** A case's keys, each with its prefix one character shorter, so prefixes of keys meet their keys. */
 const keyPool = fc
-  .uniqueArray(fc.oneof({ weight: 12, arbitrary: shortKey }, { weight: 1, arbitrary: longKey }), { minLength: 1, maxLength: 16 })
-  .map((keys) => [...new Set(keys.flatMap((key) => [key, Array.from(key).slice(0, -1).join('')]))].filter((key) => key !== ''));
+  .uniqueArray(fc.oneof({ weight: 12, arbitrary: shortKey }, { weight: 1, arbitrary: longKey }), {
+    minLength: 1,
+    maxLength: 16,
+  })
+  .map((keys) =>
+    [...new Set(keys.flatMap((key) => [key, Array.from(key).slice(0, -1).join('')]))].filter((key) => key !== ''),
+  );
 
-/** Seqs that tie across segments (0 included), spread, and near 2^53 (only in a third of the cases: no later write goes above those). */
+/**
+ * Seqs that tie across segments (0 included), spread, and near 2^53 (only in a third of the cases: no later write goes
+ * above those).
+ */
 const seq = fc.oneof(
   { weight: 18, arbitrary: fc.integer({ min: 0, max: 6 }) },
   { weight: 6, arbitrary: fc.integer({ min: 0, max: 10_000 }) },
   { weight: 1, arbitrary: fc.integer({ min: Number.MAX_SAFE_INTEGER - 4, max: Number.MAX_SAFE_INTEGER }) },
 );
 
-/** A value: empty, short text, or filled with one character up to `slack` bytes below the record bound (its format-1 line). */
+/**
+ * A value: empty, short text, or filled with one character up to `slack` bytes below the record bound (its format-1
+ * line).
+ */
 type ValueSpec = { readonly text: string } | { readonly fill: string; readonly slack: number };
 const value: fc.Arbitrary<ValueSpec> = fc.oneof(
   { weight: 10, arbitrary: fc.constant({ text: '' }) },
   { weight: 40, arbitrary: fc.string({ unit: fc.constantFrom(...ALPHABET), maxLength: 24 }).map((text) => ({ text })) },
-  { weight: 1, arbitrary: fc.record({ fill: fc.constantFrom('x', '\u0001', '\u{1F600}'), slack: fc.integer({ min: 0, max: 8 }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ fill: fc.constantFrom('x', '\u0001', '\u{1F600}'), slack: fc.integer({ min: 0, max: 8 }) }),
+  },
 );
 
 /** A third of the records are tombstones. */
-const recordSpec = fc.record({ key: fc.nat(), seq, tombstone: fc.integer({ min: 0, max: 2 }).map((n) => n === 0), value });
+const recordSpec = fc.record({
+  key: fc.nat(),
+  seq,
+  tombstone: fc.integer({ min: 0, max: 2 }).map((n) => n === 0),
+  value,
+});
 type RecordSpec = typeof recordSpec extends fc.Arbitrary<infer T> ? T : never;
 
 /** What the door must refuse, offered in a segment beside good records: the writer refuses it and writes nothing. */
-const poison = fc.constantFrom('lone surrogate in a key', 'lone surrogate in a value', 'line over the bound', 'key over the bound');
+const poison = fc.constantFrom(
+  'lone surrogate in a key',
+  'lone surrogate in a value',
+  'line over the bound',
+  'key over the bound',
+);
 
 const segmentSpec = fc.record({
   records: fc.array(recordSpec, { minLength: 1, maxLength: 6 }),
@@ -117,17 +160,28 @@ function recordOf(spec: RecordSpec, keys: readonly string[]): SegmentRecord {
   const { fill, slack } = spec.value;
   const empty = lineOf({ key, seq: spec.seq, value: '' });
   const unit = lineOf({ key, seq: spec.seq, value: fill }) - empty;
-  return { key, seq: spec.seq, value: fill.repeat(Math.max(0, Math.floor((MAX_SEGMENT_LINE_BYTES - slack - empty) / unit))) };
+  return {
+    key,
+    seq: spec.seq,
+    value: fill.repeat(Math.max(0, Math.floor((MAX_SEGMENT_LINE_BYTES - slack - empty) / unit))),
+  };
 }
 
 /** `records` with the poison added (at the returned index): a record the writer must refuse. */
-function poisoned(records: readonly SegmentRecord[], kind: string, keys: readonly string[]): { records: SegmentRecord[]; index: number } {
+function poisoned(
+  records: readonly SegmentRecord[],
+  kind: string,
+  keys: readonly string[],
+): { records: SegmentRecord[]; index: number } {
   const unused = `poison${keys.length}`;
   const bad: SegmentRecord =
-    kind === 'lone surrogate in a key' ? { key: `${unused}\uD83D`, seq: 1, value: 'v' }
-    : kind === 'lone surrogate in a value' ? { key: unused, seq: 1, value: 'x\uDE00' }
-    : kind === 'line over the bound' ? { key: unused, seq: 1, value: '\u0001'.repeat(MAX_SEGMENT_LINE_BYTES / 6) }
-    : { key: 'K'.repeat(MAX_KEY_BYTES - 1), seq: 1, tombstone: true };
+    kind === 'lone surrogate in a key'
+      ? { key: `${unused}\uD83D`, seq: 1, value: 'v' }
+      : kind === 'lone surrogate in a value'
+        ? { key: unused, seq: 1, value: 'x\uDE00' }
+        : kind === 'line over the bound'
+          ? { key: unused, seq: 1, value: '\u0001'.repeat(MAX_SEGMENT_LINE_BYTES / 6) }
+          : { key: 'K'.repeat(MAX_KEY_BYTES - 1), seq: 1, tombstone: true };
   const index = records.length >> 1;
   return { records: [...records.slice(0, index), bad, ...records.slice(index)], index };
 }
@@ -150,17 +204,31 @@ class Model {
 
   /** What readers must see, in UTF-16 code unit order. */
   view(): LiveRecord[] {
-    return [...this.newest.values()].filter((r): r is LiveRecord => 'value' in r).sort((a, b) => (a.key < b.key ? -1 : 1));
+    return [...this.newest.values()]
+      .filter((r): r is LiveRecord => 'value' in r)
+      .sort((a, b) => (a.key < b.key ? -1 : 1));
   }
 }
 
 /** Statistics of the whole run, printed at its end: what the cases reached. */
-const reached = { cases: 0, inputs: 0, maxInputs: 0, runs: 0, kills: 0, refused: 0, atBound: 0, steps: 0, laterRecords: 0, belowRoom: 0 };
+const reached = {
+  cases: 0,
+  inputs: 0,
+  maxInputs: 0,
+  runs: 0,
+  kills: 0,
+  refused: 0,
+  atBound: 0,
+  steps: 0,
+  laterRecords: 0,
+  belowRoom: 0,
+};
 
 async function runCase(s: Scenario): Promise<void> {
   const store: ObjectStore = createEmbeddedObjectStore({ path: ':memory:' });
   const model = new Model();
-  const formatOf = (spec: SegmentSpec): SegmentFormatVersion => (s.formats === 'v1' ? 1 : s.formats === 'v2' ? 2 : spec.format);
+  const formatOf = (spec: SegmentSpec): SegmentFormatVersion =>
+    s.formats === 'v1' ? 1 : s.formats === 'v2' ? 2 : spec.format;
 
   /**
    * The sequence floor (spec 6c.3): once a publication may have dropped a winning tombstone, a segment
@@ -176,7 +244,10 @@ async function runCase(s: Scenario): Promise<void> {
     return Number.isSafeInteger(above) ? above : undefined;
   };
 
-  /** Writes a segment of `spec` (after offering its poison, which must be refused with nothing written), and registers it in the model. */
+  /**
+   * Writes a segment of `spec` (after offering its poison, which must be refused with nothing written), and registers
+   * it in the model.
+   */
   const write = async (spec: SegmentSpec): Promise<void> => {
     const byKey = new Map<string, SegmentRecord>();
     for (const r of spec.records) {
@@ -196,7 +267,10 @@ async function runCase(s: Scenario): Promise<void> {
       const rootBefore = (await readRoot(store, ns, jsonRootCodec).catch(() => undefined))?.etag;
       const objectsBefore = (await store.list({ prefix: '' })).objects.length;
       const { records: offered, index } = poisoned(records, spec.poison, s.keys);
-      const refused = await writeInputSegment(store, { namespaceId: ns, group }, offered, { segmentFormat }).then(() => undefined, (err: unknown) => err);
+      const refused = await writeInputSegment(store, { namespaceId: ns, group }, offered, { segmentFormat }).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
       expect(refused, spec.poison).toBeInstanceOf(InvalidSegmentInputError);
       expect((refused as InvalidSegmentInputError).recordIndex).toBe(index);
       expect((await readRoot(store, ns, jsonRootCodec).catch(() => undefined))?.etag).toBe(rootBefore);
@@ -210,7 +284,11 @@ async function runCase(s: Scenario): Promise<void> {
 
   const groupView = async (): Promise<LiveRecord[]> => {
     const out: LiveRecord[] = [];
-    for await (const record of readGroupRecords(store, await readGroupSnapshot(store, { namespaceId: ns, group }, jsonRootCodec))) out.push(record);
+    for await (const record of readGroupRecords(
+      store,
+      await readGroupSnapshot(store, { namespaceId: ns, group }, jsonRootCodec),
+    ))
+      out.push(record);
     return out;
   };
 
@@ -266,7 +344,11 @@ async function runCase(s: Scenario): Promise<void> {
 describe('records, model-based', () => {
   const seed = Number(process.env.RECORDS_FUZZ_SEED ?? Date.now() % 2 ** 31);
   const numRuns = Number(process.env.RECORDS_FUZZ_RUNS ?? 300);
-  afterAll(() => console.log(`records model: seed ${seed}, ${JSON.stringify(reached)} (RECORDS_FUZZ_SEED and RECORDS_FUZZ_RUNS replay or resize)`));
+  afterAll(() =>
+    console.log(
+      `records model: seed ${seed}, ${JSON.stringify(reached)} (RECORDS_FUZZ_SEED and RECORDS_FUZZ_RUNS replay or resize)`,
+    ),
+  );
 
   it('readGroupRecords and lookupRecord agree with the model after every write, compaction and publication; a publication never changes the view', async () => {
     console.log(`records model: seed ${seed}, ${numRuns} cases`);

@@ -10,7 +10,8 @@ const job = { namespaceId: namespaceId('streak'), jobId: jobId('cmp_0123456789ab
 describe('a failure streak', () => {
   it('grows by one for each attempt that failed with the same error', () => {
     let streak = nextStreak(undefined, 'RangeError: record "k7" is too long');
-    for (let i = 2; i <= MAX_RECURRING_ATTEMPTS; i++) streak = nextStreak(streak, 'RangeError: record "k7" is too long');
+    for (let i = 2; i <= MAX_RECURRING_ATTEMPTS; i++)
+      streak = nextStreak(streak, 'RangeError: record "k7" is too long');
     expect(streak.attempts).toBe(MAX_RECURRING_ATTEMPTS);
   });
 
@@ -21,7 +22,9 @@ describe('a failure streak', () => {
   });
 
   it('ends the job as a non-retryable RecurringFailure naming the job, the count and the error', () => {
-    const failure = toFailure(new RecurringFailureError(job, { error: 'RangeError: record "k7" is too long', attempts: 3 })) as ApplicationFailure;
+    const failure = toFailure(
+      new RecurringFailureError(job, { error: 'RangeError: record "k7" is too long', attempts: 3 }),
+    ) as ApplicationFailure;
     expect([failure.type, failure.nonRetryable]).toEqual(['RecurringFailure', true]);
     expect(failure.message).toContain(job.jobId);
     expect(failure.message).toContain('failed 3 attempts in a row');

@@ -1,6 +1,17 @@
-/** The reclaim of superseded segments streams like the walk: batches as it lists, one listing per job prefix, and a retry resumes from its position. */
+/**
+ * The reclaim of superseded segments streams like the walk: batches as it lists, one listing per job prefix, and a
+ * retry resumes from its position.
+ */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { inputSegmentKey, inputSegmentsPrefix, jobPrefix, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../../src/keys';
+import {
+  inputSegmentKey,
+  inputSegmentsPrefix,
+  jobPrefix,
+  namespaceId,
+  newJobId,
+  newSegmentId,
+  stagedSegmentKey,
+} from '../../src/keys';
 import { readRoot, updateRoot } from '../../src/protocol';
 import { reclaimRetiredSegments, START_OF_RETIRED, type RetiredPosition } from '../../src/protocol/retired-reclaim';
 import type { RetiredReclaimOptions } from '../../src/protocol/rules';
@@ -9,7 +20,13 @@ import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, typ
 
 const ns = namespaceId('retiredstream');
 const nowMs = Date.now() + 60_000;
-const options: RetiredReclaimOptions = { nowMs, readerGraceMs: 1000, lostWriteGraceMs: 1000, keysPerFlush: 2, reportLimit: 10 };
+const options: RetiredReclaimOptions = {
+  nowMs,
+  readerGraceMs: 1000,
+  lostWriteGraceMs: 1000,
+  keysPerFlush: 2,
+  reportLimit: 10,
+};
 const bytes = (s: string) => new TextEncoder().encode(s);
 
 describe('reclaim of superseded segments: streaming', () => {
@@ -24,7 +41,9 @@ describe('reclaim of superseded segments: streaming', () => {
     store = createEmbeddedObjectStore({ path: ':memory:' });
     retiredInputs = Array.from({ length: 6 }, () => inputSegmentKey(ns, newSegmentId(), 'mseg'));
     lostWrites = Array.from({ length: 4 }, () => inputSegmentKey(ns, newSegmentId(), 'mseg'));
-    retiredOutputs = jobs.flatMap((job) => Array.from({ length: 3 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'mseg')));
+    retiredOutputs = jobs.flatMap((job) =>
+      Array.from({ length: 3 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'mseg')),
+    );
     const written = [...retiredInputs.slice(2), ...lostWrites, ...retiredOutputs.slice(1)];
     for (const k of written) await store.put(k, bytes(k));
     const retired = [...retiredInputs, ...retiredOutputs].map((key) => ({ key, retired_at_ms: 1 }));
@@ -33,7 +52,10 @@ describe('reclaim of superseded segments: streaming', () => {
   afterEach(() => store.close());
 
   /** Pages of two keys; `onList` sees each request. */
-  const pagedStore = (hooks: { onList?: (request: ListRequest) => void; deleteMany?: ObjectStore['deleteMany'] }): ObjectStore =>
+  const pagedStore = (hooks: {
+    onList?: (request: ListRequest) => void;
+    deleteMany?: ObjectStore['deleteMany'];
+  }): ObjectStore =>
     Object.assign(Object.create(store) as ObjectStore, {
       async list(request: ListRequest) {
         hooks.onList?.(request);
@@ -66,7 +88,14 @@ describe('reclaim of superseded segments: streaming', () => {
 
   it('looks up the due retired outputs with one listing per job prefix, not one per output', async () => {
     const listings: string[] = [];
-    await reclaimRetiredSegments(pagedStore({ onList: (r) => listings.push(r.prefix ?? '') }), ns, { ...options, keysPerFlush: 100 }, START_OF_RETIRED, () => {}, jsonRootCodec);
+    await reclaimRetiredSegments(
+      pagedStore({ onList: (r) => listings.push(r.prefix ?? '') }),
+      ns,
+      { ...options, keysPerFlush: 100 },
+      START_OF_RETIRED,
+      () => {},
+      jsonRootCodec,
+    );
     // Two keys a page: a prefix of three objects (the lease-less job's outputs) is two pages of one listing.
     for (const job of jobs) expect(listings.filter((p) => p === jobPrefix(ns, job)).length).toBeLessThanOrEqual(2);
     expect(listings.filter((p) => p.startsWith(jobPrefix(ns, jobs[0]!)) && p !== jobPrefix(ns, jobs[0]!))).toEqual([]);
@@ -75,7 +104,11 @@ describe('reclaim of superseded segments: streaming', () => {
 
   it('counts the deleted, the lost writes and the records of segments already gone, and leaves nothing', async () => {
     const outcome = await reclaimRetiredSegments(store, ns, options, START_OF_RETIRED, () => {}, jsonRootCodec);
-    expect('tally' in outcome && outcome.tally).toMatchObject({ retiredDeleted: 9, lostWritesDeleted: 4, retiredRecordsDropped: 12 });
+    expect('tally' in outcome && outcome.tally).toMatchObject({
+      retiredDeleted: 9,
+      lostWritesDeleted: 4,
+      retiredRecordsDropped: 12,
+    });
     await expectAllReclaimed();
   });
 
@@ -88,15 +121,28 @@ describe('reclaim of superseded segments: streaming', () => {
         return store.deleteMany(keys);
       },
     });
-    await expect(reclaimRetiredSegments(failing, ns, options, START_OF_RETIRED, (p) => positions.push(p), jsonRootCodec)).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(
+      reclaimRetiredSegments(failing, ns, options, START_OF_RETIRED, (p) => positions.push(p), jsonRootCodec),
+    ).rejects.toBeInstanceOf(StoreUnavailableError);
     const saved = positions.at(-1) as RetiredPosition;
     expect(saved.after).toBeDefined();
     expect(saved.tally.retiredDeleted + saved.tally.lostWritesDeleted).toBeGreaterThan(0);
 
     const requests: ListRequest[] = [];
-    const outcome = await reclaimRetiredSegments(pagedStore({ onList: (r) => requests.push(r) }), ns, options, JSON.parse(JSON.stringify(saved)) as RetiredPosition, () => {}, jsonRootCodec);
+    const outcome = await reclaimRetiredSegments(
+      pagedStore({ onList: (r) => requests.push(r) }),
+      ns,
+      options,
+      JSON.parse(JSON.stringify(saved)) as RetiredPosition,
+      () => {},
+      jsonRootCodec,
+    );
     expect(requests[0]).toMatchObject({ prefix: inputSegmentsPrefix(ns), startAfter: saved.after });
-    expect('tally' in outcome && outcome.tally).toMatchObject({ retiredDeleted: 9, lostWritesDeleted: 4, retiredRecordsDropped: 12 });
+    expect('tally' in outcome && outcome.tally).toMatchObject({
+      retiredDeleted: 9,
+      lostWritesDeleted: 4,
+      retiredRecordsDropped: 12,
+    });
     await expectAllReclaimed();
   });
 });

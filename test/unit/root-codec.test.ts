@@ -1,30 +1,60 @@
-/** The root codec seam (issue 20): whatever a plug-in codec decodes is checked by the package, and its own fields ride through every change. */
+/**
+ * The root codec seam (issue 20): whatever a plug-in codec decodes is checked by the package, and its own fields ride
+ * through every change.
+ */
 import { describe, expect, it } from 'vitest';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, rootKey } from '../../src/keys';
 import { withoutReclaimed } from '../../src/protocol/retired';
-import { addSegments, decodeRootWith, emptyRoot, encodeRoot, encodeRootForWrite, jsonRootCodec, MAX_ROOT_BYTES, planPublication, RootCorruptError, stampRetirements, RootFormatMismatchError, RootTooLargeError, type RootCodec, type RootState } from '../../src/root';
+import {
+  addSegments,
+  decodeRootWith,
+  emptyRoot,
+  encodeRoot,
+  encodeRootForWrite,
+  jsonRootCodec,
+  MAX_ROOT_BYTES,
+  planPublication,
+  RootCorruptError,
+  stampRetirements,
+  RootFormatMismatchError,
+  RootTooLargeError,
+  type RootCodec,
+  type RootState,
+} from '../../src/root';
 
 const ns = namespaceId('codec');
 const group = familyGroup('inodes');
 const codecOf = (decoded: () => RootState): RootCodec => ({ decode: decoded, encode: () => new Uint8Array() });
 const twice = inputSegmentKey(ns, newSegmentId(), 'lpb');
-const root = (overrides: Partial<RootState> = {}): RootState => ({ namespace_id: ns, generation: 1, groups: {}, retired: [], ...overrides });
+const root = (overrides: Partial<RootState> = {}): RootState => ({
+  namespace_id: ns,
+  generation: 1,
+  groups: {},
+  retired: [],
+  ...overrides,
+});
 
 describe('the size of a root written', () => {
   /** A codec whose bytes are as many as the root's generation: sizes without building megabytes of keys. */
   const sized: RootCodec = { decode: () => root(), encode: (r) => new Uint8Array(r.generation) };
 
-  it('a root past the readers\' limit is refused, naming the namespace, the size and the fix', () => {
+  it("a root past the readers' limit is refused, naming the namespace, the size and the fix", () => {
     expect(encodeRootForWrite(sized, root({ generation: MAX_ROOT_BYTES }))).toHaveLength(MAX_ROOT_BYTES);
     expect(() => encodeRootForWrite(sized, root({ generation: MAX_ROOT_BYTES + 1 }))).toThrow(RootTooLargeError);
     expect(() => encodeRootForWrite(sized, root({ generation: MAX_ROOT_BYTES + 1 }))).toThrow(
-      new RegExp(`^the root of namespace ${ns} would be ${MAX_ROOT_BYTES + 1} bytes, more than readers accept \\(${MAX_ROOT_BYTES}\\), so it is not written: the collector shrinks`),
+      new RegExp(
+        `^the root of namespace ${ns} would be ${MAX_ROOT_BYTES + 1} bytes, more than readers accept \\(${MAX_ROOT_BYTES}\\), so it is not written: the collector shrinks`,
+      ),
     );
   });
 
   it('only a write that shrinks a root already past the limit may stay past it', () => {
-    expect(encodeRootForWrite(sized, root({ generation: MAX_ROOT_BYTES + 10 }), MAX_ROOT_BYTES + 11)).toHaveLength(MAX_ROOT_BYTES + 10);
-    expect(() => encodeRootForWrite(sized, root({ generation: MAX_ROOT_BYTES + 10 }), MAX_ROOT_BYTES + 10)).toThrow(RootTooLargeError);
+    expect(encodeRootForWrite(sized, root({ generation: MAX_ROOT_BYTES + 10 }), MAX_ROOT_BYTES + 11)).toHaveLength(
+      MAX_ROOT_BYTES + 10,
+    );
+    expect(() => encodeRootForWrite(sized, root({ generation: MAX_ROOT_BYTES + 10 }), MAX_ROOT_BYTES + 10)).toThrow(
+      RootTooLargeError,
+    );
   });
 });
 
@@ -50,7 +80,9 @@ describe('a plug-in root codec', () => {
     })();
     expect(mismatch).toBeInstanceOf(RootFormatMismatchError);
     expect(mismatch).toMatchObject({ failureType: 'RootFormatMismatch', retryable: false, key: rootKey(ns) });
-    expect((mismatch as Error).message).toMatch(/is the package's root\.json, not a root this worker's codec \(a plug-in root codec\) reads: check the worker's format module \(COMPACTION_FORMAT_MODULE/);
+    expect((mismatch as Error).message).toMatch(
+      /is the package's root\.json, not a root this worker's codec \(a plug-in root codec\) reads: check the worker's format module \(COMPACTION_FORMAT_MODULE/,
+    );
   });
 
   it("a plug-in's root under the package's codec is a format mismatch that quotes how the bytes start; an empty object or a damaged root.json is corruption", () => {
@@ -69,7 +101,13 @@ describe('a plug-in root codec', () => {
     ['a retired key listed twice', root({ retired: [1, 2].map((at) => ({ key: twice, retired_at_ms: at })) }), /twice/],
     ['a generation that is not a count', root({ generation: Number.NaN }), /generation NaN/],
   ])('a decoded root naming %s is corrupt, whatever the codec says', (_, decoded, reason) => {
-    expect(() => decodeRootWith(codecOf(() => decoded), new Uint8Array([1]), ns)).toThrow(reason);
+    expect(() =>
+      decodeRootWith(
+        codecOf(() => decoded),
+        new Uint8Array([1]),
+        ns,
+      ),
+    ).toThrow(reason);
   });
 
   it("the codec's extension is carried through publication, the collector's stamps and its record drop", () => {
@@ -79,7 +117,11 @@ describe('a plug-in root codec', () => {
     expect(plan.kind === 'publish' && plan.root.extension).toEqual({ schema: 7 });
     const published = stampRetirements(plan.kind === 'publish' ? plan.root : start, 2000);
     expect(published?.extension).toEqual({ schema: 7 });
-    const dropped = withoutReclaimed(published ?? start, new Set([input]), { nowMs: 5000, readerGraceMs: 0, lostWriteGraceMs: 0 });
+    const dropped = withoutReclaimed(published ?? start, new Set([input]), {
+      nowMs: 5000,
+      readerGraceMs: 0,
+      lostWriteGraceMs: 0,
+    });
     expect(dropped?.extension).toEqual({ schema: 7 });
     expect(dropped?.retired).toEqual([]);
   });

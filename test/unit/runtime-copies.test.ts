@@ -20,9 +20,14 @@ function projectWithSecondWorkerCopy(): string {
   const dir = mkdtempSync(join(tmpdir(), 'runtime-copies-'));
   const own = join(dir, 'node_modules');
   mkdirSync(join(own, '@temporalio'), { recursive: true });
-  for (const entry of readdirSync(modules)) if (entry !== '@temporalio') symlinkSync(join(modules, entry), join(own, entry));
+  for (const entry of readdirSync(modules))
+    if (entry !== '@temporalio') symlinkSync(join(modules, entry), join(own, entry));
   for (const entry of readdirSync(join(modules, '@temporalio'))) {
-    if (entry === 'worker') cpSync(join(modules, '@temporalio', 'worker'), join(own, '@temporalio', 'worker'), { recursive: true, dereference: true });
+    if (entry === 'worker')
+      cpSync(join(modules, '@temporalio', 'worker'), join(own, '@temporalio', 'worker'), {
+        recursive: true,
+        dereference: true,
+      });
     else symlinkSync(join(modules, '@temporalio', entry), join(own, '@temporalio', entry));
   }
   return dir;
@@ -32,11 +37,14 @@ describe('a Temporal Runtime installed through a second copy of @temporalio/work
   const dir = projectWithSecondWorkerCopy();
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('is refused by installRuntime and createWorker, naming both copies and the fix; with one copy, installRuntime installs', { timeout: 60_000 }, async () => {
-    const script = join(dir, 'service.ts');
-    writeFileSync(
-      script,
-      `
+  it(
+    'is refused by installRuntime and createWorker, naming both copies and the fix; with one copy, installRuntime installs',
+    { timeout: 60_000 },
+    async () => {
+      const script = join(dir, 'service.ts');
+      writeFileSync(
+        script,
+        `
       const report = async (what: string, fn: () => unknown) => {
         try { console.log(what, 'ok', String(await fn())); } catch (err) { console.log(what, (err as Error).name, (err as Error).message); }
       };
@@ -52,17 +60,20 @@ describe('a Temporal Runtime installed through a second copy of @temporalio/work
         process.argv.includes('--second-copy') ? report('createWorker', () => createWorker({ store: {}, settings: {}, connection: {} })) : undefined,
       );
       `,
-    );
-    const withCopy = await run(process.execPath, ['--import', 'tsx', script, '--second-copy'], { cwd: root });
-    const [installed, created] = withCopy.stdout.trim().split('\n');
-    expect(created).toMatch(/^createWorker SettingsError this process has a Temporal Runtime from a second copy of @temporalio\/worker/);
-    expect(installed).toMatch(
-      new RegExp(
-        `^installRuntime SettingsError this process has a Temporal Runtime from a second copy of @temporalio/worker \\(${dir.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}/node_modules/@temporalio/worker/lib/runtime\\.js\\), ` +
-          "which this package's workers \\(\\S+/node_modules/@temporalio/worker/lib/runtime\\.js\\) cannot see: .*`npm dedupe`",
-      ),
-    );
-    const alone = await run(process.execPath, ['--import', 'tsx', script], { cwd: root });
-    expect(alone.stdout.trim()).toBe('installRuntime ok installed');
-  });
+      );
+      const withCopy = await run(process.execPath, ['--import', 'tsx', script, '--second-copy'], { cwd: root });
+      const [installed, created] = withCopy.stdout.trim().split('\n');
+      expect(created).toMatch(
+        /^createWorker SettingsError this process has a Temporal Runtime from a second copy of @temporalio\/worker/,
+      );
+      expect(installed).toMatch(
+        new RegExp(
+          `^installRuntime SettingsError this process has a Temporal Runtime from a second copy of @temporalio/worker \\(${dir.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}/node_modules/@temporalio/worker/lib/runtime\\.js\\), ` +
+            "which this package's workers \\(\\S+/node_modules/@temporalio/worker/lib/runtime\\.js\\) cannot see: .*`npm dedupe`",
+        ),
+      );
+      const alone = await run(process.execPath, ['--import', 'tsx', script], { cwd: root });
+      expect(alone.stdout.trim()).toBe('installRuntime ok installed');
+    },
+  );
 });

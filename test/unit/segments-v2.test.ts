@@ -1,4 +1,7 @@
-/** Segment format v2 (zstd blocks, checksums and an index): round trips, the golden file, corruption, chunking, and the index lookup. */
+/**
+ * Segment format v2 (zstd blocks, checksums and an index): round trips, the golden file, corruption, chunking, and the
+ * index lookup.
+ */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -7,7 +10,18 @@ import { describe, expect, it } from 'vitest';
 import { SettingsError, settingsFromEnv } from '../../src/config';
 import { GOLDEN_RECORDS, GOLDEN_V2_EXTRA } from '../support/golden-segment';
 import { crc32, zstdCompressSync } from 'node:zlib';
-import { encodeSegment, lookupInSegment, MAX_BLOCK_RECORD_BYTES, mergeSegments, newSegmentWriter, readMergeBatches, readSegment, readSegmentBatches, SegmentCorruptError, type SegmentRecord } from '../../src/segments';
+import {
+  encodeSegment,
+  lookupInSegment,
+  MAX_BLOCK_RECORD_BYTES,
+  mergeSegments,
+  newSegmentWriter,
+  readMergeBatches,
+  readSegment,
+  readSegmentBatches,
+  SegmentCorruptError,
+  type SegmentRecord,
+} from '../../src/segments';
 
 async function readAll(bytes: Uint8Array, chunks: Uint8Array[] = [bytes]): Promise<SegmentRecord[]> {
   const out: SegmentRecord[] = [];
@@ -20,7 +34,9 @@ const lookup = (bytes: Uint8Array, key: string) => lookupInSegment('seg-key', Re
 const many = (count: number): SegmentRecord[] =>
   Array.from({ length: count }, (_, i): SegmentRecord => {
     const key = `k${String(i * 2).padStart(7, '0')}`;
-    return i % 5 === 0 ? { key, seq: i, tombstone: true } : { key, seq: i * 1000, value: `${i}:${'v'.repeat(i % 400)}` };
+    return i % 5 === 0
+      ? { key, seq: i, tombstone: true }
+      : { key, seq: i * 1000, value: `${i}:${'v'.repeat(i % 400)}` };
   });
 
 /** The offsets of a v2 segment's frames, read from their headers: [offset, compressed length] per block. */
@@ -72,7 +88,8 @@ describe('segment format v2', () => {
     await fc.assert(
       fc.asyncProperty(fc.array(fc.integer({ min: 1, max: 70_000 }), { minLength: 1, maxLength: 20 }), async (cuts) => {
         const chunks: Uint8Array[] = [];
-        for (let at = 0, i = 0; at < bytes.length; at += cuts[i++ % cuts.length]!) chunks.push(bytes.subarray(at, at + cuts[i % cuts.length]!));
+        for (let at = 0, i = 0; at < bytes.length; at += cuts[i++ % cuts.length]!)
+          chunks.push(bytes.subarray(at, at + cuts[i % cuts.length]!));
         expect(await readAll(bytes, chunks)).toEqual(expected);
       }),
       { numRuns: 30 },
@@ -80,12 +97,24 @@ describe('segment format v2', () => {
   });
 
   it.each([
-    ['a changed byte in a block', (b: Uint8Array) => flip(b, blocksOf(b)[1]![0] + 40), /block 2 does not match its checksum/],
-    ['a changed record count', (b: Uint8Array) => flip(b, blocksOf(b)[0]![0] + 12), /block 1 does not match its checksum/],
+    [
+      'a changed byte in a block',
+      (b: Uint8Array) => flip(b, blocksOf(b)[1]![0] + 40),
+      /block 2 does not match its checksum/,
+    ],
+    [
+      'a changed record count',
+      (b: Uint8Array) => flip(b, blocksOf(b)[0]![0] + 12),
+      /block 1 does not match its checksum/,
+    ],
     ['truncated after a block: no index', (b: Uint8Array) => b.subarray(0, blocksOf(b)[2]![0]), /truncated/],
     ['truncated inside a block', (b: Uint8Array) => b.subarray(0, blocksOf(b)[1]![0] + 100), /truncated in block 2/],
     ['truncated in the trailer', (b: Uint8Array) => b.subarray(0, b.length - 3), /truncated in the index/],
-    ['a block left out', (b: Uint8Array) => Buffer.concat([b.subarray(0, blocksOf(b)[1]![0]), b.subarray(blocksOf(b)[2]![0])]), /trailer is malformed|index does not describe/],
+    [
+      'a block left out',
+      (b: Uint8Array) => Buffer.concat([b.subarray(0, blocksOf(b)[1]![0]), b.subarray(blocksOf(b)[2]![0])]),
+      /trailer is malformed|index does not describe/,
+    ],
     ['a changed index', (b: Uint8Array) => flip(b, b.length - 20), /index does not match its checksum/],
     ['an unknown header', (b: Uint8Array) => flip(b, 7), /header/],
     ['data after the trailer', (b: Uint8Array) => Buffer.concat([b, Buffer.from('x')]), /after the trailer/],
@@ -98,8 +127,12 @@ describe('segment format v2', () => {
   });
 
   it('refuses to write a record whose key and value are larger than a block allows', () => {
-    expect(() => encodeSegment([{ key: 'big', seq: 1, value: 'x'.repeat(MAX_BLOCK_RECORD_BYTES) }], 2)).toThrow(/record "big" is \d+ bytes of key and value/);
-    expect(encodeSegment([{ key: 'big', seq: 1, value: 'x'.repeat(MAX_BLOCK_RECORD_BYTES - 3) }], 2).length).toBeGreaterThan(0);
+    expect(() => encodeSegment([{ key: 'big', seq: 1, value: 'x'.repeat(MAX_BLOCK_RECORD_BYTES) }], 2)).toThrow(
+      /record "big" is \d+ bytes of key and value/,
+    );
+    expect(
+      encodeSegment([{ key: 'big', seq: 1, value: 'x'.repeat(MAX_BLOCK_RECORD_BYTES - 3) }], 2).length,
+    ).toBeGreaterThan(0);
   });
 
   it('refuses to read a record larger than a writer makes (a v2 output copies records as they are)', async () => {
@@ -107,8 +140,20 @@ describe('segment format v2', () => {
     const largest: SegmentRecord = { key: 'big', seq: 1, value: 'x'.repeat(MAX_BLOCK_RECORD_BYTES - 3) };
     expect(await readAll(encodeSegment([largest], 2))).toEqual([largest]);
     const value = Buffer.alloc(MAX_BLOCK_RECORD_BYTES - 2, 'x');
-    const varint = (n: number) => { const out: number[] = []; for (; n >= 0x80; n = Math.floor(n / 0x80)) out.push((n % 0x80) | 0x80); out.push(n); return Buffer.from(out); };
-    const raw = Buffer.concat([varint(3), Buffer.from('big'), varint(1), Buffer.from([0]), varint(value.length), value]);
+    const varint = (n: number) => {
+      const out: number[] = [];
+      for (; n >= 0x80; n = Math.floor(n / 0x80)) out.push((n % 0x80) | 0x80);
+      out.push(n);
+      return Buffer.from(out);
+    };
+    const raw = Buffer.concat([
+      varint(3),
+      Buffer.from('big'),
+      varint(1),
+      Buffer.from([0]),
+      varint(value.length),
+      value,
+    ]);
     const compressed = zstdCompressSync(raw);
     const head = Buffer.alloc(17);
     head[0] = 0x42;
@@ -117,19 +162,31 @@ describe('segment format v2', () => {
     head.writeUInt32BE(1, 9);
     head.writeUInt32BE(crc32(compressed, crc32(head.subarray(5, 13))), 13);
     // The block, then the index frame's tag: the reader parses a block once it sees the frame after it.
-    const segment = Buffer.concat([Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]), head, compressed, Buffer.from([0x49])]);
+    const segment = Buffer.concat([
+      Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]),
+      head,
+      compressed,
+      Buffer.from([0x49]),
+    ]);
     await expect(readAll(segment)).rejects.toThrow(/block 1 record 1 is larger than a segment allows/);
   });
 
   it('a merge of v2 segments into v2 copies each winning record as it is, and into v1 decodes it', async () => {
     const older = many(3000);
     // Newer versions of every third key, and a value that is not valid UTF-8 on its own: copied, its bytes are kept.
-    const newer: SegmentRecord[] = older.filter((_, i) => i % 3 === 0).map((r, i) => (i % 2 === 0 ? { key: r.key, seq: r.seq + 1, value: `new ${i} ☃` } : { key: r.key, seq: r.seq + 1, tombstone: true }));
+    const newer: SegmentRecord[] = older
+      .filter((_, i) => i % 3 === 0)
+      .map((r, i) =>
+        i % 2 === 0
+          ? { key: r.key, seq: r.seq + 1, value: `new ${i} ☃` }
+          : { key: r.key, seq: r.seq + 1, tombstone: true },
+      );
     const sources = [encodeSegment(older, 2), encodeSegment(newer, 2)];
     const merged = async (version: 1 | 2) => {
       const writer = newSegmentWriter(version, { background: true });
       const batches = sources.map((bytes, i) => readMergeBatches(`seg-${i}`, Readable.from([bytes])));
-      for await (const batch of mergeSegments(batches, { dropTombstones: false })) for (const record of batch) writer.add(record);
+      for await (const batch of mergeSegments(batches, { dropTombstones: false }))
+        for (const record of batch) writer.add(record);
       return writer.finish();
     };
     const winners = older.map((r) => newer.find((n) => n.key === r.key) ?? r);
@@ -143,7 +200,8 @@ describe('v2 point lookup by the index', () => {
   const bytes = encodeSegment(records, 2);
 
   it('finds every key and no other, before, between and after the blocks', async () => {
-    for (const r of records.filter((_, i) => i % 97 === 0 || i === records.length - 1)) expect(await lookup(bytes, r.key)).toEqual(r);
+    for (const r of records.filter((_, i) => i % 97 === 0 || i === records.length - 1))
+      expect(await lookup(bytes, r.key)).toEqual(r);
     for (const absent of ['a', 'k0000001', 'k0004001', 'z']) expect(await lookup(bytes, absent)).toBeUndefined();
   });
 
@@ -156,7 +214,9 @@ describe('v2 point lookup by the index', () => {
     await expect(lookup(damaged, lastOfSecond.key)).rejects.toThrow(/block 2 does not match its checksum/);
     // A key of another block: the damaged one is not read.
     expect(await lookup(damaged, firstOfThird.key)).toEqual(firstOfThird);
-    await expect(lookup(flip(bytes, bytes.length - 20), firstOfThird.key)).rejects.toThrow(/index does not match its checksum/);
+    await expect(lookup(flip(bytes, bytes.length - 20), firstOfThird.key)).rejects.toThrow(
+      /index does not match its checksum/,
+    );
   });
 });
 
@@ -172,7 +232,10 @@ describe('v1 and v2 together', () => {
     const [a, b] = [many(2000), many(3000).map((r) => ({ ...r, seq: r.seq + 1 }))];
     const open = (bytes: Uint8Array) => readSegmentBatches('seg-key', Readable.from([bytes]))[Symbol.asyncIterator]();
     const merged: SegmentRecord[] = [];
-    for await (const batch of mergeSegments([open(encodeSegment(a, 1)), open(encodeSegment(b, 2))], { dropTombstones: false })) merged.push(...batch);
+    for await (const batch of mergeSegments([open(encodeSegment(a, 1)), open(encodeSegment(b, 2))], {
+      dropTombstones: false,
+    }))
+      merged.push(...batch);
     expect(merged).toEqual(b);
     expect(await lookupInSegment('seg-key', Readable.from([encodeSegment(a, 1)]), a[7]!.key)).toEqual(a[7]);
   });
@@ -182,7 +245,10 @@ describe('the segment format setting', () => {
   it('is read from COMPACTION_SEGMENT_FORMAT, 2 unless set, and refuses a format that does not exist', () => {
     expect(settingsFromEnv({}).segmentFormat).toBe(2);
     expect(settingsFromEnv({ COMPACTION_SEGMENT_FORMAT: '1' }).segmentFormat).toBe(1);
-    for (const bad of ['3', '0', 'zstd']) expect(() => settingsFromEnv({ COMPACTION_SEGMENT_FORMAT: bad }), bad).toThrow(SettingsError);
-    expect(() => settingsFromEnv({ COMPACTION_SEGMENT_FORMAT: '3' })).toThrow('COMPACTION_SEGMENT_FORMAT must be one of 1, 2, not "3"');
+    for (const bad of ['3', '0', 'zstd'])
+      expect(() => settingsFromEnv({ COMPACTION_SEGMENT_FORMAT: bad }), bad).toThrow(SettingsError);
+    expect(() => settingsFromEnv({ COMPACTION_SEGMENT_FORMAT: '3' })).toThrow(
+      'COMPACTION_SEGMENT_FORMAT must be one of 1, 2, not "3"',
+    );
   });
 });

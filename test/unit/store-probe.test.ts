@@ -8,7 +8,16 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SettingsError } from '../../src/config';
 import { STORE_PROBE_PREFIX } from '../../src/keys';
-import { createEmbeddedObjectStore, requireFitStore, StoreConfigError, STORE_PROPERTIES, StoreUnavailableError, StoreUnfitError, verifyStore, type ObjectStore } from '../../src/store';
+import {
+  createEmbeddedObjectStore,
+  requireFitStore,
+  StoreConfigError,
+  STORE_PROPERTIES,
+  StoreUnavailableError,
+  StoreUnfitError,
+  verifyStore,
+  type ObjectStore,
+} from '../../src/store';
 import { retryInconclusive } from '../../src/store/probe';
 import { storeCheckFromEnv } from '../../src/worker';
 
@@ -36,7 +45,9 @@ describe('verifyStore', () => {
   it('on the embedded store every property holds, in the documented order, and nothing is left under the probe prefix', async () => {
     const store = embedded();
     const check = await verifyStore(store, margin);
-    expect(check.properties.map((p) => [p.property, p.outcome])).toEqual(Object.keys(STORE_PROPERTIES).map((id) => [id, 'held']));
+    expect(check.properties.map((p) => [p.property, p.outcome])).toEqual(
+      Object.keys(STORE_PROPERTIES).map((id) => [id, 'held']),
+    );
     expect(check).toMatchObject({ fit: true, versioning: 'unversioned', store: store.description });
     expect((await store.list({ prefix: STORE_PROBE_PREFIX })).objects).toEqual([]);
     expect(() => requireFitStore(check)).not.toThrow();
@@ -45,7 +56,9 @@ describe('verifyStore', () => {
   it('a store clock ahead by more than half the clock safety margin fails clock-skew, and only that', async () => {
     const check = await verifyStore(skewed(embedded(), 1500), margin);
     expect(check.properties.filter((p) => p.outcome === 'failed').map((p) => p.property)).toEqual(['clock-skew']);
-    expect(check.properties.find((p) => p.property === 'clock-skew')?.detail).toMatch(/ms ahead of the local clock \(allowed 1000 ms\)$/);
+    expect(check.properties.find((p) => p.property === 'clock-skew')?.detail).toMatch(
+      /ms ahead of the local clock \(allowed 1000 ms\)$/,
+    );
   });
 
   it('a store clock behind by a second (the resolution of S3 LastModified) still holds within the allowance', async () => {
@@ -60,14 +73,21 @@ describe('verifyStore', () => {
     const same = '"0000"';
     const oneEtag = Object.assign(Object.create(store) as ObjectStore, {
       putIfAbsent: async (key: string, body: Uint8Array) => ({ ...(await store.putIfAbsent(key, body)), etag: same }),
-      putIfMatch: async (key: string, body: Uint8Array, etag: string) => ({ ...(await store.putIfMatch(key, body, etag)), etag: same }),
+      putIfMatch: async (key: string, body: Uint8Array, etag: string) => ({
+        ...(await store.putIfMatch(key, body, etag)),
+        etag: same,
+      }),
       put: async (key: string, body: Uint8Array) => ({ ...(await store.put(key, body)), etag: same }),
       get: async (key: string) => ({ ...(await store.get(key)), etag: same }),
       head: async (key: string) => ({ ...(await store.head(key)), etag: same }),
     });
     const check = await verifyStore(oneEtag, margin);
     expect(check.fit).toBe(false);
-    expect(check.properties.at(-1)).toMatchObject({ property: 'new-etag', outcome: 'failed', detail: expect.stringMatching(/do not name the versions written/) });
+    expect(check.properties.at(-1)).toMatchObject({
+      property: 'new-etag',
+      outcome: 'failed',
+      detail: expect.stringMatching(/do not name the versions written/),
+    });
     expect(() => requireFitStore(check)).toThrow(StoreUnfitError);
     expect((await store.list({ prefix: STORE_PROBE_PREFIX })).objects).toEqual([]);
   });
@@ -84,7 +104,9 @@ describe('verifyStore', () => {
     })();
     expect(error).toBeInstanceOf(StoreUnfitError);
     expect((error as StoreUnfitError).retryable).toBe(false);
-    expect((error as StoreUnfitError).message).toMatch(new RegExp(`^store ${store.description} failed the store check: clock-skew`));
+    expect((error as StoreUnfitError).message).toMatch(
+      new RegExp(`^store ${store.description} failed the store check: clock-skew`),
+    );
   });
 });
 
@@ -102,7 +124,10 @@ describe('verifyStore on a store that fails a request', () => {
 
   it('a timed-out request is no verdict: the probe runs again under fresh keys and reports what it measured', async () => {
     const store = embedded();
-    const check = await verifyStore(failingCreates(store, 1, () => new StoreUnavailableError('k', 'timeout')), margin);
+    const check = await verifyStore(
+      failingCreates(store, 1, () => new StoreUnavailableError('k', 'timeout')),
+      margin,
+    );
     expect(check.fit).toBe(true);
     expect((await store.list({ prefix: STORE_PROBE_PREFIX })).objects).toEqual([]);
   });
@@ -110,7 +135,12 @@ describe('verifyStore on a store that fails a request', () => {
   it('a denied request is thrown at once, and the run deletes what it wrote', async () => {
     const store = embedded();
     const denied = new StoreConfigError('IAM policy', 'access denied');
-    await expect(verifyStore(failingCreates(store, 1, () => denied), margin)).rejects.toBe(denied);
+    await expect(
+      verifyStore(
+        failingCreates(store, 1, () => denied),
+        margin,
+      ),
+    ).rejects.toBe(denied);
     expect((await store.list({ prefix: STORE_PROBE_PREFIX })).objects).toEqual([]);
   });
 });
@@ -137,6 +167,8 @@ describe('COMPACTION_STORE_CHECK', () => {
     expect(storeCheckFromEnv({})).toBe('run');
     expect(storeCheckFromEnv({ COMPACTION_STORE_CHECK: 'skip' })).toBe('skip');
     expect(() => storeCheckFromEnv({ COMPACTION_STORE_CHECK: 'off' })).toThrow(SettingsError);
-    expect(() => storeCheckFromEnv({ COMPACTION_STORE_CHECK: 'off' })).toThrow(/COMPACTION_STORE_CHECK must be one of run, skip/);
+    expect(() => storeCheckFromEnv({ COMPACTION_STORE_CHECK: 'off' })).toThrow(
+      /COMPACTION_STORE_CHECK must be one of run, skip/,
+    );
   });
 });

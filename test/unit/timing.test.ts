@@ -35,7 +35,9 @@ describe('timing configuration', () => {
       /COMPACTION_LOST_WRITE_GRACE_MS \(1229999\) must be at least COMPACTION_WRITER_BUDGET_MS \+ COMPACTION_OPERATION_DEADLINE_MS \+ COMPACTION_CLOCK_SAFETY_MARGIN_MS \(1230000\)/,
     );
     expect(resolveTiming({ lostWriteGraceMs: 1_230_000 }).lostWriteGraceMs).toBe(1_230_000);
-    expect(() => timingFromEnv({ COMPACTION_WRITER_BUDGET_MS: '86400000', COMPACTION_LOST_WRITE_GRACE_MS: '86400000' })).toThrow(/COMPACTION_LOST_WRITE_GRACE_MS/);
+    expect(() =>
+      timingFromEnv({ COMPACTION_WRITER_BUDGET_MS: '86400000', COMPACTION_LOST_WRITE_GRACE_MS: '86400000' }),
+    ).toThrow(/COMPACTION_LOST_WRITE_GRACE_MS/);
   });
 
   it('derives a lost-write grace that covers a writer budget set longer than the default allows', () => {
@@ -50,14 +52,20 @@ describe('timing configuration', () => {
   });
 
   it('rejects a reader grace shorter than T or than the lease expiry plus the clock margin, naming the settings', () => {
-    expect(() => resolveTiming({ readerGraceMs: 1_000_000 })).toThrow(/COMPACTION_READER_GRACE_MS \(1000000\) must be at least COMPACTION_GC_MIN_GRACE_MS/);
-    expect(() => resolveTiming({ readerGraceMs: 1_600_000 })).toThrow(/COMPACTION_READER_GRACE_MS \(1600000\) must be at least COMPACTION_LEASE_EXPIRY_MS \+ COMPACTION_CLOCK_SAFETY_MARGIN_MS/);
+    expect(() => resolveTiming({ readerGraceMs: 1_000_000 })).toThrow(
+      /COMPACTION_READER_GRACE_MS \(1000000\) must be at least COMPACTION_GC_MIN_GRACE_MS/,
+    );
+    expect(() => resolveTiming({ readerGraceMs: 1_600_000 })).toThrow(
+      /COMPACTION_READER_GRACE_MS \(1600000\) must be at least COMPACTION_LEASE_EXPIRY_MS \+ COMPACTION_CLOCK_SAFETY_MARGIN_MS/,
+    );
     expect(resolveTiming({ readerGraceMs: 1_680_000 }).readerGraceMs).toBe(1_680_000);
   });
 
   it('rejects an expiry shorter than the collector grace, naming both settings', () => {
     expect(() => resolveTiming({ leaseExpiryMs: 1_000_000 })).toThrow(TimingConfigError);
-    expect(() => resolveTiming({ leaseExpiryMs: 1_000_000 })).toThrow(/COMPACTION_LEASE_EXPIRY_MS.*COMPACTION_GC_MIN_GRACE_MS/);
+    expect(() => resolveTiming({ leaseExpiryMs: 1_000_000 })).toThrow(
+      /COMPACTION_LEASE_EXPIRY_MS.*COMPACTION_GC_MIN_GRACE_MS/,
+    );
   });
 
   it('rejects a refresh interval no longer than one operation deadline', () => {
@@ -71,7 +79,9 @@ describe('timing configuration', () => {
 
   it('rejects values that are not positive whole milliseconds', () => {
     expect(() => resolveTiming({ leaseRefreshIntervalMs: -1 })).toThrow(/leaseRefreshIntervalMs/);
-    expect(() => timingFromEnv({ COMPACTION_LEASE_EXPIRY_MS: '25m' })).toThrow('COMPACTION_LEASE_EXPIRY_MS must be a whole number of milliseconds, at least 1, not "25m"');
+    expect(() => timingFromEnv({ COMPACTION_LEASE_EXPIRY_MS: '25m' })).toThrow(
+      'COMPACTION_LEASE_EXPIRY_MS must be a whole number of milliseconds, at least 1, not "25m"',
+    );
   });
 
   it('reads settings from the environment and derives the rest', () => {
@@ -86,7 +96,9 @@ describe('timing configuration', () => {
     expect(() => resolveTiming(unsafe)).toThrow(
       /COMPACTION_LEASE_EXPIRY_MS \(1230000\) must be at least COMPACTION_LEASE_REFRESH_INTERVAL_MS \+ COMPACTION_OPERATION_DEADLINE_MS \(2150000\)/,
     );
-    expect(() => resolveTiming({ ...unsafe, leaseExpiryMs: 2_149_999, stagingGraceMs: 5_000_000 })).toThrow(TimingConfigError);
+    expect(() => resolveTiming({ ...unsafe, leaseExpiryMs: 2_149_999, stagingGraceMs: 5_000_000 })).toThrow(
+      TimingConfigError,
+    );
     expect(() => resolveTiming({ ...unsafe, leaseExpiryMs: 2_150_000 })).not.toThrow();
   });
 
@@ -95,7 +107,10 @@ describe('timing configuration', () => {
     const least = minimumLeaseExpiryMs(timing, 1_000_000);
     expect(least).toBe(300_000 + 1_000_000 + 1_000 + 150_000);
     // The expiry alone is valid (≥ T, ≥ refresh + deadline); the heartbeat timeout makes it unsafe.
-    const settings = (leaseExpiryMs: number) => ({ timing: { ...timing, leaseExpiryMs }, heartbeatTimeoutMs: 1_000_000 });
+    const settings = (leaseExpiryMs: number) => ({
+      timing: { ...timing, leaseExpiryMs },
+      heartbeatTimeoutMs: 1_000_000,
+    });
     expect(() => resolveSettings(settings(least - 1))).toThrow(SettingsError);
     expect(() => resolveSettings(settings(least - 1))).toThrow(
       /COMPACTION_LEASE_EXPIRY_MS \(1450999\) must be at least COMPACTION_LEASE_REFRESH_INTERVAL_MS \+ COMPACTION_HEARTBEAT_TIMEOUT_MS \+ 1000 ms keeper retry delay \+ COMPACTION_OPERATION_DEADLINE_MS \(1451000\)/,
@@ -103,12 +118,13 @@ describe('timing configuration', () => {
     expect(resolveSettings(settings(least)).timing.leaseExpiryMs).toBe(least);
   });
 
-  it('the defaults keep the heartbeat rule, and a dead worker\'s retried keeper refreshes within half the lease expiry of the death', () => {
+  it("the defaults keep the heartbeat rule, and a dead worker's retried keeper refreshes within half the lease expiry of the death", () => {
     const { timing, heartbeatTimeoutMs } = resolveSettings();
     expect(timing.leaseExpiryMs).toBeGreaterThanOrEqual(minimumLeaseExpiryMs(timing, heartbeatTimeoutMs));
     // Retried one heartbeat timeout + retry delay after its last beat (no later than the death), it refreshes once that
     // refresh is due (at once, if it already is), landing within one deadline (docs/protocol.md, Timings).
-    const landsAfterDeathMs = Math.max(heartbeatTimeoutMs + KEEPER_RETRY_DELAY_MS, timing.leaseRefreshIntervalMs) + timing.operationDeadlineMs;
+    const landsAfterDeathMs =
+      Math.max(heartbeatTimeoutMs + KEEPER_RETRY_DELAY_MS, timing.leaseRefreshIntervalMs) + timing.operationDeadlineMs;
     expect(landsAfterDeathMs).toBeLessThanOrEqual(timing.leaseExpiryMs / 2);
   });
 
@@ -117,21 +133,31 @@ describe('timing configuration', () => {
     expect(settings.heartbeatTimeoutMs).toBe(300_000 + 150_000);
     expect(heartbeatEveryMs(settings)).toBe(settings.timing.leaseRefreshIntervalMs);
     // Derived from the timings that are set, not from the spec's numbers.
-    expect(resolveSettings({ timing: { leaseRefreshIntervalMs: 600_000, leaseExpiryMs: 3_000_000 } }).heartbeatTimeoutMs).toBe(750_000);
+    expect(
+      resolveSettings({ timing: { leaseRefreshIntervalMs: 600_000, leaseExpiryMs: 3_000_000 } }).heartbeatTimeoutMs,
+    ).toBe(750_000);
     // A set timeout that leaves less than a third of itself beyond the deadline: three beats per timeout.
-    expect(heartbeatEveryMs(resolveSettings({ timing: shrunkTiming(3000, 2000), heartbeatTimeoutMs: 2000 }))).toBeCloseTo(2000 / 3);
+    expect(
+      heartbeatEveryMs(resolveSettings({ timing: shrunkTiming(3000, 2000), heartbeatTimeoutMs: 2000 })),
+    ).toBeCloseTo(2000 / 3);
   });
 
   it('settings from the environment with unsafe timings are refused, naming the variables', () => {
-    expect(() => settingsFromEnv({ COMPACTION_LEASE_REFRESH_INTERVAL_MS: '2000000', COMPACTION_LEASE_EXPIRY_MS: '1230000' })).toThrow(
-      /COMPACTION_LEASE_EXPIRY_MS.*COMPACTION_LEASE_REFRESH_INTERVAL_MS/,
+    expect(() =>
+      settingsFromEnv({ COMPACTION_LEASE_REFRESH_INTERVAL_MS: '2000000', COMPACTION_LEASE_EXPIRY_MS: '1230000' }),
+    ).toThrow(/COMPACTION_LEASE_EXPIRY_MS.*COMPACTION_LEASE_REFRESH_INTERVAL_MS/);
+    expect(() => settingsFromEnv({ COMPACTION_HEARTBEAT_TIMEOUT_MS: '1500000' })).toThrow(
+      /COMPACTION_HEARTBEAT_TIMEOUT_MS/,
     );
-    expect(() => settingsFromEnv({ COMPACTION_HEARTBEAT_TIMEOUT_MS: '1500000' })).toThrow(/COMPACTION_HEARTBEAT_TIMEOUT_MS/);
   });
 
   /** Runs the worker process (src/worker/main.ts) with these variables; it must exit before connecting to anything. */
   async function startWorkerWith(variables: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-    const worker = spawnWorkerProcess({ ...process.env, COMPACTION_EMBEDDED_STORE: ':memory:', ...variables }, ['ignore', 'ignore', 'pipe']);
+    const worker = spawnWorkerProcess({ ...process.env, COMPACTION_EMBEDDED_STORE: ':memory:', ...variables }, [
+      'ignore',
+      'ignore',
+      'pipe',
+    ]);
     let stderr = '';
     worker.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     const [code] = (await once(worker, 'exit')) as [number | null];
@@ -139,21 +165,30 @@ describe('timing configuration', () => {
   }
 
   it('a worker started from the environment with an expiry shorter than refresh + deadline refuses to start, naming the variables', async () => {
-    const { code, stderr } = await startWorkerWith({ COMPACTION_LEASE_REFRESH_INTERVAL_MS: '2000000', COMPACTION_LEASE_EXPIRY_MS: '1230000' });
+    const { code, stderr } = await startWorkerWith({
+      COMPACTION_LEASE_REFRESH_INTERVAL_MS: '2000000',
+      COMPACTION_LEASE_EXPIRY_MS: '1230000',
+    });
     expect(code).toBe(1);
-    expect(stderr).toMatch(/TimingConfigError: unsafe timing: COMPACTION_LEASE_EXPIRY_MS \(1230000\) must be at least COMPACTION_LEASE_REFRESH_INTERVAL_MS/);
+    expect(stderr).toMatch(
+      /TimingConfigError: unsafe timing: COMPACTION_LEASE_EXPIRY_MS \(1230000\) must be at least COMPACTION_LEASE_REFRESH_INTERVAL_MS/,
+    );
   }, 60_000);
 
   it('a worker started from the environment with a heartbeat timeout the expiry does not cover refuses to start, naming the variables', async () => {
     const { code, stderr } = await startWorkerWith({ COMPACTION_HEARTBEAT_TIMEOUT_MS: '1500000' });
     expect(code).toBe(1);
-    expect(stderr).toMatch(/SettingsError: unsafe timing: COMPACTION_LEASE_EXPIRY_MS \(1500000\) must be at least .*COMPACTION_HEARTBEAT_TIMEOUT_MS/);
+    expect(stderr).toMatch(
+      /SettingsError: unsafe timing: COMPACTION_LEASE_EXPIRY_MS \(1500000\) must be at least .*COMPACTION_HEARTBEAT_TIMEOUT_MS/,
+    );
   }, 60_000);
 
   it('shrunk timings for tests keep every invariant, with the heartbeat timeout they are run with', () => {
     for (const unit of [200, 1000, 5000]) {
       for (const heartbeatTimeoutMs of [1000, 5000, 30_000]) {
-        expect(() => resolveSettings({ timing: shrunkTiming(unit, heartbeatTimeoutMs), heartbeatTimeoutMs })).not.toThrow();
+        expect(() =>
+          resolveSettings({ timing: shrunkTiming(unit, heartbeatTimeoutMs), heartbeatTimeoutMs }),
+        ).not.toThrow();
       }
     }
   });

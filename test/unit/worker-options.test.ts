@@ -1,7 +1,14 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../src/activities';
 import { referenceCompactor } from '../../src/compactor';
-import { resolveSettings, SettingsError, WORKER_ROLE_ENV, WORKER_ROLES, workerRoleFromEnv, type WorkerRole } from '../../src/config';
+import {
+  resolveSettings,
+  SettingsError,
+  WORKER_ROLE_ENV,
+  WORKER_ROLES,
+  workerRoleFromEnv,
+  type WorkerRole,
+} from '../../src/config';
 import { jsonRootCodec } from '../../src/root';
 import { createEmbeddedObjectStore } from '../../src/store';
 import {
@@ -34,7 +41,12 @@ describe('worker options from the environment', () => {
 });
 
 describe('worker roles', () => {
-  const deps = { store: createEmbeddedObjectStore({ path: ':memory:' }), settings: resolveSettings(), compactor: referenceCompactor, rootCodec: jsonRootCodec };
+  const deps = {
+    store: createEmbeddedObjectStore({ path: ':memory:' }),
+    settings: resolveSettings(),
+    compactor: referenceCompactor,
+    rootCodec: jsonRootCodec,
+  };
   afterAll(() => deps.store.close());
   const names = (role: WorkerRole) => Object.keys(createActivities(deps, role)).sort();
 
@@ -42,7 +54,9 @@ describe('worker roles', () => {
     expect(workerRoleFromEnv({})).toBe('all');
     expect(workerRoleFromEnv({ [WORKER_ROLE_ENV]: 'collector' })).toBe('collector');
     expect(() => workerRoleFromEnv({ [WORKER_ROLE_ENV]: 'gc' })).toThrow(SettingsError);
-    expect(() => workerRoleFromEnv({ [WORKER_ROLE_ENV]: 'gc' })).toThrow('COMPACTION_WORKER_ROLE must be one of all, compaction, collector, not "gc"');
+    expect(() => workerRoleFromEnv({ [WORKER_ROLE_ENV]: 'gc' })).toThrow(
+      'COMPACTION_WORKER_ROLE must be one of all, compaction, collector, not "gc"',
+    );
   });
 
   it("a collector polls COMPACTION_COLLECTOR_TASK_QUEUE, the other roles COMPACTION_TASK_QUEUE; unset, the collector's queue is COMPACTION_TASK_QUEUE", () => {
@@ -55,8 +69,26 @@ describe('worker roles', () => {
   it("each single role registers its own activities and the workflows' settings reads, none of the other role's; all registers both", () => {
     const compaction = names('compaction');
     const collector = names('collector');
-    expect(compaction).toEqual(expect.arrayContaining(['compactionSettings', 'gcSettings', 'readGroup', 'createLease', 'compactUnderLease', 'publish']));
-    expect(collector).toEqual(expect.arrayContaining(['compactionSettings', 'gcSettings', 'listNamespaces', 'claimLease', 'reclaimPrefix', 'deleteLease']));
+    expect(compaction).toEqual(
+      expect.arrayContaining([
+        'compactionSettings',
+        'gcSettings',
+        'readGroup',
+        'createLease',
+        'compactUnderLease',
+        'publish',
+      ]),
+    );
+    expect(collector).toEqual(
+      expect.arrayContaining([
+        'compactionSettings',
+        'gcSettings',
+        'listNamespaces',
+        'claimLease',
+        'reclaimPrefix',
+        'deleteLease',
+      ]),
+    );
     expect(compaction.filter((name) => collector.includes(name))).toEqual(['compactionSettings', 'gcSettings']);
     expect(names('all')).toEqual([...new Set([...compaction, ...collector])].sort());
   });

@@ -19,8 +19,10 @@ import {
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
 const client = await connectClientFromEnv();
-// The Temporal namespace needs the package's search attributes, registered once by `npx compaction-lease temporal setup`
-// (Temporal Cloud: the tcld command it names). Every start and every worker checks them; the service can too, at its start.
+// The Temporal namespace needs the package's search attributes, registered once by
+// `npx compaction-lease temporal setup`
+// (Temporal Cloud: the tcld command it names). Every start and every worker checks them; the service can too, at its
+// start.
 await requireSearchAttributes(client.connection, client.options.namespace);
 
 // No worker polls the task queue yet (or the one that did has stopped): a start fails within seconds, naming the queue,
@@ -55,11 +57,14 @@ console.log(`compaction ${compaction.outcome}: ${compaction.inputCount} inputs, 
 // Readers read the group's live segments at one root read (they stay readable for the reader grace
 // less T from it), merged: the latest version of each key, deleted keys left out.
 const snapshot = await readGroupSnapshot(worker.store, { namespaceId: 'tenant-7', group: 'inodes' }, jsonRootCodec);
-for await (const record of readGroupRecords(worker.store, snapshot)) console.log(`read ${record.key} = ${record.value} from ${snapshot.segments.length} segment`);
+for await (const record of readGroupRecords(worker.store, snapshot))
+  console.log(`read ${record.key} = ${record.value} from ${snapshot.segments.length} segment`);
 
 await ensureGcSchedule(client, { cron: '*/15 * * * *' }); // create or update the collector's schedule
 const pass = await runGcPass(client); // one pass now; an incomplete one still returns its report
-console.log(`collector pass ${pass.complete ? 'complete' : 'incomplete'}: ${pass.report.totals.namespaces} namespaces, ${pass.report.totals.objectsDeleted} objects deleted`);
+console.log(
+  `collector pass ${pass.complete ? 'complete' : 'incomplete'}: ${pass.report.totals.namespaces} namespaces, ${pass.report.totals.objectsDeleted} objects deleted`,
+);
 
 await client.connection.close();
 await worker.stop();

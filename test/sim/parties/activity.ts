@@ -16,24 +16,42 @@ export interface ActivityPolicy {
   readonly backoffScale: number;
 }
 
-/** Whether Temporal's retry policy retries `err`: a typed error by its own rule; anything else is a bug, and ends the party. */
+/**
+ * Whether Temporal's retry policy retries `err`: a typed error by its own rule; anything else is a bug, and ends the
+ * party.
+ */
 const retried = (err: unknown): boolean => err instanceof TypedError && err.retryable;
 
 class TimedOut {}
 
 /** Runs `attempt` (given its attempt number, from 1) until it succeeds, fails for good, or its attempts are spent. */
-export async function runActivity<T>(party: Party, name: string, policy: ActivityPolicy, attempt: (n: number) => Promise<T>): Promise<T> {
+export async function runActivity<T>(
+  party: Party,
+  name: string,
+  policy: ActivityPolicy,
+  attempt: (n: number) => Promise<T>,
+): Promise<T> {
   let last: unknown;
   for (let n = 1; n <= policy.attempts; n++) {
     const running = attempt(n);
     // An abandoned attempt runs on: its failure is nobody's to handle.
     running.catch(() => undefined);
     let outcome: { ok: T } | { err: unknown };
-    if (policy.startToCloseMs === undefined) outcome = await running.then((ok) => ({ ok }), (err: unknown) => ({ err }));
+    if (policy.startToCloseMs === undefined)
+      outcome = await running.then(
+        (ok) => ({ ok }),
+        (err: unknown) => ({ err }),
+      );
     else {
       const timer = new AbortController();
       const timeout = party.sleep(policy.startToCloseMs, timer.signal).then(() => ({ err: new TimedOut() }));
-      outcome = await Promise.race([running.then((ok) => ({ ok }), (err: unknown) => ({ err })), timeout]);
+      outcome = await Promise.race([
+        running.then(
+          (ok) => ({ ok }),
+          (err: unknown) => ({ err }),
+        ),
+        timeout,
+      ]);
       timer.abort();
     }
     if ('ok' in outcome) return outcome.ok;
@@ -43,5 +61,7 @@ export async function runActivity<T>(party: Party, name: string, policy: Activit
     else party.log(`${name} attempt ${n} failed: ${(last as Error).message.split('\n')[0]}`);
     await party.sleep(Math.max(1, Math.round(backoffDelayMs(ACTIVITY_BACKOFF, n - 1) * policy.backoffScale)));
   }
-  throw new PartyGaveUp(`${party.name}: ${name} gave up after ${policy.attempts} attempts (${last instanceof TimedOut ? 'timed out' : (last as Error).message.split('\n')[0]})`);
+  throw new PartyGaveUp(
+    `${party.name}: ${name} gave up after ${policy.attempts} attempts (${last instanceof TimedOut ? 'timed out' : (last as Error).message.split('\n')[0]})`,
+  );
 }

@@ -67,35 +67,53 @@ export async function runPass(env: Env, party: Party, plan: PassPlan): Promise<G
   };
   const observe = (command: CollectorCommand, result: CollectorResult): void => {
     if (result.kind === 'claimed' && command.kind === 'claimLease') {
-      env.sim.count(`claim: ${result.owner.owner}${result.owner.owner === 'job' && result.owner.raced ? ' (raced by a refresh)' : ''}`);
+      env.sim.count(
+        `claim: ${result.owner.owner}${result.owner.owner === 'job' && result.owner.raced ? ' (raced by a refresh)' : ''}`,
+      );
     }
     if (result.kind === 'rootRead' && result.problem) corrupted(`the root ${result.problem.problem}`);
-    if (result.kind === 'surveyed' && result.prefixes.some((p) => p.owner.owner === 'corrupt')) corrupted('a corrupt lease');
-    if (result.kind === 'retiredReclaimed' && 'rootProblem' in result.outcome) corrupted(`the root ${result.outcome.rootProblem.problem}`);
+    if (result.kind === 'surveyed' && result.prefixes.some((p) => p.owner.owner === 'corrupt'))
+      corrupted('a corrupt lease');
+    if (result.kind === 'retiredReclaimed' && 'rootProblem' in result.outcome)
+      corrupted(`the root ${result.outcome.rootProblem.problem}`);
   };
   /** One attempt of one command's activity. */
   const attempt: CollectorExecutor = async (command, walk) => {
-    const result = await executeOnStore(party.store, ns, rules, command, walk, { codec: jsonRootCodec, clockMs: party.clock });
+    const result = await executeOnStore(party.store, ns, rules, command, walk, {
+      codec: jsonRootCodec,
+      clockMs: party.clock,
+    });
     observe(command, result);
     return result;
   };
-  const retrying = <T>(name: string, work: () => Promise<T>): Promise<T> => runActivity(party, name, { attempts: GC_ATTEMPTS, backoffScale: env.backoffScale }, work);
+  const retrying = <T>(name: string, work: () => Promise<T>): Promise<T> =>
+    runActivity(party, name, { attempts: GC_ATTEMPTS, backoffScale: env.backoffScale }, work);
   const execute: CollectorExecutor = async (command) => {
     switch (command.kind) {
       case 'collectPrefixes': {
         let at: PageCollection | undefined;
         const page = () => ({ ...(at && { resume: at }), onProgress: (p: PageCollection) => (at = p) });
         try {
-          return { kind: 'collected', report: await retrying('collectPrefixes', () => collectPrefixes(ns, command.prefixes, rules, attempt, page(), command.rootGeneration)) };
+          return {
+            kind: 'collected',
+            report: await retrying('collectPrefixes', () =>
+              collectPrefixes(ns, command.prefixes, rules, attempt, page(), command.rootGeneration),
+            ),
+          };
         } catch (err) {
           if (!activityFailed(err)) throw err;
-          return { kind: 'collected', report: await collectPrefixes(ns, command.prefixes, rules, execute, page(), command.rootGeneration) };
+          return {
+            kind: 'collected',
+            report: await collectPrefixes(ns, command.prefixes, rules, execute, page(), command.rootGeneration),
+          };
         }
       }
       case 'reclaimPrefix': {
         let position = command.from ?? START_OF_WALK;
         try {
-          return await retrying('reclaimPrefix', () => attempt({ ...command, from: position }, { onProgress: (p) => (position = p) }));
+          return await retrying('reclaimPrefix', () =>
+            attempt({ ...command, from: position }, { onProgress: (p) => (position = p) }),
+          );
         } catch (err) {
           if (!activityFailed(err)) throw err;
           return { kind: 'reclaimFailed', tally: position.tally, message: err.message };
@@ -111,7 +129,9 @@ export async function runPass(env: Env, party: Party, plan: PassPlan): Promise<G
       case 'reclaimRetiredSegments': {
         let position: RetiredPosition = command.from ?? START_OF_RETIRED;
         try {
-          return await retrying('reclaimRetiredSegments', () => attempt({ ...command, from: position }, { onProgress: () => {}, onRetiredProgress: (p) => (position = p) }));
+          return await retrying('reclaimRetiredSegments', () =>
+            attempt({ ...command, from: position }, { onProgress: () => {}, onRetiredProgress: (p) => (position = p) }),
+          );
         } catch (err) {
           if (!activityFailed(err)) throw err;
           return { kind: 'retiredFailed', message: err.message };
@@ -128,7 +148,13 @@ export async function runPass(env: Env, party: Party, plan: PassPlan): Promise<G
       `pass done: claimed ${t.claimed}, orphaned ${t.orphaned}, live ${t.live}, deleted ${t.objectsDeleted} objects and ${t.leasesDeleted} leases, ` +
         `${t.retiredDeleted} retired and ${t.lostWritesDeleted} lost writes${report.rootProblems.length ? `, root ${report.rootProblems[0]!.problem}` : ''}${report.failures.length ? `, ${report.failures.length} failures` : ''}`,
     );
-    for (const [name, n] of Object.entries({ claimed: t.claimed, 'leases deleted': t.leasesDeleted, 'retired deleted': t.retiredDeleted, 'lost writes deleted': t.lostWritesDeleted, 'staged deleted': t.objectsDeleted - t.retiredDeleted - t.lostWritesDeleted })) {
+    for (const [name, n] of Object.entries({
+      claimed: t.claimed,
+      'leases deleted': t.leasesDeleted,
+      'retired deleted': t.retiredDeleted,
+      'lost writes deleted': t.lostWritesDeleted,
+      'staged deleted': t.objectsDeleted - t.retiredDeleted - t.lostWritesDeleted,
+    })) {
       if (n > 0) env.sim.count(`pass: ${name}`, n);
     }
     return report;

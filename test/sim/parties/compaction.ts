@@ -50,7 +50,13 @@ export interface CompactionPlan {
 export type JobEndName = PublicationOutcome['outcome'] | 'unchanged' | 'empty';
 
 /** The `readGroup` activity: the group's segments from one root read, checked, in a manifest of this attempt. */
-async function readGroup(party: Party, env: Env, job: JobRef, group: FamilyGroup, attempt: number): Promise<InputManifestRef | undefined> {
+async function readGroup(
+  party: Party,
+  env: Env,
+  job: JobRef,
+  group: FamilyGroup,
+  attempt: number,
+): Promise<InputManifestRef | undefined> {
   const { root } = await readRoot(party.store, env.ns, jsonRootCodec);
   const inputs = [...groupSegments(root, group)];
   const etags = await checkInputs(party.store, group, inputs, env.settings.maxInputSegmentBytes);
@@ -58,7 +64,9 @@ async function readGroup(party: Party, env: Env, job: JobRef, group: FamilyGroup
   return writeInputManifest(party.store, job, attempt, { group, inputs, etags });
 }
 
-/** The lease as the keeper holds it, and the compactor's progress: the heartbeat details a retried attempt resumes from. */
+/**
+ * The lease as the keeper holds it, and the compactor's progress: the heartbeat details a retried attempt resumes from.
+ */
 interface Details {
   held: HeldLease;
   progress: unknown;
@@ -75,7 +83,7 @@ async function keepLease(env: Env, party: Party, job: JobRef, details: Details, 
   const waitUntil = async (untilMs: number) => {
     if (!stop.aborted && party.clock() < untilMs) await party.sleep(untilMs - party.clock(), stop);
   };
-  for (let failures = 0; ; ) {
+  for (let failures = 0; ;) {
     await waitUntil(beatAtMs + timing.leaseRefreshIntervalMs);
     if (stop.aborted) return;
     const sentAtMs = party.clock();
@@ -85,7 +93,11 @@ async function keepLease(env: Env, party: Party, job: JobRef, details: Details, 
       const lastSendMs = beatAtMs + timing.leaseExpiryMs - timing.operationDeadlineMs;
       const retrying = !(err instanceof TypedError && !err.retryable);
       if (err instanceof LeaseLostError) throw err;
-      if (retrying && party.clock() >= lastSendMs) throw new LeaseLostError(leaseKey(job.namespaceId, job.jobId), `not refreshed before it would expire, the last refresh failing with: ${firstLineOf(err)}`);
+      if (retrying && party.clock() >= lastSendMs)
+        throw new LeaseLostError(
+          leaseKey(job.namespaceId, job.jobId),
+          `not refreshed before it would expire, the last refresh failing with: ${firstLineOf(err)}`,
+        );
       if (!retrying) throw err;
       await waitUntil(Math.min(party.clock() + env.retryDelayMs(++failures), lastSendMs));
       continue;
@@ -97,7 +109,14 @@ async function keepLease(env: Env, party: Party, job: JobRef, details: Details, 
 }
 
 /** One attempt of `compactUnderLease`: the reference compactor over the pinned inputs, the keeper beside it. */
-async function compactAttempt(env: Env, party: Party, job: JobRef, plan: CompactionPlan, ref: InputManifestRef, details: Details): Promise<CompactionOutputs> {
+async function compactAttempt(
+  env: Env,
+  party: Party,
+  job: JobRef,
+  plan: CompactionPlan,
+  ref: InputManifestRef,
+  details: Details,
+): Promise<CompactionOutputs> {
   const input: InputManifest = await readInputManifestUnderLease(party.store, job, ref);
   const workEnded = new AbortController();
   let keeperFailure: { readonly error: unknown } | undefined;
@@ -123,12 +142,19 @@ async function compactAttempt(env: Env, party: Party, job: JobRef, plan: Compact
   return worked.value;
 }
 
-/** Runs the compaction workflow of one group to its end: a fenced job runs again as a new job, up to the settings' limit. */
+/**
+ * Runs the compaction workflow of one group to its end: a fenced job runs again as a new job, up to the settings'
+ * limit.
+ */
 export async function runCompaction(env: Env, party: Party, plan: CompactionPlan): Promise<JobEndName> {
   await party.sleep(plan.afterMs);
   const group = familyGroup(plan.group);
   const { timing, settings } = env;
-  const short = { attempts: env.shortAttempts, startToCloseMs: 4 * timing.operationDeadlineMs + timing.operationDeadlineMs, backoffScale: env.backoffScale };
+  const short = {
+    attempts: env.shortAttempts,
+    startToCloseMs: 4 * timing.operationDeadlineMs + timing.operationDeadlineMs,
+    backoffScale: env.backoffScale,
+  };
   for (let run = 0; ; run++) {
     const job: JobRef = { namespaceId: env.ns, jobId: newJobId() };
     party.log(`job ${shortKey(job.jobId)} compacts ${group}`);
@@ -143,9 +169,13 @@ export async function runCompaction(env: Env, party: Party, plan: CompactionPlan
     let held: HeldLease | undefined;
     let compaction: CompactionOutputs | undefined;
     try {
-      held = await runActivity(party, 'createLease', short, () => createJobLease(party.store, { ...job, ownerId: party.name, startedAtMs }));
+      held = await runActivity(party, 'createLease', short, () =>
+        createJobLease(party.store, { ...job, ownerId: party.name, startedAtMs }),
+      );
       const details: Details = { held, progress: undefined };
-      compaction = await runActivity(party, 'compactUnderLease', { attempts: 20, backoffScale: env.backoffScale }, () => compactAttempt(env, party, job, plan, ref, details));
+      compaction = await runActivity(party, 'compactUnderLease', { attempts: 20, backoffScale: env.backoffScale }, () =>
+        compactAttempt(env, party, job, plan, ref, details),
+      );
     } catch (err) {
       if (!(err instanceof LeaseLostError)) throw err;
       party.log(`lease lost: ${err.reason}`);
@@ -162,22 +192,38 @@ export async function runCompaction(env: Env, party: Party, plan: CompactionPlan
       await party.sleep(plan.publishDelayMs);
       party.log(`publishing ${output.outputs.length} outputs and ${output.tombstones.length} tombstone segments`);
       const publication = { ...job, group, outputs: output.outputs, tombstones: output.tombstones };
-      const published = await runActivity(party, 'publish', { ...short, startToCloseMs: settings.timing.publicationBudgetMs + 4 * timing.operationDeadlineMs }, async () => {
-        const start = party.elapsed();
-        const manifest = await readInputManifestIfAny(party.store, job, ref);
-        return manifest
-          ? publishCompaction(
-              party.store,
-              { ...publication, inputs: manifest.inputs, ...('tombstoneSeqFloor' in output && { tombstoneSeqFloor: output.tombstoneSeqFloor }) },
-              { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
-              { leaseClockMs: party.clock, elapsedMs: () => party.elapsed() - start },
-              jsonRootCodec,
-            )
-          : publicationOfReclaimedJob(party.store, { ...job, outputs: output.outputs, tombstones: output.tombstones }, jsonRootCodec);
-      }).catch(async (err: unknown): Promise<PublicationOutcome> => {
-        // As the workflow: its attempts spent, the publication is settled (a CAS of it may still land), and the job fails unless the root names it.
+      const published = await runActivity(
+        party,
+        'publish',
+        { ...short, startToCloseMs: settings.timing.publicationBudgetMs + 4 * timing.operationDeadlineMs },
+        async () => {
+          const start = party.elapsed();
+          const manifest = await readInputManifestIfAny(party.store, job, ref);
+          return manifest
+            ? publishCompaction(
+                party.store,
+                {
+                  ...publication,
+                  inputs: manifest.inputs,
+                  ...('tombstoneSeqFloor' in output && { tombstoneSeqFloor: output.tombstoneSeqFloor }),
+                },
+                { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
+                { leaseClockMs: party.clock, elapsedMs: () => party.elapsed() - start },
+                jsonRootCodec,
+              )
+            : publicationOfReclaimedJob(
+                party.store,
+                { ...job, outputs: output.outputs, tombstones: output.tombstones },
+                jsonRootCodec,
+              );
+        },
+      ).catch(async (err: unknown): Promise<PublicationOutcome> => {
+        // As the workflow: its attempts spent, the publication is settled (a CAS of it may still land), and the job
+        // fails unless the root names it.
         if (!(err instanceof TypedError || err instanceof PartyGaveUp)) throw err;
-        const settled = await runActivity(party, 'settlePublication', short, () => settlePublication(party.store, { ...publication, inputs: [] }, jsonRootCodec));
+        const settled = await runActivity(party, 'settlePublication', short, () =>
+          settlePublication(party.store, { ...publication, inputs: [] }, jsonRootCodec),
+        );
         env.sim.count(`publication settled: ${settled.outcome}`);
         party.log(`publication settled: ${settled.outcome}`);
         if (settled.outcome === 'published') return settled;
@@ -194,7 +240,10 @@ export async function runCompaction(env: Env, party: Party, plan: CompactionPlan
 export interface TriggerPlan {
   /** How often the trigger looks at the root. */
   readonly everyMs: number;
-  /** A group with at least this many segments gets a compaction (one at a time per group, as a workflow id per group gives). */
+  /**
+   * A group with at least this many segments gets a compaction (one at a time per group, as a workflow id per group
+   * gives).
+   */
   readonly threshold: number;
   /**
    * Percent of its jobs cut off from the store from their first root write (their publication) for
@@ -208,7 +257,12 @@ export interface TriggerPlan {
  * workflow for every group with enough segments, none of a group while its last is still running.
  * Jobs then start right after the registrations that warrant them, where the interleavings are.
  */
-export async function runCompactionTrigger(env: Env, party: Party, plan: TriggerPlan, start: (group: string, done: () => void) => void): Promise<void> {
+export async function runCompactionTrigger(
+  env: Env,
+  party: Party,
+  plan: TriggerPlan,
+  start: (group: string, done: () => void) => void,
+): Promise<void> {
   const running = new Set<string>();
   while (!env.sim.healed) {
     await party.sleep(plan.everyMs);

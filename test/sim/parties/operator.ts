@@ -5,7 +5,13 @@
  * the namespace. Each acts directly on the bucket (no request, no fault). When faults heal the
  * operator repairs what is still broken.
  */
-import { compactionsPrefix, inputSegmentsPrefix, parseCompactionKey, rootKey, type MetadataCompactionId } from '../../../src/keys';
+import {
+  compactionsPrefix,
+  inputSegmentsPrefix,
+  parseCompactionKey,
+  rootKey,
+  type MetadataCompactionId,
+} from '../../../src/keys';
 import { decodeLease } from '../../../src/lease';
 import type { Env } from '../env';
 import type { Party } from '../sim';
@@ -27,7 +33,9 @@ export interface OperatorPlan {
   readonly acts: readonly { readonly afterMs: number; readonly act: OperatorAct }[];
 }
 
-const CORRUPT = new TextEncoder().encode('{"kind":"compaction_lease","format_version":1,"payload_checksum":"sha256:00","payload":{}}');
+const CORRUPT = new TextEncoder().encode(
+  '{"kind":"compaction_lease","format_version":1,"payload_checksum":"sha256:00","payload":{}}',
+);
 
 /** The keys the operator put that no collector may ever delete. */
 export const foreignKeys = (env: Env): string[] => [
@@ -67,7 +75,11 @@ export class Operator {
         // The last root that decoded is the one to put back: a root already broken is no backup.
         if (this.env.invariants.root !== undefined) this.backup = current.body;
         this.party.log(act.kind);
-        sim.operate(() => (act.kind === 'delete root' ? world.deleteMany([root]) : world.put(root, new TextEncoder().encode('{"kind":"metadata_root"'))));
+        sim.operate(() =>
+          act.kind === 'delete root'
+            ? world.deleteMany([root])
+            : world.put(root, new TextEncoder().encode('{"kind":"metadata_root"')),
+        );
         if (act.restoreAfterMs !== undefined) sim.scheduler.at(sim.now + act.restoreAfterMs, () => this.restoreRoot());
         return;
       }
@@ -83,11 +95,15 @@ export class Operator {
         return;
       case 'foreign objects':
         this.party.log('puts foreign objects');
-        for (const key of foreignKeys(this.env)) sim.operate(() => world.put(key, new TextEncoder().encode('not ours')));
+        for (const key of foreignKeys(this.env))
+          sim.operate(() => world.put(key, new TextEncoder().encode('not ours')));
     }
   }
 
-  /** Deletes the active lease whose heartbeat is the oldest, if one is older than two refresh intervals; else looks again an interval later. */
+  /**
+   * Deletes the active lease whose heartbeat is the oldest, if one is older than two refresh intervals; else looks
+   * again an interval later.
+   */
   private deleteStuckLease(): void {
     const { sim, ns, timing } = this.env;
     if (sim.healed) return;
@@ -95,7 +111,10 @@ export class Operator {
       const staged = parseCompactionKey(key);
       if (staged.kind !== 'lease') return [];
       try {
-        const lease = decodeLease(sim.world.peek(key)!.body, { namespaceId: ns, jobId: staged.jobId as MetadataCompactionId });
+        const lease = decodeLease(sim.world.peek(key)!.body, {
+          namespaceId: ns,
+          jobId: staged.jobId as MetadataCompactionId,
+        });
         return lease.status === 'active' ? [{ key, heartbeatMs: lease.heartbeat_at_ms }] : [];
       } catch {
         return [];
@@ -107,11 +126,16 @@ export class Operator {
       return;
     }
     this.party.log(`deletes ${shortKey(stalest.key)}, its heartbeat ${sim.now - stalest.heartbeatMs} ms old`);
-    sim.count(`operator: a lease deleted ${sim.now - stalest.heartbeatMs < timing.leaseExpiryMs ? 'before' : 'after'} it expired`);
+    sim.count(
+      `operator: a lease deleted ${sim.now - stalest.heartbeatMs < timing.leaseExpiryMs ? 'before' : 'after'} it expired`,
+    );
     sim.operate(() => sim.world.deleteMany([stalest.key]));
   }
 
-  /** Puts the backed-up root back where the root is missing or does not decode; a root written since stays (its writer re-created it). */
+  /**
+   * Puts the backed-up root back where the root is missing or does not decode; a root written since stays (its writer
+   * re-created it).
+   */
   restoreRoot(): void {
     const { sim, ns, invariants } = this.env;
     if (!this.backup) return;
@@ -128,13 +152,19 @@ export class Operator {
     this.backup = undefined;
   }
 
-  /** After faults heal: the root restored, every lease that does not decode deleted (the operator's repair), so liveness can be judged. */
+  /**
+   * After faults heal: the root restored, every lease that does not decode deleted (the operator's repair), so liveness
+   * can be judged.
+   */
   repair(): void {
     const { sim } = this.env;
     this.restoreRoot();
     for (const key of sim.world.keys()) {
       if (parseCompactionKey(key).kind !== 'lease') continue;
-      if (sim.world.peek(key)?.body.length === CORRUPT.length && Buffer.from(sim.world.peek(key)!.body).equals(CORRUPT)) {
+      if (
+        sim.world.peek(key)?.body.length === CORRUPT.length &&
+        Buffer.from(sim.world.peek(key)!.body).equals(CORRUPT)
+      ) {
         this.party.log(`repairs ${shortKey(key)}: deletes the corrupt lease`);
         sim.operate(() => sim.world.deleteMany([key]));
       }

@@ -3,7 +3,13 @@
  * names read at times the choices spread over its promise (`readableUntilMs`), many near its end;
  * the group's records merged by the package's reader (`readGroupRecords`) and held to the model.
  */
-import { readableUntilMs, readGroupRecords, readGroupSnapshot, type GroupSnapshot, type LiveRecord } from '../../../src/reader';
+import {
+  readableUntilMs,
+  readGroupRecords,
+  readGroupSnapshot,
+  type GroupSnapshot,
+  type LiveRecord,
+} from '../../../src/reader';
 import { TypedError } from '../../../src/errors';
 import { jsonRootCodec } from '../../../src/root';
 import { NotFoundError, type ObjectStore, type StreamedObject } from '../../../src/store';
@@ -24,7 +30,14 @@ export interface ReaderPlan {
 function fetchedStore(bytes: ReadonlyMap<string, Uint8Array>): ObjectStore {
   const getStream = async (key: string): Promise<StreamedObject> => {
     const body = bytes.get(key)!;
-    return { key, body: (async function* () { yield body; })(), etag: '', lastModified: undefined };
+    return {
+      key,
+      body: (async function* () {
+        yield body;
+      })(),
+      etag: '',
+      lastModified: undefined,
+    };
   };
   return { getStream } as unknown as ObjectStore;
 }
@@ -56,7 +69,12 @@ export async function runProber(env: Env, party: Party, plan: Pick<ReaderPlan, '
     party.context = undefined;
     let snapshot: GroupSnapshot | undefined;
     try {
-      snapshot = await readGroupSnapshot(party.store, { namespaceId: env.ns, group: plan.group }, jsonRootCodec, party.clock);
+      snapshot = await readGroupSnapshot(
+        party.store,
+        { namespaceId: env.ns, group: plan.group },
+        jsonRootCodec,
+        party.clock,
+      );
     } catch (err) {
       if (!(err instanceof TypedError)) throw err;
     }
@@ -66,7 +84,14 @@ export async function runProber(env: Env, party: Party, plan: Pick<ReaderPlan, '
       const context: ReaderContext = { reader: true, readableUntilMs: until, rootGeneration: snapshot.rootGeneration };
       probes.push(
         (async () => {
-          await party.sleep(Math.max(0, until - party.clock() - between(sim.choices, timing.operationDeadlineMs / 4, 2 * timing.operationDeadlineMs)));
+          await party.sleep(
+            Math.max(
+              0,
+              until -
+                party.clock() -
+                between(sim.choices, timing.operationDeadlineMs / 4, 2 * timing.operationDeadlineMs),
+            ),
+          );
           party.context = context;
           const reads = segments.map((key) => party.store.getStream(key));
           party.context = undefined;
@@ -86,7 +111,12 @@ async function readOnce(env: Env, party: Party, plan: ReaderPlan): Promise<void>
   const read: SnapshotContext = { snapshot: {} };
   party.context = read;
   try {
-    snapshot = await readGroupSnapshot(party.store, { namespaceId: env.ns, group: plan.group }, jsonRootCodec, party.clock);
+    snapshot = await readGroupSnapshot(
+      party.store,
+      { namespaceId: env.ns, group: plan.group },
+      jsonRootCodec,
+      party.clock,
+    );
   } catch (err) {
     if (!(err instanceof TypedError)) throw err;
     party.log(`no snapshot: ${err.message.split('\n')[0]}`);
@@ -96,15 +126,29 @@ async function readOnce(env: Env, party: Party, plan: ReaderPlan): Promise<void>
   }
   const rootEvent = read.snapshot.event!;
   const until = readableUntilMs(snapshot, timing);
-  party.context = { reader: true, readableUntilMs: until, rootGeneration: snapshot.rootGeneration } satisfies ReaderContext;
-  party.log(`snapshot of ${plan.group} at generation ${snapshot.rootGeneration}: ${snapshot.segments.map(shortKey).join(' ') || 'no segments'}, readable for ${until - party.clock()} ms`);
+  party.context = {
+    reader: true,
+    readableUntilMs: until,
+    rootGeneration: snapshot.rootGeneration,
+  } satisfies ReaderContext;
+  party.log(
+    `snapshot of ${plan.group} at generation ${snapshot.rootGeneration}: ${snapshot.segments.map(shortKey).join(' ') || 'no segments'}, readable for ${until - party.clock()} ms`,
+  );
   const bytes = new Map<string, Uint8Array>();
   for (const key of snapshot.segments) {
     // Most reads soon, many close to the end of the promise, where a grace cut short shows.
     const left = until - party.clock();
     const wait = pick(sim.choices, [
       [2, () => between(sim.choices, 0, timing.operationDeadlineMs)],
-      [3, () => between(sim.choices, Math.max(0, left - 2 * timing.operationDeadlineMs), left - timing.operationDeadlineMs / 2)],
+      [
+        3,
+        () =>
+          between(
+            sim.choices,
+            Math.max(0, left - 2 * timing.operationDeadlineMs),
+            left - timing.operationDeadlineMs / 2,
+          ),
+      ],
       [1, () => between(sim.choices, 0, left)],
     ])();
     await party.sleep(Math.max(0, wait));

@@ -8,7 +8,13 @@ import { TypedError } from '../../../src/errors';
 import { familyGroup, inputSegmentKey, newSegmentId } from '../../../src/keys';
 import { readRoot, updateRoot } from '../../../src/protocol';
 import { groupSegments, jsonRootCodec } from '../../../src/root';
-import { encodeSegment, mergeSegments, readSegmentBatches, SEGMENT_EXTENSION, type SegmentRecord } from '../../../src/segments';
+import {
+  encodeSegment,
+  mergeSegments,
+  readSegmentBatches,
+  SEGMENT_EXTENSION,
+  type SegmentRecord,
+} from '../../../src/segments';
 import { WriterBudgetExceededError } from '../../../src/writer';
 import type { Env } from '../env';
 import type { Party } from '../sim';
@@ -29,7 +35,9 @@ export async function runRewrite(env: Env, party: Party, plan: RewritePlan): Pro
     const segments = groupSegments((await readRoot(party.store, env.ns, jsonRootCodec)).root, group);
     if (segments.length < 2) return;
     const pair = segments.slice(0, 2);
-    const sources = await Promise.all(pair.map(async (key) => readSegmentBatches(key, (await party.store.getStream(key)).body)));
+    const sources = await Promise.all(
+      pair.map(async (key) => readSegmentBatches(key, (await party.store.getStream(key)).body)),
+    );
     const records: SegmentRecord[] = [];
     for await (const batch of mergeSegments(sources, { dropTombstones: false })) records.push(...batch);
     const key = inputSegmentKey(env.ns, newSegmentId(), SEGMENT_EXTENSION);
@@ -44,14 +52,19 @@ export async function runRewrite(env: Env, party: Party, plan: RewritePlan): Pro
         if (!pair.every((k) => current.includes(k))) throw new GroupChanged();
         const at = current.indexOf(pair[0]!);
         const kept = current.filter((k) => !pair.includes(k));
-        return Object.freeze({ ...root, generation: root.generation + 1, groups: { ...root.groups, [group]: [...kept.slice(0, at), key, ...kept.slice(at)] } });
+        return Object.freeze({
+          ...root,
+          generation: root.generation + 1,
+          groups: { ...root.groups, [group]: [...kept.slice(0, at), key, ...kept.slice(at)] },
+        });
       },
       jsonRootCodec,
       {
         clockMs: party.clock,
         beforeWrite: () => {
           const spent = party.elapsed() - putSentAt;
-          if (spent > env.timing.writerBudgetMs) throw new WriterBudgetExceededError(key, spent, env.timing.writerBudgetMs);
+          if (spent > env.timing.writerBudgetMs)
+            throw new WriterBudgetExceededError(key, spent, env.timing.writerBudgetMs);
         },
       },
     );

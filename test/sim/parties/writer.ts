@@ -23,7 +23,8 @@ export interface WriterPlan {
 
 const ATTEMPTS = 3;
 
-const describeRecords = (records: WritePlan['records']): string => records.map((r) => ('tombstone' in r ? `${r.key}✝` : `${r.key}=${r.value}`)).join(' ');
+const describeRecords = (records: WritePlan['records']): string =>
+  records.map((r) => ('tombstone' in r ? `${r.key}✝` : `${r.key}=${r.value}`)).join(' ');
 
 export async function runWriter(env: Env, party: Party, plan: WriterPlan): Promise<void> {
   for (const planned of plan.writes) {
