@@ -1,5 +1,5 @@
 /**
- * The deterministic simulator in CI (issue 42): 10,000 seeded scenarios of writers, compaction jobs,
+ * The deterministic simulator in CI: 10,000 seeded scenarios of writers, compaction jobs,
  * collector passes, readers and an operator on the simulated bucket, every fault healed at the end
  * and liveness judged. A scenario whose first violation is a known defect (`known-defects.ts`,
  * reported and not yet fixed) counts as that defect; any other violation fails. Each known defect
