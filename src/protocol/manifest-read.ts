@@ -1,5 +1,5 @@
 /**
- * Reading the collector's manifests as an operator (issue 32 item 3): the passes of a bucket with
+ * Reading the collector's manifests as an operator: the passes of a bucket with
  * their totals, what one pass deleted and why, and which pass deleted a key. Reads only: the
  * operator's read-only role (docs/security.md) lists `namespaces/` and reads `metadata/gc/`.
  */

@@ -1,4 +1,4 @@
-/** The collector's reclaim of its own manifests once they are older than the manifest retention (issue 32 item 4). */
+/** The collector's reclaim of its own manifests once they are older than the manifest retention */
 import { parseManifestPartKey, passClockMs, passManifestPrefix, type NamespaceId } from '../keys';
 import type { ObjectStore } from '../store';
 import { DeleteFailedError } from './collector';

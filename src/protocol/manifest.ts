@@ -1,5 +1,5 @@
 /**
- * Every deletion accounted for (issue 32): each pass writes, per namespace, a manifest of what it
+ * Every deletion accounted for: each pass writes, per namespace, a manifest of what it
  * deletes (or, in a dry run, would delete) under `namespaces/{ns}/metadata/gc/{pass}/`, in parts of
  * gzip-compressed NDJSON with one line per object: its key, size, ETag and LastModified, the rule
  * that doomed it and what the rule read. Batches deleted at once share a part (at most one PUT per
