@@ -302,6 +302,17 @@ export const PROCESS_SETTINGS = {
     default: '*/15 * * * *',
     doc: "the collector schedule's cron expression (the demo's)",
   },
+  /**
+   * One pool per process: the threads every compaction of the worker merges key ranges and codes blocks on, so one
+   * process uses every core whatever its mix of jobs.
+   * @default the available parallelism (`os.availableParallelism()`, applied in src/segments/pool.ts)
+   */
+  compactorThreads: {
+    ...count(1, 1024),
+    env: 'COMPACTION_COMPACTOR_THREADS',
+    unsetMeans: 'the available parallelism',
+    doc: "threads of the worker's compactor pool, shared by every job's range merges and block codecs",
+  },
 } as const satisfies Record<string, SettingDeclaration>;
 
 /** The S3 store's bucket and the bounds of its client (`S3StoreOptions`); a bad value is a `StoreConfigError`. */

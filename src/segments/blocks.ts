@@ -17,7 +17,7 @@
 import { isUtf8 } from 'node:buffer';
 import { constants, crc32, zstdCompressSync, zstdDecompressSync, type ZstdOptions } from 'node:zlib';
 import { quoted } from '../errors';
-import { zstdCompressOnPool, zstdDecompressOnPool } from './codec-pool';
+import { zstdCompressOnPool, zstdDecompressOnPool } from './pool';
 import { SegmentCorruptError, SegmentTally, type SegmentRecord } from './format';
 
 const BLOCK_HEADER = Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]);
@@ -125,7 +125,7 @@ const ZSTD_OPTIONS = { params: { [constants.ZSTD_c_compressionLevel]: ZSTD_LEVEL
 
 /**
  * Builds one v2 segment in memory, block by block; the same interface as the v1 `SegmentBuilder`.
- * With `background`, each block is compressed on the block codec pool (codec-pool.ts) as soon as it closes (other
+ * With `background`, each block is compressed on the compactor's pool (pool.ts) as soon as it closes (other
  * cores, while this thread goes on filling the next block), and {@link finish} waits for them.
  */
 export class BlockSegmentBuilder extends SegmentTally {

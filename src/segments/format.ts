@@ -5,7 +5,7 @@
  */
 import { quoted, TypedError } from '../errors';
 import type { MergeRecord } from './blocks';
-import { gzipOnPool } from './codec-pool';
+import { gzipOnPool } from './pool';
 import { illFormedText } from './text';
 import { isUtf8 } from 'node:buffer';
 import { createHash, type Hash } from 'node:crypto';

@@ -1,10 +1,16 @@
-/** The block codec threads: zstd off the calling thread, each reply paired with its request, failures contained. */
+/** The compactor's pool: zstd off the calling thread, each reply paired with its request, failures contained. */
 import { randomBytes } from 'node:crypto';
 import { gzipSync, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
-import { describe, expect, it } from 'vitest';
-import { gzipOnPool, zstdCompressOnPool, zstdDecompressOnPool } from '../../src/segments/codec-pool';
+import { describe, expect, it, vi } from 'vitest';
+import { compactorPool, gzipOnPool, zstdCompressOnPool, zstdDecompressOnPool } from '../../src/segments/pool';
 
-describe('block codec pool', () => {
+describe("the compactor's pool", () => {
+  it('has the threads COMPACTION_COMPACTOR_THREADS sets, read when it starts', () => {
+    vi.stubEnv('COMPACTION_COMPACTOR_THREADS', '3');
+    expect(compactorPool().options.maxThreads).toBe(3);
+    vi.unstubAllEnvs();
+  });
+
   it('compresses and decompresses like node:zlib, each of many concurrent requests getting its own answer', async () => {
     const blocks = Array.from({ length: 64 }, (_, i) =>
       Buffer.concat([Buffer.from(`block ${i} `.repeat(200)), randomBytes(i * 37)]),
@@ -31,6 +37,20 @@ describe('block codec pool', () => {
     await expect(zstdDecompressOnPool(Buffer.from('not zstd at all'), 1024)).rejects.toThrow();
     const raw = Buffer.alloc(10_000, 7);
     await expect(zstdDecompressOnPool(zstdCompressSync(raw), 9_999)).rejects.toThrow();
+    expect((await zstdDecompressOnPool(zstdCompressSync(raw), raw.length)).equals(raw)).toBe(true);
+  });
+
+  it('a thread that dies fails the task it was running only; the others finish and the pool serves on', async () => {
+    // Slow to compress (level 19), so every thread is busy when one of them is stopped.
+    const raw = Buffer.from(randomBytes(256 << 10).toString('hex'));
+    const pool = compactorPool();
+    const tasks = Array.from({ length: pool.options.maxThreads + 2 }, () => zstdCompressOnPool(raw, 19));
+    while (pool.threads.length < pool.options.maxThreads) await new Promise((resolve) => setTimeout(resolve, 10));
+    await new Promise((resolve) => setTimeout(resolve, 50)); // every thread has taken its first task
+    await pool.threads[0]!.terminate();
+    const settled = await Promise.allSettled(tasks);
+    expect(settled.filter((s) => s.status === 'rejected')).toHaveLength(1);
+    for (const s of settled) if (s.status === 'fulfilled') expect(zstdDecompressSync(s.value).equals(raw)).toBe(true);
     expect((await zstdDecompressOnPool(zstdCompressSync(raw), raw.length)).equals(raw)).toBe(true);
   });
 });

@@ -1,0 +1,88 @@
+/**
+ * The compactor's threads: one pool per process (Piscina), sized by `COMPACTION_COMPACTOR_THREADS`
+ * (default: the available parallelism), on which every compaction of the process codes its blocks
+ * (zstd of v2 blocks, gzip of whole v1 segments), so the process uses every core whatever the mix of
+ * its jobs. Node's own asynchronous zstd builds a stream and a zstd context on the calling thread for
+ * every call (about 100 µs a block, measured in docs/performance.md), more than the work it moves
+ * away; a pool thread keeps its contexts and costs the caller one message each way.
+ *
+ * Threads start on first use and keep the process alive only while they have work. A thread that
+ * dies fails the tasks it was running only (their callers' attempts); the pool starts another.
+ */
+import { availableParallelism } from 'node:os';
+import { extname, join } from 'node:path';
+import { isMainThread } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import { PROCESS_SETTINGS } from '../config/declaration';
+import { settingFromEnv } from '../config/environment';
+import { codecs } from './pool-thread';
+
+/**
+ * The module a thread loads, beside this one: compiled JavaScript in lib/, or the TypeScript sources
+ * (tests, tsx), which a thread loads through tsx as its parent does.
+ */
+const THREAD_MODULE = join(__dirname, `pool-thread${extname(__filename)}`);
+
+let pool: Piscina | undefined;
+
+/** The process's pool, started on first use with `COMPACTION_COMPACTOR_THREADS` threads at most. */
+export function compactorPool(): Piscina {
+  pool ??= new Piscina({
+    filename: THREAD_MODULE,
+    maxThreads: settingFromEnv(PROCESS_SETTINGS, 'compactorThreads') ?? availableParallelism(),
+    execArgv: extname(THREAD_MODULE) === '.ts' ? ['--import', 'tsx'] : [],
+    // A thread waits this long for its next task before it ends: a job's next block comes within microseconds.
+    idleTimeout: 5_000,
+  });
+  return pool;
+}
+
+type Codec = keyof typeof codecs;
+
+const fillsArrayBuffer = (bytes: Uint8Array): bytes is Uint8Array<ArrayBuffer> =>
+  bytes.buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
+
+/**
+ * Codec `name` of `bytes` on a pool thread; on a pool thread itself, in place (that thread is
+ * already one of the cores the pool spreads work over). The task gets bytes of its own, transferred:
+ * unless handed over whole, a copy, since the caller's buffer may be a view of a larger one it goes
+ * on using. Node's unpooled Buffer memory, not a zero-filled ArrayBuffer: it costs a tenth as much to
+ * fill and to transfer (bench in docs/performance.md).
+ */
+async function code<N extends Codec>(
+  name: N,
+  task: Omit<Parameters<(typeof codecs)[N]>[0], 'bytes'>,
+  bytes: Uint8Array,
+  handOver = false,
+): Promise<Buffer> {
+  if (!isMainThread) return codecs[name]({ ...task, bytes } as never);
+  let own: Uint8Array<ArrayBuffer>;
+  if (handOver && fillsArrayBuffer(bytes)) {
+    own = bytes;
+  } else {
+    own = Buffer.allocUnsafeSlow(bytes.byteLength);
+    own.set(bytes);
+  }
+  const out: Uint8Array = await compactorPool().run({ ...task, bytes: own }, { name, transferList: [own.buffer] });
+  return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
+}
+
+/**
+ * `raw` compressed with zstd at `level`, on a pool thread; `handOver`: the caller gives `raw` up (moved to the thread,
+ * not copied, when it fills an ArrayBuffer of its own).
+ */
+export const zstdCompressOnPool = (
+  raw: Uint8Array,
+  level: number,
+  options: { handOver?: boolean } = {},
+): Promise<Buffer> => code('zstd', { level }, raw, options.handOver);
+
+/**
+ * The zstd frame `compressed` decompressed on a pool thread; fails when it is not zstd or would exceed
+ * `maxOutputLength`.
+ */
+export const zstdDecompressOnPool = (compressed: Uint8Array, maxOutputLength: number): Promise<Buffer> =>
+  code('unzstd', { maxOutputLength }, compressed);
+
+/** `raw` as one gzip member at `level`, on a pool thread. */
+export const gzipOnPool = (raw: Uint8Array, level: number): Promise<Buffer> => code('gzip', { level }, raw);
