@@ -29,9 +29,10 @@ import {
   type ObjectStore,
   type StoredObject,
   type StreamedObject,
+  type StreamOptions,
 } from './port';
 import { EMBEDDED_STORE_SETTINGS } from '../config/declaration';
-import { inSixteenths } from './slices';
+import { inSixteenths, withinRange } from './slices';
 
 /** Where the embedded store's SQLite file is. */
 export interface EmbeddedStoreOptions {
@@ -161,10 +162,12 @@ class EmbeddedObjectStore implements ObjectStore {
     };
   }
 
-  async getStream(key: string): Promise<StreamedObject> {
+  async getStream(key: string, options: StreamOptions = {}): Promise<StreamedObject> {
     const row = this.statements.get.get(key) as Row | undefined;
     if (!row) throw new NotFoundError(key);
-    return { key, body: this.chunksOf(row), etag: row.etag, lastModified: new Date(row.last_modified_ms) };
+    const chunks = this.chunksOf(row);
+    const body = options.range ? withinRange(chunks, options.range) : chunks;
+    return { key, body, etag: row.etag, lastModified: new Date(row.last_modified_ms) };
   }
 
   /**

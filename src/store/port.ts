@@ -86,6 +86,17 @@ export interface StreamOptions {
    * caller that reads few streams at once spends the memory many would hold on fewer, larger requests.
    */
   readonly windowMultiple?: number;
+  /**
+   * Only bytes [start, end) of the object (end clamped to its size): a merge of one key range reads
+   * the blocks that hold it, and a reader of a block index the object's tail. Absent: the whole object.
+   */
+  readonly range?: ByteRange;
+}
+
+/** Bytes [start, end) of an object: whole numbers, start < end. */
+export interface ByteRange {
+  readonly start: number;
+  readonly end: number;
 }
 
 /** The object-store port: everything the protocol asks of a store, which each adapter implements (docs/stores.md). */

@@ -248,8 +248,11 @@ class S3ObjectStore implements ObjectStore {
     const multiple = Math.max(1, Math.floor(options.windowMultiple ?? 1));
     // A configured window above the cap is kept: the cap bounds what a multiple adds, not the setting.
     const windowBytes = Math.max(this.windowBytes, Math.min(this.windowBytes * multiple, MAX_READ_WINDOW_BYTES));
-    const first = await this.readWindow(key, 0, windowBytes, undefined);
-    return { key, body: this.windows(key, first, windowBytes), etag: first.etag, lastModified: first.lastModified };
+    const { start, end } = options.range ?? { start: 0, end: Infinity };
+    const first = await this.readWindow(key, start, Math.min(windowBytes, end - start), undefined);
+    const stop = Math.min(first.size, end);
+    const body = this.windows(key, first, { windowBytes, start, stop });
+    return { key, body, etag: first.etag, lastModified: first.lastModified };
   }
 
   /**
@@ -257,10 +260,15 @@ class S3ObjectStore implements ObjectStore {
    * (`If-Match`). The next window is read while the consumer works through the current one, so the
    * consumer waits only when it outpaces the network, not a round trip per window; at most these two are held.
    */
-  private async *windows(key: string, first: Window, windowBytes: number): AsyncGenerator<Uint8Array> {
+  private async *windows(
+    key: string,
+    first: Window,
+    { windowBytes, start, stop }: { windowBytes: number; start: number; stop: number },
+  ): AsyncGenerator<Uint8Array> {
     let window = first;
-    for (let offset = first.bytes.length; ;) {
-      const next = offset < first.size ? this.readWindow(key, offset, windowBytes, first.etag) : undefined;
+    for (let offset = start + first.bytes.length; ;) {
+      const next =
+        offset < stop ? this.readWindow(key, offset, Math.min(windowBytes, stop - offset), first.etag) : undefined;
       // Handled here too: a consumer that stops early leaves the window read ahead to nobody.
       next?.catch(() => undefined);
       yield* inSixteenths(window.bytes);

@@ -175,6 +175,35 @@ describe('S3 reads: deadlines bound requests, progress bounds bodies', () => {
     expect(await rangesOf({ readWindowBytes: 16 * 2 ** 20 }, 2, pattern(100))).toEqual([`bytes=0-${16 * 2 ** 20 - 1}`]);
   });
 
+  it('a stream of a byte range reads those bytes only, in ranged GETs that end at its end', async () => {
+    const key = freshKey('range');
+    const body = pattern(10_000);
+    await direct.store.put(key, body);
+    const ranges: string[] = [];
+    const stop = proxy.observe(({ request }) => forKey(key)(request) && ranges.push(String(request.headers.range)));
+    try {
+      const store = throughProxy({ readWindowBytes: 1000 });
+      const read = async (start: number, end: number) =>
+        readAll((await store.getStream(key, { range: { start, end }, windowMultiple: 2 })).body);
+      expect((await read(1500, 5600)).equals(Buffer.from(body.subarray(1500, 5600)))).toBe(true);
+      expect((await read(9990, 20_000)).equals(Buffer.from(body.subarray(9990)))).toBe(true);
+    } finally {
+      stop();
+    }
+    expect(ranges).toEqual(['bytes=1500-3499', 'bytes=3500-5499', 'bytes=5500-5599', 'bytes=9990-11989']);
+    const embedded = await openTestStore('embedded');
+    try {
+      const large = pattern(3_000_000, 1);
+      await embedded.store.put(key, large);
+      const chunks = await readAll(
+        (await embedded.store.getStream(key, { range: { start: 1_234_567, end: 2_500_001 } })).body,
+      );
+      expect(chunks.equals(Buffer.from(large.subarray(1_234_567, 2_500_001)))).toBe(true);
+    } finally {
+      await embedded.store.close();
+    }
+  });
+
   it('an empty object streams as no bytes', async () => {
     const key = freshKey('empty');
     await direct.store.put(key, new Uint8Array());

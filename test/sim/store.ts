@@ -12,6 +12,7 @@ import {
   ObjectStore,
   StoredObject,
   StreamedObject,
+  StreamOptions,
 } from '../../src/store';
 import type { Party, Sim } from './sim';
 
@@ -34,9 +35,15 @@ export class PartyStore implements ObjectStore {
     return this.sim.request(this.party, 'get', key, () => this.sim.world.get(key, options.maxBytes));
   }
 
-  async getStream(key: string): Promise<StreamedObject> {
+  async getStream(key: string, options: StreamOptions = {}): Promise<StreamedObject> {
     const object = await this.sim.request(this.party, 'getStream', key, () => this.sim.world.get(key));
-    return { key, body: chunksOf(object.body), etag: object.etag, lastModified: object.lastModified };
+    const { start, end } = options.range ?? { start: 0, end: Infinity };
+    return {
+      key,
+      body: chunksOf(object.body.subarray(start, end)),
+      etag: object.etag,
+      lastModified: object.lastModified,
+    };
   }
 
   head(key: string): Promise<ObjectInfo> {
