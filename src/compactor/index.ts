@@ -15,8 +15,11 @@ import {
   readMergeBatches,
   SEGMENT_EXTENSION,
   type MergeRecord,
+  type SegmentFormatVersion,
 } from '../segments';
 import { planMerge, type MergePlan, type MergeSource } from './plan';
+import { mergeInRanges } from './range-merge';
+import type { RangeCut } from './range-thread';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
 /**
@@ -173,16 +176,11 @@ function recordCounter(onRecords: CompactionHooks['onRecords']): (records: numbe
  * The merge of a span of sources (inputs or finished intermediate runs), from after `after`. A merge of
  * fewer sources than the fan-in reads larger windows: no more memory than the widest merge, fewer requests.
  */
-function sourceMerger({ store, job, inputs, limits }: GroupCompaction, runParts: readonly number[]): Merging['merge'] {
+function sourceMerger(compaction: GroupCompaction, runParts: readonly number[]): Merging['merge'] {
+  const { store, limits } = compaction;
   const { maxFanIn } = limits;
   const open = (source: MergeSource, windows: StreamOptions): AsyncIterator<MergeRecord[]> =>
-    'input' in source
-      ? readSegments(store, [inputs[source.input]!], windows)
-      : readSegments(
-          store,
-          Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, maxFanIn, source.run, part)),
-          windows,
-        );
+    readSegments(store, sourceKeys(compaction, runParts, source), windows);
   return (sources, after) => {
     const windows = { windowMultiple: Math.floor(maxFanIn / sources.length) };
     return mergeSegments(
@@ -232,22 +230,73 @@ async function writeIntermediateRuns(
  * A winning tombstone leaves the outputs but not the job: it goes to a tombstone segment, which
  * publication names beside the outputs only when the group holds segments other than the inputs (one
  * of them may hold an older version of the key). Both are cut at the same record, so one position
- * resumes both.
+ * resumes both. A merge of v2 sources only is split into key ranges merged on the compactor's pool
+ * (range-merge.ts); one that reads a v1 segment runs here.
  */
 async function writeFinalMerge(
-  { store, job, limits, hooks, merge, counted, writes }: Merging,
+  merging: Merging,
   sources: readonly MergeSource[],
   resume: CompactionProgress,
 ): Promise<CompactionProgress> {
-  const { targetSegmentBytes } = limits;
+  const { limits, writes } = merging;
   const version = limits.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION;
+  const cuts = finalCuts(merging, resume);
+  const ranged = await mergeInRanges({
+    ...rangeMerge(merging, sources),
+    kind: 'final',
+    format: version,
+    storedThrough: resume.lastKey,
+    storeCut: ({ dead, live, ...tally }) => cuts.store(Promise.resolve([dead, live]), tally),
+  });
+  if (!ranged) await cutFinalMerge(merging, { sources, resume, version, cuts });
+  await writes.drained();
+  return cuts.progress();
+}
+
+/** What one cut of the final merge holds, as its position counts it. */
+type CutTally = Omit<RangeCut, 'live' | 'dead'>;
+
+/**
+ * Stores the final merge's cuts in order behind the merge, each followed by the progress it makes
+ * (heartbeated only once stored: a position never names an output that is not stored).
+ */
+function finalCuts({ store, job, hooks, writes }: Merging, resume: CompactionProgress) {
   let progress = resume;
+  return {
+    progress: () => progress,
+    store: (bytes: Promise<[Uint8Array | undefined, Uint8Array | undefined]>, tally: CutTally): Promise<void> =>
+      writes.queue(bytes, async ([deadBytes, liveBytes]) => {
+        if (deadBytes) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), deadBytes);
+        if (liveBytes) await store.put(outputSegmentKey(job, progress.segmentsFinished), liveBytes);
+        const { deadMaxSeq } = tally;
+        progress = {
+          ...progress,
+          segmentsFinished: progress.segmentsFinished + Math.sign(tally.liveCount),
+          tombstoneSegmentsFinished: progress.tombstoneSegmentsFinished + Math.sign(tally.deadCount),
+          lastKey: tally.lastKey,
+          ...(deadMaxSeq !== undefined && {
+            tombstoneSeqFloor: Math.max(deadMaxSeq, progress.tombstoneSeqFloor ?? deadMaxSeq),
+          }),
+          recordsOut: progress.recordsOut + tally.liveCount,
+          bytesOut: progress.bytesOut + tally.liveSize,
+        };
+        hooks.onSegmentFinished(progress);
+      }),
+  };
+}
+
+/** The final merge on this thread: values and tombstones cut together when either reaches the target size. */
+async function cutFinalMerge(
+  { limits, merge, counted }: Merging,
+  { sources, resume, version, cuts }: FinalMerge,
+): Promise<void> {
   let live = newSegmentWriter(version, BACKGROUND);
   let dead = newSegmentWriter(version, BACKGROUND);
-  let lastKey = progress.lastKey;
+  let lastKey = resume.lastKey;
   let deadMaxSeq: number | undefined;
   const storeCut = async () => {
-    const [cutLive, cutDead, cutLastKey, cutMaxSeq] = [live, dead, lastKey, deadMaxSeq];
+    const [cutLive, cutDead] = [live, dead];
+    const tally = { liveCount: live.count, liveSize: live.size, deadCount: dead.count, deadMaxSeq, lastKey: lastKey! };
     live = newSegmentWriter(version, BACKGROUND);
     dead = newSegmentWriter(version, BACKGROUND);
     deadMaxSeq = undefined;
@@ -255,38 +304,51 @@ async function writeFinalMerge(
       cutDead.count > 0 ? cutDead.finish() : undefined,
       cutLive.count > 0 ? cutLive.finish() : undefined,
     ]);
-    await writes.queue(bytes, async ([deadBytes, liveBytes]) => {
-      if (deadBytes) await store.put(tombstoneSegmentKey(job, progress.tombstoneSegmentsFinished), deadBytes);
-      if (liveBytes) await store.put(outputSegmentKey(job, progress.segmentsFinished), liveBytes);
-      progress = {
-        ...progress,
-        segmentsFinished: progress.segmentsFinished + Math.sign(cutLive.count),
-        tombstoneSegmentsFinished: progress.tombstoneSegmentsFinished + Math.sign(cutDead.count),
-        lastKey: cutLastKey,
-        ...(cutMaxSeq !== undefined && {
-          tombstoneSeqFloor: Math.max(cutMaxSeq, progress.tombstoneSeqFloor ?? cutMaxSeq),
-        }),
-        recordsOut: progress.recordsOut + cutLive.count,
-        bytesOut: progress.bytesOut + cutLive.size,
-      };
-      // Heartbeated only now: a position never names an output that is not stored.
-      hooks.onSegmentFinished(progress);
-    });
+    await cuts.store(bytes, tally);
   };
-  for await (const batch of merge(sources, progress.lastKey ?? undefined)) {
+  for await (const batch of merge(sources, resume.lastKey ?? undefined)) {
     for (const record of batch) {
       if (isTombstone(record)) {
         dead.add(record);
         deadMaxSeq = Math.max(record.seq, deadMaxSeq ?? 0);
       } else live.add(record);
       lastKey = record.key;
-      if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await storeCut();
+      if (live.size >= limits.targetSegmentBytes || dead.size >= limits.targetSegmentBytes) await storeCut();
     }
     counted(batch.length);
   }
   if (live.count > 0 || dead.count > 0) await storeCut();
-  await writes.drained();
-  return progress;
+}
+
+/** A final merge to run on this thread: its sources, where it resumes, its format and where its cuts go. */
+interface FinalMerge {
+  readonly sources: readonly MergeSource[];
+  readonly resume: CompactionProgress;
+  readonly version: SegmentFormatVersion;
+  readonly cuts: ReturnType<typeof finalCuts>;
+}
+
+/** The segments a merge source reads, in key order: an input, or the parts of a finished intermediate run. */
+const sourceKeys = (
+  { job, inputs, limits }: GroupCompaction,
+  runParts: readonly number[],
+  source: MergeSource,
+): string[] =>
+  'input' in source
+    ? [inputs[source.input]!]
+    : Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, limits.maxFanIn, source.run, part));
+
+/** The parts of a range merge every merge of this attempt shares: its store, sources, sizes and windows. */
+function rangeMerge(merging: Merging, sources: readonly MergeSource[]) {
+  const { store, limits, runParts, counted } = merging;
+  const { maxFanIn } = limits;
+  return {
+    store,
+    sources: sources.map((source) => sourceKeys(merging, runParts, source)),
+    targetSegmentBytes: limits.targetSegmentBytes,
+    windows: { windowMultiple: Math.floor(maxFanIn / sources.length) },
+    counted,
+  };
 }
 
 /**

@@ -20,13 +20,13 @@ import { quoted } from '../errors';
 import { zstdCompressOnPool, zstdDecompressOnPool } from './pool';
 import { SegmentCorruptError, SegmentTally, type SegmentRecord } from './format';
 
-const BLOCK_HEADER = Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]);
-const TRAILER_MAGIC = Buffer.from('MSEG-END');
-const TRAILER_BYTES = 16;
-const BLOCK_TAG = 0x42;
-const INDEX_TAG = 0x49;
-const FRAME_HEAD_BYTES = 17;
-const INDEX_HEAD_BYTES = 9;
+export const BLOCK_HEADER = Buffer.from([0x4d, 0x53, 0x45, 0x47, 0, 0, 0, 2]);
+export const TRAILER_MAGIC = Buffer.from('MSEG-END');
+export const TRAILER_BYTES = 16;
+export const BLOCK_TAG = 0x42;
+export const INDEX_TAG = 0x49;
+export const FRAME_HEAD_BYTES = 17;
+export const INDEX_HEAD_BYTES = 9;
 
 /**
  * Raw bytes at which the writer closes a block: small enough that a lookup decompresses little, large enough that zstd
@@ -44,8 +44,8 @@ export const MAX_BLOCK_RECORD_BYTES = 1 << 20;
 /**
  * The most raw bytes a reader accepts in one block (and its index): its memory stays bounded whatever an input claims.
  */
-const MAX_BLOCK_BYTES = BLOCK_TARGET_BYTES + MAX_BLOCK_RECORD_BYTES + 64;
-const MAX_INDEX_BYTES = 64 << 20;
+export const MAX_BLOCK_BYTES = BLOCK_TARGET_BYTES + MAX_BLOCK_RECORD_BYTES + 64;
+export const MAX_INDEX_BYTES = 64 << 20;
 
 /**
  * zstd level of written blocks: in 128 KiB blocks level 1 made smaller output than level 3 on both benchmark shapes
@@ -102,7 +102,7 @@ export type MergeRecord = SegmentRecord | EncodedRecord;
 export const isTombstone = (record: MergeRecord): boolean =>
   record instanceof EncodedRecord ? record.isTombstone : 'tombstone' in record;
 
-interface BlockEntry {
+export interface BlockEntry {
   readonly offset: number;
   readonly count: number;
   readonly firstKey: string;
@@ -373,7 +373,7 @@ function inflateBlock(
 }
 
 /** Decompresses a checked frame on the block codec pool. */
-async function inflateBlockInBackground(
+export async function inflateBlockInBackground(
   corrupt: (reason: string) => SegmentCorruptError,
   head: Buffer,
   compressed: Buffer,
@@ -410,7 +410,7 @@ interface BlockRead {
  * `after`, no record larger than a writer makes, every key and value UTF-8, nothing left over.
  * Values stay encoded.
  */
-function parseBlock(
+export function parseBlock(
   corrupt: (reason: string) => SegmentCorruptError,
   { head, raw, after, number }: BlockRead,
 ): EncodedRecord[] {
@@ -515,7 +515,7 @@ export async function* readBlockSegment(
 }
 
 /** A segment's bytes as its reader takes them: a queue, refilled from the segment's chunks on demand. */
-class SegmentBytes {
+export class SegmentBytes {
   readonly queue: ByteQueue;
   private done = false;
 
@@ -574,7 +574,7 @@ async function checkIndexDescribes(bytes: SegmentBytes, seen: readonly BlockEntr
   if (!same) throw corrupt('the index does not describe the blocks');
 }
 
-function decodeIndex(
+export function decodeIndex(
   corrupt: (reason: string) => SegmentCorruptError,
   buf: Buffer,
   start: number,

@@ -11,3 +11,5 @@ export { InvalidSegmentInputError, MAX_KEY_BYTES, recordProblem } from './record
 export { isWellFormed, loneSurrogate } from './text';
 export * from './merge';
 export * from './versions';
+export { blockIndexFromTail, INDEX_TAIL_BYTES, readBlockSpan, type BlockSpan, type IndexedBlock } from './block-ranges';
+export { compactorPool } from './pool';

@@ -52,5 +52,5 @@ describe("the compactor's pool", () => {
     expect(settled.filter((s) => s.status === 'rejected')).toHaveLength(1);
     for (const s of settled) if (s.status === 'fulfilled') expect(zstdDecompressSync(s.value).equals(raw)).toBe(true);
     expect((await zstdDecompressOnPool(zstdCompressSync(raw), raw.length)).equals(raw)).toBe(true);
-  });
+  }, 60_000);
 });
