@@ -110,15 +110,20 @@ export interface CompactionHooks {
  * of its inputs into intermediate runs
  * (see {@link planMerge}), staged under the job's prefix at keys derived from the job, the fan-in
  * and the run, and never referenced by a root (the collector reclaims them with the job's prefix).
- * Runs keep tombstones and every source's winner, so the outputs are byte for byte those of one
- * merge of all inputs. Outputs are written in `limits.segmentFormat`, runs always in v2; inputs and
+ * Runs keep tombstones and every source's winner, so the outputs hold the records of one merge of
+ * all inputs (byte for byte when the final merge runs on this thread; split into key ranges, it cuts
+ * where the blocks of its own sources say). Outputs are written in `limits.segmentFormat`, runs
+ * always in v2; inputs and
  * runs of either format are read. Records move in batches (a decoded block or chunk per source, runs of
  * the merge), so no step is awaited per record. Memory: two cuts of the final merge (an output and
  * a tombstone segment each: one being built while the one before is compressed and stored) plus, per
  * source read at once, about two read windows, its inflate state and its decoded batch (v2: two
  * blocks). A merge of n sources asks for windows fan-in / n times the store's own, so it holds
  * about as much as a merge of the full fan-in and sends fewer requests. An input or run part is
- * opened only when its merge starts and is closed by the end of its last record.
+ * opened only when its merge starts and is closed by the end of its last record. A final merge of
+ * v2 sources only runs in key ranges on the compactor's pool, at most one range per pool thread at
+ * once, each holding what a merge here holds: memory is bounded by fan-in × threads × two windows,
+ * plus two cuts per range (one being built, one waiting to be stored).
  */
 export async function compactGroup(compaction: GroupCompaction): Promise<CompactionProgress> {
   const { limits, resume } = compaction;

@@ -23,6 +23,9 @@ import { planKeyRanges, type IndexedSegment, type KeyRange } from './ranges';
 /** The module a pool thread loads for a range, beside this one (see segments/pool.ts). */
 const RANGE_THREAD_MODULE = join(__dirname, `range-thread${extname(__filename)}`);
 
+/** Block indexes read at once: each a HEAD and a ranged GET of the segment's tail. */
+const INDEX_READS = 16;
+
 /** Bytes of a source's blocks sent to a range at once: one message per quarter MiB, not per chunk of a window. */
 const BATCH_BYTES = 256 * 1024;
 
@@ -52,10 +55,10 @@ export const rangeBytes = (targetSegmentBytes: number): number => Math.max(64 * 
  * a store for it) stops the others: their threads are ended, which fails no other job's task.
  */
 export async function mergeInRanges(merge: RangeMerge): Promise<boolean> {
-  const indexed = await indexSources(merge.store, merge.sources);
-  if (indexed === undefined) return false;
+  const sources = await indexSources(merge.sources, (key) => readBlockIndex(merge, key));
+  if (sources === undefined) return false;
   const { storedThrough } = merge;
-  const ranges = planKeyRanges(indexed, rangeBytes(merge.targetSegmentBytes)).filter(
+  const ranges = planKeyRanges(sources, rangeBytes(merge.targetSegmentBytes)).filter(
     (range) => range.hi === null || storedThrough === null || range.hi > storedThrough,
   );
   const limit = compactorPool().options.maxThreads;
@@ -82,30 +85,43 @@ export async function mergeInRanges(merge: RangeMerge): Promise<boolean> {
   return true;
 }
 
-/** Each source's segments with their block indexes; undefined when one of them is not v2. */
-async function indexSources(
-  store: StagedStore,
-  sources: readonly (readonly string[])[],
-): Promise<IndexedSegment[][] | undefined> {
-  const indexed: IndexedSegment[][] = [];
-  for (const keys of sources) {
-    const segments: IndexedSegment[] = [];
-    for (const key of keys) {
-      const blocks = await readBlockIndex(store, key);
-      if (blocks === undefined) return undefined;
-      segments.push({ key, blocks });
-    }
-    indexed.push(segments);
+type IndexOf = (key: string) => Promise<IndexedBlock[] | undefined>;
+
+/** Segments with their block indexes, read a few at once; undefined when one of them is not v2. */
+async function indexSegments(keys: readonly string[], indexOf: IndexOf): Promise<IndexedSegment[] | undefined> {
+  const indexed: IndexedSegment[] = [];
+  for (let at = 0; at < keys.length; at += INDEX_READS) {
+    const batch = keys.slice(at, at + INDEX_READS);
+    const blocks = await Promise.all(batch.map(indexOf));
+    if (blocks.some((b) => b === undefined)) return undefined;
+    indexed.push(...batch.map((key, i) => ({ key, blocks: blocks[i]! })));
   }
   return indexed;
 }
 
+/**
+ * Each source's segments with their block indexes; undefined when one of them is not v2. Sources of
+ * one segment (the inputs among them: only an input may be v1) are read first, so a merge that
+ * cannot be split reads no intermediate run's index.
+ */
+async function indexSources(sources: readonly (readonly string[])[], indexOf: IndexOf) {
+  const single = sources.filter((keys) => keys.length === 1).flat();
+  const indexed = new Map<string, IndexedSegment>();
+  for (const keys of [single, sources.filter((keys) => keys.length !== 1).flat()]) {
+    const segments = await indexSegments(keys, indexOf);
+    if (segments === undefined) return undefined;
+    for (const segment of segments) indexed.set(segment.key, segment);
+  }
+  return sources.map((keys) => keys.map((key) => indexed.get(key)!));
+}
+
 /** The block index of segment `key`, from its tail (one ranged read, two for a large index); undefined if not v2. */
-async function readBlockIndex(store: StagedStore, key: string): Promise<IndexedBlock[] | undefined> {
+async function readBlockIndex({ store, windows }: RangeMerge, key: string): Promise<IndexedBlock[] | undefined> {
   const { size } = await store.head(key);
   for (let start = Math.max(0, size - INDEX_TAIL_BYTES); size > 0;) {
     const parts: Uint8Array[] = [];
-    for await (const chunk of (await store.getStream(key, { range: { start, end: size } })).body) parts.push(chunk);
+    const tail = await store.getStream(key, { ...windows, range: { start, end: size } });
+    for await (const chunk of tail.body) parts.push(chunk);
     const found = blockIndexFromTail(key, size, Buffer.concat(parts));
     if (found === undefined || 'blocks' in found) return found?.blocks;
     if (found.readFrom >= start) throw new SegmentCorruptError(key, 'the trailer is malformed');

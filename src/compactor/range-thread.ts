@@ -11,6 +11,7 @@ import {
   newSegmentWriter,
   readBlockSpan,
   SegmentCorruptError,
+  spanBytes,
   type BlockSpan,
   type MergeRecord,
   type SegmentFormatVersion,
@@ -99,8 +100,8 @@ function rangeLink(port: MessagePort) {
   const post = (message: FromRange, transfer: ArrayBuffer[] = []) => port.postMessage(message, transfer);
   return {
     post,
-    /** Bytes [start, end) of `key`, read by the job's thread, a batch of chunks at a time. */
-    async *read(key: string, { start, end }: { start: number; end: number }): AsyncGenerator<Uint8Array> {
+    /** Opens bytes [start, end) of `key` now (the job's thread reads them), to be read a batch of chunks at a time. */
+    open(key: string, { start, end }: { start: number; end: number }): AsyncGenerator<Uint8Array> {
       const stream = streams++;
       const waiting: ((bytes: Uint8Array | undefined) => void)[] = [];
       chunks.set(stream, waiting);
@@ -109,14 +110,16 @@ function rangeLink(port: MessagePort) {
         post({ type: 'next', stream });
         return new Promise<Uint8Array | undefined>((resolve) => waiting.push(resolve));
       };
-      // One batch read ahead: the job's thread reads the next while this thread works through this one.
-      for (let pending = next(); ;) {
-        const bytes = await pending;
-        if (bytes === undefined) break;
-        pending = next();
-        yield bytes;
-      }
-      chunks.delete(stream);
+      return (async function* () {
+        // One batch read ahead: the job's thread reads the next while this thread works through this one.
+        for (let pending = next(); ;) {
+          const bytes = await pending;
+          if (bytes === undefined) break;
+          pending = next();
+          yield bytes;
+        }
+        chunks.delete(stream);
+      })();
     },
     /** Sends a cut (its bytes moved, not copied); resolves when the job's thread has taken it. */
     sendCut(cut: RangeCut): Promise<void> {
@@ -148,15 +151,21 @@ function keyFilter(lo: string | null, hi: string | null) {
       : batch.filter((record) => inside(record.key));
 }
 
-/** The records of a source's spans, one after another, within the range. */
+/**
+ * The records of a source's spans, one after another, within the range. Each span is opened when the
+ * one before it starts, so a source of several segments (a run's parts) waits no round trip between them.
+ */
 async function* readSpans(
   spans: readonly BlockSpan[],
   link: RangeLink,
   within: ReturnType<typeof keyFilter>,
 ): AsyncGenerator<MergeRecord[]> {
-  for (const span of spans) {
-    const range = { start: span.blocks[0]!.offset, end: span.blocks[span.blocks.length - 1]!.end };
-    for await (const batch of readBlockSpan(span, link.read(span.key, range)[Symbol.asyncIterator]())) {
+  const open = (span: BlockSpan) => link.open(span.key, spanBytes(span));
+  let opened = spans.length > 0 ? open(spans[0]!) : undefined;
+  for (const [i, span] of spans.entries()) {
+    const current = opened!;
+    opened = i + 1 < spans.length ? open(spans[i + 1]!) : undefined;
+    for await (const batch of readBlockSpan(span, current)) {
       const kept = within(batch);
       if (kept.length > 0) yield kept;
     }
@@ -174,6 +183,7 @@ function cutter(task: RangeTask, link: RangeLink) {
   let lastKey = '';
   let deadMaxSeq: number | undefined;
   let sent: Promise<void> = Promise.resolve();
+  let resumed = storedThrough === null;
   const cut = async () => {
     const done = { live, dead, deadMaxSeq };
     [live, dead, deadMaxSeq] = [writer(), writer(), undefined];
@@ -193,6 +203,12 @@ function cutter(task: RangeTask, link: RangeLink) {
   };
   return {
     async add(record: MergeRecord): Promise<void> {
+      if (!resumed && record.key > storedThrough!) {
+        resumed = true;
+        // Under the plan that stored them, the stored cuts end at `storedThrough`, and the cut being made is empty;
+        // under another (another target size), what it holds is stored already: the rest is cut afresh from here.
+        if (live.count > 0 || dead.count > 0) [live, dead, deadMaxSeq] = [writer(), writer(), undefined];
+      }
       if (kind === 'final' && isTombstone(record)) {
         dead.add(record);
         deadMaxSeq = Math.max(record.seq, deadMaxSeq ?? 0);

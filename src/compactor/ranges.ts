@@ -1,7 +1,9 @@
 /**
  * How a merge of v2 sources is split into disjoint key ranges, each merged on its own thread. Pure:
- * the ranges depend on the sources' block indexes and the range size only, never on the number of
- * threads, so a merge on one thread or on many (and a resumed one) writes the same segments.
+ * the split keys depend on the sources' block indexes and the range size only, never on the number
+ * of threads, so a merge on one thread or on many, and a resumed one, writes the same segments. (A
+ * merge through intermediate runs reads other blocks than one of all inputs: it writes the same
+ * records, cut at other keys.)
  */
 import type { BlockSpan, IndexedBlock } from '../segments';
 
@@ -24,8 +26,8 @@ export const MAX_RANGES = 1024;
 /**
  * Splits a merge of `sources` (each its segments in key order, as a run's parts are) into key ranges
  * of about `rangeBytes` compressed bytes of blocks each, at least one: the split keys are first keys
- * of blocks (where the input bytes reach each share), so a block lies across at most as many ranges as
- * split keys fall inside it. A range reads, of each segment, the blocks that may hold its keys.
+ * of blocks (where the sources' bytes reach each share), so a block lies across at most as many
+ * ranges as split keys fall inside it. A range reads, of each segment, the blocks that may hold its keys.
  */
 export function planKeyRanges(sources: readonly (readonly IndexedSegment[])[], rangeBytes: number): KeyRange[] {
   const blocks = sources

@@ -11,5 +11,12 @@ export { InvalidSegmentInputError, MAX_KEY_BYTES, recordProblem } from './record
 export { isWellFormed, loneSurrogate } from './text';
 export * from './merge';
 export * from './versions';
-export { blockIndexFromTail, INDEX_TAIL_BYTES, readBlockSpan, type BlockSpan, type IndexedBlock } from './block-ranges';
+export {
+  blockIndexFromTail,
+  INDEX_TAIL_BYTES,
+  readBlockSpan,
+  spanBytes,
+  type BlockSpan,
+  type IndexedBlock,
+} from './block-ranges';
 export { compactorPool } from './pool';

@@ -41,7 +41,13 @@ interface Run {
 async function compactOn(
   threads: number,
   inputs: Map<string, Buffer>,
-  options: { limits: MergeLimits; resume?: CompactionProgress; stopAfter?: number; store?: ObjectStore },
+  options: {
+    limits: MergeLimits;
+    resume?: CompactionProgress;
+    stopAfter?: number;
+    store?: ObjectStore;
+    heartbeated?: CompactionProgress[];
+  },
 ): Promise<Run & { store: ObjectStore; heartbeated: CompactionProgress[] }> {
   vi.stubEnv('COMPACTION_COMPACTOR_THREADS', String(threads));
   vi.resetModules();
@@ -50,7 +56,7 @@ async function compactOn(
   const run = vi.spyOn(pool, 'run');
   const store = options.store ?? createEmbeddedObjectStore({ path: ':memory:' });
   if (!options.store) for (const [key, bytes] of inputs) await store.put(key, bytes);
-  const heartbeated: CompactionProgress[] = [];
+  const heartbeated = options.heartbeated ?? [];
   const progress = await compactGroup({
     store,
     job,
@@ -124,6 +130,21 @@ describe('a merge split into key ranges on the pool', () => {
     expect(resumed.outputs).toEqual(whole.outputs);
     // The resumed attempt stored only what the stopped one had not: its first heartbeat is the cut after.
     expect(resumed.heartbeated[0]).toEqual(whole.heartbeated[stopAt]);
+  });
+
+  it('an attempt resumed under another target size stores each record once: it cuts afresh after the last stored key', async () => {
+    const records = makeInputs(16, 2000, 40_000);
+    const inputs = await inputSegments(records);
+    const store = createEmbeddedObjectStore({ path: ':memory:' });
+    for (const [key, bytes] of inputs) await store.put(key, bytes);
+    const heartbeated: CompactionProgress[] = [];
+    const limits = { targetSegmentBytes: 32 * 1024, maxFanIn: 16 };
+    await expect(compactOn(2, inputs, { limits, store, stopAfter: 5, heartbeated })).rejects.toThrow('killed');
+    const resume = heartbeated.at(-1)!;
+    const resumed = await compactOn(2, inputs, { limits: { ...limits, targetSegmentBytes: 20_000 }, store, resume });
+    const outputs = [...resumed.outputs.keys()].slice(0, resumed.progress.segmentsFinished);
+    expect(resumed.progress.segmentsFinished).toBeGreaterThan(resume.segmentsFinished);
+    expect(await readRecords(store, outputs)).toEqual(referenceMerge(records));
   });
 });
 
