@@ -10,7 +10,7 @@
  * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/compaction.ts` (see --help); the scale
  * point: `npx tsx bench/compaction.ts --phases throughput --shape metadata --inputs 1000 --bytes 1GB`.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { Agent } from 'node:http';
 import { Session } from 'node:inspector';
@@ -96,6 +96,11 @@ const program = new Command('compaction')
     whole,
   )
   .option(
+    '--threads <n,…>',
+    'compactor pool sizes (COMPACTION_COMPACTOR_THREADS) to run the phases with, one after another, each in a process of its own',
+    (raw) => raw.split(',').map(Number),
+  )
+  .option(
     '--latency-ms <n>',
     'hold every S3 request this long (a proxy in a child process) before MinIO sees it: a store across a network',
     whole,
@@ -114,7 +119,11 @@ type Options = {
   cpuProfile?: string;
   latencyMs?: number;
   readWindowBytes?: number;
+  threads?: number[];
 };
+
+/** Concurrent jobs on one worker process in the throughput phase's second table: more than its threads. */
+const CONCURRENT_JOBS = 4;
 
 /**
  * Input `s` of a group: `records` keys drawn in ascending order from a key space shared by all
@@ -390,10 +399,40 @@ async function throughputOf(
     `${perSecond(recordsIn, read)} records/s, ${((mb / read.ms) * 1000).toFixed(1)} MB/s (${opts.copyConcurrency} in flight)`,
   );
   console.log(`  ratio of throughput compactor/copy: ${(compactMbs / copyMbs).toFixed(2)} (target ≥ 0.5)`);
+  const jobs = await measured(server, () =>
+    Promise.all(
+      Array.from({ length: CONCURRENT_JOBS }, () =>
+        compactGroup({
+          store,
+          job: { namespaceId: namespaceId('bench-throughput'), jobId: newJobId() },
+          inputs: keys,
+          limits: { ...opts, segmentFormat: version },
+          resume: NO_PROGRESS,
+          hooks: { onSegmentFinished: () => {}, onRecords: () => {} },
+        }),
+      ),
+    ),
+  );
+  phase(
+    `${CONCURRENT_JOBS} jobs at once (same inputs)`,
+    jobs,
+    `${(jobs.cpuMs / jobs.ms).toFixed(2)} cores busy, ${((CONCURRENT_JOBS * recordsIn * 1000) / jobs.cpuMs).toFixed(0)} records per CPU-second, ${((CONCURRENT_JOBS * mb * 1000) / jobs.ms).toFixed(1)} MB/s of input in all`,
+  );
 }
 
 async function main(): Promise<void> {
   const opts = program.parse().opts<Options>();
+  // Each pool size in a process of its own: a process has one pool, sized when it starts.
+  if (opts.threads !== undefined && process.env.COMPACTION_COMPACTOR_THREADS === undefined) {
+    for (const threads of opts.threads) {
+      console.log(`COMPACTION_COMPACTOR_THREADS=${threads}`);
+      spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+        stdio: 'inherit',
+        env: { ...process.env, COMPACTION_COMPACTOR_THREADS: String(threads) },
+      });
+    }
+    return;
+  }
   console.log(
     `machine: ${cpus().length} × ${cpus()[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}`,
   );
