@@ -50,17 +50,18 @@ export interface RangeMerge {
 export const rangeBytes = (targetSegmentBytes: number): number => Math.max(64 * 1024, targetSegmentBytes / 2);
 
 /**
- * The merge on the pool, split into key ranges, when every segment of it is v2; false (nothing done)
- * when one is not, for the caller to merge on its own thread. A failure of any range (or of a read or
+ * The merge on the pool, split into key ranges, when every segment of it is v2 and it makes more than
+ * one range; false (nothing done) otherwise, for the caller to merge on its own thread, which cuts one
+ * range exactly as a pool thread would. A failure of any range (or of a read or
  * a store for it) stops the others: their threads are ended, which fails no other job's task.
  */
 export async function mergeInRanges(merge: RangeMerge): Promise<boolean> {
   const sources = await indexSources(merge.sources, (key) => readBlockIndex(merge, key));
   if (sources === undefined) return false;
   const { storedThrough } = merge;
-  const ranges = planKeyRanges(sources, rangeBytes(merge.targetSegmentBytes)).filter(
-    (range) => range.hi === null || storedThrough === null || range.hi > storedThrough,
-  );
+  const planned = planKeyRanges(sources, rangeBytes(merge.targetSegmentBytes));
+  if (planned.length === 1) return false;
+  const ranges = planned.filter((range) => range.hi === null || storedThrough === null || range.hi > storedThrough);
   const limit = compactorPool().options.maxThreads;
   const stop = new AbortController();
   const running = new Set<Promise<void>>();

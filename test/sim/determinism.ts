@@ -5,17 +5,16 @@
  *
  * - zlib's thread-pool calls (`gzip`, `gunzip`, `createGunzip`: deletion manifests and reading v1
  *   segments) run synchronously, their callbacks and stream events on `process.nextTick`;
- * - `worker_threads.Worker` (the segment codec pool) runs the thread's own source in this thread,
- *   with a port that answers on `process.nextTick`;
+ * - `worker_threads.isMainThread` is false, so the compactor's pool (segments/pool.ts) runs each
+ *   task in place, as a pool thread does, and no thread starts;
  * - `crypto.getRandomValues` (segment and manifest-part ids) draws from the scenario's seed;
  * - `Date.now` and `performance.now` still work but are counted: a read during a scenario is a
  *   clock the simulation does not control, reported by the run (every clock is a parameter).
  *
  * Installed once per process (the sim runs in processes of its own, never beside other tests).
  */
-import { EventEmitter } from 'node:events';
 import path from 'node:path';
-import { createRequire, syncBuiltinESMExports } from 'node:module';
+import { syncBuiltinESMExports } from 'node:module';
 import { Transform, type TransformCallback } from 'node:stream';
 import workerThreads from 'node:worker_threads';
 import zlib from 'node:zlib';
@@ -56,29 +55,6 @@ function synchronousGunzip(options?: zlib.ZlibOptions): Transform {
   });
 }
 
-/**
- * A worker thread run in this thread: its source evaluated with a `parentPort` whose messages pass on the next tick.
- */
-class InProcessThread extends EventEmitter {
-  private readonly port = new EventEmitter();
-
-  constructor(source: string) {
-    super();
-    const portOut = (message: unknown) => process.nextTick(() => this.emit('message', message));
-    const port = Object.assign(this.port, { postMessage: portOut });
-    const require = createRequire(__filename);
-    const threadRequire = (id: string): unknown =>
-      id === 'node:worker_threads' || id === 'worker_threads' ? { parentPort: port } : require(id);
-    new Function('require', source)(threadRequire);
-  }
-
-  postMessage(message: unknown): void {
-    process.nextTick(() => this.port.emit('message', message));
-  }
-  ref(): void {}
-  unref(): void {}
-}
-
 export interface ClockReads {
   count: number;
   /** Where the first read came from. */
@@ -100,7 +76,8 @@ export function installDeterminism(): Installed {
   define(zlib, 'gzip', onNextTick(zlib.gzipSync));
   define(zlib, 'gunzip', onNextTick(zlib.gunzipSync));
   define(zlib, 'createGunzip', synchronousGunzip);
-  define(workerThreads, 'Worker', InProcessThread);
+  // The compactor's pool runs its tasks in place, as a pool thread does: in this thread, in a deterministic order.
+  define(workerThreads, 'isMainThread', false);
   syncBuiltinESMExports();
 
   let random = prng(0);
