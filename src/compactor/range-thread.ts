@@ -75,7 +75,10 @@ export async function mergeRange(task: RangeTask): Promise<void> {
     const sources = task.sources.map((spans) => readSpans(spans, link, within));
     const cuts = cutter(task, link);
     for await (const batch of mergeSegments(sources, { dropTombstones: false })) {
-      for (const record of batch) await cuts.add(record);
+      for (const record of batch) {
+        const cutting = cuts.add(record);
+        if (cutting) await cutting;
+      }
       link.post({ type: 'records', count: batch.length });
     }
     await cuts.end();
@@ -202,7 +205,11 @@ function cutter(task: RangeTask, link: RangeLink) {
     sent = link.sendCut(finished);
   };
   return {
-    async add(record: MergeRecord): Promise<void> {
+    /**
+     * Adds `record`; a promise only when it closes a cut (sent once the cut before it is taken): an await per
+     * record would cost a promise and a microtask each.
+     */
+    add(record: MergeRecord): Promise<void> | undefined {
       if (!resumed && record.key > storedThrough!) {
         resumed = true;
         // Under the plan that stored them, the stored cuts end at `storedThrough`, and the cut being made is empty;
@@ -214,7 +221,7 @@ function cutter(task: RangeTask, link: RangeLink) {
         deadMaxSeq = Math.max(record.seq, deadMaxSeq ?? 0);
       } else live.add(record);
       lastKey = record.key;
-      if (live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes) await cut();
+      return live.size >= targetSegmentBytes || dead.size >= targetSegmentBytes ? cut() : undefined;
     },
     async end(): Promise<void> {
       if (live.count > 0 || dead.count > 0) await cut();
