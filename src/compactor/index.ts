@@ -7,6 +7,7 @@
 import type { JobRef } from '../protocol';
 import type { StreamOptions } from '../store';
 import {
+  compactorThreads,
   DEFAULT_SEGMENT_FORMAT_VERSION,
   isTombstone,
   isWellFormed,
@@ -18,7 +19,7 @@ import {
   type SegmentFormatVersion,
 } from '../segments';
 import { planMerge, type MergePlan, type MergeSource } from './plan';
-import { mergeInRanges } from './range-merge';
+import { mergeInRanges, planRanges, type RangePlanning } from './range-merge';
 import type { RangeCut } from './range-thread';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
@@ -246,14 +247,25 @@ async function writeFinalMerge(
   const { limits, writes } = merging;
   const version = limits.segmentFormat ?? DEFAULT_SEGMENT_FORMAT_VERSION;
   const cuts = finalCuts(merging, resume);
-  const ranged = await mergeInRanges({
-    ...rangeMerge(merging, sources),
-    kind: 'final',
-    format: version,
-    storedThrough: resume.lastKey,
-    storeCut: ({ dead, live, ...tally }) => cuts.store(Promise.resolve([dead, live]), tally),
-  });
-  if (!ranged) await cutFinalMerge(merging, { sources, resume, version, cuts });
+  const planning = rangePlanning(merging, sources);
+  const ranges = await planRanges(planning);
+  if (ranges !== undefined && compactorThreads() > 1) {
+    await mergeInRanges(
+      {
+        ...planning,
+        kind: 'final',
+        format: version,
+        storedThrough: resume.lastKey,
+        counted: merging.counted,
+        storeCut: ({ dead, live, ...tally }) => cuts.store(Promise.resolve([dead, live]), tally),
+      },
+      ranges,
+    );
+  } else {
+    // On one thread, the ranges in key order in one merge here: a cut closes where a range ends, as its thread's does.
+    const rangeEnds = ranges?.flatMap((range) => (range.hi === null ? [] : [range.hi])) ?? [];
+    await cutFinalMerge(merging, { sources, resume, version, cuts, rangeEnds });
+  }
   await writes.drained();
   return cuts.progress();
 }
@@ -290,10 +302,13 @@ function finalCuts({ store, job, hooks, writes }: Merging, resume: CompactionPro
   };
 }
 
-/** The final merge on this thread: values and tombstones cut together when either reaches the target size. */
+/**
+ * The final merge on this thread: values and tombstones cut together when either reaches the target
+ * size, and before the first key at or past each of `rangeEnds`.
+ */
 async function cutFinalMerge(
   { limits, merge, counted }: Merging,
-  { sources, resume, version, cuts }: FinalMerge,
+  { sources, resume, version, cuts, rangeEnds }: FinalMerge,
 ): Promise<void> {
   let live = newSegmentWriter(version, BACKGROUND);
   let dead = newSegmentWriter(version, BACKGROUND);
@@ -311,8 +326,15 @@ async function cutFinalMerge(
     ]);
     await cuts.store(bytes, tally);
   };
+  // Ends at or before the resumed key are passed: the cut being made starts after it, as a range's does.
+  let end = rangeEnds.findIndex((key) => resume.lastKey === null || key > resume.lastKey);
+  if (end < 0) end = rangeEnds.length;
   for await (const batch of merge(sources, resume.lastKey ?? undefined)) {
     for (const record of batch) {
+      if (end < rangeEnds.length && record.key >= rangeEnds[end]!) {
+        if (live.count > 0 || dead.count > 0) await storeCut();
+        while (end < rangeEnds.length && record.key >= rangeEnds[end]!) end++;
+      }
       if (isTombstone(record)) {
         dead.add(record);
         deadMaxSeq = Math.max(record.seq, deadMaxSeq ?? 0);
@@ -331,6 +353,8 @@ interface FinalMerge {
   readonly resume: CompactionProgress;
   readonly version: SegmentFormatVersion;
   readonly cuts: ReturnType<typeof finalCuts>;
+  /** Keys before which a cut closes: the ends of the key ranges the merge is split into (none: unsplit). */
+  readonly rangeEnds: readonly string[];
 }
 
 /** The segments a merge source reads, in key order: an input, or the parts of a finished intermediate run. */
@@ -343,16 +367,14 @@ const sourceKeys = (
     ? [inputs[source.input]!]
     : Array.from({ length: runParts[source.run]! }, (_, part) => runPartKey(job, limits.maxFanIn, source.run, part));
 
-/** The parts of a range merge every merge of this attempt shares: its store, sources, sizes and windows. */
-function rangeMerge(merging: Merging, sources: readonly MergeSource[]) {
-  const { store, limits, runParts, counted } = merging;
-  const { maxFanIn } = limits;
+/** What planning the key ranges of a merge of `sources` reads: its store, segments, windows and cut size. */
+function rangePlanning(merging: Merging, sources: readonly MergeSource[]): RangePlanning {
+  const { store, limits, runParts } = merging;
   return {
     store,
     sources: sources.map((source) => sourceKeys(merging, runParts, source)),
     targetSegmentBytes: limits.targetSegmentBytes,
-    windows: { windowMultiple: Math.floor(maxFanIn / sources.length) },
-    counted,
+    windows: { windowMultiple: Math.floor(limits.maxFanIn / sources.length) },
   };
 }
 

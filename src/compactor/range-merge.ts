@@ -11,6 +11,7 @@ import type { StreamOptions } from '../store';
 import {
   blockIndexFromTail,
   compactorPool,
+  compactorThreads,
   INDEX_TAIL_BYTES,
   SegmentCorruptError,
   type IndexedBlock,
@@ -49,20 +50,29 @@ export interface RangeMerge {
 /** Compressed input bytes of one range: about a target segment of output at 2:1, so one or two cuts per range. */
 export const rangeBytes = (targetSegmentBytes: number): number => Math.max(64 * 1024, targetSegmentBytes / 2);
 
+/** What planning a merge's key ranges reads: its store and sources, the windows it reads with, its cut size. */
+export type RangePlanning = Pick<RangeMerge, 'store' | 'sources' | 'windows' | 'targetSegmentBytes'>;
+
 /**
- * The merge on the pool, split into key ranges, when every segment of it is v2 and it makes more than
- * one range; false (nothing done) otherwise, for the caller to merge on its own thread, which cuts one
- * range exactly as a pool thread would. A failure of any range (or of a read or
- * a store for it) stops the others: their threads are ended, which fails no other job's task.
+ * The key ranges of a merge (ranges.ts), from its sources' block indexes, when every segment of it is
+ * v2 and it makes more than one; undefined otherwise (its keys are one range).
  */
-export async function mergeInRanges(merge: RangeMerge): Promise<boolean> {
+export async function planRanges(merge: RangePlanning): Promise<KeyRange[] | undefined> {
   const sources = await indexSources(merge.sources, (key) => readBlockIndex(merge, key));
-  if (sources === undefined) return false;
-  const { storedThrough } = merge;
+  if (sources === undefined) return undefined;
   const planned = planKeyRanges(sources, rangeBytes(merge.targetSegmentBytes));
-  if (planned.length === 1) return false;
+  return planned.length > 1 ? planned : undefined;
+}
+
+/**
+ * The merge's `planned` ranges on the pool, those wholly at or before what an earlier attempt stored
+ * left out. A failure of any range (or of a read or a store for it) stops the others: their threads
+ * are ended, which fails no other job's task.
+ */
+export async function mergeInRanges(merge: RangeMerge, planned: readonly KeyRange[]): Promise<void> {
+  const { storedThrough } = merge;
   const ranges = planned.filter((range) => range.hi === null || storedThrough === null || range.hi > storedThrough);
-  const limit = compactorPool().options.maxThreads;
+  const limit = compactorThreads();
   const stop = new AbortController();
   const running = new Set<Promise<void>>();
   let before: Promise<void> = Promise.resolve();
@@ -83,7 +93,6 @@ export async function mergeInRanges(merge: RangeMerge): Promise<boolean> {
     await Promise.allSettled(running);
     throw err;
   }
-  return true;
 }
 
 type IndexOf = (key: string) => Promise<IndexedBlock[] | undefined>;
@@ -117,7 +126,7 @@ async function indexSources(sources: readonly (readonly string[])[], indexOf: In
 }
 
 /** The block index of segment `key`, from its tail (one ranged read, two for a large index); undefined if not v2. */
-async function readBlockIndex({ store, windows }: RangeMerge, key: string): Promise<IndexedBlock[] | undefined> {
+async function readBlockIndex({ store, windows }: RangePlanning, key: string): Promise<IndexedBlock[] | undefined> {
   const { size } = await store.head(key);
   for (let start = Math.max(0, size - INDEX_TAIL_BYTES); size > 0;) {
     const parts: Uint8Array[] = [];

@@ -40,8 +40,9 @@ describe("the compactor's pool", () => {
     expect((await zstdDecompressOnPool(zstdCompressSync(raw), raw.length)).equals(raw)).toBe(true);
   });
 
-  it('a thread that dies fails the task it was running only; the others finish and the pool serves on', async () => {
-    // Slow to compress (level 19), so every thread is busy when one of them is stopped.
+  it('a thread that dies fails the tasks it held only (its own and at most one more); the others finish and the pool serves on', async () => {
+    // Slow to compress (level 19), so every thread is busy when one of them is stopped; two more tasks than threads,
+    // each given to the least busy thread, so a thread holds two at most.
     const raw = Buffer.from(randomBytes(256 << 10).toString('hex'));
     const pool = compactorPool();
     const tasks = Array.from({ length: pool.options.maxThreads + 2 }, () => zstdCompressOnPool(raw, 19));
@@ -49,7 +50,9 @@ describe("the compactor's pool", () => {
     await new Promise((resolve) => setTimeout(resolve, 50)); // every thread has taken its first task
     await pool.threads[0]!.terminate();
     const settled = await Promise.allSettled(tasks);
-    expect(settled.filter((s) => s.status === 'rejected')).toHaveLength(1);
+    const failed = settled.filter((s) => s.status === 'rejected').length;
+    expect(failed).toBeGreaterThanOrEqual(1);
+    expect(failed).toBeLessThanOrEqual(2);
     for (const s of settled) if (s.status === 'fulfilled') expect(zstdDecompressSync(s.value).equals(raw)).toBe(true);
     expect((await zstdDecompressOnPool(zstdCompressSync(raw), raw.length)).equals(raw)).toBe(true);
   }, 60_000);

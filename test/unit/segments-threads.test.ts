@@ -110,27 +110,36 @@ describe('a merge split into key ranges on the pool', () => {
     expect(three.outputs).toEqual(one.outputs);
     expect(three.progress).toEqual(one.progress);
     expect(three.rangeTasks).toBeGreaterThan(3);
+    // One thread merges the ranges in key order on the job's thread, in one merge.
+    expect(one.rangeTasks).toBe(0);
     expect([one.poolThreads, three.poolThreads]).toEqual([1, 3]);
     const outputKeys = [...one.outputs.keys()].slice(0, one.progress.segmentsFinished);
     expect(await readRecords(one.store, outputKeys)).toEqual(referenceMerge(records));
   });
 
-  it('an attempt stopped half-way and resumed from its last heartbeat writes the bytes of one never stopped', async () => {
-    const inputs = await inputSegments(makeInputs(16, 2000, 40_000));
-    const limits = { targetSegmentBytes: 32 * 1024, maxFanIn: 16 };
-    const whole = await compactOn(2, inputs, { limits });
-    expect(whole.heartbeated.length).toBeGreaterThan(8);
-    const store = createEmbeddedObjectStore({ path: ':memory:' });
-    for (const [key, bytes] of inputs) await store.put(key, bytes);
-    const stopAt = Math.floor(whole.heartbeated.length / 2);
-    const killed = compactOn(2, inputs, { limits, store, stopAfter: stopAt });
-    await expect(killed).rejects.toThrow('killed');
-    const resumed = await compactOn(2, inputs, { limits, store, resume: whole.heartbeated[stopAt - 1] });
-    expect(resumed.progress).toEqual(whole.progress);
-    expect(resumed.outputs).toEqual(whole.outputs);
-    // The resumed attempt stored only what the stopped one had not: its first heartbeat is the cut after.
-    expect(resumed.heartbeated[0]).toEqual(whole.heartbeated[stopAt]);
-  });
+  it.each([
+    [2, 2],
+    [2, 1],
+    [1, 2],
+  ])(
+    'an attempt on %i threads stopped half-way and resumed on %i from its last heartbeat writes the bytes of one never stopped',
+    async (before, after) => {
+      const inputs = await inputSegments(makeInputs(16, 2000, 40_000));
+      const limits = { targetSegmentBytes: 32 * 1024, maxFanIn: 16 };
+      const whole = await compactOn(2, inputs, { limits });
+      expect(whole.heartbeated.length).toBeGreaterThan(8);
+      const store = createEmbeddedObjectStore({ path: ':memory:' });
+      for (const [key, bytes] of inputs) await store.put(key, bytes);
+      const stopAt = Math.floor(whole.heartbeated.length / 2);
+      const killed = compactOn(before, inputs, { limits, store, stopAfter: stopAt });
+      await expect(killed).rejects.toThrow('killed');
+      const resumed = await compactOn(after, inputs, { limits, store, resume: whole.heartbeated[stopAt - 1] });
+      expect(resumed.progress).toEqual(whole.progress);
+      expect(resumed.outputs).toEqual(whole.outputs);
+      // The resumed attempt stored only what the stopped one had not: its first heartbeat is the cut after.
+      expect(resumed.heartbeated[0]).toEqual(whole.heartbeated[stopAt]);
+    },
+  );
 
   it('an attempt resumed under another target size stores each record once: it cuts afresh after the last stored key', async () => {
     const records = makeInputs(16, 2000, 40_000);
