@@ -3,7 +3,7 @@
  * once, through intermediate runs staged under the job's prefix, into the same bytes as one merge
  * of all inputs; a resumed attempt picks up the runs its predecessor finished.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   compactGroup,
   NO_PROGRESS,
@@ -17,7 +17,7 @@ import {
   type MergePlan,
 } from '../../src/compactor';
 import { jobPrefix, inputSegmentKey, namespaceId, newJobId, newSegmentId } from '../../src/keys';
-import { encodeSegment, SEGMENT_EXTENSION, type SegmentRecord } from '../../src/segments';
+import { encodeSegment, SEGMENT_EXTENSION, type SegmentFormatVersion, type SegmentRecord } from '../../src/segments';
 import type { ObjectStore, StreamedObject, StreamOptions } from '../../src/store';
 import { makeInputs, readRecords, referenceMerge } from '../support/records';
 import { openTestStore, type TestStore } from '../support/stores';
@@ -81,10 +81,15 @@ function observedStore(store: ObjectStore): {
  * Inputs in v1: these tests observe the merge on the job's own thread, which every group holding a v1
  * segment takes (a group of v2 only is merged in key ranges on the pool: segments-threads.test.ts).
  */
-async function writeGroup(store: ObjectStore, ns: string, inputs: SegmentRecord[][]): Promise<string[]> {
+async function writeGroup(
+  store: ObjectStore,
+  ns: string,
+  inputs: SegmentRecord[][],
+  format: SegmentFormatVersion = 1,
+): Promise<string[]> {
   const keys = inputs.map(() => inputSegmentKey(namespaceId(ns), newSegmentId(), SEGMENT_EXTENSION));
   for (let i = 0; i < inputs.length; i += 50)
-    await Promise.all(keys.slice(i, i + 50).map((key, j) => store.put(key, encodeSegment(inputs[i + j]!, 1))));
+    await Promise.all(keys.slice(i, i + 50).map((key, j) => store.put(key, encodeSegment(inputs[i + j]!, format))));
   return keys;
 }
 
@@ -93,6 +98,7 @@ const sortedInputs = (count: number, records: number, keySpace: number) =>
 
 describe('a merge of more inputs than the fan-in', () => {
   let fixture: TestStore;
+  afterEach(() => vi.unstubAllEnvs());
   beforeAll(async () => {
     fixture = await openTestStore('minio');
   });
@@ -148,6 +154,55 @@ describe('a merge of more inputs than the fan-in', () => {
       );
     },
   );
+
+  it('250 v2 inputs at fan-in 16: the final merge of the runs is split into key ranges on two pool threads, reading at most two ranges of sources at once, into the records of one merge and the bytes of one thread', async () => {
+    const ns = uniqueId('fanin-ranges').toLowerCase();
+    const inputs = sortedInputs(250, 120, 30_000);
+    const keys = await writeGroup(fixture.store, ns, inputs, 2);
+    const limits = { targetSegmentBytes: 16 * 1024, maxFanIn: 16 };
+    const plan = planMerge(keys.length, limits.maxFanIn);
+    const onThreads = async (threads: number) => {
+      // A fresh package with a pool of `threads` threads, its range tasks counted.
+      vi.stubEnv('COMPACTION_COMPACTOR_THREADS', String(threads));
+      vi.resetModules();
+      const { compactGroup: compactOn } = await import('../../src/compactor');
+      const run = vi.spyOn((await import('../../src/segments')).compactorPool(), 'run');
+      const observed = observedStore(fixture.store);
+      const job = jobOf(ns);
+      const progress = await compactOn({
+        store: observed.store,
+        job,
+        inputs: keys,
+        limits,
+        resume: NO_PROGRESS,
+        hooks: NO_HOOKS,
+      });
+      const ranges = run.mock.calls.filter(([, options]) => options?.name === 'mergeRange').length;
+      return { observed, job, progress, ranges, bytes: await outputBytes(job, progress) };
+    };
+    const two = await onThreads(2);
+    const one = await onThreads(1);
+    expect(two.progress.runs?.parts).toHaveLength(plan.runs.length);
+    expect(two.ranges).toBeGreaterThan(2);
+    expect(one.ranges).toBe(0);
+    // Two ranges at once, each reading every run (a run's next part opened ahead): twice a merge of the runs.
+    expect(two.observed.mostOpen()).toBeGreaterThan(mostStreams(plan));
+    expect(two.observed.mostOpen()).toBeLessThanOrEqual(2 * mostStreams(plan));
+    expect(one.observed.mostOpen()).toBeLessThanOrEqual(mostStreams(plan));
+    // Each range reads the runs' windows as the merge of all of them does: fan-in / runs times the store's own.
+    const runKeys = new Set(
+      two.progress.runs!.parts.flatMap((parts, run) =>
+        Array.from({ length: parts }, (_, part) => runPartKey(two.job, limits.maxFanIn, run, part)),
+      ),
+    );
+    const finalMultiples = [...two.observed.windowMultiples].filter(([key]) => runKeys.has(key));
+    expect(finalMultiples).toHaveLength(runKeys.size);
+    expect(new Set(finalMultiples.map(([, multiple]) => multiple))).toEqual(
+      new Set([Math.floor(limits.maxFanIn / plan.final.length)]),
+    );
+    expect(two.bytes).toEqual(one.bytes);
+    expect(await readRecords(fixture.store, outputSegmentKeys(two.job, two.progress))).toEqual(referenceMerge(inputs));
+  });
 
   it("an intermediate run's next part is opened while the merge reads the one before it, and the outputs are those of one merge", async () => {
     const ns = uniqueId('fanin-parts').toLowerCase();
