@@ -37,7 +37,7 @@ export const FAILURE_TYPES = {
   InputMissing: 'final',
   InputTooLarge: 'final',
   InputChanged: 'final',
-  InputManifestUnreadable: 'final',
+  InputListUnreadable: 'final',
   InvalidInput: 'final',
   WriterBudgetExceeded: 'final',
   SegmentLost: 'final',

@@ -1,7 +1,7 @@
 /**
  * The compaction job's activities: thin translations between Temporal (heartbeats, cancellation,
  * typed failures) and the protocol and compactor modules. A group's inputs travel in its input
- * manifest, under the job's prefix: the activities pass its reference, never the key list.
+ * list, under the job's prefix: the activities pass its reference, never the key list.
  */
 import { Context } from '@temporalio/activity';
 import { TemporalFailure } from '@temporalio/common';
@@ -23,14 +23,14 @@ import {
   publicationOfReclaimedJob,
   publishCompaction,
   settlePublication,
-  readInputManifestIfAny,
-  readInputManifestUnderLease,
+  readInputListIfAny,
+  readInputListUnderLease,
   readRoot,
   stopwatch,
-  writeInputManifest,
+  writeInputList,
   type HeldLease,
-  type InputManifest,
-  type InputManifestRef,
+  type InputList,
+  type InputListRef,
   type JobRef,
   type PublicationOutcome,
   type SettledPublication,
@@ -74,9 +74,9 @@ export interface WorkflowSettings {
   readonly store?: string;
 }
 
-/** A job whose inputs `readGroup` fixed in its input manifest. */
-export interface ManifestInput extends JobInput {
-  readonly manifest: InputManifestRef;
+/** A job whose inputs `readGroup` fixed in its input list. */
+export interface ListedJobInput extends JobInput {
+  readonly inputList: InputListRef;
 }
 
 export interface CompactionOutput {
@@ -130,9 +130,9 @@ export function createCompactionActivities(deps: CompactionDeps) {
     /**
      * The group's current segments: the job's inputs, fixed and checked (each once, present, not too
      * large) before its lease exists, with the ETag of each, which every later read of it must match.
-     * They go to the job's input manifest; undefined when the group has none (nothing is written).
+     * They go to the job's input list; undefined when the group has none (nothing is written).
      */
-    async readGroup(input: JobInput & { group: string }): Promise<InputManifestRef | undefined> {
+    async readGroup(input: JobInput & { group: string }): Promise<InputListRef | undefined> {
       const { root } = await readRoot(store, namespaceId(input.namespaceId), rootCodec);
       const named = groupSegments(root, familyGroup(input.group));
       // A segment named twice (a writer that registered it again) is one input: merged once, and
@@ -146,7 +146,7 @@ export function createCompactionActivities(deps: CompactionDeps) {
       }
       const etags = await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
       if (inputs.length === 0) return undefined;
-      return writeInputManifest(store, job(input), Context.current().info.attempt, {
+      return writeInputList(store, job(input), Context.current().info.attempt, {
         group: input.group,
         inputs,
         etags,
@@ -163,9 +163,9 @@ export function createCompactionActivities(deps: CompactionDeps) {
      * the same details. The keeper stops here when the work returns, once no refresh is in flight:
      * nothing writes the lease after the attempt ends (the publication's refresh is the next write).
      */
-    async compactUnderLease(input: ManifestInput & { held: HeldLease }): Promise<LeasedCompactionOutput> {
+    async compactUnderLease(input: ListedJobInput & { held: HeldLease }): Promise<LeasedCompactionOutput> {
       const ref = job(input);
-      return compactBesideKeeper(deps, ref, await readInputManifestUnderLease(store, ref, input.manifest), input.held);
+      return compactBesideKeeper(deps, ref, await readInputListUnderLease(store, ref, input.inputList), input.held);
     },
 
     /**
@@ -189,18 +189,18 @@ export function createCompactionActivities(deps: CompactionDeps) {
     },
 
     async publish(
-      input: ManifestInput & { outputs: string[]; tombstones: string[]; tombstoneSeqFloor?: number },
+      input: ListedJobInput & { outputs: string[]; tombstones: string[]; tombstoneSeqFloor?: number },
     ): Promise<PublicationOutcome> {
       const elapsedMs = stopwatch();
       const ref = job(input);
-      const manifest = await readInputManifestIfAny(store, ref, input.manifest);
-      const outcome = manifest
+      const list = await readInputListIfAny(store, ref, input.inputList);
+      const outcome = list
         ? await publishCompaction(
             store,
             {
               ...ref,
-              group: familyGroup(manifest.group) as FamilyGroup,
-              inputs: manifest.inputs,
+              group: familyGroup(list.group) as FamilyGroup,
+              inputs: list.inputs,
               outputs: input.outputs,
               tombstones: input.tombstones,
               ...(input.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: input.tombstoneSeqFloor }),
@@ -215,7 +215,7 @@ export function createCompactionActivities(deps: CompactionDeps) {
             rootCodec,
           );
       if (outcome.outcome === 'fenced') recordFence();
-      // The inputs no longer current may be the whole group: a few name the case, the rest are in the manifest.
+      // The inputs no longer current may be the whole group: a few name the case, the rest are in the input list.
       return outcome.outcome === 'abandoned'
         ? { ...outcome, missingInputs: outcome.missingInputs.slice(0, NAMED_MISSING_INPUTS) }
         : outcome;
@@ -233,7 +233,7 @@ export type CompactionActivities = ReturnType<typeof createCompactionActivities>
 async function compactBesideKeeper(
   deps: CompactionDeps,
   ref: JobRef,
-  inputs: InputManifest,
+  inputs: InputList,
   from: HeldLease,
 ): Promise<LeasedCompactionOutput> {
   const ctx = Context.current();

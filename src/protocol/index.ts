@@ -10,6 +10,6 @@ export * from './collector-report';
 export * from './manifest';
 export * from './manifest-read';
 export * from './manifest-reclaim';
-export * from './input-manifest';
+export * from './input-list';
 export * from './stopwatch';
 export * from './judged-root';

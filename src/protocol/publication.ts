@@ -179,7 +179,7 @@ export async function settlePublication(
 }
 
 /**
- * The outcome of a publication attempt that found its job's input manifest gone. Only a collector
+ * The outcome of a publication attempt that found its job's input list gone. Only a collector
  * deletes it, and only under a prefix it claimed (an expired lease) or found with no lease: so the
  * job is fenced, unless an earlier attempt's CAS landed before the collector came (a retry after a
  * lost reply or a long stall), which the root shows by naming every output, or every tombstone
@@ -196,7 +196,7 @@ export async function publicationOfReclaimedJob(
   const named = request.outputs.length > 0 ? request.outputs : (request.tombstones ?? []);
   if (named.length > 0 && named.every((k) => referenced.has(k)))
     return { outcome: 'published', rootGeneration: root.generation };
-  return { outcome: 'fenced', reason: "the job's input manifest is gone: a collector reclaimed its prefix" };
+  return { outcome: 'fenced', reason: "the job's input list is gone: a collector reclaimed its prefix" };
 }
 
 /**

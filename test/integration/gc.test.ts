@@ -920,7 +920,7 @@ describe('collector pass', () => {
       const report = await pass({ namespaces: [ns] }, undefined, formatWorker.taskQueue);
 
       // Of the job prefix the lease goes, and the tombstone segments the root does not name (nothing was
-      // registered during the job) and its input manifest. The three inputs the job superseded stay: this pass
+      // registered during the job) and its input list. The three inputs the job superseded stay: this pass
       // is the first to see them retired, and stamps when (spec 6c.2).
       expect(result.tombstones.length).toBeGreaterThan(0);
       expect(report.totals).toMatchObject({

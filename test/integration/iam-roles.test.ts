@@ -415,7 +415,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
         group: 'bindings',
         taskQueue: compactionOnly.taskQueue,
       });
-      const { outcome, outputs, tombstones, inputManifest } = await compaction.result();
+      const { outcome, outputs, tombstones, inputList } = await compaction.result();
       expect(outcome).toBe('published');
       await sleep(Math.max(0, stagedAt + stagingGraceMs + 500 - Date.now()));
       const pass = await runGcPass(client, {
@@ -424,7 +424,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
         collectorTaskQueue: collectorOnly.taskQueue,
       });
       // The job's tombstone segments were not published (the group held only its inputs) and its input
-      // manifest never is: once its lease has expired, the pass claims its prefix and deletes them as
+      // list never is: once its lease has expired, the pass claims its prefix and deletes them as
       // unreferenced staged objects.
       const gone = async (keys: readonly string[]) =>
         (
@@ -437,7 +437,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
             ),
           )
         ).reduce((a: number, b) => a + b, 0);
-      const tombstonesDeleted = await gone([...tombstones, inputManifest]);
+      const tombstonesDeleted = await gone([...tombstones, inputList]);
 
       expect(pass.complete).toBe(true);
       // The compaction's lease is live or expired by now: either way its referenced outputs stay. Its two

@@ -24,7 +24,7 @@ import * as leaseCodec from '../../src/lease/codec';
 import * as leaseState from '../../src/lease/state';
 import * as collector from '../../src/protocol/collector';
 import * as collectorPlan from '../../src/protocol/collector-plan';
-import * as inputManifest from '../../src/protocol/input-manifest';
+import * as inputList from '../../src/protocol/input-list';
 import * as jobLease from '../../src/protocol/job-lease';
 import * as judgedRoot from '../../src/protocol/judged-root';
 import * as publication from '../../src/protocol/publication';
@@ -51,7 +51,7 @@ const modules = [
   leaseState,
   collector,
   collectorPlan,
-  inputManifest,
+  inputList,
   jobLease,
   judgedRoot,
   publication,
