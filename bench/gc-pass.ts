@@ -67,7 +67,7 @@ const load = () =>
     .join(' ')}`;
 
 async function seed(store: ObjectStore, ns: NamespaceId, n: number): Promise<void> {
-  await updateRoot(store, ns, (root) => root, jsonRootCodec);
+  await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
   await inBatches(
     Array.from({ length: n }, (_, i) => i),
     1,

@@ -61,7 +61,7 @@ async function seed(path: string): Promise<void> {
   const body = new Uint8Array(100).fill(0x61);
   await inBatches([...inputs, ...outputs], 500, 4, (batch) => Promise.all(batch.map((k) => store.put(k, body))));
   const retired = [...inputs.slice(0, RETIRED), ...outputs].map((key) => ({ key, retired_at_ms: 1 }));
-  await updateRoot(store, ns, (root) => ({ ...root, retired }), jsonRootCodec);
+  await updateRoot(store, ns, (root) => ({ ...root, retired }), { codec: jsonRootCodec });
   await store.close();
 }
 

@@ -82,7 +82,7 @@ const records = (from: number) =>
  */
 async function recordGcPass(client: Client, store: ObjectStore, taskQueue: string): Promise<void> {
   const ns = namespaceId('golden-gc');
-  await updateRoot(store, ns, (root) => root, jsonRootCodec);
+  await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
   const jobs = Array.from({ length: 5 }, () => newJobId()).sort();
   for (const job of jobs)
     await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), new TextEncoder().encode(`staged by ${job}`));

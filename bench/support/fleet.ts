@@ -81,7 +81,7 @@ export async function seedJobs(
       namespaceId(ns),
       (root) =>
         jobs.reduce((r, j, i) => (j.namespaceId === ns ? addSegments(r, familyGroup(j.group), inputs[i]!) : r), root),
-      jsonRootCodec,
+      { codec: jsonRootCodec },
     ),
   );
   return jobs;

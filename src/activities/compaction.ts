@@ -205,9 +205,12 @@ export function createCompactionActivities(deps: CompactionDeps) {
               tombstones: input.tombstones,
               ...(input.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: input.tombstoneSeqFloor }),
             },
-            { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
-            { leaseClockMs: attemptClock(), elapsedMs },
-            rootCodec,
+            {
+              budgetMs: timing.publicationBudgetMs,
+              maxRootRaces: settings.maxRootRaces,
+              clock: { leaseClockMs: attemptClock(), elapsedMs },
+              codec: rootCodec,
+            },
           )
         : await publicationOfReclaimedJob(
             store,

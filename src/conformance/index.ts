@@ -31,7 +31,7 @@ export interface FormatUnderTest {
   readonly rootCodec: RootCodec;
   /**
    * Writes a few input segments of `group` in the format (overlapping keys, some deletions) and
-   * lists them in the root with `rootCodec` (e.g. `updateRoot(store, ns, …, rootCodec)`).
+   * lists them in the root with `rootCodec` (e.g. `updateRoot(store, ns, …, { codec: rootCodec })`).
    */
   readonly writeInputs: (store: ObjectStore, ns: NamespaceId, group: FamilyGroup) => Promise<void>;
   /**
@@ -215,7 +215,12 @@ async function checkPublicationAndCollector(
         tombstones,
         ...(tombstoneSeqFloor !== undefined && { tombstoneSeqFloor }),
       };
-      const outcome = await publishCompaction(store, request, { budgetMs: 60_000, maxRootRaces: 3 }, clock, rootCodec);
+      const outcome = await publishCompaction(store, request, {
+        budgetMs: 60_000,
+        maxRootRaces: 3,
+        clock,
+        codec: rootCodec,
+      });
       if (outcome.outcome !== 'published') fail(`publication ended ${JSON.stringify(outcome)}`);
       const after = (await readRoot(store, ns, rootCodec)).root;
       // A compactor that says how high its tombstones go lets publication drop them (and raise the floor); otherwise

@@ -55,7 +55,7 @@ export class InputListUnreadableError extends TypedError {
 
 const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
-/** Writes the input list of attempt `attempt` of the job's group read (each attempt its own key: none is overwritten). */
+/** Writes the input list of attempt `attempt` of the job's group read (each attempt its own key: none overwritten). */
 export async function writeInputList(
   store: ObjectStore,
   job: JobRef,

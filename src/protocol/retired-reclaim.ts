@@ -146,9 +146,9 @@ async function rootToReclaimBy(
     const stamped = await changeRoot(
       store,
       ns,
-      codec,
       (current) => current.lastModified && stampRetirements(current.root, visibleBy(current.lastModified)),
       {
+        codec,
         maxRounds: MAX_RECORD_ROUNDS,
         maxBytes: MAX_COLLECTED_ROOT_BYTES,
       },
@@ -305,9 +305,9 @@ async function reclaimBatch(
     const condemned = await changeRoot(
       store,
       ns,
-      codec,
       (current) => condemnLostWrites(atLeast(current, options.minRootGeneration), cutoffMs),
       {
+        codec,
         maxRounds: MAX_RECORD_ROUNDS,
         maxBytes: MAX_COLLECTED_ROOT_BYTES,
       },
@@ -365,13 +365,12 @@ async function dropRecords(
   const written = await changeRoot(
     store,
     ns,
-    codec,
     (current) => {
       const root = atLeast(current, rules.minRootGeneration);
       dropped = droppableRecords(root, gone, rules).length;
       return withoutReclaimed(root, gone, rules);
     },
-    { maxRounds: MAX_RECORD_ROUNDS, maxBytes: MAX_COLLECTED_ROOT_BYTES },
+    { codec, maxRounds: MAX_RECORD_ROUNDS, maxBytes: MAX_COLLECTED_ROOT_BYTES },
   );
   return written?.written ? dropped : 0;
 }

@@ -163,6 +163,8 @@ async function markHistory(store: ObjectStore, ns: NamespaceId, codec: RootCodec
 
 /** How a CAS of the root runs. */
 interface CasOptions {
+  /** How the root is read and written. */
+  readonly codec: RootCodec;
   /**
    * Checks the root to be written against the one it replaces, once its bytes are known to fit; what it throws stops
    * the write with nothing sent.
@@ -224,11 +226,11 @@ async function hasHistory(store: ObjectStore, ns: NamespaceId): Promise<boolean>
 async function casRoot(
   store: ObjectStore,
   ns: NamespaceId,
-  codec: RootCodec,
   next: (current: ReadRoot) => Promise<RootState | undefined> | RootState | undefined,
-  options: CasOptions = {},
+  options: CasOptions,
 ): Promise<WrittenRoot | undefined> {
   const {
+    codec,
     check,
     beforeWrite = () => {},
     maxRounds = Number.POSITIVE_INFINITY,
@@ -272,6 +274,11 @@ async function casRoot(
  * it registers.
  */
 export interface RootWriteOptions {
+  /**
+   * How the root is read and written. No default: a writer that forgot a plug-in's codec would write `root.json` (pass
+   * `jsonRootCodec` for the reference root).
+   */
+  readonly codec: RootCodec;
   /** The writer's wall clock: every segment the write removes retires at its reading then (spec 6a.1). */
   readonly clockMs?: () => number;
   /** Called right before each CAS is sent; what it throws stops the write with nothing sent (a writer budget spent). */
@@ -283,6 +290,15 @@ export interface RootWriteOptions {
   readonly minSeqOf?: (key: string) => number | undefined;
 }
 
+/** A root change about to be sent: the store, the root it replaces, the root it writes, the writer's seqs. */
+interface RootChange {
+  readonly store: ObjectStore;
+  readonly before: RootState;
+  readonly next: RootState;
+  /** The lowest seq a registered segment holds, where the writer knows it ({@link RootWriteOptions.minSeqOf}). */
+  readonly minSeqOf: (key: string) => number | undefined;
+}
+
 /**
  * Refuses a change of `before` into `next` that registers a segment no root may name (spec 6c):
  * a staged segment under a job prefix (only its job's publication names those), one `before`
@@ -291,12 +307,8 @@ export interface RootWriteOptions {
  * floor. Each is read (HEAD, a few at a time) after `before` was: a collector deletes a segment only
  * after a root write that condemns it, which fails this writer's CAS on `before` or is in `before`.
  */
-async function checkRegistrations(
-  store: ObjectStore,
-  before: RootState,
-  next: RootState,
-  minSeqOf: (key: string) => number | undefined,
-): Promise<void> {
+async function checkRegistrations(change: RootChange): Promise<void> {
+  const { before, next } = change;
   const ns = before.namespace_id;
   const { retired } = rootIndex(before);
   const registered = newlyNamed(before, next);
@@ -308,22 +320,14 @@ async function checkRegistrations(
     if (retired.has(key))
       throw new SegmentLostError(key, 'it was retired from the root and is deleted once its reader grace is over');
   }
-  await inBatches(registered, 1, HEAD_CONCURRENCY, async ([key]) =>
-    checkRegistration(store, before, next, key!, minSeqOf),
-  );
+  await inBatches(registered, 1, HEAD_CONCURRENCY, async ([key]) => checkRegistration(change, key!));
 }
 
 /** HEAD requests of one registration in flight at once. */
 const HEAD_CONCURRENCY = 16;
 
 /** One segment a change registers: in the store, not condemned, above its group's floor. */
-async function checkRegistration(
-  store: ObjectStore,
-  before: RootState,
-  next: RootState,
-  key: string,
-  minSeqOf: (key: string) => number | undefined,
-): Promise<void> {
+async function checkRegistration({ store, before, next, minSeqOf }: RootChange, key: string): Promise<void> {
   let lastModified: Date | undefined;
   try {
     ({ lastModified } = await store.head(key));
@@ -365,14 +369,12 @@ export async function updateRoot(
   store: ObjectStore,
   ns: NamespaceId,
   change: (root: RootState) => RootState,
-  codec: RootCodec,
-  options: RootWriteOptions = {},
+  options: RootWriteOptions,
 ): Promise<RootState> {
-  const { clockMs = Date.now, minSeqOf = () => undefined } = options;
+  const { codec, clockMs = Date.now, minSeqOf = () => undefined } = options;
   const written = await casRoot(
     store,
     ns,
-    codec,
     ({ root: before }) => {
       const changed = change(before);
       if (changed === before) return undefined;
@@ -383,8 +385,9 @@ export async function updateRoot(
       );
     },
     {
+      codec,
       keepHistory: true,
-      check: (before, next) => checkRegistrations(store, before, next, minSeqOf),
+      check: (before, next) => checkRegistrations({ store, before, next, minSeqOf }),
       ...(options.beforeWrite && { beforeWrite: options.beforeWrite }),
     },
   );
@@ -397,8 +400,11 @@ export async function updateRoot(
  * Undefined when the namespace has no root (no publication can land there either).
  */
 export async function fenceRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<RootState | undefined> {
-  const fenced = await casRoot(store, ns, codec, (current) =>
-    Object.freeze({ ...current.root, generation: current.root.generation + 1 }),
+  const fenced = await casRoot(
+    store,
+    ns,
+    (current) => Object.freeze({ ...current.root, generation: current.root.generation + 1 }),
+    { codec },
   );
   return fenced?.root;
 }
@@ -412,7 +418,6 @@ export async function fenceRoot(store: ObjectStore, ns: NamespaceId, codec: Root
 export const changeRoot = (
   store: ObjectStore,
   ns: NamespaceId,
-  codec: RootCodec,
   change: (current: ReadRoot) => RootState | undefined,
-  options: { readonly maxRounds: number; readonly maxBytes?: number },
-): Promise<WrittenRoot | undefined> => casRoot(store, ns, codec, change, options);
+  options: { readonly codec: RootCodec; readonly maxRounds: number; readonly maxBytes?: number },
+): Promise<WrittenRoot | undefined> => casRoot(store, ns, change, options);

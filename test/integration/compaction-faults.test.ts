@@ -230,8 +230,7 @@ describe('compaction workflow under faults', () => {
         const subject = args[0] as string;
         if (operation === 'putIfAbsent' && isLeaseKey(subject))
           firstJob ??= (parseCompactionKey(subject) as { jobId: MetadataCompactionId }).jobId;
-        const listRead =
-          operation === 'get' && firstJob !== undefined && subject === inputListKey(nsId, firstJob, 1);
+        const listRead = operation === 'get' && firstJob !== undefined && subject === inputListKey(nsId, firstJob, 1);
         if (listRead && ++listReads === 2 && !publishedFirst) await reclaim();
         const result = await call();
         if (operation === 'putIfMatch' && subject === rootKey(nsId) && publishedFirst && listReads === 2) {
@@ -287,7 +286,7 @@ describe('compaction workflow under faults', () => {
         servers.fixture.store,
         namespaceId(ns),
         (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, inodes: [replacement] } }),
-        format.plugins.rootCodec,
+        { codec: format.plugins.rootCodec },
       );
       release();
       const result = await handle.result();
@@ -372,7 +371,7 @@ describe('compaction workflow under faults', () => {
       servers.fixture.store,
       namespaceId(corrupt),
       (root) => addSegments(root, familyGroup('inodes'), [bad]),
-      jsonRootCodec,
+      { codec: jsonRootCodec },
     );
     const before = await readRoot(servers.fixture.store, namespaceId(corrupt), jsonRootCodec);
     expect(await failureType({ namespaceId: corrupt, group: 'inodes' })).toBe('SegmentCorrupt');

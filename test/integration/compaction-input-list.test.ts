@@ -62,7 +62,7 @@ describe(`a group of ${INPUTS.toLocaleString('en')} inputs, over 2 MiB of keys`,
           );
       },
     );
-    await updateRoot(fixture.store, ns, (root) => addSegments(root, group, keys), jsonRootCodec);
+    await updateRoot(fixture.store, ns, (root) => addSegments(root, group, keys), { codec: jsonRootCodec });
     const seeded = performance.now();
 
     const { client, close } = await connectClient();
@@ -71,9 +71,10 @@ describe(`a group of ${INPUTS.toLocaleString('en')} inputs, over 2 MiB of keys`,
       const result = await handle.result();
       expect(result).toMatchObject({ outcome: 'published', inputCount: INPUTS, recordsOut: INPUTS });
       expect((await readRoot(fixture.store, ns, jsonRootCodec)).root.groups[group]).toEqual(result.outputs);
-      const list = JSON.parse(
-        Buffer.from((await fixture.store.get(result.inputList)).body).toString('utf8'),
-      ) as { job_id: string; inputs: [string, string][] };
+      const list = JSON.parse(Buffer.from((await fixture.store.get(result.inputList)).body).toString('utf8')) as {
+        job_id: string;
+        inputs: [string, string][];
+      };
       expect(list.job_id).toBe(result.jobId);
       expect(list.inputs.map(([key]) => key)).toEqual(keys);
 

@@ -207,7 +207,7 @@ describe('collector pass', () => {
   const ensureRoot = async (ns: NamespaceId) => {
     if (rooted.has(ns)) return;
     rooted.add(ns);
-    await updateRoot(store, ns, (root) => root, jsonRootCodec);
+    await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
   };
   const writeLease = async (ns: NamespaceId, job: MetadataCompactionId, heartbeatAtMs: number) => {
     await ensureRoot(ns);
@@ -964,9 +964,12 @@ describe('collector pass', () => {
         const outcome = await publishCompaction(
           store,
           { namespaceId: ns, jobId: job, group, inputs, outputs },
-          { budgetMs: settings.timing.publicationBudgetMs, maxRootRaces: 3 },
-          { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - startedAt },
-          format.plugins.rootCodec,
+          {
+            budgetMs: settings.timing.publicationBudgetMs,
+            maxRootRaces: 3,
+            clock: { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - startedAt },
+            codec: format.plugins.rootCodec,
+          },
         );
         published = outcome.outcome;
       };

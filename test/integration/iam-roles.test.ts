@@ -156,7 +156,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       root.store,
       ns,
       (r) => ({ ...r, retired: [{ key: superseded, retired_at_ms: longAgo, visible_at_ms: longAgo }] }),
-      jsonRootCodec,
+      { codec: jsonRootCodec },
     );
     const [expired, orphan, live] = [newJobId(), newJobId(), newJobId()];
     const expiredStaged = await stage(ns, expired, 3);
@@ -273,9 +273,12 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const publication = await publishCompaction(
       stores.worker,
       { ...job, group, inputs, outputs },
-      { budgetMs: publicationBudgetMs, maxRootRaces: 3 },
-      { leaseClockMs: Date.now, elapsedMs: () => performance.now() - startedAt },
-      jsonRootCodec,
+      {
+        budgetMs: publicationBudgetMs,
+        maxRootRaces: 3,
+        clock: { leaseClockMs: Date.now, elapsedMs: () => performance.now() - startedAt },
+        codec: jsonRootCodec,
+      },
     );
     expect(publication).toEqual({ outcome: 'fenced', reason: 'a collector claimed the lease' });
     await deleteLease(stores.collector, job, TEST_PASS_ID);

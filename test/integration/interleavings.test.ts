@@ -218,13 +218,12 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
   const request = { ...job, group: plan.group, inputs, outputs };
   return (
     await retrying(run, actor, () =>
-      publishCompaction(
-        store,
-        request,
-        { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 },
+      publishCompaction(store, request, {
+        budgetMs: timing.publicationBudgetMs,
+        maxRootRaces: 3,
         clock,
-        jsonRootCodec,
-      ),
+        codec: jsonRootCodec,
+      }),
     )
   ).outcome;
 }

@@ -84,16 +84,19 @@ describe('raw ids at the protocol functions', () => {
         publishCompaction(
           store,
           { ...ref, group: 'bindings' as FamilyGroup, inputs: [], outputs: [] },
-          { budgetMs: 1000, maxRootRaces: 1 },
-          { leaseClockMs: () => 2, elapsedMs: () => 0 },
-          jsonRootCodec,
+          {
+            budgetMs: 1000,
+            maxRootRaces: 1,
+            clock: { leaseClockMs: () => 2, elapsedMs: () => 0 },
+            codec: jsonRootCodec,
+          },
         ),
     ],
   ];
   const namespaceCalls: [string, (ns: NamespaceId) => Promise<unknown>][] = [
     ['readRoot', (ns) => readRoot(store, ns, jsonRootCodec)],
     ['readRootIfAny', (ns) => readRootIfAny(store, ns, jsonRootCodec)],
-    ['updateRoot', (ns) => updateRoot(store, ns, (root) => root, jsonRootCodec)],
+    ['updateRoot', (ns) => updateRoot(store, ns, (root) => root, { codec: jsonRootCodec })],
     ['listJobPrefixes', (ns) => listJobPrefixes(store, ns, undefined, 10)],
     [
       'writeInputSegment',

@@ -155,7 +155,7 @@ describe('collecting a page by the pass plan', () => {
      * Returns the page's survey.
      */
     const seed = async (ns: NamespaceId) => {
-      await updateRoot(store, ns, (root) => root, jsonRootCodec);
+      await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
       const jobs = Array.from({ length: 3 }, () => newJobId()).sort();
       const staged = jobs.map((job, i) =>
         Array.from({ length: i === 0 ? 6 : 1 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort(),
@@ -263,7 +263,7 @@ describe('a page with a manifest', () => {
       },
     });
     try {
-      await updateRoot(store, ns, (root) => root, jsonRootCodec);
+      await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
       const jobs = Array.from({ length: 7 }, () => newJobId()).sort();
       // The first prefix in listing order holds six old staged segments (three batches), the others one each.
       for (const [i, job] of jobs.entries())
@@ -365,7 +365,7 @@ describe('the root fence of a page (spec 6b)', () => {
     try {
       const ns = namespaceId('dry');
       const job = newJobId();
-      await updateRoot(store, ns, (root) => root, jsonRootCodec);
+      await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
       await store.putIfAbsent(
         leaseKey(ns, job),
         encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w', nowMs: 1 })),

@@ -61,7 +61,7 @@ describe('collector', () => {
   beforeEach(async () => {
     store = createEmbeddedObjectStore({ path: join(mkdtempSync(join(tmpdir(), 'collector-')), 'store.sqlite') });
     // The walk deletes only against a root it has read (spec 6a.5): an empty one references nothing.
-    await updateRoot(store, ns, (root) => root, jsonRootCodec);
+    await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
     job = newJobId();
   });
   afterEach(() => store.close());

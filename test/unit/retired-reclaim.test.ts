@@ -47,7 +47,7 @@ describe('reclaim of superseded segments: streaming', () => {
     const written = [...retiredInputs.slice(2), ...lostWrites, ...retiredOutputs.slice(1)];
     for (const k of written) await store.put(k, bytes(k));
     const retired = [...retiredInputs, ...retiredOutputs].map((key) => ({ key, retired_at_ms: 1 }));
-    await updateRoot(store, ns, (root) => ({ ...root, retired }), jsonRootCodec);
+    await updateRoot(store, ns, (root) => ({ ...root, retired }), { codec: jsonRootCodec });
   });
   afterEach(() => store.close());
 

@@ -207,9 +207,12 @@ export async function runCompaction(env: Env, party: Party, plan: CompactionPlan
                   inputs: list.inputs,
                   ...('tombstoneSeqFloor' in output && { tombstoneSeqFloor: output.tombstoneSeqFloor }),
                 },
-                { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
-                { leaseClockMs: party.clock, elapsedMs: () => party.elapsed() - start },
-                jsonRootCodec,
+                {
+                  budgetMs: timing.publicationBudgetMs,
+                  maxRootRaces: settings.maxRootRaces,
+                  clock: { leaseClockMs: party.clock, elapsedMs: () => party.elapsed() - start },
+                  codec: jsonRootCodec,
+                },
               )
             : publicationOfReclaimedJob(
                 party.store,
