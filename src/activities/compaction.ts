@@ -67,11 +67,8 @@ export interface WorkflowSettings {
   readonly publicationTimeoutMs: number;
   readonly operationDeadlineMs: number;
   readonly maxFencedRuns: number;
-  /**
-   * The worker's store ({@link storeIdentity}): a run started without naming one works on it. Absent in runs recorded
-   * before.
-   */
-  readonly store?: string;
+  /** The worker's store ({@link storeIdentity}): a run started without naming one works on it. */
+  readonly store: string;
 }
 
 /** A job whose inputs `readGroup` fixed in its input list. */
@@ -111,7 +108,7 @@ const NAMED_MISSING_INPUTS = 10;
 const job = (input: JobInput): JobRef => ({ namespaceId: namespaceId(input.namespaceId), jobId: jobId(input.jobId) });
 
 export function createCompactionActivities(deps: CompactionDeps) {
-  const { store, settings, rootCodec } = deps;
+  const { store, settings } = deps;
   const { timing } = settings;
   return {
     async compactionSettings(): Promise<WorkflowSettings> {
@@ -133,24 +130,7 @@ export function createCompactionActivities(deps: CompactionDeps) {
      * They go to the job's input list; undefined when the group has none (nothing is written).
      */
     async readGroup(input: JobInput & { group: string }): Promise<InputListRef | undefined> {
-      const { root } = await readRoot(store, namespaceId(input.namespaceId), rootCodec);
-      const named = groupSegments(root, familyGroup(input.group));
-      // A segment named twice (a writer that registered it again) is one input: merged once, and
-      // publication replaces every mention of it. Refusing it would hold the group for good.
-      const inputs = [...new Set(named)];
-      if (inputs.length < named.length) {
-        const twice = named.filter((key, i) => named.indexOf(key) !== i);
-        Context.current().log.warn(
-          `group ${input.group} of ${input.namespaceId} names ${twice.length} segment(s) more than once, compacted once each: ${twice.slice(0, 3).join(', ')}`,
-        );
-      }
-      const etags = await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
-      if (inputs.length === 0) return undefined;
-      return writeInputList(store, job(input), Context.current().info.attempt, {
-        group: input.group,
-        inputs,
-        etags,
-      });
+      return fixGroupInputs(deps, input);
     },
 
     async createLease(input: JobInput & { ownerId: string; startedAtMs: number }): Promise<HeldLease> {
@@ -184,49 +164,84 @@ export function createCompactionActivities(deps: CompactionDeps) {
           outputs: input.outputs,
           tombstones: input.tombstones,
         },
-        rootCodec,
+        deps.rootCodec,
       );
     },
 
-    async publish(
-      input: ListedJobInput & { outputs: string[]; tombstones: string[]; tombstoneSeqFloor?: number },
-    ): Promise<PublicationOutcome> {
-      const elapsedMs = stopwatch();
-      const ref = job(input);
-      const list = await readInputListIfAny(store, ref, input.inputList);
-      const outcome = list
-        ? await publishCompaction(
-            store,
-            {
-              ...ref,
-              group: familyGroup(list.group) as FamilyGroup,
-              inputs: list.inputs,
-              outputs: input.outputs,
-              tombstones: input.tombstones,
-              ...(input.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: input.tombstoneSeqFloor }),
-            },
-            {
-              budgetMs: timing.publicationBudgetMs,
-              maxRootRaces: settings.maxRootRaces,
-              clock: { leaseClockMs: attemptClock(), elapsedMs },
-              codec: rootCodec,
-            },
-          )
-        : await publicationOfReclaimedJob(
-            store,
-            { ...ref, outputs: input.outputs, tombstones: input.tombstones },
-            rootCodec,
-          );
-      if (outcome.outcome === 'fenced') recordFence();
-      // The inputs no longer current may be the whole group: a few name the case, the rest are in the input list.
-      return outcome.outcome === 'abandoned'
-        ? { ...outcome, missingInputs: outcome.missingInputs.slice(0, NAMED_MISSING_INPUTS) }
-        : outcome;
+    async publish(input: PublishInput): Promise<PublicationOutcome> {
+      return publishJob(deps, input);
     },
   };
 }
 
 export type CompactionActivities = ReturnType<typeof createCompactionActivities>;
+
+/** The `readGroup` activity: the group's segments from one root read, checked, in an input list of this attempt. */
+async function fixGroupInputs(
+  { store, settings, rootCodec }: CompactionDeps,
+  input: JobInput & { group: string },
+): Promise<InputListRef | undefined> {
+  const { root } = await readRoot(store, namespaceId(input.namespaceId), rootCodec);
+  const named = groupSegments(root, familyGroup(input.group));
+  // A segment named twice (a writer that registered it again) is one input: merged once, and
+  // publication replaces every mention of it. Refusing it would hold the group for good.
+  const inputs = [...new Set(named)];
+  if (inputs.length < named.length) {
+    const twice = named.filter((key, i) => named.indexOf(key) !== i);
+    Context.current().log.warn(
+      `group ${input.group} of ${input.namespaceId} names ${twice.length} segment(s) more than once, compacted once each: ${twice.slice(0, 3).join(', ')}`,
+    );
+  }
+  const etags = await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
+  if (inputs.length === 0) return undefined;
+  return writeInputList(store, job(input), Context.current().info.attempt, {
+    group: input.group,
+    inputs,
+    etags,
+  });
+}
+
+/** What the `publish` activity is given: the job, its input list, and what its work staged. */
+type PublishInput = ListedJobInput & { outputs: string[]; tombstones: string[]; tombstoneSeqFloor?: number };
+
+/** The `publish` activity: by CAS, or, the job's input list reclaimed, the outcome the root shows. */
+async function publishJob(
+  { store, settings, rootCodec }: CompactionDeps,
+  input: PublishInput,
+): Promise<PublicationOutcome> {
+  const { timing } = settings;
+  const elapsedMs = stopwatch();
+  const ref = job(input);
+  const list = await readInputListIfAny(store, ref, input.inputList);
+  const outcome = list
+    ? await publishCompaction(
+        store,
+        {
+          ...ref,
+          group: familyGroup(list.group) as FamilyGroup,
+          inputs: list.inputs,
+          outputs: input.outputs,
+          tombstones: input.tombstones,
+          ...(input.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: input.tombstoneSeqFloor }),
+        },
+        {
+          budgetMs: timing.publicationBudgetMs,
+          maxRootRaces: settings.maxRootRaces,
+          clock: { leaseClockMs: attemptClock(), elapsedMs },
+          codec: rootCodec,
+        },
+      )
+    : await publicationOfReclaimedJob(
+        store,
+        { ...ref, outputs: input.outputs, tombstones: input.tombstones },
+        rootCodec,
+      );
+  if (outcome.outcome === 'fenced') recordFence();
+  // The inputs no longer current may be the whole group: a few name the case, the rest are in the input list.
+  return outcome.outcome === 'abandoned'
+    ? { ...outcome, missingInputs: outcome.missingInputs.slice(0, NAMED_MISSING_INPUTS) }
+    : outcome;
+}
 
 /**
  * The work beside its keeper, in the current activity attempt. A failed refresh is retried while the

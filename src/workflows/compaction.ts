@@ -234,7 +234,7 @@ interface JobRun {
   readonly group: FamilyGroup;
   readonly job: MetadataCompactionId;
   /** Named by every activity: a worker bound to another store refuses it. */
-  readonly store: string | undefined;
+  readonly store: string;
   readonly settings: WorkflowSettings;
   readonly activities: ReturnType<typeof jobActivities>;
   readonly view: ReturnType<typeof jobView>['view'];
@@ -279,7 +279,7 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
       namespaceId: ns,
       group,
       fencedJobIds: [...fencedJobIds, job],
-      ...(store !== undefined && { store }),
+      store,
     });
   }
   return result;
@@ -353,7 +353,7 @@ interface JobInputs {
   readonly namespaceId: NamespaceId;
   readonly jobId: MetadataCompactionId;
   readonly inputList: InputListRef;
-  readonly store: string | undefined;
+  readonly store: string;
 }
 
 /**
