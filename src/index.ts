@@ -57,7 +57,13 @@ export {
   TemporalNamespaceNotFoundError,
 } from './client/search-attributes';
 export { WorkflowTaskFailingError, type WaitOptions, type WorkflowTaskFailure } from './client/waiting';
-export { NoWorkerPollingError, waitForWorker, type NoWorkerPolling } from './client/workers';
+export {
+  NoWorkerPollingError,
+  waitForWorker,
+  type NoWorkerPolling,
+  type PolledFor,
+  type StoppedWorker,
+} from './client/workers';
 export type { CompactionResult } from './workflows/compaction';
 export type { GcReport } from './protocol/collector-report';
 /** The workflow functions, as types: `client.workflow.start<typeof gcWorkflow>('gcWorkflow', …)`. */
