@@ -121,6 +121,7 @@ export {
   SegmentLostError,
   SequenceFloorError,
   updateRoot,
+  type RootWriteOptions,
 } from './protocol/root-io';
 export { RootWentBackError } from './protocol/judged-root';
 export { EmptyCompactionError } from './protocol/publication';
