@@ -30,8 +30,8 @@ import {
   stagedSegmentKey,
 } from '../src/keys';
 import { readRoot, updateRoot } from '../src/protocol';
-import { START_OF_RETIRED } from '../src/protocol/retired-reclaim';
-import type { RetiredReclaimOptions } from '../src/protocol/rules';
+import { START_OF_RETIRED } from '../src/collector/retired-reclaim';
+import type { RetiredReclaimOptions } from '../src/collector/rules';
 import { jsonRootCodec } from '../src/root';
 import { createEmbeddedObjectStore, type ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';

@@ -26,13 +26,13 @@ import {
   type ReclaimPosition,
   type ReclaimTally,
   type WalkProgress,
-} from '../protocol';
+} from '../collector';
 import type { RootCodec } from '../root';
 import { storeIdentity, type ObjectStore } from '../store';
 import { toFailure } from './failures';
 import type { StoreBound } from './store-binding';
 
-export type { CorruptLease } from '../protocol';
+export type { CorruptLease } from '../collector';
 
 /** The longest a reclaim of superseded segments goes without a heartbeat, whatever a request takes. */
 const RETIRED_BEAT_MS = 10_000;

@@ -4,8 +4,8 @@
  * activity's own attributes. Names are prefixed `compaction_lease_`.
  */
 import { Context } from '@temporalio/activity';
-import type { PrefixOwner, ReclaimTally } from '../protocol';
-import type { RetiredTally } from '../protocol/collector-report';
+import type { PrefixOwner, ReclaimTally } from '../collector';
+import type { RetiredTally } from '../collector/report';
 import { parseManifestPartKey } from '../keys';
 
 const meter = () => Context.current().metricMeter;

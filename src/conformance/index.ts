@@ -21,7 +21,7 @@ import {
   type NamespaceId,
 } from '../keys';
 import { createJobLease, publishCompaction, readRoot } from '../protocol';
-import { reclaimRetiredSegments, START_OF_RETIRED } from '../protocol/retired-reclaim';
+import { reclaimRetiredSegments, START_OF_RETIRED } from '../collector/retired-reclaim';
 import { decodeRootWith, planPublication, stampRetirements, type RootCodec, type RootState } from '../root';
 import { createEmbeddedObjectStore, type ObjectStore } from '../store';
 

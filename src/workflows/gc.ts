@@ -30,7 +30,7 @@ import { applyDefaults, GC_PASS_SETTINGS } from '../config/declaration';
 import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix, newPassId } from '../keys';
 import type { FailureType } from '../errors';
 import { workflowRandom } from './workflow-random';
-import type { ReclaimTally } from '../protocol/collector';
+import type { ReclaimTally } from '../collector/walk';
 import {
   collectPrefixes,
   runNamespacePass,
@@ -41,7 +41,7 @@ import {
   type NamespacePass,
   type PageCollection,
   type PassRules,
-} from '../protocol/collector-plan';
+} from '../collector/plan';
 import {
   emptyReport,
   hasNamespaceProblems,
@@ -50,7 +50,7 @@ import {
   passFailed,
   REPORT_LIMIT,
   type GcReport,
-} from '../protocol/collector-report';
+} from '../collector/report';
 import { inBatches } from '../store/batches';
 import { clockSkew } from '../store/clock-skew';
 import { activityOptions, type ActivitySettings } from './activity-options';
@@ -63,8 +63,8 @@ import {
   GcPrefixesSeen,
 } from './search-attributes';
 
-export type { GcReport, GcTotals, NamespaceRootProblem } from '../protocol/collector-report';
-export { REPORT_LIMIT } from '../protocol/collector-report';
+export type { GcReport, GcTotals, NamespaceRootProblem } from '../collector/report';
+export { REPORT_LIMIT } from '../collector/report';
 
 /** What a pass returns: its report, and whether every namespace was collected cleanly. */
 export interface GcPassReport extends GcReport {

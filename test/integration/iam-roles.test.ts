@@ -37,16 +37,14 @@ import {
 } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import {
-  claimLease,
   createJobLease,
-  deleteLease,
   LeaseLostError,
   publishCompaction,
-  readPassManifest,
   readRoot,
   refreshJobLease,
   updateRoot,
 } from '../../src/protocol';
+import { claimLease, deleteLease, readPassManifest } from '../../src/collector';
 import { jsonRootCodec } from '../../src/root';
 import { createS3ObjectStore, StoreConfigError, verifyStore, type ObjectStore } from '../../src/store';
 import type { GcReport } from '../../src/workflows/gc';

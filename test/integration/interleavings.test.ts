@@ -28,15 +28,18 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import {
-  collectPrefixes,
   createJobLease,
-  DeleteFailedError,
-  executeOnStore,
   LeaseLostError,
   publishCompaction,
   PublicationBudgetExceededError,
   readRoot,
   refreshJobLease,
+  type PublicationOutcome,
+} from '../../src/protocol';
+import {
+  collectPrefixes,
+  DeleteFailedError,
+  executeOnStore,
   runNamespacePass,
   START_OF_WALK,
   startNamespacePass,
@@ -44,9 +47,8 @@ import {
   type PageCollection,
   type PageProgress,
   type PassRules,
-  type PublicationOutcome,
   type SettledOwner,
-} from '../../src/protocol';
+} from '../../src/collector';
 import { encodeRoot, groupSegments, jsonRootCodec } from '../../src/root';
 import {
   AmbiguousError,

@@ -18,23 +18,22 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
+import { readRoot, updateRoot } from '../../src/protocol';
 import {
   EMPTY_TALLY,
   REPORT_LIMIT,
   collectPrefixes,
   executeOnStore,
   readPassManifest,
-  readRoot,
   runNamespacePass,
   startNamespacePass,
-  updateRoot,
   type CollectorCommand,
   type CollectorExecutor,
   type CollectorResult,
   type PageCollection,
   type PassRules,
   type SurveyedPrefix,
-} from '../../src/protocol';
+} from '../../src/collector';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import { jsonRootCodec } from '../../src/root';
 import { TEST_PASS_ID } from '../support/pass';

@@ -29,8 +29,8 @@ import {
   surveyLease,
   type ReclaimPosition,
   type ExpiredLease,
-} from '../../src/protocol/collector';
-import type { ReclaimOptions } from '../../src/protocol/rules';
+} from '../../src/collector/walk';
+import type { ReclaimOptions } from '../../src/collector/rules';
 import { jsonRootCodec } from '../../src/root';
 import { RootMissingError, updateRoot } from '../../src/protocol/root-io';
 import {

@@ -13,8 +13,8 @@ import {
   stagedSegmentKey,
 } from '../../src/keys';
 import { readRoot, updateRoot } from '../../src/protocol';
-import { reclaimRetiredSegments, START_OF_RETIRED, type RetiredPosition } from '../../src/protocol/retired-reclaim';
-import type { RetiredReclaimOptions } from '../../src/protocol/rules';
+import { reclaimRetiredSegments, START_OF_RETIRED, type RetiredPosition } from '../../src/collector/retired-reclaim';
+import type { RetiredReclaimOptions } from '../../src/collector/rules';
 import { jsonRootCodec } from '../../src/root';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 

@@ -19,8 +19,8 @@ import {
   type GcReport,
   type PageCollection,
   type PassRules,
-} from '../../../src/protocol';
-import { START_OF_RETIRED, type RetiredPosition } from '../../../src/protocol/retired-reclaim';
+} from '../../../src/collector';
+import { START_OF_RETIRED, type RetiredPosition } from '../../../src/collector/retired-reclaim';
 import { jsonRootCodec } from '../../../src/root';
 import type { Env } from '../env';
 import type { PassContext } from '../invariants';

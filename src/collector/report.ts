@@ -3,7 +3,7 @@
  * up. Pure: the workflow and the planner both fold results into one report with {@link mergeReport}.
  */
 import { bounded, MESSAGE_LIMIT } from '../errors';
-import type { ReclaimTally, RootProblem } from './collector';
+import type { ReclaimTally, RootProblem } from './walk';
 
 export interface CorruptLease {
   readonly key: string;

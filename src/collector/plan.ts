@@ -31,9 +31,9 @@ import type {
   RootProblem,
   SettledOwner,
   SurveyedPrefix,
-} from './collector';
+} from './walk';
 import type { LeaseFacts, PartWait } from './manifest';
-import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './collector-report';
+import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './report';
 import type { RetiredPosition, RetiredReclaimOutcome } from './retired-reclaim';
 import type { PassRules } from './rules';
 

@@ -10,7 +10,7 @@ import { TypedError } from '../errors';
 import { inputSegmentsPrefix, judgedRootKey, rootKey, type NamespaceId } from '../keys';
 import { decodeRootWith, encodeRootForWrite, rootIndex, type RootCodec } from '../root';
 import { AmbiguousError, ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
-import { RootLostError, RootMissingError, type ReadRoot } from './root-io';
+import { RootLostError, RootMissingError, type ReadRoot } from '../protocol/root-io';
 
 /** The root's generation is lower than one a pass already judged the namespace by: it went back. */
 export class RootWentBackError extends TypedError {

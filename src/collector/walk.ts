@@ -39,8 +39,8 @@ import {
   ObjectTooLargeError,
 } from '../store';
 import { isDryRunEtag } from '../store/dry-run';
-import { leaseReadOf, readLease, type JobRef, type LeaseRead } from './lease-read';
-import { readRoot, RootLostError, RootMissingError, type ReadRoot } from './root-io';
+import { leaseReadOf, readLease, type JobRef, type LeaseRead } from '../protocol/lease-read';
+import { readRoot, RootLostError, RootMissingError, type ReadRoot } from '../protocol/root-io';
 import { judgeRoot, RootWentBackError } from './judged-root';
 import { isRetainedByRoot } from './retired';
 import type { OwnerRules, ReclaimOptions } from './rules';

@@ -1,6 +1,6 @@
 /**
  * The collector's reclaim of superseded segments and lost writes (spec 6a), over the store port:
- * the decisions are src/protocol/retired's, made at the pass's fixed clock. It streams like the
+ * the decisions are src/collector/retired's, made at the pass's fixed clock. It streams like the
  * job-prefix walk: one listing of `metadata/segments/`, then one listing per job prefix that holds
  * due retired outputs, each deleted in batches as it is listed, so its memory is a batch and the
  * root's own lists, never the keys under `metadata/segments/`. Data first, records last: a batch's
@@ -18,11 +18,11 @@ import {
 } from '../root';
 import type { ObjectInfo, ObjectStore } from '../store';
 import { LAST_MODIFIED_RESOLUTION_MS } from '../store/clock-skew';
-import { atLeast, DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } from './collector';
+import { atLeast, DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } from './walk';
 import { decideSegment, droppableRecords, dueRetiredKeys, isCondemned, withoutReclaimed } from './retired';
 import type { RetiredReclaimOptions, RetiredRules } from './rules';
-import { EMPTY_RETIRED_TALLY, type RetiredTally } from './collector-report';
-import { changeRoot, readRoot } from './root-io';
+import { EMPTY_RETIRED_TALLY, type RetiredTally } from './report';
+import { changeRoot, readRoot } from '../protocol/root-io';
 import { judgeRoot } from './judged-root';
 import { deleterOf, type Deleter } from './manifest';
 

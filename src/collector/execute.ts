@@ -15,16 +15,16 @@ import {
   rootProblemOf,
   START_OF_WALK,
   surveyLeases,
-} from './collector';
+} from './walk';
 import {
   collectPrefixes,
   type CollectorCommand,
   type CollectorResult,
   type PassRules,
   type WalkProgress,
-} from './collector-plan';
+} from './plan';
 import { reclaimRetiredSegments, START_OF_RETIRED } from './retired-reclaim';
-import { fenceRoot } from './root-io';
+import { fenceRoot } from '../protocol/root-io';
 import { deleterOf, type Deleter } from './manifest';
 import { reclaimExpiredManifests } from './manifest-reclaim';
 
