@@ -16,7 +16,7 @@ import {
 import { decideOwner, MAX_LEASE_BYTES, type LeaseState } from '../lease';
 import { leaseReadOf, readLease, readRootIfAny, type LeaseRead } from '../protocol';
 import { referencedKeys, type RootState } from '../root';
-import { listJobPrefixes, listNamespaces } from '../collector/walk';
+import { listJobPrefixes, listNamespaces } from '../collector/listing';
 import { inBatches } from '../store/batches';
 import { NotFoundError, ObjectTooLargeError, type ObjectStore } from '../store';
 import type { CliContext } from './context';

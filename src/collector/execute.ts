@@ -6,16 +6,10 @@ import { jobId, passId, rootKey, type NamespaceId } from '../keys';
 import type { RootCodec } from '../root';
 import type { ObjectStore } from '../store';
 import { dryRunStore } from '../store/dry-run';
-import {
-  claimLease,
-  deleteLease,
-  findRootProblem,
-  listJobPrefixes,
-  reclaimPrefix,
-  rootProblemOf,
-  START_OF_WALK,
-  surveyLeases,
-} from './walk';
+import { claimLease, deleteLease, surveyLeases } from './claim';
+import { findRootProblem, rootProblemOf } from './root-problem';
+import { listJobPrefixes } from './listing';
+import { reclaimPrefix, START_OF_WALK } from './walk';
 import {
   collectPrefixes,
   type CollectorCommand,

@@ -1,3 +1,6 @@
+export * from './listing';
+export * from './claim';
+export * from './root-problem';
 export * from './walk';
 export type { OwnerRules, ReclaimOptions } from './rules';
 export * from './execute';

@@ -1,7 +1,7 @@
 /** The collector's reclaim of its own manifests once they are older than the manifest retention */
 import { parseManifestPartKey, passClockMs, passManifestPrefix, type NamespaceId } from '../keys';
 import type { ObjectStore } from '../store';
-import { DeleteFailedError } from './walk';
+import { DeleteFailedError } from './manifest';
 import type { Deleter } from './manifest';
 import { listManifestPasses } from './manifest-read';
 

@@ -20,18 +20,10 @@ import {
   passManifestPrefix,
 } from '../keys';
 import { Lanes } from '../store/lanes';
-import type {
-  ChildrenPage,
-  ClaimableOwner,
-  HeldClaim,
-  PrefixOwner,
-  PrefixRule,
-  ReclaimPosition,
-  ReclaimTally,
-  RootProblem,
-  SettledOwner,
-  SurveyedPrefix,
-} from './walk';
+import type { ChildrenPage } from './listing';
+import type { ClaimableOwner, HeldClaim, PrefixOwner, SettledOwner, SurveyedPrefix } from './claim';
+import type { PrefixRule, ReclaimPosition, ReclaimTally } from './walk';
+import type { RootProblem } from './root-problem';
 import type { LeaseFacts, PartWait } from './manifest';
 import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './report';
 import type { RetiredPosition, RetiredReclaimOutcome } from './retired-reclaim';

@@ -3,7 +3,8 @@
  * up. Pure: the workflow and the planner both fold results into one report with {@link mergeReport}.
  */
 import { bounded, MESSAGE_LIMIT } from '../errors';
-import type { ReclaimTally, RootProblem } from './walk';
+import type { ReclaimTally } from './walk';
+import type { RootProblem } from './root-problem';
 
 export interface CorruptLease {
   readonly key: string;

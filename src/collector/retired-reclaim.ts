@@ -18,7 +18,8 @@ import {
 } from '../root';
 import type { ObjectInfo, ObjectStore } from '../store';
 import { LAST_MODIFIED_RESOLUTION_MS } from '../store/clock-skew';
-import { atLeast, DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } from './walk';
+import { atLeast, oversizeProblem, rootProblemOf, type RootProblem } from './root-problem';
+import { DeleteFailedError } from './manifest';
 import { decideSegment, droppableRecords, dueRetiredKeys, isCondemned, withoutReclaimed } from './retired';
 import type { RetiredReclaimOptions, RetiredRules } from './rules';
 import { EMPTY_RETIRED_TALLY, type RetiredTally } from './report';

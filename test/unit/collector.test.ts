@@ -19,17 +19,19 @@ import {
   claimLease,
   ClaimLostError,
   deleteLease,
+  refreshClaim,
+  surveyLease,
+  type ExpiredLease,
+} from '../../src/collector/claim';
+import {
   EMPTY_TALLY,
-  findRootProblem,
-  listJobPrefixes,
   reclaimPositionFrom,
   reclaimPrefix,
-  refreshClaim,
   START_OF_WALK,
-  surveyLease,
   type ReclaimPosition,
-  type ExpiredLease,
 } from '../../src/collector/walk';
+import { findRootProblem } from '../../src/collector/root-problem';
+import { listJobPrefixes } from '../../src/collector/listing';
 import type { ReclaimOptions } from '../../src/collector/rules';
 import { jsonRootCodec } from '../../src/root';
 import { RootMissingError, updateRoot } from '../../src/protocol/root-io';

@@ -22,11 +22,9 @@ import { FAILURE_TYPES, NON_RETRYABLE_FAILURE_TYPES, TypedError } from '../../sr
 import * as keys from '../../src/keys';
 import * as leaseCodec from '../../src/lease/codec';
 import * as leaseState from '../../src/lease/state';
-import * as collector from '../../src/collector/walk';
-import * as collectorPlan from '../../src/collector/plan';
+import * as collector from '../../src/collector';
 import * as inputManifest from '../../src/protocol/input-manifest';
 import * as jobLease from '../../src/protocol/job-lease';
-import * as judgedRoot from '../../src/collector/judged-root';
 import * as publication from '../../src/protocol/publication';
 import * as rootIo from '../../src/protocol/root-io';
 import * as root from '../../src/root';
@@ -50,10 +48,8 @@ const modules = [
   leaseCodec,
   leaseState,
   collector,
-  collectorPlan,
   inputManifest,
   jobLease,
-  judgedRoot,
   publication,
   rootIo,
   root,
