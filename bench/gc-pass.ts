@@ -137,8 +137,11 @@ async function main(): Promise<void> {
       const [started, cpuBefore] = [performance.now(), cpuSeconds()];
       const scan = await runNamespacePass(
         startNamespacePass(ns, scanRules),
-        (command, walk) =>
-          executeOnStore(store, ns, scanRules, command, { ...walk, onManifestPart }, { codec: jsonRootCodec }),
+        (command, progress) =>
+          executeOnStore({ store, namespaceId: ns, rules: scanRules, codec: jsonRootCodec }, command, {
+            ...progress,
+            onManifestPart,
+          }),
         async () => {},
       );
       const [ms, cpuAfter] = [performance.now() - started, cpuSeconds()];

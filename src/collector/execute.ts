@@ -1,26 +1,31 @@
 /**
- * Runs the commands of a namespace's pass plan against the store: the one executor behind the
- * collector's activities and behind tests and benchmarks that run a pass without Temporal.
+ * Runs the commands of a namespace's pass plan against the store: the table's store column, one function per command
+ * kind (src/collector/commands), behind the collector's activities and behind tests and benchmarks that run a pass
+ * without Temporal.
  */
 import { jobId, passId, rootKey, type NamespaceId } from '../keys';
 import type { RootCodec } from '../root';
 import type { ObjectStore } from '../store';
 import { dryRunStore } from '../store/dry-run';
-import { claimLease, deleteLease, surveyLeases } from './claim';
-import { findRootProblem, rootProblemOf } from './root-problem';
-import { listJobPrefixes } from './listing';
-import { reclaimPrefix, START_OF_WALK } from './walk';
-import {
-  collectPrefixes,
-  type CollectorCommand,
-  type CollectorResult,
-  type PassRules,
-  type WalkProgress,
-} from './plan';
-import { reclaimRetiredSegments, START_OF_RETIRED } from './retired-reclaim';
 import { fenceRoot } from '../protocol/root-io';
+import { claimLease, deleteLease, surveyLeases } from './claim';
+import {
+  COMMAND_KINDS,
+  type CollectorCommand,
+  type CollectorExecutor,
+  type CollectorResult,
+  type CommandKind,
+  type CommandOf,
+  type CommandProgress,
+  type ResultOf,
+} from './commands';
+import { listJobPrefixes } from './listing';
 import { deleterOf, type Deleter } from './manifest';
 import { reclaimExpiredManifests } from './manifest-reclaim';
+import { reclaimRetiredSegments, START_OF_RETIRED } from './retired-reclaim';
+import { findRootProblem, rootProblemOf } from './root-problem';
+import type { PassRules } from './rules';
+import { reclaimPrefix, START_OF_WALK } from './walk';
 
 /**
  * The deleter of a namespace's pass: through the dry-run store in a dry run, each batch recorded
@@ -46,8 +51,11 @@ export function passDeleter(
   return deleterOf(rules.dryRun ? dryRunStore(store) : store, manifest);
 }
 
-/** What the commands of a pass run with besides the store and the rules. */
-export interface ExecutionContext {
+/** Where the commands of a namespace's pass run: its store, namespace and rules, and how they read and delete. */
+export interface PassOnStore {
+  readonly store: ObjectStore;
+  readonly namespaceId: NamespaceId;
+  readonly rules: PassRules;
   /** How the root is read and written (the worker's codec). */
   readonly codec: RootCodec;
   /** The {@link passDeleter} the commands of one page share (so their lines share parts); a fresh one by default. */
@@ -59,113 +67,116 @@ export interface ExecutionContext {
   readonly clockMs?: () => number;
 }
 
+/** What one command runs with: the pass's store (the dry-run store in a dry run), its deleter, and its progress. */
+interface Execution extends Required<PassOnStore> {
+  readonly progress: CommandProgress;
+  /** The deleter, waiting for a part out of its lane when the command has nothing else to do meanwhile. */
+  readonly awaiting: Deleter;
+  /** Runs another command of the pass (the commands a page is made of). */
+  readonly execute: CollectorExecutor;
+}
+
+type OnStore<K extends CommandKind> = (command: CommandOf<K>, at: Execution) => Promise<ResultOf<K>>;
+
+/** How each kind of command runs against the store: the table's store column. */
+const ON_STORE: { readonly [K in CommandKind]: OnStore<K> } = {
+  listJobPrefixes: async (command, { store, namespaceId, rules }) => ({
+    kind: 'listed',
+    page: await listJobPrefixes(store, namespaceId, command.after, rules.prefixesPerPage),
+  }),
+  readRoot: async (_, { store, namespaceId, codec }) => {
+    const judged = await findRootProblem(store, namespaceId, codec);
+    return { kind: 'rootRead', ...('problem' in judged ? judged : { problem: null, generation: judged.generation }) };
+  },
+  surveyLeases: async (command, { store, namespaceId, rules, progress }) => ({
+    kind: 'surveyed',
+    prefixes: await surveyLeases(store, namespaceId, command.jobIds.map(jobId), rules, progress.onRead),
+  }),
+  claimLease: async (command, { store, namespaceId, rules, clockMs }) => ({
+    kind: 'claimed',
+    owner: await claimLease(store, { namespaceId, jobId: jobId(command.jobId) }, rules, command.seen, clockMs),
+  }),
+  reclaimPrefix: async (command, { store, namespaceId, rules, codec, deletes, clockMs, progress }) => {
+    const walk = {
+      codec,
+      from: command.from ?? START_OF_WALK,
+      deletes,
+      clockMs,
+      ...(progress.onProgress && { onProgress: progress.onProgress }),
+      ...(command.why && { why: command.why }),
+      ...(progress.awaitPart && { awaitLastPart: progress.awaitPart }),
+      ...(command.minRootGeneration !== undefined && { minRootGeneration: command.minRootGeneration }),
+    };
+    const tally = await reclaimPrefix(store, { namespaceId, jobId: jobId(command.jobId) }, rules, walk);
+    return { kind: 'reclaimed', tally };
+  },
+  collectPrefixes: (command, { namespaceId, rules, execute, progress }) =>
+    COMMAND_KINDS.collectPrefixes.byCommands(command, {
+      namespaceId,
+      rules,
+      execute,
+      ...(progress.onProgress && { onProgress: progress.onProgress }),
+    }),
+  deleteLease: async (command, { store, namespaceId, rules, awaiting }) => {
+    const job = { namespaceId, jobId: jobId(command.jobId) };
+    const deleted = await deleteLease(store, job, rules.passId, awaiting, command.lease, command.claim);
+    return deleted ? { kind: 'leaseDeleted' } : { kind: 'claimLost' };
+  },
+  reclaimRetiredSegments: async (command, { store, namespaceId, rules, codec, awaiting, progress }) => {
+    const from = command.from ?? START_OF_RETIRED;
+    const onProgress = progress.onProgress ?? (() => {});
+    const outcome = await reclaimRetiredSegments(store, namespaceId, rules, from, onProgress, codec, awaiting);
+    // The namespace's expired manifests go last, like retired segments only where the root was readable.
+    if (!('tally' in outcome) || rules.manifestRetentionMs === undefined) return { kind: 'retiredReclaimed', outcome };
+    const { nowMs, manifestRetentionMs } = rules;
+    const manifestPartsDeleted = await reclaimExpiredManifests(
+      store,
+      namespaceId,
+      nowMs,
+      manifestRetentionMs,
+      awaiting,
+    );
+    return { kind: 'retiredReclaimed', outcome: { ...outcome, manifestPartsDeleted } };
+  },
+  fenceRoot: async (_, { store, namespaceId, codec }) => {
+    try {
+      return (await fenceRoot(store, namespaceId, codec))
+        ? { kind: 'rootFenced' }
+        : { kind: 'fenceFailed', message: `root ${rootKey(namespaceId)} does not exist` };
+    } catch (err) {
+      // A corrupt root cannot be fenced, and no retry changes that; an unreachable store is retried.
+      const problem = rootProblemOf(err, namespaceId);
+      if (problem?.problem !== 'corrupt') throw err;
+      return { kind: 'fenceFailed', message: problem.reason };
+    }
+  },
+};
+
+/** Runs `command` by its kind's row of the store column. */
+const onStore = <K extends CommandKind>(command: CommandOf<K>, at: Execution): Promise<ResultOf<K>> =>
+  (ON_STORE[command.kind] as OnStore<K>)(command, at);
+
 /**
  * Executes one command of a namespace's pass plan against the store, under the pass's rules.
  * Failures are thrown, for the caller to retry (an activity's retry policy, a test's loop). A dry run
  * is the same execution against a store that records its writes instead of making them: the one
  * place the flag decides anything but the report and metrics.
  */
-export async function executeOnStore(
-  store: ObjectStore,
-  ns: NamespaceId,
-  rules: PassRules,
+export function executeOnStore(
+  pass: PassOnStore,
   command: CollectorCommand,
-  progress: WalkProgress,
-  context: ExecutionContext,
+  progress: CommandProgress = {},
 ): Promise<CollectorResult> {
-  const deletes = context.deletes ?? passDeleter(store, ns, rules, progress.onManifestPart);
-  return execute(rules.dryRun ? dryRunStore(store) : store, ns, rules, command, progress, {
-    ...context,
-    deletes,
-    clockMs: context.clockMs ?? Date.now,
-  });
-}
-
-async function execute(
-  store: ObjectStore,
-  ns: NamespaceId,
-  rules: PassRules,
-  command: CollectorCommand,
-  progress: WalkProgress,
-  context: Required<ExecutionContext>,
-): Promise<CollectorResult> {
-  const { codec, clockMs, deletes: pageDeletes } = context;
-  // A command with nothing else to do while its part is written waits for it out of its lane (a page's prefixes).
-  const deletes = progress.awaitPart ? pageDeletes.awaitingPartsWith(progress.awaitPart) : pageDeletes;
-  const job = (id: string) => ({ namespaceId: ns, jobId: jobId(id) });
-  switch (command.kind) {
-    case 'listJobPrefixes':
-      return { kind: 'listed', page: await listJobPrefixes(store, ns, command.after, rules.prefixesPerPage) };
-    case 'readRoot':
-      return {
-        kind: 'rootRead',
-        ...(await findRootProblem(store, ns, codec).then((judged) =>
-          'problem' in judged ? judged : { problem: null, generation: judged.generation },
-        )),
-      };
-    case 'surveyLeases':
-      return {
-        kind: 'surveyed',
-        prefixes: await surveyLeases(store, ns, command.jobIds.map(jobId), rules, progress.onRead),
-      };
-    case 'claimLease':
-      return { kind: 'claimed', owner: await claimLease(store, job(command.jobId), rules, command.seen, clockMs) };
-    case 'reclaimPrefix': {
-      const walk = {
-        codec,
-        from: command.from ?? START_OF_WALK,
-        onProgress: progress.onProgress,
-        deletes: pageDeletes,
-        clockMs,
-        ...(command.why && { why: command.why }),
-        ...(progress.awaitPart && { awaitLastPart: progress.awaitPart }),
-        ...(command.minRootGeneration !== undefined && { minRootGeneration: command.minRootGeneration }),
-      };
-      return { kind: 'reclaimed', tally: await reclaimPrefix(store, job(command.jobId), rules, walk) };
-    }
-    case 'collectPrefixes': {
-      const inner = (next: CollectorCommand, walk: WalkProgress) => execute(store, ns, rules, next, walk, context);
-      return {
-        kind: 'collected',
-        report: await collectPrefixes(ns, command.prefixes, rules, inner, progress.page, command.rootGeneration),
-      };
-    }
-    case 'deleteLease':
-      return (await deleteLease(store, job(command.jobId), rules.passId, deletes, command.lease, command.claim))
-        ? { kind: 'leaseDeleted' }
-        : { kind: 'claimLost' };
-    case 'reclaimRetiredSegments': {
-      const outcome = await reclaimRetiredSegments(
-        store,
-        ns,
-        rules,
-        command.from ?? START_OF_RETIRED,
-        progress.onRetiredProgress ?? (() => {}),
-        codec,
-        deletes,
-      );
-      // The namespace's expired manifests go last, like superseded segments only where the root was readable.
-      if (!('tally' in outcome) || rules.manifestRetentionMs === undefined)
-        return { kind: 'retiredReclaimed', outcome };
-      const manifestPartsDeleted = await reclaimExpiredManifests(
-        store,
-        ns,
-        rules.nowMs,
-        rules.manifestRetentionMs,
-        deletes,
-      );
-      return { kind: 'retiredReclaimed', outcome: { ...outcome, manifestPartsDeleted } };
-    }
-    case 'fenceRoot':
-      try {
-        return (await fenceRoot(store, ns, codec))
-          ? { kind: 'rootFenced' }
-          : { kind: 'fenceFailed', message: `root ${rootKey(ns)} does not exist` };
-      } catch (err) {
-        // A corrupt root cannot be fenced, and no retry changes that; an unreachable store is retried.
-        const problem = rootProblemOf(err, ns);
-        if (problem?.problem !== 'corrupt') throw err;
-        return { kind: 'fenceFailed', message: problem.reason };
-      }
-  }
+  const full: Required<PassOnStore> = {
+    ...pass,
+    store: pass.rules.dryRun ? dryRunStore(pass.store) : pass.store,
+    deletes: pass.deletes ?? passDeleter(pass.store, pass.namespaceId, pass.rules, progress.onManifestPart),
+    clockMs: pass.clockMs ?? Date.now,
+  };
+  // A command with nothing else to do while its part is written waits for it out of its lane (a page's prefixes);
+  // the commands of a page share its deleter.
+  const execute: CollectorExecutor = (next, inner = {}) =>
+    executeOnStore({ ...pass, deletes: full.deletes }, next, inner);
+  const awaiting = progress.awaitPart ? full.deletes.awaitingPartsWith(progress.awaitPart) : full.deletes;
+  return onStore(command, { ...full, progress, awaiting, execute });
 }

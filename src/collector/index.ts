@@ -10,3 +10,4 @@ export * from './manifest';
 export * from './manifest-read';
 export * from './manifest-reclaim';
 export * from './judged-root';
+export * from './commands';

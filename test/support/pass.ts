@@ -39,7 +39,7 @@ export function passAhead(
   };
   return runNamespacePass(
     startNamespacePass(ns, rules),
-    (command, walk) => executeOnStore(store, ns, rules, command, walk, { codec: jsonRootCodec }),
+    (command, progress) => executeOnStore({ store, namespaceId: ns, rules, codec: jsonRootCodec }, command, progress),
     async () => {},
   );
 }
