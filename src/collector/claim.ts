@@ -105,6 +105,14 @@ const isUnclear = (err: unknown): boolean =>
   err instanceof ConflictError ||
   err instanceof AmbiguousError;
 
+/** What a claim starts from and stamps its lease with. */
+export interface ClaimOptions {
+  /** A survey's earlier read of the lease: the claim's CAS uses its ETag, and needs no GET of its own. */
+  readonly seen?: ClaimableOwner;
+  /** The wall clock the claim is stamped at. */
+  readonly clockMs?: () => number;
+}
+
 /**
  * Claims the prefix for pass `rules.passId` (spec 6.2), deciding the owner from one GET (or from
  * `seen`, a survey's earlier read of the same lease): an expired lease (a job's, or another pass's
@@ -121,8 +129,7 @@ export async function claimLease(
   store: ObjectStore,
   job: JobRef,
   rules: OwnerRules,
-  seen?: ClaimableOwner,
-  clockMs: () => number = Date.now,
+  { seen, clockMs = Date.now }: ClaimOptions = {},
 ): Promise<SettledOwner> {
   const key = leaseKey(job.namespaceId, job.jobId);
   let lastError: unknown;
@@ -180,9 +187,8 @@ export class ClaimLostError extends TypedError {
 export async function refreshClaim(
   store: ObjectStore,
   job: JobRef,
-  passId: string,
   held: HeldClaim,
-  clockMs: () => number,
+  { passId, clockMs }: { readonly passId: string; readonly clockMs: () => number },
 ): Promise<HeldClaim | undefined> {
   const key = leaseKey(job.namespaceId, job.jobId);
   const current = {
@@ -216,6 +222,16 @@ export const leaseDeletion = (object: ObjectInfo, lease: LeaseFacts | undefined)
   read: lease ? { lease } : {},
 });
 
+/** How a lease is released: the deleter that records it, the lease as the claim read it, and the claim. */
+export interface LeaseRelease {
+  /** Records the lease's line before it goes; a deleter of its own (no manifest) by default. */
+  readonly deletes?: Deleter;
+  /** The lease as the claim read it, for the manifest. */
+  readonly lease?: LeaseFacts;
+  /** The claim as this pass wrote it. */
+  readonly claim?: HeldClaim;
+}
+
 /**
  * Deletes the lease this pass owns, after its manifest line: the line the walk of its prefix
  * recorded with its last batch (from the walk's listing), else one of its own, from the read below.
@@ -233,9 +249,7 @@ export async function deleteLease(
   store: ObjectStore,
   job: JobRef,
   passId: string,
-  deletes: Deleter = deleterOf(store, undefined),
-  lease?: LeaseFacts,
-  claim?: HeldClaim,
+  { deletes = deleterOf(store, undefined), lease, claim }: LeaseRelease = {},
 ): Promise<boolean> {
   const key = leaseKey(job.namespaceId, job.jobId);
   // A dry run's claim was recorded, never written: the lease it would delete is the one it would have claimed, as the
@@ -274,8 +288,7 @@ const SURVEY_CONCURRENCY = 8;
  */
 export async function surveyLeases(
   store: ObjectStore,
-  ns: NamespaceId,
-  jobIds: readonly MetadataCompactionId[],
+  { namespaceId: ns, jobIds }: { readonly namespaceId: NamespaceId; readonly jobIds: readonly MetadataCompactionId[] },
   rules: OwnerRules,
   onRead: () => void = () => {},
 ): Promise<SurveyedPrefix[]> {

@@ -22,7 +22,7 @@ import {
 import { listJobPrefixes } from './listing';
 import { deleterOf, type Deleter } from './manifest';
 import { reclaimExpiredManifests } from './manifest-reclaim';
-import { reclaimRetiredSegments, START_OF_RETIRED } from './retired-reclaim';
+import { reclaimRetiredSegments } from './retired-reclaim';
 import { findRootProblem, rootProblemOf } from './root-problem';
 import type { PassRules } from './rules';
 import { reclaimPrefix, START_OF_WALK } from './walk';
@@ -90,11 +90,14 @@ const ON_STORE: { readonly [K in CommandKind]: OnStore<K> } = {
   },
   surveyLeases: async (command, { store, namespaceId, rules, progress }) => ({
     kind: 'surveyed',
-    prefixes: await surveyLeases(store, namespaceId, command.jobIds.map(jobId), rules, progress.onRead),
+    prefixes: await surveyLeases(store, { namespaceId, jobIds: command.jobIds.map(jobId) }, rules, progress.onRead),
   }),
   claimLease: async (command, { store, namespaceId, rules, clockMs }) => ({
     kind: 'claimed',
-    owner: await claimLease(store, { namespaceId, jobId: jobId(command.jobId) }, rules, command.seen, clockMs),
+    owner: await claimLease(store, { namespaceId, jobId: jobId(command.jobId) }, rules, {
+      seen: command.seen,
+      clockMs,
+    }),
   }),
   reclaimPrefix: async (command, { store, namespaceId, rules, codec, deletes, clockMs, progress }) => {
     const walk = {
@@ -119,23 +122,22 @@ const ON_STORE: { readonly [K in CommandKind]: OnStore<K> } = {
     }),
   deleteLease: async (command, { store, namespaceId, rules, awaiting }) => {
     const job = { namespaceId, jobId: jobId(command.jobId) };
-    const deleted = await deleteLease(store, job, rules.passId, awaiting, command.lease, command.claim);
+    const { lease, claim } = command;
+    const deleted = await deleteLease(store, job, rules.passId, { deletes: awaiting, lease, claim });
     return deleted ? { kind: 'leaseDeleted' } : { kind: 'claimLost' };
   },
   reclaimRetiredSegments: async (command, { store, namespaceId, rules, codec, awaiting, progress }) => {
-    const from = command.from ?? START_OF_RETIRED;
-    const onProgress = progress.onProgress ?? (() => {});
-    const outcome = await reclaimRetiredSegments(store, namespaceId, rules, from, onProgress, codec, awaiting);
+    const run = {
+      codec,
+      deletes: awaiting,
+      ...(command.from && { from: command.from }),
+      ...(progress.onProgress && { onProgress: progress.onProgress }),
+    };
+    const outcome = await reclaimRetiredSegments(store, namespaceId, rules, run);
     // The namespace's expired manifests go last, like retired segments only where the root was readable.
     if (!('tally' in outcome) || rules.manifestRetentionMs === undefined) return { kind: 'retiredReclaimed', outcome };
-    const { nowMs, manifestRetentionMs } = rules;
-    const manifestPartsDeleted = await reclaimExpiredManifests(
-      store,
-      namespaceId,
-      nowMs,
-      manifestRetentionMs,
-      awaiting,
-    );
+    const retention = { nowMs: rules.nowMs, retentionMs: rules.manifestRetentionMs };
+    const manifestPartsDeleted = await reclaimExpiredManifests(store, namespaceId, retention, awaiting);
     return { kind: 'retiredReclaimed', outcome: { ...outcome, manifestPartsDeleted } };
   },
   fenceRoot: async (_, { store, namespaceId, codec }) => {

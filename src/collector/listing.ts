@@ -28,13 +28,19 @@ export interface ChildrenPage<T> {
   readonly next: string | undefined;
 }
 
+/** A page of children to list: under `prefix`, after `after`, at most `limit`, each common prefix read by `parse`. */
+interface ChildrenRequest<T> {
+  readonly prefix: string;
+  readonly after: string | undefined;
+  readonly limit: number;
+  /** The child a common prefix names, or undefined for one not of the grammar. */
+  readonly parse: (commonPrefix: string) => T | undefined;
+}
+
 /** One page of the immediate children of `prefix` (delimiter `/`), resumable after any key or common prefix. */
 async function listChildren<T>(
   store: ObjectStore,
-  prefix: string,
-  after: string | undefined,
-  limit: number,
-  parse: (commonPrefix: string) => T | undefined,
+  { prefix, after, limit, parse }: ChildrenRequest<T>,
 ): Promise<ChildrenPage<T>> {
   const page = await store.list({ prefix, delimiter: '/', startAfter: startAfter(prefix, after), maxKeys: limit });
   const found: T[] = [];
@@ -52,7 +58,8 @@ export const listNamespaces = (
   store: ObjectStore,
   after: string | undefined,
   limit: number,
-): Promise<ChildrenPage<NamespaceId>> => listChildren(store, NAMESPACES_PREFIX, after, limit, parseNamespacePrefix);
+): Promise<ChildrenPage<NamespaceId>> =>
+  listChildren(store, { prefix: NAMESPACES_PREFIX, after, limit, parse: parseNamespacePrefix });
 
 /** Async, so a raw namespace id rejects like any other failure instead of throwing before a promise exists. */
 export const listJobPrefixes = async (
@@ -61,4 +68,4 @@ export const listJobPrefixes = async (
   after: string | undefined,
   limit: number,
 ): Promise<ChildrenPage<MetadataCompactionId>> =>
-  listChildren(store, compactionsPrefix(ns), after, limit, (p) => parseJobPrefix(ns, p));
+  listChildren(store, { prefix: compactionsPrefix(ns), after, limit, parse: (p) => parseJobPrefix(ns, p) });

@@ -13,8 +13,7 @@ import { listManifestPasses } from './manifest-read';
 export async function reclaimExpiredManifests(
   store: ObjectStore,
   ns: NamespaceId,
-  nowMs: number,
-  retentionMs: number,
+  { nowMs, retentionMs }: { readonly nowMs: number; readonly retentionMs: number },
   deletes: Deleter,
 ): Promise<number> {
   let reclaimed = 0;

@@ -124,67 +124,14 @@ export async function reclaimPrefix(
   options: ReclaimOptions,
   walk: PrefixWalk,
 ): Promise<ReclaimTally> {
-  const {
-    codec,
-    deletes = deleterOf(store, undefined),
-    why = { rule: 'orphaned_prefix' },
-    awaitLastPart,
-    clockMs = Date.now,
-  } = walk;
+  const walker = walkerOf(store, job, options, walk);
+  const { why } = walker;
   const onProgress = walk.onProgress ?? (() => {});
   const resume = walk.from ?? START_OF_WALK;
-  const lastDeletes = awaitLastPart ? deletes.awaitingPartsWith(awaitLastPart) : deletes;
   const prefix = jobPrefix(job.namespaceId, job.jobId);
-  let claim = why.claim;
   let position = resume;
   let failure: { readonly error: unknown } | undefined;
   let claimEnded = false;
-
-  const deleteBatch = async (
-    batch: readonly ObjectInfo[],
-    batchRetained: ReclaimTally,
-    upTo: string | undefined,
-    last: boolean,
-    later: readonly Deletion[],
-  ): Promise<FlushOutcome> => {
-    const through = last ? lastDeletes : deletes;
-    let deleted: ObjectInfo[] = [];
-    try {
-      let referencedCount = 0;
-      // A claim is refreshed before a batch once it is a refresh interval old: a claim older than the expiry is another
-      // pass's to take over.
-      if (claim && clockMs() - claim.heartbeatAtMs >= options.leaseRefreshIntervalMs) {
-        claim = await refreshClaim(store, job, options.passId, claim, clockMs);
-        // The claim ended with its lease: the prefix was reclaimed, and this walk deletes nothing more.
-        if (!claim) return { upTo, settled: batchRetained, ended: true };
-      }
-      if (batch.length) {
-        // A missing root is no evidence that nothing is referenced: readRoot throws, and nothing is deleted.
-        const root = atLeast(await readRoot(store, job.namespaceId, codec), walk.minRootGeneration);
-        const doomed = batch.filter((o) => !isRetainedByRoot(root, o.key, options));
-        referencedCount = batch.length - doomed.length;
-        const read = { ...(why.lease && { lease: why.lease }), rootGeneration: root.generation };
-        const { failed } = await through(
-          doomed.map((object) => ({ object, rule: why.rule, read })),
-          later,
-        );
-        const failedKeys = new Set(failed.map((f) => f.key));
-        deleted = doomed.filter((o) => !failedKeys.has(o.key));
-        if (failed.length) throw new DeleteFailedError(prefix, failed);
-      } else if (later.length) await through([], later);
-      return {
-        upTo,
-        settled: addTally(
-          { ...batchRetained, retainedReferenced: referencedCount },
-          deletionTally(deleted),
-          options.reportLimit,
-        ),
-      };
-    } catch (error) {
-      return { error, deleted: deletionTally(deleted) };
-    }
-  };
-
   let inFlight: Promise<FlushOutcome> | undefined;
   /** Waits for the batch in flight and moves the position past it; a failed batch fails the walk. */
   const settle = async (): Promise<void> => {
@@ -207,22 +154,19 @@ export async function reclaimPrefix(
   let candidates: ObjectInfo[] = [];
   /** The lease of a claimed prefix as this attempt listed it (a walk resumed past it records none). */
   let lease: ObjectInfo | undefined;
-  let retained: Mutable<ReclaimTally> & { unrecognisedKeys: string[] } = { ...EMPTY_TALLY, unrecognisedKeys: [] };
+  let retained = emptyRetained();
   try {
     while (!failure) {
       const page = await store.list(cursor === undefined ? { prefix, startAfter: listedUpTo } : { prefix, cursor });
       for (const o of page.objects) {
-        const parsed = parseCompactionKey(o.key);
-        if (parsed.kind === 'lease' && parsed.jobId === job.jobId) {
-          if (why.rule === 'claimed_prefix') lease = o;
-          continue;
-        }
-        // Only a staged segment of this very job may go; anything else under the prefix is retained and reported.
-        if (parsed.kind !== 'staged_segment' || parsed.jobId !== job.jobId || parsed.namespaceId !== job.namespaceId) {
+        const fate = listedFate(o, job, options);
+        if (fate === 'lease' && why.rule === 'claimed_prefix') lease = o;
+        else if (fate === 'candidate') candidates.push(o);
+        else if (fate === 'young') retained.retainedYoung++;
+        else if (fate === 'unrecognised') {
           retained.retainedUnrecognised++;
           if (retained.unrecognisedKeys.length < options.reportLimit) retained.unrecognisedKeys.push(o.key);
-        } else if (isOldEnough(o, options)) candidates.push(o);
-        else retained.retainedYoung++;
+        }
       }
       listedUpTo = page.objects.at(-1)?.key ?? listedUpTo;
       cursor = page.nextCursor;
@@ -230,15 +174,10 @@ export async function reclaimPrefix(
       if (last || candidates.length >= options.keysPerFlush) {
         await settle();
         if (failure || claimEnded) break;
-        inFlight = deleteBatch(
-          candidates,
-          retained,
-          listedUpTo,
-          last,
-          last && lease ? [leaseDeletion(lease, why.lease)] : [],
-        );
+        const later = last && lease ? [leaseDeletion(lease, why.lease)] : [];
+        inFlight = deleteBatch(walker, { candidates, retained, upTo: listedUpTo, last, later });
         candidates = [];
-        retained = { ...EMPTY_TALLY, unrecognisedKeys: [] };
+        retained = emptyRetained();
       }
       if (last) break;
       onProgress(position);
@@ -251,6 +190,106 @@ export async function reclaimPrefix(
   onProgress(position);
   if (failure) throw failure.error;
   return position.tally;
+}
+
+/** What one walk works with, and the claim it holds, which its batches refresh. */
+interface Walker {
+  readonly store: ObjectStore;
+  readonly job: JobRef;
+  readonly options: ReclaimOptions;
+  readonly why: PrefixRule;
+  readonly codec: RootCodec;
+  readonly clockMs: () => number;
+  readonly minRootGeneration: number | undefined;
+  readonly deletes: Deleter;
+  /** How the last batch deletes: waiting for its part as the walk says (in a page, out of its lane). */
+  readonly lastDeletes: Deleter;
+  claim: HeldClaim | undefined;
+}
+
+function walkerOf(store: ObjectStore, job: JobRef, options: ReclaimOptions, walk: PrefixWalk): Walker {
+  const { deletes = deleterOf(store, undefined), why = { rule: 'orphaned_prefix' }, awaitLastPart } = walk;
+  return {
+    store,
+    job,
+    options,
+    why,
+    codec: walk.codec,
+    clockMs: walk.clockMs ?? Date.now,
+    minRootGeneration: walk.minRootGeneration,
+    deletes,
+    lastDeletes: awaitLastPart ? deletes.awaitingPartsWith(awaitLastPart) : deletes,
+    claim: why.claim,
+  };
+}
+
+/** One delete batch of a walk: its candidates, what its pages retained, how far it settles the walk. */
+interface Batch {
+  readonly candidates: readonly ObjectInfo[];
+  readonly retained: ReclaimTally;
+  readonly upTo: string | undefined;
+  /** The walk's last batch: nothing else to do meanwhile. */
+  readonly last: boolean;
+  /** Recorded in the batch's part, deleted later (the prefix's lease). */
+  readonly later: readonly Deletion[];
+}
+
+const emptyRetained = (): Mutable<ReclaimTally> & { unrecognisedKeys: string[] } => ({
+  ...EMPTY_TALLY,
+  unrecognisedKeys: [],
+});
+
+/**
+ * What the walk does with a listed object: the prefix's own lease, a delete candidate, or retained as young or
+ * unrecognised. Only a staged segment of this very job may go; anything else under the prefix is retained and reported.
+ */
+function listedFate(
+  o: ObjectInfo,
+  job: JobRef,
+  options: ReclaimOptions,
+): 'lease' | 'candidate' | 'young' | 'unrecognised' {
+  const parsed = parseCompactionKey(o.key);
+  if (parsed.kind === 'lease' && parsed.jobId === job.jobId) return 'lease';
+  if (parsed.kind !== 'staged_segment' || parsed.jobId !== job.jobId || parsed.namespaceId !== job.namespaceId)
+    return 'unrecognised';
+  return isOldEnough(o, options) ? 'candidate' : 'young';
+}
+
+/**
+ * Deletes a batch of the walk: refreshes the claim first once it is a refresh interval old (a claim older than the
+ * expiry is another pass's to take over), re-reads the root, and deletes the candidates it does not protect.
+ */
+async function deleteBatch(walker: Walker, batch: Batch): Promise<FlushOutcome> {
+  const { store, job, options, why, clockMs } = walker;
+  const { candidates, retained, upTo, last, later } = batch;
+  const through = last ? walker.lastDeletes : walker.deletes;
+  let deleted: ObjectInfo[] = [];
+  try {
+    let referencedCount = 0;
+    if (walker.claim && clockMs() - walker.claim.heartbeatAtMs >= options.leaseRefreshIntervalMs) {
+      walker.claim = await refreshClaim(store, job, walker.claim, { passId: options.passId, clockMs });
+      // The claim ended with its lease: the prefix was reclaimed, and this walk deletes nothing more.
+      if (!walker.claim) return { upTo, settled: retained, ended: true };
+    }
+    if (candidates.length) {
+      // A missing root is no evidence that nothing is referenced: readRoot throws, and nothing is deleted.
+      const root = atLeast(await readRoot(store, job.namespaceId, walker.codec), walker.minRootGeneration);
+      const doomed = candidates.filter((o) => !isRetainedByRoot(root, o.key, options));
+      referencedCount = candidates.length - doomed.length;
+      const read = { ...(why.lease && { lease: why.lease }), rootGeneration: root.generation };
+      const { failed } = await through(
+        doomed.map((object) => ({ object, rule: why.rule, read })),
+        later,
+      );
+      const failedKeys = new Set(failed.map((f) => f.key));
+      deleted = doomed.filter((o) => !failedKeys.has(o.key));
+      if (failed.length) throw new DeleteFailedError(jobPrefix(job.namespaceId, job.jobId), failed);
+    } else if (later.length) await through([], later);
+    const settled = { ...retained, retainedReferenced: referencedCount };
+    return { upTo, settled: addTally(settled, deletionTally(deleted), options.reportLimit) };
+  } catch (error) {
+    return { error, deleted: deletionTally(deleted) };
+  }
 }
 
 /** How one walk of a prefix runs: the root codec, where it resumes, whom it tells, how it deletes and what it holds. */

@@ -46,14 +46,9 @@ async function lateDeletion(store: ObjectStore): Promise<{
       return read;
     },
   });
-  const deleted = await deleteLease(
-    stalled,
-    job,
-    passA.passId,
-    undefined,
-    undefined,
-    claimed.owner === 'collector' ? claimed.claim : undefined,
-  );
+  const deleted = await deleteLease(stalled, job, passA.passId, {
+    claim: claimed.owner === 'collector' ? claimed.claim : undefined,
+  });
   return { deleted, taken, job, passB: passB.passId };
 }
 
