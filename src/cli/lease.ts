@@ -59,7 +59,7 @@ export function prefixStatus(
 }
 
 /**
- * How many segments under each job's prefix the root names: in its groups (current) or in its retired list (superseded,
+ * How many segments under each job's prefix the root names: in its groups (current) or in its retired list (retired,
  * kept for readers).
  */
 export function publishedByJob(root: RootState): Map<MetadataCompactionId, { current: number; retired: number }> {

@@ -45,7 +45,7 @@ export type { PassRules } from './rules';
  */
 export interface NamespacePass {
   readonly namespaceId: string;
-  /** `retired`: the job prefixes are done; the namespace's superseded segments are reclaimed last. */
+  /** `retired`: the job prefixes are done; the namespace's retired segments are reclaimed last. */
   readonly phase: 'scan' | 'collect' | 'retired';
   /** Where the listing resumes (exclusive). */
   readonly after: string | undefined;
@@ -118,7 +118,7 @@ function done(pass: NamespacePass): NamespaceStep {
 }
 
 /**
- * Last, the namespace's superseded segments: only where every lease was seen and none was corrupt
+ * Last, the namespace's retired segments: only where every lease was seen and none was corrupt
  * (a corrupt lease stops the namespace before this), since retention wins every unclear case.
  */
 function reclaimRetired(pass: NamespacePass): NamespaceStep {
@@ -126,14 +126,14 @@ function reclaimRetired(pass: NamespacePass): NamespaceStep {
     const key = compactionsPrefix(namespaceId(pass.namespaceId));
     const message =
       'a folder marker (an object keyed by the prefix itself): MinIO ends listings at it, so job prefixes after it and a corrupt lease among them may be unseen; ' +
-      "this namespace's superseded segments and lost writes are not reclaimed until the marker is deleted";
+      "this namespace's retired segments and lost writes are not reclaimed until the marker is deleted";
     return done(withReport(pass, { totals: { failedPrefixes: 1 }, failures: [{ key, message }] }));
   }
   return { pass: { ...pass, phase: 'retired' }, next: 'command', command: { kind: 'reclaimRetiredSegments' } };
 }
 
 /**
- * What the reclaim of superseded segments adds to the report; a root problem skips them and is
+ * What the reclaim of retired segments adds to the report; a root problem skips them and is
  * reported. An oversize root is reported once: the namespace's own read may have found it first.
  */
 function retiredDelta(pass: NamespacePass, outcome: RetiredReclaimOutcome): ReportDelta {
@@ -215,7 +215,7 @@ export function planNamespace(pass: NamespacePass, result: CollectorResult | und
           { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: pass.namespaceId, ...problem }] },
         );
         // A root past the readers' limit: its job prefixes wait for a root every reader can read, and its
-        // superseded segments are reclaimed now, since dropping their records is what shrinks it.
+        // retired segments are reclaimed now, since dropping their records is what shrinks it.
         if (problem.problem === 'oversize') return reclaimRetired({ ...skipped, page: undefined });
         // Retention wins: without a trusted root nothing is claimed or deleted in this namespace this pass.
         return done(skipped);

@@ -189,7 +189,7 @@ export const hasNamespaceProblems = ({ totals, rootProblems, clockProblem }: GcR
  */
 export const passFailed = ({ totals }: GcReport): boolean => totals.failedPrefixes > 0 || totals.failedNamespaces > 0;
 
-/** What one namespace's reclaim of superseded segments did (in a dry run: would do). */
+/** What one namespace's reclaim of retired segments did (in a dry run: would do). */
 export interface RetiredTally {
   /** Retired segments deleted, inputs and published outputs alike. */
   readonly retiredDeleted: number;

@@ -1,5 +1,5 @@
 /**
- * The collector's reclaim of superseded segments and lost writes (spec 6a), over the store port:
+ * The collector's reclaim of retired segments and lost writes (spec 6a), over the store port:
  * the decisions are src/collector/retired's, made at the pass's fixed clock. It streams like the
  * job-prefix walk: one listing of `metadata/segments/`, then one listing per job prefix that holds
  * due retired outputs, each deleted in batches as it is listed, so its memory is a batch and the

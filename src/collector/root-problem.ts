@@ -16,7 +16,7 @@ import { judgeRoot, RootWentBackError } from './judged-root';
 export interface RootProblem {
   readonly key: string;
   /**
-   * `oversize`: readable to the collector only, past what readers accept; only its superseded segments
+   * `oversize`: readable to the collector only, past what readers accept; only its retired segments
    * are reclaimed, to shrink it. `went_back`: older than a root a pass already judged (spec 6c.5); a
    * root missing where one was judged is `missing`, its reason naming the restore.
    */
@@ -30,7 +30,7 @@ export interface RootProblem {
  * is no telling referenced segments from unreferenced ones, so a namespace whose root is missing,
  * corrupt, unreadable (after the store's own retries) or older than one a pass judged is skipped for the pass. A root
  * over the readers' limit (up to {@link MAX_COLLECTED_ROOT_BYTES}) is `oversize`: its job prefixes
- * wait, and its superseded segments are reclaimed, which is what shrinks it.
+ * wait, and its retired segments are reclaimed, which is what shrinks it.
  */
 export async function findRootProblem(
   store: ObjectStore,

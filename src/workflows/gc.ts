@@ -1,7 +1,8 @@
 /**
  * One collector pass, orchestrated (spec section 6): a parent walks the namespaces page by page
  * and runs a child per namespace, a bounded number at a time; each child runs the namespace's
- * pass plan (src/protocol/collector-plan), executing its commands as activities.
+ * pass plan (src/collector/plan), executing its commands as activities, each as its kind's row says
+ * (src/collector/commands).
  * The pass's rules (its clock, the lease expiry, the staging grace, dry run, sizes) are fixed once
  * when the pass starts and travel in every input and through continue-as-new with the running
  * report, so every activity of one pass decides by the same rules and history stays bounded
@@ -165,7 +166,7 @@ function describe(report: GcReport, phase: string): string {
     `prefixes ${t.prefixesSeen} (live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, corrupt ${t.corrupt}, failed ${t.failedPrefixes}) · ` +
     `deleted ${t.objectsDeleted} objects, ${t.bytesDeleted} bytes, ${t.leasesDeleted} leases · ` +
     `retained: referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}` +
-    `\n\nsuperseded segments: deleted ${t.retiredDeleted} retired and ${t.lostWritesDeleted} lost writes, ` +
+    `\n\nretired segments: deleted ${t.retiredDeleted} retired and ${t.lostWritesDeleted} lost writes, ` +
     `dropped ${t.retiredRecordsDropped} records, ${t.retainedInGrace} in reader grace` +
     (report.manifests?.length ? `\n\nmanifests: ${report.manifests.join(', ')}` : '') +
     (report.corruptLeases.length ? `\n\ncorrupt leases: ${report.corruptLeases.map((c) => c.key).join(', ')}` : '') +
@@ -353,7 +354,7 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
   show(
     report,
     report.rootProblems[0]?.problem === 'oversize'
-      ? `${ns}: root past the readers' limit, only superseded segments reclaimed`
+      ? `${ns}: root past the readers' limit, only retired segments reclaimed`
       : report.totals.skippedNamespaces > 0
         ? `${ns} skipped: root ${report.rootProblems[0]?.problem}, nothing claimed or deleted`
         : report.totals.corrupt > 0

@@ -1,5 +1,5 @@
 /**
- * The reclaim of superseded segments streams like the walk: batches as it lists, one listing per job prefix, and a
+ * The reclaim of retired segments streams like the walk: batches as it lists, one listing per job prefix, and a
  * retry resumes from its position.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -29,7 +29,7 @@ const options: RetiredReclaimOptions = {
 };
 const bytes = (s: string) => new TextEncoder().encode(s);
 
-describe('reclaim of superseded segments: streaming', () => {
+describe('reclaim of retired segments: streaming', () => {
   let store: ObjectStore;
   /** Retired inputs (two never written: gone already), lost writes, and retired outputs of two jobs (one gone). */
   let retiredInputs: string[];

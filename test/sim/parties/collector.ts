@@ -2,7 +2,7 @@
  * A collector pass over the namespace as `gcNamespaceWorkflow` runs it: the pass plan
  * (`runNamespacePass`), each command executed on the store by `executeOnStore` and retried as its
  * activity is (a page's `collectPrefixes` resumed from where it stood, then command by command once
- * its retries are spent; a walk, the fence and the reclaim of superseded segments failing into the
+ * its retries are spent; a walk, the fence and the reclaim of retired segments failing into the
  * plan's own results). The pass's clock is its party's, read once at its start.
  */
 import { TypedError } from '../../../src/errors';
