@@ -189,7 +189,8 @@ function commandActivity({ run, store, beatEveryMs }: ActivityDeps) {
       position = p;
       ctx.heartbeat(p);
     };
-    const beat = row.heartbeat === 'position and timer' ? setInterval(() => ctx.heartbeat(position), beatEveryMs) : 0;
+    const beat =
+      row.heartbeat === 'position and timer' ? setInterval(() => ctx.heartbeat(position), beatEveryMs) : undefined;
     const command = resumedAt(input.command, position);
     try {
       if (!row.byCommands) return await run({ ...input, command }, { onProgress });

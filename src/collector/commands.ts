@@ -292,8 +292,8 @@ export function passExecutor({ namespaceId, rules, activity, failureOf }: Comman
       const meant = failure && row.failed?.(command, failure);
       if (meant === undefined) throw err;
       if (!('byCommand' in meant)) return meant;
-      if (!row.byCommands) throw new Error(`command ${command.kind} has no commands to run one by one`);
-      return row.byCommands(meant.byCommand, { namespaceId, rules, execute });
+      // A row answers `byCommand` only if it says how the command runs by its commands (COMMAND_KINDS).
+      return row.byCommands!(meant.byCommand, { namespaceId, rules, execute });
     }
   };
   return execute;

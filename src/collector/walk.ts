@@ -61,13 +61,6 @@ export interface ReclaimPosition {
 
 export const START_OF_WALK: ReclaimPosition = Object.freeze({ after: undefined, tally: EMPTY_TALLY });
 
-/**
- * Where an attempt of a walk starts: the position a retried attempt's predecessor heartbeated (it is
- * past `from`), else the command's `from`, else the beginning of the prefix.
- */
-export const reclaimPositionFrom = (details: unknown, from: ReclaimPosition = START_OF_WALK): ReclaimPosition =>
-  details === undefined || details === null ? from : (details as ReclaimPosition);
-
 /** A missing or future `LastModified` means young: retention wins every unclear age. */
 const isOldEnough = (o: ObjectInfo, options: ReclaimOptions): boolean =>
   o.lastModified !== undefined &&

@@ -23,13 +23,7 @@ import {
   surveyLease,
   type ExpiredLease,
 } from '../../src/collector/claim';
-import {
-  EMPTY_TALLY,
-  reclaimPositionFrom,
-  reclaimPrefix,
-  START_OF_WALK,
-  type ReclaimPosition,
-} from '../../src/collector/walk';
+import { EMPTY_TALLY, reclaimPrefix, type ReclaimPosition } from '../../src/collector/walk';
 import { findRootProblem } from '../../src/collector/root-problem';
 import { listJobPrefixes } from '../../src/collector/listing';
 import type { ReclaimOptions } from '../../src/collector/rules';
@@ -360,12 +354,6 @@ describe('collector', () => {
     expect(conditions[0]).toBe(claimed.claim.etag);
     expect(conditions[1]).not.toBe(claimed.claim.etag);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toEqual([]);
-  });
-
-  it('a heartbeat is read back as the position it carried; none means the start of the walk', () => {
-    const tally = { ...EMPTY_TALLY, objectsDeleted: 2 };
-    expect(reclaimPositionFrom({ after: 'k', tally })).toEqual({ after: 'k', tally });
-    expect(reclaimPositionFrom(undefined)).toEqual(START_OF_WALK);
   });
 
   it('job prefixes are discovered page by page, resuming after a common prefix', async () => {
