@@ -30,8 +30,7 @@ import {
   stagedSegmentKey,
 } from '../src/keys';
 import { readRoot, updateRoot } from '../src/protocol';
-import { START_OF_RETIRED } from '../src/protocol/retired-reclaim';
-import type { RetiredReclaimOptions } from '../src/protocol/rules';
+import type { RetiredReclaimOptions } from '../src/collector/rules';
 import { jsonRootCodec } from '../src/root';
 import { createEmbeddedObjectStore, type ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
@@ -140,10 +139,7 @@ async function run(tree: string, seeded: string, dir: string): Promise<void> {
   };
   const start = performance.now();
   const store_ = measuredStore(store, m);
-  // The version before this change took no position: (store, ns, options, onProgress, codec).
-  const outcome = await (reclaimRetiredSegments.length === 5
-    ? reclaimRetiredSegments(store_, ns, options, onProgress, jsonRootCodec)
-    : reclaimRetiredSegments(store_, ns, options, START_OF_RETIRED, onProgress, jsonRootCodec));
+  const outcome = await reclaimRetiredSegments(store_, ns, options, { codec: jsonRootCodec, onProgress });
   onProgress();
   const ms = performance.now() - start - gcMs;
   clearInterval(sampler);

@@ -65,7 +65,7 @@ export {
   type StoppedWorker,
 } from './client/workers';
 export type { CompactionResult } from './workflows/compaction';
-export type { GcReport } from './protocol/collector-report';
+export type { GcReport } from './collector/report';
 /** The workflow functions, as types: `client.workflow.start<typeof gcWorkflow>('gcWorkflow', …)`. */
 export type { compactionWorkflow, gcWorkflow } from './workflows';
 
@@ -123,7 +123,7 @@ export {
   updateRoot,
   type RootWriteOptions,
 } from './protocol/root-io';
-export { RootWentBackError } from './protocol/judged-root';
+export { RootWentBackError } from './collector/judged-root';
 export { EmptyCompactionError } from './protocol/publication';
 export { LeaseCorruptError } from './lease/codec';
 export { InputChangedError } from './compactor/inputs';
@@ -158,4 +158,4 @@ export {
 } from './compactor';
 
 // What the collector deleted and why: each pass's deletion manifests (docs/operations.md).
-export { listGcPasses, whyDeleted } from './protocol/manifest-read';
+export { listGcPasses, whyDeleted } from './collector/manifest-read';

@@ -21,7 +21,7 @@ import {
   type NamespaceId,
 } from '../keys';
 import { createJobLease, publishCompaction, readRoot } from '../protocol';
-import { reclaimRetiredSegments, START_OF_RETIRED } from '../protocol/retired-reclaim';
+import { reclaimRetiredSegments } from '../collector/retired-reclaim';
 import { decodeRootWith, planPublication, stampRetirements, type RootCodec, type RootState } from '../root';
 import { createEmbeddedObjectStore, type ObjectStore } from '../store';
 
@@ -245,7 +245,7 @@ async function checkPublicationAndCollector(
         keysPerFlush: 100,
         reportLimit: 10,
       };
-      const outcome = await reclaimRetiredSegments(store, ns, rules, START_OF_RETIRED, () => {}, rootCodec);
+      const outcome = await reclaimRetiredSegments(store, ns, rules, { codec: rootCodec });
       if (!('tally' in outcome)) return fail(`the collector could not use the root: ${outcome.rootProblem.reason}`);
       if (outcome.tally.retiredDeleted !== inputs.length)
         fail(`${outcome.tally.retiredDeleted} of ${inputs.length} retired inputs deleted`);

@@ -21,17 +21,16 @@ import {
 } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import {
-  claimLease,
   createJobLease,
   publishCompaction,
   readRoot,
-  restoreJudgedRoot,
   RootLostError,
   SegmentLostError,
   SequenceFloorError,
   settlePublication,
   updateRoot,
 } from '../../src/protocol';
+import { claimLease, restoreJudgedRoot } from '../../src/collector';
 import { addSegments, groupSegments, jsonRootCodec, MAX_COLLECTED_ROOT_BYTES, referencedKeys } from '../../src/root';
 import { NotFoundError } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';

@@ -13,7 +13,8 @@ import {
   stagedSegmentKey,
   type NamespaceId,
 } from '../../src/keys';
-import { listGcPasses, listManifestPasses, readPassManifest, updateRoot } from '../../src/protocol';
+import { updateRoot } from '../../src/protocol';
+import { listGcPasses, listManifestPasses, readPassManifest } from '../../src/collector';
 import { jsonRootCodec } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
 import type { GcReport } from '../../src/workflows/gc';

@@ -24,7 +24,8 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
-import { listGcPasses, listManifestPasses, readPassManifest, updateRoot, type ManifestLine } from '../../src/protocol';
+import { updateRoot } from '../../src/protocol';
+import { listGcPasses, listManifestPasses, readPassManifest, type ManifestLine } from '../../src/collector';
 import { jsonRootCodec, type RootState } from '../../src/root';
 import type { DeleteResult, ObjectStore } from '../../src/store';
 import type { GcInput, GcReport } from '../../src/workflows/gc';

@@ -1,5 +1,5 @@
 /**
- * Superseded segments (issue 17, spec 6a): a compaction's inputs leave the root retired, stay for
+ * Retired segments (issue 17, spec 6a): a compaction's inputs leave the root retired, stay for
  * the reader grace, then the collector deletes them and drops their records; a writer's young
  * segment stays, its lost write goes after T; an untrusted root deletes nothing. The real
  * compaction and gcWorkflow on the Temporal dev server, the store on MinIO, on both test formats
@@ -83,7 +83,7 @@ function hookedStore(inner: ObjectStore, hooks: () => RootHooks): ObjectStore {
   });
 }
 
-describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
+describe.each(TEST_FORMATS)('retired segments, $name format', (format) => {
   const { rootCodec } = format.plugins;
   let fixture: TestStore;
   let store: ObjectStore;
@@ -126,7 +126,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     await store?.close();
   });
 
-  it('superseded inputs stay for the reader grace, a reader of the old root reads them all, then they and their records go', async () => {
+  it('retired inputs stay for the reader grace, a reader of the old root reads them all, then they and their records go', async () => {
     const ns = newNamespace('retire');
     const { keys: inputKeys } = await format.writeInputs(store, ns, bindings, 3, 50);
     const oldRoot = (await readRoot(store, ns, rootCodec)).root;

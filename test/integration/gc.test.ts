@@ -37,7 +37,7 @@ import {
   refreshJobLease,
   updateRoot,
 } from '../../src/protocol';
-import { claimLease } from '../../src/protocol/collector';
+import { claimLease } from '../../src/collector/claim';
 import { jsonRootCodec, referencedKeys } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
 import {

@@ -37,16 +37,14 @@ import {
 } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import {
-  claimLease,
   createJobLease,
-  deleteLease,
   LeaseLostError,
   publishCompaction,
-  readPassManifest,
   readRoot,
   refreshJobLease,
   updateRoot,
 } from '../../src/protocol';
+import { claimLease, deleteLease, readPassManifest } from '../../src/collector';
 import { jsonRootCodec } from '../../src/root';
 import { createS3ObjectStore, StoreConfigError, verifyStore, type ObjectStore } from '../../src/store';
 import type { GcReport } from '../../src/workflows/gc';
@@ -144,10 +142,10 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
 
   // First in the file: the bucket then holds this namespace only, so the pass that discovers namespaces reports just
   // it.
-  it("the collector's policy runs a pass: it finds the namespace, claims the expired lease, reclaims what no one owns, deletes the lease last, and reclaims superseded inputs", async () => {
+  it("the collector's policy runs a pass: it finds the namespace, claims the expired lease, reclaims what no one owns, deletes the lease last, and reclaims retired inputs", async () => {
     const ns = newNamespace();
     const inputs = await writeInputs(root.store, ns, 'bindings', makeInputs(2, 20));
-    // A superseded input retired long before the reader grace, and a lost write of the metadata service.
+    // A retired input retired long before the reader grace, and a lost write of the metadata service.
     const [superseded, lost] = [inputSegmentKey(ns, newSegmentId(), 'seg'), inputSegmentKey(ns, newSegmentId(), 'seg')];
     for (const key of [superseded, lost]) await root.store.put(key, bytes(key));
     // Its retirement was seen (stamped visible) by an earlier pass, long enough ago.

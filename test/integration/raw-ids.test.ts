@@ -13,20 +13,16 @@ import {
 } from '../../src/keys';
 import { createLeaseState } from '../../src/lease';
 import {
-  claimLease,
   createJobLease,
-  deleteLease,
-  listJobPrefixes,
   publishCompaction,
   readLease,
   readRoot,
   readRootIfAny,
-  reclaimPrefix,
   refreshJobLease,
-  surveyLease,
   updateRoot,
   type JobRef,
 } from '../../src/protocol';
+import { claimLease, deleteLease, listJobPrefixes, reclaimPrefix, surveyLease } from '../../src/collector';
 import { jsonRootCodec } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';

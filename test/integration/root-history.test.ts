@@ -10,7 +10,8 @@
 import { describe, expect, it } from 'vitest';
 import { resolveTiming } from '../../src/config';
 import { familyGroup, judgedRootKey, namespaceId, rootKey, type NamespaceId } from '../../src/keys';
-import { readJudgedRoot, readRoot, restoreJudgedRoot, RootLostError, updateRoot } from '../../src/protocol';
+import { readRoot, RootLostError, updateRoot } from '../../src/protocol';
+import { readJudgedRoot, restoreJudgedRoot } from '../../src/collector';
 import { groupSegments, jsonRootCodec, MAX_COLLECTED_ROOT_BYTES } from '../../src/root';
 import { NotFoundError, type ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';

@@ -19,18 +19,14 @@ import {
   claimLease,
   ClaimLostError,
   deleteLease,
-  EMPTY_TALLY,
-  findRootProblem,
-  listJobPrefixes,
-  reclaimPositionFrom,
-  reclaimPrefix,
   refreshClaim,
-  START_OF_WALK,
   surveyLease,
-  type ReclaimPosition,
   type ExpiredLease,
-} from '../../src/protocol/collector';
-import type { ReclaimOptions } from '../../src/protocol/rules';
+} from '../../src/collector/claim';
+import { EMPTY_TALLY, reclaimPrefix, type ReclaimPosition } from '../../src/collector/walk';
+import { findRootProblem } from '../../src/collector/root-problem';
+import { listJobPrefixes } from '../../src/collector/listing';
+import type { ReclaimOptions } from '../../src/collector/rules';
 import { jsonRootCodec } from '../../src/root';
 import { RootMissingError, updateRoot } from '../../src/protocol/root-io';
 import {
@@ -122,13 +118,13 @@ describe('collector', () => {
     });
 
     await writeLease(2); // the job refreshed after the survey: the survey's ETag no longer matches
-    expect(await claimLease(counting, ref(), clock, seen)).toEqual({ owner: 'job', raced: true });
+    expect(await claimLease(counting, ref(), clock, { seen })).toEqual({ owner: 'job', raced: true });
     expect(await status()).toBe('active');
     expect(calls).toEqual([`cas ${leaseKey(ns, job)}`, `get ${leaseKey(ns, job)}`]);
 
     calls.length = 0;
     const again = (await surveyLease(store, ref(), clock)) as ExpiredLease;
-    expect(await claimLease(counting, ref(), clock, again)).toMatchObject({ owner: 'collector' });
+    expect(await claimLease(counting, ref(), clock, { seen: again })).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('reaping');
     expect(calls).toEqual([`cas ${leaseKey(ns, job)}`]);
   });
@@ -332,14 +328,9 @@ describe('collector', () => {
     const dryRun = dryRunStore(store, (w) => writes.push(w));
     const wouldClaim = await claimLease(dryRun, ref(), rules);
     expect(
-      await deleteLease(
-        dryRun,
-        ref(),
-        TEST_PASS_ID,
-        undefined,
-        undefined,
-        wouldClaim.owner === 'collector' ? wouldClaim.claim : undefined,
-      ),
+      await deleteLease(dryRun, ref(), TEST_PASS_ID, {
+        claim: wouldClaim.owner === 'collector' ? wouldClaim.claim : undefined,
+      }),
     ).toBe(true);
     expect(writes.map((w) => w.kind)).toEqual(['putIfMatch', 'delete']);
     expect(await status()).toBe('active');
@@ -352,21 +343,17 @@ describe('collector', () => {
       async deleteIfMatch(key: string, etag: string) {
         conditions.push(etag);
         if (!refreshed)
-          await refreshClaim(store, ref(), TEST_PASS_ID, claimed.claim!, () => 20_000).then(() => (refreshed = true));
+          await refreshClaim(store, ref(), claimed.claim!, { passId: TEST_PASS_ID, clockMs: () => 20_000 }).then(
+            () => (refreshed = true),
+          );
         return store.deleteIfMatch(key, etag);
       },
     });
-    expect(await deleteLease(late, ref(), TEST_PASS_ID, undefined, undefined, claimed.claim)).toBe(true);
+    expect(await deleteLease(late, ref(), TEST_PASS_ID, { claim: claimed.claim })).toBe(true);
     expect(conditions).toHaveLength(2);
     expect(conditions[0]).toBe(claimed.claim.etag);
     expect(conditions[1]).not.toBe(claimed.claim.etag);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toEqual([]);
-  });
-
-  it('a heartbeat is read back as the position it carried; none means the start of the walk', () => {
-    const tally = { ...EMPTY_TALLY, objectsDeleted: 2 };
-    expect(reclaimPositionFrom({ after: 'k', tally })).toEqual({ after: 'k', tally });
-    expect(reclaimPositionFrom(undefined)).toEqual(START_OF_WALK);
   });
 
   it('job prefixes are discovered page by page, resuming after a common prefix', async () => {

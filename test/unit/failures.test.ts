@@ -23,11 +23,9 @@ import { FAILURE_TYPES, NON_RETRYABLE_FAILURE_TYPES, TypedError } from '../../sr
 import * as keys from '../../src/keys';
 import * as leaseCodec from '../../src/lease/codec';
 import * as leaseState from '../../src/lease/state';
-import * as collector from '../../src/protocol/collector';
-import * as collectorPlan from '../../src/protocol/collector-plan';
+import * as collector from '../../src/collector';
 import * as inputList from '../../src/protocol/input-list';
 import * as jobLease from '../../src/protocol/job-lease';
-import * as judgedRoot from '../../src/protocol/judged-root';
 import * as publication from '../../src/protocol/publication';
 import * as rootIo from '../../src/protocol/root-io';
 import * as root from '../../src/root';
@@ -51,10 +49,8 @@ const modules = [
   leaseCodec,
   leaseState,
   collector,
-  collectorPlan,
   inputList,
   jobLease,
-  judgedRoot,
   publication,
   rootIo,
   root,

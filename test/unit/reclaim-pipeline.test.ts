@@ -12,8 +12,8 @@ import {
 } from '../../src/keys';
 import { updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
-import { EMPTY_TALLY, reclaimPrefix, START_OF_WALK, type ReclaimPosition } from '../../src/protocol/collector';
-import type { ReclaimOptions } from '../../src/protocol/rules';
+import { EMPTY_TALLY, reclaimPrefix, START_OF_WALK, type ReclaimPosition } from '../../src/collector/walk';
+import type { ReclaimOptions } from '../../src/collector/rules';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import { gate } from '../support/faults';
 import { TEST_PASS_ID } from '../support/pass';

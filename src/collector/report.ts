@@ -3,7 +3,8 @@
  * up. Pure: the workflow and the planner both fold results into one report with {@link mergeReport}.
  */
 import { bounded, MESSAGE_LIMIT } from '../errors';
-import type { ReclaimTally, RootProblem } from './collector';
+import type { ReclaimTally } from './walk';
+import type { RootProblem } from './root-problem';
 
 export interface CorruptLease {
   readonly key: string;
@@ -188,7 +189,7 @@ export const hasNamespaceProblems = ({ totals, rootProblems, clockProblem }: GcR
  */
 export const passFailed = ({ totals }: GcReport): boolean => totals.failedPrefixes > 0 || totals.failedNamespaces > 0;
 
-/** What one namespace's reclaim of superseded segments did (in a dry run: would do). */
+/** What one namespace's reclaim of retired segments did (in a dry run: would do). */
 export interface RetiredTally {
   /** Retired segments deleted, inputs and published outputs alike. */
   readonly retiredDeleted: number;

@@ -10,7 +10,7 @@ import { TypedError } from '../errors';
 import { inputSegmentsPrefix, judgedRootKey, rootKey, type NamespaceId } from '../keys';
 import { decodeRootWith, encodeRootForWrite, rootIndex, type RootCodec } from '../root';
 import { AmbiguousError, ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
-import { RootLostError, RootMissingError, type ReadRoot } from './root-io';
+import { RootLostError, RootMissingError, type ReadRoot } from '../protocol/root-io';
 
 /** The root's generation is lower than one a pass already judged the namespace by: it went back. */
 export class RootWentBackError extends TypedError {
@@ -30,13 +30,18 @@ export class RootWentBackError extends TypedError {
 /** Rounds of the copy's CAS against other passes recording theirs; past them the copy is left to those passes. */
 const MAX_COPY_ROUNDS = 5;
 
+/** How a root object is read: as the root of namespace `ns`, by `codec`, up to `maxBytes`. */
+interface RootReading {
+  readonly ns: NamespaceId;
+  readonly codec: RootCodec;
+  readonly maxBytes: number;
+}
+
 /** The object at `key` read as a root of `ns` with its bytes, or undefined when there is none. */
 async function readRootObject(
   store: ObjectStore,
   key: string,
-  ns: NamespaceId,
-  codec: RootCodec,
-  maxBytes: number,
+  { ns, codec, maxBytes }: RootReading,
 ): Promise<(ReadRoot & { readonly body: Uint8Array }) | undefined> {
   try {
     const object = await store.get(key, { maxBytes });
@@ -63,7 +68,7 @@ export const readJudgedRoot = (
   codec: RootCodec,
   maxBytes: number,
 ): Promise<(ReadRoot & { readonly body: Uint8Array }) | undefined> =>
-  readRootObject(store, judgedRootKey(ns), ns, codec, maxBytes);
+  readRootObject(store, judgedRootKey(ns), { ns, codec, maxBytes });
 
 /**
  * The root a pass judges the namespace by (read up to `maxBytes`), after checking it against the
@@ -77,7 +82,7 @@ export async function judgeRoot(
   codec: RootCodec,
   maxBytes: number,
 ): Promise<ReadRoot> {
-  const current = await readRootObject(store, rootKey(ns), ns, codec, maxBytes);
+  const current = await readRootObject(store, rootKey(ns), { ns, codec, maxBytes });
   if (current === undefined)
     throw (await readJudgedRoot(store, ns, codec, maxBytes))
       ? new RootLostError(ns)
@@ -154,11 +159,13 @@ export async function restoreJudgedRoot(
   const judged = await readJudgedRoot(store, ns, codec, options.maxBytes);
   if (!judged)
     throw new NothingToRestoreError(ns, `no collector pass has judged a root of it (${judgedRootKey(ns)} is missing)`);
-  const current = await readRootObject(store, rootKey(ns), ns, codec, options.maxBytes).catch((err: unknown) => {
-    // A root that is there but does not decode is replaced like a missing one: it is read only for its ETag.
-    if (err instanceof TypedError && err.failureType === 'RootCorrupt') return undefined;
-    throw err;
-  });
+  const current = await readRootObject(store, rootKey(ns), { ns, codec, maxBytes: options.maxBytes }).catch(
+    (err: unknown) => {
+      // A root that is there but does not decode is replaced like a missing one: it is read only for its ETag.
+      if (err instanceof TypedError && err.failureType === 'RootCorrupt') return undefined;
+      throw err;
+    },
+  );
   // A root at or past the copy has not gone back: restoring would forget what was registered since.
   if (current && current.root.generation >= judged.root.generation) {
     throw new NothingToRestoreError(
