@@ -60,8 +60,8 @@ export type GcWorkflowSettings = Pick<
   | 'clockSafetyMarginMs'
 > &
   Pick<CompactionSettings, 'heartbeatTimeoutMs' | 'manifestRetentionMs'> & {
-    /** The worker's store: a pass started without naming one collects it. Absent in runs recorded before. */
-    readonly store?: string;
+    /** The worker's store: a pass started without naming one collects it. */
+    readonly store: string;
   };
 
 /** A command of a namespace's pass plan, with the pass's rules. */

@@ -95,7 +95,12 @@ export interface CommandTypes {
   reclaimRetiredSegments: {
     command: { readonly from?: RetiredPosition };
     result:
-      | { readonly kind: 'retiredReclaimed'; readonly outcome: RetiredReclaimOutcome }
+      /** `manifestPartsDeleted`: parts of the namespace's manifests past the retention, reclaimed after the retired. */
+      | {
+          readonly kind: 'retiredReclaimed';
+          readonly outcome: RetiredReclaimOutcome;
+          readonly manifestPartsDeleted: number;
+        }
       /** The reclaim failed for good (its retries spent). */
       | { readonly kind: 'retiredFailed'; readonly message: string };
     position: RetiredPosition;

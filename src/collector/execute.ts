@@ -135,10 +135,12 @@ const ON_STORE: { readonly [K in CommandKind]: OnStore<K> } = {
     };
     const outcome = await reclaimRetiredSegments(store, namespaceId, rules, run);
     // The namespace's expired manifests go last, like retired segments only where the root was readable.
-    if (!('tally' in outcome) || rules.manifestRetentionMs === undefined) return { kind: 'retiredReclaimed', outcome };
+    if (!('tally' in outcome) || rules.manifestRetentionMs === undefined) {
+      return { kind: 'retiredReclaimed', outcome, manifestPartsDeleted: 0 };
+    }
     const retention = { nowMs: rules.nowMs, retentionMs: rules.manifestRetentionMs };
     const manifestPartsDeleted = await reclaimExpiredManifests(store, namespaceId, retention, awaiting);
-    return { kind: 'retiredReclaimed', outcome: { ...outcome, manifestPartsDeleted } };
+    return { kind: 'retiredReclaimed', outcome, manifestPartsDeleted };
   },
   fenceRoot: async (_, { store, namespaceId, codec }) => {
     try {

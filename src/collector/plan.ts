@@ -136,7 +136,7 @@ function reclaimRetired(pass: NamespacePass): NamespaceStep {
  * What the reclaim of retired segments adds to the report; a root problem skips them and is
  * reported. An oversize root is reported once: the namespace's own read may have found it first.
  */
-function retiredDelta(pass: NamespacePass, outcome: RetiredReclaimOutcome): ReportDelta {
+function retiredDelta(pass: NamespacePass, outcome: RetiredReclaimOutcome, manifestPartsDeleted: number): ReportDelta {
   const namespace = pass.namespaceId;
   if ('rootProblem' in outcome)
     return { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: namespace, ...outcome.rootProblem }] };
@@ -148,7 +148,7 @@ function retiredDelta(pass: NamespacePass, outcome: RetiredReclaimOutcome): Repo
   const totals = {
     ...counts,
     objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted,
-    manifestPartsDeleted: outcome.manifestPartsDeleted ?? 0,
+    manifestPartsDeleted,
   };
   return { totals, unrecognisedKeys, rootProblems: oversize };
 }
@@ -231,7 +231,7 @@ export function planNamespace(pass: NamespacePass, result: CollectorResult | und
     case 'collected':
       return endPage(withReport(pass, result.report));
     case 'retiredReclaimed':
-      return done(withReport(pass, retiredDelta(pass, result.outcome)));
+      return done(withReport(pass, retiredDelta(pass, result.outcome, result.manifestPartsDeleted)));
     case 'retiredFailed': {
       const key = inputSegmentsPrefix(namespaceId(pass.namespaceId));
       return done(withReport(pass, { totals: { failedPrefixes: 1 }, failures: [{ key, message: result.message }] }));

@@ -32,9 +32,7 @@ import { deleterOf, type Deleter } from './manifest';
  * same).
  */
 export type RetiredReclaimOutcome =
-  /** `manifestPartsDeleted`: parts of the namespace's manifests past the retention, reclaimed after the segments. */
-  | { readonly tally: RetiredTally; readonly oversize?: RootProblem; readonly manifestPartsDeleted?: number }
-  | { readonly rootProblem: RootProblem };
+  { readonly tally: RetiredTally; readonly oversize?: RootProblem } | { readonly rootProblem: RootProblem };
 
 /**
  * Where a reclaim stands: every key up to `after` (in listing order) of its phase is settled and

@@ -113,8 +113,8 @@ export interface PassSetup {
   readonly timeouts: ActivitySettings;
   /** Where the pass's activities and per-namespace workflows run (see {@link GcOptions.collectorTaskQueue}). */
   readonly collectorTaskQueue?: string;
-  /** The store every activity of the pass names (see {@link GcOptions.store}). Absent in runs recorded before. */
-  readonly store?: string;
+  /** The store every activity of the pass names (see {@link GcOptions.store}). */
+  readonly store: string;
 }
 
 export interface GcInput extends GcOptions {
@@ -222,7 +222,7 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   const store = options.store ?? workerStore;
   return {
     ...(collectorTaskQueue !== undefined && { collectorTaskQueue }),
-    ...(store !== undefined && { store }),
+    store,
     rules: {
       nowMs,
       leaseRefreshIntervalMs,
@@ -256,7 +256,7 @@ async function storeClockProblem(setup: PassSetup): Promise<string | undefined> 
   let storeMs: number | null;
   try {
     storeMs = await short.storeClock.executeWithOptions({ summary: "compare the store's clock with the pass's" }, [
-      { ...(setup.store !== undefined && { store: setup.store }) },
+      { store: setup.store },
     ]);
   } catch (err) {
     if (!(err instanceof ActivityFailure)) throw err;
@@ -327,7 +327,7 @@ function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
       namespaceId: ns,
       rules: setup.rules,
       command,
-      ...(setup.store !== undefined && { store: setup.store }),
+      store: setup.store,
     };
     const call = () => proxy.executeWithOptions({ summary: row.summary(command, ns) }, [input]);
     return row.cancellable === false ? CancellationScope.nonCancellable(call) : call();
@@ -430,7 +430,7 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
     const page = given
       ? pageOfGiven(given, after, rules.prefixesPerPage)
       : await listNamespaces.executeWithOptions({ summary: 'list namespaces' }, [
-          { after, limit: rules.prefixesPerPage, ...(setup.store !== undefined && { store: setup.store }) },
+          { after, limit: rules.prefixesPerPage, store: setup.store },
         ]);
     await inBatches(page.found, 1, setup.namespaceConcurrency, (batch) => Promise.all(batch.map(collectNamespace)));
     after = page.next;
