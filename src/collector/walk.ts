@@ -19,6 +19,7 @@ import {
   type PartWait,
 } from './manifest';
 import { isRetainedByRoot } from './retired';
+import { EMPTY_WALK_COUNTS, type WalkCounts } from './report';
 import { atLeast } from './root-problem';
 import type { ReclaimOptions } from './rules';
 
@@ -34,24 +35,11 @@ export interface PrefixRule {
 }
 
 /** What the walk of one prefix did; counts are exact for a walk that was not interrupted. */
-export interface ReclaimTally {
+export interface ReclaimTally extends WalkCounts {
   readonly objectsDeleted: number;
-  readonly bytesDeleted: number;
-  readonly retainedReferenced: number;
-  readonly retainedYoung: number;
-  readonly retainedUnrecognised: number;
-  /** The first unrecognised keys, up to the pass's report limit. */
-  readonly unrecognisedKeys: readonly string[];
 }
 
-export const EMPTY_TALLY: ReclaimTally = Object.freeze({
-  objectsDeleted: 0,
-  bytesDeleted: 0,
-  retainedReferenced: 0,
-  retainedYoung: 0,
-  retainedUnrecognised: 0,
-  unrecognisedKeys: [],
-});
+export const EMPTY_TALLY: ReclaimTally = Object.freeze({ ...EMPTY_WALK_COUNTS, objectsDeleted: 0 });
 
 /** Where a walk stands: every key up to `after` is settled and counted in `tally`. Travels in Temporal heartbeats. */
 export interface ReclaimPosition {

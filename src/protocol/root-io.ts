@@ -111,6 +111,28 @@ export async function readRoot(
   maxBytes = MAX_ROOT_BYTES,
 ): Promise<ReadRoot> {
   const key = rootKey(ns);
+  const read = await readRootAt(store, key, { ns, codec, maxBytes });
+  if (read === undefined) throw new RootMissingError(key);
+  const { root, etag, bytes, lastModified } = read;
+  return { root, etag, bytes, lastModified };
+}
+
+/** How a root object is read: as the root of namespace `ns`, by `codec`, up to `maxBytes`. */
+export interface RootReading {
+  readonly ns: NamespaceId;
+  readonly codec: RootCodec;
+  readonly maxBytes: number;
+}
+
+/**
+ * The object at `key` (the root, or a copy of it such as the collector's judged root) read as a root of `ns`, with its
+ * bytes; undefined when there is none.
+ */
+export async function readRootAt(
+  store: ObjectStore,
+  key: string,
+  { ns, codec, maxBytes }: RootReading,
+): Promise<(ReadRoot & { readonly body: Uint8Array }) | undefined> {
   try {
     const object = await store.get(key, { maxBytes });
     return {
@@ -118,9 +140,11 @@ export async function readRoot(
       etag: object.etag,
       bytes: object.body.length,
       lastModified: object.lastModified,
+      body: object.body,
     };
   } catch (err) {
-    throw err instanceof NotFoundError ? new RootMissingError(key) : err;
+    if (err instanceof NotFoundError) return undefined;
+    throw err;
   }
 }
 
