@@ -37,9 +37,7 @@ export async function* mergeSegments<R extends MergeRecord>(
     sources.map(async (batches) => ({ batch: (await nextBatch(batches)) ?? [], at: 0, batches })),
   );
   const tree = new LoserTree(heads.map((head) => head.batch[0]?.key));
-  /**
-   * Moves `head` (of `source`), whose batch is done, to its next batch, or out of the tournament when its source is.
-   */
+  /** Moves `head` (of `source`), its batch done, to its next batch, or out of the tournament at its source's end. */
   const refill = async (head: Head<R>, source: number) => {
     const batch = await nextBatch(head.batches);
     head.batch = batch ?? [];
@@ -66,8 +64,7 @@ export async function* mergeSegments<R extends MergeRecord>(
     if (source === previous) {
       const bound = tree.runnerUpKey();
       if (bound === undefined || key < bound) {
-        // A run: the winner's records below `bound` are in no other source (every other source is at `bound` or past
-        // it).
+        // A run: the winner's records below `bound` are in no other source (all others are at `bound` or past it).
         const batch = top.batch;
         let at = top.at;
         for (; at < batch.length && (bound === undefined || batch[at]!.key < bound); at++) emit(batch[at]!);
