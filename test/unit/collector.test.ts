@@ -42,6 +42,17 @@ import { TEST_PASS_ID } from '../support/pass';
 const ns = namespaceId('unit');
 const expiry = 1000;
 const bytes = (s: string) => new TextEncoder().encode(s);
+/** A walk's rules a minute after now, with 1 s graces: every object written by the test is past them. */
+const walkOptions = (overrides: Partial<ReclaimOptions> = {}): ReclaimOptions => ({
+  nowMs: Date.now() + 60_000,
+  stagingGraceMs: 1000,
+  readerGraceMs: 1000,
+  keysPerFlush: 1000,
+  reportLimit: 10,
+  passId: TEST_PASS_ID,
+  leaseRefreshIntervalMs: 60_000,
+  ...overrides,
+});
 
 describe('collector', () => {
   let store: ObjectStore;
@@ -187,15 +198,7 @@ describe('collector', () => {
         return { ...page, objects };
       },
     });
-    const options: ReclaimOptions = {
-      nowMs: Date.now() + 60_000,
-      stagingGraceMs: 1000,
-      readerGraceMs: 1000,
-      keysPerFlush: 1000,
-      reportLimit: 10,
-      passId: TEST_PASS_ID,
-      leaseRefreshIntervalMs: 60_000,
-    };
+    const options = walkOptions();
     const tally = await reclaimPrefix(skewed, ref(), options, { codec: jsonRootCodec });
     expect(tally).toMatchObject({ objectsDeleted: 0, retainedYoung: 2 });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
@@ -205,15 +208,7 @@ describe('collector', () => {
     const keys = [stagedSegmentKey(ns, job, newSegmentId(), 'seg'), stagedSegmentKey(ns, job, newSegmentId(), 'seg')];
     for (const k of keys) await store.put(k, bytes(k));
     await store.deleteMany([rootKey(ns)]);
-    const options: ReclaimOptions = {
-      nowMs: Date.now() + 60_000,
-      stagingGraceMs: 1000,
-      readerGraceMs: 1000,
-      keysPerFlush: 1000,
-      reportLimit: 10,
-      passId: TEST_PASS_ID,
-      leaseRefreshIntervalMs: 60_000,
-    };
+    const options = walkOptions();
     await expect(reclaimPrefix(store, ref(), options, { codec: jsonRootCodec })).rejects.toThrow(RootMissingError);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
     expect(await findRootProblem(store, ns, jsonRootCodec)).toEqual({
@@ -230,15 +225,7 @@ describe('collector', () => {
     for (const k of keys) await store.put(k, bytes(k));
     const resume: ReclaimPosition = { after: keys[1], tally: { ...EMPTY_TALLY, objectsDeleted: 2 } };
     const positions: ReclaimPosition[] = [];
-    const options: ReclaimOptions = {
-      nowMs: Date.now() + 60_000,
-      stagingGraceMs: 1000,
-      readerGraceMs: 1000,
-      keysPerFlush: 1000,
-      reportLimit: 10,
-      passId: TEST_PASS_ID,
-      leaseRefreshIntervalMs: 60_000,
-    };
+    const options = walkOptions();
     const tally = await reclaimPrefix(store, ref(), options, {
       codec: jsonRootCodec,
       from: resume,
@@ -255,15 +242,7 @@ describe('collector', () => {
     const left = async () =>
       (await store.list({ prefix: jobPrefix(ns, job) })).objects.filter((o) => o.key !== leaseKey(ns, job)).length;
     // Every batch one key, every batch a refresh: a claim is a refresh interval old as soon as it is taken.
-    const options: ReclaimOptions = {
-      nowMs: Date.now() + 60_000,
-      stagingGraceMs: 1000,
-      readerGraceMs: 1000,
-      keysPerFlush: 1,
-      reportLimit: 10,
-      passId: TEST_PASS_ID,
-      leaseRefreshIntervalMs: 0,
-    };
+    const options = walkOptions({ keysPerFlush: 1, leaseRefreshIntervalMs: 0 });
     const claimNow = async () => {
       await writeLease(1);
       const claimed = await claimLease(store, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID });
