@@ -30,14 +30,8 @@ import {
   type NamespaceId,
 } from '../src/keys';
 import { createLeaseState, encodeLease } from '../src/lease';
-import {
-  executeOnStore,
-  REPORT_LIMIT,
-  runNamespacePass,
-  startNamespacePass,
-  updateRoot,
-  type PassRules,
-} from '../src/protocol';
+import { updateRoot } from '../src/protocol';
+import { executeOnStore, REPORT_LIMIT, runNamespacePass, startNamespacePass, type PassRules } from '../src/collector';
 import { jsonRootCodec } from '../src/root';
 import type { ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
@@ -67,7 +61,7 @@ const load = () =>
     .join(' ')}`;
 
 async function seed(store: ObjectStore, ns: NamespaceId, n: number): Promise<void> {
-  await updateRoot(store, ns, (root) => root, jsonRootCodec);
+  await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
   await inBatches(
     Array.from({ length: n }, (_, i) => i),
     1,
@@ -143,8 +137,11 @@ async function main(): Promise<void> {
       const [started, cpuBefore] = [performance.now(), cpuSeconds()];
       const scan = await runNamespacePass(
         startNamespacePass(ns, scanRules),
-        (command, walk) =>
-          executeOnStore(store, ns, scanRules, command, { ...walk, onManifestPart }, { codec: jsonRootCodec }),
+        (command, progress) =>
+          executeOnStore({ store, namespaceId: ns, rules: scanRules, codec: jsonRootCodec }, command, {
+            ...progress,
+            onManifestPart,
+          }),
         async () => {},
       );
       const [ms, cpuAfter] = [performance.now() - started, cpuSeconds()];

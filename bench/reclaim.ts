@@ -40,7 +40,7 @@ import {
   stagedSegmentKey,
   type NamespaceId,
 } from '../src/keys';
-import { reclaimPrefix, type ReclaimTally } from '../src/protocol/collector';
+import { reclaimPrefix, type ReclaimTally } from '../src/collector/walk';
 import { jsonRootCodec } from '../src/root';
 import { createS3ObjectStore, type ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';

@@ -30,8 +30,7 @@ import {
   stagedSegmentKey,
 } from '../src/keys';
 import { readRoot, updateRoot } from '../src/protocol';
-import { START_OF_RETIRED } from '../src/protocol/retired-reclaim';
-import type { RetiredReclaimOptions } from '../src/protocol/rules';
+import type { RetiredReclaimOptions } from '../src/collector/rules';
 import { jsonRootCodec } from '../src/root';
 import { createEmbeddedObjectStore, type ObjectStore } from '../src/store';
 import { inBatches } from '../src/store/batches';
@@ -61,7 +60,7 @@ async function seed(path: string): Promise<void> {
   const body = new Uint8Array(100).fill(0x61);
   await inBatches([...inputs, ...outputs], 500, 4, (batch) => Promise.all(batch.map((k) => store.put(k, body))));
   const retired = [...inputs.slice(0, RETIRED), ...outputs].map((key) => ({ key, retired_at_ms: 1 }));
-  await updateRoot(store, ns, (root) => ({ ...root, retired }), jsonRootCodec);
+  await updateRoot(store, ns, (root) => ({ ...root, retired }), { codec: jsonRootCodec });
   await store.close();
 }
 
@@ -140,10 +139,7 @@ async function run(tree: string, seeded: string, dir: string): Promise<void> {
   };
   const start = performance.now();
   const store_ = measuredStore(store, m);
-  // The version before this change took no position: (store, ns, options, onProgress, codec).
-  const outcome = await (reclaimRetiredSegments.length === 5
-    ? reclaimRetiredSegments(store_, ns, options, onProgress, jsonRootCodec)
-    : reclaimRetiredSegments(store_, ns, options, START_OF_RETIRED, onProgress, jsonRootCodec));
+  const outcome = await reclaimRetiredSegments(store_, ns, options, { codec: jsonRootCodec, onProgress });
   onProgress();
   const ms = performance.now() - start - gcMs;
   clearInterval(sampler);

@@ -12,8 +12,8 @@
  */
 import { cpus, loadavg } from 'node:os';
 import { familyGroup, inputSegmentKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../src/keys';
-import { decideSegment, isRetainedByRoot } from '../src/protocol/retired';
-import type { RetiredRules } from '../src/protocol/rules';
+import { decideSegment, isRetainedByRoot } from '../src/collector/retired';
+import type { RetiredRules } from '../src/collector/rules';
 import { decodeRoot, encodeRoot, planPublication, type RootState } from '../src/root';
 
 const option = (name: string, fallback: number): number => {

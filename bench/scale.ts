@@ -16,6 +16,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
@@ -59,6 +60,7 @@ import {
   type JobSpec,
   type WorkerProcess,
 } from './support/fleet';
+import { describeHeap } from './support/heap-snapshot';
 import { machineCpuSeconds, pidsWithArgs, totalCpuSeconds } from './support/proc';
 import { histogramBuckets, quantile, scrape, total, type Sample } from './support/prometheus';
 
@@ -89,8 +91,12 @@ const program = new Command('scale')
   .option('--sdk-defaults', 'run the workers with the SDK default slots instead of createWorker’s (evidence for them)')
   .option(
     '--max-cached-workflows <n>',
-    "the workers' sticky workflow cache (default: the SDK's, from the heap size)",
+    "the workers' sticky workflow cache (default: createWorker's, COMPACTION_WORKER_CACHED_WORKFLOWS)",
     whole,
+  )
+  .option(
+    '--heap-snapshot-dir <dir>',
+    "after each single-worker point's window, the worker's heap snapshot written here and summed by constructor",
   )
   .option('--no-gc-check', 'skip the collector pass over every job after a window')
   .option('--phases <p,…>', 'scale, cost, actions, gc-cost, reclaim', (raw) => raw.split(','), [
@@ -122,6 +128,7 @@ type Options = {
   actionsScale: number;
   sdkDefaults?: boolean;
   maxCachedWorkflows?: number;
+  heapSnapshotDir?: string;
   gcCheck: boolean;
   phases: string[];
   costLeases: number;
@@ -282,9 +289,19 @@ async function runPoint(
       ...(opts.sdkDefaults ? { maxConcurrentActivityTaskExecutions: 100 } : {}),
       ...(opts.maxCachedWorkflows ? { maxCachedWorkflows: opts.maxCachedWorkflows } : {}),
     };
+    const dir = opts.heapSnapshotDir;
+    const snapshotOf = dir && ((k: number) => join(resolve(dir), `w${k + 1}-${n}.heapsnapshot`));
     const workers = await Promise.all(
       Array.from({ length: workerCount }, (_, k) =>
-        spawnScaleWorker({ temporalAddress: address, bucket, taskQueue, settings, name: `w${k + 1}`, workerOptions }),
+        spawnScaleWorker({
+          temporalAddress: address,
+          bucket,
+          taskQueue,
+          settings,
+          name: `w${k + 1}`,
+          workerOptions,
+          ...(snapshotOf && { heapSnapshot: snapshotOf(k) }),
+        }),
       ),
     );
     try {
@@ -393,11 +410,27 @@ async function runPoint(
         ...(workerCount > 1 ? [`  per worker: ${perWorker}`] : [`  ${perWorker}`]),
       ].join('\n');
       console.log(line);
+      if (snapshotOf && workerCount === 1) console.log(await describeWorkerHeap(workers[0]!, snapshotOf(0), n));
       return { n, workers: workerCount, line };
     } finally {
       await Promise.all(workers.map((w) => w.stop('SIGKILL')));
     }
   });
+}
+
+/** The worker's memory by where it is: its JavaScript heap by constructor (the top kinds), the rest outside it. */
+async function describeWorkerHeap(worker: WorkerProcess, snapshot: string, n: number): Promise<string> {
+  const rss = worker.rssBytes();
+  const { main, threads } = await worker.snapshotHeap();
+  const mib = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
+  const threadHeaps = threads.reduce((sum, t) => sum + t.total_physical_size, 0);
+  return [
+    `  memory of ${worker.name} at the snapshot: RSS ${mib(rss)}; main thread: heap used ${mib(main.heapUsed)} of ${mib(main.heapTotal)}, ` +
+      `external ${mib(main.external)} (array buffers ${mib(main.arrayBuffers)}); workflow threads' heaps: ` +
+      `${threads.map((t) => `${mib(t.used_heap_size)} used of ${mib(t.total_physical_size)}`).join(', ')}; ` +
+      `the rest (the SDK's core, code, allocator): ${mib(rss - main.heapTotal - main.external - threadHeaps)}`,
+    describeHeap(snapshot, 30, n),
+  ].join('\n');
 }
 
 /**

@@ -141,7 +141,7 @@ async function main(): Promise<void> {
         await store.put(key, encodeSegment([{ key: 'inode/!shared', seq: i, value: `from ${i}` }, ...records]));
       },
     );
-    await updateRoot(store, ns, (root) => addSegments(root, group, inputs), jsonRootCodec);
+    await updateRoot(store, ns, (root) => addSegments(root, group, inputs), { codec: jsonRootCodec });
     await store.close();
     console.log(
       `machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, linux ${release()}, node ${process.version}, load ${loadavg()[0]?.toFixed(2)}`,

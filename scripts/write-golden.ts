@@ -12,7 +12,6 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { NativeConnection } from '@temporalio/worker';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startCompaction } from '../src/client';
-import { resolveSettings } from '../src/config';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer } from '../src/devservers';
 import { jobId, leaseKey, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../src/keys';
 import { claimLeaseState, createLeaseState, encodeLease, refreshLeaseState } from '../src/lease';
@@ -23,6 +22,7 @@ import { createWorker } from '../src/worker';
 import { installRuntime } from '../src/worker/runtime';
 import { writeInputSegment } from '../src/writer';
 import type { GcInput } from '../src/workflows/gc';
+import { quickExpirySettings } from '../test/support/quick-expiry';
 
 const dir = join(__dirname, '..', 'test', 'golden');
 /** The pass that claims the golden `reaping` lease (test/unit/lease.test.ts names the same). */
@@ -51,23 +51,8 @@ function writeLeases(): void {
   writeFileSync(join(dir, 'lease-reaping.json'), encodeLease(claimLeaseState(active, GOLDEN_PASS_ID, 4000)));
 }
 
-/**
- * The timings of the collector tests (test/support/temporal.ts, quickExpirySettings): a staging grace of 7.6 s to wait
- * out.
- */
-const settings = resolveSettings({
-  timing: {
-    leaseRefreshIntervalMs: 400,
-    operationDeadlineMs: 200,
-    publicationBudgetMs: 400,
-    clockSafetyMarginMs: 400,
-    leaseExpiryMs: 6600,
-    writerBudgetMs: 400,
-    lostWriteGraceMs: 1000,
-  },
-  targetSegmentBytes: 4096,
-  heartbeatTimeoutMs: 5000,
-});
+/** The timings of the collector tests: a staging grace of 7.6 s to wait out. */
+const settings = quickExpirySettings;
 
 const records = (from: number) =>
   Array.from({ length: 50 }, (_, i) => ({
@@ -82,7 +67,7 @@ const records = (from: number) =>
  */
 async function recordGcPass(client: Client, store: ObjectStore, taskQueue: string): Promise<void> {
   const ns = namespaceId('golden-gc');
-  await updateRoot(store, ns, (root) => root, jsonRootCodec);
+  await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
   const jobs = Array.from({ length: 5 }, () => newJobId()).sort();
   for (const job of jobs)
     await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), new TextEncoder().encode(`staged by ${job}`));

@@ -37,7 +37,7 @@ export const FAILURE_TYPES = {
   InputMissing: 'final',
   InputTooLarge: 'final',
   InputChanged: 'final',
-  InputManifestUnreadable: 'final',
+  InputListUnreadable: 'final',
   InvalidInput: 'final',
   WriterBudgetExceeded: 'final',
   SegmentLost: 'final',
@@ -65,6 +65,10 @@ export const FAILURE_TYPES = {
   SearchAttributesMissing: 'final',
   GcScheduleOwned: 'final',
   WorkflowTaskFailing: 'final',
+  // The command line's own failures, which become its exit codes: the message says whether running it again helps.
+  Cli: 'final',
+  // The Temporal server did not answer: a server that starts answering makes the same command succeed.
+  TemporalUnreachable: 'retryable',
 } as const satisfies Record<string, 'retryable' | 'final'>;
 
 /** A failure type: the `type` of a Temporal failure the package raises, one key of {@link FAILURE_TYPES}. */

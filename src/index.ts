@@ -57,9 +57,15 @@ export {
   TemporalNamespaceNotFoundError,
 } from './client/search-attributes';
 export { WorkflowTaskFailingError, type WaitOptions, type WorkflowTaskFailure } from './client/waiting';
-export { NoWorkerPollingError, waitForWorker, type NoWorkerPolling } from './client/workers';
+export {
+  NoWorkerPollingError,
+  waitForWorker,
+  type NoWorkerPolling,
+  type PolledFor,
+  type StoppedWorker,
+} from './client/workers';
 export type { CompactionResult } from './workflows/compaction';
-export type { GcReport } from './protocol/collector-report';
+export type { GcReport } from './collector/report';
 /** The workflow functions, as types: `client.workflow.start<typeof gcWorkflow>('gcWorkflow', …)`. */
 export type { compactionWorkflow, gcWorkflow } from './workflows';
 
@@ -115,8 +121,9 @@ export {
   SegmentLostError,
   SequenceFloorError,
   updateRoot,
+  type RootWriteOptions,
 } from './protocol/root-io';
-export { RootWentBackError } from './protocol/judged-root';
+export { RootWentBackError } from './collector/judged-root';
 export { EmptyCompactionError } from './protocol/publication';
 export { LeaseCorruptError } from './lease/codec';
 export { InputChangedError } from './compactor/inputs';
@@ -151,4 +158,4 @@ export {
 } from './compactor';
 
 // What the collector deleted and why: each pass's deletion manifests (docs/operations.md).
-export { listGcPasses, whyDeleted } from './protocol/manifest-read';
+export { listGcPasses, whyDeleted } from './collector/manifest-read';

@@ -207,7 +207,7 @@ async function scheduleAndRunGcPass(client: Client, taskQueue: string, readerGra
   const t = pass.report.totals;
   console.log(
     `collector pass: ${t.prefixesSeen} job prefixes (${t.live} live, ${t.claimed} claimed, ${t.orphaned} orphaned, ${t.corrupt} corrupt), ` +
-      `${t.objectsDeleted} objects deleted (${t.retiredDeleted} superseded segments), ${t.retainedInGrace} superseded segments kept for readers ` +
+      `${t.objectsDeleted} objects deleted (${t.retiredDeleted} retired segments), ${t.retainedInGrace} retired segments kept for readers ` +
       `until ${readerGraceMs / 1000} s after a pass saw them retired${pass.complete ? '' : ' (incomplete: see docs/operations.md)'}`,
   );
 }

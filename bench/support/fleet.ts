@@ -18,7 +18,7 @@ import { createS3ObjectStore, type ObjectStore } from '../../src/store';
 import { inBatches } from '../../src/store/batches';
 import { cpuSeconds, rssBytes } from './proc';
 import { scrape, type Sample } from './prometheus';
-import { READY_LINE } from './scale-worker';
+import { READY_LINE, SNAPSHOT_LINE, type WorkerMemory } from './scale-worker';
 
 const WORKER_MAIN = join(__dirname, 'scale-worker.ts');
 /**
@@ -81,7 +81,7 @@ export async function seedJobs(
       namespaceId(ns),
       (root) =>
         jobs.reduce((r, j, i) => (j.namespaceId === ns ? addSegments(r, familyGroup(j.group), inputs[i]!) : r), root),
-      jsonRootCodec,
+      { codec: jsonRootCodec },
     ),
   );
   return jobs;
@@ -98,6 +98,8 @@ export interface WorkerProcessOptions {
   readonly holdMs?: number;
   /** The job writes one output once its work is done, so a group of several inputs publishes. */
   readonly publish?: boolean;
+  /** The file {@link WorkerProcess.snapshotHeap} has the worker write its heap snapshot to. */
+  readonly heapSnapshot?: string;
 }
 
 export interface WorkerProcess {
@@ -108,6 +110,11 @@ export interface WorkerProcess {
   scrape(): Promise<Sample[]>;
   cpuSeconds(): number;
   rssBytes(): number;
+  /**
+   * Has the worker write a V8 heap snapshot to `heapSnapshot` (its event loop stops meanwhile: seconds
+   * per hundred MiB of heap) and resolves with its memory then.
+   */
+  snapshotHeap(): Promise<WorkerMemory>;
   /** SIGTERM (graceful) or SIGKILL (a dead worker); resolves once it has exited. */
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
@@ -138,6 +145,7 @@ function workerEnvironment(options: WorkerProcessOptions, metricsAddress: string
     ...(options.workerOptions && { SCALE_WORKER_OPTIONS: JSON.stringify(options.workerOptions) }),
     ...(options.holdMs !== undefined && { SCALE_HOLD_MS: String(options.holdMs) }),
     ...(options.publish && { SCALE_PUBLISH: '1' }),
+    ...(options.heapSnapshot && { SCALE_HEAP_SNAPSHOT: options.heapSnapshot }),
   };
 }
 
@@ -168,6 +176,16 @@ export async function spawnScaleWorker(options: WorkerProcessOptions): Promise<W
     scrape: () => scrape(metricsUrl),
     cpuSeconds: () => cpuSeconds(pid),
     rssBytes: () => rssBytes(pid),
+    snapshotHeap: () =>
+      new Promise((resolve) => {
+        const written = (line: string) => {
+          if (!line.startsWith(SNAPSHOT_LINE)) return;
+          lines.off('line', written);
+          resolve(JSON.parse(line.slice(SNAPSHOT_LINE.length + 2)) as WorkerMemory);
+        };
+        lines.on('line', written);
+        child.kill('SIGUSR2');
+      }),
     async stop(signal = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill(signal);

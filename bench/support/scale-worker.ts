@@ -3,8 +3,12 @@
  * alone) with the test compactor, so every job stays in the compacting phase and only its lease
  * keeper works. `SCALE_HOLD_MS` is how long a job's work lasts (default: until cancelled);
  * `SCALE_PUBLISH` makes the job write one output when its work ends, so a group of several inputs
- * publishes; `SCALE_WORKER_OPTIONS` (JSON) overrides worker options, to measure alternatives to the defaults.
+ * publishes; `SCALE_WORKER_OPTIONS` (JSON) overrides worker options, to measure alternatives to the defaults;
+ * `SCALE_HEAP_SNAPSHOT` is a file the worker writes a V8 heap snapshot to on SIGUSR2, then prints
+ * {@link SNAPSHOT_LINE}.
  */
+import { writeHeapSnapshot, type HeapInfo } from 'node:v8';
+import threads from 'node:worker_threads';
 import type { WorkerOptions } from '@temporalio/worker';
 import { outputSegmentKey, type Compactor } from '../../src/compactor';
 import { waitingCompactor } from '../../src/testing';
@@ -27,11 +31,46 @@ function writingOneOutput(compactor: Compactor): Compactor {
 
 /** The line a parent waits for before it starts work. */
 export const READY_LINE = 'scale worker ready';
+/** The line that says the heap snapshot is written, followed by {@link WorkerMemory} as JSON. */
+export const SNAPSHOT_LINE = 'scale worker heap snapshot written';
+
+/** The main thread's memory and each other thread's V8 heap (the SDK runs workflows in worker threads). */
+export interface WorkerMemory {
+  readonly main: NodeJS.MemoryUsage;
+  readonly threads: HeapInfo[];
+}
+
+/**
+ * The worker threads started from here on, for their heap statistics: the SDK looks up `Worker` on the module when it
+ * starts its workflow threads, after this has run.
+ */
+function trackThreads(): threads.Worker[] {
+  const started: threads.Worker[] = [];
+  const Original = threads.Worker;
+  threads.Worker = class extends Original {
+    constructor(...args: ConstructorParameters<typeof threads.Worker>) {
+      super(...args);
+      started.push(this);
+    }
+  };
+  return started;
+}
 
 if (require.main === module) {
   const holdMs = process.env.SCALE_HOLD_MS ? Number(process.env.SCALE_HOLD_MS) : Infinity;
   const workerOptions = JSON.parse(process.env.SCALE_WORKER_OPTIONS || '{}') as Partial<WorkerOptions>;
   const { heartbeatTimeoutMs } = settingsFromEnv();
+  const snapshotPath = process.env.SCALE_HEAP_SNAPSHOT;
+  if (snapshotPath) {
+    const started = trackThreads();
+    process.on('SIGUSR2', () => {
+      void Promise.all(started.filter((t) => t.threadId >= 0).map((t) => t.getHeapStatistics())).then((heaps) => {
+        writeHeapSnapshot(snapshotPath);
+        const memory: WorkerMemory = { main: process.memoryUsage(), threads: heaps };
+        console.log(`${SNAPSHOT_LINE}: ${JSON.stringify(memory)}`);
+      });
+    });
+  }
   const waiting = waitingCompactor({ holdMs, beatEveryMs: heartbeatTimeoutMs / 3 });
   serveWorkerFromEnv({
     compactor: process.env.SCALE_PUBLISH ? writingOneOutput(waiting) : waiting,

@@ -1,7 +1,7 @@
 /**
  * The compaction job's activities: thin translations between Temporal (heartbeats, cancellation,
  * typed failures) and the protocol and compactor modules. A group's inputs travel in its input
- * manifest, under the job's prefix: the activities pass its reference, never the key list.
+ * list, under the job's prefix: the activities pass its reference, never the key list.
  */
 import { Context } from '@temporalio/activity';
 import { TemporalFailure } from '@temporalio/common';
@@ -23,14 +23,14 @@ import {
   publicationOfReclaimedJob,
   publishCompaction,
   settlePublication,
-  readInputManifestIfAny,
-  readInputManifestUnderLease,
+  readInputListIfAny,
+  readInputListUnderLease,
   readRoot,
   stopwatch,
-  writeInputManifest,
+  writeInputList,
   type HeldLease,
-  type InputManifest,
-  type InputManifestRef,
+  type InputList,
+  type InputListRef,
   type JobRef,
   type PublicationOutcome,
   type SettledPublication,
@@ -67,16 +67,13 @@ export interface WorkflowSettings {
   readonly publicationTimeoutMs: number;
   readonly operationDeadlineMs: number;
   readonly maxFencedRuns: number;
-  /**
-   * The worker's store ({@link storeIdentity}): a run started without naming one works on it. Absent in runs recorded
-   * before.
-   */
-  readonly store?: string;
+  /** The worker's store ({@link storeIdentity}): a run started without naming one works on it. */
+  readonly store: string;
 }
 
-/** A job whose inputs `readGroup` fixed in its input manifest. */
-export interface ManifestInput extends JobInput {
-  readonly manifest: InputManifestRef;
+/** A job whose inputs `readGroup` fixed in its input list. */
+export interface ListedJobInput extends JobInput {
+  readonly inputList: InputListRef;
 }
 
 export interface CompactionOutput {
@@ -111,7 +108,7 @@ const NAMED_MISSING_INPUTS = 10;
 const job = (input: JobInput): JobRef => ({ namespaceId: namespaceId(input.namespaceId), jobId: jobId(input.jobId) });
 
 export function createCompactionActivities(deps: CompactionDeps) {
-  const { store, settings, rootCodec } = deps;
+  const { store, settings } = deps;
   const { timing } = settings;
   return {
     async compactionSettings(): Promise<WorkflowSettings> {
@@ -130,27 +127,10 @@ export function createCompactionActivities(deps: CompactionDeps) {
     /**
      * The group's current segments: the job's inputs, fixed and checked (each once, present, not too
      * large) before its lease exists, with the ETag of each, which every later read of it must match.
-     * They go to the job's input manifest; undefined when the group has none (nothing is written).
+     * They go to the job's input list; undefined when the group has none (nothing is written).
      */
-    async readGroup(input: JobInput & { group: string }): Promise<InputManifestRef | undefined> {
-      const { root } = await readRoot(store, namespaceId(input.namespaceId), rootCodec);
-      const named = groupSegments(root, familyGroup(input.group));
-      // A segment named twice (a writer that registered it again) is one input: merged once, and
-      // publication replaces every mention of it. Refusing it would hold the group for good.
-      const inputs = [...new Set(named)];
-      if (inputs.length < named.length) {
-        const twice = named.filter((key, i) => named.indexOf(key) !== i);
-        Context.current().log.warn(
-          `group ${input.group} of ${input.namespaceId} names ${twice.length} segment(s) more than once, compacted once each: ${twice.slice(0, 3).join(', ')}`,
-        );
-      }
-      const etags = await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
-      if (inputs.length === 0) return undefined;
-      return writeInputManifest(store, job(input), Context.current().info.attempt, {
-        group: input.group,
-        inputs,
-        etags,
-      });
+    async readGroup(input: JobInput & { group: string }): Promise<InputListRef | undefined> {
+      return fixGroupInputs(deps, input);
     },
 
     async createLease(input: JobInput & { ownerId: string; startedAtMs: number }): Promise<HeldLease> {
@@ -163,9 +143,9 @@ export function createCompactionActivities(deps: CompactionDeps) {
      * the same details. The keeper stops here when the work returns, once no refresh is in flight:
      * nothing writes the lease after the attempt ends (the publication's refresh is the next write).
      */
-    async compactUnderLease(input: ManifestInput & { held: HeldLease }): Promise<LeasedCompactionOutput> {
+    async compactUnderLease(input: ListedJobInput & { held: HeldLease }): Promise<LeasedCompactionOutput> {
       const ref = job(input);
-      return compactBesideKeeper(deps, ref, await readInputManifestUnderLease(store, ref, input.manifest), input.held);
+      return compactBesideKeeper(deps, ref, await readInputListUnderLease(store, ref, input.inputList), input.held);
     },
 
     /**
@@ -184,46 +164,84 @@ export function createCompactionActivities(deps: CompactionDeps) {
           outputs: input.outputs,
           tombstones: input.tombstones,
         },
-        rootCodec,
+        deps.rootCodec,
       );
     },
 
-    async publish(
-      input: ManifestInput & { outputs: string[]; tombstones: string[]; tombstoneSeqFloor?: number },
-    ): Promise<PublicationOutcome> {
-      const elapsedMs = stopwatch();
-      const ref = job(input);
-      const manifest = await readInputManifestIfAny(store, ref, input.manifest);
-      const outcome = manifest
-        ? await publishCompaction(
-            store,
-            {
-              ...ref,
-              group: familyGroup(manifest.group) as FamilyGroup,
-              inputs: manifest.inputs,
-              outputs: input.outputs,
-              tombstones: input.tombstones,
-              ...(input.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: input.tombstoneSeqFloor }),
-            },
-            { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
-            { leaseClockMs: attemptClock(), elapsedMs },
-            rootCodec,
-          )
-        : await publicationOfReclaimedJob(
-            store,
-            { ...ref, outputs: input.outputs, tombstones: input.tombstones },
-            rootCodec,
-          );
-      if (outcome.outcome === 'fenced') recordFence();
-      // The inputs no longer current may be the whole group: a few name the case, the rest are in the manifest.
-      return outcome.outcome === 'abandoned'
-        ? { ...outcome, missingInputs: outcome.missingInputs.slice(0, NAMED_MISSING_INPUTS) }
-        : outcome;
+    async publish(input: PublishInput): Promise<PublicationOutcome> {
+      return publishJob(deps, input);
     },
   };
 }
 
 export type CompactionActivities = ReturnType<typeof createCompactionActivities>;
+
+/** The `readGroup` activity: the group's segments from one root read, checked, in an input list of this attempt. */
+async function fixGroupInputs(
+  { store, settings, rootCodec }: CompactionDeps,
+  input: JobInput & { group: string },
+): Promise<InputListRef | undefined> {
+  const { root } = await readRoot(store, namespaceId(input.namespaceId), rootCodec);
+  const named = groupSegments(root, familyGroup(input.group));
+  // A segment named twice (a writer that registered it again) is one input: merged once, and
+  // publication replaces every mention of it. Refusing it would hold the group for good.
+  const inputs = [...new Set(named)];
+  if (inputs.length < named.length) {
+    const twice = named.filter((key, i) => named.indexOf(key) !== i);
+    Context.current().log.warn(
+      `group ${input.group} of ${input.namespaceId} names ${twice.length} segment(s) more than once, compacted once each: ${twice.slice(0, 3).join(', ')}`,
+    );
+  }
+  const etags = await checkInputs(store, input.group, inputs, settings.maxInputSegmentBytes);
+  if (inputs.length === 0) return undefined;
+  return writeInputList(store, job(input), Context.current().info.attempt, {
+    group: input.group,
+    inputs,
+    etags,
+  });
+}
+
+/** What the `publish` activity is given: the job, its input list, and what its work staged. */
+type PublishInput = ListedJobInput & { outputs: string[]; tombstones: string[]; tombstoneSeqFloor?: number };
+
+/** The `publish` activity: by CAS, or, the job's input list reclaimed, the outcome the root shows. */
+async function publishJob(
+  { store, settings, rootCodec }: CompactionDeps,
+  input: PublishInput,
+): Promise<PublicationOutcome> {
+  const { timing } = settings;
+  const elapsedMs = stopwatch();
+  const ref = job(input);
+  const list = await readInputListIfAny(store, ref, input.inputList);
+  const outcome = list
+    ? await publishCompaction(
+        store,
+        {
+          ...ref,
+          group: familyGroup(list.group) as FamilyGroup,
+          inputs: list.inputs,
+          outputs: input.outputs,
+          tombstones: input.tombstones,
+          ...(input.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: input.tombstoneSeqFloor }),
+        },
+        {
+          budgetMs: timing.publicationBudgetMs,
+          maxRootRaces: settings.maxRootRaces,
+          clock: { leaseClockMs: attemptClock(), elapsedMs },
+          codec: rootCodec,
+        },
+      )
+    : await publicationOfReclaimedJob(
+        store,
+        { ...ref, outputs: input.outputs, tombstones: input.tombstones },
+        rootCodec,
+      );
+  if (outcome.outcome === 'fenced') recordFence();
+  // The inputs no longer current may be the whole group: a few name the case, the rest are in the input list.
+  return outcome.outcome === 'abandoned'
+    ? { ...outcome, missingInputs: outcome.missingInputs.slice(0, NAMED_MISSING_INPUTS) }
+    : outcome;
+}
 
 /**
  * The work beside its keeper, in the current activity attempt. A failed refresh is retried while the
@@ -233,7 +251,7 @@ export type CompactionActivities = ReturnType<typeof createCompactionActivities>
 async function compactBesideKeeper(
   deps: CompactionDeps,
   ref: JobRef,
-  inputs: InputManifest,
+  inputs: InputList,
   from: HeldLease,
 ): Promise<LeasedCompactionOutput> {
   const ctx = Context.current();

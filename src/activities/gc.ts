@@ -6,36 +6,37 @@
  * missing key succeeds.
  */
 import { Context } from '@temporalio/activity';
-import { recordClaim, recordManifestPart, recordReclaim, recordRetiredReclaim } from './metrics';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { heartbeatEveryMs, type CompactionSettings, type Timing } from '../config';
-import { namespaceId, STORE_CLOCK_KEY } from '../keys';
 import {
-  collectPrefixes,
+  COMMAND_KINDS,
   executeOnStore,
   listNamespaces,
   passDeleter,
-  reclaimPositionFrom,
+  resumedAt,
+  rowOf,
   type ChildrenPage,
   type CollectorCommand,
   type CollectorExecutor,
   type CollectorResult,
+  type CommandKind,
+  type CommandPosition,
+  type CommandProgress,
   type Deleter,
-  type PageCollection,
   type PassRules,
-  type ReclaimPosition,
-  type ReclaimTally,
-  type WalkProgress,
-} from '../protocol';
+  type ResultOf,
+} from '../collector';
+import { heartbeatEveryMs, type CompactionSettings, type Timing } from '../config';
+import { namespaceId, STORE_CLOCK_KEY } from '../keys';
 import type { RootCodec } from '../root';
 import { storeIdentity, type ObjectStore } from '../store';
 import { toFailure } from './failures';
+import { recordClaim, recordManifestPart, recordReclaim, recordRetiredReclaim } from './metrics';
 import type { StoreBound } from './store-binding';
 
-export type { CorruptLease } from '../protocol';
+export type { CorruptLease } from '../collector';
 
-/** The longest a reclaim of superseded segments goes without a heartbeat, whatever a request takes. */
-const RETIRED_BEAT_MS = 10_000;
+/** The longest a command whose row says `timer` goes without a heartbeat, whatever a request takes. */
+const BEAT_MS = 10_000;
 
 export interface GcDeps {
   readonly store: ObjectStore;
@@ -59,24 +60,24 @@ export type GcWorkflowSettings = Pick<
   | 'clockSafetyMarginMs'
 > &
   Pick<CompactionSettings, 'heartbeatTimeoutMs' | 'manifestRetentionMs'> & {
-    /** The worker's store: a pass started without naming one collects it. Absent in runs recorded before. */
-    readonly store?: string;
+    /** The worker's store: a pass started without naming one collects it. */
+    readonly store: string;
   };
 
 /** A command of a namespace's pass plan, with the pass's rules. */
-export interface CommandInput<C extends CollectorCommand> extends StoreBound {
+export interface CommandInput<C extends CollectorCommand = CollectorCommand> extends StoreBound {
   readonly namespaceId: string;
   readonly rules: PassRules;
   readonly command: C;
 }
-type Input<K extends CollectorCommand['kind']> = CommandInput<Extract<CollectorCommand, { kind: K }>>;
+type Input<K extends CommandKind> = CommandInput<Extract<CollectorCommand, { kind: K }>>;
 
 /**
- * A failed walk still deleted what it deleted, and a failed page still claimed what it claimed:
- * where it stood rides on the failure (a cancellation's too), so the pass can report and release it.
+ * A failed command still did what it did (a walk deleted, a page claimed): where it stood rides on the failure (a
+ * cancellation's too), as its row says ({@link CommandKindRow.stood}), so the pass can report and release it.
  */
-function withProgress(err: unknown, progress: ReclaimTally | PageCollection | undefined): unknown {
-  if (err instanceof CancelledFailure) return new CancelledFailure(err.message, [progress]);
+function withProgress(err: unknown, stood: unknown): unknown {
+  if (err instanceof CancelledFailure) return new CancelledFailure(err.message, [stood]);
   const failure = toFailure(err);
   if (!(failure instanceof ApplicationFailure) || !(err instanceof Error)) return failure;
   return ApplicationFailure.create({
@@ -84,26 +85,9 @@ function withProgress(err: unknown, progress: ReclaimTally | PageCollection | un
     message: failure.message,
     nonRetryable: failure.nonRetryable === true,
     cause: err,
-    details: [progress],
+    details: [stood],
   });
 }
-
-type ResultOf<K extends CollectorCommand['kind']> = Extract<
-  CollectorResult,
-  {
-    kind: {
-      listJobPrefixes: 'listed';
-      readRoot: 'rootRead';
-      surveyLeases: 'surveyed';
-      claimLease: 'claimed';
-      reclaimPrefix: 'reclaimed';
-      deleteLease: 'leaseDeleted' | 'claimLost';
-      collectPrefixes: 'collected';
-      reclaimRetiredSegments: 'retiredReclaimed';
-      fenceRoot: 'rootFenced' | 'fenceFailed';
-    }[K];
-  }
->;
 
 /** The metrics of a command's result: what every path that claims, walks or reclaims reports. */
 function recordResult(result: CollectorResult, dryRun: boolean): void {
@@ -114,56 +98,8 @@ function recordResult(result: CollectorResult, dryRun: boolean): void {
     recordRetiredReclaim(result.outcome.tally, dryRun);
 }
 
-type Run = <K extends CollectorCommand['kind']>(
-  input: Input<K>,
-  progress?: WalkProgress,
-  deletes?: Deleter,
-) => Promise<ResultOf<K>>;
-
-/**
- * The executor of a page's commands inside its activity, all through one deleter (their manifest
- * lines share parts): a cancelled attempt starts no further command, and a walk no retry can finish
- * fails its prefix now, as its own activity would, so the plan still releases the lease.
- */
-function pageExecutor(
-  run: Run,
-  input: Input<'collectPrefixes'>,
-  signal: AbortSignal,
-  deletes: Deleter,
-): CollectorExecutor {
-  return async (command, walk) => {
-    if (signal.aborted) throw signal.reason;
-    let position = command.kind === 'reclaimPrefix' ? command.from : undefined;
-    const onProgress = (p: ReclaimPosition) => {
-      position = p;
-      walk.onProgress(p);
-    };
-    try {
-      return await run({ ...input, command } as Input<typeof command.kind>, { ...walk, onProgress }, deletes);
-    } catch (err) {
-      const failure = toFailure(err);
-      if (command.kind !== 'reclaimPrefix' || !(failure instanceof ApplicationFailure) || !failure.nonRetryable)
-        throw err;
-      return { kind: 'reclaimFailed', tally: position?.tally, message: failure.message };
-    }
-  };
-}
-
-/**
- * Where an activity stands, told to Temporal in heartbeats: it starts where a retried attempt's
- * predecessor last stood (else at `from`), and `failed` hands it to the workflow on a failure.
- */
-function heartbeated<P>(from: P) {
-  const ctx = Context.current();
-  const at = { position: (ctx.info.heartbeatDetails as P | undefined) ?? from };
-  return {
-    at,
-    tell: (p: P) => {
-      at.position = p;
-      ctx.heartbeat(p);
-    },
-  };
-}
+/** Runs one command of a pass on this worker's store, through `deletes` (a page's), and reports its metrics. */
+type Run = (input: CommandInput, progress?: CommandProgress, deletes?: Deleter) => Promise<CollectorResult>;
 
 /** The metrics of the manifest parts a pass's deleter writes. */
 const manifestPartRecorder = (dryRun: boolean) => (key: string, lines: number) =>
@@ -171,18 +107,43 @@ const manifestPartRecorder = (dryRun: boolean) => (key: string, lines: number) =
 
 /** Every command runs through the same executor as a pass run without Temporal, and reports its metrics. */
 function commandRunner(store: ObjectStore, rootCodec: RootCodec): Run {
-  return async (input, progress = { onProgress: () => {} }, deletes) => {
+  return async (input, progress = {}, deletes) => {
     const { dryRun } = input.rules;
-    const result = await executeOnStore(
-      store,
-      namespaceId(input.namespaceId),
-      input.rules,
-      input.command,
-      { onManifestPart: manifestPartRecorder(dryRun), ...progress },
-      { codec: rootCodec, ...(deletes && { deletes }) },
-    );
+    const pass = { store, namespaceId: namespaceId(input.namespaceId), rules: input.rules, codec: rootCodec };
+    const result = await executeOnStore({ ...pass, ...(deletes && { deletes }) }, input.command, {
+      onManifestPart: manifestPartRecorder(dryRun),
+      ...progress,
+    });
     recordResult(result, dryRun);
-    return result as ResultOf<typeof input.command.kind>;
+    return result;
+  };
+}
+
+/**
+ * The executor of a page's commands inside its activity, all through one deleter (their manifest
+ * lines share parts): a cancelled attempt starts no further command, and a command no retry can finish
+ * means now what its row says its failure means, as its own activity's would (a walk fails its prefix, so the
+ * plan still releases the lease).
+ */
+function pageExecutor(run: Run, input: CommandInput, signal: AbortSignal, deletes: Deleter): CollectorExecutor {
+  return async (command, progress = {}) => {
+    if (signal.aborted) throw signal.reason;
+    const row = rowOf(command);
+    let position = 'from' in command ? command.from : undefined;
+    const onProgress = (p: CommandPosition) => {
+      position = p;
+      progress.onProgress?.(p);
+    };
+    try {
+      return await run({ ...input, command }, { ...progress, onProgress }, deletes);
+    } catch (err) {
+      const failure = toFailure(err);
+      if (!(failure instanceof ApplicationFailure) || !failure.nonRetryable) throw err;
+      const stood = position && row.stood?.(position);
+      const meant = row.failed?.(command, { message: failure.message, activityFailed: true, details: stood });
+      if (meant === undefined || 'byCommand' in meant) throw err;
+      return meant;
+    }
   };
 }
 
@@ -203,68 +164,58 @@ async function passSettings(store: ObjectStore, settings: CompactionSettings): P
   };
 }
 
-/** A walk of one prefix resumed at its predecessor attempt's heartbeat; a failure carries the tally it reached. */
-async function reclaimPrefixResuming(run: Run, input: Input<'reclaimPrefix'>) {
-  const walk = heartbeated(reclaimPositionFrom(undefined, input.command.from));
-  try {
-    return await run({ ...input, command: { ...input.command, from: walk.at.position } }, { onProgress: walk.tell });
-  } catch (err) {
-    throw withProgress(err, walk.at.position.tally);
-  }
+/** What every command's activity runs with. */
+interface ActivityDeps {
+  readonly run: Run;
+  readonly store: ObjectStore;
+  /** How often a command whose row says `timer` heartbeats while a request is in flight. */
+  readonly beatEveryMs: number;
 }
 
 /**
- * A page's prefixes collected through one deleter, resumed at the page's heartbeat; a failure carries the page's report
- * so far.
+ * The activity of a command kind, as its row says: it heartbeats what the row names, a retried attempt resumes where
+ * its predecessor's last heartbeat stood (else at the command's `from`), and a failure carries where it stood. A
+ * command made of others (a page) runs them through one deleter, their manifest lines sharing parts.
  */
-async function collectPageResuming(run: Run, store: ObjectStore, input: Input<'collectPrefixes'>) {
-  const page = heartbeated<PageCollection | undefined>(undefined);
-  const resume = page.at.position;
-  const deletes = passDeleter(
-    store,
-    namespaceId(input.namespaceId),
-    input.rules,
-    manifestPartRecorder(input.rules.dryRun),
-  );
-  const execute = pageExecutor(run, input, Context.current().cancellationSignal, deletes);
-  try {
-    return {
-      kind: 'collected' as const,
-      report: await collectPrefixes(
-        input.namespaceId,
-        input.command.prefixes,
-        input.rules,
-        execute,
-        { ...(resume && { resume }), onProgress: page.tell },
-        input.command.rootGeneration,
-      ),
+function commandActivity({ run, store, beatEveryMs }: ActivityDeps) {
+  return async (input: CommandInput): Promise<CollectorResult> => {
+    const ctx = Context.current();
+    const row = rowOf(input.command);
+    if (row.heartbeat === 'none') return run(input);
+    if (row.heartbeat === 'reads') return run(input, { onRead: () => ctx.heartbeat() });
+    const from = (input.command as { readonly from?: CommandPosition }).from;
+    let position = (ctx.info.heartbeatDetails as CommandPosition | undefined) ?? from;
+    const onProgress = (p: CommandPosition) => {
+      position = p;
+      ctx.heartbeat(p);
     };
-  } catch (err) {
-    throw withProgress(err, page.at.position);
-  }
-}
-
-/** A reclaim of superseded segments resumed at its heartbeat, which a timer repeats while a request is in flight. */
-async function reclaimRetiredResuming(run: Run, settings: CompactionSettings, input: Input<'reclaimRetiredSegments'>) {
-  const ctx = Context.current();
-  const reclaim = heartbeated(input.command.from);
-  const beat = setInterval(
-    () => ctx.heartbeat(reclaim.at.position),
-    Math.min(RETIRED_BEAT_MS, heartbeatEveryMs(settings)),
-  );
-  try {
-    const from = reclaim.at.position;
-    return await run(
-      { ...input, command: { ...input.command, ...(from && { from }) } },
-      { onProgress: () => {}, onRetiredProgress: reclaim.tell },
-    );
-  } finally {
-    clearInterval(beat);
-  }
+    const beat =
+      row.heartbeat === 'position and timer' ? setInterval(() => ctx.heartbeat(position), beatEveryMs) : undefined;
+    const command = resumedAt(input.command, position);
+    try {
+      if (!row.byCommands) return await run({ ...input, command }, { onProgress });
+      const { dryRun } = input.rules;
+      const deletes = passDeleter(store, namespaceId(input.namespaceId), input.rules, manifestPartRecorder(dryRun));
+      const execute = pageExecutor(run, input, ctx.cancellationSignal, deletes);
+      return await row.byCommands(command, { namespaceId: input.namespaceId, rules: input.rules, execute, onProgress });
+    } catch (err) {
+      throw row.stood ? withProgress(err, position === undefined ? undefined : row.stood(position)) : err;
+    } finally {
+      clearInterval(beat);
+    }
+  };
 }
 
 export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
-  const run = commandRunner(store, rootCodec);
+  const deps = {
+    run: commandRunner(store, rootCodec),
+    store,
+    beatEveryMs: Math.min(BEAT_MS, heartbeatEveryMs(settings)),
+  };
+  // One activity per command kind, named by it: what each does is its row's (src/collector/commands).
+  const commands = Object.fromEntries(
+    (Object.keys(COMMAND_KINDS) as CommandKind[]).map((kind) => [kind, commandActivity(deps)]),
+  ) as { readonly [K in CommandKind]: (input: Input<K>) => Promise<ResultOf<K>> };
   return {
     gcSettings: (): Promise<GcWorkflowSettings> => passSettings(store, settings),
     /**
@@ -278,38 +229,7 @@ export function createGcActivities({ store, settings, rootCodec }: GcDeps) {
     },
     listNamespaces: async (input: StoreBound & { after?: string; limit: number }): Promise<ChildrenPage<string>> =>
       listNamespaces(store, input.after, input.limit),
-    listJobPrefixes: (input: Input<'listJobPrefixes'>) => run(input),
-    /** Reads the namespace's root once; a problem (missing, corrupt, unreadable) skips the namespace for the pass. */
-    readRoot: (input: Input<'readRoot'>) => run(input),
-    /**
-     * Reads the leases of one page once and decides each owner at the pass's clock, claiming nothing; heartbeats after
-     * each read.
-     */
-    surveyLeases: (input: Input<'surveyLeases'>) =>
-      run(input, { onProgress: () => {}, onRead: () => Context.current().heartbeat() }),
-    /** Claims the prefix with the survey's read: one CAS (a create where there was no lease), no GET. */
-    claimLease: (input: Input<'claimLease'>) => run(input),
-    /**
-     * Walks the prefix from the command's `from`; its position travels in heartbeats, so a retried attempt resumes
-     * where the last one stood.
-     */
-    reclaimPrefix: (input: Input<'reclaimPrefix'>) => reclaimPrefixResuming(run, input),
-    /**
-     * Collects a page's prefixes in one activity, each by the plan's own steps (claim, fence, walk,
-     * lease last) through the same executor. Every step and walk page is heartbeated, so a retried
-     * attempt resumes each prefix at the command it awaited (a walk at its position); a failed one
-     * hands where it stood to the workflow.
-     */
-    collectPrefixes: (input: Input<'collectPrefixes'>) => collectPageResuming(run, store, input),
-    deleteLease: (input: Input<'deleteLease'>) => run(input),
-    /** The root fence of a page (spec 6b): one CAS of the root, generation + 1; retried on a lost race. */
-    fenceRoot: (input: Input<'fenceRoot'>) => run(input),
-    /**
-     * Superseded segments and lost writes of one namespace (spec 6a), at the pass's clock and reader
-     * grace. Its position travels in heartbeats, after every listing page and batch and at least every
-     * {@link RETIRED_BEAT_MS} while a request is in flight, so a retried attempt resumes where the last stood.
-     */
-    reclaimRetiredSegments: (input: Input<'reclaimRetiredSegments'>) => reclaimRetiredResuming(run, settings, input),
+    ...commands,
   };
 }
 

@@ -4,8 +4,8 @@
  * activity's own attributes. Names are prefixed `compaction_lease_`.
  */
 import { Context } from '@temporalio/activity';
-import type { PrefixOwner, ReclaimTally } from '../protocol';
-import type { RetiredTally } from '../protocol/collector-report';
+import type { PrefixOwner, ReclaimTally } from '../collector';
+import type { RetiredTally } from '../collector/report';
 import { parseManifestPartKey } from '../keys';
 
 const meter = () => Context.current().metricMeter;
@@ -51,19 +51,19 @@ export function recordRetiredReclaim(tally: RetiredTally, dryRun: boolean): void
   const deleted = m.createCounter(
     'compaction_lease_segments_reclaimed',
     '1',
-    'segments under metadata/segments/ and superseded outputs deleted, by reason',
+    'segments under metadata/segments/ and retired outputs deleted, by reason',
   );
   deleted.add(tally.retiredDeleted, { reason: 'retired', dry_run: dryRun });
   deleted.add(tally.lostWritesDeleted, { reason: 'lost_write', dry_run: dryRun });
   m.createCounter(
     'compaction_lease_segment_bytes_reclaimed',
     'By',
-    'bytes of superseded segments and lost writes deleted',
+    'bytes of retired segments and lost writes deleted',
   ).add(tally.bytesDeleted, { dry_run: dryRun });
   const retained = m.createCounter(
     'compaction_lease_segments_retained',
     '1',
-    'segments the reclaim of superseded segments kept, by reason',
+    'segments the reclaim of retired segments kept, by reason',
   );
   retained.add(tally.retainedReferenced, { reason: 'referenced' });
   retained.add(tally.retainedInGrace, { reason: 'reader_grace' });

@@ -29,8 +29,8 @@ export class StoreMismatchError extends TypedError {
 }
 
 /**
- * What an activity input may carry: the identity of the store its run works on (absent in runs recorded before runs
- * named one).
+ * What an activity input carries: the identity of the store its run works on. The workflows always name it; an input
+ * without one (an activity called directly, outside a workflow) is not checked.
  */
 export interface StoreBound {
   readonly store?: string;

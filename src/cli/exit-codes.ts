@@ -10,7 +10,7 @@ import { SearchAttributesMissingError, TemporalNamespaceNotFoundError } from '..
 import { WorkflowTaskFailingError } from '../client/waiting';
 import { NoWorkerPollingError } from '../client/workers';
 import { SettingsError, TimingConfigError } from '../config';
-import { firstLineOf } from '../errors';
+import { firstLineOf, TypedError } from '../errors';
 import { InvalidKeyError } from '../keys';
 import { StoreConfigError, StoreUnavailableError, StoreUnfitError } from '../store';
 import { FormatModuleError } from '../worker/format-module';
@@ -44,8 +44,8 @@ Exit codes:
   5  the store failed the store check (store check, worker): a conditional write, ETag, visibility, clock or delete property`;
 
 /** A failure the CLI itself names, with the exit code it means; the message already says what to do. */
-export class CliError extends Error {
-  override readonly name = 'CliError';
+export class CliError extends TypedError {
+  readonly failureType = 'Cli';
   constructor(
     readonly exitCode: ExitCode,
     message: string,
@@ -55,8 +55,8 @@ export class CliError extends Error {
 }
 
 /** The Temporal server named by the environment (or the default address) did not answer. */
-export class TemporalUnreachableError extends Error {
-  override readonly name = 'TemporalUnreachableError';
+export class TemporalUnreachableError extends TypedError {
+  readonly failureType = 'TemporalUnreachable';
   constructor(address: string, configured: boolean, cause: unknown) {
     const fix = configured
       ? 'check TEMPORAL_ADDRESS / the TEMPORAL_PROFILE it names'

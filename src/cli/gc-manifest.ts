@@ -3,7 +3,7 @@
  * (no Temporal needed).
  */
 import type { Command } from 'commander';
-import { listGcPasses, showGcPass, whyDeleted, type LeaseFacts, type ManifestLine } from '../protocol';
+import { listGcPasses, showGcPass, whyDeleted, type LeaseFacts, type ManifestLine } from '../collector';
 import type { CliContext } from './context';
 import { CliError, ExitCode } from './exit-codes';
 import { repeated } from './options';

@@ -35,7 +35,7 @@ function printReport(ctx: CliContext, report: GcReport): void {
       `referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}`,
     ],
     [
-      'superseded',
+      'retired',
       `segments: ${report.dryRun ? 'would delete' : 'deleted'} ${t.retiredDeleted} retired and ${t.lostWritesDeleted} lost writes, ` +
         `${t.retiredRecordsDropped} records dropped, ${t.retainedInGrace} in reader grace`,
     ],

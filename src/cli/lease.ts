@@ -16,7 +16,7 @@ import {
 import { decideOwner, MAX_LEASE_BYTES, type LeaseState } from '../lease';
 import { leaseReadOf, readLease, readRootIfAny, type LeaseRead } from '../protocol';
 import { referencedKeys, type RootState } from '../root';
-import { listJobPrefixes, listNamespaces } from '../protocol/collector';
+import { listJobPrefixes, listNamespaces } from '../collector/listing';
 import { inBatches } from '../store/batches';
 import { NotFoundError, ObjectTooLargeError, type ObjectStore } from '../store';
 import type { CliContext } from './context';
@@ -59,7 +59,7 @@ export function prefixStatus(
 }
 
 /**
- * How many segments under each job's prefix the root names: in its groups (current) or in its retired list (superseded,
+ * How many segments under each job's prefix the root names: in its groups (current) or in its retired list (retired,
  * kept for readers).
  */
 export function publishedByJob(root: RootState): Map<MetadataCompactionId, { current: number; retired: number }> {

@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 import { namespaceId } from '../keys';
-import { restoreJudgedRoot } from '../protocol';
+import { restoreJudgedRoot } from '../collector';
 import { jsonRootCodec, MAX_COLLECTED_ROOT_BYTES } from '../root';
 import { loadFormatModule } from '../worker/format-module';
 import type { CliContext } from './context';

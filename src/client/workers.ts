@@ -67,6 +67,7 @@ const STOPPED_NAMED_FOR_MS = 5 * 60_000;
  * heartbeats ceased.
  */
 export interface StoppedWorker {
+  /** The identity it polled under (Temporal's default: pid@host). */
   readonly identity: string;
   /**
    * `stopped`: it shut down (its heartbeat said `SHUTTING_DOWN`); `silent`: it still says running but missed its

@@ -3,7 +3,7 @@
  * narrowed to the job's staged segments, with the job's inputs pinned to the versions `readGroup` saw.
  */
 import { familyGroup } from '../keys';
-import type { InputManifest, JobRef } from '../protocol';
+import type { InputList, JobRef } from '../protocol';
 import type { ObjectStore } from '../store';
 import { attemptStore } from '../store/attempt';
 import { referenceCompactor } from './index';
@@ -23,8 +23,8 @@ export interface CompactionRun {
   readonly store: ObjectStore;
   readonly compactor: Compactor;
   readonly job: JobRef;
-  /** The job's pinned inputs (its input manifest). */
-  readonly input: InputManifest;
+  /** The job's pinned inputs (its input list). */
+  readonly input: InputList;
   readonly limits: MergeLimits;
   /** The progress the last attempt heartbeated, unchecked. */
   readonly resume: unknown;

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { firstLineOf, quoted, TypedError } from '../errors';
-import { isInputManifestKeyOf, parseCompactionKey, segmentId, stagedSegmentKey, type FamilyGroup } from '../keys';
+import { isInputListKeyOf, parseCompactionKey, segmentId, stagedSegmentKey, type FamilyGroup } from '../keys';
 import type { JobRef } from '../protocol';
 import { NotFoundError, type ObjectStore } from '../store';
 import { inBatches } from '../store/batches';
@@ -99,7 +99,7 @@ export class OutputMissingError extends CompactorRuleError {
 }
 
 /**
- * Whether `key` is a staged segment key under `job`'s prefix, other than the job's input manifests (the worker's, not
+ * Whether `key` is a staged segment key under `job`'s prefix, other than the job's input lists (the worker's, not
  * the compactor's).
  */
 const isStagedKeyOf = (job: JobRef, key: string): boolean => {
@@ -108,7 +108,7 @@ const isStagedKeyOf = (job: JobRef, key: string): boolean => {
     parsed.kind === 'staged_segment' &&
     parsed.namespaceId === job.namespaceId &&
     parsed.jobId === job.jobId &&
-    !isInputManifestKeyOf(job.namespaceId, job.jobId, key)
+    !isInputListKeyOf(job.namespaceId, job.jobId, key)
   );
 };
 

@@ -273,6 +273,20 @@ export const PROCESS_SETTINGS = {
     default: 11_000,
     doc: 'activity slots of a worker: jobs per worker ≤ slots minus collector headroom',
   },
+  /**
+   * The sticky workflow cache. A held job makes no workflow task until its work ends, so evicting it
+   * costs one replay of its short history then, while every cached run costs the worker memory (about
+   * 200 KiB of RSS each, docs/performance.md); the SDK's default, sized from the heap limit (2,395 at
+   * 4 GiB), would make the cache the largest part of a worker holding 10,000 leases. Runs with tasks in
+   * flight are the most recently used, so they stay cached; at least the SDK's 40 concurrent workflow tasks.
+   * @default 200
+   */
+  cachedWorkflows: {
+    ...count(40),
+    env: 'COMPACTION_WORKER_CACHED_WORKFLOWS',
+    default: 200,
+    doc: 'workflow runs a worker keeps cached between their tasks (the sticky cache)',
+  },
   /** @default 'WARN' */
   logLevel: {
     kind: 'choice',

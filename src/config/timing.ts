@@ -109,7 +109,7 @@ function timingViolations(t: Timing): string[] {
       // A published job stops refreshing before its outputs can be retired, so this grace outlasts its lease: no object
       // under a live lease goes.
       t.readerGraceMs >= t.leaseExpiryMs + t.clockSafetyMarginMs,
-      `${env.readerGraceMs} (${t.readerGraceMs}) must be at least ${env.leaseExpiryMs} + ${env.clockSafetyMarginMs} (${t.leaseExpiryMs + t.clockSafetyMarginMs}): a superseded output would go while its job's lease is live`,
+      `${env.readerGraceMs} (${t.readerGraceMs}) must be at least ${env.leaseExpiryMs} + ${env.clockSafetyMarginMs} (${t.leaseExpiryMs + t.clockSafetyMarginMs}): a retired output would go while its job's lease is live`,
     ],
     [
       // A writer sends its last registering CAS within the budget of its PUT's start; it lands within one deadline, and

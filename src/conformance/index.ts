@@ -21,7 +21,7 @@ import {
   type NamespaceId,
 } from '../keys';
 import { createJobLease, publishCompaction, readRoot } from '../protocol';
-import { reclaimRetiredSegments, START_OF_RETIRED } from '../protocol/retired-reclaim';
+import { reclaimRetiredSegments } from '../collector/retired-reclaim';
 import { decodeRootWith, planPublication, stampRetirements, type RootCodec, type RootState } from '../root';
 import { createEmbeddedObjectStore, type ObjectStore } from '../store';
 
@@ -31,7 +31,7 @@ export interface FormatUnderTest {
   readonly rootCodec: RootCodec;
   /**
    * Writes a few input segments of `group` in the format (overlapping keys, some deletions) and
-   * lists them in the root with `rootCodec` (e.g. `updateRoot(store, ns, …, rootCodec)`).
+   * lists them in the root with `rootCodec` (e.g. `updateRoot(store, ns, …, { codec: rootCodec })`).
    */
   readonly writeInputs: (store: ObjectStore, ns: NamespaceId, group: FamilyGroup) => Promise<void>;
   /**
@@ -215,7 +215,12 @@ async function checkPublicationAndCollector(
         tombstones,
         ...(tombstoneSeqFloor !== undefined && { tombstoneSeqFloor }),
       };
-      const outcome = await publishCompaction(store, request, { budgetMs: 60_000, maxRootRaces: 3 }, clock, rootCodec);
+      const outcome = await publishCompaction(store, request, {
+        budgetMs: 60_000,
+        maxRootRaces: 3,
+        clock,
+        codec: rootCodec,
+      });
       if (outcome.outcome !== 'published') fail(`publication ended ${JSON.stringify(outcome)}`);
       const after = (await readRoot(store, ns, rootCodec)).root;
       // A compactor that says how high its tombstones go lets publication drop them (and raise the floor); otherwise
@@ -240,7 +245,7 @@ async function checkPublicationAndCollector(
         keysPerFlush: 100,
         reportLimit: 10,
       };
-      const outcome = await reclaimRetiredSegments(store, ns, rules, START_OF_RETIRED, () => {}, rootCodec);
+      const outcome = await reclaimRetiredSegments(store, ns, rules, { codec: rootCodec });
       if (!('tally' in outcome)) return fail(`the collector could not use the root: ${outcome.rootProblem.reason}`);
       if (outcome.tally.retiredDeleted !== inputs.length)
         fail(`${outcome.tally.retiredDeleted} of ${inputs.length} retired inputs deleted`);

@@ -247,26 +247,26 @@ export function parseManifestPartKey(
   return { namespaceId: m[1] as NamespaceId, passId: m[2] as PassId, ...(totals && { totals }) };
 }
 
-/** The extension of a job's input manifests; no compactor may stage a segment of it. */
-export const INPUT_MANIFEST_EXTENSION = 'inputs';
+/** The extension of a job's input lists; no compactor may stage a segment of it. */
+export const INPUT_LIST_EXTENSION = 'inputs';
 
 /**
- * The input manifest written by attempt `attempt` of the job's `readGroup`: the group's inputs and
+ * The input list written by attempt `attempt` of the job's `readGroup`: the group's inputs and
  * their pinned ETags, which no Temporal payload carries. A staged object of the grammar (segment id
  * the attempt number in hex), so the collector reclaims it with the job's prefix like any staged
  * object no root references; each attempt writes its own, so none is ever overwritten.
  */
-export const inputManifestKey = (ns: NamespaceId, job: MetadataCompactionId, attempt: number): string =>
-  stagedSegmentKey(ns, job, segmentId(`seg_${attempt.toString(16).padStart(32, '0')}`), INPUT_MANIFEST_EXTENSION);
+export const inputListKey = (ns: NamespaceId, job: MetadataCompactionId, attempt: number): string =>
+  stagedSegmentKey(ns, job, segmentId(`seg_${attempt.toString(16).padStart(32, '0')}`), INPUT_LIST_EXTENSION);
 
-/** Whether `key` is an input manifest of job `job` of namespace `ns`. */
-export function isInputManifestKeyOf(ns: NamespaceId, job: MetadataCompactionId, key: string): boolean {
+/** Whether `key` is an input list of job `job` of namespace `ns`. */
+export function isInputListKeyOf(ns: NamespaceId, job: MetadataCompactionId, key: string): boolean {
   const parsed = parseCompactionKey(key);
   return (
     parsed.kind === 'staged_segment' &&
     parsed.namespaceId === ns &&
     parsed.jobId === job &&
-    parsed.extension === INPUT_MANIFEST_EXTENSION
+    parsed.extension === INPUT_LIST_EXTENSION
   );
 }
 

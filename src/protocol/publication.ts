@@ -59,14 +59,24 @@ export interface PublicationClock {
   readonly elapsedMs: () => number;
 }
 
+/** How a publication runs: its limits, its clocks and the root's codec. */
+export interface PublicationOptions {
+  /** The most time from an attempt's lease refresh to its root CAS being sent (`publicationBudgetMs`). */
+  readonly budgetMs: number;
+  /** Root races lost before the job ends `superseded` (`maxRootRaces`). */
+  readonly maxRootRaces: number;
+  readonly clock: PublicationClock;
+  /** How the root is read and written: the worker's, as for every root read and write. */
+  readonly codec: RootCodec;
+}
+
 /** Every attempt first reads the root and asks whether an earlier one (a retried activity's too) already published. */
 export async function publishCompaction(
   store: ObjectStore,
   request: PublicationRequest,
-  limits: { budgetMs: number; maxRootRaces: number },
-  clock: PublicationClock,
-  codec: RootCodec,
+  options: PublicationOptions,
 ): Promise<PublicationOutcome> {
+  const { clock, codec, ...limits } = options;
   // Inputs hold at least one record each, and every key's winner is in an output or a tombstone
   // segment: nothing at all means the compactor lost its work (e.g. progress it misread), and
   // publishing it would retire every input. Refused before anything is written; the group stays.
@@ -163,12 +173,11 @@ export async function settlePublication(
   const settled = await changeRoot(
     store,
     request.namespaceId,
-    codec,
     ({ root }) =>
       holdsPublication(root, request, [], codec)
         ? undefined
         : Object.freeze({ ...root, generation: root.generation + 1 }),
-    { maxRounds: MAX_SETTLE_ROUNDS },
+    { codec, maxRounds: MAX_SETTLE_ROUNDS },
   );
   if (!settled)
     throw new AmbiguousError(
@@ -179,7 +188,7 @@ export async function settlePublication(
 }
 
 /**
- * The outcome of a publication attempt that found its job's input manifest gone. Only a collector
+ * The outcome of a publication attempt that found its job's input list gone. Only a collector
  * deletes it, and only under a prefix it claimed (an expired lease) or found with no lease: so the
  * job is fenced, unless an earlier attempt's CAS landed before the collector came (a retry after a
  * lost reply or a long stall), which the root shows by naming every output, or every tombstone
@@ -196,7 +205,7 @@ export async function publicationOfReclaimedJob(
   const named = request.outputs.length > 0 ? request.outputs : (request.tombstones ?? []);
   if (named.length > 0 && named.every((k) => referenced.has(k)))
     return { outcome: 'published', rootGeneration: root.generation };
-  return { outcome: 'fenced', reason: "the job's input manifest is gone: a collector reclaimed its prefix" };
+  return { outcome: 'fenced', reason: "the job's input list is gone: a collector reclaimed its prefix" };
 }
 
 /**

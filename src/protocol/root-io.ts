@@ -111,6 +111,28 @@ export async function readRoot(
   maxBytes = MAX_ROOT_BYTES,
 ): Promise<ReadRoot> {
   const key = rootKey(ns);
+  const read = await readRootAt(store, key, { ns, codec, maxBytes });
+  if (read === undefined) throw new RootMissingError(key);
+  const { root, etag, bytes, lastModified } = read;
+  return { root, etag, bytes, lastModified };
+}
+
+/** How a root object is read: as the root of namespace `ns`, by `codec`, up to `maxBytes`. */
+export interface RootReading {
+  readonly ns: NamespaceId;
+  readonly codec: RootCodec;
+  readonly maxBytes: number;
+}
+
+/**
+ * The object at `key` (the root, or a copy of it such as the collector's judged root) read as a root of `ns`, with its
+ * bytes; undefined when there is none.
+ */
+export async function readRootAt(
+  store: ObjectStore,
+  key: string,
+  { ns, codec, maxBytes }: RootReading,
+): Promise<(ReadRoot & { readonly body: Uint8Array }) | undefined> {
   try {
     const object = await store.get(key, { maxBytes });
     return {
@@ -118,9 +140,11 @@ export async function readRoot(
       etag: object.etag,
       bytes: object.body.length,
       lastModified: object.lastModified,
+      body: object.body,
     };
   } catch (err) {
-    throw err instanceof NotFoundError ? new RootMissingError(key) : err;
+    if (err instanceof NotFoundError) return undefined;
+    throw err;
   }
 }
 
@@ -163,6 +187,8 @@ async function markHistory(store: ObjectStore, ns: NamespaceId, codec: RootCodec
 
 /** How a CAS of the root runs. */
 interface CasOptions {
+  /** How the root is read and written. */
+  readonly codec: RootCodec;
   /**
    * Checks the root to be written against the one it replaces, once its bytes are known to fit; what it throws stops
    * the write with nothing sent.
@@ -224,11 +250,11 @@ async function hasHistory(store: ObjectStore, ns: NamespaceId): Promise<boolean>
 async function casRoot(
   store: ObjectStore,
   ns: NamespaceId,
-  codec: RootCodec,
   next: (current: ReadRoot) => Promise<RootState | undefined> | RootState | undefined,
-  options: CasOptions = {},
+  options: CasOptions,
 ): Promise<WrittenRoot | undefined> {
   const {
+    codec,
     check,
     beforeWrite = () => {},
     maxRounds = Number.POSITIVE_INFINITY,
@@ -272,6 +298,11 @@ async function casRoot(
  * it registers.
  */
 export interface RootWriteOptions {
+  /**
+   * How the root is read and written. No default: a writer that forgot a plug-in's codec would write `root.json` (pass
+   * `jsonRootCodec` for the reference root).
+   */
+  readonly codec: RootCodec;
   /** The writer's wall clock: every segment the write removes retires at its reading then (spec 6a.1). */
   readonly clockMs?: () => number;
   /** Called right before each CAS is sent; what it throws stops the write with nothing sent (a writer budget spent). */
@@ -283,6 +314,15 @@ export interface RootWriteOptions {
   readonly minSeqOf?: (key: string) => number | undefined;
 }
 
+/** A root change about to be sent: the store, the root it replaces, the root it writes, the writer's seqs. */
+interface RootChange {
+  readonly store: ObjectStore;
+  readonly before: RootState;
+  readonly next: RootState;
+  /** The lowest seq a registered segment holds, where the writer knows it ({@link RootWriteOptions.minSeqOf}). */
+  readonly minSeqOf: (key: string) => number | undefined;
+}
+
 /**
  * Refuses a change of `before` into `next` that registers a segment no root may name (spec 6c):
  * a staged segment under a job prefix (only its job's publication names those), one `before`
@@ -291,12 +331,8 @@ export interface RootWriteOptions {
  * floor. Each is read (HEAD, a few at a time) after `before` was: a collector deletes a segment only
  * after a root write that condemns it, which fails this writer's CAS on `before` or is in `before`.
  */
-async function checkRegistrations(
-  store: ObjectStore,
-  before: RootState,
-  next: RootState,
-  minSeqOf: (key: string) => number | undefined,
-): Promise<void> {
+async function checkRegistrations(change: RootChange): Promise<void> {
+  const { before, next } = change;
   const ns = before.namespace_id;
   const { retired } = rootIndex(before);
   const registered = newlyNamed(before, next);
@@ -308,22 +344,14 @@ async function checkRegistrations(
     if (retired.has(key))
       throw new SegmentLostError(key, 'it was retired from the root and is deleted once its reader grace is over');
   }
-  await inBatches(registered, 1, HEAD_CONCURRENCY, async ([key]) =>
-    checkRegistration(store, before, next, key!, minSeqOf),
-  );
+  await inBatches(registered, 1, HEAD_CONCURRENCY, async ([key]) => checkRegistration(change, key!));
 }
 
 /** HEAD requests of one registration in flight at once. */
 const HEAD_CONCURRENCY = 16;
 
 /** One segment a change registers: in the store, not condemned, above its group's floor. */
-async function checkRegistration(
-  store: ObjectStore,
-  before: RootState,
-  next: RootState,
-  key: string,
-  minSeqOf: (key: string) => number | undefined,
-): Promise<void> {
+async function checkRegistration({ store, before, next, minSeqOf }: RootChange, key: string): Promise<void> {
   let lastModified: Date | undefined;
   try {
     ({ lastModified } = await store.head(key));
@@ -365,14 +393,12 @@ export async function updateRoot(
   store: ObjectStore,
   ns: NamespaceId,
   change: (root: RootState) => RootState,
-  codec: RootCodec,
-  options: RootWriteOptions = {},
+  options: RootWriteOptions,
 ): Promise<RootState> {
-  const { clockMs = Date.now, minSeqOf = () => undefined } = options;
+  const { codec, clockMs = Date.now, minSeqOf = () => undefined } = options;
   const written = await casRoot(
     store,
     ns,
-    codec,
     ({ root: before }) => {
       const changed = change(before);
       if (changed === before) return undefined;
@@ -383,8 +409,9 @@ export async function updateRoot(
       );
     },
     {
+      codec,
       keepHistory: true,
-      check: (before, next) => checkRegistrations(store, before, next, minSeqOf),
+      check: (before, next) => checkRegistrations({ store, before, next, minSeqOf }),
       ...(options.beforeWrite && { beforeWrite: options.beforeWrite }),
     },
   );
@@ -397,8 +424,11 @@ export async function updateRoot(
  * Undefined when the namespace has no root (no publication can land there either).
  */
 export async function fenceRoot(store: ObjectStore, ns: NamespaceId, codec: RootCodec): Promise<RootState | undefined> {
-  const fenced = await casRoot(store, ns, codec, (current) =>
-    Object.freeze({ ...current.root, generation: current.root.generation + 1 }),
+  const fenced = await casRoot(
+    store,
+    ns,
+    (current) => Object.freeze({ ...current.root, generation: current.root.generation + 1 }),
+    { codec },
   );
   return fenced?.root;
 }
@@ -412,7 +442,6 @@ export async function fenceRoot(store: ObjectStore, ns: NamespaceId, codec: Root
 export const changeRoot = (
   store: ObjectStore,
   ns: NamespaceId,
-  codec: RootCodec,
   change: (current: ReadRoot) => RootState | undefined,
-  options: { readonly maxRounds: number; readonly maxBytes?: number },
-): Promise<WrittenRoot | undefined> => casRoot(store, ns, codec, change, options);
+  options: { readonly codec: RootCodec; readonly maxRounds: number; readonly maxBytes?: number },
+): Promise<WrittenRoot | undefined> => casRoot(store, ns, change, options);

@@ -21,7 +21,7 @@ export const ROOT_KIND = 'metadata_root';
 export const MAX_ROOT_BYTES = 16 * 1024 * 1024;
 /**
  * The largest root the collector still reads, to shrink it: one written past {@link MAX_ROOT_BYTES}
- * by an older version or a foreign writer. Only the reclaim of superseded segments reads this far,
+ * by an older version or a foreign writer. Only the reclaim of retired segments reads this far,
  * and it holds at most two decoded roots at once, so a worker's memory stays bounded.
  */
 export const MAX_COLLECTED_ROOT_BYTES = 2 * MAX_ROOT_BYTES;

@@ -6,8 +6,7 @@
  *
  * An object is stored in chunks of {@link CHUNK_BYTES}: the first in `objects.body`, the rest in
  * `object_chunks`, each row carrying the object's ETag. A stream reads one chunk at a time, so
- * memory stays bounded however large the object (rows written before chunking hold the whole body
- * in `objects.body` and still read back).
+ * memory stays bounded however large the object.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';

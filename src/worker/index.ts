@@ -64,7 +64,10 @@ export interface CreateWorkerOptions {
    * collector reads references and retirements with it: every worker of a deployment needs the same.
    */
   readonly rootCodec?: RootCodec;
-  /** Passed through to `Worker.create` (slots, identity, bundle, …) over `COMPACTION_WORKER_ACTIVITY_SLOTS`. */
+  /**
+   * Passed through to `Worker.create` (slots, cache, identity, bundle, …) over `COMPACTION_WORKER_ACTIVITY_SLOTS` and
+   * `COMPACTION_WORKER_CACHED_WORKFLOWS`.
+   */
   readonly workerOptions?: Partial<WorkerOptions>;
   /** Where the one line naming the worker's task queue and store goes; default `console.log`. */
   readonly log?: (line: string) => void;
@@ -96,6 +99,12 @@ export function storeCheckFromEnv(env?: NodeJS.ProcessEnv): StoreCheckMode {
  * PROCESS_SETTINGS}).
  */
 export const DEFAULT_ACTIVITY_SLOTS = PROCESS_SETTINGS.activitySlots.default;
+
+/**
+ * Workflow runs a worker keeps cached unless `COMPACTION_WORKER_CACHED_WORKFLOWS` says otherwise (why so few: {@link
+ * PROCESS_SETTINGS}).
+ */
+export const DEFAULT_CACHED_WORKFLOWS = PROCESS_SETTINGS.cachedWorkflows.default;
 
 /** The workflows' folder, for `bundleWorkflowCode` and replay. */
 export const WORKFLOWS_PATH = join(__dirname, '..', 'workflows');
@@ -145,6 +154,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     // is sent, so a job's activity stops up to one beat interval after the workflow asked it to.
     maxHeartbeatThrottleInterval: heartbeatEveryMs(options.settings),
     maxConcurrentActivityTaskExecutions: DEFAULT_ACTIVITY_SLOTS,
+    maxCachedWorkflows: DEFAULT_CACHED_WORKFLOWS,
     ...workerOptionsFromEnv(),
     ...options.workerOptions,
   });
@@ -160,11 +170,16 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
 }
 
 export const ACTIVITY_SLOTS_ENV = PROCESS_SETTINGS.activitySlots.env;
+export const CACHED_WORKFLOWS_ENV = PROCESS_SETTINGS.cachedWorkflows.env;
 
 /**
- * The worker options an operator sets in the environment; a value that is not a positive integer is a `SettingsError`.
+ * The worker options an operator sets in the environment; a value out of its declared bounds is a `SettingsError`.
  */
 export function workerOptionsFromEnv(env?: NodeJS.ProcessEnv): Partial<WorkerOptions> {
   const slots = settingSetInEnv(PROCESS_SETTINGS, 'activitySlots', env);
-  return slots === undefined ? {} : { maxConcurrentActivityTaskExecutions: slots };
+  const cached = settingSetInEnv(PROCESS_SETTINGS, 'cachedWorkflows', env);
+  return {
+    ...(slots !== undefined && { maxConcurrentActivityTaskExecutions: slots }),
+    ...(cached !== undefined && { maxCachedWorkflows: cached }),
+  };
 }

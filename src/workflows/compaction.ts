@@ -19,7 +19,7 @@ import {
 } from '@temporalio/workflow';
 import { ApplicationFailureCategory } from '@temporalio/common';
 import type { CompactionActivities, CompactionOutput, WorkflowSettings } from '../activities/compaction';
-import type { HeldLease, InputManifestRef, PublicationOutcome } from '../protocol';
+import type { HeldLease, InputListRef, PublicationOutcome } from '../protocol';
 import {
   familyGroup,
   InvalidKeyError,
@@ -64,12 +64,12 @@ export interface CompactionResult {
   readonly jobId: string;
   readonly fencedJobIds: readonly string[];
   /**
-   * How many input segments the job read; their keys are in its input manifest, never in a payload (a group may have
+   * How many input segments the job read; their keys are in its input list, never in a payload (a group may have
    * 100,000).
    */
   readonly inputCount: number;
-  /** The key of the job's input manifest under its prefix, which the collector reclaims with the prefix. */
-  readonly inputManifest: string;
+  /** The key of the job's input list under its prefix, which the collector reclaims with the prefix. */
+  readonly inputList: string;
   readonly outputs: readonly string[];
   /**
    * The job's staged tombstone segments: the root names them after the outputs only when segments were registered
@@ -234,7 +234,7 @@ interface JobRun {
   readonly group: FamilyGroup;
   readonly job: MetadataCompactionId;
   /** Named by every activity: a worker bound to another store refuses it. */
-  readonly store: string | undefined;
+  readonly store: string;
   readonly settings: WorkflowSettings;
   readonly activities: ReturnType<typeof jobActivities>;
   readonly view: ReturnType<typeof jobView>['view'];
@@ -257,13 +257,13 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
   upsertSearchAttributes([{ key: CompactionJobId, value: job }]);
   const run: JobRun = { ns, group, job, store, settings, activities, view, show };
 
-  const manifest = await fixInputs(run);
-  const ref = { namespaceId: ns, jobId: job, manifest, store };
+  const inputList = await fixInputs(run);
+  const ref = { namespaceId: ns, jobId: job, inputList, store };
   const held = await createLease(run);
   const compaction = held && (await compactUnderLease(run, { ...ref, held }));
 
   // 4. Publish by CAS, unless the job is fenced or has nothing to change.
-  const end = decideJobEnd(held !== undefined, compaction, manifest.count);
+  const end = decideJobEnd(held !== undefined, compaction, inputList.count);
   let outcome: CompactionOutcomeName = end.kind === 'publish' ? 'published' : end.kind;
   let detail = end.kind === 'publish' ? undefined : end.detail;
   if (end.kind === 'publish' && compaction) {
@@ -272,14 +272,14 @@ export async function compactionWorkflow(input: CompactionInput): Promise<Compac
     detail = publicationDetail(published);
   }
 
-  const result = endJob(run, { outcome, detail, fencedJobIds, manifest, compaction });
+  const result = endJob(run, { outcome, detail, fencedJobIds, inputList, compaction });
   if (outcome === 'fenced' && fencedJobIds.length < settings.maxFencedRuns) {
     // A fenced job never runs again under its id: a new run draws a new job id.
     await continueAsNew<typeof compactionWorkflow>({
       namespaceId: ns,
       group,
       fencedJobIds: [...fencedJobIds, job],
-      ...(store !== undefined && { store }),
+      store,
     });
   }
   return result;
@@ -300,22 +300,22 @@ function tagGroup(ns: NamespaceId, group: FamilyGroup): void {
 }
 
 /**
- * 1. Fixes the group's inputs in the job's input manifest, before the lease exists; a group with no segments is invalid
+ * 1. Fixes the group's inputs in the job's input list, before the lease exists; a group with no segments is invalid
  * input.
  */
-async function fixInputs({ ns, group, job, store, activities, show }: JobRun): Promise<InputManifestRef> {
+async function fixInputs({ ns, group, job, store, activities, show }: JobRun): Promise<InputListRef> {
   show('reading group');
-  const manifest: InputManifestRef | undefined = await activities.readGroup
+  const inputList: InputListRef | undefined = await activities.readGroup
     .executeWithOptions({ summary: `read group ${group} of ${ns}` }, [{ namespaceId: ns, jobId: job, group, store }])
     .catch((err: unknown) => {
       throw jobFailure(err);
     });
-  if (!manifest)
+  if (!inputList)
     throw ApplicationFailure.nonRetryable(
       `group ${group} of ${ns} has no segments in ${rootKey(ns)}: nothing to compact`,
       'InvalidInput',
     );
-  return manifest;
+  return inputList;
 }
 
 /**
@@ -340,20 +340,20 @@ async function compactUnderLease(
   leased: JobInputs & { held: HeldLease },
 ): Promise<CompactionOutput | undefined> {
   view.leaseStatus = 'held';
-  show('compacting', `${leased.manifest.count} input segments`);
+  show('compacting', `${leased.inputList.count} input segments`);
   return activities.compactUnderLease
-    .executeWithOptions({ summary: `compact ${leased.manifest.count} segments of ${group} under lease ${job}` }, [
+    .executeWithOptions({ summary: `compact ${leased.inputList.count} segments of ${group} under lease ${job}` }, [
       leased,
     ])
     .catch(unlessLeaseLost);
 }
 
-/** The job's namespace, id, input manifest and store: what its lease, compaction and publication activities name. */
+/** The job's namespace, id, input list and store: what its lease, compaction and publication activities name. */
 interface JobInputs {
   readonly namespaceId: NamespaceId;
   readonly jobId: MetadataCompactionId;
-  readonly manifest: InputManifestRef;
-  readonly store: string | undefined;
+  readonly inputList: InputListRef;
+  readonly store: string;
 }
 
 /**
@@ -406,7 +406,7 @@ interface JobEnding {
   readonly outcome: CompactionOutcomeName;
   readonly detail: string | undefined;
   readonly fencedJobIds: readonly string[];
-  readonly manifest: InputManifestRef;
+  readonly inputList: InputListRef;
   readonly compaction: CompactionOutput | undefined;
 }
 
@@ -415,7 +415,7 @@ interface JobEnding {
  */
 function endJob(
   { ns, group, job, view, show }: JobRun,
-  { outcome, detail, fencedJobIds, manifest, compaction }: JobEnding,
+  { outcome, detail, fencedJobIds, inputList, compaction }: JobEnding,
 ): CompactionResult {
   upsertSearchAttributes([{ key: CompactionOutcome, value: outcome }]);
   view.leaseStatus = outcome === 'fenced' ? 'lost' : 'left in place';
@@ -425,8 +425,8 @@ function endJob(
     group,
     jobId: job,
     fencedJobIds,
-    inputCount: manifest.count,
-    inputManifest: manifest.key,
+    inputCount: inputList.count,
+    inputList: inputList.key,
     outputs: compaction?.outputs ?? [],
     tombstones: compaction?.tombstones ?? [],
     recordsOut: compaction?.progress.recordsOut ?? 0,

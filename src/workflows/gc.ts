@@ -1,7 +1,8 @@
 /**
  * One collector pass, orchestrated (spec section 6): a parent walks the namespaces page by page
  * and runs a child per namespace, a bounded number at a time; each child runs the namespace's
- * pass plan (src/protocol/collector-plan), executing its commands as activities.
+ * pass plan (src/collector/plan), executing its commands as activities, each as its kind's row says
+ * (src/collector/commands).
  * The pass's rules (its clock, the lease expiry, the staging grace, dry run, sizes) are fixed once
  * when the pass starts and travel in every input and through continue-as-new with the running
  * report, so every activity of one pass decides by the same rules and history stays bounded
@@ -9,6 +10,7 @@
  */
 import {
   ActivityCancellationType,
+  type ActivityFunctionWithOptions,
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
@@ -27,21 +29,19 @@ import {
 } from '@temporalio/workflow';
 import type { CommandInput, GcActivities } from '../activities/gc';
 import { applyDefaults, GC_PASS_SETTINGS } from '../config/declaration';
-import { InvalidKeyError, jobPrefix, namespaceId, namespacePrefix, newPassId } from '../keys';
+import { InvalidKeyError, namespaceId, namespacePrefix, newPassId } from '../keys';
 import type { FailureType } from '../errors';
 import { workflowRandom } from './workflow-random';
-import type { ReclaimTally } from '../protocol/collector';
 import {
-  collectPrefixes,
-  runNamespacePass,
-  startNamespacePass,
+  passExecutor,
+  rowOf,
   type CollectorCommand,
   type CollectorExecutor,
   type CollectorResult,
-  type NamespacePass,
-  type PageCollection,
-  type PassRules,
-} from '../protocol/collector-plan';
+  type ActivityClass,
+  type CommandFailure,
+} from '../collector/commands';
+import { runNamespacePass, startNamespacePass, type NamespacePass, type PassRules } from '../collector/plan';
 import {
   emptyReport,
   hasNamespaceProblems,
@@ -50,7 +50,7 @@ import {
   passFailed,
   REPORT_LIMIT,
   type GcReport,
-} from '../protocol/collector-report';
+} from '../collector/report';
 import { inBatches } from '../store/batches';
 import { clockSkew } from '../store/clock-skew';
 import { activityOptions, type ActivitySettings } from './activity-options';
@@ -63,8 +63,8 @@ import {
   GcPrefixesSeen,
 } from './search-attributes';
 
-export type { GcReport, GcTotals, NamespaceRootProblem } from '../protocol/collector-report';
-export { REPORT_LIMIT } from '../protocol/collector-report';
+export type { GcReport, GcTotals, NamespaceRootProblem } from '../collector/report';
+export { REPORT_LIMIT } from '../collector/report';
 
 /** What a pass returns: its report, and whether every namespace was collected cleanly. */
 export interface GcPassReport extends GcReport {
@@ -113,8 +113,8 @@ export interface PassSetup {
   readonly timeouts: ActivitySettings;
   /** Where the pass's activities and per-namespace workflows run (see {@link GcOptions.collectorTaskQueue}). */
   readonly collectorTaskQueue?: string;
-  /** The store every activity of the pass names (see {@link GcOptions.store}). Absent in runs recorded before. */
-  readonly store?: string;
+  /** The store every activity of the pass names (see {@link GcOptions.store}). */
+  readonly store: string;
 }
 
 export interface GcInput extends GcOptions {
@@ -166,7 +166,7 @@ function describe(report: GcReport, phase: string): string {
     `prefixes ${t.prefixesSeen} (live ${t.live}, claimed ${t.claimed}, orphaned ${t.orphaned}, corrupt ${t.corrupt}, failed ${t.failedPrefixes}) · ` +
     `deleted ${t.objectsDeleted} objects, ${t.bytesDeleted} bytes, ${t.leasesDeleted} leases · ` +
     `retained: referenced ${t.retainedReferenced}, young ${t.retainedYoung}, unrecognised ${t.retainedUnrecognised}` +
-    `\n\nsuperseded segments: deleted ${t.retiredDeleted} retired and ${t.lostWritesDeleted} lost writes, ` +
+    `\n\nretired segments: deleted ${t.retiredDeleted} retired and ${t.lostWritesDeleted} lost writes, ` +
     `dropped ${t.retiredRecordsDropped} records, ${t.retainedInGrace} in reader grace` +
     (report.manifests?.length ? `\n\nmanifests: ${report.manifests.join(', ')}` : '') +
     (report.corruptLeases.length ? `\n\ncorrupt leases: ${report.corruptLeases.map((c) => c.key).join(', ')}` : '') +
@@ -222,7 +222,7 @@ async function setUp(input: GcInput): Promise<PassSetup> {
   const store = options.store ?? workerStore;
   return {
     ...(collectorTaskQueue !== undefined && { collectorTaskQueue }),
-    ...(store !== undefined && { store }),
+    store,
     rules: {
       nowMs,
       leaseRefreshIntervalMs,
@@ -256,7 +256,7 @@ async function storeClockProblem(setup: PassSetup): Promise<string | undefined> 
   let storeMs: number | null;
   try {
     storeMs = await short.storeClock.executeWithOptions({ summary: "compare the store's clock with the pass's" }, [
-      { ...(setup.store !== undefined && { store: setup.store }) },
+      { store: setup.store },
     ]);
   } catch (err) {
     if (!(err instanceof ActivityFailure)) throw err;
@@ -281,111 +281,58 @@ async function storeClockProblem(setup: PassSetup): Promise<string | undefined> 
  */
 const GC_ATTEMPTS = 10;
 
-/** The collector's activities, on the collector's task queue when the pass names one. */
+/** The collector's activities by class (a command's row names its class), on the collector's task queue if named. */
 function gcActivities({ timeouts, collectorTaskQueue }: PassSetup) {
   const options = activityOptions(timeouts);
   const queue = collectorTaskQueue === undefined ? {} : { taskQueue: collectorTaskQueue };
   const short = proxyActivities<GcActivities>({ ...options.short(GC_ATTEMPTS), ...queue });
   // The survey and the walk make many store calls; their heartbeats tell a dead worker from a long prefix.
-  const long = proxyActivities<GcActivities>({ ...options.heartbeated('1 day', GC_ATTEMPTS), ...queue });
+  const heartbeated = proxyActivities<GcActivities>({ ...options.heartbeated('1 day', GC_ATTEMPTS), ...queue });
   // A cancelled page finishes its prefixes in flight and reports where it stood, so the pass releases what it claimed.
   const page = proxyActivities<GcActivities>({
     ...options.heartbeated('1 day', GC_ATTEMPTS),
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     ...queue,
   });
-  return { short, long, page };
+  return { short, heartbeated, page } satisfies Record<ActivityClass, unknown>;
 }
 
-/** Where a failed `collectPrefixes` activity stood: its failure's details, or its last heartbeat. */
-function pageCollectionOf(err: ActivityFailure): PageCollection | undefined {
+/** A command's activity that failed for good, or that the pass's cancellation stopped, as its row reads it. */
+function commandFailure(err: unknown): CommandFailure {
+  if (!(err instanceof ActivityFailure)) return { message: message(err), activityFailed: false };
   const { cause } = err;
-  const stood =
-    cause instanceof ApplicationFailure || cause instanceof CancelledFailure
-      ? cause.details?.[0]
-      : cause instanceof TimeoutFailure
-        ? cause.lastHeartbeatDetails
-        : undefined;
-  return (stood ?? undefined) as PageCollection | undefined;
+  const details =
+    cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : undefined;
+  const lastHeartbeat = cause instanceof TimeoutFailure ? cause.lastHeartbeatDetails : undefined;
+  return {
+    message: message(err),
+    activityFailed: true,
+    ...(details != null && { details }),
+    ...(lastHeartbeat != null && { lastHeartbeat }),
+  };
 }
 
-/** Executes the plan's commands as activities, each with a summary naming what it touches. */
+/**
+ * Executes the plan's commands as activities, each as its row says (src/collector/commands): its timeout class, a
+ * summary naming what it touches, whether the pass's cancellation stops it, and what its failure means.
+ */
 function activityExecutor(ns: string, setup: PassSetup): CollectorExecutor {
-  const { short, long, page } = gcActivities(setup);
-  const input = <C extends CollectorCommand>(command: C): [CommandInput<C>] => [
-    { namespaceId: ns, rules: setup.rules, command, ...(setup.store !== undefined && { store: setup.store }) },
-  ];
-  const prefix = (job: string) => jobPrefix(namespaceId(ns), job as Parameters<typeof jobPrefix>[1]);
-  const execute = async (command: CollectorCommand): Promise<CollectorResult> => {
-    switch (command.kind) {
-      case 'listJobPrefixes':
-        return short.listJobPrefixes.executeWithOptions({ summary: `list job prefixes of ${ns}` }, input(command));
-      case 'readRoot':
-        return short.readRoot.executeWithOptions({ summary: `read the root of ${ns}` }, input(command));
-      case 'surveyLeases':
-        return long.surveyLeases.executeWithOptions(
-          { summary: `survey ${command.jobIds.length} leases of ${ns}` },
-          input(command),
-        );
-      case 'claimLease':
-        return short.claimLease.executeWithOptions({ summary: `claim ${prefix(command.jobId)}` }, input(command));
-      case 'reclaimPrefix':
-        try {
-          return await long.reclaimPrefix.executeWithOptions(
-            { summary: `reclaim ${prefix(command.jobId)}` },
-            input(command),
-          );
-        } catch (err) {
-          // Whatever stopped the walk (its retries spent, the pass cancelled), the plan still releases the lease.
-          const tally =
-            err instanceof ActivityFailure && err.cause instanceof ApplicationFailure
-              ? (err.cause.details?.[0] as ReclaimTally | undefined)
-              : undefined;
-          return { kind: 'reclaimFailed', tally, message: message(err) };
-        }
-      case 'deleteLease':
-        // Even when the pass is cancelled: a claimed lease is never stranded.
-        return CancellationScope.nonCancellable(() =>
-          short.deleteLease.executeWithOptions({ summary: `delete lease of ${prefix(command.jobId)}` }, input(command)),
-        );
-      case 'collectPrefixes': {
-        try {
-          return await page.collectPrefixes.executeWithOptions(
-            { summary: `collect ${command.prefixes.length} job prefixes of ${ns}` },
-            input(command),
-          );
-        } catch (err) {
-          if (!(err instanceof ActivityFailure)) throw err;
-          // Its retries spent (or cancelled): each prefix goes on from where it stood (a walk after its saved
-          // position), one activity per command, so every claimed lease is still released.
-          const resume = pageCollectionOf(err);
-          const page = { ...(resume && { resume }), onProgress: () => {} };
-          return {
-            kind: 'collected',
-            report: await collectPrefixes(ns, command.prefixes, setup.rules, execute, page, command.rootGeneration),
-          };
-        }
-      }
-      case 'fenceRoot':
-        try {
-          return await short.fenceRoot.executeWithOptions({ summary: `fence the root of ${ns}` }, input(command));
-        } catch (err) {
-          if (!(err instanceof ActivityFailure)) throw err;
-          return { kind: 'fenceFailed', message: message(err) };
-        }
-      case 'reclaimRetiredSegments':
-        try {
-          return await long.reclaimRetiredSegments.executeWithOptions(
-            { summary: `reclaim superseded segments of ${ns}` },
-            input(command),
-          );
-        } catch (err) {
-          if (!(err instanceof ActivityFailure)) throw err;
-          return { kind: 'retiredFailed', message: message(err) };
-        }
-    }
+  const proxies = gcActivities(setup);
+  const activity = (command: CollectorCommand): Promise<CollectorResult> => {
+    const row = rowOf(command);
+    const proxy = proxies[row.activity][command.kind] as ActivityFunctionWithOptions<
+      (input: CommandInput) => Promise<CollectorResult>
+    >;
+    const input: CommandInput = {
+      namespaceId: ns,
+      rules: setup.rules,
+      command,
+      store: setup.store,
+    };
+    const call = () => proxy.executeWithOptions({ summary: row.summary(command, ns) }, [input]);
+    return row.cancellable === false ? CancellationScope.nonCancellable(call) : call();
   };
-  return execute;
+  return passExecutor({ namespaceId: ns, rules: setup.rules, activity, failureOf: commandFailure });
 }
 
 /**
@@ -407,7 +354,7 @@ export async function gcNamespaceWorkflow(input: GcNamespaceInput): Promise<GcRe
   show(
     report,
     report.rootProblems[0]?.problem === 'oversize'
-      ? `${ns}: root past the readers' limit, only superseded segments reclaimed`
+      ? `${ns}: root past the readers' limit, only retired segments reclaimed`
       : report.totals.skippedNamespaces > 0
         ? `${ns} skipped: root ${report.rootProblems[0]?.problem}, nothing claimed or deleted`
         : report.totals.corrupt > 0
@@ -483,7 +430,7 @@ export async function gcWorkflow(input: GcInput = {}): Promise<GcPassReport> {
     const page = given
       ? pageOfGiven(given, after, rules.prefixesPerPage)
       : await listNamespaces.executeWithOptions({ summary: 'list namespaces' }, [
-          { after, limit: rules.prefixesPerPage, ...(setup.store !== undefined && { store: setup.store }) },
+          { after, limit: rules.prefixesPerPage, store: setup.store },
         ]);
     await inBatches(page.found, 1, setup.namespaceConcurrency, (batch) => Promise.all(batch.map(collectNamespace)));
     after = page.next;

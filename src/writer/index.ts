@@ -149,7 +149,8 @@ export async function writeInputSegment(
     const spent = elapsedMs() - startedAt;
     if (spent > budgetMs) throw new WriterBudgetExceededError(key, spent, budgetMs);
   };
-  await updateRoot(store, namespace, (root) => addSegments(root, validGroup, [key]), jsonRootCodec, {
+  await updateRoot(store, namespace, (root) => addSegments(root, validGroup, [key]), {
+    codec: jsonRootCodec,
     beforeWrite: withinBudget,
     minSeqOf: (registered) => (registered === key ? minSeq : undefined),
     ...(options.clockMs && { clockMs: options.clockMs }),

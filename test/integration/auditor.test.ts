@@ -209,7 +209,7 @@ describe('soak auditor', () => {
     expect(await h.rules()).toEqual(['live job object deleted']);
   });
 
-  it("accepts a superseded output deleted after its reader grace while its job's expired lease is still unclaimed: retirement needs no claim (found by the CI soak)", async () => {
+  it("accepts a retired output deleted after its reader grace while its job's expired lease is still unclaimed: retirement needs no claim (found by the CI soak)", async () => {
     const h = await history();
     const j = h.job(Date.now() - 60_000);
     await j.create();
@@ -224,7 +224,7 @@ describe('soak auditor', () => {
     expect((await h.audit()).violations).toEqual([]);
   });
 
-  it("reports a superseded output deleted within its reader grace while its job's lease was unexpired", async () => {
+  it("reports a retired output deleted within its reader grace while its job's lease was unexpired", async () => {
     const h = await history();
     const j = h.job(Date.now());
     await j.create();

@@ -23,7 +23,7 @@ import {
   compactionsPrefix,
   familyGroup,
   inputSegmentKey,
-  INPUT_MANIFEST_EXTENSION,
+  INPUT_LIST_EXTENSION,
   InvalidKeyError,
   jobId,
   jobPrefix,
@@ -573,7 +573,7 @@ describe('bad-input catalogue', () => {
           return (
             r.method === 'PUT' &&
             parsed.kind === 'staged_segment' &&
-            parsed.extension !== INPUT_MANIFEST_EXTENSION &&
+            parsed.extension !== INPUT_LIST_EXTENSION &&
             r.key.startsWith(`namespaces/${ns}/`) &&
             !tombstoneSegmentsOf(r.key).includes(r.key)
           );
@@ -611,7 +611,7 @@ describe('bad-input catalogue', () => {
         const job = jobPrefix(ns, jobId(result.jobId));
         expect(written.filter((k) => !k.startsWith(job))).toEqual([rootKey(ns)]);
         const staged = (await keysUnder(job)).filter((k) => parseCompactionKey(k).kind === 'staged_segment');
-        expect(staged.filter((k) => !tombstoneSegmentsOf(k).includes(k) && k !== result.inputManifest).sort()).toEqual(
+        expect(staged.filter((k) => !tombstoneSegmentsOf(k).includes(k) && k !== result.inputList).sort()).toEqual(
           [...result.outputs].sort(),
         );
       } finally {

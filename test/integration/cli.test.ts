@@ -47,7 +47,7 @@ describe('compaction-lease CLI', () => {
     worker = await startTestWorker(fixture.store, settings);
     ({ client, close: closeClient } = await connectClient());
     // The collector acts on a namespace only against a root it can read (spec 6a.5).
-    await updateRoot(fixture.store, ns, (root) => root, jsonRootCodec);
+    await updateRoot(fixture.store, ns, (root) => root, { codec: jsonRootCodec });
   });
   afterAll(async () => {
     await client?.schedule
@@ -227,7 +227,7 @@ describe('compaction-lease CLI', () => {
 
   it('gc passes, gc show and gc why read what a pass deleted and why from its manifest', async () => {
     const other = namespaceId(uniqueId('cli-manifest').toLowerCase());
-    await updateRoot(fixture.store, other, (root) => root, jsonRootCodec);
+    await updateRoot(fixture.store, other, (root) => root, { codec: jsonRootCodec });
     const job = newJobId();
     const staged = `namespaces/${other}/metadata/compactions/${job}/segments/${newSegmentId()}.seg`;
     await fixture.store.put(staged, new TextEncoder().encode('staged'));

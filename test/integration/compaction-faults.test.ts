@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { startCompaction } from '../../src/client';
 import {
   familyGroup,
-  inputManifestKey,
+  inputListKey,
   inputSegmentKey,
   jobId,
   jobPrefix,
@@ -162,25 +162,25 @@ describe('compaction workflow under faults', () => {
       expect(result.fencedJobIds).toEqual([firstJob]);
       expect(result.outcome).toBe('published');
       expect(await format.readRecords(servers.fixture.store, result.outputs)).toEqual(inputs.merge);
-      // The fenced job wrote its input manifest before its lease, and no output after it.
+      // The fenced job wrote its input list before its lease, and no output after it.
       expect(
         (await servers.fixture.store.list({ prefix: jobPrefix(namespaceId(ns), jobId(firstJob!)) })).objects.map(
           (o) => o.key,
         ),
-      ).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!)), inputManifestKey(namespaceId(ns), jobId(firstJob!), 1)]);
+      ).toEqual([leaseKey(namespaceId(ns), jobId(firstJob!)), inputListKey(namespaceId(ns), jobId(firstJob!), 1)]);
       await expectReplays(servers.client, handle.workflowId, handle.firstExecutionRunId);
     });
 
-    it("a job whose input manifest a collector took for an orphan's before its lease existed reports fenced and runs again as a new job that publishes", async () => {
-      const ns = uniqueId('orphanmanifest').toLowerCase();
+    it("a job whose input list a collector took for an orphan's before its lease existed reports fenced and runs again as a new job that publishes", async () => {
+      const ns = uniqueId('orphaninputlist').toLowerCase();
       const inputs = await format.writeInputs(servers.fixture.store, ns, 'inodes', 2, 200);
       let firstJob: string | undefined;
       // The job waited past the staging grace between reading its group and creating its lease: the collector reclaimed
-      // its prefix (the manifest) first.
+      // its prefix (the input list) first.
       const store = interceptStore(servers.fixture.store, async (operation, subject) => {
         if (operation === 'putIfAbsent' && isLeaseKey(subject) && firstJob === undefined) {
           firstJob = (parseCompactionKey(subject as string) as { jobId: MetadataCompactionId }).jobId;
-          await servers.fixture.store.deleteMany([inputManifestKey(namespaceId(ns), jobId(firstJob), 1)]);
+          await servers.fixture.store.deleteMany([inputListKey(namespaceId(ns), jobId(firstJob), 1)]);
         }
       });
       const { handle, stop } = await compactWith(store, ns, format.plugins);
@@ -200,8 +200,8 @@ describe('compaction workflow under faults', () => {
     });
 
     /**
-     * A compaction whose input manifest a collector reclaims between the work and a publication
-     * attempt (the manifest's second read), as after a long stall: its lease expired and was claimed.
+     * A compaction whose input list a collector reclaims between the work and a publication
+     * attempt (the input list's second read), as after a long stall: its lease expired and was claimed.
      * `publishedFirst`: the first publication CAS lands but its attempt fails, and the collector
      * comes before the activity's retry.
      */
@@ -209,7 +209,7 @@ describe('compaction workflow under faults', () => {
       const nsId = namespaceId(ns);
       const inputs = await format.writeInputs(servers.fixture.store, ns, 'inodes', 2, 200);
       let firstJob: MetadataCompactionId | undefined;
-      let manifestReads = 0;
+      let listReads = 0;
       const reclaim = async () => {
         const key = leaseKey(nsId, firstJob!);
         const current = await servers.fixture.store.get(key);
@@ -224,20 +224,19 @@ describe('compaction workflow under faults', () => {
           ),
           current.etag,
         );
-        await servers.fixture.store.deleteMany([inputManifestKey(nsId, firstJob!, 1)]);
+        await servers.fixture.store.deleteMany([inputListKey(nsId, firstJob!, 1)]);
       };
       const store = wrapStore(servers.fixture.store, async (operation, args, call) => {
         const subject = args[0] as string;
         if (operation === 'putIfAbsent' && isLeaseKey(subject))
           firstJob ??= (parseCompactionKey(subject) as { jobId: MetadataCompactionId }).jobId;
-        const manifestRead =
-          operation === 'get' && firstJob !== undefined && subject === inputManifestKey(nsId, firstJob, 1);
-        if (manifestRead && ++manifestReads === 2 && !publishedFirst) await reclaim();
+        const listRead = operation === 'get' && firstJob !== undefined && subject === inputListKey(nsId, firstJob, 1);
+        if (listRead && ++listReads === 2 && !publishedFirst) await reclaim();
         const result = await call();
-        if (operation === 'putIfMatch' && subject === rootKey(nsId) && publishedFirst && manifestReads === 2) {
+        if (operation === 'putIfMatch' && subject === rootKey(nsId) && publishedFirst && listReads === 2) {
           await reclaim();
           // Not an AmbiguousError, which the attempt would settle by re-reading the root: the attempt fails, and its
-          // retry reads the manifest again.
+          // retry reads the input list again.
           throw new Error('connection reset');
         }
         return result;
@@ -248,7 +247,7 @@ describe('compaction workflow under faults', () => {
       return { handle, result, inputs, firstJob: firstJob! };
     }
 
-    it('a job whose input manifest a collector reclaimed before publication (its lease claimed) reports fenced, publishes nothing, and runs again', async () => {
+    it('a job whose input list a collector reclaimed before publication (its lease claimed) reports fenced, publishes nothing, and runs again', async () => {
       const ns = uniqueId('reclaimedbeforepublish').toLowerCase();
       const { handle, result, inputs, firstJob } = await compactionReclaimedBeforePublication(ns, false);
       expect(result.fencedJobIds).toEqual([firstJob]);
@@ -260,7 +259,7 @@ describe('compaction workflow under faults', () => {
       await expectReplays(servers.client, handle.workflowId, handle.firstExecutionRunId);
     });
 
-    it('a publication that landed unseen, its input manifest reclaimed before the retry, is found in the root: published, not fenced', async () => {
+    it('a publication that landed unseen, its input list reclaimed before the retry, is found in the root: published, not fenced', async () => {
       const ns = uniqueId('reclaimedafterpublish').toLowerCase();
       const { result, inputs, firstJob } = await compactionReclaimedBeforePublication(ns, true);
       expect(result.fencedJobIds).toEqual([]);
@@ -287,7 +286,7 @@ describe('compaction workflow under faults', () => {
         servers.fixture.store,
         namespaceId(ns),
         (root) => ({ ...root, generation: root.generation + 1, groups: { ...root.groups, inodes: [replacement] } }),
-        format.plugins.rootCodec,
+        { codec: format.plugins.rootCodec },
       );
       release();
       const result = await handle.result();
@@ -372,7 +371,7 @@ describe('compaction workflow under faults', () => {
       servers.fixture.store,
       namespaceId(corrupt),
       (root) => addSegments(root, familyGroup('inodes'), [bad]),
-      jsonRootCodec,
+      { codec: jsonRootCodec },
     );
     const before = await readRoot(servers.fixture.store, namespaceId(corrupt), jsonRootCodec);
     expect(await failureType({ namespaceId: corrupt, group: 'inodes' })).toBe('SegmentCorrupt');

@@ -47,12 +47,9 @@ describe('a compaction of more inputs than the socket pool', () => {
     const keys = inputs.map(() => inputSegmentKey(namespaceId(ns), newSegmentId(), SEGMENT_EXTENSION));
     for (let i = 0; i < count; i += 50)
       await Promise.all(keys.slice(i, i + 50).map((key, j) => fixture.store.put(key, encodeSegment(inputs[i + j]!))));
-    await updateRoot(
-      fixture.store,
-      namespaceId(ns),
-      (root) => addSegments(root, familyGroup('bindings'), keys),
-      jsonRootCodec,
-    );
+    await updateRoot(fixture.store, namespaceId(ns), (root) => addSegments(root, familyGroup('bindings'), keys), {
+      codec: jsonRootCodec,
+    });
     const { client, close } = await connectClient();
     const handle = await startCompaction(client, {
       namespaceId: ns,

@@ -219,10 +219,10 @@ function oracle(bucket: BucketModel): { allowed: Set<string>; expected: Set<stri
     for (const { key } of nsReferenced) referenced.add(key);
     // A namespace without a root (or with a corrupt lease) claims and deletes nothing (spec 6a.5 and 6.2).
     if (!ns.hasRoot || ns.jobs.some((j) => isCorrupt(j.lease))) continue;
-    // A folder marker at metadata/compactions/ may hide a corrupt lease on MinIO: superseded segments wait until it is
+    // A folder marker at metadata/compactions/ may hide a corrupt lease on MinIO: retired segments wait until it is
     // gone.
     const markerHidesLeases = ns.strays.includes(compactionsPrefix(ns.namespaceId));
-    // Superseded segments of either family: a retired one goes past its reader grace unless a group names it again;
+    // Retired segments of either family: a retired one goes past its reader grace unless a group names it again;
     // an input no root knows goes past the lost-write grace (undated or future: young).
     for (const { key, segment } of [...ns.jobs.flatMap((j) => stagedKeys(ns, j)), ...inputKeys(ns)]) {
       if (markerHidesLeases || referenced.has(key) || segment.retired !== 'due') continue;

@@ -21,17 +21,16 @@ import {
 } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import {
-  claimLease,
   createJobLease,
   publishCompaction,
   readRoot,
-  restoreJudgedRoot,
   RootLostError,
   SegmentLostError,
   SequenceFloorError,
   settlePublication,
   updateRoot,
 } from '../../src/protocol';
+import { claimLease, restoreJudgedRoot } from '../../src/collector';
 import { addSegments, groupSegments, jsonRootCodec, MAX_COLLECTED_ROOT_BYTES, referencedKeys } from '../../src/root';
 import { NotFoundError } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
@@ -89,9 +88,12 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
         tombstones: result.tombstones ?? [],
         ...(result.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: result.tombstoneSeqFloor }),
       },
-      { budgetMs: 60_000, maxRootRaces: 3 },
-      { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
-      jsonRootCodec,
+      {
+        budgetMs: 60_000,
+        maxRootRaces: 3,
+        clock: { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
+        codec: jsonRootCodec,
+      },
     );
     expect(published.outcome).toBe('published');
     return { job, inputs, result };
@@ -283,13 +285,12 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     await createJobLease(minio.fixture.store, { ...job, ownerId: 'test', startedAtMs: Date.now() });
     const request = { ...job, group, inputs, outputs: result.outputs, tombstones: result.tombstones ?? [] };
     const held = minio.proxy.hold((r) => s3Requests.compareAndSwap(r) && r.key === rootKey(ns));
-    const stuck = publishCompaction(
-      minio.viaProxy,
-      request,
-      { budgetMs: 60_000, maxRootRaces: 1 },
-      { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
-      jsonRootCodec,
-    );
+    const stuck = publishCompaction(minio.viaProxy, request, {
+      budgetMs: 60_000,
+      maxRootRaces: 1,
+      clock: { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
+      codec: jsonRootCodec,
+    });
     stuck.catch(() => undefined);
     await held.arrived;
 
@@ -304,13 +305,12 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     // A publication whose CAS landed though its answer was lost: settled as published.
     minio.proxy.script('lostResponse', (r) => s3Requests.compareAndSwap(r) && r.key === rootKey(ns));
     await expect(
-      publishCompaction(
-        minio.viaProxy,
-        request,
-        { budgetMs: 60_000, maxRootRaces: 3 },
-        { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
-        jsonRootCodec,
-      ),
+      publishCompaction(minio.viaProxy, request, {
+        budgetMs: 60_000,
+        maxRootRaces: 3,
+        clock: { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
+        codec: jsonRootCodec,
+      }),
     ).resolves.toMatchObject({ outcome: 'published' });
     await expect(settlePublication(minio.fixture.store, request, jsonRootCodec)).resolves.toMatchObject({
       outcome: 'published',
@@ -326,7 +326,7 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     await writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'b', seq: 2, value: 'y' }]);
     const { job } = await compactAndPublish(ns);
     await expect(
-      updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [first]), jsonRootCodec),
+      updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [first]), { codec: jsonRootCodec }),
     ).resolves.toBeDefined();
     // `first` is retired: addSegments leaves it alone (an earlier registration of it), nothing is written.
     expect(groupSegments(await rootOf(ns), group)).not.toContain(first);
@@ -334,16 +334,16 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
       ...root,
       groups: { ...root.groups, [group]: [...groupSegments(root, group), first] },
     });
-    await expect(updateRoot(minio.fixture.store, ns, retiredAgain, jsonRootCodec)).rejects.toBeInstanceOf(
+    await expect(updateRoot(minio.fixture.store, ns, retiredAgain, { codec: jsonRootCodec })).rejects.toBeInstanceOf(
       SegmentLostError,
     );
     const neverWritten = `${inputSegmentsPrefix(ns)}seg_${'0'.repeat(32)}.mseg`;
     await expect(
-      updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [neverWritten]), jsonRootCodec),
+      updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [neverWritten]), { codec: jsonRootCodec }),
     ).rejects.toThrow(/not in the store/);
     const staged = `namespaces/${ns}/metadata/compactions/${job.jobId}/segments/seg_${'1'.repeat(32)}.mseg`;
     await expect(
-      updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [staged]), jsonRootCodec),
+      updateRoot(minio.fixture.store, ns, (root) => addSegments(root, group, [staged]), { codec: jsonRootCodec }),
     ).rejects.toThrow(/only by its job's publication/);
     // A test minio.fixture may still write any root, as a foreign writer would.
     await expect(writeRoot(minio.fixture.store, ns, (root) => root)).resolves.toBeDefined();

@@ -38,7 +38,7 @@ describe('a claim whose reply was lost', () => {
     store = behind.direct.store;
     ({ client, close: closeClient } = await connectClient());
 
-    await updateRoot(store, ns, (root) => root, jsonRootCodec);
+    await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
     await store.put(
       leaseKey(ns, job),
       encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'dead', nowMs: 1 })),

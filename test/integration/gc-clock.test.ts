@@ -26,7 +26,7 @@ describe("a pass whose clock and the store's disagree", () => {
   it('deletes nothing, runs as a dry run and says why; the pass is incomplete, not failed', async () => {
     const ns = namespaceId(uniqueId('clock').toLowerCase());
     const { store } = servers.fixture;
-    await updateRoot(store, ns, (root) => root, jsonRootCodec);
+    await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
     const job = newJobId();
     await store.put(
       leaseKey(ns, job),

@@ -13,7 +13,8 @@ import {
   stagedSegmentKey,
   type NamespaceId,
 } from '../../src/keys';
-import { listGcPasses, listManifestPasses, readPassManifest, updateRoot } from '../../src/protocol';
+import { updateRoot } from '../../src/protocol';
+import { listGcPasses, listManifestPasses, readPassManifest } from '../../src/collector';
 import { jsonRootCodec } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
 import type { GcReport } from '../../src/workflows/gc';
@@ -53,7 +54,7 @@ describe('a collector pass across a worker crash', () => {
   it('a worker SIGKILLed while its pass deletes leaves a manifest naming every object already gone; the pass resumed elsewhere ends with every deletion named', async () => {
     const { client } = opened;
     const ns = namespaceId(uniqueId('gc-kill').toLowerCase());
-    await updateRoot(opened.fixture.store, ns, (r) => r, jsonRootCodec);
+    await updateRoot(opened.fixture.store, ns, (r) => r, { codec: jsonRootCodec });
     const seeded = Array.from({ length: PREFIXES }, () => stagedSegmentKey(ns, newJobId(), newSegmentId(), 'seg'));
     await inBatches(seeded, 1, 16, ([key]) =>
       opened.fixture.store.put(key as string, new TextEncoder().encode('orphaned')),

@@ -24,7 +24,8 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
-import { listGcPasses, listManifestPasses, readPassManifest, updateRoot, type ManifestLine } from '../../src/protocol';
+import { updateRoot } from '../../src/protocol';
+import { listGcPasses, listManifestPasses, readPassManifest, type ManifestLine } from '../../src/collector';
 import { jsonRootCodec, type RootState } from '../../src/root';
 import type { DeleteResult, ObjectStore } from '../../src/store';
 import type { GcInput, GcReport } from '../../src/workflows/gc';
@@ -107,7 +108,7 @@ describe('deletion manifests', () => {
       store,
       ns,
       (r): RootState => ({ ...r, retired: [{ key: retired, retired_at_ms: retiredAtMs, visible_at_ms: retiredAtMs }] }),
-      jsonRootCodec,
+      { codec: jsonRootCodec },
     );
     const staged = [...(await stage(ns, dead, 2)), ...(await stage(ns, orphan, 3))];
     const young = await stage(ns, live, 1);
@@ -231,7 +232,7 @@ describe('deletion manifests', () => {
 
   it('manifests older than the retention are reclaimed by a later pass, each recorded in its manifest; younger ones and keys not of the grammar stay', async () => {
     const ns = namespaceId(uniqueId('retention').toLowerCase());
-    await updateRoot(store, ns, (r) => r, jsonRootCodec);
+    await updateRoot(store, ns, (r) => r, { codec: jsonRootCodec });
     const { manifestRetentionMs } = settings;
     const totals = { byRule: { lost_write: 1 }, bytes: 3, dryRun: false };
     const expiredPass = newPassId(Date.now() - manifestRetentionMs - 60_000);

@@ -72,7 +72,7 @@ describe('payloads of a pass over a hostile bucket', () => {
 
   it('100 corrupt leases of 64 KiB and a root naming an 8 MB key: the pass finishes, its report and every event of its history under 256 KiB', async () => {
     const leases = newNamespace('hostileleases');
-    await updateRoot(store, leases, (root) => root, jsonRootCodec);
+    await updateRoot(store, leases, (root) => root, { codec: jsonRootCodec });
     const lease = corruptLease();
     expect(lease.length).toBeGreaterThan(60 * 1024);
     await inBatches(
@@ -83,7 +83,7 @@ describe('payloads of a pass over a hostile bucket', () => {
     );
 
     const bigKey = newNamespace('hostileroot');
-    await updateRoot(store, bigKey, (root) => root, jsonRootCodec);
+    await updateRoot(store, bigKey, (root) => root, { codec: jsonRootCodec });
     const { root } = await readRoot(store, bigKey, jsonRootCodec);
     await store.put(
       rootKey(bigKey),
@@ -92,7 +92,7 @@ describe('payloads of a pass over a hostile bucket', () => {
     await store.put(stagedSegmentKey(bigKey, newJobId(), newSegmentId(), 'mseg'), bytes('staged'));
 
     const plain: NamespaceId = newNamespace('plain');
-    await updateRoot(store, plain, (r) => r, jsonRootCodec);
+    await updateRoot(store, plain, (r) => r, { codec: jsonRootCodec });
     await store.put(stagedSegmentKey(plain, newJobId(), newSegmentId(), 'mseg'), bytes('staged'));
 
     const workflowId = uniqueId('gc-payloads');

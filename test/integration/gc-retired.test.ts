@@ -1,5 +1,5 @@
 /**
- * Superseded segments (issue 17, spec 6a): a compaction's inputs leave the root retired, stay for
+ * Retired segments (issue 17, spec 6a): a compaction's inputs leave the root retired, stay for
  * the reader grace, then the collector deletes them and drops their records; a writer's young
  * segment stays, its lost write goes after T; an untrusted root deletes nothing. The real
  * compaction and gcWorkflow on the Temporal dev server, the store on MinIO, on both test formats
@@ -83,7 +83,7 @@ function hookedStore(inner: ObjectStore, hooks: () => RootHooks): ObjectStore {
   });
 }
 
-describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
+describe.each(TEST_FORMATS)('retired segments, $name format', (format) => {
   const { rootCodec } = format.plugins;
   let fixture: TestStore;
   let store: ObjectStore;
@@ -126,7 +126,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
     await store?.close();
   });
 
-  it('superseded inputs stay for the reader grace, a reader of the old root reads them all, then they and their records go', async () => {
+  it('retired inputs stay for the reader grace, a reader of the old root reads them all, then they and their records go', async () => {
     const ns = newNamespace('retire');
     const { keys: inputKeys } = await format.writeInputs(store, ns, bindings, 3, 50);
     const oldRoot = (await readRoot(store, ns, rootCodec)).root;
@@ -172,7 +172,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
 
   it("a writer's young unreferenced segment survives; once older than the lost-write grace it is a lost write and goes", async () => {
     const ns = newNamespace('lost');
-    await updateRoot(store, ns, (r) => r, rootCodec);
+    await updateRoot(store, ns, (r) => r, { codec: rootCodec });
     const lost = inputSegmentKey(ns, newSegmentId(), format.extension);
     await store.put(lost, bytes('a writer died before publishing this'));
     const young = await pass(ns);
@@ -198,7 +198,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
       store,
       ns,
       (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo, visible_at_ms: longAgo }] }),
-      rootCodec,
+      { codec: rootCodec },
     );
     const rootBefore = await store.get(rootKey(ns));
     await sleep(lostWriteGraceMs + 500);
@@ -225,7 +225,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
         ...addSegments(r, 'inodes' as typeof bindings, [key]),
         retired: [{ key, retired_at_ms: 1 }],
       }),
-      rootCodec,
+      { codec: rootCodec },
     );
     const report = (await pass(ns)).report;
     expect(report.totals).toMatchObject({ retiredDeleted: 0, retainedReferenced: 1 });
@@ -269,7 +269,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
       store,
       ns,
       (r): RootState => ({ ...r, retired: [{ key: due, retired_at_ms: longAgo, visible_at_ms: longAgo }] }),
-      rootCodec,
+      { codec: rootCodec },
     );
     await sleep(lostWriteGraceMs + 500);
     // `adopted` is a lost write when the pass lists it; a writer publishes it before the delete batch's root read (the
@@ -280,12 +280,12 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
       ns,
       seen: { get: 0, cas: 0, deletes: 0 },
       beforeRootGet: async (n) => {
-        if (n === 3) await updateRoot(store, ns, (r) => addSegments(r, bindings, [adopted]), rootCodec);
+        if (n === 3) await updateRoot(store, ns, (r) => addSegments(r, bindings, [adopted]), { codec: rootCodec });
       },
       beforeRootCas: async (n) => {
         if (n !== 1) return;
         await store.put(published, bytes(published));
-        await updateRoot(store, ns, (r) => addSegments(r, bindings, [published]), rootCodec);
+        await updateRoot(store, ns, (r) => addSegments(r, bindings, [published]), { codec: rootCodec });
       },
     };
     try {
@@ -304,7 +304,7 @@ describe.each(TEST_FORMATS)('superseded segments, $name format', (format) => {
 
   it('a reclaim retried after a failed delete resumes from the position its attempt heartbeated: settled keys are not listed again, nothing is counted twice', async () => {
     const ns = newNamespace('resume');
-    await updateRoot(store, ns, (r) => r, rootCodec);
+    await updateRoot(store, ns, (r) => r, { codec: rootCodec });
     const lost = Array.from({ length: 6 }, () => inputSegmentKey(ns, newSegmentId(), format.extension)).sort();
     for (const k of lost) await store.put(k, bytes(k));
     await sleep(lostWriteGraceMs + 500);

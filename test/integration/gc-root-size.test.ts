@@ -79,7 +79,9 @@ describe('a root past the size readers accept', () => {
     const ns = newNamespace();
     await writeRoot(store, ns, (root) => addSegments(root, group, inputKeys(ns, 1)));
     const before = await store.get(rootKey(ns));
-    const grow = updateRoot(store, ns, (root) => addSegments(root, group, inputKeys(ns, 200_000)), jsonRootCodec);
+    const grow = updateRoot(store, ns, (root) => addSegments(root, group, inputKeys(ns, 200_000)), {
+      codec: jsonRootCodec,
+    });
     const refused = await grow.catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(RootTooLargeError);
     expect((refused as Error).message).toMatch(
@@ -105,9 +107,7 @@ describe('a root past the size readers accept', () => {
     const publication = publishCompaction(
       store,
       { namespaceId: ns, jobId, group, inputs, outputs },
-      { budgetMs: 60_000, maxRootRaces: 3 },
-      clock,
-      jsonRootCodec,
+      { budgetMs: 60_000, maxRootRaces: 3, clock, codec: jsonRootCodec },
     );
     const refused = await publication.catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(RootTooLargeError);

@@ -85,7 +85,8 @@ describe('a namespace whose root cannot be trusted', () => {
     ({ client, close: closeClient } = await connectClient());
 
     for (const ns of [missing, corrupt, unreadable, healthy]) await populate(ns);
-    for (const ns of [corrupt, unreadable, healthy]) await updateRoot(store, ns, (root) => root, jsonRootCodec);
+    for (const ns of [corrupt, unreadable, healthy])
+      await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
     // A root that names a group twice decodes as corrupt.
     const rootText = new TextDecoder().decode((await store.get(rootKey(corrupt))).body);
     await store.put(rootKey(corrupt), bytes(rootText.replace('"groups":{}', '"groups":{"bindings":[],"bindings":[]}')));

@@ -71,7 +71,7 @@ describe('the rules of a pass', () => {
 
   it('one pass across two workers with different lease expiries applies one expiry to every prefix', async () => {
     const ns = namespaceId(uniqueId('rules').toLowerCase());
-    await updateRoot(fixture.store, ns, (root) => root, jsonRootCodec);
+    await updateRoot(fixture.store, ns, (root) => root, { codec: jsonRootCodec });
     const jobs = Array.from({ length: 16 }, () => newJobId());
     const heartbeatAtMs = Date.now() - 60_000;
     for (const job of jobs) {

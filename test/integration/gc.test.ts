@@ -37,7 +37,7 @@ import {
   refreshJobLease,
   updateRoot,
 } from '../../src/protocol';
-import { claimLease } from '../../src/protocol/collector';
+import { claimLease } from '../../src/collector/claim';
 import { jsonRootCodec, referencedKeys } from '../../src/root';
 import { inBatches } from '../../src/store/batches';
 import {
@@ -207,7 +207,7 @@ describe('collector pass', () => {
   const ensureRoot = async (ns: NamespaceId) => {
     if (rooted.has(ns)) return;
     rooted.add(ns);
-    await updateRoot(store, ns, (root) => root, jsonRootCodec);
+    await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
   };
   const writeLease = async (ns: NamespaceId, job: MetadataCompactionId, heartbeatAtMs: number) => {
     await ensureRoot(ns);
@@ -920,7 +920,7 @@ describe('collector pass', () => {
       const report = await pass({ namespaces: [ns] }, undefined, formatWorker.taskQueue);
 
       // Of the job prefix the lease goes, and the tombstone segments the root does not name (nothing was
-      // registered during the job) and its input manifest. The three inputs the job superseded stay: this pass
+      // registered during the job) and its input list. The three inputs the job superseded stay: this pass
       // is the first to see them retired, and stamps when (spec 6c.2).
       expect(result.tombstones.length).toBeGreaterThan(0);
       expect(report.totals).toMatchObject({
@@ -964,9 +964,12 @@ describe('collector pass', () => {
         const outcome = await publishCompaction(
           store,
           { namespaceId: ns, jobId: job, group, inputs, outputs },
-          { budgetMs: settings.timing.publicationBudgetMs, maxRootRaces: 3 },
-          { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - startedAt },
-          format.plugins.rootCodec,
+          {
+            budgetMs: settings.timing.publicationBudgetMs,
+            maxRootRaces: 3,
+            clock: { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - startedAt },
+            codec: format.plugins.rootCodec,
+          },
         );
         published = outcome.outcome;
       };

@@ -37,16 +37,14 @@ import {
 } from '../../src/keys';
 import { createLeaseState, decodeLease, encodeLease } from '../../src/lease';
 import {
-  claimLease,
   createJobLease,
-  deleteLease,
   LeaseLostError,
   publishCompaction,
-  readPassManifest,
   readRoot,
   refreshJobLease,
   updateRoot,
 } from '../../src/protocol';
+import { claimLease, deleteLease, readPassManifest } from '../../src/collector';
 import { jsonRootCodec } from '../../src/root';
 import { createS3ObjectStore, StoreConfigError, verifyStore, type ObjectStore } from '../../src/store';
 import type { GcReport } from '../../src/workflows/gc';
@@ -144,10 +142,10 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
 
   // First in the file: the bucket then holds this namespace only, so the pass that discovers namespaces reports just
   // it.
-  it("the collector's policy runs a pass: it finds the namespace, claims the expired lease, reclaims what no one owns, deletes the lease last, and reclaims superseded inputs", async () => {
+  it("the collector's policy runs a pass: it finds the namespace, claims the expired lease, reclaims what no one owns, deletes the lease last, and reclaims retired inputs", async () => {
     const ns = newNamespace();
     const inputs = await writeInputs(root.store, ns, 'bindings', makeInputs(2, 20));
-    // A superseded input retired long before the reader grace, and a lost write of the metadata service.
+    // A retired input retired long before the reader grace, and a lost write of the metadata service.
     const [superseded, lost] = [inputSegmentKey(ns, newSegmentId(), 'seg'), inputSegmentKey(ns, newSegmentId(), 'seg')];
     for (const key of [superseded, lost]) await root.store.put(key, bytes(key));
     // Its retirement was seen (stamped visible) by an earlier pass, long enough ago.
@@ -156,7 +154,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       root.store,
       ns,
       (r) => ({ ...r, retired: [{ key: superseded, retired_at_ms: longAgo, visible_at_ms: longAgo }] }),
-      jsonRootCodec,
+      { codec: jsonRootCodec },
     );
     const [expired, orphan, live] = [newJobId(), newJobId(), newJobId()];
     const expiredStaged = await stage(ns, expired, 3);
@@ -273,9 +271,12 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
     const publication = await publishCompaction(
       stores.worker,
       { ...job, group, inputs, outputs },
-      { budgetMs: publicationBudgetMs, maxRootRaces: 3 },
-      { leaseClockMs: Date.now, elapsedMs: () => performance.now() - startedAt },
-      jsonRootCodec,
+      {
+        budgetMs: publicationBudgetMs,
+        maxRootRaces: 3,
+        clock: { leaseClockMs: Date.now, elapsedMs: () => performance.now() - startedAt },
+        codec: jsonRootCodec,
+      },
     );
     expect(publication).toEqual({ outcome: 'fenced', reason: 'a collector claimed the lease' });
     await deleteLease(stores.collector, job, TEST_PASS_ID);
@@ -415,7 +416,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
         group: 'bindings',
         taskQueue: compactionOnly.taskQueue,
       });
-      const { outcome, outputs, tombstones, inputManifest } = await compaction.result();
+      const { outcome, outputs, tombstones, inputList } = await compaction.result();
       expect(outcome).toBe('published');
       await sleep(Math.max(0, stagedAt + stagingGraceMs + 500 - Date.now()));
       const pass = await runGcPass(client, {
@@ -424,7 +425,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
         collectorTaskQueue: collectorOnly.taskQueue,
       });
       // The job's tombstone segments were not published (the group held only its inputs) and its input
-      // manifest never is: once its lease has expired, the pass claims its prefix and deletes them as
+      // list never is: once its lease has expired, the pass claims its prefix and deletes them as
       // unreferenced staged objects.
       const gone = async (keys: readonly string[]) =>
         (
@@ -437,7 +438,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
             ),
           )
         ).reduce((a: number, b) => a + b, 0);
-      const tombstonesDeleted = await gone([...tombstones, inputManifest]);
+      const tombstonesDeleted = await gone([...tombstones, inputList]);
 
       expect(pass.complete).toBe(true);
       // The compaction's lease is live or expired by now: either way its referenced outputs stay. Its two

@@ -28,25 +28,23 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import {
-  collectPrefixes,
   createJobLease,
-  DeleteFailedError,
-  executeOnStore,
   LeaseLostError,
   publishCompaction,
   PublicationBudgetExceededError,
   readRoot,
   refreshJobLease,
+  type PublicationOutcome,
+} from '../../src/protocol';
+import {
+  DeleteFailedError,
+  executeOnStore,
   runNamespacePass,
-  START_OF_WALK,
   startNamespacePass,
   type CollectorExecutor,
-  type PageCollection,
-  type PageProgress,
   type PassRules,
-  type PublicationOutcome,
   type SettledOwner,
-} from '../../src/protocol';
+} from '../../src/collector';
 import { encodeRoot, groupSegments, jsonRootCodec } from '../../src/root';
 import {
   AmbiguousError,
@@ -56,6 +54,7 @@ import {
   type ObjectStore,
 } from '../../src/store';
 import { wrapStore } from '../support/faults';
+import { harnessExecutor } from '../support/harness-executor';
 import {
   checkInvariants,
   describeViolations,
@@ -218,13 +217,12 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
   const request = { ...job, group: plan.group, inputs, outputs };
   return (
     await retrying(run, actor, () =>
-      publishCompaction(
-        store,
-        request,
-        { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 },
+      publishCompaction(store, request, {
+        budgetMs: timing.publicationBudgetMs,
+        maxRootRaces: 3,
         clock,
-        jsonRootCodec,
-      ),
+        codec: jsonRootCodec,
+      }),
     )
   ).outcome;
 }
@@ -254,39 +252,21 @@ async function collectPass(run: Run, actor: string, store: ObjectStore, pass: nu
     reportLimit: 10,
   };
   /** One attempt of one command, after the actor's idle gate. */
-  const attempt: CollectorExecutor = async (command, walk) => {
+  const attempt: CollectorExecutor = async (command, progress) => {
     await run.idle(actor);
-    const result = await executeOnStore(store, run.ns, rules, command, walk, { codec: jsonRootCodec });
+    const pass = { store, namespaceId: run.ns, rules, codec: jsonRootCodec };
+    const result = await executeOnStore(pass, command, progress);
     if (result.kind === 'claimed' && actor !== SETTLE)
       run.outcomes.claims[result.owner.owner === 'job' && result.owner.raced ? 'raced' : result.owner.owner]++;
     return result;
   };
-  const execute: CollectorExecutor = async (command) => {
-    if (command.kind === 'collectPrefixes') {
-      let at: PageCollection | undefined;
-      const page = (): PageProgress => ({ ...(at && { resume: at }), onProgress: (p) => (at = p) });
-      try {
-        return {
-          kind: 'collected',
-          report: await retrying(run, actor, () => collectPrefixes(run.ns, command.prefixes, rules, attempt, page())),
-        };
-      } catch (err) {
-        if (!(err instanceof GaveUp)) throw err;
-        return { kind: 'collected', report: await collectPrefixes(run.ns, command.prefixes, rules, execute, page()) };
-      }
-    }
-    if (command.kind !== 'reclaimPrefix') return retrying(run, actor, () => attempt(command, { onProgress: () => {} }));
-    // A retried walk resumes from its last position, as from an activity's heartbeat; the first from the command's.
-    let position = command.from ?? START_OF_WALK;
-    try {
-      return await retrying(run, actor, () =>
-        attempt({ ...command, from: position }, { onProgress: (p) => (position = p) }),
-      );
-    } catch (err) {
-      if (!(err instanceof GaveUp)) throw err;
-      return { kind: 'reclaimFailed', tally: position.tally, message: err.message };
-    }
-  };
+  const execute = harnessExecutor({
+    namespaceId: run.ns,
+    rules,
+    attempt,
+    retried: (_, work) => retrying(run, actor, work),
+    gaveUp: (err): err is Error => err instanceof GaveUp,
+  });
   const report = await runNamespacePass(startNamespacePass(run.ns, rules), execute, async () => {});
   if (report.corruptLeases.length)
     throw new Error(`no corrupt lease was written, yet ${JSON.stringify(report.corruptLeases)}`);

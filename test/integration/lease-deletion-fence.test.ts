@@ -8,7 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { leaseKey, namespaceId, newJobId, newPassId } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
-import { claimLease, deleteLease, readLease, type JobRef, type SettledOwner } from '../../src/protocol';
+import { readLease, type JobRef } from '../../src/protocol';
+import { claimLease, deleteLease, type SettledOwner } from '../../src/collector';
 import type { ObjectStore } from '../../src/store';
 import { openTestStore, type StoreKind, type TestStore } from '../support/stores';
 import { uniqueId } from '../support/temporal';
@@ -45,14 +46,9 @@ async function lateDeletion(store: ObjectStore): Promise<{
       return read;
     },
   });
-  const deleted = await deleteLease(
-    stalled,
-    job,
-    passA.passId,
-    undefined,
-    undefined,
-    claimed.owner === 'collector' ? claimed.claim : undefined,
-  );
+  const deleted = await deleteLease(stalled, job, passA.passId, {
+    claim: claimed.owner === 'collector' ? claimed.claim : undefined,
+  });
   return { deleted, taken, job, passB: passB.passId };
 }
 

@@ -85,7 +85,7 @@ describe('the library worker configured by the environment', () => {
     const ns = namespaceId(uniqueId('library-corrupt').toLowerCase());
     const key = leaseKey(ns, newJobId());
     // A namespace the collector judges has a root (without one it is skipped before any lease is read).
-    await updateRoot(started.store, ns, (root) => root, jsonRootCodec);
+    await updateRoot(started.store, ns, (root) => root, { codec: jsonRootCodec });
     await started.store.put(key, new TextEncoder().encode('{"not":"a lease"}'));
     const pass = await runGcPass(client, { namespaces: [ns] });
     expect(pass.complete).toBe(false);

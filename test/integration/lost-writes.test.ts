@@ -139,10 +139,7 @@ describe.each<StoreKind>(['embedded', 'minio'])('lost writes and retirement on %
       store,
       ns,
       (root): RootState => ({ ...root, generation: root.generation + 1, groups: { dentries: [merged] } }),
-      jsonRootCodec,
-      {
-        clockMs: () => retiredAtMs,
-      },
+      { codec: jsonRootCodec, clockMs: () => retiredAtMs },
     );
     expect(written.retired).toEqual([
       { key: a, retired_at_ms: retiredAtMs },

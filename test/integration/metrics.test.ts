@@ -98,7 +98,7 @@ describe('metrics', () => {
     try {
       const { client, close } = await connectClient();
       const ns = namespaceId(uniqueId('metrics-corrupt').toLowerCase());
-      await updateRoot(fixture.store, ns, (root) => root, jsonRootCodec);
+      await updateRoot(fixture.store, ns, (root) => root, { codec: jsonRootCodec });
       await fixture.store.put(leaseKey(ns, newJobId()), new TextEncoder().encode('not a lease'));
       const pass = await client.workflow.execute('gcWorkflow', {
         taskQueue,

@@ -305,12 +305,11 @@ describe('production-shape compaction on MinIO', () => {
         expect(stagedAfter.get(key)!.size).toBeGreaterThan((LINK.upload * OPERATION_DEADLINE_MS) / 1000);
 
       // The root references exactly the outputs; the job's prefix holds them, the tombstone segments, the runs and the
-      // job's input
-      // manifest, and the workers wrote nothing outside it but the root.
+      // job's input list, and the workers wrote nothing outside it but the root.
       const { root } = await readRoot(fixture.store, nsId, jsonRootCodec);
       expect(groupSegments(root, familyGroup('inodes'))).toEqual(result.outputs);
       expect([...stagedAfter.keys()].sort()).toEqual(
-        [...result.outputs, ...result.tombstones, ...runParts, result.inputManifest].sort(),
+        [...result.outputs, ...result.tombstones, ...runParts, result.inputList].sort(),
       );
       expect(
         writes.filter((w) => !w.key.startsWith(prefix) && w.key !== rootKey(nsId)).map((w) => `${w.method} ${w.key}`),

@@ -57,7 +57,7 @@ describe.each(TEST_FORMATS)('publication, $name format', (format) => {
         order.push(`${operation} ${key === rootKey(ns) ? 'root' : 'lease'}`);
       if (key === rootKey(ns) && operation === 'get') await new Promise((r) => setTimeout(r, limits.budgetMs + 200));
     });
-    await expect(publishCompaction(slow, request, limits, realClock(), codec)).resolves.toMatchObject({
+    await expect(publishCompaction(slow, request, { ...limits, clock: realClock(), codec })).resolves.toMatchObject({
       outcome: 'published',
     });
     // The root the CAS rests on is read before the lease is refreshed: a claim after the refresh, and its fence, come
@@ -74,9 +74,9 @@ describe.each(TEST_FORMATS)('publication, $name format', (format) => {
       if (operation === 'putIfMatch' && key === leaseKey(ns, request.jobId))
         await new Promise((r) => setTimeout(r, limits.budgetMs + 200));
     });
-    await expect(publishCompaction(slowRefresh, request, limits, realClock(), codec)).rejects.toBeInstanceOf(
-      PublicationBudgetExceededError,
-    );
+    await expect(
+      publishCompaction(slowRefresh, request, { ...limits, clock: realClock(), codec }),
+    ).rejects.toBeInstanceOf(PublicationBudgetExceededError);
     expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
   });
 
@@ -88,7 +88,9 @@ describe.each(TEST_FORMATS)('publication, $name format', (format) => {
       held.etag,
     );
     const before = await fixture.store.get(rootKey(ns));
-    await expect(publishCompaction(fixture.store, request, limits, realClock(), codec)).resolves.toMatchObject({
+    await expect(
+      publishCompaction(fixture.store, request, { ...limits, clock: realClock(), codec }),
+    ).resolves.toMatchObject({
       outcome: 'fenced',
     });
     expect((await fixture.store.get(rootKey(ns))).etag).toBe(before.etag);
@@ -99,9 +101,9 @@ describe.each(TEST_FORMATS)('publication, $name format', (format) => {
     const racing = interceptStore(fixture.store, async (operation, key) => {
       // Another writer slips a harmless change in between our read and our CAS, every time.
       if (operation === 'putIfMatch' && key === rootKey(ns))
-        await updateRoot(fixture.store, ns, (root) => ({ ...root, generation: root.generation + 1 }), codec);
+        await updateRoot(fixture.store, ns, (root) => ({ ...root, generation: root.generation + 1 }), { codec });
     });
-    await expect(publishCompaction(racing, request, limits, realClock(), codec)).resolves.toEqual({
+    await expect(publishCompaction(racing, request, { ...limits, clock: realClock(), codec })).resolves.toEqual({
       outcome: 'superseded',
       lostRaces: 3,
     });

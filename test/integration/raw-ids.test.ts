@@ -13,20 +13,16 @@ import {
 } from '../../src/keys';
 import { createLeaseState } from '../../src/lease';
 import {
-  claimLease,
   createJobLease,
-  deleteLease,
-  listJobPrefixes,
   publishCompaction,
   readLease,
   readRoot,
   readRootIfAny,
-  reclaimPrefix,
   refreshJobLease,
-  surveyLease,
   updateRoot,
   type JobRef,
 } from '../../src/protocol';
+import { claimLease, deleteLease, listJobPrefixes, reclaimPrefix, surveyLease } from '../../src/collector';
 import { jsonRootCodec } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
@@ -84,16 +80,19 @@ describe('raw ids at the protocol functions', () => {
         publishCompaction(
           store,
           { ...ref, group: 'bindings' as FamilyGroup, inputs: [], outputs: [] },
-          { budgetMs: 1000, maxRootRaces: 1 },
-          { leaseClockMs: () => 2, elapsedMs: () => 0 },
-          jsonRootCodec,
+          {
+            budgetMs: 1000,
+            maxRootRaces: 1,
+            clock: { leaseClockMs: () => 2, elapsedMs: () => 0 },
+            codec: jsonRootCodec,
+          },
         ),
     ],
   ];
   const namespaceCalls: [string, (ns: NamespaceId) => Promise<unknown>][] = [
     ['readRoot', (ns) => readRoot(store, ns, jsonRootCodec)],
     ['readRootIfAny', (ns) => readRootIfAny(store, ns, jsonRootCodec)],
-    ['updateRoot', (ns) => updateRoot(store, ns, (root) => root, jsonRootCodec)],
+    ['updateRoot', (ns) => updateRoot(store, ns, (root) => root, { codec: jsonRootCodec })],
     ['listJobPrefixes', (ns) => listJobPrefixes(store, ns, undefined, 10)],
     [
       'writeInputSegment',

@@ -56,9 +56,12 @@ describe('the reader grace counts from visibility, on MinIO through the fault pr
     const publication = publishCompaction(
       minio.viaProxy,
       { ...job, group, inputs, outputs: result.outputs, tombstones: result.tombstones ?? [] },
-      { budgetMs: 60_000, maxRootRaces: 3 },
-      { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
-      jsonRootCodec,
+      {
+        budgetMs: 60_000,
+        maxRootRaces: 3,
+        clock: { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
+        codec: jsonRootCodec,
+      },
     );
     await held.arrived;
     // The clock the inputs retire at: the heartbeat of the refresh before the held CAS.

@@ -64,13 +64,12 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
   async function publishHeld(request: PublicationRequest) {
     const held = minio.proxy.hold((r) => s3Requests.compareAndSwap(r) && r.key === rootKey(request.namespaceId));
     const start = performance.now();
-    const publication = publishCompaction(
-      minio.viaProxy,
-      request,
-      { budgetMs: timing.publicationBudgetMs, maxRootRaces: 3 },
-      { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start },
-      jsonRootCodec,
-    );
+    const publication = publishCompaction(minio.viaProxy, request, {
+      budgetMs: timing.publicationBudgetMs,
+      maxRootRaces: 3,
+      clock: { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start },
+      codec: jsonRootCodec,
+    });
     await held.arrived;
     return { publication, release: held.release };
   }

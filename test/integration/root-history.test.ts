@@ -10,7 +10,8 @@
 import { describe, expect, it } from 'vitest';
 import { resolveTiming } from '../../src/config';
 import { familyGroup, judgedRootKey, namespaceId, rootKey, type NamespaceId } from '../../src/keys';
-import { readJudgedRoot, readRoot, restoreJudgedRoot, RootLostError, updateRoot } from '../../src/protocol';
+import { readRoot, RootLostError, updateRoot } from '../../src/protocol';
+import { readJudgedRoot, restoreJudgedRoot } from '../../src/collector';
 import { groupSegments, jsonRootCodec, MAX_COLLECTED_ROOT_BYTES } from '../../src/root';
 import { NotFoundError, type ObjectStore } from '../../src/store';
 import { writeInputSegment } from '../../src/writer';
@@ -47,7 +48,7 @@ describe("a namespace's history starts with its root's first change, on MinIO", 
     await expect(
       writeInputSegment(minio.fixture.store, { namespaceId: ns, group }, [{ key: 'c', seq: 3, value: 'z' }]),
     ).rejects.toBeInstanceOf(RootLostError);
-    await expect(updateRoot(minio.fixture.store, ns, (root) => root, jsonRootCodec)).rejects.toBeInstanceOf(
+    await expect(updateRoot(minio.fixture.store, ns, (root) => root, { codec: jsonRootCodec })).rejects.toBeInstanceOf(
       RootLostError,
     );
     await missing(minio.fixture.store, rootKey(ns));
@@ -74,7 +75,7 @@ describe("a namespace's history starts with its root's first change, on MinIO", 
   it('a root lost while still the empty first one (no marker) is created again by the next writer, and nothing is lost', async () => {
     const ns = newNamespace();
     // The change names nothing: the root is created, empty at generation 1, and not changed.
-    expect(await updateRoot(minio.fixture.store, ns, (root) => root, jsonRootCodec)).toEqual({
+    expect(await updateRoot(minio.fixture.store, ns, (root) => root, { codec: jsonRootCodec })).toEqual({
       namespace_id: ns,
       generation: 1,
       groups: {},

@@ -98,7 +98,7 @@ describe('credentials in logs and histories', () => {
     workflowIds.push(cleanPass, `${cleanPass}/${ns}`);
     const corrupt = namespaceId(`corrupt-${secret(4)}`);
     // With a root, so the pass reads the corrupt lease (a namespace without one is skipped before its leases).
-    await updateRoot(store, corrupt, (root) => root, jsonRootCodec);
+    await updateRoot(store, corrupt, (root) => root, { codec: jsonRootCodec });
     await store.put(leaseKey(corrupt, newJobId()), new TextEncoder().encode('not a lease'));
     const failingPass = `gc-${secret(4)}`;
     await client.workflow

@@ -150,7 +150,7 @@ describe('a run bound to the store it was started against', () => {
     { timeout: 60_000 },
     async () => {
       const ns = namespaceId(uniqueId('bound-gc').toLowerCase());
-      await updateRoot(b.store, ns, (root) => root, jsonRootCodec);
+      await updateRoot(b.store, ns, (root) => root, { codec: jsonRootCodec });
       const pass = await runGcPass(client, {
         taskQueue: onlyB.taskQueue,
         namespaces: [ns],

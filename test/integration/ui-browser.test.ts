@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { describeGcSchedule, ensureGcSchedule, startCompaction, triggerGcPass } from '../../src/client';
 import { SEARCH_ATTRIBUTES, startTemporalDevServer, type TemporalDevServer } from '../../src/devservers';
 import {
-  isInputManifestKeyOf,
+  isInputListKeyOf,
   jobId,
   jobPrefix,
   leaseKey,
@@ -70,7 +70,7 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     const plain = await startCompaction(client, { namespaceId: ns, group: 'inodes', taskQueue: worker.taskQueue });
     published = { workflowId: plain.workflowId, runId: plain.firstExecutionRunId, result: await plain.result() };
     expect(published.result.outcome).toBe('published');
-    // Its input manifest, written before it published, is a staged object no root names.
+    // Its input list, written before it published, is a staged object no root names.
     const publishedAt = Date.now();
     // A first pass sees the inputs it retired and stamps them visible: their reader grace counts from there (spec
     // 6c.2).
@@ -134,17 +134,15 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
       .result();
     pass = { workflowId: started.workflowId, runId: started.firstExecutionRunId, report };
     // Both jobs' leases had expired: the published one's and the stalled one's; the orphan, the three retired inputs,
-    // the
-    // published job's unnamed tombstone segments (written before its inputs were retired, so past the grace) and its
-    // input
-    // manifest went, and the stalled job's input manifest if it was past the staging grace too.
-    const stalledManifestGone = !(
-      await fixture.store.list({ prefix: jobPrefix(ref.namespaceId, ref.jobId) })
-    ).objects.some((o) => isInputManifestKeyOf(ref.namespaceId, ref.jobId, o.key));
+    // the published job's unnamed tombstone segments (written before its inputs were retired, so past the grace) and
+    // its input list went, and the stalled job's input list if it was past the staging grace too.
+    const stalledListGone = !(await fixture.store.list({ prefix: jobPrefix(ref.namespaceId, ref.jobId) })).objects.some(
+      (o) => isInputListKeyOf(ref.namespaceId, ref.jobId, o.key),
+    );
     expect(report.totals).toMatchObject({
       claimed: 2,
       orphaned: 1,
-      objectsDeleted: 5 + published.result.tombstones.length + Number(stalledManifestGone),
+      objectsDeleted: 5 + published.result.tombstones.length + Number(stalledListGone),
       retiredDeleted: 3,
     });
 

@@ -346,7 +346,7 @@ export async function auditBucket(input: AuditInput): Promise<AuditReport> {
         if (leaseThen.length > 0 && leaseThen.every(isActive))
           violate('live job object deleted', key, `deleted at ${at} while its job's lease was active`);
       } else {
-        // A superseded output (spec 6a.3, 6a.6) goes by its retirement, after the reader grace, which
+        // A retired output (spec 6a.3, 6a.6) goes by its retirement, after the reader grace, which
         // outlasts its job's lease expiry (readerGraceMs >= leaseExpiryMs + margin); no claim needed.
         if (marker.time < retiredAt + timing.readerGraceMs) {
           violate(

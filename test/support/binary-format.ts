@@ -196,12 +196,9 @@ export async function writeBinaryInputs(
   for (const records of sets) {
     const key = inputSegmentKey(namespaceId(ns), newSegmentId(), BINARY_EXTENSION);
     await store.put(key, encodeBinarySegment([...records].sort((a, b) => (a.key < b.key ? -1 : 1))));
-    await updateRoot(
-      store,
-      namespaceId(ns),
-      (root: RootState) => addSegments(root, familyGroup(group), [key]),
-      textRootCodec,
-    );
+    await updateRoot(store, namespaceId(ns), (root: RootState) => addSegments(root, familyGroup(group), [key]), {
+      codec: textRootCodec,
+    });
     keys.push(key);
   }
   return keys;

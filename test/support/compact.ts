@@ -88,8 +88,11 @@ export async function publishJob(
       tombstones: result.tombstones ?? [],
       ...(result.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: result.tombstoneSeqFloor }),
     },
-    { budgetMs: 60_000, maxRootRaces: 5 },
-    { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
-    jsonRootCodec,
+    {
+      budgetMs: 60_000,
+      maxRootRaces: 5,
+      clock: { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
+      codec: jsonRootCodec,
+    },
   );
 }

@@ -223,7 +223,7 @@ export function checkInvariants(
     const parsed = parseCompactionKey(event.key);
     const ns = event.key.split('/')[1] as NamespaceId;
     if (parsed.kind === 'unrecognised' && isInputSegmentKeyOf(ns, event.key)) {
-      // A superseded input or a lost write (spec 6a): the collector may delete it while the root does not reference it.
+      // A retired input or a lost write (spec 6a): the collector may delete it while the root does not reference it.
       if (referenced.get(ns)?.has(event.key))
         flag('referencedDeleted', event.key, 'deleted while the root referenced it', index);
     } else if (parsed.kind === 'unrecognised') {

@@ -4,8 +4,8 @@
  */
 import { resolveTiming, type Timing } from '../../src/config';
 import type { NamespaceId } from '../../src/keys';
-import { executeOnStore, runNamespacePass, startNamespacePass, type PassRules } from '../../src/protocol';
-import type { GcReport } from '../../src/protocol/collector-report';
+import { executeOnStore, runNamespacePass, startNamespacePass, type PassRules } from '../../src/collector';
+import type { GcReport } from '../../src/collector/report';
 import { jsonRootCodec } from '../../src/root';
 import type { ObjectStore } from '../../src/store';
 
@@ -39,7 +39,7 @@ export function passAhead(
   };
   return runNamespacePass(
     startNamespacePass(ns, rules),
-    (command, walk) => executeOnStore(store, ns, rules, command, walk, { codec: jsonRootCodec }),
+    (command, progress) => executeOnStore({ store, namespaceId: ns, rules, codec: jsonRootCodec }, command, progress),
     async () => {},
   );
 }

@@ -110,7 +110,7 @@ export async function writeWideGroup(
     if (inFlight.size >= shape.concurrency) await Promise.race(inFlight);
   }
   await Promise.all(inFlight);
-  await updateRoot(store, namespace, (root) => addSegments(root, familyGroup(group), inputs), jsonRootCodec);
+  await updateRoot(store, namespace, (root) => addSegments(root, familyGroup(group), inputs), { codec: jsonRootCodec });
   return {
     inputs,
     storedBytes,

@@ -1,7 +1,7 @@
 /** What a message, report or failure quotes is bounded, whatever the bucket holds (issue 28, item 5). */
 import { describe, expect, it } from 'vitest';
 import { bounded, QUOTE_LIMIT } from '../../src/errors';
-import { emptyReport, mergeReport, REPORT_LIST_BYTES } from '../../src/protocol/collector-report';
+import { emptyReport, mergeReport, REPORT_LIST_BYTES } from '../../src/collector/report';
 
 describe('bounded quotes', () => {
   it('a text within the bound is quoted whole', () => {

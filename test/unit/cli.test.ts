@@ -29,7 +29,7 @@ import { claimLeaseState, createLeaseState, encodeLease } from '../../src/lease'
 import { SearchAttributesMissingError } from '../../src/client/search-attributes';
 import { WorkflowTaskFailingError } from '../../src/client/waiting';
 import { addSegments, jsonRootCodec } from '../../src/root';
-import { emptyReport, type GcReport } from '../../src/protocol/collector-report';
+import { emptyReport, type GcReport } from '../../src/collector/report';
 import { registeredAttributes } from '../support/search-attributes';
 import {
   createEmbeddedObjectStore,

@@ -18,23 +18,22 @@ import {
   type NamespaceId,
 } from '../../src/keys';
 import { createLeaseState, encodeLease } from '../../src/lease';
+import { readRoot, updateRoot } from '../../src/protocol';
 import {
   EMPTY_TALLY,
   REPORT_LIMIT,
   collectPrefixes,
   executeOnStore,
   readPassManifest,
-  readRoot,
   runNamespacePass,
   startNamespacePass,
-  updateRoot,
   type CollectorCommand,
   type CollectorExecutor,
   type CollectorResult,
   type PageCollection,
   type PassRules,
   type SurveyedPrefix,
-} from '../../src/protocol';
+} from '../../src/collector';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import { jsonRootCodec } from '../../src/root';
 import { TEST_PASS_ID } from '../support/pass';
@@ -98,9 +97,12 @@ describe('collecting a page by the pass plan', () => {
     const { execute, commands } = scripted((c) => c.kind === 'reclaimPrefix' && c.jobId === victim);
     let at: PageCollection | undefined;
 
-    await expect(collectPrefixes('ns', prefixes, rules, execute, { onProgress: (p) => (at = p) })).rejects.toThrow(
-      /injected: reclaimPrefix/,
-    );
+    await expect(
+      collectPrefixes(
+        { kind: 'collectPrefixes', prefixes },
+        { namespaceId: 'ns', rules, execute, onProgress: (p) => (at = p) },
+      ),
+    ).rejects.toThrow(/injected: reclaimPrefix/);
 
     // Every claim came first (then the fence); the second prefix, in flight beside the first, finished; none after them
     // started its walk.
@@ -115,10 +117,10 @@ describe('collecting a page by the pass plan', () => {
     expect(commands.filter((c) => c.startsWith('deleteLease'))).toEqual([`deleteLease ${prefixes[1]!.jobId}`]);
 
     commands.length = 0;
-    const report = await collectPrefixes('ns', prefixes, rules, execute, {
-      ...(at && { resume: at }),
-      onProgress: () => {},
-    });
+    const report = await collectPrefixes(
+      { kind: 'collectPrefixes', prefixes, ...(at && { from: at }) },
+      { namespaceId: 'ns', rules, execute },
+    );
 
     expect(report.totals).toMatchObject({ claimed: 5, objectsDeleted: 5, leasesDeleted: 5, failedPrefixes: 0 });
     // No prefix is claimed twice, and the page is not fenced twice: the first resumes at its walk, the second is done.
@@ -148,14 +150,14 @@ describe('collecting a page by the pass plan', () => {
     });
     const onStore =
       (ns: NamespaceId): CollectorExecutor =>
-      (command, walk) =>
-        executeOnStore(paged, ns, walkRules, command, walk, { codec: jsonRootCodec });
+      (command, progress) =>
+        executeOnStore({ store: paged, namespaceId: ns, rules: walkRules, codec: jsonRootCodec }, command, progress);
     /**
      * Three expired leases; the first prefix in listing order holds six old staged segments, the others one each.
      * Returns the page's survey.
      */
     const seed = async (ns: NamespaceId) => {
-      await updateRoot(store, ns, (root) => root, jsonRootCodec);
+      await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
       const jobs = Array.from({ length: 3 }, () => newJobId()).sort();
       const staged = jobs.map((job, i) =>
         Array.from({ length: i === 0 ? 6 : 1 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort(),
@@ -167,13 +169,16 @@ describe('collecting a page by the pass plan', () => {
           leaseKey(ns, job),
           encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'test-job', nowMs: heartbeatAtMs })),
         );
-      const surveyed = await onStore(ns)({ kind: 'surveyLeases', jobIds: jobs }, { onProgress: () => {} });
+      const surveyed = await onStore(ns)({ kind: 'surveyLeases', jobIds: jobs });
       if (surveyed.kind !== 'surveyed') throw new Error(`a survey answered ${surveyed.kind}`);
       return { walker: jobs[0] ?? newJobId(), walked: staged[0] ?? [], prefixes: surveyed.prefixes };
     };
     try {
       const clean = namespaceId('uninterrupted');
-      const uninterrupted = await collectPrefixes(clean, (await seed(clean)).prefixes, walkRules, onStore(clean));
+      const uninterrupted = await collectPrefixes(
+        { kind: 'collectPrefixes', prefixes: (await seed(clean)).prefixes },
+        { namespaceId: clean, rules: walkRules, execute: onStore(clean) },
+      );
 
       const ns = namespaceId('resumed');
       const { walker, walked, prefixes } = await seed(ns);
@@ -182,7 +187,10 @@ describe('collecting a page by the pass plan', () => {
       failDelete = (keys) => !failed && keys.includes(walked[3] ?? '') && (failed = true);
       let at: PageCollection | undefined;
       await expect(
-        collectPrefixes(ns, prefixes, walkRules, onStore(ns), { onProgress: (p) => (at = p) }),
+        collectPrefixes(
+          { kind: 'collectPrefixes', prefixes },
+          { namespaceId: ns, rules: walkRules, execute: onStore(ns), onProgress: (p) => (at = p) },
+        ),
       ).rejects.toThrow(/connection reset \(injected\)/);
       const stood = at?.prefixes[0];
       expect(stood !== null && stood !== 'done' ? stood?.position : undefined).toMatchObject({
@@ -191,10 +199,10 @@ describe('collecting a page by the pass plan', () => {
       });
 
       lists.length = 0;
-      const resumed = await collectPrefixes(ns, prefixes, walkRules, onStore(ns), {
-        ...(at && { resume: at }),
-        onProgress: () => {},
-      });
+      const resumed = await collectPrefixes(
+        { kind: 'collectPrefixes', prefixes, ...(at && { from: at }) },
+        { namespaceId: ns, rules: walkRules, execute: onStore(ns) },
+      );
 
       expect(resumed.totals).toEqual(uninterrupted.totals);
       expect(resumed.totals).toMatchObject({
@@ -263,7 +271,7 @@ describe('a page with a manifest', () => {
       },
     });
     try {
-      await updateRoot(store, ns, (root) => root, jsonRootCodec);
+      await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
       const jobs = Array.from({ length: 7 }, () => newJobId()).sort();
       // The first prefix in listing order holds six old staged segments (three batches), the others one each.
       for (const [i, job] of jobs.entries())
@@ -271,12 +279,8 @@ describe('a page with a manifest', () => {
           await store.put(stagedSegmentKey(ns, job, newSegmentId(), 'seg'), new Uint8Array(10));
       log.length = 0;
       const collecting = executeOnStore(
-        watched,
-        ns,
-        walkRules,
+        { store: watched, namespaceId: ns, rules: walkRules, codec: jsonRootCodec },
         { kind: 'collectPrefixes', prefixes: jobs.map((jobId) => ({ jobId, owner: { owner: 'none' } })) },
-        { onProgress: () => {} },
-        { codec: jsonRootCodec },
       );
       // The first part is held: other prefixes are still listed and handed to the next part meanwhile, until the
       // batches
@@ -310,7 +314,7 @@ describe('the root fence of a page (spec 6b)', () => {
   it('a page makes all its claims, then writes one root fence, then walks: no delete under a claimed prefix precedes the fence', async () => {
     const prefixes = Array.from({ length: 5 }, expired);
     const { execute, commands } = scripted();
-    const report = await collectPrefixes('ns', prefixes, rules, execute);
+    const report = await collectPrefixes({ kind: 'collectPrefixes', prefixes }, { namespaceId: 'ns', rules, execute });
     expect(report.totals).toMatchObject({ claimed: 5, objectsDeleted: 5, leasesDeleted: 5 });
     const fence = kinds(commands).indexOf('fenceRoot');
     expect(kinds(commands).filter((k) => k === 'fenceRoot')).toHaveLength(1);
@@ -324,21 +328,20 @@ describe('the root fence of a page (spec 6b)', () => {
 
   it('a prefix found reaping (an earlier pass claimed it) is fenced before it is walked too', async () => {
     const { execute, commands } = scripted();
-    await collectPrefixes('ns', [{ jobId: newJobId(), owner: { owner: 'collector' } }], rules, execute);
+    await collectPrefixes(
+      { kind: 'collectPrefixes', prefixes: [{ jobId: newJobId(), owner: { owner: 'collector' } }] },
+      { namespaceId: 'ns', rules, execute },
+    );
     expect(kinds(commands)).toEqual(['fenceRoot', 'reclaimPrefix', 'deleteLease']);
   });
 
   it('a page whose prefixes had no lease claims each by creating one, then fences the root once before it walks: a lease deleted under a live job leaves a publication in flight', async () => {
     const { execute, commands } = scripted();
-    const report = await collectPrefixes(
-      'ns',
-      [
-        { jobId: newJobId(), owner: { owner: 'none' } },
-        { jobId: newJobId(), owner: { owner: 'none' } },
-      ],
-      rules,
-      execute,
-    );
+    const prefixes: SurveyedPrefix[] = [
+      { jobId: newJobId(), owner: { owner: 'none' } },
+      { jobId: newJobId(), owner: { owner: 'none' } },
+    ];
+    const report = await collectPrefixes({ kind: 'collectPrefixes', prefixes }, { namespaceId: 'ns', rules, execute });
     expect(kinds(commands)).toEqual([
       'claimLease',
       'claimLease',
@@ -354,8 +357,11 @@ describe('the root fence of a page (spec 6b)', () => {
   it('a dry run plans exactly the commands of a real pass (its store, not its plan, leaves the bucket alone)', async () => {
     const [dry, real] = [scripted(), scripted()];
     const prefixes = [expired(), expired()];
-    const report = await collectPrefixes('ns', prefixes, { ...rules, dryRun: true }, dry.execute);
-    await collectPrefixes('ns', prefixes, rules, real.execute);
+    const report = await collectPrefixes(
+      { kind: 'collectPrefixes', prefixes },
+      { namespaceId: 'ns', rules: { ...rules, dryRun: true }, execute: dry.execute },
+    );
+    await collectPrefixes({ kind: 'collectPrefixes', prefixes }, { namespaceId: 'ns', rules, execute: real.execute });
     expect(report.totals).toMatchObject({ claimed: 2, leasesDeleted: 2 });
     expect(dry.commands).toEqual(real.commands);
   });
@@ -365,7 +371,7 @@ describe('the root fence of a page (spec 6b)', () => {
     try {
       const ns = namespaceId('dry');
       const job = newJobId();
-      await updateRoot(store, ns, (root) => root, jsonRootCodec);
+      await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
       await store.putIfAbsent(
         leaseKey(ns, job),
         encodeLease(createLeaseState({ jobId: job, namespaceId: ns, ownerId: 'w', nowMs: 1 })),
@@ -376,7 +382,8 @@ describe('the root fence of a page (spec 6b)', () => {
       const dry = { ...rules, nowMs: Date.now() + 60_000, dryRun: true };
       const report = await runNamespacePass(
         startNamespacePass(ns, dry),
-        (command, walk) => executeOnStore(store, ns, dry, command, walk, { codec: jsonRootCodec }),
+        (command, progress) =>
+          executeOnStore({ store, namespaceId: ns, rules: dry, codec: jsonRootCodec }, command, progress),
         async () => {},
       );
       expect(report.totals).toMatchObject({ claimed: 1, objectsDeleted: 1, leasesDeleted: 1 });
@@ -389,7 +396,10 @@ describe('the root fence of a page (spec 6b)', () => {
   it('a fence that could not be written walks no claimed prefix and deletes no lease: each is a failed prefix whose lease stays reaping', async () => {
     const [claimed, orphan] = [expired(), { jobId: newJobId(), owner: { owner: 'none' as const } }];
     const { execute, commands } = scripted(undefined, { kind: 'fenceFailed', message: 'root corrupt' });
-    const report = await collectPrefixes('ns', [claimed, orphan], rules, execute);
+    const report = await collectPrefixes(
+      { kind: 'collectPrefixes', prefixes: [claimed, orphan] },
+      { namespaceId: 'ns', rules, execute },
+    );
     // The orphan's created claim waits for the fence too: neither prefix is walked, both leases stay reaping.
     expect(report.totals).toMatchObject({ claimed: 1, orphaned: 1, failedPrefixes: 2, leasesDeleted: 0 });
     expect(report.failures.map((f) => f.message)).toEqual([
@@ -411,22 +421,14 @@ describe('the root fence of a page (spec 6b)', () => {
         retired: [],
       }));
       const result = await executeOnStore(
-        store,
-        ns,
-        rules,
+        { store, namespaceId: ns, rules, codec: jsonRootCodec },
         { kind: 'fenceRoot' },
-        { onProgress: () => {} },
-        { codec: jsonRootCodec },
       );
       expect(result).toEqual({ kind: 'rootFenced' });
       expect((await readRoot(store, ns, jsonRootCodec)).root).toEqual({ ...before, generation: 8 });
       const missing = await executeOnStore(
-        store,
-        namespaceId('rootless'),
-        rules,
+        { store, namespaceId: namespaceId('rootless'), rules, codec: jsonRootCodec },
         { kind: 'fenceRoot' },
-        { onProgress: () => {} },
-        { codec: jsonRootCodec },
       );
       expect(missing).toMatchObject({ kind: 'fenceFailed', message: expect.stringMatching(/does not exist/) });
     } finally {

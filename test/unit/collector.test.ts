@@ -19,18 +19,14 @@ import {
   claimLease,
   ClaimLostError,
   deleteLease,
-  EMPTY_TALLY,
-  findRootProblem,
-  listJobPrefixes,
-  reclaimPositionFrom,
-  reclaimPrefix,
   refreshClaim,
-  START_OF_WALK,
   surveyLease,
-  type ReclaimPosition,
   type ExpiredLease,
-} from '../../src/protocol/collector';
-import type { ReclaimOptions } from '../../src/protocol/rules';
+} from '../../src/collector/claim';
+import { EMPTY_TALLY, reclaimPrefix, type ReclaimPosition } from '../../src/collector/walk';
+import { findRootProblem } from '../../src/collector/root-problem';
+import { listJobPrefixes } from '../../src/collector/listing';
+import type { ReclaimOptions } from '../../src/collector/rules';
 import { jsonRootCodec } from '../../src/root';
 import { RootMissingError, updateRoot } from '../../src/protocol/root-io';
 import {
@@ -46,6 +42,17 @@ import { TEST_PASS_ID } from '../support/pass';
 const ns = namespaceId('unit');
 const expiry = 1000;
 const bytes = (s: string) => new TextEncoder().encode(s);
+/** A walk's rules a minute after now, with 1 s graces: every object written by the test is past them. */
+const walkOptions = (overrides: Partial<ReclaimOptions> = {}): ReclaimOptions => ({
+  nowMs: Date.now() + 60_000,
+  stagingGraceMs: 1000,
+  readerGraceMs: 1000,
+  keysPerFlush: 1000,
+  reportLimit: 10,
+  passId: TEST_PASS_ID,
+  leaseRefreshIntervalMs: 60_000,
+  ...overrides,
+});
 
 describe('collector', () => {
   let store: ObjectStore;
@@ -61,7 +68,7 @@ describe('collector', () => {
   beforeEach(async () => {
     store = createEmbeddedObjectStore({ path: join(mkdtempSync(join(tmpdir(), 'collector-')), 'store.sqlite') });
     // The walk deletes only against a root it has read (spec 6a.5): an empty one references nothing.
-    await updateRoot(store, ns, (root) => root, jsonRootCodec);
+    await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
     job = newJobId();
   });
   afterEach(() => store.close());
@@ -122,13 +129,13 @@ describe('collector', () => {
     });
 
     await writeLease(2); // the job refreshed after the survey: the survey's ETag no longer matches
-    expect(await claimLease(counting, ref(), clock, seen)).toEqual({ owner: 'job', raced: true });
+    expect(await claimLease(counting, ref(), clock, { seen })).toEqual({ owner: 'job', raced: true });
     expect(await status()).toBe('active');
     expect(calls).toEqual([`cas ${leaseKey(ns, job)}`, `get ${leaseKey(ns, job)}`]);
 
     calls.length = 0;
     const again = (await surveyLease(store, ref(), clock)) as ExpiredLease;
-    expect(await claimLease(counting, ref(), clock, again)).toMatchObject({ owner: 'collector' });
+    expect(await claimLease(counting, ref(), clock, { seen: again })).toMatchObject({ owner: 'collector' });
     expect(await status()).toBe('reaping');
     expect(calls).toEqual([`cas ${leaseKey(ns, job)}`]);
   });
@@ -191,15 +198,7 @@ describe('collector', () => {
         return { ...page, objects };
       },
     });
-    const options: ReclaimOptions = {
-      nowMs: Date.now() + 60_000,
-      stagingGraceMs: 1000,
-      readerGraceMs: 1000,
-      keysPerFlush: 1000,
-      reportLimit: 10,
-      passId: TEST_PASS_ID,
-      leaseRefreshIntervalMs: 60_000,
-    };
+    const options = walkOptions();
     const tally = await reclaimPrefix(skewed, ref(), options, { codec: jsonRootCodec });
     expect(tally).toMatchObject({ objectsDeleted: 0, retainedYoung: 2 });
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
@@ -209,15 +208,7 @@ describe('collector', () => {
     const keys = [stagedSegmentKey(ns, job, newSegmentId(), 'seg'), stagedSegmentKey(ns, job, newSegmentId(), 'seg')];
     for (const k of keys) await store.put(k, bytes(k));
     await store.deleteMany([rootKey(ns)]);
-    const options: ReclaimOptions = {
-      nowMs: Date.now() + 60_000,
-      stagingGraceMs: 1000,
-      readerGraceMs: 1000,
-      keysPerFlush: 1000,
-      reportLimit: 10,
-      passId: TEST_PASS_ID,
-      leaseRefreshIntervalMs: 60_000,
-    };
+    const options = walkOptions();
     await expect(reclaimPrefix(store, ref(), options, { codec: jsonRootCodec })).rejects.toThrow(RootMissingError);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toHaveLength(2);
     expect(await findRootProblem(store, ns, jsonRootCodec)).toEqual({
@@ -234,15 +225,7 @@ describe('collector', () => {
     for (const k of keys) await store.put(k, bytes(k));
     const resume: ReclaimPosition = { after: keys[1], tally: { ...EMPTY_TALLY, objectsDeleted: 2 } };
     const positions: ReclaimPosition[] = [];
-    const options: ReclaimOptions = {
-      nowMs: Date.now() + 60_000,
-      stagingGraceMs: 1000,
-      readerGraceMs: 1000,
-      keysPerFlush: 1000,
-      reportLimit: 10,
-      passId: TEST_PASS_ID,
-      leaseRefreshIntervalMs: 60_000,
-    };
+    const options = walkOptions();
     const tally = await reclaimPrefix(store, ref(), options, {
       codec: jsonRootCodec,
       from: resume,
@@ -259,15 +242,7 @@ describe('collector', () => {
     const left = async () =>
       (await store.list({ prefix: jobPrefix(ns, job) })).objects.filter((o) => o.key !== leaseKey(ns, job)).length;
     // Every batch one key, every batch a refresh: a claim is a refresh interval old as soon as it is taken.
-    const options: ReclaimOptions = {
-      nowMs: Date.now() + 60_000,
-      stagingGraceMs: 1000,
-      readerGraceMs: 1000,
-      keysPerFlush: 1,
-      reportLimit: 10,
-      passId: TEST_PASS_ID,
-      leaseRefreshIntervalMs: 0,
-    };
+    const options = walkOptions({ keysPerFlush: 1, leaseRefreshIntervalMs: 0 });
     const claimNow = async () => {
       await writeLease(1);
       const claimed = await claimLease(store, ref(), { nowMs: 10_000, leaseExpiryMs: expiry, passId: TEST_PASS_ID });
@@ -332,14 +307,9 @@ describe('collector', () => {
     const dryRun = dryRunStore(store, (w) => writes.push(w));
     const wouldClaim = await claimLease(dryRun, ref(), rules);
     expect(
-      await deleteLease(
-        dryRun,
-        ref(),
-        TEST_PASS_ID,
-        undefined,
-        undefined,
-        wouldClaim.owner === 'collector' ? wouldClaim.claim : undefined,
-      ),
+      await deleteLease(dryRun, ref(), TEST_PASS_ID, {
+        claim: wouldClaim.owner === 'collector' ? wouldClaim.claim : undefined,
+      }),
     ).toBe(true);
     expect(writes.map((w) => w.kind)).toEqual(['putIfMatch', 'delete']);
     expect(await status()).toBe('active');
@@ -352,21 +322,17 @@ describe('collector', () => {
       async deleteIfMatch(key: string, etag: string) {
         conditions.push(etag);
         if (!refreshed)
-          await refreshClaim(store, ref(), TEST_PASS_ID, claimed.claim!, () => 20_000).then(() => (refreshed = true));
+          await refreshClaim(store, ref(), claimed.claim!, { passId: TEST_PASS_ID, clockMs: () => 20_000 }).then(
+            () => (refreshed = true),
+          );
         return store.deleteIfMatch(key, etag);
       },
     });
-    expect(await deleteLease(late, ref(), TEST_PASS_ID, undefined, undefined, claimed.claim)).toBe(true);
+    expect(await deleteLease(late, ref(), TEST_PASS_ID, { claim: claimed.claim })).toBe(true);
     expect(conditions).toHaveLength(2);
     expect(conditions[0]).toBe(claimed.claim.etag);
     expect(conditions[1]).not.toBe(claimed.claim.etag);
     expect((await store.list({ prefix: jobPrefix(ns, job) })).objects).toEqual([]);
-  });
-
-  it('a heartbeat is read back as the position it carried; none means the start of the walk', () => {
-    const tally = { ...EMPTY_TALLY, objectsDeleted: 2 };
-    expect(reclaimPositionFrom({ after: 'k', tally })).toEqual({ after: 'k', tally });
-    expect(reclaimPositionFrom(undefined)).toEqual(START_OF_WALK);
   });
 
   it('job prefixes are discovered page by page, resuming after a common prefix', async () => {

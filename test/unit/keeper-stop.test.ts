@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createCompactionActivities } from '../../src/activities/compaction';
 import { resolveSettings, shrunkTiming } from '../../src/config';
 import { jobId, namespaceId } from '../../src/keys';
-import { writeInputManifest } from '../../src/protocol';
+import { writeInputList } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import { createEmbeddedObjectStore } from '../../src/store';
 import { gate, wrapStore } from '../support/faults';
@@ -47,10 +47,10 @@ describe('the work under its lease, keeper and work in one activity', () => {
       compactor: { compact: () => sent.wait.then(() => ({ outputs: [], recordsOut: 0, bytesOut: 0 })) },
     });
     const held = await activities.createLease({ ...job, ownerId: 'worker-1', startedAtMs: Date.now() });
-    const manifest = await writeInputManifest(store, job, 1, { group: 'bindings', inputs: [], etags: [] });
+    const inputList = await writeInputList(store, job, 1, { group: 'bindings', inputs: [], etags: [] });
     let returned = false;
     const leased = new MockActivityEnvironment()
-      .run(activities.compactUnderLease, { ...job, manifest, held })
+      .run(activities.compactUnderLease, { ...job, inputList, held })
       .finally(() => (returned = true));
     await sent.wait;
     await new Promise((r) => setTimeout(r, 2 * settings.timing.leaseRefreshIntervalMs));

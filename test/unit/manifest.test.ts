@@ -24,7 +24,7 @@ import {
   readPassManifest,
   writeManifestPart,
   type ManifestTarget,
-} from '../../src/protocol';
+} from '../../src/collector';
 import {
   createEmbeddedObjectStore,
   NotFoundError,

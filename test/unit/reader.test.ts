@@ -63,7 +63,7 @@ describe('reading a group', () => {
         groups: { inodes: [newer!] },
         retired: [{ key: older!, retired_at_ms: 1 }],
       }),
-      jsonRootCodec,
+      { codec: jsonRootCodec },
     );
     expect((await readGroupSnapshot(store, { namespaceId: ns, group: 'inodes' }, jsonRootCodec)).segments).toEqual([
       newer,

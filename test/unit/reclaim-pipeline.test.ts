@@ -12,8 +12,8 @@ import {
 } from '../../src/keys';
 import { updateRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
-import { EMPTY_TALLY, reclaimPrefix, START_OF_WALK, type ReclaimPosition } from '../../src/protocol/collector';
-import type { ReclaimOptions } from '../../src/protocol/rules';
+import { EMPTY_TALLY, reclaimPrefix, START_OF_WALK, type ReclaimPosition } from '../../src/collector/walk';
+import type { ReclaimOptions } from '../../src/collector/rules';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 import { gate } from '../support/faults';
 import { TEST_PASS_ID } from '../support/pass';
@@ -37,7 +37,7 @@ describe('reclaim walk: pipeline', () => {
   beforeEach(async () => {
     store = createEmbeddedObjectStore({ path: ':memory:' });
     // The walk deletes only against a root it has read (spec 6a.5): an empty one references nothing.
-    await updateRoot(store, ns, (root) => root, jsonRootCodec);
+    await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
     job = newJobId();
     keys = Array.from({ length: 6 }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg')).sort();
     for (const k of keys) await store.put(k, new TextEncoder().encode(k));
@@ -136,7 +136,7 @@ describe('reclaim walk: listing', () => {
   /** A prefix of `segments` staged segments (random ids) and `junk` unrecognised keys, in pages of `pageSize`. */
   async function seeded(segments: number, junk: number) {
     store = createEmbeddedObjectStore({ path: ':memory:' });
-    await updateRoot(store, ns, (root) => root, jsonRootCodec);
+    await updateRoot(store, ns, (root) => root, { codec: jsonRootCodec });
     const job = newJobId();
     const segmentKeys = Array.from({ length: segments }, () => stagedSegmentKey(ns, job, newSegmentId(), 'seg'));
     const junkKeys = Array.from({ length: junk }, (_, i) => `${jobPrefix(ns, job)}segments/seg_${i.toString(16)}`);

@@ -57,7 +57,7 @@ async function groupRecords(): Promise<LiveRecord[]> {
 async function registerForeign(bytes: Uint8Array): Promise<string> {
   const key = inputSegmentKey(ns, newSegmentId(), SEGMENT_EXTENSION);
   await store.put(key, bytes);
-  await updateRoot(store, ns, (root) => addSegments(root, group, [key]), jsonRootCodec);
+  await updateRoot(store, ns, (root) => addSegments(root, group, [key]), { codec: jsonRootCodec });
   return key;
 }
 

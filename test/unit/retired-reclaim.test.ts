@@ -1,5 +1,5 @@
 /**
- * The reclaim of superseded segments streams like the walk: batches as it lists, one listing per job prefix, and a
+ * The reclaim of retired segments streams like the walk: batches as it lists, one listing per job prefix, and a
  * retry resumes from its position.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -13,8 +13,8 @@ import {
   stagedSegmentKey,
 } from '../../src/keys';
 import { readRoot, updateRoot } from '../../src/protocol';
-import { reclaimRetiredSegments, START_OF_RETIRED, type RetiredPosition } from '../../src/protocol/retired-reclaim';
-import type { RetiredReclaimOptions } from '../../src/protocol/rules';
+import { reclaimRetiredSegments, type RetiredPosition } from '../../src/collector/retired-reclaim';
+import type { RetiredReclaimOptions } from '../../src/collector/rules';
 import { jsonRootCodec } from '../../src/root';
 import { createEmbeddedObjectStore, StoreUnavailableError, type ListRequest, type ObjectStore } from '../../src/store';
 
@@ -29,7 +29,7 @@ const options: RetiredReclaimOptions = {
 };
 const bytes = (s: string) => new TextEncoder().encode(s);
 
-describe('reclaim of superseded segments: streaming', () => {
+describe('reclaim of retired segments: streaming', () => {
   let store: ObjectStore;
   /** Retired inputs (two never written: gone already), lost writes, and retired outputs of two jobs (one gone). */
   let retiredInputs: string[];
@@ -47,7 +47,7 @@ describe('reclaim of superseded segments: streaming', () => {
     const written = [...retiredInputs.slice(2), ...lostWrites, ...retiredOutputs.slice(1)];
     for (const k of written) await store.put(k, bytes(k));
     const retired = [...retiredInputs, ...retiredOutputs].map((key) => ({ key, retired_at_ms: 1 }));
-    await updateRoot(store, ns, (root) => ({ ...root, retired }), jsonRootCodec);
+    await updateRoot(store, ns, (root) => ({ ...root, retired }), { codec: jsonRootCodec });
   });
   afterEach(() => store.close());
 
@@ -80,7 +80,7 @@ describe('reclaim of superseded segments: streaming', () => {
         return store.deleteMany(keys);
       },
     });
-    await reclaimRetiredSegments(streamed, ns, options, START_OF_RETIRED, () => {}, jsonRootCodec);
+    await reclaimRetiredSegments(streamed, ns, options, { codec: jsonRootCodec });
     expect(listed).toBe(4);
     expect(listedAtFirstDelete).toBe(1);
     await expectAllReclaimed();
@@ -92,9 +92,7 @@ describe('reclaim of superseded segments: streaming', () => {
       pagedStore({ onList: (r) => listings.push(r.prefix ?? '') }),
       ns,
       { ...options, keysPerFlush: 100 },
-      START_OF_RETIRED,
-      () => {},
-      jsonRootCodec,
+      { codec: jsonRootCodec },
     );
     // Two keys a page: a prefix of three objects (the lease-less job's outputs) is two pages of one listing.
     for (const job of jobs) expect(listings.filter((p) => p === jobPrefix(ns, job)).length).toBeLessThanOrEqual(2);
@@ -103,7 +101,7 @@ describe('reclaim of superseded segments: streaming', () => {
   });
 
   it('counts the deleted, the lost writes and the records of segments already gone, and leaves nothing', async () => {
-    const outcome = await reclaimRetiredSegments(store, ns, options, START_OF_RETIRED, () => {}, jsonRootCodec);
+    const outcome = await reclaimRetiredSegments(store, ns, options, { codec: jsonRootCodec });
     expect('tally' in outcome && outcome.tally).toMatchObject({
       retiredDeleted: 9,
       lostWritesDeleted: 4,
@@ -122,21 +120,17 @@ describe('reclaim of superseded segments: streaming', () => {
       },
     });
     await expect(
-      reclaimRetiredSegments(failing, ns, options, START_OF_RETIRED, (p) => positions.push(p), jsonRootCodec),
+      reclaimRetiredSegments(failing, ns, options, { codec: jsonRootCodec, onProgress: (p) => positions.push(p) }),
     ).rejects.toBeInstanceOf(StoreUnavailableError);
     const saved = positions.at(-1) as RetiredPosition;
     expect(saved.after).toBeDefined();
     expect(saved.tally.retiredDeleted + saved.tally.lostWritesDeleted).toBeGreaterThan(0);
 
     const requests: ListRequest[] = [];
-    const outcome = await reclaimRetiredSegments(
-      pagedStore({ onList: (r) => requests.push(r) }),
-      ns,
-      options,
-      JSON.parse(JSON.stringify(saved)) as RetiredPosition,
-      () => {},
-      jsonRootCodec,
-    );
+    const outcome = await reclaimRetiredSegments(pagedStore({ onList: (r) => requests.push(r) }), ns, options, {
+      codec: jsonRootCodec,
+      from: JSON.parse(JSON.stringify(saved)) as RetiredPosition,
+    });
     expect(requests[0]).toMatchObject({ prefix: inputSegmentsPrefix(ns), startAfter: saved.after });
     expect('tally' in outcome && outcome.tally).toMatchObject({
       retiredDeleted: 9,

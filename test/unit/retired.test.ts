@@ -11,8 +11,8 @@ import {
   isCondemned,
   isRetainedByRoot,
   withoutReclaimed,
-} from '../../src/protocol/retired';
-import type { RetiredRules } from '../../src/protocol/rules';
+} from '../../src/collector/retired';
+import type { RetiredRules } from '../../src/collector/rules';
 import {
   condemnLostWrites,
   decodeRoot,

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { familyGroup, inputSegmentKey, namespaceId, newSegmentId, rootKey } from '../../src/keys';
-import { withoutReclaimed } from '../../src/protocol/retired';
+import { withoutReclaimed } from '../../src/collector/retired';
 import {
   addSegments,
   decodeRootWith,

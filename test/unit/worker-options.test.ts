@@ -13,8 +13,10 @@ import { jsonRootCodec } from '../../src/root';
 import { createEmbeddedObjectStore } from '../../src/store';
 import {
   ACTIVITY_SLOTS_ENV,
+  CACHED_WORKFLOWS_ENV,
   COLLECTOR_TASK_QUEUE_ENV,
   DEFAULT_ACTIVITY_SLOTS,
+  DEFAULT_CACHED_WORKFLOWS,
   DEFAULT_TASK_QUEUE,
   roleTaskQueueFromEnv,
   TASK_QUEUE_ENV,
@@ -37,6 +39,12 @@ describe('worker options from the environment', () => {
 
   it('gives 10,000 jobs their slot each, with headroom for the collector', () => {
     expect(DEFAULT_ACTIVITY_SLOTS).toBeGreaterThan(10_000);
+  });
+
+  it('sets the workflow cache, never below the 40 workflow tasks a worker runs at once', () => {
+    expect(workerOptionsFromEnv({ [CACHED_WORKFLOWS_ENV]: '2000' })).toEqual({ maxCachedWorkflows: 2000 });
+    expect(() => workerOptionsFromEnv({ [CACHED_WORKFLOWS_ENV]: '39' })).toThrow(CACHED_WORKFLOWS_ENV);
+    expect(DEFAULT_CACHED_WORKFLOWS).toBeGreaterThanOrEqual(40);
   });
 });
 

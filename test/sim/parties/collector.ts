@@ -2,25 +2,22 @@
  * A collector pass over the namespace as `gcNamespaceWorkflow` runs it: the pass plan
  * (`runNamespacePass`), each command executed on the store by `executeOnStore` and retried as its
  * activity is (a page's `collectPrefixes` resumed from where it stood, then command by command once
- * its retries are spent; a walk, the fence and the reclaim of superseded segments failing into the
+ * its retries are spent; a walk, the fence and the reclaim of retired segments failing into the
  * plan's own results). The pass's clock is its party's, read once at its start.
  */
 import { TypedError } from '../../../src/errors';
 import { newPassId } from '../../../src/keys';
 import {
-  collectPrefixes,
   executeOnStore,
   runNamespacePass,
-  START_OF_WALK,
   startNamespacePass,
   type CollectorCommand,
   type CollectorExecutor,
   type CollectorResult,
   type GcReport,
-  type PageCollection,
   type PassRules,
-} from '../../../src/protocol';
-import { START_OF_RETIRED, type RetiredPosition } from '../../../src/protocol/retired-reclaim';
+} from '../../../src/collector';
+import { harnessExecutor } from '../../support/harness-executor';
 import { jsonRootCodec } from '../../../src/root';
 import type { Env } from '../env';
 import type { PassContext } from '../invariants';
@@ -78,69 +75,22 @@ export async function runPass(env: Env, party: Party, plan: PassPlan): Promise<G
       corrupted(`the root ${result.outcome.rootProblem.problem}`);
   };
   /** One attempt of one command's activity. */
-  const attempt: CollectorExecutor = async (command, walk) => {
-    const result = await executeOnStore(party.store, ns, rules, command, walk, {
-      codec: jsonRootCodec,
-      clockMs: party.clock,
-    });
+  const attempt: CollectorExecutor = async (command, progress) => {
+    const result = await executeOnStore(
+      { store: party.store, namespaceId: ns, rules, codec: jsonRootCodec, clockMs: party.clock },
+      command,
+      progress,
+    );
     observe(command, result);
     return result;
   };
-  const retrying = <T>(name: string, work: () => Promise<T>): Promise<T> =>
-    runActivity(party, name, { attempts: GC_ATTEMPTS, backoffScale: env.backoffScale }, work);
-  const execute: CollectorExecutor = async (command) => {
-    switch (command.kind) {
-      case 'collectPrefixes': {
-        let at: PageCollection | undefined;
-        const page = () => ({ ...(at && { resume: at }), onProgress: (p: PageCollection) => (at = p) });
-        try {
-          return {
-            kind: 'collected',
-            report: await retrying('collectPrefixes', () =>
-              collectPrefixes(ns, command.prefixes, rules, attempt, page(), command.rootGeneration),
-            ),
-          };
-        } catch (err) {
-          if (!activityFailed(err)) throw err;
-          return {
-            kind: 'collected',
-            report: await collectPrefixes(ns, command.prefixes, rules, execute, page(), command.rootGeneration),
-          };
-        }
-      }
-      case 'reclaimPrefix': {
-        let position = command.from ?? START_OF_WALK;
-        try {
-          return await retrying('reclaimPrefix', () =>
-            attempt({ ...command, from: position }, { onProgress: (p) => (position = p) }),
-          );
-        } catch (err) {
-          if (!activityFailed(err)) throw err;
-          return { kind: 'reclaimFailed', tally: position.tally, message: err.message };
-        }
-      }
-      case 'fenceRoot':
-        try {
-          return await retrying('fenceRoot', () => attempt(command, { onProgress: () => {} }));
-        } catch (err) {
-          if (!activityFailed(err)) throw err;
-          return { kind: 'fenceFailed', message: err.message };
-        }
-      case 'reclaimRetiredSegments': {
-        let position: RetiredPosition = command.from ?? START_OF_RETIRED;
-        try {
-          return await retrying('reclaimRetiredSegments', () =>
-            attempt({ ...command, from: position }, { onProgress: () => {}, onRetiredProgress: (p) => (position = p) }),
-          );
-        } catch (err) {
-          if (!activityFailed(err)) throw err;
-          return { kind: 'retiredFailed', message: err.message };
-        }
-      }
-      default:
-        return retrying(command.kind, () => attempt(command, { onProgress: () => {} }));
-    }
-  };
+  const execute = harnessExecutor({
+    namespaceId: ns,
+    rules,
+    attempt,
+    retried: (name, work) => runActivity(party, name, { attempts: GC_ATTEMPTS, backoffScale: env.backoffScale }, work),
+    gaveUp: activityFailed,
+  });
   try {
     const report = await runNamespacePass(startNamespacePass(ns, rules), execute, async () => {});
     const t = report.totals;

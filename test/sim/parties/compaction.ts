@@ -1,6 +1,6 @@
 /**
  * A compaction workflow, step by step as `compactionWorkflow` runs it, each step the code its
- * activity runs: the group's inputs fixed in the input manifest (`checkInputs`, `writeInputManifest`,
+ * activity runs: the group's inputs fixed in the input list (`checkInputs`, `writeInputList`,
  * as `readGroup` does), the lease created, the reference compactor under the lease with a keeper
  * refreshing it at `keepLease`'s cadence (`refreshJobLease`), publication with its budget and
  * retries (an attempt past its timeout runs on abandoned beside the next), and a new job when fenced.
@@ -16,14 +16,14 @@ import {
   publicationOfReclaimedJob,
   publishCompaction,
   settlePublication,
-  readInputManifestIfAny,
-  readInputManifestUnderLease,
+  readInputListIfAny,
+  readInputListUnderLease,
   readRoot,
   refreshJobLease,
-  writeInputManifest,
+  writeInputList,
   type HeldLease,
-  type InputManifest,
-  type InputManifestRef,
+  type InputList,
+  type InputListRef,
   type JobRef,
   type PublicationOutcome,
 } from '../../../src/protocol';
@@ -49,19 +49,19 @@ export interface CompactionPlan {
 /** How the compaction of one job ended, as the workflow reports it (or the reason it failed). */
 export type JobEndName = PublicationOutcome['outcome'] | 'unchanged' | 'empty';
 
-/** The `readGroup` activity: the group's segments from one root read, checked, in a manifest of this attempt. */
+/** The `readGroup` activity: the group's segments from one root read, checked, in an input list of this attempt. */
 async function readGroup(
   party: Party,
   env: Env,
   job: JobRef,
   group: FamilyGroup,
   attempt: number,
-): Promise<InputManifestRef | undefined> {
+): Promise<InputListRef | undefined> {
   const { root } = await readRoot(party.store, env.ns, jsonRootCodec);
   const inputs = [...groupSegments(root, group)];
   const etags = await checkInputs(party.store, group, inputs, env.settings.maxInputSegmentBytes);
   if (inputs.length === 0) return undefined;
-  return writeInputManifest(party.store, job, attempt, { group, inputs, etags });
+  return writeInputList(party.store, job, attempt, { group, inputs, etags });
 }
 
 /**
@@ -114,10 +114,10 @@ async function compactAttempt(
   party: Party,
   job: JobRef,
   plan: CompactionPlan,
-  ref: InputManifestRef,
+  ref: InputListRef,
   details: Details,
 ): Promise<CompactionOutputs> {
-  const input: InputManifest = await readInputManifestUnderLease(party.store, job, ref);
+  const input: InputList = await readInputListUnderLease(party.store, job, ref);
   const workEnded = new AbortController();
   let keeperFailure: { readonly error: unknown } | undefined;
   const keeping = keepLease(env, party, job, details, workEnded.signal).catch((error: unknown) => {
@@ -198,18 +198,21 @@ export async function runCompaction(env: Env, party: Party, plan: CompactionPlan
         { ...short, startToCloseMs: settings.timing.publicationBudgetMs + 4 * timing.operationDeadlineMs },
         async () => {
           const start = party.elapsed();
-          const manifest = await readInputManifestIfAny(party.store, job, ref);
-          return manifest
+          const list = await readInputListIfAny(party.store, job, ref);
+          return list
             ? publishCompaction(
                 party.store,
                 {
                   ...publication,
-                  inputs: manifest.inputs,
+                  inputs: list.inputs,
                   ...('tombstoneSeqFloor' in output && { tombstoneSeqFloor: output.tombstoneSeqFloor }),
                 },
-                { budgetMs: timing.publicationBudgetMs, maxRootRaces: settings.maxRootRaces },
-                { leaseClockMs: party.clock, elapsedMs: () => party.elapsed() - start },
-                jsonRootCodec,
+                {
+                  budgetMs: timing.publicationBudgetMs,
+                  maxRootRaces: settings.maxRootRaces,
+                  clock: { leaseClockMs: party.clock, elapsedMs: () => party.elapsed() - start },
+                  codec: jsonRootCodec,
+                },
               )
             : publicationOfReclaimedJob(
                 party.store,

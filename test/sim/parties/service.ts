@@ -58,8 +58,8 @@ export async function runRewrite(env: Env, party: Party, plan: RewritePlan): Pro
           groups: { ...root.groups, [group]: [...kept.slice(0, at), key, ...kept.slice(at)] },
         });
       },
-      jsonRootCodec,
       {
+        codec: jsonRootCodec,
         clockMs: party.clock,
         beforeWrite: () => {
           const spent = party.elapsed() - putSentAt;

@@ -1,6 +1,6 @@
 /**
- * The collector's reclaim of superseded segments and lost writes (spec 6a), over the store port:
- * the decisions are src/protocol/retired's, made at the pass's fixed clock. It streams like the
+ * The collector's reclaim of retired segments and lost writes (spec 6a), over the store port:
+ * the decisions are src/collector/retired's, made at the pass's fixed clock. It streams like the
  * job-prefix walk: one listing of `metadata/segments/`, then one listing per job prefix that holds
  * due retired outputs, each deleted in batches as it is listed, so its memory is a batch and the
  * root's own lists, never the keys under `metadata/segments/`. Data first, records last: a batch's
@@ -18,11 +18,12 @@ import {
 } from '../root';
 import type { ObjectInfo, ObjectStore } from '../store';
 import { LAST_MODIFIED_RESOLUTION_MS } from '../store/clock-skew';
-import { atLeast, DeleteFailedError, oversizeProblem, rootProblemOf, type RootProblem } from './collector';
+import { atLeast, oversizeProblem, rootProblemOf, type RootProblem } from './root-problem';
+import { DeleteFailedError } from './manifest';
 import { decideSegment, droppableRecords, dueRetiredKeys, isCondemned, withoutReclaimed } from './retired';
 import type { RetiredReclaimOptions, RetiredRules } from './rules';
-import { EMPTY_RETIRED_TALLY, type RetiredTally } from './collector-report';
-import { changeRoot, readRoot } from './root-io';
+import { EMPTY_RETIRED_TALLY, type RetiredTally } from './report';
+import { changeRoot, readRoot } from '../protocol/root-io';
 import { judgeRoot } from './judged-root';
 import { deleterOf, type Deleter } from './manifest';
 
@@ -31,9 +32,7 @@ import { deleterOf, type Deleter } from './manifest';
  * same).
  */
 export type RetiredReclaimOutcome =
-  /** `manifestPartsDeleted`: parts of the namespace's manifests past the retention, reclaimed after the segments. */
-  | { readonly tally: RetiredTally; readonly oversize?: RootProblem; readonly manifestPartsDeleted?: number }
-  | { readonly rootProblem: RootProblem };
+  { readonly tally: RetiredTally; readonly oversize?: RootProblem } | { readonly rootProblem: RootProblem };
 
 /**
  * Where a reclaim stands: every key up to `after` (in listing order) of its phase is settled and
@@ -66,6 +65,11 @@ function addTally(a: RetiredTally, b: RetiredTally, limit: number): RetiredTally
 }
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+const emptyRetained = (): Mutable<RetiredTally> & { unrecognisedKeys: string[] } => ({
+  ...EMPTY_RETIRED_TALLY,
+  unrecognisedKeys: [],
+});
 
 /**
  * One page of a listing, with the due keys it settles: those it holds are among `objects`, those it passed over are
@@ -146,9 +150,9 @@ async function rootToReclaimBy(
     const stamped = await changeRoot(
       store,
       ns,
-      codec,
       (current) => current.lastModified && stampRetirements(current.root, visibleBy(current.lastModified)),
       {
+        codec,
         maxRounds: MAX_RECORD_ROUNDS,
         maxBytes: MAX_COLLECTED_ROOT_BYTES,
       },
@@ -192,7 +196,21 @@ function listedFate(
 }
 
 /**
- * Reclaims a namespace's due retired segments and lost writes from `resume`. A root that is missing,
+ * How one reclaim of a namespace's retired segments runs: the root codec, where it resumes, whom it tells, how it
+ * deletes.
+ */
+export interface RetiredReclaim {
+  readonly codec: RootCodec;
+  /** Where a reclaim an earlier attempt started goes on (its tally counted on); the beginning by default. */
+  readonly from?: RetiredPosition;
+  /** Receives the position after every listing page and batch, so a retried attempt resumes there. */
+  readonly onProgress?: (position: RetiredPosition) => void;
+  /** How batches are deleted and recorded; a deleter of its own (no manifest) by default. */
+  readonly deletes?: Deleter;
+}
+
+/**
+ * Reclaims a namespace's due retired segments and lost writes from `run.from`. A root that is missing,
  * corrupt or unreadable deletes nothing and is reported (a missing root only when
  * `metadata/segments/` holds anything: otherwise there is nothing to retain). A root past the readers'
  * limit is read (up to `MAX_COLLECTED_ROOT_BYTES`, at most two decoded at once) and shrunk: dropping
@@ -203,34 +221,35 @@ export async function reclaimRetiredSegments(
   store: ObjectStore,
   ns: NamespaceId,
   options: RetiredReclaimOptions,
-  resume: RetiredPosition,
-  onProgress: (position: RetiredPosition) => void,
-  codec: RootCodec,
-  deletes: Deleter = deleterOf(store, undefined),
+  run: RetiredReclaim,
 ): Promise<RetiredReclaimOutcome> {
+  const { codec, from: resume = START_OF_RETIRED, onProgress = () => {}, deletes = deleterOf(store, undefined) } = run;
   const read = await rootToReclaimBy(store, ns, codec);
   if (!('root' in read)) return read;
   const { root, oversize } = read;
   // Every root this reclaim decides by later must be at least as new as the one it judged (a dry run's stamps are never
   // written, so not the stamped one): an older one went back (spec 6c.5).
-  const judged = { ...options, minRootGeneration: read.judgedGeneration };
+  const judged: RetiredBatches = {
+    store,
+    ns,
+    codec,
+    deletes,
+    options: { ...options, minRootGeneration: read.judgedGeneration },
+  };
   const segments = inputSegmentsPrefix(ns);
   const due = dueRetiredKeys(root, options).sort();
   let position = resume;
   let candidates: ObjectInfo[] = [];
   let gone: string[] = [];
-  let retained: Mutable<RetiredTally> & { unrecognisedKeys: string[] } = {
-    ...EMPTY_RETIRED_TALLY,
-    unrecognisedKeys: [],
-  };
+  let retained = emptyRetained();
 
   /** Deletes the batch in hand, drops its records, and moves the position past it (in `phase`, up to `upTo`). */
   const flush = async (phase: RetiredPosition['phase'], upTo: string | undefined): Promise<void> => {
-    const settled = await reclaimBatch(store, ns, candidates, gone, judged, codec, deletes);
+    const settled = await reclaimBatch(judged, candidates, gone);
     const tally = addTally(retained, settled.tally, options.reportLimit);
     candidates = [];
     gone = [];
-    retained = { ...EMPTY_RETIRED_TALLY, unrecognisedKeys: [] };
+    retained = emptyRetained();
     // A failed delete leaves the position where it was: the batch is listed again on retry (the deleted keys then as
     // gone).
     const at = settled.failure ? position : { phase, after: upTo };
@@ -240,13 +259,8 @@ export async function reclaimRetiredSegments(
   };
 
   if (position.phase === 'segments') {
-    let upTo = position.after;
-    for await (const page of joinedListing(
-      store,
-      segments,
-      due.filter((k) => k.startsWith(segments)),
-      position.after,
-    )) {
+    const dueSegments = due.filter((k) => k.startsWith(segments));
+    for await (const page of joinedListing(store, segments, dueSegments, position.after)) {
       for (const o of page.objects) {
         const fate = listedFate(ns, root, o, options);
         if (fate === 'candidate') candidates.push(o);
@@ -255,8 +269,7 @@ export async function reclaimRetiredSegments(
           retained.unrecognisedKeys.push(o.key);
       }
       gone.push(...page.gone);
-      upTo = page.upTo;
-      if (candidates.length + gone.length >= options.keysPerFlush) await flush('segments', upTo);
+      if (candidates.length + gone.length >= options.keysPerFlush) await flush('segments', page.upTo);
       else onProgress(position);
     }
     await flush('outputs', undefined);
@@ -279,6 +292,16 @@ export async function reclaimRetiredSegments(
   return { ...(oversize && { oversize }), tally: position.tally };
 }
 
+/** Where a reclaim's batches go: its store and namespace, its root codec and deleter, its rules and judged root. */
+interface RetiredBatches {
+  readonly store: ObjectStore;
+  readonly ns: NamespaceId;
+  readonly codec: RootCodec;
+  readonly deletes: Deleter;
+  /** `minRootGeneration`: the root the reclaim judged; an older one went back, and nothing is decided by it. */
+  readonly options: RetiredReclaimOptions & { readonly minRootGeneration: number };
+}
+
 /**
  * Deletes the candidates the root as it is now still dooms (candidate selection may be stale,
  * deletion may not), then drops the records of the retired ones and of the due keys found gone.
@@ -288,14 +311,11 @@ export async function reclaimRetiredSegments(
  * A DeleteObjects that failed for some keys is returned as `failure`, after the records of the rest are dropped.
  */
 async function reclaimBatch(
-  store: ObjectStore,
-  ns: NamespaceId,
+  at: RetiredBatches,
   candidates: readonly ObjectInfo[],
   gone: readonly string[],
-  options: RetiredReclaimOptions & { readonly minRootGeneration: number },
-  codec: RootCodec,
-  deletes: Deleter,
 ): Promise<{ readonly tally: RetiredTally; readonly failure?: DeleteFailedError }> {
+  const { store, ns, codec, deletes, options } = at;
   if (candidates.length === 0 && gone.length === 0) return { tally: EMPTY_RETIRED_TALLY };
   let fresh = atLeast(await readRoot(store, ns, codec, MAX_COLLECTED_ROOT_BYTES), options.minRootGeneration);
   const fates = (root: RootState) =>
@@ -305,9 +325,9 @@ async function reclaimBatch(
     const condemned = await changeRoot(
       store,
       ns,
-      codec,
       (current) => condemnLostWrites(atLeast(current, options.minRootGeneration), cutoffMs),
       {
+        codec,
         maxRounds: MAX_RECORD_ROUNDS,
         maxBytes: MAX_COLLECTED_ROOT_BYTES,
       },
@@ -344,7 +364,7 @@ async function reclaimBatch(
     } else tally.lostWritesDeleted++;
     tally.bytesDeleted += o.size;
   }
-  tally.retiredRecordsDropped = await dropRecords(store, ns, reclaimed, options, codec);
+  tally.retiredRecordsDropped = await dropRecords(at, reclaimed);
   return { tally, ...(failed.length && { failure: new DeleteFailedError(inputSegmentsPrefix(ns), failed) }) };
 }
 
@@ -353,11 +373,8 @@ async function reclaimBatch(
  * how many it dropped (none counted for a CAS whose answer was lost, though it may have landed).
  */
 async function dropRecords(
-  store: ObjectStore,
-  ns: NamespaceId,
+  { store, ns, codec, options: rules }: RetiredBatches,
   gone: ReadonlySet<string>,
-  rules: RetiredRules & { readonly minRootGeneration: number },
-  codec: RootCodec,
 ): Promise<number> {
   if (gone.size === 0) return 0;
   let dropped = 0;
@@ -365,13 +382,12 @@ async function dropRecords(
   const written = await changeRoot(
     store,
     ns,
-    codec,
     (current) => {
       const root = atLeast(current, rules.minRootGeneration);
       dropped = droppableRecords(root, gone, rules).length;
       return withoutReclaimed(root, gone, rules);
     },
-    { maxRounds: MAX_RECORD_ROUNDS, maxBytes: MAX_COLLECTED_ROOT_BYTES },
+    { codec, maxRounds: MAX_RECORD_ROUNDS, maxBytes: MAX_COLLECTED_ROOT_BYTES },
   );
   return written?.written ? dropped : 0;
 }

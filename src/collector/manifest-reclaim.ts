@@ -1,7 +1,7 @@
 /** The collector's reclaim of its own manifests once they are older than the manifest retention */
 import { parseManifestPartKey, passClockMs, passManifestPrefix, type NamespaceId } from '../keys';
 import type { ObjectStore } from '../store';
-import { DeleteFailedError } from './collector';
+import { DeleteFailedError } from './manifest';
 import type { Deleter } from './manifest';
 import { listManifestPasses } from './manifest-read';
 
@@ -13,8 +13,7 @@ import { listManifestPasses } from './manifest-read';
 export async function reclaimExpiredManifests(
   store: ObjectStore,
   ns: NamespaceId,
-  nowMs: number,
-  retentionMs: number,
+  { nowMs, retentionMs }: { readonly nowMs: number; readonly retentionMs: number },
   deletes: Deleter,
 ): Promise<number> {
   let reclaimed = 0;

@@ -3,7 +3,8 @@
  * up. Pure: the workflow and the planner both fold results into one report with {@link mergeReport}.
  */
 import { bounded, MESSAGE_LIMIT } from '../errors';
-import type { ReclaimTally, RootProblem } from './collector';
+import type { ReclaimTally } from './walk';
+import type { RootProblem } from './root-problem';
 
 export interface CorruptLease {
   readonly key: string;
@@ -188,33 +189,45 @@ export const hasNamespaceProblems = ({ totals, rootProblems, clockProblem }: GcR
  */
 export const passFailed = ({ totals }: GcReport): boolean => totals.failedPrefixes > 0 || totals.failedNamespaces > 0;
 
-/** What one namespace's reclaim of superseded segments did (in a dry run: would do). */
-export interface RetiredTally {
+/** What every deleting walk counts: the bytes it freed and what it kept (a prefix's walk and the retired reclaim). */
+export interface WalkCounts {
+  readonly bytesDeleted: number;
+  readonly retainedReferenced: number;
+  /** Younger than their grace (or without a trustworthy timestamp). */
+  readonly retainedYoung: number;
+  readonly retainedUnrecognised: number;
+  /** The first unrecognised keys, up to the pass's report limit. */
+  readonly unrecognisedKeys: readonly string[];
+}
+
+export const EMPTY_WALK_COUNTS: WalkCounts = Object.freeze({
+  bytesDeleted: 0,
+  retainedReferenced: 0,
+  retainedYoung: 0,
+  retainedUnrecognised: 0,
+  unrecognisedKeys: [],
+});
+
+/**
+ * What one namespace's reclaim of retired segments did (in a dry run: would do); its young are unknown to the root and
+ * younger than the lost-write grace, its unrecognised keys those under `metadata/segments/` that are not segment keys
+ * of the namespace.
+ */
+export interface RetiredTally extends WalkCounts {
   /** Retired segments deleted, inputs and published outputs alike. */
   readonly retiredDeleted: number;
   /** Segments under `metadata/segments/` no root knew, older than the lost-write grace. */
   readonly lostWritesDeleted: number;
-  readonly bytesDeleted: number;
   /** Records dropped from the retired list by root CAS after their segments were gone. */
   readonly retiredRecordsDropped: number;
-  readonly retainedReferenced: number;
   /** Retired segments whose reader grace is not over. */
   readonly retainedInGrace: number;
-  /** Unknown to the root and younger than the lost-write grace (or without a trustworthy timestamp). */
-  readonly retainedYoung: number;
-  readonly retainedUnrecognised: number;
-  /** The first keys under `metadata/segments/` that are not segment keys of the namespace. */
-  readonly unrecognisedKeys: readonly string[];
 }
 
 export const EMPTY_RETIRED_TALLY: RetiredTally = Object.freeze({
+  ...EMPTY_WALK_COUNTS,
   retiredDeleted: 0,
   lostWritesDeleted: 0,
-  bytesDeleted: 0,
   retiredRecordsDropped: 0,
-  retainedReferenced: 0,
   retainedInGrace: 0,
-  retainedYoung: 0,
-  retainedUnrecognised: 0,
-  unrecognisedKeys: [],
 });

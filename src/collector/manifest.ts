@@ -11,7 +11,8 @@ import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
 import { manifestPartKey, type NamespaceId, type PassId } from '../keys';
 import type { LeaseStatus } from '../lease';
-import type { DeleteResult, ObjectInfo, ObjectStore } from '../store';
+import { TypedError } from '../errors';
+import type { DeleteFailure, DeleteResult, ObjectInfo, ObjectStore } from '../store';
 
 /** The rule that doomed an object. */
 export type DeletionRule =
@@ -186,4 +187,16 @@ export function deleterOf(store: ObjectStore, manifest: ManifestTarget | undefin
     return Object.assign(deletes, { deleteIfMatch, awaitingPartsWith });
   };
   return awaitingPartsWith((durable) => durable);
+}
+
+/** A DeleteObjects request reported per-key errors; the keys were not deleted. Retryable: deletes are idempotent. */
+export class DeleteFailedError extends TypedError {
+  readonly failureType = 'DeleteFailed';
+  constructor(
+    readonly prefix: string,
+    readonly failures: readonly DeleteFailure[],
+  ) {
+    const shown = failures.slice(0, 3).map((f) => `${f.key} (${f.code}: ${f.message})`);
+    super(`${failures.length} deletes under ${prefix} failed: ${shown.join(', ')}${failures.length > 3 ? ', …' : ''}`);
+  }
 }

@@ -20,7 +20,7 @@ import {
 } from '../keys';
 import type { ObjectStore } from '../store';
 import { inBatches } from '../store/batches';
-import { listNamespaces } from './collector';
+import { listNamespaces } from './listing';
 import type { DeletionRule, ManifestLine } from './manifest';
 
 /** Parts read at once. */

@@ -56,10 +56,10 @@ export type ReclaimOptions = Pick<
   'nowMs' | 'stagingGraceMs' | 'readerGraceMs' | 'keysPerFlush' | 'reportLimit' | 'passId' | 'leaseRefreshIntervalMs'
 >;
 
-/** What the judgement of a superseded segment uses (spec 6a). */
+/** What the judgement of a retired segment uses (spec 6a). */
 export type RetiredRules = Pick<PassRules, 'nowMs' | 'readerGraceMs' | 'lostWriteGraceMs'>;
 
-/** What the reclaim of a namespace's superseded segments uses. */
+/** What the reclaim of a namespace's retired segments uses. */
 export type RetiredReclaimOptions = Pick<
   PassRules,
   'nowMs' | 'readerGraceMs' | 'lostWriteGraceMs' | 'keysPerFlush' | 'reportLimit'

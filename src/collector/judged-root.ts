@@ -8,9 +8,9 @@
  */
 import { TypedError } from '../errors';
 import { inputSegmentsPrefix, judgedRootKey, rootKey, type NamespaceId } from '../keys';
-import { decodeRootWith, encodeRootForWrite, rootIndex, type RootCodec } from '../root';
+import { encodeRootForWrite, rootIndex, type RootCodec } from '../root';
 import { AmbiguousError, ConflictError, NotFoundError, PreconditionFailedError, type ObjectStore } from '../store';
-import { RootLostError, RootMissingError, type ReadRoot } from './root-io';
+import { readRootAt, RootLostError, RootMissingError, type ReadRoot } from '../protocol/root-io';
 
 /** The root's generation is lower than one a pass already judged the namespace by: it went back. */
 export class RootWentBackError extends TypedError {
@@ -30,29 +30,6 @@ export class RootWentBackError extends TypedError {
 /** Rounds of the copy's CAS against other passes recording theirs; past them the copy is left to those passes. */
 const MAX_COPY_ROUNDS = 5;
 
-/** The object at `key` read as a root of `ns` with its bytes, or undefined when there is none. */
-async function readRootObject(
-  store: ObjectStore,
-  key: string,
-  ns: NamespaceId,
-  codec: RootCodec,
-  maxBytes: number,
-): Promise<(ReadRoot & { readonly body: Uint8Array }) | undefined> {
-  try {
-    const object = await store.get(key, { maxBytes });
-    return {
-      root: decodeRootWith(codec, object.body, ns, maxBytes),
-      etag: object.etag,
-      bytes: object.body.length,
-      lastModified: object.lastModified,
-      body: object.body,
-    };
-  } catch (err) {
-    if (err instanceof NotFoundError) return undefined;
-    throw err;
-  }
-}
-
 /**
  * The judged copy of the namespace's root (the last root a pass judged it by), or undefined when no pass has judged
  * one.
@@ -63,7 +40,7 @@ export const readJudgedRoot = (
   codec: RootCodec,
   maxBytes: number,
 ): Promise<(ReadRoot & { readonly body: Uint8Array }) | undefined> =>
-  readRootObject(store, judgedRootKey(ns), ns, codec, maxBytes);
+  readRootAt(store, judgedRootKey(ns), { ns, codec, maxBytes });
 
 /**
  * The root a pass judges the namespace by (read up to `maxBytes`), after checking it against the
@@ -77,7 +54,7 @@ export async function judgeRoot(
   codec: RootCodec,
   maxBytes: number,
 ): Promise<ReadRoot> {
-  const current = await readRootObject(store, rootKey(ns), ns, codec, maxBytes);
+  const current = await readRootAt(store, rootKey(ns), { ns, codec, maxBytes });
   if (current === undefined)
     throw (await readJudgedRoot(store, ns, codec, maxBytes))
       ? new RootLostError(ns)
@@ -154,11 +131,13 @@ export async function restoreJudgedRoot(
   const judged = await readJudgedRoot(store, ns, codec, options.maxBytes);
   if (!judged)
     throw new NothingToRestoreError(ns, `no collector pass has judged a root of it (${judgedRootKey(ns)} is missing)`);
-  const current = await readRootObject(store, rootKey(ns), ns, codec, options.maxBytes).catch((err: unknown) => {
-    // A root that is there but does not decode is replaced like a missing one: it is read only for its ETag.
-    if (err instanceof TypedError && err.failureType === 'RootCorrupt') return undefined;
-    throw err;
-  });
+  const current = await readRootAt(store, rootKey(ns), { ns, codec, maxBytes: options.maxBytes }).catch(
+    (err: unknown) => {
+      // A root that is there but does not decode is replaced like a missing one: it is read only for its ETag.
+      if (err instanceof TypedError && err.failureType === 'RootCorrupt') return undefined;
+      throw err;
+    },
+  );
   // A root at or past the copy has not gone back: restoring would forget what was registered since.
   if (current && current.root.generation >= judged.root.generation) {
     throw new NothingToRestoreError(

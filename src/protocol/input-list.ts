@@ -1,19 +1,19 @@
 /**
- * A job's input manifest: the inputs `readGroup` fixed for the job and the ETag each was read at,
+ * A job's input list: the inputs `readGroup` fixed for the job and the ETag each was read at,
  * written once under the job's prefix and read back by its compaction and its publication. Temporal
- * payloads carry only its reference ({@link InputManifestRef}): the keys and ETags of a group of
+ * payloads carry only its reference ({@link InputListRef}): the keys and ETags of a group of
  * 100,000 inputs take about 15 MB, past Temporal's 2 MiB payload limit.
  */
 import { createHash } from 'node:crypto';
 import { quoted, TypedError } from '../errors';
-import { inputManifestKey, leaseKey } from '../keys';
+import { inputListKey, leaseKey } from '../keys';
 import { NotFoundError, ObjectTooLargeError, type ObjectStore } from '../store';
 import { LeaseLostError } from './job-lease';
 import type { JobRef } from './lease-read';
 
 /** What travels through Temporal in place of the group's inputs: a few hundred bytes, whatever the group's width. */
-export interface InputManifestRef {
-  /** The manifest's key under the job's prefix ({@link inputManifestKey}). */
+export interface InputListRef {
+  /** The list's key under the job's prefix ({@link inputListKey}). */
   readonly key: string;
   /** Its ETag as written: a read of another version is refused. */
   readonly etag: string;
@@ -24,7 +24,7 @@ export interface InputManifestRef {
 }
 
 /** The job's inputs, in the group's order, with the ETag of each (`etags[i]` of `inputs[i]`). */
-export interface InputManifest {
+export interface InputList {
   readonly group: string;
   readonly inputs: readonly string[];
   readonly etags: readonly string[];
@@ -32,15 +32,15 @@ export interface InputManifest {
 
 const KIND = 'compaction_inputs';
 const FORMAT_VERSION = 1;
-/** The largest manifest read back: 100,000 inputs take about 15 MB. */
-export const MAX_INPUT_MANIFEST_BYTES = 64 * 1024 * 1024;
+/** The largest input list read back: 100,000 inputs take about 15 MB. */
+export const MAX_INPUT_LIST_BYTES = 64 * 1024 * 1024;
 
 /**
- * The manifest is gone, changed since it was written, or not one of this job's: its inputs are unknown, so the job
+ * The input list is gone, changed since it was written, or not one of this job's: its inputs are unknown, so the job
  * ends.
  */
-export class InputManifestUnreadableError extends TypedError {
-  readonly failureType = 'InputManifestUnreadable';
+export class InputListUnreadableError extends TypedError {
+  readonly failureType = 'InputListUnreadable';
   constructor(
     readonly key: string,
     readonly reason: string,
@@ -48,62 +48,55 @@ export class InputManifestUnreadableError extends TypedError {
     readonly gone = false,
   ) {
     super(
-      `input manifest ${key} ${reason}: the job ends without publishing; start the compaction again, which reads the group afresh`,
+      `input list ${key} ${reason}: the job ends without publishing; start the compaction again, which reads the group afresh`,
     );
   }
 }
 
 const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
-/** Writes the manifest of attempt `attempt` of the job's group read (each attempt its own key: none is overwritten). */
-export async function writeInputManifest(
+/** Writes the input list of attempt `attempt` of the job's group read (each attempt its own key: none overwritten). */
+export async function writeInputList(
   store: ObjectStore,
   job: JobRef,
   attempt: number,
-  manifest: InputManifest,
-): Promise<InputManifestRef> {
-  const key = inputManifestKey(job.namespaceId, job.jobId, attempt);
+  list: InputList,
+): Promise<InputListRef> {
+  const key = inputListKey(job.namespaceId, job.jobId, attempt);
   const body = Buffer.from(
     JSON.stringify({
       kind: KIND,
       format_version: FORMAT_VERSION,
       namespace_id: job.namespaceId,
       job_id: job.jobId,
-      group: manifest.group,
-      inputs: manifest.inputs.map((input, i) => [input, manifest.etags[i]]),
+      group: list.group,
+      inputs: list.inputs.map((input, i) => [input, list.etags[i]]),
     }),
   );
   const { etag } = await store.put(key, body);
-  return { key, etag, count: manifest.inputs.length, sha256: sha256(body) };
+  return { key, etag, count: list.inputs.length, sha256: sha256(body) };
 }
 
 /**
- * The manifest `ref` names, as written: same ETag, same bytes, this job's, `ref.count` inputs. Anything else is an
- * {@link InputManifestUnreadableError}.
+ * The input list `ref` names, as written: same ETag, same bytes, this job's, `ref.count` inputs. Anything else is an
+ * {@link InputListUnreadableError}.
  */
-export async function readInputManifest(
-  store: ObjectStore,
-  job: JobRef,
-  ref: InputManifestRef,
-): Promise<InputManifest> {
-  const object = await store.get(ref.key, { maxBytes: MAX_INPUT_MANIFEST_BYTES }).catch((err: unknown) => {
+export async function readInputList(store: ObjectStore, job: JobRef, ref: InputListRef): Promise<InputList> {
+  const object = await store.get(ref.key, { maxBytes: MAX_INPUT_LIST_BYTES }).catch((err: unknown) => {
     if (err instanceof NotFoundError)
-      throw new InputManifestUnreadableError(
+      throw new InputListUnreadableError(
         ref.key,
         'is gone (a collector reclaims the objects of a prefix with no lease once past the staging grace)',
         true,
       );
     if (err instanceof ObjectTooLargeError)
-      throw new InputManifestUnreadableError(ref.key, `is larger than ${MAX_INPUT_MANIFEST_BYTES} bytes`);
+      throw new InputListUnreadableError(ref.key, `is larger than ${MAX_INPUT_LIST_BYTES} bytes`);
     throw err;
   });
   if (object.etag !== ref.etag)
-    throw new InputManifestUnreadableError(
-      ref.key,
-      `changed since it was written (ETag ${ref.etag}, now ${object.etag})`,
-    );
+    throw new InputListUnreadableError(ref.key, `changed since it was written (ETag ${ref.etag}, now ${object.etag})`);
   if (sha256(object.body) !== ref.sha256)
-    throw new InputManifestUnreadableError(ref.key, 'does not hold the bytes written (SHA-256 differs)');
+    throw new InputListUnreadableError(ref.key, 'does not hold the bytes written (SHA-256 differs)');
   const parsed = JSON.parse(Buffer.from(object.body).toString('utf8')) as {
     kind?: unknown;
     format_version?: unknown;
@@ -125,45 +118,41 @@ export async function readInputManifest(
       (pair) => Array.isArray(pair) && pair.length === 2 && typeof pair[0] === 'string' && typeof pair[1] === 'string',
     );
   if (!fits)
-    throw new InputManifestUnreadableError(
+    throw new InputListUnreadableError(
       ref.key,
-      `is not the input manifest of job ${quoted(job.jobId)} with ${ref.count} inputs`,
+      `is not the input list of job ${quoted(job.jobId)} with ${ref.count} inputs`,
     );
   const pairs = inputs as [string, string][];
   return { group: parsed.group as string, inputs: pairs.map(([key]) => key), etags: pairs.map(([, etag]) => etag) };
 }
 
 /**
- * {@link readInputManifest}, or undefined when the manifest is gone: only a collector deletes it, with the job's
+ * {@link readInputList}, or undefined when the list is gone: only a collector deletes it, with the job's
  * prefix.
  */
-export async function readInputManifestIfAny(
+export async function readInputListIfAny(
   store: ObjectStore,
   job: JobRef,
-  ref: InputManifestRef,
-): Promise<InputManifest | undefined> {
-  return readInputManifest(store, job, ref).catch((err: unknown) => {
-    if (err instanceof InputManifestUnreadableError && err.gone) return undefined;
+  ref: InputListRef,
+): Promise<InputList | undefined> {
+  return readInputList(store, job, ref).catch((err: unknown) => {
+    if (err instanceof InputListUnreadableError && err.gone) return undefined;
     throw err;
   });
 }
 
 /**
- * {@link readInputManifest} for a job that holds its lease. The manifest is written before the lease,
+ * {@link readInputList} for a job that holds its lease. The list is written before the lease,
  * so it is the one object of the job a collector may take for an orphan's (a prefix with no lease,
  * past the staging grace): when the job waited that long between reading its group and creating its
  * lease, say with no worker free. The job has then lost its prefix as a fenced job loses its lease:
  * a {@link LeaseLostError}, so it publishes nothing and a new job reads the group afresh.
  */
-export async function readInputManifestUnderLease(
-  store: ObjectStore,
-  job: JobRef,
-  ref: InputManifestRef,
-): Promise<InputManifest> {
-  const manifest = await readInputManifestIfAny(store, job, ref);
-  if (manifest) return manifest;
+export async function readInputListUnderLease(store: ObjectStore, job: JobRef, ref: InputListRef): Promise<InputList> {
+  const list = await readInputListIfAny(store, job, ref);
+  if (list) return list;
   throw new LeaseLostError(
     leaseKey(job.namespaceId, job.jobId),
-    `the job's input manifest ${ref.key} is gone: a collector reclaimed its prefix as an orphan's before the lease was created`,
+    `the job's input list ${ref.key} is gone: a collector reclaimed its prefix as an orphan's before the lease was created`,
   );
 }

@@ -5,8 +5,8 @@
  * execute them against the store directly; both run this same plan. Every decision is made under
  * {@link PassRules} fixed once when the pass starts, so no two commands of a pass apply different rules.
  *
- * Commands and results are discriminated unions: a new kind of store work (say, reclaiming a
- * namespace's retired segments) is a new command, a new result and a new case in the step.
+ * Commands and results are declared by kind in src/collector/commands: a new kind of store work is a row there and a
+ * case in the step that asks for it.
  */
 import { TypedError } from '../errors';
 import {
@@ -20,122 +20,23 @@ import {
   passManifestPrefix,
 } from '../keys';
 import { Lanes } from '../store/lanes';
-import type {
-  ChildrenPage,
-  ClaimableOwner,
-  HeldClaim,
-  PrefixOwner,
-  PrefixRule,
-  ReclaimPosition,
-  ReclaimTally,
-  RootProblem,
-  SettledOwner,
-  SurveyedPrefix,
-} from './collector';
-import type { LeaseFacts, PartWait } from './manifest';
-import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './collector-report';
-import type { RetiredPosition, RetiredReclaimOutcome } from './retired-reclaim';
+import type { ChildrenPage } from './listing';
+import type { PrefixOwner, SettledOwner, SurveyedPrefix } from './claim';
+import type { PrefixRule } from './walk';
+import type { PartWait } from './manifest';
+import { emptyReport, mergeReport, tallyDelta, type GcReport, type ReportDelta } from './report';
+import type { RetiredReclaimOutcome } from './retired-reclaim';
 import type { PassRules } from './rules';
+import type {
+  CollectorCommand,
+  CollectorExecutor,
+  CollectorResult,
+  CommandOf,
+  CommandPosition,
+  CommandProgress,
+} from './commands';
 
 export type { PassRules } from './rules';
-
-/** Store work the plan asks for, always within the namespace of its pass. */
-export type CollectorCommand =
-  | { readonly kind: 'listJobPrefixes'; readonly after: string | undefined }
-  | { readonly kind: 'readRoot' }
-  /** One GET per lease, owners decided at the pass's clock; nothing is claimed. */
-  | { readonly kind: 'surveyLeases'; readonly jobIds: readonly string[] }
-  /**
-   * Claim for this pass: CAS an expired lease to `reaping` with the survey's ETag, or create a `reaping` lease where
-   * there is none.
-   */
-  | { readonly kind: 'claimLease'; readonly jobId: string; readonly seen: ClaimableOwner }
-  /**
-   * Walk the prefix, deleting old unreferenced staged segments (none in a dry run); `from`: a walk an
-   * earlier activity started goes on after its position, its tally counted on, so nothing is counted twice or lost.
-   */
-  | {
-      readonly kind: 'reclaimPrefix';
-      readonly jobId: string;
-      readonly from?: ReclaimPosition;
-      readonly why?: PrefixRule;
-      readonly minRootGeneration?: number;
-    }
-  /**
-   * Delete the lease this pass owns, last, also after a failed walk, if it is still this pass's
-   * claim; `lease`: as the claim read it, for the manifest; `claim`: the claim as the pass wrote it.
-   */
-  | { readonly kind: 'deleteLease'; readonly jobId: string; readonly lease?: LeaseFacts; readonly claim?: HeldClaim }
-  /**
-   * The collectable prefixes of a page, each by its own {@link planPrefix} (claim, walk, lease last): one activity per
-   * page, not three per prefix.
-   */
-  | { readonly kind: 'collectPrefixes'; readonly prefixes: readonly SurveyedPrefix[]; readonly rootGeneration?: number }
-  /**
-   * Superseded segments and lost writes (spec 6a), once every job prefix is done and none was corrupt;
-   * `from`: a reclaim an earlier attempt started goes on after its position, its tally counted on.
-   */
-  | { readonly kind: 'reclaimRetiredSegments'; readonly from?: RetiredPosition }
-  /**
-   * The root fence (spec 6b): one CAS of the namespace root, generation + 1 and nothing else, after a
-   * page's claims and before any of its walks, so a publication CAS a claimed job sent earlier fails.
-   */
-  | { readonly kind: 'fenceRoot' };
-
-/**
- * What a command came to, by kind: `listJobPrefixes` → `listed`, …, `reclaimPrefix` → `reclaimed` or `reclaimFailed`.
- */
-export type CollectorResult =
-  | { readonly kind: 'listed'; readonly page: ChildrenPage<string> }
-  /**
-   * `generation`: of the root the pass judges the namespace by; every later root read must be at least as new (spec
-   * 6c.5).
-   */
-  | { readonly kind: 'rootRead'; readonly problem: RootProblem | null; readonly generation?: number }
-  | { readonly kind: 'surveyed'; readonly prefixes: readonly SurveyedPrefix[] }
-  | { readonly kind: 'claimed'; readonly owner: SettledOwner }
-  | { readonly kind: 'reclaimed'; readonly tally: ReclaimTally }
-  /** The walk failed for good (its retries spent); `tally` is what it did before. */
-  | { readonly kind: 'reclaimFailed'; readonly tally: ReclaimTally | undefined; readonly message: string }
-  | { readonly kind: 'leaseDeleted' }
-  /** The lease was no longer this pass's claim (another pass took it over): left to its owner. */
-  | { readonly kind: 'claimLost' }
-  /** What the page's prefixes added to the report. */
-  | { readonly kind: 'collected'; readonly report: GcReport }
-  | { readonly kind: 'retiredReclaimed'; readonly outcome: RetiredReclaimOutcome }
-  /** The reclaim failed for good (its retries spent). */
-  | { readonly kind: 'retiredFailed'; readonly message: string }
-  | { readonly kind: 'rootFenced' }
-  /**
-   * No fence was written (no root, a corrupt one, or the CAS failed for good): the page's claimed prefixes delete
-   * nothing.
-   */
-  | { readonly kind: 'fenceFailed'; readonly message: string };
-
-/** Whom a command tells of its progress (Temporal heartbeats, or a test's own retries). */
-export interface WalkProgress {
-  /** Called with a walk's position after each page, so a retried walk can go on from there. */
-  readonly onProgress: (position: ReclaimPosition) => void;
-  /** Called after each lease a survey reads: a sign of life. */
-  readonly onRead?: () => void;
-  /**
-   * Called with the reclaim of superseded segments' position after each page and batch, so a retried reclaim can go on
-   * from there.
-   */
-  readonly onRetiredProgress?: (position: RetiredPosition) => void;
-  /** Where a `collectPrefixes` command resumes and whom it tells of each step of its prefixes. */
-  readonly page?: PageProgress;
-  /** Called after each part of the pass's manifest is written, with its key and number of lines (metrics). */
-  readonly onManifestPart?: (key: string, lines: number) => void;
-  /**
-   * How a command of a page's prefix with nothing else to do waits for a manifest part: out of its lane, so another
-   * prefix works meanwhile.
-   */
-  readonly awaitPart?: PartWait;
-}
-
-/** Runs one command (a walk from its `from`, telling `walk.onProgress`); transient failures are its own to retry. */
-export type CollectorExecutor = (command: CollectorCommand, walk: WalkProgress) => Promise<CollectorResult>;
 
 /**
  * Where a namespace's pass stands between commands; plain data, so it travels through
@@ -144,7 +45,7 @@ export type CollectorExecutor = (command: CollectorCommand, walk: WalkProgress) 
  */
 export interface NamespacePass {
   readonly namespaceId: string;
-  /** `retired`: the job prefixes are done; the namespace's superseded segments are reclaimed last. */
+  /** `retired`: the job prefixes are done; the namespace's retired segments are reclaimed last. */
   readonly phase: 'scan' | 'collect' | 'retired';
   /** Where the listing resumes (exclusive). */
   readonly after: string | undefined;
@@ -217,7 +118,7 @@ function done(pass: NamespacePass): NamespaceStep {
 }
 
 /**
- * Last, the namespace's superseded segments: only where every lease was seen and none was corrupt
+ * Last, the namespace's retired segments: only where every lease was seen and none was corrupt
  * (a corrupt lease stops the namespace before this), since retention wins every unclear case.
  */
 function reclaimRetired(pass: NamespacePass): NamespaceStep {
@@ -225,17 +126,17 @@ function reclaimRetired(pass: NamespacePass): NamespaceStep {
     const key = compactionsPrefix(namespaceId(pass.namespaceId));
     const message =
       'a folder marker (an object keyed by the prefix itself): MinIO ends listings at it, so job prefixes after it and a corrupt lease among them may be unseen; ' +
-      "this namespace's superseded segments and lost writes are not reclaimed until the marker is deleted";
+      "this namespace's retired segments and lost writes are not reclaimed until the marker is deleted";
     return done(withReport(pass, { totals: { failedPrefixes: 1 }, failures: [{ key, message }] }));
   }
   return { pass: { ...pass, phase: 'retired' }, next: 'command', command: { kind: 'reclaimRetiredSegments' } };
 }
 
 /**
- * What the reclaim of superseded segments adds to the report; a root problem skips them and is
+ * What the reclaim of retired segments adds to the report; a root problem skips them and is
  * reported. An oversize root is reported once: the namespace's own read may have found it first.
  */
-function retiredDelta(pass: NamespacePass, outcome: RetiredReclaimOutcome): ReportDelta {
+function retiredDelta(pass: NamespacePass, outcome: RetiredReclaimOutcome, manifestPartsDeleted: number): ReportDelta {
   const namespace = pass.namespaceId;
   if ('rootProblem' in outcome)
     return { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: namespace, ...outcome.rootProblem }] };
@@ -247,7 +148,7 @@ function retiredDelta(pass: NamespacePass, outcome: RetiredReclaimOutcome): Repo
   const totals = {
     ...counts,
     objectsDeleted: counts.retiredDeleted + counts.lostWritesDeleted,
-    manifestPartsDeleted: outcome.manifestPartsDeleted ?? 0,
+    manifestPartsDeleted,
   };
   return { totals, unrecognisedKeys, rootProblems: oversize };
 }
@@ -314,7 +215,7 @@ export function planNamespace(pass: NamespacePass, result: CollectorResult | und
           { totals: { skippedNamespaces: 1 }, rootProblems: [{ namespaceId: pass.namespaceId, ...problem }] },
         );
         // A root past the readers' limit: its job prefixes wait for a root every reader can read, and its
-        // superseded segments are reclaimed now, since dropping their records is what shrinks it.
+        // retired segments are reclaimed now, since dropping their records is what shrinks it.
         if (problem.problem === 'oversize') return reclaimRetired({ ...skipped, page: undefined });
         // Retention wins: without a trusted root nothing is claimed or deleted in this namespace this pass.
         return done(skipped);
@@ -330,7 +231,7 @@ export function planNamespace(pass: NamespacePass, result: CollectorResult | und
     case 'collected':
       return endPage(withReport(pass, result.report));
     case 'retiredReclaimed':
-      return done(withReport(pass, retiredDelta(pass, result.outcome)));
+      return done(withReport(pass, retiredDelta(pass, result.outcome, result.manifestPartsDeleted)));
     case 'retiredFailed': {
       const key = inputSegmentsPrefix(namespaceId(pass.namespaceId));
       return done(withReport(pass, { totals: { failedPrefixes: 1 }, failures: [{ key, message: result.message }] }));
@@ -445,16 +346,16 @@ export function planPrefix(pass: PrefixPass, result: CollectorResult | undefined
   }
 }
 
-/** One prefix of a page between commands: its plan state, the command it awaits, and the position its walk reached. */
+/** The command resumed at `position` (where an earlier attempt stood), or as it is when there is none. */
+export const resumedAt = <C extends CollectorCommand>(command: C, position: CommandPosition | undefined): C =>
+  position === undefined ? command : { ...command, from: position };
+
+/** One prefix of a page between commands: its plan state, the command it awaits, and the position it reached. */
 export interface PrefixAt {
   readonly pass: PrefixPass;
   readonly command: CollectorCommand;
-  readonly position?: ReclaimPosition;
+  readonly position?: CommandPosition;
 }
-
-/** The command a prefix awaits, a walk resumed at the position it reached. */
-const commandOf = ({ command, position }: PrefixAt): CollectorCommand =>
-  command.kind === 'reclaimPrefix' && position ? { ...command, from: position } : command;
 
 /**
  * Where the collection of a page stands; plain data, so it travels in heartbeats and failure
@@ -469,10 +370,13 @@ export interface PageCollection {
   readonly fenced?: boolean;
 }
 
-/** Where a `collectPrefixes` command resumes, and whom it tells of each step (a heartbeat). */
-export interface PageProgress {
-  readonly resume?: PageCollection;
-  readonly onProgress: (at: PageCollection) => void;
+/** How the commands of a page's prefixes run, and whom the page tells of each step (a heartbeat). */
+export interface PageRun {
+  readonly namespaceId: string;
+  readonly rules: PassRules;
+  /** Runs each command of the page's prefixes (claims, the fence, walks, lease deletions). */
+  readonly execute: CollectorExecutor;
+  readonly onProgress?: (at: PageCollection) => void;
 }
 
 /**
@@ -494,31 +398,29 @@ const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt =>
  * owns a prefix, then the walks and lease deletions (spec 6b). A corrupt lease,
  * or a command that failed, enters no further prefix in the round; those in flight finish (a
  * walk's lease still goes last). A failed prefix stays at the command it awaits, and the first
- * failure is thrown once the others have settled, so a retry from `page.resume` redoes only that.
+ * failure is thrown once the others have settled, so a retry from where the page stood (`from`) redoes only that.
  */
 export async function collectPrefixes(
-  namespace: string,
-  prefixes: readonly SurveyedPrefix[],
-  rules: PassRules,
-  execute: CollectorExecutor,
-  page?: PageProgress,
-  rootGeneration?: number,
+  command: CommandOf<'collectPrefixes'>,
+  { namespaceId: namespace, rules, execute, onProgress }: PageRun,
 ): Promise<GcReport> {
-  let report = page?.resume?.report ?? emptyReport(rules.nowMs, rules.dryRun);
-  const at: (PrefixAt | 'done' | null)[] = page?.resume ? [...page.resume.prefixes] : prefixes.map(() => null);
-  let fenced = page?.resume?.fenced === true;
+  const { prefixes, rootGeneration, from: resume } = command;
+  let report = resume?.report ?? emptyReport(rules.nowMs, rules.dryRun);
+  const at: (PrefixAt | 'done' | null)[] = resume ? [...resume.prefixes] : prefixes.map(() => null);
+  let fenced = resume?.fenced === true;
   let failure: { readonly error: unknown } | undefined;
   const advance = (index: number, step: PrefixStep): void => {
     report = mergeReport(report, step.delta);
     at[index] = step.next === 'done' ? 'done' : { pass: step.pass, command: step.command };
   };
-  const told = () => page?.onProgress({ report, prefixes: [...at], ...(fenced && { fenced }) });
+  const told = () => onProgress?.({ report, prefixes: [...at], ...(fenced && { fenced }) });
   // A prefix with nothing else to do while its manifest part is written (a walk's last batch) steps out of its
   // lane: no more than `prefixConcurrency` prefixes send requests at once, and the part's wait overlaps other
   // prefixes' work, whose batches fill the next part. The batches out of their lanes hold no more keys than a
   // batch per lane, so memory stays within twice what the lanes alone hold.
   const lanes = new Lanes(rules.prefixConcurrency, rules.prefixConcurrency * rules.keysPerFlush);
   const awaitPart: PartWait = (durable, lines) => lanes.stepOut(durable, lines);
+  const generation = rootGeneration === undefined ? {} : { rootGeneration };
   /** One round: each prefix goes on while `goesOn` its next command. */
   const round = (goesOn: (command: CollectorCommand) => boolean) =>
     Promise.all(
@@ -527,25 +429,19 @@ export async function collectPrefixes(
           const entered = at[index];
           if (entered === 'done' || report.totals.corrupt > 0 || failure) return;
           if (entered === null)
-            advance(
-              index,
-              planPrefix(
-                { namespaceId: namespace, ...found, ...(rootGeneration !== undefined && { rootGeneration }) },
-                undefined,
-              ),
-            );
+            advance(index, planPrefix({ namespaceId: namespace, ...found, ...generation }, undefined));
           for (let now = at[index]; now && now !== 'done' && goesOn(now.command); now = at[index]) {
             const { pass, command } = now;
-            const walk: WalkProgress = {
-              onProgress: (p) => {
-                at[index] = { pass, command, position: p };
+            const progress: CommandProgress = {
+              onProgress: (position) => {
+                at[index] = { pass, command, position };
                 told();
               },
               awaitPart,
             };
             let result: CollectorResult;
             try {
-              result = await execute(commandOf(now), walk);
+              result = await execute(resumedAt(command, now.position), progress);
             } catch (error) {
               failure ??= { error };
               return;
@@ -564,7 +460,7 @@ export async function collectPrefixes(
   throwFailure();
   // WARN: the fence comes after every claim of the page and before any delete under a prefix it owns.
   if (!fenced && report.totals.corrupt === 0 && at.some(awaitsOwnedWalk)) {
-    const result = await execute({ kind: 'fenceRoot' }, { onProgress: () => {} });
+    const result = await execute({ kind: 'fenceRoot' });
     if (result.kind === 'fenceFailed')
       at.forEach((p, index) => awaitsOwnedWalk(p) && advance(index, planPrefix(p.pass, result)));
     fenced = true;
@@ -593,7 +489,7 @@ export async function runNamespacePass(
         step = planNamespace(step.pass, undefined);
         break;
       case 'command':
-        step = planNamespace(step.pass, await execute(step.command, { onProgress: () => {} }));
+        step = planNamespace(step.pass, await execute(step.command));
         break;
     }
   }

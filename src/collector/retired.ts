@@ -1,5 +1,5 @@
 /**
- * Superseded segments (spec 6a), decided: pure functions of a root, a key's `LastModified` and the
+ * Retired segments (spec 6a), decided: pure functions of a root, a key's `LastModified` and the
  * pass's rules, with no I/O and no clock of their own. Each key is judged against the root's index
  * (`rootIndex`, built once per root read), so a page costs the same however large the root is. The collector applies
  * them to the root it
@@ -79,7 +79,7 @@ export function dueRetiredKeys(root: RootState, rules: RetiredRules): string[] {
 
 /**
  * Whether the root still protects a key from the job-prefix reclaim: named by a group, or retired
- * and within its reader grace (spec 6a.6). A published output a later compaction superseded ages
+ * and within its reader grace (spec 6a.6). A published output a later compaction retired ages
  * from its retirement, not from when it was written.
  */
 export function isRetainedByRoot(

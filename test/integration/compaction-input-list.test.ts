@@ -1,6 +1,6 @@
 /**
  * A group whose key list alone is past Temporal's 2 MiB payload limit, compacted end to end on
- * MinIO: its inputs travel in the job's input manifest under the job prefix, so no payload in the
+ * MinIO: its inputs travel in the job's input list under the job prefix, so no payload in the
  * workflow's history carries them (issue 28, item 7). One record per input keeps the bytes small.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -43,9 +43,9 @@ describe(`a group of ${INPUTS.toLocaleString('en')} inputs, over 2 MiB of keys`,
     await fixture?.store.close();
   });
 
-  it('publishes, its inputs in the input manifest, and no payload of its history reaches 256 KiB', async () => {
+  it('publishes, its inputs in the input list, and no payload of its history reaches 256 KiB', async () => {
     const started = performance.now();
-    const ns = namespaceId(uniqueId('manifest').toLowerCase());
+    const ns = namespaceId(uniqueId('inputlist').toLowerCase());
     const group = familyGroup('bindings');
     const keys = Array.from({ length: INPUTS }, () => inputSegmentKey(ns, newSegmentId(), SEGMENT_EXTENSION));
     const keyBytes = keys.reduce((n, k) => n + Buffer.byteLength(k), 0);
@@ -62,7 +62,7 @@ describe(`a group of ${INPUTS.toLocaleString('en')} inputs, over 2 MiB of keys`,
           );
       },
     );
-    await updateRoot(fixture.store, ns, (root) => addSegments(root, group, keys), jsonRootCodec);
+    await updateRoot(fixture.store, ns, (root) => addSegments(root, group, keys), { codec: jsonRootCodec });
     const seeded = performance.now();
 
     const { client, close } = await connectClient();
@@ -71,17 +71,18 @@ describe(`a group of ${INPUTS.toLocaleString('en')} inputs, over 2 MiB of keys`,
       const result = await handle.result();
       expect(result).toMatchObject({ outcome: 'published', inputCount: INPUTS, recordsOut: INPUTS });
       expect((await readRoot(fixture.store, ns, jsonRootCodec)).root.groups[group]).toEqual(result.outputs);
-      const manifest = JSON.parse(
-        Buffer.from((await fixture.store.get(result.inputManifest)).body).toString('utf8'),
-      ) as { job_id: string; inputs: [string, string][] };
-      expect(manifest.job_id).toBe(result.jobId);
-      expect(manifest.inputs.map(([key]) => key)).toEqual(keys);
+      const list = JSON.parse(Buffer.from((await fixture.store.get(result.inputList)).body).toString('utf8')) as {
+        job_id: string;
+        inputs: [string, string][];
+      };
+      expect(list.job_id).toBe(result.jobId);
+      expect(list.inputs.map(([key]) => key)).toEqual(keys);
 
       const history = await handle.fetchHistory();
       const sizes = (history.events ?? []).flatMap((event) => payloadSizes(event));
       const largest = Math.max(...sizes);
       console.log(
-        `[compaction-manifest] ${INPUTS} inputs, ${keyBytes} bytes of keys: seeded in ${((seeded - started) / 1000).toFixed(1)} s, ` +
+        `[compaction-input-list] ${INPUTS} inputs, ${keyBytes} bytes of keys: seeded in ${((seeded - started) / 1000).toFixed(1)} s, ` +
           `compacted in ${((performance.now() - seeded) / 1000).toFixed(1)} s; ${sizes.length} payloads in the history, the largest ${largest} bytes`,
       );
       expect(largest).toBeLessThan(PAYLOAD_BOUND);

@@ -1,0 +1,13 @@
+export * from './listing';
+export * from './claim';
+export * from './root-problem';
+export * from './walk';
+export type { OwnerRules, ReclaimOptions } from './rules';
+export * from './execute';
+export * from './plan';
+export * from './report';
+export * from './manifest';
+export * from './manifest-read';
+export * from './manifest-reclaim';
+export * from './judged-root';
+export * from './commands';

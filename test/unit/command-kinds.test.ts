@@ -1,0 +1,159 @@
+/**
+ * The table of command kinds is the one place a kind is declared: the worker registers an activity per row, under the
+ * names workflow histories hold, and the pass's dispatch gives each failure the meaning its row states.
+ */
+import { describe, expect, it } from 'vitest';
+import { createGcActivities } from '../../src/activities/gc';
+import {
+  COMMAND_KINDS,
+  emptyReport,
+  EMPTY_TALLY,
+  passExecutor,
+  type CollectorCommand,
+  type CollectorResult,
+  type CommandFailure,
+  type PassRules,
+  type SurveyedPrefix,
+} from '../../src/collector';
+import { resolveSettings } from '../../src/config';
+import { newJobId } from '../../src/keys';
+import { jsonRootCodec } from '../../src/root';
+import { createEmbeddedObjectStore } from '../../src/store';
+
+const rules: PassRules = {
+  nowMs: 1_000_000,
+  leaseExpiryMs: 1000,
+  stagingGraceMs: 1000,
+  readerGraceMs: 1000,
+  lostWriteGraceMs: 1000,
+  leaseRefreshIntervalMs: 100,
+  dryRun: false,
+  prefixesPerPage: 10,
+  prefixConcurrency: 2,
+  keysPerFlush: 10,
+  reportLimit: 10,
+  passId: 'gc_0000001000000_0123456789abcdef',
+  manifests: false,
+};
+
+/** A failure for good as the workflow reads one, carrying what the activity said of where it stood. */
+class FailedForGood extends Error {
+  constructor(readonly failure: CommandFailure) {
+    super(failure.message);
+  }
+}
+
+/** The pass's executor over `activity`, reading {@link FailedForGood} as a command's failure. */
+const executorOver = (activity: (command: CollectorCommand) => Promise<CollectorResult>) =>
+  passExecutor({
+    namespaceId: 'ns',
+    rules,
+    activity,
+    failureOf: (err) => (err instanceof FailedForGood ? err.failure : undefined),
+  });
+
+const failing = (failure: Partial<CommandFailure> = {}) =>
+  new FailedForGood({ message: 'retries spent', activityFailed: true, ...failure });
+
+describe('the table of command kinds', () => {
+  it('every row is an activity of the collector, named by its kind as histories name it', () => {
+    const store = createEmbeddedObjectStore({ path: ':memory:' });
+    const activities = createGcActivities({ store, settings: resolveSettings(), rootCodec: jsonRootCodec });
+    const kinds = Object.keys(COMMAND_KINDS).sort();
+    expect(kinds).toEqual(
+      [
+        'claimLease',
+        'collectPrefixes',
+        'deleteLease',
+        'fenceRoot',
+        'listJobPrefixes',
+        'readRoot',
+        'reclaimPrefix',
+        'reclaimRetiredSegments',
+        'surveyLeases',
+      ].sort(),
+    );
+    expect(
+      Object.keys(activities)
+        .filter((name) => kinds.includes(name))
+        .sort(),
+    ).toEqual(kinds);
+  });
+
+  it('a walk that failed for good is a failed prefix carrying the tally it reached; a cancelled one too', async () => {
+    const tally = { ...EMPTY_TALLY, objectsDeleted: 3 };
+    const execute = executorOver(async () => {
+      throw failing({ details: tally });
+    });
+    await expect(execute({ kind: 'reclaimPrefix', jobId: newJobId() })).resolves.toEqual({
+      kind: 'reclaimFailed',
+      tally,
+      message: 'retries spent',
+    });
+    const cancelled = executorOver(async () => {
+      throw failing({ activityFailed: false, message: 'cancelled' });
+    });
+    await expect(cancelled({ kind: 'reclaimPrefix', jobId: newJobId() })).resolves.toMatchObject({
+      kind: 'reclaimFailed',
+    });
+  });
+
+  it("a fence or a reclaim of retired segments that failed for good is the plan's own result; cancelled, it is rethrown", async () => {
+    const execute = executorOver(async () => {
+      throw failing();
+    });
+    await expect(execute({ kind: 'fenceRoot' })).resolves.toEqual({ kind: 'fenceFailed', message: 'retries spent' });
+    await expect(execute({ kind: 'reclaimRetiredSegments' })).resolves.toEqual({
+      kind: 'retiredFailed',
+      message: 'retries spent',
+    });
+    const cancelled = executorOver(async () => {
+      throw failing({ activityFailed: false });
+    });
+    await expect(cancelled({ kind: 'fenceRoot' })).rejects.toBeInstanceOf(FailedForGood);
+  });
+
+  it('a command whose row gives its failure no meaning fails the namespace: the failure is rethrown', async () => {
+    const execute = executorOver(async () => {
+      throw failing();
+    });
+    for (const command of [
+      { kind: 'listJobPrefixes', after: undefined },
+      { kind: 'readRoot' },
+      { kind: 'surveyLeases', jobIds: [] },
+      { kind: 'deleteLease', jobId: newJobId() },
+    ] as const)
+      await expect(execute(command)).rejects.toBeInstanceOf(FailedForGood);
+  });
+
+  it('a page that failed for good goes on command by command from where it stood, each command its own activity', async () => {
+    const [done, waiting] = [newJobId(), newJobId()];
+    const prefixes: SurveyedPrefix[] = [
+      { jobId: done, owner: { owner: 'collector' } },
+      { jobId: waiting, owner: { owner: 'collector' } },
+    ];
+    // Where the page stood: fenced, the first prefix done, the second awaiting its walk.
+    const stood = {
+      report: emptyReport(rules.nowMs, false),
+      prefixes: [
+        'done' as const,
+        {
+          pass: { namespaceId: 'ns', jobId: waiting, owner: { owner: 'collector' as const } },
+          command: { kind: 'reclaimPrefix' as const, jobId: waiting },
+        },
+      ],
+      fenced: true,
+    };
+    const ran: string[] = [];
+    const execute = executorOver(async (command) => {
+      ran.push(`${command.kind}${'jobId' in command ? ` ${command.jobId}` : ''}`);
+      if (command.kind === 'collectPrefixes') throw failing({ lastHeartbeat: stood });
+      if (command.kind === 'reclaimPrefix') return { kind: 'reclaimed', tally: { ...EMPTY_TALLY, objectsDeleted: 1 } };
+      if (command.kind === 'deleteLease') return { kind: 'leaseDeleted' };
+      throw new Error(`unexpected ${command.kind}`);
+    });
+    const result = await execute({ kind: 'collectPrefixes', prefixes });
+    expect(ran).toEqual(['collectPrefixes', `reclaimPrefix ${waiting}`, `deleteLease ${waiting}`]);
+    expect(result).toMatchObject({ kind: 'collected', report: { totals: { objectsDeleted: 1, leasesDeleted: 1 } } });
+  });
+});
