@@ -67,6 +67,9 @@ export type FromRange =
 export type ToRange =
   { readonly type: 'chunk'; readonly stream: number; readonly bytes?: Uint8Array } | { readonly type: 'stored' };
 
+/** Records counted in one message to the job's thread, which tells its hooks every few thousand. */
+const RECORDS_PER_MESSAGE = 2048;
+
 /** Merges the task's range and sends its cuts; resolves once the job's thread has taken the last of them. */
 export async function mergeRange(task: RangeTask): Promise<void> {
   const link = rangeLink(task.port);
@@ -74,13 +77,20 @@ export async function mergeRange(task: RangeTask): Promise<void> {
     const within = keyFilter(task.lo, task.hi);
     const sources = task.sources.map((spans) => readSpans(spans, link, within));
     const cuts = cutter(task, link);
+    // Told in messages of a few thousand records: a merge's batches may be a few records each.
+    let unreported = 0;
     for await (const batch of mergeSegments(sources, { dropTombstones: false })) {
       for (const record of batch) {
         const cutting = cuts.add(record);
         if (cutting) await cutting;
       }
-      link.post({ type: 'records', count: batch.length });
+      unreported += batch.length;
+      if (unreported >= RECORDS_PER_MESSAGE) {
+        link.post({ type: 'records', count: unreported });
+        unreported = 0;
+      }
     }
+    if (unreported > 0) link.post({ type: 'records', count: unreported });
     await cuts.end();
   } catch (err) {
     // A typed error of the data is rebuilt as itself on the job's thread; a plain one crosses as it is.
