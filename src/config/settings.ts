@@ -17,6 +17,7 @@ export class SettingsError extends TypedError {
  * defaults.
  */
 export interface CompactionSettings {
+  /** Refresh, expiry, graces and budgets, checked together by {@link resolveTiming}. */
   readonly timing: Timing;
   /** Written into `owner_id` of every lease, for an operator reading the object. */
   readonly ownerId: string;
