@@ -269,7 +269,9 @@ const outsideHeaps = (m: PointMemory): number => m.rss - m.heapTotal - m.externa
 
 interface PointResult {
   readonly n: number;
-  readonly held: Held;
+  readonly kind: Held;
+  /** Activities held through the window (the fewest activity slots in use seen): N once the ramp completed. */
+  readonly holding: number;
   /** Of the single-worker points. */
   readonly memory?: PointMemory;
 }
@@ -444,11 +446,11 @@ async function runPoint(
         ...(workerCount > 1 ? [`  per worker: ${perWorker}`] : [`  ${perWorker}`]),
       ].join('\n');
       console.log(line);
-      if (workerCount > 1) return { n, held: kind };
+      if (workerCount > 1) return { n, kind, holding: sum(held) };
       const memory = await workerMemory(workers[0]!);
       console.log(describeMemory(workers[0]!.name, memory));
       if (snapshotOf) console.log(describeHeap(snapshotOf(0), 30, n));
-      return { n, held: kind, memory };
+      return { n, kind, holding: sum(held), memory };
     } finally {
       await Promise.all(workers.map((w) => w.stop('SIGKILL')));
     }
@@ -458,12 +460,13 @@ async function runPoint(
 const mib = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
 
 /**
- * The worker's memory by where it is (after its heap snapshot, if it writes one): RSS read by the kernel, then the main
- * thread's heap and external memory and each workflow thread's heap as the worker reports them.
+ * The worker's memory by where it is: RSS read by the kernel, then the main thread's heap and external memory and each
+ * workflow thread's heap as the worker reports them (after its heap snapshot, if it writes one, has collected garbage).
  */
 async function workerMemory(worker: WorkerProcess): Promise<PointMemory & { detail: string }> {
-  const { main, threads } = await worker.reportMemory();
+  // Read first: writing a heap snapshot takes hundreds of MiB of RSS (seen: 407 → 727 MiB at 1,000 bare activities).
   const rss = worker.rssBytes();
+  const { main, threads } = await worker.reportMemory();
   return {
     rss,
     heapTotal: main.heapTotal,
@@ -481,8 +484,9 @@ const describeMemory = (name: string, m: PointMemory & { detail: string }): stri
   `the rest (the SDK's core, code, allocator) ${mib(outsideHeaps(m))} (${m.detail}), ${m.load}`;
 
 /**
- * N bare activities beside N held leases, and the cost of one more of each: the slope between consecutive N, where
- * the worker's fixed cost cancels (and the workflow cache's, once both are past its size).
+ * N bare activities beside N held leases, and the cost of one more of each: the slope between consecutive points by
+ * the activities held (N, unless a ramp fell short), where the worker's fixed cost cancels (and the workflow cache's,
+ * once both are past its size).
  */
 function describeFloor(points: readonly PointResult[]): string {
   const parts: [string, (m: PointMemory) => number][] = [
@@ -492,12 +496,12 @@ function describeFloor(points: readonly PointResult[]): string {
     ['workflow threads', (m) => m.threadHeaps],
     ['outside every heap', outsideHeaps],
   ];
-  const of = (held: Held) => points.filter((p) => p.held === held && p.memory);
+  const of = (kind: Held) => points.filter((p) => p.kind === kind && p.memory);
   const lines = ['bare floor beside held leases (one worker), MiB:'];
   for (const held of ['bare', 'lease'] as const) {
     for (const p of of(held))
       lines.push(
-        `  ${held.padEnd(5)} N=${String(p.n).padStart(6)}: ${parts.map(([name, read]) => `${name} ${(read(p.memory!) / 2 ** 20).toFixed(0)}`).join(', ')}; ${p.memory!.load}`,
+        `  ${held.padEnd(5)} N=${String(p.n).padStart(6)}, held ${String(p.holding).padStart(6)}: ${parts.map(([name, read]) => `${name} ${(read(p.memory!) / 2 ** 20).toFixed(0)}`).join(', ')}; ${p.memory!.load}`,
       );
   }
   lines.push('per activity between consecutive N, KiB:');
@@ -506,9 +510,9 @@ function describeFloor(points: readonly PointResult[]): string {
     for (let i = 1; i < rows.length; i++) {
       const [a, b] = [rows[i - 1]!, rows[i]!];
       const slope = (read: (m: PointMemory) => number) =>
-        ((read(b.memory!) - read(a.memory!)) / (b.n - a.n) / 1024).toFixed(1);
+        ((read(b.memory!) - read(a.memory!)) / (b.holding - a.holding) / 1024).toFixed(1);
       lines.push(
-        `  ${held.padEnd(5)} ${a.n}→${b.n}: ${parts.map(([name, read]) => `${name} ${slope(read)}`).join(', ')}`,
+        `  ${held.padEnd(5)} ${a.holding}→${b.holding}: ${parts.map(([name, read]) => `${name} ${slope(read)}`).join(', ')}`,
       );
     }
   }
