@@ -63,7 +63,7 @@ import {
 import { describeHeap } from './support/heap-snapshot';
 import { machineCpuSeconds, pidsWithArgs, totalCpuSeconds } from './support/proc';
 import { describeRequests, minioRequests, requestDelta } from './support/minio-requests';
-import { histogramBuckets, quantile, scrape, total, type Sample } from './support/prometheus';
+import { histogramBuckets, quantile, total, type Sample } from './support/prometheus';
 
 const list = (raw: string): number[] =>
   raw.split(',').map((s) => {

@@ -1,4 +1,4 @@
-/** MinIO's own count of S3 requests, by API: what a benchmark's requests cost, from the server, not from a client's claim. */
+/** MinIO's own count of S3 requests, by API: what a benchmark cost, from the server rather than a client's claim. */
 import type { S3Server } from '../../src/devservers';
 import { scrape } from './prometheus';
 
