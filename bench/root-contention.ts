@@ -10,10 +10,16 @@
 import { execFileSync } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { Command } from 'commander';
-import { resolveSettings } from '../src/config';
+import { resolveSettings, type CompactionSettings } from '../src/config';
 import { startMinio, type S3Server } from '../src/devservers';
 import { familyGroup, namespaceId, newJobId, newSegmentId, stagedSegmentKey } from '../src/keys';
-import { createJobLease, publishCompaction, readRoot, type PublicationOutcome } from '../src/protocol';
+import {
+  createJobLease,
+  publicationLimits,
+  publishCompaction,
+  readRoot,
+  type PublicationOutcome,
+} from '../src/protocol';
 import { groupSegments, jsonRootCodec } from '../src/root';
 import { SEGMENT_EXTENSION } from '../src/segments';
 import { createS3ObjectStore, type ObjectStore } from '../src/store';
@@ -24,17 +30,32 @@ import { describeRequests, minioRequests, requestDelta } from './support/minio-r
 const list = (raw: string): number[] => raw.split(',').map(whole);
 const program = new Command('root-contention')
   .option('--groups <n,…>', 'groups of the one namespace, each publishing once', list, [50, 200])
-  .option('--runs <n>', 'runs of each N, each on a namespace of its own', whole, 3);
+  .option('--runs <n>', 'runs of each N, each on a namespace of its own', whole, 3)
+  .option('--max-root-races <n>', "maxRootRaces (default: the setting's)", whole)
+  .option('--backoff-ms <ms>', "rootRaceBackoffMs (default: the setting's)", whole)
+  .option('--backoff-max-ms <ms>', "rootRaceBackoffMaxMs (default: the setting's)", whole);
+
+interface Options {
+  groups: number[];
+  runs: number;
+  maxRootRaces?: number;
+  backoffMs?: number;
+  backoffMaxMs?: number;
+}
 
 const load = (): string =>
   `load ${loadavg()
     .map((l) => l.toFixed(2))
     .join(' ')}`;
 
-const settings = resolveSettings();
-
 /** One run: N jobs of namespace `ns` leased, then published at once. */
-async function run(minio: S3Server, store: ObjectStore, n: number, name: string): Promise<void> {
+async function run(
+  minio: S3Server,
+  store: ObjectStore,
+  settings: CompactionSettings,
+  n: number,
+  name: string,
+): Promise<void> {
   const jobs = await seedJobs(store, name, n, { inputsPerGroup: 2, groupsPerNamespace: n });
   const ns = namespaceId(jobs[0]!.namespaceId);
   const { root } = await readRoot(store, ns, jsonRootCodec);
@@ -53,8 +74,7 @@ async function run(minio: S3Server, store: ObjectStore, n: number, name: string)
   const outcomes = await Promise.all(
     requests.map((request) =>
       publishCompaction(store, request, {
-        budgetMs: settings.timing.publicationBudgetMs,
-        maxRootRaces: settings.maxRootRaces,
+        ...publicationLimits(settings),
         clock: { leaseClockMs: Date.now, elapsedMs: () => performance.now() - startedAt },
         codec: jsonRootCodec,
       }),
@@ -71,11 +91,18 @@ async function run(minio: S3Server, store: ObjectStore, n: number, name: string)
 }
 
 async function main(): Promise<void> {
-  const opts = program.parse().opts<{ groups: number[]; runs: number }>();
+  const opts = program.parse().opts<Options>();
+  const settings = resolveSettings({
+    ...(opts.maxRootRaces && { maxRootRaces: opts.maxRootRaces }),
+    ...(opts.backoffMs && { rootRaceBackoffMs: opts.backoffMs }),
+    ...(opts.backoffMaxMs && { rootRaceBackoffMaxMs: opts.backoffMaxMs }),
+  });
   console.log(
     `machine: ${execFileSync('uname', ['-srmo'], { encoding: 'utf8' }).trim()}, nproc ${cpus().length} (${cpus()[0]?.model}), node ${process.version}, ${load()}`,
   );
-  console.log(`settings: maxRootRaces ${settings.maxRootRaces}`);
+  console.log(
+    `settings: maxRootRaces ${settings.maxRootRaces}, rootRaceBackoffMs ${settings.rootRaceBackoffMs}, rootRaceBackoffMaxMs ${settings.rootRaceBackoffMaxMs}`,
+  );
   // MinIO's request counters, unauthenticated: the benchmark reads them without a bearer token.
   process.env.MINIO_PROMETHEUS_AUTH_TYPE = 'public';
   const minio = await startMinio();
@@ -91,7 +118,8 @@ async function main(): Promise<void> {
         credentials: { accessKeyId: minio.accessKey, secretAccessKey: minio.secretKey },
       },
     });
-    for (const n of opts.groups) for (let r = 1; r <= opts.runs; r++) await run(minio, store, n, `c${n}r${r}`);
+    for (const n of opts.groups)
+      for (let r = 1; r <= opts.runs; r++) await run(minio, store, settings, n, `c${n}r${r}`);
   } finally {
     await minio.stop();
   }

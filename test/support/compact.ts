@@ -91,6 +91,7 @@ export async function publishJob(
     {
       budgetMs: 60_000,
       maxRootRaces: 5,
+      raceBackoff: { firstMs: 10, maxMs: 100 },
       clock: { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
       codec: jsonRootCodec,
     },
