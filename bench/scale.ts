@@ -65,7 +65,8 @@ import {
 } from './support/fleet';
 import { describeHeap } from './support/heap-snapshot';
 import { machineCpuSeconds, pidsWithArgs, totalCpuSeconds } from './support/proc';
-import { histogramBuckets, quantile, scrape, total, type Sample } from './support/prometheus';
+import { describeRequests, minioRequests, requestDelta } from './support/minio-requests';
+import { histogramBuckets, quantile, total, type Sample } from './support/prometheus';
 
 const list = (raw: string): number[] =>
   raw.split(',').map((s) => {
@@ -207,30 +208,6 @@ async function withTemporal<T>(minio: S3Server, work: (servers: Servers) => Prom
     await temporal.stop();
   }
 }
-
-/**
- * MinIO's own count of S3 requests by API (public metrics): no worker's claim. The v3 endpoint, because
- * v2 serves a cached snapshot (seen here: counts a window behind).
- */
-async function minioRequests(minio: S3Server): Promise<Map<string, number>> {
-  const samples = await scrape(`${minio.endpoint}/minio/metrics/v3/api/requests`);
-  const byApi = new Map<string, number>();
-  for (const s of samples) {
-    if (s.name !== 'minio_api_requests_total' || s.labels.type !== 's3') continue;
-    const api = s.labels.name!.toLowerCase();
-    byApi.set(api, (byApi.get(api) ?? 0) + s.value);
-  }
-  return byApi;
-}
-
-const requestDelta = (after: Map<string, number>, before: Map<string, number>): Map<string, number> =>
-  new Map([...after].map(([api, n]) => [api, n - (before.get(api) ?? 0)] as [string, number]).filter(([, n]) => n > 0));
-
-const describeRequests = (delta: Map<string, number>): string =>
-  [...delta]
-    .sort()
-    .map(([api, n]) => `${api} ${n}`)
-    .join(', ') || 'none';
 
 async function startJobs(client: Client, jobs: readonly JobSpec[], taskQueue: string): Promise<void> {
   await inBatches(jobs, 1, 32, ([job]) => startCompaction(client, { ...job!, taskQueue }));

@@ -967,6 +967,7 @@ describe('collector pass', () => {
           {
             budgetMs: settings.timing.publicationBudgetMs,
             maxRootRaces: 3,
+            raceBackoff: { firstMs: 10, maxMs: 100 },
             clock: { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - startedAt },
             codec: format.plugins.rootCodec,
           },

@@ -274,6 +274,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       {
         budgetMs: publicationBudgetMs,
         maxRootRaces: 3,
+        raceBackoff: { firstMs: 10, maxMs: 100 },
         clock: { leaseClockMs: Date.now, elapsedMs: () => performance.now() - startedAt },
         codec: jsonRootCodec,
       },

@@ -213,13 +213,20 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
   if (!plan.publishes) return 'stopped';
   await run.idle(actor);
   publishing = true;
-  const clock = { leaseClockMs: run.clock.now, elapsedMs: run.clock.now };
+  // A wait between root races is an idle gate: the scheduler may run anything, and move the clock, meanwhile.
+  const clock = {
+    leaseClockMs: run.clock.now,
+    elapsedMs: run.clock.now,
+    sleep: () => run.idle(actor),
+    random: () => 0.5,
+  };
   const request = { ...job, group: plan.group, inputs, outputs };
   return (
     await retrying(run, actor, () =>
       publishCompaction(store, request, {
         budgetMs: timing.publicationBudgetMs,
         maxRootRaces: 3,
+        raceBackoff: { firstMs: 100, maxMs: 1000 },
         clock,
         codec: jsonRootCodec,
       }),
