@@ -70,6 +70,7 @@ describe('the table of command kinds', () => {
         'readRoot',
         'reclaimPrefix',
         'reclaimRetiredSegments',
+        'runPage',
         'surveyLeases',
       ].sort(),
     );
