@@ -321,9 +321,10 @@ export const rowOf = (command: CollectorCommand): CommandKindRow<CommandKind> =>
  * and any other command through `leaf` (one command where a page's commands run: inside its activity, in a harness).
  */
 export function byItsCommands(namespaceId: string, rules: PassRules, leaf: CollectorExecutor): CollectorExecutor {
-  const execute: CollectorExecutor = (command, { onProgress, onRead, ...progress } = {}) => {
+  const execute: CollectorExecutor = (command, progress = {}) => {
     const { byCommands } = rowOf(command);
-    if (!byCommands) return leaf(command, { onProgress, onRead, ...progress });
+    if (!byCommands) return leaf(command, progress);
+    const { onProgress, onRead } = progress;
     return byCommands(command, {
       namespaceId,
       rules,

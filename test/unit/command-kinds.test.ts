@@ -12,6 +12,8 @@ import {
   type CollectorCommand,
   type CollectorResult,
   type CommandFailure,
+  type NamespacePass,
+  type PageStep,
   type PassRules,
   type SurveyedPrefix,
 } from '../../src/collector';
@@ -127,7 +129,7 @@ describe('the table of command kinds', () => {
       await expect(execute(command)).rejects.toBeInstanceOf(FailedForGood);
   });
 
-  it('a page that failed for good goes on command by command from where it stood, each command its own activity', async () => {
+  it("a page's collection that failed for good goes on command by command from where it stood, each command its own activity", async () => {
     const [done, waiting] = [newJobId(), newJobId()];
     const prefixes: SurveyedPrefix[] = [
       { jobId: done, owner: { owner: 'collector' } },
@@ -156,5 +158,76 @@ describe('the table of command kinds', () => {
     const result = await execute({ kind: 'collectPrefixes', prefixes });
     expect(ran).toEqual(['collectPrefixes', `reclaimPrefix ${waiting}`, `deleteLease ${waiting}`]);
     expect(result).toMatchObject({ kind: 'collected', report: { totals: { objectsDeleted: 1, leasesDeleted: 1 } } });
+  });
+
+  describe('a page run that failed for good', () => {
+    const [done, waiting] = [newJobId(), newJobId()];
+    /** The pass in the middle of its one page: listed, root read, surveyed; both prefixes claimed and the root fenced. */
+    const pass: NamespacePass = {
+      namespaceId: 'ns',
+      phase: 'scan',
+      after: undefined,
+      rootChecked: true,
+      page: { found: [done, waiting], unrecognised: [], next: undefined },
+      report: emptyReport(rules.nowMs, false),
+    };
+    const collection = {
+      kind: 'collectPrefixes' as const,
+      prefixes: [
+        { jobId: done, owner: { owner: 'collector' as const } },
+        { jobId: waiting, owner: { owner: 'collector' as const } },
+      ],
+    };
+    /** The first prefix done, the second awaiting its walk. */
+    const collectionStood = {
+      report: emptyReport(rules.nowMs, false),
+      prefixes: [
+        'done' as const,
+        {
+          pass: { namespaceId: 'ns', jobId: waiting, owner: { owner: 'collector' as const } },
+          command: { kind: 'reclaimPrefix' as const, jobId: waiting },
+        },
+      ],
+      fenced: true,
+    };
+
+    it('goes on from its last finished command: the one in flight comes to what its row says of the failure (a collection goes on command by command), the rest of the page one activity per command', async () => {
+      const stood: PageStep = { pass, command: collection, done: 3, at: collectionStood };
+      const ran: string[] = [];
+      const execute = executorOver(async (command) => {
+        ran.push(`${command.kind}${'jobId' in command ? ` ${command.jobId}` : ''}`);
+        if (command.kind === 'runPage') throw failing({ details: stood });
+        if (command.kind === 'reclaimPrefix')
+          return { kind: 'reclaimed', tally: { ...EMPTY_TALLY, objectsDeleted: 1 } };
+        if (command.kind === 'deleteLease') return { kind: 'leaseDeleted' };
+        if (command.kind === 'reclaimRetiredSegments') return { kind: 'retiredFailed', message: 'unreachable' };
+        throw new Error(`unexpected ${command.kind}`);
+      });
+      const result = await execute({ kind: 'runPage', pass: { ...pass, rootChecked: false, page: undefined } });
+      // Not again: the listing, the root read, the survey, the collection's claims and fence.
+      expect(ran).toEqual(['runPage', `reclaimPrefix ${waiting}`, `deleteLease ${waiting}`, 'reclaimRetiredSegments']);
+      expect(result).toMatchObject({
+        kind: 'pageRun',
+        next: 'done',
+        pass: { report: { totals: { objectsDeleted: 1, leasesDeleted: 1, failedPrefixes: 1 } } },
+      });
+    });
+
+    it('fails the namespace where the command in flight is one whose failure has no meaning (a survey); cancelled, too', async () => {
+      const surveying: PageStep = { pass, command: { kind: 'surveyLeases', jobIds: [done, waiting] }, done: 2 };
+      const ran: string[] = [];
+      const execute = executorOver(async (command) => {
+        ran.push(command.kind);
+        throw failing({ details: surveying });
+      });
+      await expect(execute({ kind: 'runPage', pass })).rejects.toBeInstanceOf(FailedForGood);
+      const collecting: PageStep = { pass, command: collection, done: 3, at: collectionStood };
+      const cancelled = executorOver(async (command) => {
+        ran.push(command.kind);
+        throw failing({ activityFailed: false, details: collecting });
+      });
+      await expect(cancelled({ kind: 'runPage', pass })).rejects.toBeInstanceOf(FailedForGood);
+      expect(ran).toEqual(['runPage', 'runPage']);
+    });
   });
 });
