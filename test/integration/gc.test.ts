@@ -238,6 +238,11 @@ describe('collector pass', () => {
     }
   };
   const exists = async (key: string) => (await keysUnder(key)).includes(key);
+  /** The activity types a run scheduled, in order. */
+  const scheduledActivities = async (workflowId: string): Promise<string[]> =>
+    ((await client.workflow.getHandle(workflowId).fetchHistory()).events ?? []).flatMap(
+      (e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? [],
+    );
   /** Waits until objects written before this call are older than the staging grace by the store's clock. */
   const ageBeyondStagingGrace = () => sleep(stagingGraceMs + 500);
 
@@ -586,12 +591,7 @@ describe('collector pass', () => {
     // The page's one root fence, after its claims: its retried attempt goes on from it and does not fence again.
     expect(seen.cas.filter((key) => key === rootKey(ns))).toHaveLength(1);
     expect(await keysUnder(compactionsPrefix(ns))).toEqual([]);
-    const history = await client.workflow.getHandle(`${workflowId}/${ns}`).fetchHistory();
-    const activities = (history.events ?? []).flatMap((e) =>
-      e.activityTaskScheduledEventAttributes?.activityType?.name
-        ? [e.activityTaskScheduledEventAttributes.activityType.name]
-        : [],
-    );
+    const activities = await scheduledActivities(`${workflowId}/${ns}`);
     expect(activities.filter((name) => name === 'runPage')).toHaveLength(1);
     expect(
       activities.filter((name) => ['collectPrefixes', 'claimLease', 'reclaimPrefix', 'deleteLease'].includes(name)),
@@ -633,12 +633,9 @@ describe('collector pass', () => {
     // Ran twice: the walk in flight, and no other.
     const walks = (job: string) => seen.lists.filter((l) => l.prefix === jobPrefix(ns, jobId(job))).length;
     expect(jobs.map(walks)).toEqual([2, 1, 1, 1]);
-    const history = await client.workflow.getHandle(`${workflowId}/${ns}`).fetchHistory();
-    const events = history.events ?? [];
-    expect(events.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? [])).toEqual([
-      'runPage',
-    ]);
-    expect(events.flatMap((e) => e.activityTaskStartedEventAttributes?.attempt ?? [])).toEqual([2]);
+    expect(await scheduledActivities(`${workflowId}/${ns}`)).toEqual(['runPage']);
+    const { events } = await client.workflow.getHandle(`${workflowId}/${ns}`).fetchHistory();
+    expect((events ?? []).flatMap((e) => e.activityTaskStartedEventAttributes?.attempt ?? [])).toEqual([2]);
     await expectReplays(client, `${workflowId}/${ns}`);
   });
 
@@ -713,12 +710,7 @@ describe('collector pass', () => {
     const walks = seen.lists.filter((l) => l.prefix === jobPrefix(faulty, walker));
     expect(walks.filter((l) => l.startAfter === undefined && l.cursor === undefined)).toHaveLength(1);
     expect(walks.filter((l) => l.startAfter === walked[2])).toHaveLength(1);
-    const history = await client.workflow.getHandle(`${workflowId}/${faulty}`).fetchHistory();
-    const activities = (history.events ?? []).flatMap((e) =>
-      e.activityTaskScheduledEventAttributes?.activityType?.name
-        ? [e.activityTaskScheduledEventAttributes.activityType.name]
-        : [],
-    );
+    const activities = await scheduledActivities(`${workflowId}/${faulty}`);
     const scheduled = (name: string) => activities.filter((n) => n === name).length;
     // The page's one activity, then the fallback's from where each prefix stood: no claim and no second fence (the page
     // made

@@ -13,6 +13,7 @@ import {
   type CollectorResult,
   type CommandFailure,
   type NamespacePass,
+  type PageCollection,
   type PageStep,
   type PassRules,
   type SurveyedPrefix,
@@ -56,6 +57,24 @@ const executorOver = (activity: (command: CollectorCommand) => Promise<Collector
 
 const failing = (failure: Partial<CommandFailure> = {}) =>
   new FailedForGood({ message: 'retries spent', activityFailed: true, ...failure });
+
+/** A page's collection of two claimed prefixes where it stood: fenced, the first done, the second awaiting its walk. */
+function halfCollected() {
+  const [done, waiting] = [newJobId(), newJobId()];
+  const prefixes: SurveyedPrefix[] = [done, waiting].map((jobId) => ({ jobId, owner: { owner: 'collector' } }));
+  const stood: PageCollection = {
+    report: emptyReport(rules.nowMs, false),
+    prefixes: [
+      'done',
+      {
+        pass: { namespaceId: 'ns', jobId: waiting, owner: { owner: 'collector' } },
+        command: { kind: 'reclaimPrefix', jobId: waiting },
+      },
+    ],
+    fenced: true,
+  };
+  return { done, waiting, prefixes, stood };
+}
 
 describe('the table of command kinds', () => {
   it('every row is an activity of the collector, named by its kind as histories name it', () => {
@@ -130,23 +149,7 @@ describe('the table of command kinds', () => {
   });
 
   it("a page's collection that failed for good goes on command by command from where it stood, each command its own activity", async () => {
-    const [done, waiting] = [newJobId(), newJobId()];
-    const prefixes: SurveyedPrefix[] = [
-      { jobId: done, owner: { owner: 'collector' } },
-      { jobId: waiting, owner: { owner: 'collector' } },
-    ];
-    // Where the page stood: fenced, the first prefix done, the second awaiting its walk.
-    const stood = {
-      report: emptyReport(rules.nowMs, false),
-      prefixes: [
-        'done' as const,
-        {
-          pass: { namespaceId: 'ns', jobId: waiting, owner: { owner: 'collector' as const } },
-          command: { kind: 'reclaimPrefix' as const, jobId: waiting },
-        },
-      ],
-      fenced: true,
-    };
+    const { waiting, prefixes, stood } = halfCollected();
     const ran: string[] = [];
     const execute = executorOver(async (command) => {
       ran.push(`${command.kind}${'jobId' in command ? ` ${command.jobId}` : ''}`);
@@ -161,8 +164,8 @@ describe('the table of command kinds', () => {
   });
 
   describe('a page run that failed for good', () => {
-    const [done, waiting] = [newJobId(), newJobId()];
-    /** The pass in the middle of its one page: listed, root read, surveyed; both prefixes claimed and the root fenced. */
+    const { done, waiting, prefixes, stood: collectionStood } = halfCollected();
+    /** The pass in its one page: listed, root read, surveyed; both prefixes claimed and the root fenced. */
     const pass: NamespacePass = {
       namespaceId: 'ns',
       phase: 'scan',
@@ -171,25 +174,7 @@ describe('the table of command kinds', () => {
       page: { found: [done, waiting], unrecognised: [], next: undefined },
       report: emptyReport(rules.nowMs, false),
     };
-    const collection = {
-      kind: 'collectPrefixes' as const,
-      prefixes: [
-        { jobId: done, owner: { owner: 'collector' as const } },
-        { jobId: waiting, owner: { owner: 'collector' as const } },
-      ],
-    };
-    /** The first prefix done, the second awaiting its walk. */
-    const collectionStood = {
-      report: emptyReport(rules.nowMs, false),
-      prefixes: [
-        'done' as const,
-        {
-          pass: { namespaceId: 'ns', jobId: waiting, owner: { owner: 'collector' as const } },
-          command: { kind: 'reclaimPrefix' as const, jobId: waiting },
-        },
-      ],
-      fenced: true,
-    };
+    const collection = { kind: 'collectPrefixes' as const, prefixes };
 
     it('goes on from its last finished command: the one in flight comes to what its row says of the failure (a collection goes on command by command), the rest of the page one activity per command', async () => {
       const stood: PageStep = { pass, command: collection, done: 3, at: collectionStood };
