@@ -8,6 +8,7 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import {
+  byItsCommands,
   COMMAND_KINDS,
   executeOnStore,
   listNamespaces,
@@ -121,12 +122,12 @@ function commandRunner(store: ObjectStore, rootCodec: RootCodec): Run {
 
 /**
  * The executor of a page's commands inside its activity, all through one deleter (their manifest
- * lines share parts): a cancelled attempt starts no further command, and a command no retry can finish
- * means now what its row says its failure means, as its own activity's would (a walk fails its prefix, so the
- * plan still releases the lease).
+ * lines share parts), a command made of commands (a page's collection) by its commands: a cancelled attempt starts no
+ * further command, and a command no retry can finish means now what its row says its failure means, as its own
+ * activity's would (a walk fails its prefix, so the plan still releases the lease).
  */
 function pageExecutor(run: Run, input: CommandInput, signal: AbortSignal, deletes: Deleter): CollectorExecutor {
-  return async (command, progress = {}) => {
+  return byItsCommands(input.namespaceId, input.rules, async (command, progress = {}) => {
     if (signal.aborted) throw signal.reason;
     const row = rowOf(command);
     let position = 'from' in command ? command.from : undefined;
@@ -144,7 +145,7 @@ function pageExecutor(run: Run, input: CommandInput, signal: AbortSignal, delete
       if (meant === undefined || 'byCommand' in meant) throw err;
       return meant;
     }
-  };
+  });
 }
 
 /** The worker's settings a pass takes once, named one by one: nothing else of the worker's leaks into its rules. */
@@ -197,7 +198,9 @@ function commandActivity({ run, store, beatEveryMs }: ActivityDeps) {
       const { dryRun } = input.rules;
       const deletes = passDeleter(store, namespaceId(input.namespaceId), input.rules, manifestPartRecorder(dryRun));
       const execute = pageExecutor(run, input, ctx.cancellationSignal, deletes);
-      return await row.byCommands(command, { namespaceId: input.namespaceId, rules: input.rules, execute, onProgress });
+      // A survey among the commands beats at every lease it reads, with where the page stands.
+      const page = { namespaceId: input.namespaceId, rules: input.rules, execute };
+      return await row.byCommands(command, { ...page, onProgress, onRead: () => ctx.heartbeat(position) });
     } catch (err) {
       throw row.stood ? withProgress(err, position === undefined ? undefined : row.stood(position)) : err;
     } finally {
