@@ -310,7 +310,10 @@ export interface CompactionAttempt<P> {
    * The group's segments when the job started, in the root's order (a later one wins a tie, by the reference's rule).
    */
   readonly inputs: readonly string[];
-  /** The store to read inputs from and stage outputs to; it refuses writes outside the job's staged segment keys and after the attempt ended. */
+  /**
+   * The store to read inputs from and stage outputs to; it refuses writes outside the job's staged segment keys and
+   * after the attempt ended.
+   */
   readonly store: StagedStore;
   /** The worker's bounds on the merge: output size, fan-in, output format. */
   readonly limits: MergeLimits;

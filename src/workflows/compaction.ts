@@ -75,7 +75,10 @@ export interface CompactionResult {
   readonly inputCount: number;
   /** The key of the job's input list under its prefix, which the collector reclaims with the prefix. */
   readonly inputList: string;
-  /** The job's output segments in the group's order: the root names them when `published`; otherwise the collector reclaims them with the job's prefix. */
+  /**
+   * The job's output segments in the group's order: the root names them when `published`; otherwise the collector
+   * reclaims them with the job's prefix.
+   */
   readonly outputs: readonly string[];
   /**
    * The job's staged tombstone segments: the root names them after the outputs only when segments were registered
