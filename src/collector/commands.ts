@@ -265,7 +265,8 @@ export const COMMAND_KINDS = {
   runPage: {
     activity: 'page',
     heartbeat: 'position and timer',
-    summary: ({ pass }, ns) => `${pass.phase} job prefixes of ${ns} after ${pass.after ?? 'the first'}`,
+    summary: ({ pass }, ns) =>
+      `${pass.phase} a page of job prefixes of ${ns} ${pass.after === undefined ? 'from the start' : `after ${pass.after}`}`,
     stood: (position) => position,
     byCommands: (command, page) =>
       // `failed` below hands on only a failure the awaited command's row gives a meaning.
