@@ -95,9 +95,14 @@ async function main(): Promise<void> {
   try {
     const { store } = await createBucket(minio, 'gc-pass');
     const minioPids = pidsWithArgs('--address', new URL(minio.endpoint).host);
+    const temporalPids = temporal ? pidsWithArgs('start-dev', '--port', temporal.address.split(':').at(-1)!) : [];
     const cpuSeconds = () => {
       const own = process.cpuUsage();
-      return { own: (own.user + own.system) / 1e6, minio: totalCpuSeconds(minioPids) };
+      return {
+        own: (own.user + own.system) / 1e6,
+        minio: totalCpuSeconds(minioPids),
+        temporal: totalCpuSeconds(temporalPids),
+      };
     };
     const pairs = Array.from({ length: rounds }, (_, i) => ({
       bare: namespaceId(`bare-${i}`),
@@ -163,12 +168,12 @@ async function main(): Promise<void> {
     /** One gcWorkflow pass over `ns`: its time, and the events and activities of all its runs. */
     const viaTemporal = async (ns: NamespaceId, round: number): Promise<number> => {
       const workflowId = `gc-pass-bench-${round}`;
-      const started = performance.now();
+      const [started, cpuBefore] = [performance.now(), cpuSeconds()];
       const report = await client!.workflow.execute<(input: { namespaces: string[] }) => Promise<GcReport>>(
         'gcWorkflow',
         { taskQueue: 'gc-pass', workflowId, args: [{ namespaces: [ns] }] },
       );
-      const passMs = performance.now() - started;
+      const [passMs, cpuAfter] = [performance.now() - started, cpuSeconds()];
       // Every run of the pass, continued-as-new ones included: each history must stay under 10,000 events.
       const histories: number[] = [];
       let activities = 0;
@@ -181,6 +186,8 @@ async function main(): Promise<void> {
       const perThousand = (n: number) => ((n * 1000) / prefixes).toFixed(1);
       console.log(
         `gcWorkflow pass: ${(passMs / 1000).toFixed(1)} s, ${(prefixes / (passMs / 1000)).toFixed(0)} prefixes/s; ` +
+          `CPU s: this process (worker) ${(cpuAfter.own - cpuBefore.own).toFixed(1)}, MinIO ${(cpuAfter.minio - cpuBefore.minio).toFixed(1)}, ` +
+          `Temporal ${(cpuAfter.temporal - cpuBefore.temporal).toFixed(1)}; ` +
           `claimed ${report.totals.claimed}, orphaned ${report.totals.orphaned}, live ${report.totals.live}, deleted ${report.totals.objectsDeleted}, ${load()}`,
       );
       console.log(

@@ -37,7 +37,7 @@ import {
   type SettledPublication,
 } from '../protocol';
 import { storeIdentity, type ObjectStore } from '../store';
-import { beatsAfterFirstInterval } from './first-beat';
+import { beatsAfterFirstInterval } from './beats';
 import { attemptClock, keepLease } from './lease-keeper';
 import { recordFence } from './metrics';
 import type { StoreBound } from './store-binding';

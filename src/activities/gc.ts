@@ -30,6 +30,7 @@ import { heartbeatEveryMs, type CompactionSettings, type Timing } from '../confi
 import { namespaceId, STORE_CLOCK_KEY } from '../keys';
 import type { RootCodec } from '../root';
 import { storeIdentity, type ObjectStore } from '../store';
+import { spacedBeats } from './beats';
 import { toFailure } from './failures';
 import { recordClaim, recordManifestPart, recordReclaim, recordRetiredReclaim } from './metrics';
 import type { StoreBound } from './store-binding';
@@ -183,16 +184,22 @@ function commandActivity({ run, store, beatEveryMs }: ActivityDeps) {
     const ctx = Context.current();
     const row = rowOf(input.command);
     if (row.heartbeat === 'none') return run(input);
-    if (row.heartbeat === 'reads') return run(input, { onRead: () => ctx.heartbeat() });
+    // Beats at most one a gap, each with the latest position (src/activities/beats): a page tells its position at every
+    // step and lease read, and each beat handed to the SDK is encoded whole.
+    if (row.heartbeat === 'reads') {
+      const beats = spacedBeats(() => ctx.heartbeat());
+      return run(input, { onRead: beats.beat }).finally(() => beats.end(false));
+    }
     const from = (input.command as { readonly from?: CommandPosition }).from;
     let position = (ctx.info.heartbeatDetails as CommandPosition | undefined) ?? from;
+    const beats = spacedBeats(() => ctx.heartbeat(position));
     const onProgress = (p: CommandPosition) => {
       position = p;
-      ctx.heartbeat(p);
+      beats.beat();
     };
-    const beat =
-      row.heartbeat === 'position and timer' ? setInterval(() => ctx.heartbeat(position), beatEveryMs) : undefined;
+    const timer = row.heartbeat === 'position and timer' ? setInterval(beats.beat, beatEveryMs) : undefined;
     const command = resumedAt(input.command, position);
+    let failed = false;
     try {
       if (!row.byCommands) return await run({ ...input, command }, { onProgress });
       const { dryRun } = input.rules;
@@ -200,11 +207,15 @@ function commandActivity({ run, store, beatEveryMs }: ActivityDeps) {
       const execute = pageExecutor(run, input, ctx.cancellationSignal, deletes);
       // A survey among the commands beats at every lease it reads, with where the page stands.
       const page = { namespaceId: input.namespaceId, rules: input.rules, execute };
-      return await row.byCommands(command, { ...page, onProgress, onRead: () => ctx.heartbeat(position) });
+      return await row.byCommands(command, { ...page, onProgress, onRead: beats.beat });
     } catch (err) {
+      failed = true;
+      // The failure carries where the attempt stood, however long ago its last beat was sent.
       throw row.stood ? withProgress(err, position === undefined ? undefined : row.stood(position)) : err;
     } finally {
-      clearInterval(beat);
+      clearInterval(timer);
+      // A retried attempt resumes from the last heartbeat: a failing one sends the beat it deferred.
+      beats.end(failed);
     }
   };
 }
