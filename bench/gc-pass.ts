@@ -1,16 +1,16 @@
 /**
  * A collector pass against a bare scan, side by side in one run, on MinIO and a Temporal dev server
- * started here. Two namespaces are seeded alike with N job prefixes of the
+ * started here. Three namespaces a round are seeded alike with N job prefixes of the
  * benchmark's mix (a third orphans with one old staged segment, a third expired leases with one,
  * a third live leases). The bare scan runs the pass's own plan against the store from this process
  * (the same S3 requests with the same concurrency, no Temporal); the pass is gcWorkflow on an
- * in-process worker, which collects a page's prefixes in one activity. Prints the machine, both
- * times, their ratio and the history length of every run of the pass.
+ * in-process worker, which runs a page's commands in one activity. Prints the machine, the times, their ratios,
+ * the history length of every run of the pass, and its workflow events and activities per 1,000 prefixes.
  * The bare scan runs twice, on namespaces seeded alike, without and with deletion manifests (at
  * most one PUT of a manifest part per delete batch), and prints their ratio; with
- * `--rounds N` it runs N such pairs, the order flipped every round so drifting load from other work
- * on the machine weighs on both sides alike, and prints the ratio of their sums, and of the CPU
- * seconds this process and MinIO spent on each side.
+ * `--rounds N` it runs N such pairs and N passes, the order flipped every round so drifting load from other work
+ * on the machine weighs on every side alike, and prints the ratios of their sums, and of the CPU
+ * seconds this process and MinIO spent on each scan.
  * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/gc-pass.ts --prefixes 3000`.
  */
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
@@ -95,16 +95,21 @@ async function main(): Promise<void> {
   try {
     const { store } = await createBucket(minio, 'gc-pass');
     const minioPids = pidsWithArgs('--address', new URL(minio.endpoint).host);
+    const temporalPids = temporal ? pidsWithArgs('start-dev', '--port', temporal.address.split(':').at(-1)!) : [];
     const cpuSeconds = () => {
       const own = process.cpuUsage();
-      return { own: (own.user + own.system) / 1e6, minio: totalCpuSeconds(minioPids) };
+      return {
+        own: (own.user + own.system) / 1e6,
+        minio: totalCpuSeconds(minioPids),
+        temporal: totalCpuSeconds(temporalPids),
+      };
     };
     const pairs = Array.from({ length: rounds }, (_, i) => ({
       bare: namespaceId(`bare-${i}`),
       manifested: namespaceId(`manifested-${i}`),
+      viaTemporal: temporal ? namespaceId(`pass-${i}`) : undefined,
     }));
-    const viaTemporal = namespaceId('pass');
-    const seeded = [...pairs.flatMap((p) => [p.bare, p.manifested]), ...(temporal ? [viaTemporal] : [])];
+    const seeded = pairs.flatMap((p) => [p.bare, p.manifested, ...(p.viaTemporal ? [p.viaTemporal] : [])]);
     for (const ns of seeded) await seed(store, ns, prefixes);
     // Every staged segment older than the staging grace, so both sides delete the same objects.
     await sleep(settings.timing.stagingGraceMs + 1000);
@@ -155,52 +160,71 @@ async function main(): Promise<void> {
         cpuAfter.own - cpuBefore.own + cpuAfter.minio - cpuBefore.minio;
       return ms;
     };
-    let [bareMs, manifestedMs] = [0, 0];
-    for (const [round, pair] of pairs.entries()) {
-      const without = () => bareScan(pair.bare, rules, 'without manifests').then((ms) => (bareMs += ms));
-      const withManifests = () =>
-        bareScan(pair.manifested, { ...rules, passId: newPassId(rules.nowMs), manifests: true }, 'with manifests').then(
-          (ms) => (manifestedMs += ms),
-        );
-      for (const run of round % 2 === 0 ? [without, withManifests] : [withManifests, without]) await run();
-    }
-    console.log(
-      `ratio with/without manifests${rounds > 1 ? ` (sums of ${rounds} rounds)` : ''}: ${(manifestedMs / bareMs).toFixed(2)}; ` +
-        `CPU seconds of this process and MinIO: ${scanCpu.with.toFixed(1)} against ${scanCpu.without.toFixed(1)}, ratio ${(scanCpu.with / scanCpu.without).toFixed(2)}`,
-    );
-    if (!temporal) return;
-
-    const connection = await NativeConnection.connect({ address: temporal.address });
-    const worker = await createWorker({ store, settings, connection, taskQueue: 'gc-pass', log: () => {} });
-    const running = worker.run();
-    const client = new Client({ connection: await Connection.connect({ address: temporal.address }) });
-    try {
-      const started = performance.now();
-      const report = await client.workflow.execute<(input: { namespaces: string[] }) => Promise<GcReport>>(
+    const connection = temporal && (await NativeConnection.connect({ address: temporal.address }));
+    const worker =
+      connection && (await createWorker({ store, settings, connection, taskQueue: 'gc-pass', log: () => {} }));
+    const running = worker?.run();
+    const client = temporal && new Client({ connection: await Connection.connect({ address: temporal.address }) });
+    /** One gcWorkflow pass over `ns`: its time, and the events and activities of all its runs. */
+    const viaTemporal = async (ns: NamespaceId, round: number): Promise<number> => {
+      const workflowId = `gc-pass-bench-${round}`;
+      const [started, cpuBefore] = [performance.now(), cpuSeconds()];
+      const report = await client!.workflow.execute<(input: { namespaces: string[] }) => Promise<GcReport>>(
         'gcWorkflow',
-        {
-          taskQueue: 'gc-pass',
-          workflowId: 'gc-pass-bench',
-          args: [{ namespaces: [viaTemporal] }],
-        },
+        { taskQueue: 'gc-pass', workflowId, args: [{ namespaces: [ns] }] },
       );
-      const passMs = performance.now() - started;
+      const [passMs, cpuAfter] = [performance.now() - started, cpuSeconds()];
       // Every run of the pass, continued-as-new ones included: each history must stay under 10,000 events.
       const histories: number[] = [];
-      for await (const run of client.workflow.list({ query: `WorkflowId STARTS_WITH "gc-pass-bench"` }))
-        histories.push(run.historyLength);
+      let activities = 0;
+      for await (const run of client!.workflow.list({ query: `WorkflowId STARTS_WITH "${workflowId}"` })) {
+        const events = (await client!.workflow.getHandle(run.workflowId, run.runId).fetchHistory()).events ?? [];
+        histories.push(events.length);
+        activities += events.filter((e) => e.activityTaskScheduledEventAttributes).length;
+      }
+      const events = histories.reduce((a, b) => a + b, 0);
+      const perThousand = (n: number) => ((n * 1000) / prefixes).toFixed(1);
       console.log(
         `gcWorkflow pass: ${(passMs / 1000).toFixed(1)} s, ${(prefixes / (passMs / 1000)).toFixed(0)} prefixes/s; ` +
+          `CPU s: this process (worker) ${(cpuAfter.own - cpuBefore.own).toFixed(1)}, MinIO ${(cpuAfter.minio - cpuBefore.minio).toFixed(1)}, ` +
+          `Temporal ${(cpuAfter.temporal - cpuBefore.temporal).toFixed(1)}; ` +
           `claimed ${report.totals.claimed}, orphaned ${report.totals.orphaned}, live ${report.totals.live}, deleted ${report.totals.objectsDeleted}, ${load()}`,
       );
       console.log(
-        `histories of its ${histories.length} runs (events): ${histories.sort((a, b) => b - a).join(', ')}; longest ${Math.max(...histories)}`,
+        `  histories of its ${histories.length} runs (events): ${histories.sort((a, b) => b - a).join(', ')}; ` +
+          `per 1,000 prefixes: ${perThousand(events)} workflow events, ${perThousand(activities)} activities`,
       );
-      console.log(`ratio pass/bare: ${(passMs / (bareMs / rounds)).toFixed(2)}`);
+      return passMs;
+    };
+    try {
+      let [bareMs, manifestedMs, passMs] = [0, 0, 0];
+      for (const [round, pair] of pairs.entries()) {
+        const without = () => bareScan(pair.bare, rules, 'without manifests').then((ms) => (bareMs += ms));
+        const withManifests = () =>
+          bareScan(
+            pair.manifested,
+            { ...rules, passId: newPassId(rules.nowMs), manifests: true },
+            'with manifests',
+          ).then((ms) => (manifestedMs += ms));
+        const pass = pair.viaTemporal && (() => viaTemporal(pair.viaTemporal!, round).then((ms) => (passMs += ms)));
+        const order = [without, withManifests, ...(pass ? [pass] : [])];
+        for (const run of round % 2 === 0 ? order : order.reverse()) await run();
+      }
+      const sums = rounds > 1 ? ` (sums of ${rounds} rounds)` : '';
+      console.log(
+        `ratio with/without manifests${sums}: ${(manifestedMs / bareMs).toFixed(2)}; ` +
+          `CPU seconds of this process and MinIO: ${scanCpu.with.toFixed(1)} against ${scanCpu.without.toFixed(1)}, ratio ${(scanCpu.with / scanCpu.without).toFixed(2)}`,
+      );
+      // The pass writes manifests: its own requests are those of the bare scan with manifests.
+      if (temporal)
+        console.log(
+          `ratio pass/bare${sums}: ${(passMs / manifestedMs).toFixed(2)} against the bare scan with manifests, ` +
+            `${(passMs / bareMs).toFixed(2)} against the one without`,
+        );
     } finally {
-      worker.shutdown();
+      worker?.shutdown();
       await running;
-      await connection.close();
+      await connection?.close();
     }
   } finally {
     await temporal?.stop();

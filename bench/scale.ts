@@ -11,7 +11,10 @@
  *     pass per job prefix (live, claimed, reclaimed, orphaned), from MinIO's counters;
  *  3a. actions per whole job: jobs of one hour at the default timings, every timing divided by one
  *     factor (so every cadence scales alike), from start to their published end;
- *  4. time to reclaim: a worker SIGKILLed mid-job, the collector on a Schedule, until the prefix is empty.
+ *  4. time to reclaim: a worker SIGKILLed mid-job, the collector on a Schedule, until the prefix is empty;
+ *  5. bare floor (`--phases bare-floor`, not run by default): at each N of `--leases`, N activities that only
+ *     heartbeat once per refresh interval and wait (no lease, no store) on a worker built alike, then N held
+ *     leases; their RSS and its split side by side, and the slope per activity of each.
  * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/scale.ts` (see --help).
  */
 import { execFileSync } from 'node:child_process';
@@ -62,7 +65,8 @@ import {
 } from './support/fleet';
 import { describeHeap } from './support/heap-snapshot';
 import { machineCpuSeconds, pidsWithArgs, totalCpuSeconds } from './support/proc';
-import { histogramBuckets, quantile, scrape, total, type Sample } from './support/prometheus';
+import { describeRequests, minioRequests, requestDelta } from './support/minio-requests';
+import { histogramBuckets, quantile, total, type Sample } from './support/prometheus';
 
 const list = (raw: string): number[] =>
   raw.split(',').map((s) => {
@@ -98,8 +102,13 @@ const program = new Command('scale')
     '--heap-snapshot-dir <dir>',
     "after each single-worker point's window, the worker's heap snapshot written here and summed by constructor",
   )
+  .option(
+    '--worker-options <json>',
+    "worker options over createWorker's for every concurrency point (e.g. '{\"maxHeartbeatThrottleInterval\":1000}')",
+    (raw) => JSON.parse(raw) as Record<string, unknown>,
+  )
   .option('--no-gc-check', 'skip the collector pass over every job after a window')
-  .option('--phases <p,…>', 'scale, cost, actions, gc-cost, reclaim', (raw) => raw.split(','), [
+  .option('--phases <p,…>', 'scale, cost, actions, gc-cost, reclaim; bare-floor', (raw) => raw.split(','), [
     'scale',
     'cost',
     'actions',
@@ -128,6 +137,7 @@ type Options = {
   actionsScale: number;
   sdkDefaults?: boolean;
   maxCachedWorkflows?: number;
+  workerOptions?: Record<string, unknown>;
   heapSnapshotDir?: string;
   gcCheck: boolean;
   phases: string[];
@@ -199,30 +209,6 @@ async function withTemporal<T>(minio: S3Server, work: (servers: Servers) => Prom
   }
 }
 
-/**
- * MinIO's own count of S3 requests by API (public metrics): no worker's claim. The v3 endpoint, because
- * v2 serves a cached snapshot (seen here: counts a window behind).
- */
-async function minioRequests(minio: S3Server): Promise<Map<string, number>> {
-  const samples = await scrape(`${minio.endpoint}/minio/metrics/v3/api/requests`);
-  const byApi = new Map<string, number>();
-  for (const s of samples) {
-    if (s.name !== 'minio_api_requests_total' || s.labels.type !== 's3') continue;
-    const api = s.labels.name!.toLowerCase();
-    byApi.set(api, (byApi.get(api) ?? 0) + s.value);
-  }
-  return byApi;
-}
-
-const requestDelta = (after: Map<string, number>, before: Map<string, number>): Map<string, number> =>
-  new Map([...after].map(([api, n]) => [api, n - (before.get(api) ?? 0)] as [string, number]).filter(([, n]) => n > 0));
-
-const describeRequests = (delta: Map<string, number>): string =>
-  [...delta]
-    .sort()
-    .map(([api, n]) => `${api} ${n}`)
-    .join(', ') || 'none';
-
 async function startJobs(client: Client, jobs: readonly JobSpec[], taskQueue: string): Promise<void> {
   await inBatches(jobs, 1, 32, ([job]) => startCompaction(client, { ...job!, taskQueue }));
 }
@@ -243,10 +229,28 @@ const describeCache = (s: Sample[]) =>
   `workflow cache ${total(s, 'temporal_sticky_cache_size')} (misses ${total(s, 'temporal_sticky_cache_miss')}, ` +
   `forced evictions ${total(s, 'temporal_sticky_cache_total_forced_eviction')})`;
 
+/** What a concurrency point's worker holds: jobs with their leases, or the bare floor's heartbeating activities. */
+type Held = 'lease' | 'bare';
+
+/** A worker's memory by where it is, at one moment. */
+interface PointMemory {
+  readonly rss: number;
+  readonly heapTotal: number;
+  readonly external: number;
+  readonly threadHeaps: number;
+  readonly load: string;
+}
+
+/** What is outside every JavaScript heap: the SDK's core, code, the allocator's keep. */
+const outsideHeaps = (m: PointMemory): number => m.rss - m.heapTotal - m.external - m.threadHeaps;
+
 interface PointResult {
   readonly n: number;
-  readonly workers: number;
-  readonly line: string;
+  readonly kind: Held;
+  /** Activities held through the window (the fewest activity slots in use seen): N once the ramp completed. */
+  readonly holding: number;
+  /** Of the single-worker points. */
+  readonly memory?: PointMemory;
 }
 
 /** Waits until `done` holds, checking every second; false once `timeoutMs` has passed. */
@@ -280,17 +284,20 @@ async function runPoint(
   n: number,
   workerCount: number,
   index: number,
+  kind: Held = 'lease',
 ): Promise<PointResult> {
   return withTemporal(minio, async ({ client, address, minioPids, temporalPids }) => {
     const settings = pointSettings(opts);
+    const bare = kind === 'bare';
     const taskQueue = `scale-${index}`;
-    const jobs = await seedJobs(bucket.store, `p${index}`, n);
+    const jobs = bare ? [] : await seedJobs(bucket.store, `p${index}`, n);
     const workerOptions = {
       ...(opts.sdkDefaults ? { maxConcurrentActivityTaskExecutions: 100 } : {}),
       ...(opts.maxCachedWorkflows ? { maxCachedWorkflows: opts.maxCachedWorkflows } : {}),
+      ...opts.workerOptions,
     };
     const dir = opts.heapSnapshotDir;
-    const snapshotOf = dir && ((k: number) => join(resolve(dir), `w${k + 1}-${n}.heapsnapshot`));
+    const snapshotOf = dir && ((k: number) => join(resolve(dir), `${bare ? 'bare-' : ''}w${k + 1}-${n}.heapsnapshot`));
     const workers = await Promise.all(
       Array.from({ length: workerCount }, (_, k) =>
         spawnScaleWorker({
@@ -300,18 +307,21 @@ async function runPoint(
           settings,
           name: `w${k + 1}`,
           workerOptions,
+          bare,
           ...(snapshotOf && { heapSnapshot: snapshotOf(k) }),
         }),
       ),
     );
     try {
       const rampStart = performance.now();
-      log(`point ${n} × ${workerCount}: starting ${n} jobs, ${load()}`);
-      await startJobs(client, jobs, taskQueue);
+      log(`point ${n} × ${workerCount}: starting ${n} ${bare ? 'bare activities' : 'jobs'}, ${load()}`);
+      if (bare) await startBareHolds(client, n, taskQueue, settings);
+      else await startJobs(client, jobs, taskQueue);
       const started = performance.now() - rampStart;
       // Steady state: every job holds its activity slot (the work with its lease keeper beside it), and then as many
-      // refreshes
-      // as jobs have landed (a keeper's first refresh is jittered into the interval's second half).
+      // refreshes as jobs have landed (a keeper's first refresh is jittered into the interval's second half); a bare
+      // activity's first heartbeat comes one refresh interval after its start.
+      const beaten = bare ? heartbeatRpcs : refreshes;
       const rampTimeout = 3 * opts.refreshMs + n * 50 + 30_000;
       const sumOf = async (read: (s: Sample[]) => number) => (await sumOver(workers, read)).reduce((a, b) => a + b, 0);
       let nextReport = performance.now() + 60_000;
@@ -325,9 +335,9 @@ async function runPoint(
         }
         return activitySlotsUsed(samples) >= n;
       }, rampTimeout);
-      const refreshesAtHeld = await sumOf(refreshes);
+      const beatenAtHeld = await sumOf(beaten);
       const steady =
-        allHeld && (await waitFor(async () => (await sumOf(refreshes)) - refreshesAtHeld >= n, 2 * opts.refreshMs));
+        allHeld && (await waitFor(async () => (await sumOf(beaten)) - beatenAtHeld >= n, 2 * opts.refreshMs));
       const rampMs = performance.now() - rampStart;
       log(
         `  ${n} started in ${(started / 1000).toFixed(1)} s; ${steady ? 'steady' : 'NOT steady'} after ${(rampMs / 1000).toFixed(1)} s`,
@@ -375,7 +385,7 @@ async function runPoint(
 
       let gcLine = steady ? 'collector check skipped' : 'collector check skipped: not every job held its lease';
       // A worker whose activity slots are all taken by lease keepers cannot run a collector pass: skipped then.
-      if (opts.gcCheck && steady) {
+      if (opts.gcCheck && steady && !bare) {
         const namespaces = [...new Set(jobs.map((j) => j.namespaceId))];
         const report = await client.workflow.execute<
           (input: { namespaces: string[]; namespaceConcurrency: number }) => Promise<GcReport>
@@ -394,43 +404,130 @@ async function runPoint(
       ).count;
       const fenceCount = (await sumOver(workers, fences)).reduce((a, b) => a + b, 0);
       const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
-      const line = [
-        `N=${n} on ${workerCount} worker${workerCount > 1 ? 's' : ''}, refresh ${opts.refreshMs / 1000} s, heartbeat timeout ${settings.heartbeatTimeoutMs / 1000} s: ` +
-          `ramp ${(rampMs / 1000).toFixed(0)} s (${steady ? 'every job refreshed' : 'NOT every job refreshed'}), window ${(elapsed / 1000).toFixed(0)} s`,
-        `  load: ${loadBefore} → ${load()}; machine CPU ${(cpu.machine * 100).toFixed(0)}% busy; Temporal ${pct(cpu.temporal)}, MinIO ${pct(cpu.minio)} (of one core)`,
-        `  workers: CPU ${pct(sum(cpu.workers))} (of one core), RSS ${(sum(rssPeak) / 2 ** 20).toFixed(0)} MiB peak; leases held ~${sum(held)}`,
-        `  Temporal heartbeat RPCs ${perSecond(sum(delta(heartbeatRpcs)), elapsed)}/s; refreshes ${perSecond(sum(refreshesPerWorker), elapsed)}/s (expected N/interval = ${(n / (opts.refreshMs / 1000)).toFixed(1)}/s)`,
+      const leaseLines = [
         `  S3 (MinIO's count): PUT ${perSecond(minioDelta.get('putobject') ?? 0, elapsed)}/s, GET ${perSecond(minioDelta.get('getobject') ?? 0, elapsed)}/s; all: ${describeRequests(minioDelta)}`,
-        `  ${describeCache(after.flat())} at the end of the window`,
         `  refresh latency p50 ${quantile(latency, 0.5).toFixed(0)} ms, p99 ${quantile(latency, 0.99).toFixed(0)} ms (histogram buckets ${latency
           .map(([b]) => b)
           .filter(Number.isFinite)
           .join(',')})`,
         `  false fences: ${fenceCount} fence(s) counted, ${fencedRuns} compaction run(s) closed; ${gcLine}`,
+      ];
+      const line = [
+        `N=${n}${bare ? ' bare activities' : ''} on ${workerCount} worker${workerCount > 1 ? 's' : ''}, refresh ${opts.refreshMs / 1000} s, heartbeat timeout ${settings.heartbeatTimeoutMs / 1000} s: ` +
+          `ramp ${(rampMs / 1000).toFixed(0)} s (${steady ? 'every job refreshed' : 'NOT every job refreshed'}), window ${(elapsed / 1000).toFixed(0)} s`,
+        `  load: ${loadBefore} → ${load()}; machine CPU ${(cpu.machine * 100).toFixed(0)}% busy; Temporal ${pct(cpu.temporal)}, MinIO ${pct(cpu.minio)} (of one core)`,
+        `  workers: CPU ${pct(sum(cpu.workers))} (of one core), RSS ${(sum(rssPeak) / 2 ** 20).toFixed(0)} MiB peak; leases held ~${sum(held)}`,
+        `  Temporal heartbeat RPCs ${perSecond(sum(delta(heartbeatRpcs)), elapsed)}/s; refreshes ${perSecond(sum(refreshesPerWorker), elapsed)}/s (expected N/interval = ${(n / (opts.refreshMs / 1000)).toFixed(1)}/s)`,
+        `  ${describeCache(after.flat())} at the end of the window`,
+        ...(bare ? [] : leaseLines),
         ...(workerCount > 1 ? [`  per worker: ${perWorker}`] : [`  ${perWorker}`]),
       ].join('\n');
       console.log(line);
-      if (snapshotOf && workerCount === 1) console.log(await describeWorkerHeap(workers[0]!, snapshotOf(0), n));
-      return { n, workers: workerCount, line };
+      if (workerCount > 1) return { n, kind, holding: sum(held) };
+      const memory = await workerMemory(workers[0]!);
+      console.log(describeMemory(workers[0]!.name, memory));
+      if (snapshotOf) console.log(describeHeap(snapshotOf(0), 30, n));
+      return { n, kind, holding: sum(held), memory };
     } finally {
       await Promise.all(workers.map((w) => w.stop('SIGKILL')));
     }
   });
 }
 
-/** The worker's memory by where it is: its JavaScript heap by constructor (the top kinds), the rest outside it. */
-async function describeWorkerHeap(worker: WorkerProcess, snapshot: string, n: number): Promise<string> {
+const mib = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
+
+/**
+ * The worker's memory by where it is: RSS read by the kernel, then the main thread's heap and external memory and each
+ * workflow thread's heap as the worker reports them (after its heap snapshot, if it writes one, has collected garbage).
+ */
+async function workerMemory(worker: WorkerProcess): Promise<PointMemory & { detail: string }> {
+  // Read first: writing a heap snapshot takes hundreds of MiB of RSS (seen: 407 → 727 MiB at 1,000 bare activities).
   const rss = worker.rssBytes();
-  const { main, threads } = await worker.snapshotHeap();
-  const mib = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
-  const threadHeaps = threads.reduce((sum, t) => sum + t.total_physical_size, 0);
-  return [
-    `  memory of ${worker.name} at the snapshot: RSS ${mib(rss)}; main thread: heap used ${mib(main.heapUsed)} of ${mib(main.heapTotal)}, ` +
-      `external ${mib(main.external)} (array buffers ${mib(main.arrayBuffers)}); workflow threads' heaps: ` +
-      `${threads.map((t) => `${mib(t.used_heap_size)} used of ${mib(t.total_physical_size)}`).join(', ')}; ` +
-      `the rest (the SDK's core, code, allocator): ${mib(rss - main.heapTotal - main.external - threadHeaps)}`,
-    describeHeap(snapshot, 30, n),
-  ].join('\n');
+  const { main, threads } = await worker.reportMemory();
+  return {
+    rss,
+    heapTotal: main.heapTotal,
+    external: main.external,
+    threadHeaps: threads.reduce((sum, t) => sum + t.total_physical_size, 0),
+    load: load(),
+    detail:
+      `heap used ${mib(main.heapUsed)}, array buffers ${mib(main.arrayBuffers)}; workflow threads: ` +
+      threads.map((t) => `${mib(t.used_heap_size)} used of ${mib(t.total_physical_size)}`).join(', '),
+  };
+}
+
+const describeMemory = (name: string, m: PointMemory & { detail: string }): string =>
+  `  memory of ${name}: RSS ${mib(m.rss)}; main thread heap ${mib(m.heapTotal)}, external ${mib(m.external)}; workflow threads' heaps ${mib(m.threadHeaps)}; ` +
+  `the rest (the SDK's core, code, allocator) ${mib(outsideHeaps(m))} (${m.detail}), ${m.load}`;
+
+/**
+ * N bare activities beside N held leases, and the cost of one more of each: the slope between consecutive points by
+ * the activities held (N, unless a ramp fell short), where the worker's fixed cost cancels (and the workflow cache's,
+ * once both are past its size).
+ */
+function describeFloor(points: readonly PointResult[]): string {
+  const parts: [string, (m: PointMemory) => number][] = [
+    ['RSS', (m) => m.rss],
+    ['main heap', (m) => m.heapTotal],
+    ['external', (m) => m.external],
+    ['workflow threads', (m) => m.threadHeaps],
+    ['outside every heap', outsideHeaps],
+  ];
+  const of = (kind: Held) => points.filter((p) => p.kind === kind && p.memory);
+  const lines = ['bare floor beside held leases (one worker), MiB:'];
+  for (const held of ['bare', 'lease'] as const) {
+    for (const p of of(held))
+      lines.push(
+        `  ${held.padEnd(5)} N=${String(p.n).padStart(6)}, held ${String(p.holding).padStart(6)}: ${parts.map(([name, read]) => `${name} ${(read(p.memory!) / 2 ** 20).toFixed(0)}`).join(', ')}; ${p.memory!.load}`,
+      );
+  }
+  lines.push('per activity between consecutive N, KiB:');
+  for (const held of ['bare', 'lease'] as const) {
+    const rows = of(held);
+    for (let i = 1; i < rows.length; i++) {
+      const [a, b] = [rows[i - 1]!, rows[i]!];
+      const slope = (read: (m: PointMemory) => number) =>
+        ((read(b.memory!) - read(a.memory!)) / (b.holding - a.holding) / 1024).toFixed(1);
+      lines.push(
+        `  ${held.padEnd(5)} ${a.holding}→${b.holding}: ${parts.map(([name, read]) => `${name} ${slope(read)}`).join(', ')}`,
+      );
+    }
+  }
+  return lines.join('\n');
+}
+
+/** N runs of the bare floor's workflow, each holding one activity that only heartbeats and waits. */
+async function startBareHolds(
+  client: Client,
+  n: number,
+  taskQueue: string,
+  settings: CompactionSettings,
+): Promise<void> {
+  const activitySettings = {
+    heartbeatTimeoutMs: settings.heartbeatTimeoutMs,
+    operationDeadlineMs: settings.timing.operationDeadlineMs,
+  };
+  await inBatches(
+    Array.from({ length: n }, (_, i) => i),
+    1,
+    32,
+    ([i]) =>
+      client.workflow.start('bareHoldWorkflow', {
+        taskQueue,
+        workflowId: `${taskQueue}-bare-${i}`,
+        args: [activitySettings],
+      }),
+  );
+}
+
+/** The bare-floor phase: at each N, the bare activities, then the held leases, each on a fresh worker and Temporal. */
+async function bareFloor(opts: Options, minio: S3Server, bucket: Bucket): Promise<void> {
+  const points: PointResult[] = [];
+  for (const [i, n] of opts.leases.entries()) {
+    for (const [k, held] of (['bare', 'lease'] as const).entries())
+      points.push(await runPoint(opts, minio, bucket, n, 1, 1000 + 2 * i + k, held));
+  }
+  console.log(describeFloor(points));
 }
 
 /**
@@ -750,6 +847,7 @@ async function main(): Promise<void> {
     if (opts.phases.includes('actions')) await wholeJobActions(opts, minio, await createBucket(minio, 'actions'));
     if (opts.phases.includes('gc-cost')) await gcPassCost(minio, await createBucket(minio, 'gc-cost'));
     if (opts.phases.includes('reclaim')) await timeToReclaim(opts, minio, await createBucket(minio, 'reclaim'));
+    if (opts.phases.includes('bare-floor')) await bareFloor(opts, minio, await createBucket(minio, 'floor'));
     console.log(`done, ${load()}`);
   } finally {
     await minio.stop();

@@ -1,6 +1,7 @@
 /**
- * The API reports of the package's two entry points, from the built declarations by API Extractor:
- * `compaction-lease` (lib/index.d.ts, etc/compaction-lease.api.md) and `compaction-lease/testing`
+ * The API reports of the package's three entry points, from the built declarations by API Extractor:
+ * `compaction-lease` (lib/index.d.ts, etc/compaction-lease.api.md), `compaction-lease/errors`
+ * (lib/error-classes.d.ts, etc/compaction-lease-errors.api.md) and `compaction-lease/testing`
  * (lib/testing.d.ts, etc/compaction-lease-testing.api.md). `npx tsx scripts/api-report.ts` rewrites
  * them (`npm run api` builds first); `--check` (run by `npm test`) only compares, and fails naming the
  * command when the surface changed and a report was not updated with it. Either way it fails on an
@@ -13,6 +14,7 @@ import { Extractor, ExtractorConfig } from '@microsoft/api-extractor';
 
 const ENTRY_POINTS = [
   { entry: 'lib/index.d.ts', report: 'compaction-lease.api.md' },
+  { entry: 'lib/error-classes.d.ts', report: 'compaction-lease-errors.api.md' },
   { entry: 'lib/testing.d.ts', report: 'compaction-lease-testing.api.md' },
 ] as const;
 

@@ -10,13 +10,9 @@
  * and `npm run api:check` fails on a name without a doc comment (docs/architecture.md).
  */
 
-/** Every error of the package: its Temporal failure type, and whether a retry can help. */
-export { FAILURE_TYPES, TypedError, type FailureType } from './errors';
-
 // Ids and keys a service or a format's writer builds (docs/protocol.md).
 export {
   familyGroup,
-  InvalidKeyError,
   inputSegmentKey,
   namespaceId,
   newSegmentId,
@@ -26,15 +22,7 @@ export {
 } from './keys';
 
 // Settings and timings (README, Configuration).
-export {
-  resolveSettings,
-  resolveTiming,
-  SettingsError,
-  settingsFromEnv,
-  TimingConfigError,
-  type CompactionSettings,
-  type Timing,
-} from './config';
+export { resolveSettings, resolveTiming, settingsFromEnv, type CompactionSettings, type Timing } from './config';
 
 // Starting and watching work from the metadata service.
 export { connectClientFromEnv } from './client/connect';
@@ -47,23 +35,15 @@ export {
   type GcPassOptions,
   type GcPassResult,
 } from './client/gc-pass';
-export { ensureGcSchedule, GcScheduleOwnedError, triggerGcPass, type GcScheduleOptions } from './client/schedule';
+export { ensureGcSchedule, triggerGcPass, type GcScheduleOptions } from './client/schedule';
 export {
   checkSearchAttributes,
   registerSearchAttributes,
   requireSearchAttributes,
   SEARCH_ATTRIBUTES,
-  SearchAttributesMissingError,
-  TemporalNamespaceNotFoundError,
 } from './client/search-attributes';
-export { WorkflowTaskFailingError, type WaitOptions, type WorkflowTaskFailure } from './client/waiting';
-export {
-  NoWorkerPollingError,
-  waitForWorker,
-  type NoWorkerPolling,
-  type PolledFor,
-  type StoppedWorker,
-} from './client/workers';
+export { type WaitOptions, type WorkflowTaskFailure } from './client/waiting';
+export { waitForWorker, type NoWorkerPolling, type PolledFor, type StoppedWorker } from './client/workers';
 export type { CompactionResult } from './workflows/compaction';
 export type { GcReport } from './collector/report';
 /** The workflow functions, as types: `client.workflow.start<typeof gcWorkflow>('gcWorkflow', …)`. */
@@ -73,27 +53,14 @@ export type { compactionWorkflow, gcWorkflow } from './workflows';
 export { createWorker, type CreateWorkerOptions } from './worker';
 export { startWorkerFromEnv, type StartWorkerFromEnvOptions, type WorkerFromEnv } from './worker/from-env';
 export { installRuntime } from './worker/runtime';
-export { FormatModuleError } from './worker/format-module';
 
 // The object store: the port an adapter implements (docs/stores.md), its errors, the two adapters, the probe.
-export {
-  AmbiguousError,
-  ConflictError,
-  NotFoundError,
-  ObjectChangedError,
-  ObjectTooLargeError,
-  PreconditionFailedError,
-  StoreConfigError,
-  StoreError,
-  StoreUnavailableError,
-  type ObjectStore,
-} from './store/port';
+export { type ObjectStore } from './store/port';
 export {
   createEmbeddedObjectStore,
   createS3ObjectStore,
   objectStoreFromEnv,
   requireFitStore,
-  StoreUnfitError,
   verifyStore,
   type ConditionalDelete,
   type EmbeddedStoreOptions,
@@ -105,34 +72,16 @@ export {
   addSegments,
   jsonRootCodec,
   MAX_ROOT_BYTES,
-  RootCorruptError,
-  RootFormatMismatchError,
-  RootTooLargeError,
   type RetiredSegment,
   type RootCodec,
   type RootState,
 } from './root';
-export {
-  InvalidRootChangeError,
-  readRoot,
-  readRootIfAny,
-  RootLostError,
-  RootMissingError,
-  SegmentLostError,
-  SequenceFloorError,
-  updateRoot,
-  type RootWriteOptions,
-} from './protocol/root-io';
-export { RootWentBackError } from './collector/judged-root';
-export { EmptyCompactionError } from './protocol/publication';
-export { LeaseCorruptError } from './lease/codec';
-export { InputChangedError } from './compactor/inputs';
-export { StoreMismatchError } from './activities/store-binding';
+export { readRoot, readRootIfAny, updateRoot, type RootWriteOptions } from './protocol/root-io';
 
 // Segments: the reference format, its writer and its readers (docs/formats.md, docs/readers.md).
-export { SegmentCorruptError, type SegmentRecord } from './segments/format';
-export { InvalidSegmentInputError, MAX_KEY_BYTES, type SegmentInputRefusal } from './segments/records';
-export { writeInputSegment, WriterBudgetExceededError, type WriterOptions } from './writer';
+export { type SegmentRecord } from './segments/format';
+export { MAX_KEY_BYTES, type SegmentInputRefusal } from './segments/records';
+export { writeInputSegment, type WriterOptions } from './writer';
 export {
   lookupRecord,
   readableUntilMs,
@@ -144,15 +93,9 @@ export {
 
 // A format's compactor (docs/plugins.md).
 export {
-  CompactorRuleError,
   MAX_PROGRESS_BYTES,
-  OutputMissingError,
-  OutsideJobPrefixError,
-  ProgressMismatchError,
-  ProgressRefusedError,
   referenceCompactor,
   stagedOutputKey,
-  WriteAfterAttemptError,
   type CompactionAttempt,
   type Compactor,
 } from './compactor';

@@ -42,11 +42,13 @@ const DEMO_GROUP = 'bindings';
  * seconds, with a 5 s heartbeat timeout unless one is set (the expiry must cover it).
  */
 function demoSettings() {
-  const fromEnv = settingsFromEnv();
-  if (Object.keys(settingsSetInEnv(TIMING_SETTINGS)).length) return fromEnv;
-  const heartbeatTimeoutMs = settingsSetInEnv(WORKER_SETTINGS).heartbeatTimeoutMs ?? 5000;
+  if (Object.keys(settingsSetInEnv(TIMING_SETTINGS)).length) return settingsFromEnv();
+  // Only what the environment sets: a default derived from the default timings (the root races' wait
+  // cap) is derived again from the shrunk ones.
+  const setInEnv = settingsSetInEnv(WORKER_SETTINGS);
+  const heartbeatTimeoutMs = setInEnv.heartbeatTimeoutMs ?? 5000;
   return resolveSettings({
-    ...fromEnv,
+    ...setInEnv,
     timing: shrunkTiming(2000, heartbeatTimeoutMs),
     heartbeatTimeoutMs,
     targetSegmentBytes: 32 * 1024,

@@ -18,7 +18,7 @@ import { createS3ObjectStore, type ObjectStore } from '../../src/store';
 import { inBatches } from '../../src/store/batches';
 import { cpuSeconds, rssBytes } from './proc';
 import { scrape, type Sample } from './prometheus';
-import { READY_LINE, SNAPSHOT_LINE, type WorkerMemory } from './scale-worker';
+import { MEMORY_LINE, READY_LINE, type WorkerMemory } from './scale-worker';
 
 const WORKER_MAIN = join(__dirname, 'scale-worker.ts');
 /**
@@ -98,8 +98,10 @@ export interface WorkerProcessOptions {
   readonly holdMs?: number;
   /** The job writes one output once its work is done, so a group of several inputs publishes. */
   readonly publish?: boolean;
-  /** The file {@link WorkerProcess.snapshotHeap} has the worker write its heap snapshot to. */
+  /** The file {@link WorkerProcess.reportMemory} has the worker write its heap snapshot to; unset: none written. */
   readonly heapSnapshot?: string;
+  /** The bare floor's worker: its workflows and activities only heartbeat and wait (see ./scale-worker). */
+  readonly bare?: boolean;
 }
 
 export interface WorkerProcess {
@@ -111,10 +113,10 @@ export interface WorkerProcess {
   cpuSeconds(): number;
   rssBytes(): number;
   /**
-   * Has the worker write a V8 heap snapshot to `heapSnapshot` (its event loop stops meanwhile: seconds
-   * per hundred MiB of heap) and resolves with its memory then.
+   * Resolves with the worker's memory, after it has written a V8 heap snapshot to `heapSnapshot` if
+   * given (its event loop stops meanwhile: seconds per hundred MiB of heap).
    */
-  snapshotHeap(): Promise<WorkerMemory>;
+  reportMemory(): Promise<WorkerMemory>;
   /** SIGTERM (graceful) or SIGKILL (a dead worker); resolves once it has exited. */
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
@@ -146,6 +148,7 @@ function workerEnvironment(options: WorkerProcessOptions, metricsAddress: string
     ...(options.holdMs !== undefined && { SCALE_HOLD_MS: String(options.holdMs) }),
     ...(options.publish && { SCALE_PUBLISH: '1' }),
     ...(options.heapSnapshot && { SCALE_HEAP_SNAPSHOT: options.heapSnapshot }),
+    ...(options.bare && { SCALE_BARE: '1' }),
   };
 }
 
@@ -176,12 +179,12 @@ export async function spawnScaleWorker(options: WorkerProcessOptions): Promise<W
     scrape: () => scrape(metricsUrl),
     cpuSeconds: () => cpuSeconds(pid),
     rssBytes: () => rssBytes(pid),
-    snapshotHeap: () =>
+    reportMemory: () =>
       new Promise((resolve) => {
         const written = (line: string) => {
-          if (!line.startsWith(SNAPSHOT_LINE)) return;
+          if (!line.startsWith(MEMORY_LINE)) return;
           lines.off('line', written);
-          resolve(JSON.parse(line.slice(SNAPSHOT_LINE.length + 2)) as WorkerMemory);
+          resolve(JSON.parse(line.slice(MEMORY_LINE.length + 2)) as WorkerMemory);
         };
         lines.on('line', written);
         child.kill('SIGUSR2');

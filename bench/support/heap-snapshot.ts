@@ -61,8 +61,38 @@ export function describeHeap(path: string, top: number, per: number): string {
   ].join('\n');
 }
 
+/**
+ * What `path` holds beyond `base` (another worker's snapshot: the bare floor's, say), kind by kind, per `per`: the
+ * `top` kinds that differ most either way.
+ */
+export function describeHeapBeyond(path: string, base: string, top: number, per: number): string {
+  const [a, b] = [heapByKind(path), heapByKind(base)];
+  const kib = (bytes: number) => (bytes / 1024 / per).toFixed(1);
+  const before = new Map(b.kinds.map((k) => [k.kind, k]));
+  const kinds = new Set([...a.kinds.map((k) => k.kind), ...before.keys()]);
+  const after = new Map(a.kinds.map((k) => [k.kind, k]));
+  const rows = [...kinds]
+    .map((kind) => ({
+      kind,
+      count: (after.get(kind)?.count ?? 0) - (before.get(kind)?.count ?? 0),
+      bytes: (after.get(kind)?.bytes ?? 0) - (before.get(kind)?.bytes ?? 0),
+    }))
+    .sort((x, y) => Math.abs(y.bytes) - Math.abs(x.bytes));
+  return [
+    `  ${path} beyond ${base}: ${kib(a.totalBytes - b.totalBytes)} KiB per lease`,
+    ...rows
+      .slice(0, top)
+      .map(
+        (k) =>
+          `    ${k.kind.slice(0, 60).padEnd(60)} ${(k.count / per).toFixed(2).padStart(8)}/lease ${kib(k.bytes).padStart(7)} KiB/lease`,
+      ),
+  ].join('\n');
+}
+
 if (require.main === module) {
-  const [path, per = '1', top = '40'] = process.argv.slice(2);
-  if (!path) throw new Error('usage: tsx bench/support/heap-snapshot.ts FILE [LEASES] [TOP]');
-  console.log(describeHeap(path, Number(top), Number(per)));
+  const [path, per = '1', top = '40', base] = process.argv.slice(2);
+  if (!path) throw new Error('usage: tsx bench/support/heap-snapshot.ts FILE [LEASES] [TOP] [BASE_FILE]');
+  console.log(
+    base ? describeHeapBeyond(path, base, Number(top), Number(per)) : describeHeap(path, Number(top), Number(per)),
+  );
 }

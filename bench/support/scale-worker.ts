@@ -4,9 +4,11 @@
  * keeper works. `SCALE_HOLD_MS` is how long a job's work lasts (default: until cancelled);
  * `SCALE_PUBLISH` makes the job write one output when its work ends, so a group of several inputs
  * publishes; `SCALE_WORKER_OPTIONS` (JSON) overrides worker options, to measure alternatives to the defaults;
- * `SCALE_HEAP_SNAPSHOT` is a file the worker writes a V8 heap snapshot to on SIGUSR2, then prints
- * {@link SNAPSHOT_LINE}.
+ * `SCALE_BARE` replaces the workflows and activities by the bare floor's (./bare-hold: an activity that
+ * only heartbeats and waits), the worker otherwise built alike. On SIGUSR2 the worker prints
+ * {@link MEMORY_LINE}, after writing a V8 heap snapshot to `SCALE_HEAP_SNAPSHOT` when that is set.
  */
+import { join } from 'node:path';
 import { writeHeapSnapshot, type HeapInfo } from 'node:v8';
 import threads from 'node:worker_threads';
 import type { WorkerOptions } from '@temporalio/worker';
@@ -15,6 +17,7 @@ import { waitingCompactor } from '../../src/testing';
 import { settingsFromEnv } from '../../src/config';
 import { encodeSegment } from '../../src/segments';
 import { serveWorkerFromEnv } from '../../src/worker/main';
+import { bareHoldActivities } from './bare-hold/activity';
 
 /** `compactor`, then one output of one record: a job whose group has several inputs publishes it. */
 function writingOneOutput(compactor: Compactor): Compactor {
@@ -31,8 +34,8 @@ function writingOneOutput(compactor: Compactor): Compactor {
 
 /** The line a parent waits for before it starts work. */
 export const READY_LINE = 'scale worker ready';
-/** The line that says the heap snapshot is written, followed by {@link WorkerMemory} as JSON. */
-export const SNAPSHOT_LINE = 'scale worker heap snapshot written';
+/** The line reporting the worker's memory ({@link WorkerMemory} as JSON follows), after its heap snapshot if asked. */
+export const MEMORY_LINE = 'scale worker memory';
 
 /** The main thread's memory and each other thread's V8 heap (the SDK runs workflows in worker threads). */
 export interface WorkerMemory {
@@ -58,20 +61,27 @@ function trackThreads(): threads.Worker[] {
 
 if (require.main === module) {
   const holdMs = process.env.SCALE_HOLD_MS ? Number(process.env.SCALE_HOLD_MS) : Infinity;
-  const workerOptions = JSON.parse(process.env.SCALE_WORKER_OPTIONS || '{}') as Partial<WorkerOptions>;
-  const { heartbeatTimeoutMs } = settingsFromEnv();
+  const settings = settingsFromEnv();
+  const bare: Partial<WorkerOptions> = process.env.SCALE_BARE
+    ? {
+        workflowsPath: join(__dirname, 'bare-hold', 'workflows.ts'),
+        activities: bareHoldActivities(settings.timing.leaseRefreshIntervalMs),
+      }
+    : {};
+  const workerOptions = {
+    ...bare,
+    ...(JSON.parse(process.env.SCALE_WORKER_OPTIONS || '{}') as Partial<WorkerOptions>),
+  };
   const snapshotPath = process.env.SCALE_HEAP_SNAPSHOT;
-  if (snapshotPath) {
-    const started = trackThreads();
-    process.on('SIGUSR2', () => {
-      void Promise.all(started.filter((t) => t.threadId >= 0).map((t) => t.getHeapStatistics())).then((heaps) => {
-        writeHeapSnapshot(snapshotPath);
-        const memory: WorkerMemory = { main: process.memoryUsage(), threads: heaps };
-        console.log(`${SNAPSHOT_LINE}: ${JSON.stringify(memory)}`);
-      });
+  const started = trackThreads();
+  process.on('SIGUSR2', () => {
+    void Promise.all(started.filter((t) => t.threadId >= 0).map((t) => t.getHeapStatistics())).then((heaps) => {
+      if (snapshotPath) writeHeapSnapshot(snapshotPath);
+      const memory: WorkerMemory = { main: process.memoryUsage(), threads: heaps };
+      console.log(`${MEMORY_LINE}: ${JSON.stringify(memory)}`);
     });
-  }
-  const waiting = waitingCompactor({ holdMs, beatEveryMs: heartbeatTimeoutMs / 3 });
+  });
+  const waiting = waitingCompactor({ holdMs, beatEveryMs: settings.heartbeatTimeoutMs / 3 });
   serveWorkerFromEnv({
     compactor: process.env.SCALE_PUBLISH ? writingOneOutput(waiting) : waiting,
     workerOptions,

@@ -21,6 +21,7 @@ import { groupSegments, type RootCodec } from '../root';
 import {
   createJobLease,
   publicationOfReclaimedJob,
+  publicationLimits,
   publishCompaction,
   settlePublication,
   readInputListIfAny,
@@ -36,7 +37,7 @@ import {
   type SettledPublication,
 } from '../protocol';
 import { storeIdentity, type ObjectStore } from '../store';
-import { beatsAfterFirstInterval } from './first-beat';
+import { beatsAfterFirstInterval } from './beats';
 import { attemptClock, keepLease } from './lease-keeper';
 import { recordFence } from './metrics';
 import type { StoreBound } from './store-binding';
@@ -209,7 +210,6 @@ async function publishJob(
   { store, settings, rootCodec }: CompactionDeps,
   input: PublishInput,
 ): Promise<PublicationOutcome> {
-  const { timing } = settings;
   const elapsedMs = stopwatch();
   const ref = job(input);
   const list = await readInputListIfAny(store, ref, input.inputList);
@@ -225,8 +225,7 @@ async function publishJob(
           ...(input.tombstoneSeqFloor !== undefined && { tombstoneSeqFloor: input.tombstoneSeqFloor }),
         },
         {
-          budgetMs: timing.publicationBudgetMs,
-          maxRootRaces: settings.maxRootRaces,
+          ...publicationLimits(settings),
           clock: { leaseClockMs: attemptClock(), elapsedMs },
           codec: rootCodec,
         },

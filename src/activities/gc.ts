@@ -8,6 +8,7 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import {
+  byItsCommands,
   COMMAND_KINDS,
   executeOnStore,
   listNamespaces,
@@ -29,6 +30,7 @@ import { heartbeatEveryMs, type CompactionSettings, type Timing } from '../confi
 import { namespaceId, STORE_CLOCK_KEY } from '../keys';
 import type { RootCodec } from '../root';
 import { storeIdentity, type ObjectStore } from '../store';
+import { spacedBeats } from './beats';
 import { toFailure } from './failures';
 import { recordClaim, recordManifestPart, recordReclaim, recordRetiredReclaim } from './metrics';
 import type { StoreBound } from './store-binding';
@@ -121,12 +123,12 @@ function commandRunner(store: ObjectStore, rootCodec: RootCodec): Run {
 
 /**
  * The executor of a page's commands inside its activity, all through one deleter (their manifest
- * lines share parts): a cancelled attempt starts no further command, and a command no retry can finish
- * means now what its row says its failure means, as its own activity's would (a walk fails its prefix, so the
- * plan still releases the lease).
+ * lines share parts), a command made of commands (a page's collection) by its commands: a cancelled attempt starts no
+ * further command, and a command no retry can finish means now what its row says its failure means, as its own
+ * activity's would (a walk fails its prefix, so the plan still releases the lease).
  */
 function pageExecutor(run: Run, input: CommandInput, signal: AbortSignal, deletes: Deleter): CollectorExecutor {
-  return async (command, progress = {}) => {
+  return byItsCommands(input.namespaceId, input.rules, async (command, progress = {}) => {
     if (signal.aborted) throw signal.reason;
     const row = rowOf(command);
     let position = 'from' in command ? command.from : undefined;
@@ -144,7 +146,7 @@ function pageExecutor(run: Run, input: CommandInput, signal: AbortSignal, delete
       if (meant === undefined || 'byCommand' in meant) throw err;
       return meant;
     }
-  };
+  });
 }
 
 /** The worker's settings a pass takes once, named one by one: nothing else of the worker's leaks into its rules. */
@@ -182,26 +184,38 @@ function commandActivity({ run, store, beatEveryMs }: ActivityDeps) {
     const ctx = Context.current();
     const row = rowOf(input.command);
     if (row.heartbeat === 'none') return run(input);
-    if (row.heartbeat === 'reads') return run(input, { onRead: () => ctx.heartbeat() });
+    // Beats at most one a gap, each with the latest position (src/activities/beats): a page tells its position at every
+    // step and lease read, and each beat handed to the SDK is encoded whole.
+    if (row.heartbeat === 'reads') {
+      const beats = spacedBeats(() => ctx.heartbeat());
+      return run(input, { onRead: beats.beat }).finally(() => beats.end(false));
+    }
     const from = (input.command as { readonly from?: CommandPosition }).from;
     let position = (ctx.info.heartbeatDetails as CommandPosition | undefined) ?? from;
+    const beats = spacedBeats(() => ctx.heartbeat(position));
     const onProgress = (p: CommandPosition) => {
       position = p;
-      ctx.heartbeat(p);
+      beats.beat();
     };
-    const beat =
-      row.heartbeat === 'position and timer' ? setInterval(() => ctx.heartbeat(position), beatEveryMs) : undefined;
+    const timer = row.heartbeat === 'position and timer' ? setInterval(beats.beat, beatEveryMs) : undefined;
     const command = resumedAt(input.command, position);
+    let failed = false;
     try {
       if (!row.byCommands) return await run({ ...input, command }, { onProgress });
       const { dryRun } = input.rules;
       const deletes = passDeleter(store, namespaceId(input.namespaceId), input.rules, manifestPartRecorder(dryRun));
       const execute = pageExecutor(run, input, ctx.cancellationSignal, deletes);
-      return await row.byCommands(command, { namespaceId: input.namespaceId, rules: input.rules, execute, onProgress });
+      // A survey among the commands beats at every lease it reads, with where the page stands.
+      const page = { namespaceId: input.namespaceId, rules: input.rules, execute };
+      return await row.byCommands(command, { ...page, onProgress, onRead: beats.beat });
     } catch (err) {
+      failed = true;
+      // The failure carries where the attempt stood, however long ago its last beat was sent.
       throw row.stood ? withProgress(err, position === undefined ? undefined : row.stood(position)) : err;
     } finally {
-      clearInterval(beat);
+      clearInterval(timer);
+      // A retried attempt resumes from the last heartbeat: a failing one sends the beat it deferred.
+      beats.end(failed);
     }
   };
 }

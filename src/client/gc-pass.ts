@@ -37,13 +37,16 @@ export type GcPassHandle = WorkflowHandleWithFirstExecutionRunId<typeof gcWorkfl
 
 /** A finished pass's report, complete or not: an incomplete pass is a value here, not a thrown failure. */
 export interface GcPassResult {
+  /** The pass's workflow id. */
   readonly workflowId: string;
+  /** The run that returned the report (the last, after any continue-as-new). */
   readonly runId: string;
   /**
    * False when the pass met corrupt leases, root problems or failures, which the report names. Only a
    * failure of the pass itself (a failed walk or namespace) fails the workflow and pauses a schedule.
    */
   readonly complete: boolean;
+  /** What the pass did, complete or not. */
   readonly report: GcReport;
 }
 

@@ -16,7 +16,9 @@ export const compactionWorkflowId = (ns: string, group: string): string =>
 
 /** Which group {@link startCompaction} compacts, where its run waits for a worker, and the store it works on. */
 export interface StartCompactionOptions extends WorkerCheckOptions {
+  /** The namespace whose root lists the group. */
   readonly namespaceId: string;
+  /** The family group to compact: one run per group at a time (workflow id `compaction:{ns}:{group}`). */
   readonly group: string;
   /** Default: `COMPACTION_TASK_QUEUE`, else `compaction-lease`, the queue {@link createWorker} polls by default. */
   readonly taskQueue?: string;

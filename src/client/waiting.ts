@@ -78,10 +78,13 @@ export class WorkflowTaskFailingError extends TypedError implements WorkflowTask
 
 /** The run whose workflow task keeps failing, and the server's account of its last failure. */
 export interface WorkflowTaskFailure {
+  /** The run's workflow id. */
   readonly workflowId: string;
+  /** The run id. */
   readonly runId: string;
   /** The server's cause without its prefix, e.g. `BAD_SEARCH_ATTRIBUTES`. */
   readonly failureCause: string;
+  /** The failure's message as the server recorded it. */
   readonly failure: string;
   /** How many times in a row the task has failed. */
   readonly attempt: number;

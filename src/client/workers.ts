@@ -281,9 +281,11 @@ export class NoWorkerPollingError extends TypedError implements NoWorkerPolling 
 
 /** The task queue no live worker polled within the wait, and what the server showed of it. */
 export interface NoWorkerPolling {
+  /** The queue the run would have waited on. */
   readonly taskQueue: string;
   /** The Temporal namespace of the queue. */
   readonly namespace: string;
+  /** How long the check looked for a live poller. */
   readonly waitedMs: number;
   /** @default 'workflows' */
   readonly polledFor?: PolledFor;

@@ -9,7 +9,15 @@ import { jobId, jobPrefix, namespaceId } from '../keys';
 import type { ClaimableOwner, HeldClaim, SettledOwner, SurveyedPrefix } from './claim';
 import type { ChildrenPage } from './listing';
 import type { LeaseFacts, PartWait } from './manifest';
-import { collectPrefixes, type PageCollection, type PageRun } from './plan';
+import {
+  collectPrefixes,
+  resumedAt,
+  runPage,
+  type NamespacePass,
+  type PageCollection,
+  type PageRun,
+  type PageStep,
+} from './plan';
 import type { GcReport } from './report';
 import type { RetiredPosition, RetiredReclaimOutcome } from './retired-reclaim';
 import type { RootProblem } from './root-problem';
@@ -76,6 +84,17 @@ export interface CommandTypes {
     /** What the page's prefixes added to the report. */
     result: { readonly kind: 'collected'; readonly report: GcReport };
     position: PageCollection;
+  };
+  /**
+   * The plan's commands from a page boundary (or the start) to the next (or the end), in plan order: the page's
+   * listing, survey and collection, the retired reclaim after the last. One activity a page, not one a command.
+   * `from`: where an earlier attempt left the page.
+   */
+  runPage: {
+    command: { readonly pass: NamespacePass; readonly from?: PageStep };
+    /** The pass at the next page boundary (`pageDone`) or at its end (`done`). */
+    result: { readonly kind: 'pageRun'; readonly pass: NamespacePass; readonly next: 'pageDone' | 'done' };
+    position: PageStep;
   };
   /**
    * Delete the lease this pass owns, last, also after a failed walk, if it is still this pass's claim; `lease`: as the
@@ -197,7 +216,7 @@ export interface CommandKindRow<K extends CommandKind> {
   /** What its failure means (none: the namespace's pass fails; the next pass retries it). */
   readonly failed?: (command: CommandOf<K>, failure: CommandFailure) => FailureMeaning<K>;
   /** A command made of other commands: how it runs them, each through `page.execute`. */
-  readonly byCommands?: (command: CommandOf<K>, page: PageRun) => Promise<ResultOf<K>>;
+  readonly byCommands?: (command: CommandOf<K>, page: PageRun<PositionOf<K>>) => Promise<ResultOf<K>>;
 }
 
 const prefixOf = (ns: string, job: string): string => jobPrefix(namespaceId(ns), jobId(job));
@@ -243,6 +262,32 @@ export const COMMAND_KINDS = {
       return { byCommand: { ...command, ...(from && { from }) } };
     },
   },
+  runPage: {
+    activity: 'page',
+    heartbeat: 'position and timer',
+    summary: ({ pass }, ns) =>
+      `${pass.phase} a page of job prefixes of ${ns} ${pass.after === undefined ? 'from the start' : `after ${pass.after}`}`,
+    stood: (position) => position,
+    byCommands: (command, page) =>
+      // `failed` below hands on only a failure the awaited command's row gives a meaning.
+      runPage(command, page, (awaited, failure, progress) =>
+        failedCommand(awaited, failure, { ...page, ...progress })!,
+      ),
+    // Its retries spent (or cancelled): the command in flight comes to what its own row says of that failure (a page
+    // collection goes on command by command), and the rest of the page runs one activity per command.
+    failed: (command, failure) => {
+      if (!failure.activityFailed) return undefined;
+      const from = (failure.details ?? failure.lastHeartbeat) as PageStep | undefined;
+      if (!from) return { byCommand: command };
+      const awaited = resumedAt(from.command, from.at);
+      const row = rowOf(awaited);
+      const stood = from.at === undefined ? undefined : row.stood?.(from.at);
+      const failed = { message: failure.message, activityFailed: true, ...(stood != null && { details: stood }) };
+      return row.failed?.(awaited, failed) === undefined
+        ? undefined
+        : { byCommand: { ...command, from: { ...from, failed } } };
+    },
+  },
   deleteLease: {
     activity: 'short',
     heartbeat: 'none',
@@ -272,6 +317,26 @@ export const rowOf = (command: CollectorCommand): CommandKindRow<CommandKind> =>
     command.kind
   ] as unknown as CommandKindRow<CommandKind>;
 
+/**
+ * An executor that runs a command made of commands (a page, a page's collection) by its commands, each through itself,
+ * and any other command through `leaf` (one command where a page's commands run: inside its activity, in a harness).
+ */
+export function byItsCommands(namespaceId: string, rules: PassRules, leaf: CollectorExecutor): CollectorExecutor {
+  const execute: CollectorExecutor = (command, progress = {}) => {
+    const { byCommands } = rowOf(command);
+    if (!byCommands) return leaf(command, progress);
+    const { onProgress, onRead } = progress;
+    return byCommands(command, {
+      namespaceId,
+      rules,
+      execute,
+      ...(onProgress && { onProgress }),
+      ...(onRead && { onRead }),
+    });
+  };
+  return execute;
+}
+
 /** How a pass runs its commands: each through its activity, and what a rejection of that is. */
 export interface CommandRunner {
   readonly namespaceId: string;
@@ -292,14 +357,27 @@ export function passExecutor({ namespaceId, rules, activity, failureOf }: Comman
     try {
       return await activity(command);
     } catch (err) {
-      const row = rowOf(command);
-      const failure = failureOf(err);
-      const meant = failure && row.failed?.(command, failure);
-      if (meant === undefined) throw err;
-      if (!('byCommand' in meant)) return meant;
-      // A row answers `byCommand` only if it says how the command runs by its commands (COMMAND_KINDS).
-      return row.byCommands!(meant.byCommand, { namespaceId, rules, execute });
+      const after = failedCommand(command, failureOf(err), { namespaceId, rules, execute });
+      if (after === undefined) throw err;
+      return after;
     }
   };
   return execute;
+}
+
+/**
+ * What a command whose activity failed for good comes to, as its row says: a result the plan goes on from, or the
+ * command again run by its commands through `page.execute`; undefined where the namespace's pass fails.
+ */
+function failedCommand(
+  command: CollectorCommand,
+  failure: CommandFailure | undefined,
+  page: PageRun,
+): Promise<CollectorResult> | undefined {
+  const row = rowOf(command);
+  const meant = failure && row.failed?.(command, failure);
+  if (meant === undefined) return undefined;
+  if (!('byCommand' in meant)) return Promise.resolve(meant);
+  // A row answers `byCommand` only if it says how the command runs by its commands (COMMAND_KINDS).
+  return row.byCommands!(meant.byCommand, page);
 }

@@ -20,6 +20,7 @@ import {
   type ResultOf,
 } from './commands';
 import { listJobPrefixes } from './listing';
+import type { PageRun } from './plan';
 import { deleterOf, type Deleter } from './manifest';
 import { reclaimExpiredManifests } from './manifest-reclaim';
 import { reclaimRetiredSegments } from './retired-reclaim';
@@ -76,6 +77,15 @@ interface Execution extends Required<PassOnStore> {
   readonly execute: CollectorExecutor;
 }
 
+/** How a command made of commands runs them: each through the pass's executor, telling its progress. */
+const pageOf = ({ namespaceId, rules, execute, progress }: Execution): PageRun => ({
+  namespaceId,
+  rules,
+  execute,
+  ...(progress.onProgress && { onProgress: progress.onProgress }),
+  ...(progress.onRead && { onRead: progress.onRead }),
+});
+
 type OnStore<K extends CommandKind> = (command: CommandOf<K>, at: Execution) => Promise<ResultOf<K>>;
 
 /** How each kind of command runs against the store: the table's store column. */
@@ -113,13 +123,8 @@ const ON_STORE: { readonly [K in CommandKind]: OnStore<K> } = {
     const tally = await reclaimPrefix(store, { namespaceId, jobId: jobId(command.jobId) }, rules, walk);
     return { kind: 'reclaimed', tally };
   },
-  collectPrefixes: (command, { namespaceId, rules, execute, progress }) =>
-    COMMAND_KINDS.collectPrefixes.byCommands(command, {
-      namespaceId,
-      rules,
-      execute,
-      ...(progress.onProgress && { onProgress: progress.onProgress }),
-    }),
+  collectPrefixes: (command, at) => COMMAND_KINDS.collectPrefixes.byCommands(command, pageOf(at)),
+  runPage: (command, at) => COMMAND_KINDS.runPage.byCommands(command, pageOf(at)),
   deleteLease: async (command, { store, namespaceId, rules, awaiting }) => {
     const job = { namespaceId, jobId: jobId(command.jobId) };
     const { lease, claim } = command;

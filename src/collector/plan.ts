@@ -31,9 +31,11 @@ import type {
   CollectorCommand,
   CollectorExecutor,
   CollectorResult,
+  CommandFailure,
   CommandOf,
   CommandPosition,
   CommandProgress,
+  ResultOf,
 } from './commands';
 
 export type { PassRules } from './rules';
@@ -370,13 +372,16 @@ export interface PageCollection {
   readonly fenced?: boolean;
 }
 
-/** How the commands of a page's prefixes run, and whom the page tells of each step (a heartbeat). */
-export interface PageRun {
+/**
+ * How the commands a command is made of run (a page's, its prefixes'), and whom it tells of each step (a heartbeat):
+ * `onProgress` with its position, `onRead` after each lease a survey among them reads.
+ */
+export interface PageRun<P = CommandPosition> extends Pick<CommandProgress, 'onRead'> {
   readonly namespaceId: string;
   readonly rules: PassRules;
-  /** Runs each command of the page's prefixes (claims, the fence, walks, lease deletions). */
+  /** Runs each command it is made of (a page's listing, survey and collection; a collection's claims, fence, walks). */
   readonly execute: CollectorExecutor;
-  readonly onProgress?: (at: PageCollection) => void;
+  readonly onProgress?: (at: P) => void;
 }
 
 /**
@@ -402,7 +407,7 @@ const awaitsOwnedWalk = (p: PrefixAt | 'done' | null): p is PrefixAt =>
  */
 export async function collectPrefixes(
   command: CommandOf<'collectPrefixes'>,
-  { namespaceId: namespace, rules, execute, onProgress }: PageRun,
+  { namespaceId: namespace, rules, execute, onProgress }: PageRun<PageCollection>,
 ): Promise<GcReport> {
   const { prefixes, rootGeneration, from: resume } = command;
   let report = resume?.report ?? emptyReport(rules.nowMs, rules.dryRun);
@@ -471,26 +476,82 @@ export async function collectPrefixes(
   return report;
 }
 
+/**
+ * Where a page's run stands; plain data, so it travels in heartbeats and failure details, and a retried `runPage`
+ * goes on with the command the page awaits, resumed at `at`: the commands it finished are not run again.
+ */
+export interface PageStep {
+  /** The pass as the page's finished commands left it. */
+  readonly pass: NamespacePass;
+  /** The command the page awaits, the next in plan order. */
+  readonly command: CollectorCommand;
+  /** How many of the page's commands are finished (the awaited one is the next). */
+  readonly done: number;
+  /** Where the awaited command stood when it last told (a walk's, a page collection's position). */
+  readonly at?: CommandPosition;
+  /**
+   * The awaited command's activity failed for good with the page's: it comes to what its own row says that failure
+   * means, as if it had been its own activity.
+   */
+  readonly failed?: CommandFailure;
+}
+
+/** What the awaited command of a page that failed for good comes to, as its row says (src/collector/commands). */
+export type FailedInFlight = (
+  command: CollectorCommand,
+  failure: CommandFailure,
+  progress: { readonly onProgress: (position: CommandPosition) => void },
+) => Promise<CollectorResult>;
+
+/**
+ * Runs a namespace's plan from a page boundary (or its start) to the next one (or its end), one command after the
+ * other in plan order, each through `page.execute`: the order of the plan is the order of the page's requests, so a
+ * claim, the root fence and the walks it guards keep theirs. Tells `onProgress` where it stands after each command
+ * and whenever the command in flight tells its own position.
+ */
+export async function runPage(
+  command: CommandOf<'runPage'>,
+  { execute, onProgress, onRead }: PageRun<PageStep>,
+  failedInFlight: FailedInFlight,
+): Promise<ResultOf<'runPage'>> {
+  const { from } = command;
+  let step: NamespaceStep = from
+    ? { pass: from.pass, next: 'command', command: from.command }
+    : planNamespace(command.pass, undefined);
+  let [done, at, failed] = [from?.done ?? 0, from?.at, from?.failed];
+  while (step.next === 'command') {
+    const { pass, command: awaited } = step;
+    const told = (position?: CommandPosition) => {
+      at = position;
+      onProgress?.({ pass, command: awaited, done, ...(at !== undefined && { at }) });
+    };
+    const resumed = resumedAt(awaited, at);
+    if (!from || done > from.done) told(undefined);
+    const result = failed
+      ? await failedInFlight(resumed, failed, { onProgress: told })
+      : await execute(resumed, { onProgress: told, ...(onRead && { onRead }) });
+    [step, done, at, failed] = [planNamespace(pass, result), done + 1, undefined, undefined];
+  }
+  return { kind: 'pageRun', pass: step.pass, next: step.next };
+}
+
 /** Called at every page boundary with the pass as it stands (show progress, continue as new). */
 export type AtPageEnd = (pass: NamespacePass) => Promise<void>;
 
-/** Runs a namespace's plan to the end, each command through `execute` (a page's prefixes as one `collectPrefixes`). */
+/**
+ * Runs a namespace's plan to the end, a page at a time through `execute` (one `runPage` a page: its listing, survey
+ * and collection).
+ */
 export async function runNamespacePass(
   start: NamespacePass,
   execute: CollectorExecutor,
   atPageEnd: AtPageEnd,
 ): Promise<GcReport> {
-  for (let step = planNamespace(start, undefined); ;) {
-    switch (step.next) {
-      case 'done':
-        return step.pass.report;
-      case 'pageDone':
-        await atPageEnd(step.pass);
-        step = planNamespace(step.pass, undefined);
-        break;
-      case 'command':
-        step = planNamespace(step.pass, await execute(step.command));
-        break;
-    }
+  for (let pass = start; ;) {
+    const result = await execute({ kind: 'runPage', pass });
+    if (result.kind !== 'pageRun') throw new PlanOutOfStepError('a page run', result.kind);
+    if (result.next === 'done') return result.pass.report;
+    await atPageEnd(result.pass);
+    pass = result.pass;
   }
 }

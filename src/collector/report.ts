@@ -53,13 +53,19 @@ export interface NamespaceRootProblem extends RootProblem {
  * {@link REPORT_LIST_BYTES} of JSON each, every key and message in them {@link bounded}; counts are complete.
  */
 export interface GcReport {
+  /** The pass's one clock (ms since the epoch): every age the pass judged is counted to it. */
   readonly nowMs: number;
+  /** True when nothing was claimed or deleted: what is counted is what a pass would have done. */
   readonly dryRun: boolean;
+  /** Counts over every namespace: complete, however long the lists. */
   readonly totals: GcTotals;
+  /** Namespaces whose pass stopped at a corrupt lease, deleting nothing there. */
   readonly corruptNamespaces: readonly string[];
+  /** The corrupt leases found, with the reason each could not be read. */
   readonly corruptLeases: readonly CorruptLease[];
   /** Prefixes whose walk failed (their lease was still deleted) and namespaces whose pass failed. */
   readonly failures: readonly { readonly key: string; readonly message: string }[];
+  /** Keys under a namespace that no rule names: left alone, listed for an operator. */
   readonly unrecognisedKeys: readonly string[];
   /** Why each skipped namespace was skipped. */
   readonly rootProblems: readonly NamespaceRootProblem[];

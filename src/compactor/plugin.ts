@@ -304,12 +304,18 @@ export async function withCheckedProgress<T>(
 
 /** One attempt of a compaction, as the worker hands it to a {@link Compactor}. */
 export interface CompactionAttempt<P> {
+  /** The job: its namespace, group and id, which name the prefix its outputs go under. */
   readonly job: CompactionJob;
   /**
    * The group's segments when the job started, in the root's order (a later one wins a tie, by the reference's rule).
    */
   readonly inputs: readonly string[];
+  /**
+   * The store to read inputs from and stage outputs to; it refuses writes outside the job's staged segment keys and
+   * after the attempt ended.
+   */
   readonly store: StagedStore;
+  /** The worker's bounds on the merge: output size, fan-in, output format. */
   readonly limits: MergeLimits;
   /**
    * The progress the last attempt heartbeated, or undefined on the first attempt. Unchecked: it may
@@ -346,7 +352,9 @@ export interface CompactionOutputs {
    * Absent with tombstone segments: publication always names them, and the tombstones are kept.
    */
   readonly tombstoneSeqFloor?: number;
+  /** Records written to `outputs`, as the run's result reports them. */
   readonly recordsOut: number;
+  /** Bytes of `outputs` as stored. */
   readonly bytesOut: number;
 }
 
@@ -365,5 +373,6 @@ export interface CompactionOutputs {
  * lists, and publication refuses one that returns none (a compactor that lost its work).
  */
 export interface Compactor<P = unknown> {
+  /** Merges the attempt's inputs into staged outputs, resuming from `attempt.resume` when given. */
   compact(attempt: CompactionAttempt<P>): Promise<CompactionOutputs>;
 }

@@ -213,11 +213,37 @@ export const WORKER_SETTINGS = {
     default: 3,
     doc: 'how many times a fenced job runs again as a new job before the workflow reports `fenced`',
   },
-  /** @default 5 */
+  /**
+   * Each race costs a root GET, a lease GET, a lease PUT and a root PUT; a lost publication costs its
+   * whole compaction. With the waits between races, 200 groups of one namespace publishing in the same
+   * second all publish (docs/performance.md).
+   * @default 15
+   */
   maxRootRaces: {
     ...count(1),
-    default: 5,
+    env: 'COMPACTION_MAX_ROOT_RACES',
+    default: 15,
     doc: 'lost root races a publication retries before it reports `superseded`',
+  },
+  /** @default 100 */
+  rootRaceBackoffMs: {
+    ...ms(),
+    env: 'COMPACTION_ROOT_RACE_BACKOFF_MS',
+    default: 100,
+    doc: 'after the n-th lost root race a publication waits a random time up to this × 2^(n − 1) (at most the cap)',
+  },
+  /**
+   * Every wait of one publication together stays within one operation deadline (races × cap), of the
+   * four its activity's timeout holds beside the budget: the publish activity sends no heartbeat, so
+   * only that timeout bounds it.
+   * @default min(10_000, deadline / races) = 10_000
+   */
+  rootRaceBackoffMaxMs: {
+    ...ms(0),
+    env: 'COMPACTION_ROOT_RACE_BACKOFF_MAX_MS',
+    derive: (v: Pick<Timing, 'operationDeadlineMs'> & { maxRootRaces: number }) =>
+      Math.min(10_000, Math.floor(v.operationDeadlineMs / v.maxRootRaces)),
+    doc: 'the longest wait between two root races of a publication; races × this must fit in one operation deadline',
   },
   /** @default 2_592_000_000 (30 days) */
   manifestRetentionMs: {

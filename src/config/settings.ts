@@ -17,6 +17,7 @@ export class SettingsError extends TypedError {
  * defaults.
  */
 export interface CompactionSettings {
+  /** Refresh, expiry, graces and budgets, checked together by {@link resolveTiming}. */
   readonly timing: Timing;
   /** Written into `owner_id` of every lease, for an operator reading the object. */
   readonly ownerId: string;
@@ -46,6 +47,13 @@ export interface CompactionSettings {
   readonly maxFencedRuns: number;
   /** Lost root races a publication retries before it reports `superseded`. */
   readonly maxRootRaces: number;
+  /** The first wait after a lost root race; each later one may double, up to {@link rootRaceBackoffMaxMs}. */
+  readonly rootRaceBackoffMs: number;
+  /**
+   * The longest wait between two root races; `maxRootRaces` of them fit in one operation deadline (the publication's
+   * activity timeout holds four beside the budget).
+   */
+  readonly rootRaceBackoffMaxMs: number;
   /**
    * How long the collector keeps a pass's deletion manifests (from the pass's clock) before a later pass reclaims them.
    * Default 30 days ({@link WORKER_SETTINGS} holds every default).
@@ -93,6 +101,12 @@ export function resolveSettings(
       `unsafe timing: ${TIMING_ENV.leaseExpiryMs} (${resolved.leaseExpiryMs}) must be at least ${TIMING_ENV.leaseRefreshIntervalMs} + ` +
         `${SETTINGS_ENV.heartbeatTimeoutMs} + ${KEEPER_RETRY_DELAY_MS} ms keeper retry delay + ${TIMING_ENV.operationDeadlineMs} (${minimumExpiryMs}): ` +
         'a job whose lease keeper died before a refresh would expire before its retried keeper refreshes',
+    );
+  }
+  if (s.maxRootRaces * s.rootRaceBackoffMaxMs > resolved.operationDeadlineMs) {
+    throw new SettingsError(
+      `${SETTINGS_ENV.maxRootRaces} (${s.maxRootRaces}) × ${SETTINGS_ENV.rootRaceBackoffMaxMs} (${s.rootRaceBackoffMaxMs}) must be at most ${TIMING_ENV.operationDeadlineMs} (${resolved.operationDeadlineMs}): ` +
+        "a publication's waits between root races would take more of its activity's timeout than one store request may",
     );
   }
   // The owner is the process: the one default the declaration cannot hold.

@@ -218,6 +218,7 @@ async function checkPublicationAndCollector(
       const outcome = await publishCompaction(store, request, {
         budgetMs: 60_000,
         maxRootRaces: 3,
+        raceBackoff: { firstMs: 10, maxMs: 100 },
         clock,
         codec: rootCodec,
       });

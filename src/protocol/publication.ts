@@ -6,6 +6,8 @@
  * retried activity and after every failed CAS) the root is read to see whether it already holds this
  * job's publication; that read comes before the refresh, so nothing writes the lease after publication.
  */
+import { setTimeout } from 'node:timers/promises';
+import type { CompactionSettings } from '../config/settings';
 import { TypedError } from '../errors';
 import { leaseKey, rootKey, type FamilyGroup } from '../keys';
 import { encodeRootForWrite, groupSegments, planPublication, rootIndex, type RootCodec, type RootState } from '../root';
@@ -57,6 +59,24 @@ export interface PublicationClock {
   readonly leaseClockMs: () => number;
   /** Monotonic clock for the budget. */
   readonly elapsedMs: () => number;
+  /**
+   * Waits between lost root races: a simulation's virtual time, or a timer.
+   * @default node:timers/promises `setTimeout`
+   */
+  readonly sleep?: (ms: number) => Promise<void>;
+  /**
+   * Each wait's jitter, uniform in [0, 1): a simulation's seeded draws, or `Math.random`.
+   * @default Math.random
+   */
+  readonly random?: () => number;
+}
+
+/** The waits between lost root races: exponential, with full jitter. */
+export interface RaceBackoff {
+  /** The most the first wait may be (`rootRaceBackoffMs`); each later one's most doubles. */
+  readonly firstMs: number;
+  /** The most any wait may be (`rootRaceBackoffMaxMs`). */
+  readonly maxMs: number;
 }
 
 /** How a publication runs: its limits, its clocks and the root's codec. */
@@ -65,10 +85,20 @@ export interface PublicationOptions {
   readonly budgetMs: number;
   /** Root races lost before the job ends `superseded` (`maxRootRaces`). */
   readonly maxRootRaces: number;
+  readonly raceBackoff: RaceBackoff;
   readonly clock: PublicationClock;
   /** How the root is read and written: the worker's, as for every root read and write. */
   readonly codec: RootCodec;
 }
+
+/** A worker's publication limits, from its settings. */
+export const publicationLimits = (
+  s: Pick<CompactionSettings, 'timing' | 'maxRootRaces' | 'rootRaceBackoffMs' | 'rootRaceBackoffMaxMs'>,
+): Pick<PublicationOptions, 'budgetMs' | 'maxRootRaces' | 'raceBackoff'> => ({
+  budgetMs: s.timing.publicationBudgetMs,
+  maxRootRaces: s.maxRootRaces,
+  raceBackoff: { firstMs: s.rootRaceBackoffMs, maxMs: s.rootRaceBackoffMaxMs },
+});
 
 /** Every attempt first reads the root and asks whether an earlier one (a retried activity's too) already published. */
 export async function publishCompaction(
@@ -89,7 +119,12 @@ export async function publishCompaction(
   leaseKey(request.namespaceId, request.jobId);
   // Every root this activity sent by CAS: with no outputs, the only evidence that one landed.
   const sent: RootState[] = [];
+  const { sleep = setTimeout, random = Math.random } = clock;
   for (let race = 0; ; race++) {
+    // The losers of one CAS would all read the root again at once and race again: each waits a random
+    // time first, so the next round's reads spread out. Before the read, so the budget (counted from
+    // the refresh) does not spend it; the last lost race only reads whether its CAS landed after all.
+    if (race > 0 && race < limits.maxRootRaces) await sleep(raceDelayMs(limits.raceBackoff, race, random));
     // WARN: the root the CAS is conditional on is read before the refresh. A claim of the lease comes
     // after a refresh that succeeded, and the collector fences the root after its claim and before it
     // deletes anything (spec 6b), so a CAS on a root read before the refresh fails its precondition
@@ -148,6 +183,13 @@ export async function publishCompaction(
     }
   }
 }
+
+/**
+ * The wait after `lost` root races (from 1): full jitter, uniform up to `firstMs` × 2^(lost − 1) and
+ * never more than `maxMs`, so `n` losers spread over a window that grows until they fit in it.
+ */
+export const raceDelayMs = (backoff: RaceBackoff, lost: number, random: () => number): number =>
+  Math.floor(random() * Math.min(backoff.maxMs, backoff.firstMs * 2 ** (lost - 1)));
 
 /** What a settled publication came to: the root names it, or it is certain never to. */
 export type SettledPublication =

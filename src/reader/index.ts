@@ -24,16 +24,21 @@ export type LiveRecord = Extract<SegmentRecord, { readonly value: string }>;
 
 /** A family group of a namespace, by its ids: both are checked (`InvalidKeyError`) before any request. */
 export interface GroupRef {
+  /** The namespace whose root lists the group. */
   readonly namespaceId: string;
+  /** The family group. */
   readonly group: string;
 }
 
 /** A group as one root showed it: the segments to read, all from the same root read. */
 export interface GroupSnapshot {
+  /** The namespace whose root was read. */
   readonly namespaceId: NamespaceId;
+  /** The family group. */
   readonly group: FamilyGroup;
   /** The root's generation and ETag at the read: a later read with another ETag may name other segments. */
   readonly rootGeneration: number;
+  /** The ETag of the root object that was read. */
   readonly rootEtag: string;
   /** The group's live segments; the empty list for a group the root does not name. */
   readonly segments: readonly string[];

@@ -59,8 +59,11 @@ export class InvalidSegmentInputError extends TypedError implements SegmentInput
 
 /** What {@link InvalidSegmentInputError} refused, in which group, and why. */
 export interface SegmentInputRefusal {
+  /** The namespace of the group written or looked up. */
   readonly namespaceId: string;
+  /** The family group. */
   readonly group: string;
+  /** What is wrong, naming the record or key at fault. */
   readonly reason: string;
   /** Index in the caller's list of the first record at fault, when one is. */
   readonly recordIndex?: number;

@@ -118,6 +118,7 @@ export interface ObjectStore {
    * no connection while it is not being read, so any number may be open at once.
    */
   getStream(key: string, options?: StreamOptions): Promise<StreamedObject>;
+  /** An object's ETag, size and LastModified without its body; throws {@link NotFoundError}. */
   head(key: string): Promise<ObjectInfo>;
   /** Create only if absent (`If-None-Match: *`); {@link PreconditionFailedError} when it exists. */
   putIfAbsent(key: string, body: Uint8Array): Promise<{ etag: string }>;
@@ -128,6 +129,7 @@ export interface ObjectStore {
   putIfMatch(key: string, body: Uint8Array, etag: string): Promise<{ etag: string }>;
   /** Unconditional write, for immutable objects under a fresh key (segments). */
   put(key: string, body: Uint8Array): Promise<{ etag: string }>;
+  /** One page of the keys under a prefix, in key order; `nextCursor` when there is another. */
   list(request: ListRequest): Promise<ListPage>;
   /**
    * Deletes in requests of at most {@link MAX_KEYS_PER_REQUEST} keys; per-key errors are returned, not thrown, except a
@@ -147,6 +149,7 @@ export interface ObjectStore {
   verifyAccess(): Promise<void>;
   /** Whether deletions leave noncurrent versions behind; never throws (`unknown` instead). */
   versioning(): Promise<BucketVersioning>;
+  /** Releases the adapter's sockets or file; no call after it. */
   close(): Promise<void>;
 }
 

@@ -52,11 +52,13 @@ import { inSixteenths } from './slices';
 
 /** The bucket, the AWS SDK client's configuration and the adapter's bounds on sockets and reads. */
 export interface S3StoreOptions {
+  /** The bucket every key lives in. */
   readonly bucket: string;
   /**
    * A ready client (tests add middleware to it); otherwise one is built from `clientConfig` and the SDK's environment.
    */
   readonly client?: S3Client;
+  /** The AWS SDK client's configuration (region, endpoint, credentials), when `client` is not given. */
   readonly clientConfig?: S3ClientConfig;
   /** Deadline of one request until its response arrives, including the SDK's own retries. */
   readonly operationDeadlineMs?: number;

@@ -42,11 +42,17 @@ export interface StartWorkerFromEnvOptions extends StartWorkerOptions {
 
 /** A running worker started from the environment: its store (for the writer and the readers) and how to stop it. */
 export interface WorkerFromEnv {
+  /** The Temporal worker, running. */
   readonly worker: Worker;
+  /** The store it works on, also the service's writer's and readers' store; closed by {@link WorkerFromEnv.stop}. */
   readonly store: ObjectStore;
+  /** Its timings and bounds, as read from the environment. */
   readonly settings: CompactionSettings;
+  /** The Temporal address and namespace it connected to. */
   readonly temporal: TemporalTarget;
+  /** Which activities it registered. */
   readonly role: WorkerRole;
+  /** The task queue it polls. */
   readonly taskQueue: string;
   /** Settles when the worker has stopped: after {@link stop}, or SIGINT / SIGTERM. */
   readonly running: Promise<void>;

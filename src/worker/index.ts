@@ -42,8 +42,11 @@ export { FORMAT_MODULE_ENV, FormatModuleError, loadFormatModule, type FormatModu
  * A worker's store, settings, Temporal connection and plug-ins; every option not given is read as the environment says.
  */
 export interface CreateWorkerOptions {
+  /** The object store its activities work on; the caller closes it after the worker stops. */
   readonly store: ObjectStore;
+  /** Timings and bounds, from {@link resolveSettings} or {@link settingsFromEnv}. */
   readonly settings: CompactionSettings;
+  /** The Temporal connection it polls through, the caller's to close. */
   readonly connection: NativeConnection;
   /** Default: the Temporal namespace the environment names (`TEMPORAL_NAMESPACE`, profile), else `default`. */
   readonly namespace?: string;

@@ -58,10 +58,15 @@ export type CompactionOutcomeName = 'published' | 'unchanged' | 'fenced' | 'aban
 
 /** How a compaction run ended (`outcome`) and what it did: its job, inputs, outputs and counts. */
 export interface CompactionResult {
+  /** How the run ended (see {@link CompactionOutcomeName}). */
   readonly outcome: CompactionOutcomeName;
+  /** The namespace of the group. */
   readonly namespaceId: string;
+  /** The family group compacted. */
   readonly group: string;
+  /** The last job's id: its lease and staged segments are under its prefix. */
   readonly jobId: string;
+  /** Jobs of this run fenced before the last one, each followed by a new job. */
   readonly fencedJobIds: readonly string[];
   /**
    * How many input segments the job read; their keys are in its input list, never in a payload (a group may have
@@ -70,14 +75,21 @@ export interface CompactionResult {
   readonly inputCount: number;
   /** The key of the job's input list under its prefix, which the collector reclaims with the prefix. */
   readonly inputList: string;
+  /**
+   * The job's output segments in the group's order: the root names them when `published`; otherwise the collector
+   * reclaims them with the job's prefix.
+   */
   readonly outputs: readonly string[];
   /**
    * The job's staged tombstone segments: the root names them after the outputs only when segments were registered
    * during the job.
    */
   readonly tombstones: readonly string[];
+  /** Records in `outputs`, as the compactor counted them. */
   readonly recordsOut: number;
+  /** Bytes of `outputs` as stored. */
   readonly bytesOut: number;
+  /** Why a run ended as it did, when the outcome alone does not say (the fence's reason, the inputs that left). */
   readonly detail?: string;
 }
 

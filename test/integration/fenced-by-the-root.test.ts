@@ -91,6 +91,7 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
       {
         budgetMs: 60_000,
         maxRootRaces: 3,
+        raceBackoff: { firstMs: 10, maxMs: 100 },
         clock: { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
         codec: jsonRootCodec,
       },
@@ -288,6 +289,7 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
     const stuck = publishCompaction(minio.viaProxy, request, {
       budgetMs: 60_000,
       maxRootRaces: 1,
+      raceBackoff: { firstMs: 10, maxMs: 100 },
       clock: { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
       codec: jsonRootCodec,
     });
@@ -308,6 +310,7 @@ describe('every deletion fenced by the root, on MinIO through the fault proxy', 
       publishCompaction(minio.viaProxy, request, {
         budgetMs: 60_000,
         maxRootRaces: 3,
+        raceBackoff: { firstMs: 10, maxMs: 100 },
         clock: { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
         codec: jsonRootCodec,
       }),

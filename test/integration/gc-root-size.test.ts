@@ -107,7 +107,7 @@ describe('a root past the size readers accept', () => {
     const publication = publishCompaction(
       store,
       { namespaceId: ns, jobId, group, inputs, outputs },
-      { budgetMs: 60_000, maxRootRaces: 3, clock, codec: jsonRootCodec },
+      { budgetMs: 60_000, maxRootRaces: 3, raceBackoff: { firstMs: 10, maxMs: 100 }, clock, codec: jsonRootCodec },
     );
     const refused = await publication.catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(RootTooLargeError);

@@ -238,6 +238,11 @@ describe('collector pass', () => {
     }
   };
   const exists = async (key: string) => (await keysUnder(key)).includes(key);
+  /** The activity types a run scheduled, in order. */
+  const scheduledActivities = async (workflowId: string): Promise<string[]> =>
+    ((await client.workflow.getHandle(workflowId).fetchHistory()).events ?? []).flatMap(
+      (e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? [],
+    );
   /** Waits until objects written before this call are older than the staging grace by the store's clock. */
   const ageBeyondStagingGrace = () => sleep(stagingGraceMs + 500);
 
@@ -586,14 +591,51 @@ describe('collector pass', () => {
     // The page's one root fence, after its claims: its retried attempt goes on from it and does not fence again.
     expect(seen.cas.filter((key) => key === rootKey(ns))).toHaveLength(1);
     expect(await keysUnder(compactionsPrefix(ns))).toEqual([]);
-    const history = await client.workflow.getHandle(`${workflowId}/${ns}`).fetchHistory();
-    const activities = (history.events ?? []).flatMap((e) =>
-      e.activityTaskScheduledEventAttributes?.activityType?.name
-        ? [e.activityTaskScheduledEventAttributes.activityType.name]
-        : [],
-    );
-    expect(activities.filter((name) => name === 'collectPrefixes')).toHaveLength(1);
-    expect(activities.filter((name) => ['claimLease', 'reclaimPrefix', 'deleteLease'].includes(name))).toEqual([]);
+    const activities = await scheduledActivities(`${workflowId}/${ns}`);
+    expect(activities.filter((name) => name === 'runPage')).toHaveLength(1);
+    expect(
+      activities.filter((name) => ['collectPrefixes', 'claimLease', 'reclaimPrefix', 'deleteLease'].includes(name)),
+    ).toEqual([]);
+    await expectReplays(client, `${workflowId}/${ns}`);
+  });
+
+  it("a page's commands run in one activity, and an attempt that fails half-way through goes on from its heartbeat: only the command in flight runs again", async () => {
+    const ns = newNamespace();
+    const jobs = Array.from({ length: 4 }, () => newJobId()).sort();
+    for (const job of jobs) await stage(ns, job, 1);
+    await ageBeyondStagingGrace();
+    for (const job of jobs) await writeLease(ns, job, Date.now() - leaseExpiryMs - 1000);
+    // The first walk's delete fails as a lost connection would (retryable): by then the page has listed, read the
+    // root, surveyed, claimed all four and fenced the root, one command after the other in one attempt.
+    let fired = 0;
+    faults.beforeDelete = async (keys) => {
+      if (fired > 0 || !keys.some((key) => key.startsWith(jobPrefix(ns, jobs[0]!)))) return;
+      fired++;
+      throw new StoreUnavailableError(jobPrefix(ns, jobs[0]!), 'connection reset (injected)');
+    };
+    const workflowId = uniqueId('gc-pass');
+
+    const report = await pass({ namespaces: [ns], prefixConcurrency: 1 }, workflowId);
+
+    expect(fired).toBe(1);
+    expect(report.totals).toMatchObject({ prefixesSeen: 4, claimed: 4, objectsDeleted: 4, leasesDeleted: 4 });
+    expect(report.totals.failedPrefixes).toBe(0);
+    expect(await keysUnder(compactionsPrefix(ns))).toEqual([]);
+    // Ran once: the listing, the survey (a lease's second GET is its release's), each claim and the fence.
+    expect(seen.lists.filter((l) => l.prefix === compactionsPrefix(ns))).toHaveLength(1);
+    for (const job of jobs)
+      expect(
+        seen.gets.filter((key) => key === leaseKey(ns, job)),
+        job,
+      ).toHaveLength(2);
+    expect(seen.claims.sort()).toEqual(jobs.map((job) => leaseKey(ns, job)).sort());
+    expect(seen.cas.filter((key) => key === rootKey(ns))).toHaveLength(1);
+    // Ran twice: the walk in flight, and no other.
+    const walks = (job: string) => seen.lists.filter((l) => l.prefix === jobPrefix(ns, jobId(job))).length;
+    expect(jobs.map(walks)).toEqual([2, 1, 1, 1]);
+    expect(await scheduledActivities(`${workflowId}/${ns}`)).toEqual(['runPage']);
+    const { events } = await client.workflow.getHandle(`${workflowId}/${ns}`).fetchHistory();
+    expect((events ?? []).flatMap((e) => e.activityTaskStartedEventAttributes?.attempt ?? [])).toEqual([2]);
     await expectReplays(client, `${workflowId}/${ns}`);
   });
 
@@ -668,12 +710,7 @@ describe('collector pass', () => {
     const walks = seen.lists.filter((l) => l.prefix === jobPrefix(faulty, walker));
     expect(walks.filter((l) => l.startAfter === undefined && l.cursor === undefined)).toHaveLength(1);
     expect(walks.filter((l) => l.startAfter === walked[2])).toHaveLength(1);
-    const history = await client.workflow.getHandle(`${workflowId}/${faulty}`).fetchHistory();
-    const activities = (history.events ?? []).flatMap((e) =>
-      e.activityTaskScheduledEventAttributes?.activityType?.name
-        ? [e.activityTaskScheduledEventAttributes.activityType.name]
-        : [],
-    );
+    const activities = await scheduledActivities(`${workflowId}/${faulty}`);
     const scheduled = (name: string) => activities.filter((n) => n === name).length;
     // The page's one activity, then the fallback's from where each prefix stood: no claim and no second fence (the page
     // made
@@ -682,8 +719,10 @@ describe('collector pass', () => {
     // claimer's lease. (How many walks the page finished varies: a walk gives up its lane while its manifest part is
     // written.)
     expect(
-      Object.fromEntries(['collectPrefixes', 'claimLease', 'fenceRoot'].map((name) => [name, scheduled(name)])),
-    ).toEqual({ collectPrefixes: 1, claimLease: 0, fenceRoot: 0 });
+      Object.fromEntries(
+        ['runPage', 'collectPrefixes', 'claimLease', 'fenceRoot'].map((name) => [name, scheduled(name)]),
+      ),
+    ).toEqual({ runPage: 1, collectPrefixes: 0, claimLease: 0, fenceRoot: 0 });
     expect(scheduled('reclaimPrefix')).toBeGreaterThanOrEqual(1);
     expect(scheduled('deleteLease')).toBe(scheduled('reclaimPrefix') + 1);
     await expectReplays(client, `${workflowId}/${faulty}`);
@@ -967,6 +1006,7 @@ describe('collector pass', () => {
           {
             budgetMs: settings.timing.publicationBudgetMs,
             maxRootRaces: 3,
+            raceBackoff: { firstMs: 10, maxMs: 100 },
             clock: { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - startedAt },
             codec: format.plugins.rootCodec,
           },

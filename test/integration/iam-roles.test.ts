@@ -274,6 +274,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
       {
         budgetMs: publicationBudgetMs,
         maxRootRaces: 3,
+        raceBackoff: { firstMs: 10, maxMs: 100 },
         clock: { leaseClockMs: Date.now, elapsedMs: () => performance.now() - startedAt },
         codec: jsonRootCodec,
       },
@@ -496,7 +497,7 @@ describe('the IAM policies of docs/security.md on MinIO', () => {
           activityWorkers: [identity.collector],
           workflowWorkers: [identity.collector],
         });
-        expect(child.activityTypes, ns).toContain('surveyLeases');
+        expect(child.activityTypes, ns).toContain('runPage');
         // Deterministic with the queue in its commands: the recorded run replays.
         await expectReplays(client, `${pass.workflowId}/${ns}`);
       }

@@ -213,13 +213,20 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
   if (!plan.publishes) return 'stopped';
   await run.idle(actor);
   publishing = true;
-  const clock = { leaseClockMs: run.clock.now, elapsedMs: run.clock.now };
+  // A wait between root races is an idle gate: the scheduler may run anything, and move the clock, meanwhile.
+  const clock = {
+    leaseClockMs: run.clock.now,
+    elapsedMs: run.clock.now,
+    sleep: () => run.idle(actor),
+    random: () => 0.5,
+  };
   const request = { ...job, group: plan.group, inputs, outputs };
   return (
     await retrying(run, actor, () =>
       publishCompaction(store, request, {
         budgetMs: timing.publicationBudgetMs,
         maxRootRaces: 3,
+        raceBackoff: { firstMs: 100, maxMs: 1000 },
         clock,
         codec: jsonRootCodec,
       }),
@@ -230,9 +237,10 @@ async function runJob(run: Run, plan: JobPlan, index: number): Promise<keyof Out
 /**
  * One pass as gcNamespaceWorkflow runs it: the same plan (corruption scan, survey, claim with the
  * survey's ETag, reclaim, lease last), its commands executed against the store, each retried like
- * its activity. A page's prefixes are one `collectPrefixes`, retried from where it stood as from
- * the activity's heartbeat; once its retries are spent, each prefix goes on command by command, as
- * the workflow does. Pages of two prefixes, two at a time, so runs with several jobs take the scan phase.
+ * its activity. A page's commands are one `runPage` (its prefixes one `collectPrefixes` in it), retried from where it
+ * stood as from the activity's heartbeat; once its retries are spent, the command in flight comes to what its row
+ * says and the page goes on command by command, as the workflow does. Pages of two prefixes, two at a time, so runs
+ * with several jobs take the scan phase.
  */
 async function collectPass(run: Run, actor: string, store: ObjectStore, pass: number): Promise<void> {
   const nowMs = run.clock.now();

@@ -1,9 +1,9 @@
 /**
- * The package's two entry points as a consumer loads them: `npm pack` (prepack builds it), the
- * tarball installed into an empty project with its peers from the registry, then `compaction-lease`
- * and `compaction-lease/testing` loaded by `require` and by ESM `import`. And the tarball's lib/
- * holds only what an entry point reaches (the main entry, ./testing, the CLI, and the workflows a
- * worker bundles by path), following the built files' own imports.
+ * The package's three entry points as a consumer loads them: `npm pack` (prepack builds it), the
+ * tarball installed into an empty project with its peers from the registry, then `compaction-lease`,
+ * `compaction-lease/errors` and `compaction-lease/testing` loaded by `require` and by ESM `import`. And the
+ * tarball's lib/ holds only what an entry point reaches (the main entry, ./errors, ./testing, the CLI,
+ * and the workflows a worker bundles by path), following the built files' own imports.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -19,13 +19,16 @@ const root = join(__dirname, '..', '..');
 const PROBE = `
   const main = ENTRY('compaction-lease');
   const testing = ENTRY('compaction-lease/testing');
+  const errors = ENTRY('compaction-lease/errors');
   console.log(JSON.stringify({
-    main: [typeof main.startCompaction, typeof main.writeInputSegment, typeof main.shrunkTiming],
+    main: [typeof main.startCompaction, typeof main.writeInputSegment, typeof main.shrunkTiming, typeof main.RootCorruptError],
+    errors: [typeof errors.RootCorruptError, errors.NoWorkerPollingError.prototype instanceof errors.TypedError, typeof errors.startCompaction],
     testing: [typeof testing.startTemporalDevServer, typeof testing.shrunkTiming, typeof testing.checkFormat, typeof testing.startCompaction],
   }));
 `;
 const EXPECTED = {
-  main: ['function', 'function', 'undefined'],
+  main: ['function', 'function', 'undefined', 'undefined'],
+  errors: ['function', true, 'undefined'],
   testing: ['function', 'function', 'function', 'undefined'],
 };
 
@@ -68,14 +71,14 @@ describe('the packed package', () => {
     });
   }, 600_000);
 
-  it('loads compaction-lease and compaction-lease/testing by require, on Node 24', async () => {
+  it('loads compaction-lease, compaction-lease/errors and compaction-lease/testing by require, on Node 24', async () => {
     const { stdout } = await run('node', ['-e', `const ENTRY = require;${PROBE}`], { cwd: project });
     expect(process.version).toMatch(/^v24\./);
     expect(JSON.parse(stdout)).toEqual(EXPECTED);
   });
 
-  it('loads both by ESM import, every name of the CommonJS build found by Node', async () => {
-    const esm = `const ENTRY = (name) => modules[name];\nconst modules = { 'compaction-lease': await import('compaction-lease'), 'compaction-lease/testing': await import('compaction-lease/testing') };${PROBE}`;
+  it('loads all three by ESM import, every name of the CommonJS build found by Node', async () => {
+    const esm = `const ENTRY = (name) => modules[name];\nconst modules = { 'compaction-lease': await import('compaction-lease'), 'compaction-lease/errors': await import('compaction-lease/errors'), 'compaction-lease/testing': await import('compaction-lease/testing') };${PROBE}`;
     const { stdout } = await run('node', ['--input-type=module', '-e', esm], { cwd: project });
     expect(JSON.parse(stdout)).toEqual(EXPECTED);
     const named = `import { startCompaction } from 'compaction-lease'; import { startMinio } from 'compaction-lease/testing'; console.log(typeof startCompaction, typeof startMinio);`;
@@ -96,7 +99,7 @@ describe('the packed package', () => {
       // The workflows, which a worker bundles from their folder (WORKFLOWS_PATH).
       'lib/workflows/index.js',
     ].map((file) => posix.relative('lib', posix.normalize(file)).replace(/\.js$/, ''));
-    expect(entries).toEqual(expect.arrayContaining(['index', 'testing', 'cli/index']));
+    expect(entries).toEqual(expect.arrayContaining(['index', 'error-classes', 'testing', 'cli/index']));
     const reached = reachedFiles(lib, entries);
     const shipped = filesUnder(lib);
     expect(shipped.filter((file) => !reached.has(file))).toEqual([]);

@@ -22,8 +22,8 @@ import {
   type Compactor,
   type NamespaceId,
   type ObjectStore,
-  WriteAfterAttemptError,
 } from '../../src/index';
+import { WriteAfterAttemptError } from '../../src/error-classes';
 import { jobId, newJobId } from '../../src/testing';
 import type { gcWorkflow } from '../../src/workflows/gc';
 import { binaryCompactor, sampleBinaryInputs, textRootCodec, writeBinaryInputs } from '../support/binary-format';

@@ -11,7 +11,7 @@ import { namespaceId, parseCompactionKey, rootKey } from '../../src/keys';
 import { readRoot } from '../../src/protocol';
 import { jsonRootCodec } from '../../src/root';
 import type { SegmentRecord } from '../../src/segments';
-import { createS3ObjectStore, type ObjectStore } from '../../src/store';
+import { createS3ObjectStore } from '../../src/store';
 import { makeInputs, writeInputs } from '../support/records';
 import {
   s3Requests,
@@ -29,21 +29,15 @@ const GROUP = 'inodes';
 describe('a publication that landed unseen', () => {
   let fixture: TestStore;
   let proxy: S3FaultProxy;
-  let faulty: ObjectStore;
   let client: Client;
   let closeClient: () => Promise<void>;
   beforeAll(async () => {
     fixture = await openTestStore('minio');
     proxy = await startS3FaultProxy(fixture.endpoint!.endpoint);
-    faulty = createS3ObjectStore({
-      bucket: fixture.bucket!,
-      client: new S3Client({ ...s3ClientConfig(fixture.endpoint!), endpoint: proxy.endpoint }),
-    });
     ({ client, close: closeClient } = await connectClient());
   });
   afterAll(async () => {
     await closeClient?.();
-    await faulty?.close();
     await fixture?.store.close();
     await proxy?.stop();
   });
@@ -62,6 +56,11 @@ describe('a publication that landed unseen', () => {
     const exchanges: S3Exchange[] = [];
     const stopObserving = proxy.observe((exchange) => exchanges.push(exchange));
     arm(ns);
+    // A client of its own: the SDK's retry quota is per client, and an earlier test's failures would spend this one's.
+    const faulty = createS3ObjectStore({
+      bucket: fixture.bucket!,
+      client: new S3Client({ ...s3ClientConfig(fixture.endpoint!), endpoint: proxy.endpoint }),
+    });
     const running = await startTestWorker(faulty, workerSettings);
     try {
       const handle = await startCompaction(client, { namespaceId: ns, group: GROUP, taskQueue: running.taskQueue });
@@ -72,6 +71,7 @@ describe('a publication that landed unseen', () => {
     } finally {
       stopObserving();
       await running.stop();
+      await faulty.close();
     }
   }
 

@@ -20,7 +20,7 @@ import { uniqueId } from '../support/temporal';
 import { TEST_PASS_ID } from '../support/pass';
 
 const group = familyGroup('attributes');
-const limits = { budgetMs: 1000, maxRootRaces: 3 };
+const limits = { budgetMs: 1000, maxRootRaces: 3, raceBackoff: { firstMs: 10, maxMs: 100 } };
 
 describe.each(TEST_FORMATS)('publication, $name format', (format) => {
   const codec = format.plugins.rootCodec;

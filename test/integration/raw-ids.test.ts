@@ -83,6 +83,7 @@ describe('raw ids at the protocol functions', () => {
           {
             budgetMs: 1000,
             maxRootRaces: 1,
+            raceBackoff: { firstMs: 10, maxMs: 100 },
             clock: { leaseClockMs: () => 2, elapsedMs: () => 0 },
             codec: jsonRootCodec,
           },

@@ -59,6 +59,7 @@ describe('the reader grace counts from visibility, on MinIO through the fault pr
       {
         budgetMs: 60_000,
         maxRootRaces: 3,
+        raceBackoff: { firstMs: 10, maxMs: 100 },
         clock: { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
         codec: jsonRootCodec,
       },

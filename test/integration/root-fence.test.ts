@@ -67,6 +67,7 @@ describe('fencing by the root, on MinIO through the fault proxy', () => {
     const publication = publishCompaction(minio.viaProxy, request, {
       budgetMs: timing.publicationBudgetMs,
       maxRootRaces: 3,
+      raceBackoff: { firstMs: 10, maxMs: 100 },
       clock: { leaseClockMs: () => Date.now(), elapsedMs: () => performance.now() - start },
       codec: jsonRootCodec,
     });

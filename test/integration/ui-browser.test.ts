@@ -298,8 +298,8 @@ describe('the Temporal UI in a real browser', { timeout: 240_000 }, () => {
     await openRun(child, 'history');
     await expectVisible(
       `Collector pass over namespace ${ns}`,
-      `list job prefixes of ${ns}`,
-      `survey ${t.prefixesSeen} leases of ${ns}`,
+      // One page: its scan collects it too (no second phase).
+      `scan a page of job prefixes of ${ns} from the start`,
     );
   });
 

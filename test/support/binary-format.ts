@@ -10,7 +10,6 @@ import {
   inputSegmentKey,
   namespaceId,
   newSegmentId,
-  RootCorruptError,
   rootKey,
   stagedOutputKey,
   updateRoot,
@@ -21,6 +20,7 @@ import {
   type RetiredSegment,
   type RootState,
 } from '../../src/index';
+import { RootCorruptError } from '../../src/error-classes';
 
 export const BINARY_EXTENSION = 'lpb';
 const MAGIC = 'LPB1';

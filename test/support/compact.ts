@@ -91,7 +91,9 @@ export async function publishJob(
     {
       budgetMs: 60_000,
       maxRootRaces: 5,
-      clock: { leaseClockMs: () => Date.now(), elapsedMs: () => 0 },
+      raceBackoff: { firstMs: 10, maxMs: 100 },
+      // No time passes between root races: the tests decide what races, not a timer.
+      clock: { leaseClockMs: () => Date.now(), elapsedMs: () => 0, sleep: () => Promise.resolve() },
       codec: jsonRootCodec,
     },
   );

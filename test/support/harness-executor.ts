@@ -1,9 +1,11 @@
 /**
  * The pass's executor for a harness that stands in for Temporal (the simulator, the interleavings test): each command's
- * activity is `retried` attempts of `attempt`, each resumed where the last stood, a page's commands one attempt each;
+ * activity is `retried` attempts of `attempt`, each resumed where the last stood, a page's commands (and its
+ * collection's) one attempt each;
  * a failure for good means what the command's row says, through the workflow's own `passExecutor`.
  */
 import {
+  byItsCommands,
   passExecutor,
   resumedAt,
   rowOf,
@@ -26,17 +28,14 @@ export interface Harness {
 export function harnessExecutor({ namespaceId, rules, attempt, retried, gaveUp }: Harness): CollectorExecutor {
   /** Where each failed activity stood, as its row says its failure carries it. */
   const stood = new WeakMap<Error, unknown>();
+  /** A page's commands, and its collection's, one attempt each. */
+  const byAttempts = byItsCommands(namespaceId, rules, attempt);
   const activity: CollectorExecutor = async (command) => {
     const row = rowOf(command);
     let position: CommandPosition | undefined;
     const onProgress = (p: CommandPosition) => (position = p);
     try {
-      return await retried(command.kind, () => {
-        const resumed = resumedAt(command, position);
-        return row.byCommands
-          ? row.byCommands(resumed, { namespaceId, rules, execute: attempt, onProgress })
-          : attempt(resumed, { onProgress });
-      });
+      return await retried(command.kind, () => byAttempts(resumedAt(command, position), { onProgress }));
     } catch (err) {
       if (gaveUp(err) && position !== undefined) stood.set(err, row.stood?.(position));
       throw err;

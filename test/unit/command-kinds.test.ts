@@ -12,6 +12,9 @@ import {
   type CollectorCommand,
   type CollectorResult,
   type CommandFailure,
+  type NamespacePass,
+  type PageCollection,
+  type PageStep,
   type PassRules,
   type SurveyedPrefix,
 } from '../../src/collector';
@@ -55,6 +58,24 @@ const executorOver = (activity: (command: CollectorCommand) => Promise<Collector
 const failing = (failure: Partial<CommandFailure> = {}) =>
   new FailedForGood({ message: 'retries spent', activityFailed: true, ...failure });
 
+/** A page's collection of two claimed prefixes where it stood: fenced, the first done, the second awaiting its walk. */
+function halfCollected() {
+  const [done, waiting] = [newJobId(), newJobId()];
+  const prefixes: SurveyedPrefix[] = [done, waiting].map((jobId) => ({ jobId, owner: { owner: 'collector' } }));
+  const stood: PageCollection = {
+    report: emptyReport(rules.nowMs, false),
+    prefixes: [
+      'done',
+      {
+        pass: { namespaceId: 'ns', jobId: waiting, owner: { owner: 'collector' } },
+        command: { kind: 'reclaimPrefix', jobId: waiting },
+      },
+    ],
+    fenced: true,
+  };
+  return { done, waiting, prefixes, stood };
+}
+
 describe('the table of command kinds', () => {
   it('every row is an activity of the collector, named by its kind as histories name it', () => {
     const store = createEmbeddedObjectStore({ path: ':memory:' });
@@ -70,6 +91,7 @@ describe('the table of command kinds', () => {
         'readRoot',
         'reclaimPrefix',
         'reclaimRetiredSegments',
+        'runPage',
         'surveyLeases',
       ].sort(),
     );
@@ -126,24 +148,8 @@ describe('the table of command kinds', () => {
       await expect(execute(command)).rejects.toBeInstanceOf(FailedForGood);
   });
 
-  it('a page that failed for good goes on command by command from where it stood, each command its own activity', async () => {
-    const [done, waiting] = [newJobId(), newJobId()];
-    const prefixes: SurveyedPrefix[] = [
-      { jobId: done, owner: { owner: 'collector' } },
-      { jobId: waiting, owner: { owner: 'collector' } },
-    ];
-    // Where the page stood: fenced, the first prefix done, the second awaiting its walk.
-    const stood = {
-      report: emptyReport(rules.nowMs, false),
-      prefixes: [
-        'done' as const,
-        {
-          pass: { namespaceId: 'ns', jobId: waiting, owner: { owner: 'collector' as const } },
-          command: { kind: 'reclaimPrefix' as const, jobId: waiting },
-        },
-      ],
-      fenced: true,
-    };
+  it("a page's collection that failed for good goes on command by command from where it stood, each command its own activity", async () => {
+    const { waiting, prefixes, stood } = halfCollected();
     const ran: string[] = [];
     const execute = executorOver(async (command) => {
       ran.push(`${command.kind}${'jobId' in command ? ` ${command.jobId}` : ''}`);
@@ -155,5 +161,58 @@ describe('the table of command kinds', () => {
     const result = await execute({ kind: 'collectPrefixes', prefixes });
     expect(ran).toEqual(['collectPrefixes', `reclaimPrefix ${waiting}`, `deleteLease ${waiting}`]);
     expect(result).toMatchObject({ kind: 'collected', report: { totals: { objectsDeleted: 1, leasesDeleted: 1 } } });
+  });
+
+  describe('a page run that failed for good', () => {
+    const { done, waiting, prefixes, stood: collectionStood } = halfCollected();
+    /** The pass in its one page: listed, root read, surveyed; both prefixes claimed and the root fenced. */
+    const pass: NamespacePass = {
+      namespaceId: 'ns',
+      phase: 'scan',
+      after: undefined,
+      rootChecked: true,
+      page: { found: [done, waiting], unrecognised: [], next: undefined },
+      report: emptyReport(rules.nowMs, false),
+    };
+    const collection = { kind: 'collectPrefixes' as const, prefixes };
+
+    it('goes on from its last finished command: the one in flight comes to what its row says of the failure (a collection goes on command by command), the rest of the page one activity per command', async () => {
+      const stood: PageStep = { pass, command: collection, done: 3, at: collectionStood };
+      const ran: string[] = [];
+      const execute = executorOver(async (command) => {
+        ran.push(`${command.kind}${'jobId' in command ? ` ${command.jobId}` : ''}`);
+        if (command.kind === 'runPage') throw failing({ details: stood });
+        if (command.kind === 'reclaimPrefix')
+          return { kind: 'reclaimed', tally: { ...EMPTY_TALLY, objectsDeleted: 1 } };
+        if (command.kind === 'deleteLease') return { kind: 'leaseDeleted' };
+        if (command.kind === 'reclaimRetiredSegments') return { kind: 'retiredFailed', message: 'unreachable' };
+        throw new Error(`unexpected ${command.kind}`);
+      });
+      const result = await execute({ kind: 'runPage', pass: { ...pass, rootChecked: false, page: undefined } });
+      // Not again: the listing, the root read, the survey, the collection's claims and fence.
+      expect(ran).toEqual(['runPage', `reclaimPrefix ${waiting}`, `deleteLease ${waiting}`, 'reclaimRetiredSegments']);
+      expect(result).toMatchObject({
+        kind: 'pageRun',
+        next: 'done',
+        pass: { report: { totals: { objectsDeleted: 1, leasesDeleted: 1, failedPrefixes: 1 } } },
+      });
+    });
+
+    it('fails the namespace where the command in flight is one whose failure has no meaning (a survey); cancelled, too', async () => {
+      const surveying: PageStep = { pass, command: { kind: 'surveyLeases', jobIds: [done, waiting] }, done: 2 };
+      const ran: string[] = [];
+      const execute = executorOver(async (command) => {
+        ran.push(command.kind);
+        throw failing({ details: surveying });
+      });
+      await expect(execute({ kind: 'runPage', pass })).rejects.toBeInstanceOf(FailedForGood);
+      const collecting: PageStep = { pass, command: collection, done: 3, at: collectionStood };
+      const cancelled = executorOver(async (command) => {
+        ran.push(command.kind);
+        throw failing({ activityFailed: false, details: collecting });
+      });
+      await expect(cancelled({ kind: 'runPage', pass })).rejects.toBeInstanceOf(FailedForGood);
+      expect(ran).toEqual(['runPage', 'runPage']);
+    });
   });
 });

@@ -8,14 +8,13 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
   jsonRootCodec,
-  OutsideJobPrefixError,
-  ProgressRefusedError,
   referenceCompactor,
   stagedOutputKey,
   writeInputSegment,
   type Compactor,
   type RootCodec,
 } from '../../src/index';
+import { OutsideJobPrefixError, ProgressRefusedError } from '../../src/error-classes';
 import { checkFormat, FormatCheckError, type FormatUnderTest } from '../../src/testing';
 import { binaryCompactor, sampleBinaryInputs, textRootCodec, writeBinaryInputs } from '../support/binary-format';
 

@@ -10,6 +10,7 @@ import { msToTs } from '@temporalio/common/lib/time';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as library from '../../src';
+import * as errors from '../../src/error-classes';
 import { LIVE_POLLER_WINDOW_MS } from '../../src/client/workers';
 import { SettingsError } from '../../src/config';
 import * as testing from '../../src/testing';
@@ -79,7 +80,6 @@ describe('the public API', () => {
     'settingsFromEnv',
     'verifyStore',
     'requireFitStore',
-    'StoreUnfitError',
   ])('exports %s', (name) => {
     expect(library).toHaveProperty(name);
   });
@@ -99,9 +99,23 @@ describe('the public API', () => {
     expect(helpers.filter((name) => name in library)).toEqual([]);
   });
 
-  it('names at most 120 values in its main entry, and none twice across the two entries', () => {
+  it('names at most 120 values in its main entry, and none twice across the three entries', () => {
     expect(Object.keys(library).length).toBeLessThanOrEqual(120);
-    expect(Object.keys(testing).filter((name) => name in library)).toEqual([]);
+    const entries = [Object.keys(library), Object.keys(errors), Object.keys(testing)];
+    const names = entries.flat();
+    expect(names.filter((name, i) => names.indexOf(name) !== i)).toEqual([]);
+  });
+
+  it('exports its error classes from compaction-lease/errors, each on the common base, and none from the main entry', () => {
+    const classes = Object.entries(errors).filter(
+      (entry): entry is [string, typeof errors.TypedError] =>
+        entry[0].endsWith('Error') && entry[1] !== errors.TypedError,
+    );
+    expect(classes.length).toBeGreaterThan(30);
+    expect(classes.filter(([, cls]) => !(cls.prototype instanceof errors.TypedError)).map(([name]) => name)).toEqual(
+      [],
+    );
+    expect(Object.keys(library).filter((name) => name.endsWith('Error'))).toEqual([]);
   });
 
   it('is named export by export: a name a module adds stays inside until src/index.ts names it', () => {
@@ -110,7 +124,7 @@ describe('the public API', () => {
     );
   });
 
-  it('exports every error class the README and the docs name, from one of its two entries, so a caller can catch it by its class', () => {
+  it('exports every error class the README and the docs name, from compaction-lease/errors or ./testing, so a caller can catch it by its class', () => {
     const root = join(__dirname, '..', '..');
     const texts = [
       join(root, 'README.md'),
@@ -128,7 +142,7 @@ describe('the public API', () => {
       [...named]
         .filter(
           (name) =>
-            !notOurs.has(name) && typeof ({ ...library, ...testing } as Record<string, unknown>)[name] !== 'function',
+            !notOurs.has(name) && typeof ({ ...errors, ...testing } as Record<string, unknown>)[name] !== 'function',
         )
         .sort(),
     ).toEqual([]);
@@ -197,7 +211,7 @@ describe('one task queue setting for the library, the CLI and the worker', () =>
         taskQueue: 'nobody',
         workerTimeoutMs: 200,
       }),
-    ).rejects.toThrow(library.NoWorkerPollingError);
+    ).rejects.toThrow(errors.NoWorkerPollingError);
     await expect(library.runGcPass(client, { taskQueue: 'nobody', workerTimeoutMs: 200 })).rejects.toThrow(
       /^no worker polls task queue nobody in Temporal namespace default \(waited 0.2s\)/,
     );
@@ -209,7 +223,7 @@ describe('one task queue setting for the library, the CLI and the worker', () =>
     const { client, started } = recordingClient({ pollerAgoMs: LIVE_POLLER_WINDOW_MS + 5_000 });
     await expect(
       library.startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes', workerTimeoutMs: 0 }),
-    ).rejects.toThrow(library.NoWorkerPollingError);
+    ).rejects.toThrow(errors.NoWorkerPollingError);
     await library.startCompaction(client, { namespaceId: 'tenant-7', group: 'inodes', workerTimeoutMs: false });
     expect(started).toHaveLength(1);
   });

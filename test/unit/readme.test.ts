@@ -65,6 +65,7 @@ describe('README', () => {
       // The example imports the service's own @temporalio/* (the package's peers) beside the package.
       paths: {
         'compaction-lease': [join(root, 'src', 'index.ts')],
+        'compaction-lease/errors': [join(root, 'src', 'error-classes.ts')],
         '@temporalio/*': [join(root, 'node_modules', '@temporalio', '*')],
       },
     });

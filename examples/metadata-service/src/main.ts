@@ -4,7 +4,6 @@ import {
   connectClientFromEnv,
   ensureGcSchedule,
   jsonRootCodec,
-  NoWorkerPollingError,
   readGroupRecords,
   readGroupSnapshot,
   requireSearchAttributes,
@@ -13,6 +12,7 @@ import {
   startWorkerFromEnv,
   writeInputSegment,
 } from 'compaction-lease';
+import { NoWorkerPollingError } from 'compaction-lease/errors';
 
 // A service that runs Temporal workers of its own installs the process's one Runtime itself, first;
 // the package's worker then shares it.

@@ -13,6 +13,7 @@ import { familyGroup, leaseKey, newJobId, type FamilyGroup } from '../../../src/
 import {
   createJobLease,
   LeaseLostError,
+  publicationLimits,
   publicationOfReclaimedJob,
   publishCompaction,
   settlePublication,
@@ -45,6 +46,9 @@ export interface CompactionPlan {
   /** … and between its work and its publication: long enough, and the lease expires meanwhile. */
   readonly publishDelayMs: number;
 }
+
+/** Steps of a publication's jitter draw: each a scenario choice, 0 (no wait) the benign one. */
+const RANDOM_STEPS = 1024;
 
 /** How the compaction of one job ended, as the workflow reports it (or the reason it failed). */
 export type JobEndName = PublicationOutcome['outcome'] | 'unchanged' | 'empty';
@@ -208,9 +212,13 @@ export async function runCompaction(env: Env, party: Party, plan: CompactionPlan
                   ...('tombstoneSeqFloor' in output && { tombstoneSeqFloor: output.tombstoneSeqFloor }),
                 },
                 {
-                  budgetMs: timing.publicationBudgetMs,
-                  maxRootRaces: settings.maxRootRaces,
-                  clock: { leaseClockMs: party.clock, elapsedMs: () => party.elapsed() - start },
+                  ...publicationLimits(settings),
+                  clock: {
+                    leaseClockMs: party.clock,
+                    elapsedMs: () => party.elapsed() - start,
+                    sleep: (ms) => party.sleep(ms),
+                    random: () => env.sim.choices.next(RANDOM_STEPS) / RANDOM_STEPS,
+                  },
                   codec: jsonRootCodec,
                 },
               )
