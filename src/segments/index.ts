@@ -19,4 +19,4 @@ export {
   type BlockSpan,
   type IndexedBlock,
 } from './block-ranges';
-export { compactorPool, compactorThreads } from './pool';
+export { compactorPool, compactorThreads, loadOnPoolThreads } from './pool';

@@ -2,8 +2,16 @@
  * What a thread of the compactor's pool (pool.ts) runs: each exported function is one kind of task,
  * its argument one structured-cloned object, its bytes moved (transferred) both ways, never copied.
  */
+import { createRequire } from 'node:module';
+import { workerData } from 'node:worker_threads';
 import { constants, gzipSync, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
 import { move } from 'piscina';
+
+/** What a pool thread is started with. */
+export interface PoolThreadData {
+  /** Modules of other tasks, loaded as the thread starts (pool.ts, `loadOnPoolThreads`). */
+  readonly preloads: readonly string[];
+}
 
 /** The block codecs, by task name: what a pool thread runs, and what runs in place on a pool thread itself. */
 export const codecs = {
@@ -27,3 +35,7 @@ const moved = (bytes: Buffer): Moved =>
 export const zstd = (task: Parameters<typeof codecs.zstd>[0]): Moved => moved(codecs.zstd(task));
 export const unzstd = (task: Parameters<typeof codecs.unzstd>[0]): Moved => moved(codecs.unzstd(task));
 export const gzip = (task: Parameters<typeof codecs.gzip>[0]): Moved => moved(codecs.gzip(task));
+
+// Last: a module loaded here imports this one again (through pool.ts), and finds its exports complete.
+const load = createRequire(__filename);
+for (const module of (workerData as PoolThreadData | null)?.preloads ?? []) load(module);
