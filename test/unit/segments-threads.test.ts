@@ -141,6 +141,33 @@ describe('a merge split into key ranges on the pool', () => {
     },
   );
 
+  it('eight jobs at once on two threads, each split into more ranges than threads, all finish with the records of one merge', async () => {
+    const records = makeInputs(16, 2000, 40_000);
+    const inputs = await inputSegments(records);
+    vi.stubEnv('COMPACTION_COMPACTOR_THREADS', '2');
+    vi.resetModules();
+    const { compactGroup, NO_PROGRESS, outputSegmentKeys } = await import('../../src/compactor');
+    const run = vi.spyOn((await import('../../src/segments')).compactorPool(), 'run');
+    const store = createEmbeddedObjectStore({ path: ':memory:' });
+    for (const [key, bytes] of inputs) await store.put(key, bytes);
+    const jobs = Array.from({ length: 8 }, (_, i) => ({ ...job, jobId: jobId(`cmp_${String(i).repeat(32)}`) }));
+    const progress = await Promise.all(
+      jobs.map((one) =>
+        compactGroup({
+          store,
+          job: one,
+          inputs: [...inputs.keys()],
+          limits: { targetSegmentBytes: 8 * 1024, maxFanIn: 16 },
+          resume: NO_PROGRESS,
+          hooks: { onSegmentFinished: () => {}, onRecords: () => {} },
+        }),
+      ),
+    );
+    expect(run.mock.calls.filter(([, options]) => options?.name === 'mergeRange').length).toBeGreaterThan(8 * 2);
+    for (const [i, one] of jobs.entries())
+      expect(await readRecords(store, outputSegmentKeys(one, progress[i]!))).toEqual(referenceMerge(records));
+  });
+
   it('an attempt resumed under another target size stores each record once: it cuts afresh after the last stored key', async () => {
     const records = makeInputs(16, 2000, 40_000);
     const inputs = await inputSegments(records);
