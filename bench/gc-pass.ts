@@ -39,6 +39,7 @@ import { createWorker } from '../src/worker';
 import type { GcReport } from '../src/workflows/gc';
 import { createBucket } from './support/fleet';
 import { wholeFrom } from './support/args';
+import { describeRequests, minioRequests, requestDelta } from './support/minio-requests';
 import { pidsWithArgs, totalCpuSeconds } from './support/proc';
 
 const program = new Command('gc-pass')
@@ -88,6 +89,7 @@ async function main(): Promise<void> {
   console.log(
     `machine: ${cpu.length} × ${cpu[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}, ${load()}`,
   );
+  process.env.MINIO_PROMETHEUS_AUTH_TYPE = 'public';
   const minio = await startMinio();
   const temporal = pass
     ? await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES })
@@ -103,6 +105,11 @@ async function main(): Promise<void> {
         minio: totalCpuSeconds(minioPids),
         temporal: totalCpuSeconds(temporalPids),
       };
+    };
+    /** MinIO's count of the S3 requests since `before`, by API: the pass and the scans should make the same. */
+    const requestsSince = async (before: Map<string, number>): Promise<string> => {
+      const delta = requestDelta(await minioRequests(minio), before);
+      return `S3 requests ${[...delta.values()].reduce((a, b) => a + b, 0)} (${describeRequests(delta)})`;
     };
     const pairs = Array.from({ length: rounds }, (_, i) => ({
       bare: namespaceId(`bare-${i}`),
@@ -139,7 +146,7 @@ async function main(): Promise<void> {
     const bareScan = async (ns: NamespaceId, scanRules: PassRules, label: string): Promise<number> => {
       let parts = 0;
       const onManifestPart = () => void parts++;
-      const [started, cpuBefore] = [performance.now(), cpuSeconds()];
+      const [started, cpuBefore, requestsBefore] = [performance.now(), cpuSeconds(), await minioRequests(minio)];
       const scan = await runNamespacePass(
         startNamespacePass(ns, scanRules),
         (command, progress) =>
@@ -150,8 +157,10 @@ async function main(): Promise<void> {
         async () => {},
       );
       const [ms, cpuAfter] = [performance.now() - started, cpuSeconds()];
+      const requests = await requestsSince(requestsBefore);
       console.log(
         `bare scan ${label}: ${(ms / 1000).toFixed(1)} s, ${(prefixes / (ms / 1000)).toFixed(0)} prefixes/s, ` +
+          `${requests}, ` +
           `CPU s: this process ${(cpuAfter.own - cpuBefore.own).toFixed(1)}, MinIO ${(cpuAfter.minio - cpuBefore.minio).toFixed(1)}; ` +
           `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted} and ${scan.totals.leasesDeleted} leases, ` +
           `manifests ${scan.manifests.length} (${parts} parts), ${load()}`,
@@ -168,12 +177,13 @@ async function main(): Promise<void> {
     /** One gcWorkflow pass over `ns`: its time, and the events and activities of all its runs. */
     const viaTemporal = async (ns: NamespaceId, round: number): Promise<number> => {
       const workflowId = `gc-pass-bench-${round}`;
-      const [started, cpuBefore] = [performance.now(), cpuSeconds()];
+      const [started, cpuBefore, requestsBefore] = [performance.now(), cpuSeconds(), await minioRequests(minio)];
       const report = await client!.workflow.execute<(input: { namespaces: string[] }) => Promise<GcReport>>(
         'gcWorkflow',
         { taskQueue: 'gc-pass', workflowId, args: [{ namespaces: [ns] }] },
       );
       const [passMs, cpuAfter] = [performance.now() - started, cpuSeconds()];
+      const requests = await requestsSince(requestsBefore);
       // Every run of the pass, continued-as-new ones included: each history must stay under 10,000 events.
       const histories: number[] = [];
       let activities = 0;
@@ -185,7 +195,8 @@ async function main(): Promise<void> {
       const events = histories.reduce((a, b) => a + b, 0);
       const perThousand = (n: number) => ((n * 1000) / prefixes).toFixed(1);
       console.log(
-        `gcWorkflow pass: ${(passMs / 1000).toFixed(1)} s, ${(prefixes / (passMs / 1000)).toFixed(0)} prefixes/s; ` +
+        `gcWorkflow pass: ${(passMs / 1000).toFixed(1)} s, ${(prefixes / (passMs / 1000)).toFixed(0)} prefixes/s, ` +
+          `${requests}; ` +
           `CPU s: this process (worker) ${(cpuAfter.own - cpuBefore.own).toFixed(1)}, MinIO ${(cpuAfter.minio - cpuBefore.minio).toFixed(1)}, ` +
           `Temporal ${(cpuAfter.temporal - cpuBefore.temporal).toFixed(1)}; ` +
           `claimed ${report.totals.claimed}, orphaned ${report.totals.orphaned}, live ${report.totals.live}, deleted ${report.totals.objectsDeleted}, ${load()}`,
