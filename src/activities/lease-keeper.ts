@@ -22,11 +22,11 @@ export function attemptClock(): () => number {
 
 /**
  * Sleeps `ms`, ending early when `stop` aborts (resolves) or the activity is cancelled (rejects with
- * the activity's CancelledFailure, as `Context.sleep` does).
+ * the activity's CancelledFailure, as `Context.sleep` does); `wake` is aborted by either.
  */
-async function sleepUnless(ctx: Context, ms: number, stop: AbortSignal): Promise<void> {
+async function sleepUnless(ctx: Context, ms: number, stop: AbortSignal, wake: AbortSignal): Promise<void> {
   try {
-    await sleep(ms, undefined, { signal: AbortSignal.any([stop, ctx.cancellationSignal]) });
+    await sleep(ms, undefined, { signal: wake });
   } catch (err) {
     if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
     if (!stop.aborted) throw err;
@@ -120,6 +120,9 @@ export async function keepLease(
  * now; the waits beat at a cadence meanwhile, so no wait outlasts the heartbeat timeout.
  */
 function keeperBeats(ctx: Context, clock: () => number, stop: AbortSignal, beat: () => void) {
+  // Combined once for the keeper's life: a signal combined per sleep stays listed in both sources until a full
+  // collection, and a keeper sleeps for most of its job.
+  const wake = AbortSignal.any([stop, ctx.cancellationSignal]);
   let lastBeatMs = 0;
   const record = () => {
     beat();
@@ -131,7 +134,7 @@ function keeperBeats(ctx: Context, clock: () => number, stop: AbortSignal, beat:
     async waitBeating(untilMs: number, everyMs: number): Promise<void> {
       while (clock() < untilMs && !stop.aborted) {
         const beatDue = lastBeatMs + everyMs;
-        await sleepUnless(ctx, Math.max(0, Math.min(beatDue, untilMs) - clock()), stop);
+        await sleepUnless(ctx, Math.max(0, Math.min(beatDue, untilMs) - clock()), stop, wake);
         if (clock() >= beatDue) record();
       }
     },

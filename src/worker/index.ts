@@ -17,6 +17,7 @@ import {
 import { requireFitStore, verifyStore, type ObjectStore } from '../store';
 import { retryInconclusive } from '../store/probe';
 import { temporalTarget } from './connect';
+import { tightenHeap } from './heap';
 import { requireOneTemporalRuntime } from './runtime';
 import { roleTaskQueueFromEnv } from './task-queue';
 
@@ -136,6 +137,9 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
   }
   const role = options.role ?? workerRoleFromEnv();
   const taskQueue = options.taskQueue ?? roleTaskQueueFromEnv(role);
+  // Process-wide, before Worker.create starts the workflow threads (whose young generation it bounds) and before the
+  // first lease: a worker's memory is mostly its held leases' and what V8 keeps beside them (docs/performance.md).
+  tightenHeap();
   const worker = await Worker.create({
     connection: options.connection,
     namespace,
