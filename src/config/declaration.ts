@@ -315,16 +315,15 @@ export const PROCESS_SETTINGS = {
   },
   /**
    * How far V8 lets the worker process's old generation grow past what its last full collection left
-   * live before it collects again, in percent. A held lease keeps its objects for the job's life while
-   * each refresh leaves garbage that outlives the young generation; V8's own factor, up to 4 on a
-   * machine with much memory, let that garbage take half again what the leases use (docs/performance.md).
-   * 0: V8's own. Process-wide: the worker sets it when it is created.
-   * @default 10
+   * live before it collects again, in percent; 0: V8's own factor (up to 4 on a machine with much memory).
+   * Process-wide: the worker sets it when it is created. Off by default: at 10 a compaction spent about a
+   * third more CPU a record, and no run of held leases showed the old generation loose (docs/performance.md).
+   * @default 0
    */
   heapGrowthPercent: {
     ...count(0, 300),
     env: 'COMPACTION_WORKER_HEAP_GROWTH_PERCENT',
-    default: 10,
+    default: 0,
     doc: "how far the worker process's old generation grows past its live objects before V8 collects again (0: V8's own)",
   },
   /**

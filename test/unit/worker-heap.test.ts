@@ -58,8 +58,11 @@ describe("the worker process's old generation growth", () => {
     expect(await growthFactor({ env: { [GROWTH_ENV]: '50' } })).toBe('1.5');
   });
 
-  it('is the declared default unless set', async () => {
-    expect(await growthFactor({})).toBe((1 + PROCESS_SETTINGS.heapGrowthPercent.default / 100).toFixed(1));
+  it("is V8's own unless set (the declared default is 0)", async () => {
+    expect(PROCESS_SETTINGS.heapGrowthPercent.default).toBe(0);
+    const [unset, untouched] = await Promise.all([growthFactor({}), growthFactor({ asWorker: false })]);
+    expect(unset).toBeDefined();
+    expect(unset).toBe(untouched);
   });
 
   it('leaves the growth given to node itself', async () => {
