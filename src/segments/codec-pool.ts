@@ -3,8 +3,8 @@
  * worker threads, so a compaction's JavaScript thread merges while other cores code its bytes. Node's own asynchronous
  * zstd builds a
  * stream and a zstd context on the calling thread for every call (about 100 µs a block, measured in
- * docs/performance.md), more than the work it moves away; a pool thread keeps its contexts and costs
- * the caller one message each way.
+ * docs/performance.md), more than the work it moves away; a pool thread's synchronous calls build
+ * their contexts too, but off the merging thread, which pays one message each way.
  *
  * The threads run a few lines of plain JavaScript (no TypeScript to load in them). They are started
  * on first use, keep the process alive only while they have work, and a thread that dies fails its
