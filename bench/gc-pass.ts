@@ -5,7 +5,9 @@
  * a third live leases). The bare scan runs the pass's own plan against the store from this process
  * (the same S3 requests with the same concurrency, no Temporal); the pass is gcWorkflow on an
  * in-process worker, which runs a page's commands in one activity. Prints the machine, the times, their ratios,
- * the history length of every run of the pass, and its workflow events and activities per 1,000 prefixes.
+ * the history length of every run of the pass, and its workflow events and activities per 1,000 prefixes; for each
+ * side, MinIO's count of its S3 requests by API and the CPU seconds of this process (the worker's too), MinIO and
+ * the dev server.
  * The bare scan runs twice, on namespaces seeded alike, without and with deletion manifests (at
  * most one PUT of a manifest part per delete batch), and prints their ratio; with
  * `--rounds N` it runs N such pairs and N passes, the order flipped every round so drifting load from other work
@@ -137,16 +139,17 @@ async function main(): Promise<void> {
       passId: newPassId(Date.now()),
       manifests: false,
     };
-    /** The pass's plan on the store from this process, no Temporal; `manifests` unset, it writes them. */
     /**
      * CPU seconds of the scans, this process and MinIO together: less swayed by other work on the machine than their
      * time.
      */
     const scanCpu = { without: 0, with: 0 };
+    /** The pass's plan on the store from this process, no Temporal; `manifests` unset, it writes them. */
     const bareScan = async (ns: NamespaceId, scanRules: PassRules, label: string): Promise<number> => {
       let parts = 0;
       const onManifestPart = () => void parts++;
-      const [started, cpuBefore, requestsBefore] = [performance.now(), cpuSeconds(), await minioRequests(minio)];
+      const requestsBefore = await minioRequests(minio);
+      const [started, cpuBefore] = [performance.now(), cpuSeconds()];
       const scan = await runNamespacePass(
         startNamespacePass(ns, scanRules),
         (command, progress) =>
@@ -177,7 +180,8 @@ async function main(): Promise<void> {
     /** One gcWorkflow pass over `ns`: its time, and the events and activities of all its runs. */
     const viaTemporal = async (ns: NamespaceId, round: number): Promise<number> => {
       const workflowId = `gc-pass-bench-${round}`;
-      const [started, cpuBefore, requestsBefore] = [performance.now(), cpuSeconds(), await minioRequests(minio)];
+      const requestsBefore = await minioRequests(minio);
+      const [started, cpuBefore] = [performance.now(), cpuSeconds()];
       const report = await client!.workflow.execute<(input: { namespaces: string[] }) => Promise<GcReport>>(
         'gcWorkflow',
         { taskQueue: 'gc-pass', workflowId, args: [{ namespaces: [ns] }] },
