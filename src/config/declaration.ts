@@ -327,8 +327,9 @@ export const PROCESS_SETTINGS = {
     doc: "how far the worker process's old generation grows past its live objects before V8 collects again (0: V8's own)",
   },
   /**
-   * The most MiB each of the two semi-spaces of V8's young generation takes, in the worker's workflow threads (created
-   * by the worker, after it sets this) and, given to node as `--max-semi-space-size` (`NODE_OPTIONS`), its main thread.
+   * The most MiB each of the two semi-spaces of V8's young generation takes, in the threads started after the worker
+   * sets this (its workflow threads, the codec pool's) and, given to node as `--max-semi-space-size` (`NODE_OPTIONS`),
+   * its main thread.
    * V8 grows them to 64 MiB each without pointer compression while a worker is busy (its ramp, its refreshes) and keeps
    * them resident: more than the old generation a thousand held leases use (docs/performance.md). 0: V8's own.
    * @default 4
@@ -337,7 +338,7 @@ export const PROCESS_SETTINGS = {
     ...count(0, 64),
     env: 'COMPACTION_WORKER_SEMI_SPACE_MIB',
     default: 4,
-    doc: "the most MiB of each semi-space of V8's young generation in the worker's workflow threads (0: V8's own)",
+    doc: "the most MiB of each semi-space of V8's young generation in the worker's threads (0: V8's own)",
   },
   /** @default 'WARN' */
   logLevel: {
