@@ -17,6 +17,7 @@ import {
 import { requireFitStore, verifyStore, type ObjectStore } from '../store';
 import { retryInconclusive } from '../store/probe';
 import { temporalTarget } from './connect';
+import { workflowSource } from './bundle';
 import { tightenHeap } from './heap';
 import { requireOneTemporalRuntime } from './runtime';
 import { roleTaskQueueFromEnv } from './task-queue';
@@ -113,6 +114,9 @@ export const DEFAULT_CACHED_WORKFLOWS = PROCESS_SETTINGS.cachedWorkflows.default
 /** The workflows' folder, for `bundleWorkflowCode` and replay. */
 export const WORKFLOWS_PATH = join(__dirname, '..', 'workflows');
 
+/** The folder of the package's modules (lib/ in the build): its workflow bundle is written there by `npm run build`. */
+const BUILD_DIR = join(__dirname, '..');
+
 /**
  * A worker of every workflow and its role's activities: the Temporal namespace's search attributes
  * checked first (`SearchAttributesMissingError`), then its store's access verified and the store
@@ -140,12 +144,15 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
   // Process-wide, before Worker.create starts the workflow threads (whose young generation it bounds) and before the
   // first lease: a worker's memory is mostly its held leases' and what V8 keeps beside them (docs/performance.md).
   tightenHeap();
+  const log = options.log ?? console.log;
+  const workflows = options.workerOptions?.workflowBundle ? undefined : workflowSource(BUILD_DIR, WORKFLOWS_PATH);
+  if (workflows?.whyNotPrebuilt) log(`worker: ${workflows.whyNotPrebuilt}`);
   const worker = await Worker.create({
     connection: options.connection,
     namespace,
     taskQueue,
-    // A folder, so the bundler finds index.ts in the sources and index.js in the build.
-    ...(options.workerOptions?.workflowBundle ? {} : { workflowsPath: WORKFLOWS_PATH }),
+    // The build's prebuilt bundle, else the workflows' folder (index.ts in the sources), bundled at start.
+    ...workflows?.workerOptions,
     // The one place the plug-ins' defaults apply: every activity below takes both explicitly.
     activities: createActivities(
       {
@@ -165,7 +172,6 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...workerOptionsFromEnv(),
     ...options.workerOptions,
   });
-  const log = options.log ?? console.log;
   // Plug-ins are named however they came: a worker reading roots with an unexpected codec shows it here first.
   const inCode = [options.compactor && 'compactor', options.rootCodec && 'rootCodec'].filter(Boolean);
   const format = options.formatLabel ?? (inCode.length ? `given in code (${inCode.join(', ')})` : undefined);
