@@ -336,7 +336,9 @@ async function runPoint(
       // refreshes as jobs have landed (a keeper's first refresh is jittered into the interval's second half); a bare
       // activity's first heartbeat comes one refresh interval after its start.
       const beaten = bare ? heartbeatRpcs : refreshes;
-      const rampTimeout = 3 * opts.refreshMs + n * 50 + 30_000;
+      // A 2-core machine takes about 8-12 jobs a second into their compacting phase (each a workflow task, a local
+      // activity and three activities before its lease is held).
+      const rampTimeout = 3 * opts.refreshMs + n * 100 + 30_000;
       const sumOf = async (read: (s: Sample[]) => number) => (await sumOver(workers, read)).reduce((a, b) => a + b, 0);
       let nextReport = performance.now() + 60_000;
       const allHeld = await waitFor(async () => {
