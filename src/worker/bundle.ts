@@ -1,7 +1,7 @@
 /**
  * The workflows' code as a worker loads it. `npm run build` bundles them beside the build, so a worker started from
- * it never runs webpack: one bundling at start keeps about 30 MiB of the worker's heap, and more of its RSS, for the
- * life of the process (docs/performance.md). The bundle holds the `@temporalio/workflow` it was built with, which
+ * it never runs webpack: one bundling at start keeps about 25 MiB of the worker's heap for the life of the process
+ * (docs/performance.md). The bundle holds the `@temporalio/workflow` it was built with, which
  * must be the worker's own: built with another, or absent (the sources, under tsx), the worker bundles at start.
  */
 import { closeSync, existsSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
@@ -52,7 +52,7 @@ export function workflowSource(buildDir: string, workflowsPath: string): Workflo
   if (built === installed) return { workerOptions: { workflowBundle: { codePath } } };
   return {
     workerOptions: { workflowsPath },
-    whyNotPrebuilt: `the package's workflow bundle ${codePath} holds @temporalio/workflow ${built ?? '(unnamed)'}, this process loads ${installed}: bundled at start instead (about 30 MiB more of the worker's heap; install the bundle's @temporalio/workflow, or rebuild the package, to use it)`,
+    whyNotPrebuilt: `the package's workflow bundle ${codePath} holds @temporalio/workflow ${built ?? '(unnamed)'}, this process loads ${installed}: bundled at start instead (about 25 MiB more of the worker's heap; install the bundle's @temporalio/workflow, or rebuild the package, to use it)`,
   };
 }
 
