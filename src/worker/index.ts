@@ -1,6 +1,6 @@
 /** A worker of the package's workflows and of the activities of its role (every one by default), on one task queue. */
 import { join } from 'node:path';
-import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { requireSearchAttributes } from '../client/search-attributes';
 import { referenceCompactor, type Compactor } from '../compactor';
@@ -144,9 +144,9 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
   // Process-wide, before Worker.create starts the workflow threads (whose young generation it bounds) and before the
   // first lease: a worker's memory is mostly its held leases' and what V8 keeps beside them (docs/performance.md).
   tightenHeap();
-  const log = options.log ?? console.log;
   const workflows = options.workerOptions?.workflowBundle ? undefined : workflowSource(BUILD_DIR, WORKFLOWS_PATH);
-  if (workflows?.whyNotPrebuilt) log(`worker: ${workflows.whyNotPrebuilt}`);
+  // A warning on the Runtime's logger (stderr by default), not a line of the worker's own output.
+  if (workflows?.whyNotPrebuilt) Runtime.instance().logger.warn(workflows.whyNotPrebuilt);
   const worker = await Worker.create({
     connection: options.connection,
     namespace,
@@ -172,6 +172,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...workerOptionsFromEnv(),
     ...options.workerOptions,
   });
+  const log = options.log ?? console.log;
   // Plug-ins are named however they came: a worker reading roots with an unexpected codec shows it here first.
   const inCode = [options.compactor && 'compactor', options.rootCodec && 'rootCodec'].filter(Boolean);
   const format = options.formatLabel ?? (inCode.length ? `given in code (${inCode.join(', ')})` : undefined);
