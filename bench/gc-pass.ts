@@ -12,7 +12,8 @@
  * most one PUT of a manifest part per delete batch), and prints their ratio; with
  * `--rounds N` it runs N such pairs and N passes, the order flipped every round so drifting load from other work
  * on the machine weighs on every side alike, and prints the ratios of their sums, and of the CPU
- * seconds this process and MinIO spent on each scan.
+ * seconds this process and MinIO spent on each scan. `--reversed-first` starts with the reversed order (the pass
+ * first), so the two orders of a costly size can be run one round at a time.
  * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/gc-pass.ts --prefixes 3000`.
  */
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
@@ -47,7 +48,8 @@ import { pidsWithArgs, totalCpuSeconds } from './support/proc';
 const program = new Command('gc-pass')
   .option('--prefixes <n>', 'job prefixes per namespace', wholeFrom(3), 3000)
   .option('--rounds <n>', 'pairs of bare scans without and with manifests', wholeFrom(1), 1)
-  .option('--no-pass', 'the bare scans only, no gcWorkflow pass (and no namespace seeded for it)');
+  .option('--no-pass', 'the bare scans only, no gcWorkflow pass (and no namespace seeded for it)')
+  .option('--reversed-first', 'the first round in the reversed order: the pass, then with manifests, then without');
 
 const settings = resolveSettings({
   timing: {
@@ -86,7 +88,9 @@ async function seed(store: ObjectStore, ns: NamespaceId, n: number): Promise<voi
 }
 
 async function main(): Promise<void> {
-  const { prefixes, rounds, pass } = program.parse().opts<{ prefixes: number; rounds: number; pass: boolean }>();
+  const { prefixes, rounds, pass, reversedFirst } = program
+    .parse()
+    .opts<{ prefixes: number; rounds: number; pass: boolean; reversedFirst?: boolean }>();
   const cpu = cpus();
   console.log(
     `machine: ${cpu.length} × ${cpu[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}, ${load()}`,
@@ -223,7 +227,8 @@ async function main(): Promise<void> {
           ).then((ms) => (manifestedMs += ms));
         const pass = pair.viaTemporal && (() => viaTemporal(pair.viaTemporal!, round).then((ms) => (passMs += ms)));
         const order = [without, withManifests, ...(pass ? [pass] : [])];
-        for (const run of round % 2 === 0 ? order : order.reverse()) await run();
+        const reversed = (round % 2 === 1) !== (reversedFirst ?? false);
+        for (const run of reversed ? order.reverse() : order) await run();
       }
       const sums = rounds > 1 ? ` (sums of ${rounds} rounds)` : '';
       console.log(
