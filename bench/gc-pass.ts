@@ -5,12 +5,15 @@
  * a third live leases). The bare scan runs the pass's own plan against the store from this process
  * (the same S3 requests with the same concurrency, no Temporal); the pass is gcWorkflow on an
  * in-process worker, which runs a page's commands in one activity. Prints the machine, the times, their ratios,
- * the history length of every run of the pass, and its workflow events and activities per 1,000 prefixes.
+ * the history length of every run of the pass, and its workflow events and activities per 1,000 prefixes; for each
+ * side, MinIO's count of its S3 requests by API and the CPU seconds of this process (the worker's too), MinIO and
+ * the dev server.
  * The bare scan runs twice, on namespaces seeded alike, without and with deletion manifests (at
  * most one PUT of a manifest part per delete batch), and prints their ratio; with
  * `--rounds N` it runs N such pairs and N passes, the order flipped every round so drifting load from other work
  * on the machine weighs on every side alike, and prints the ratios of their sums, and of the CPU
- * seconds this process and MinIO spent on each scan.
+ * seconds this process and MinIO spent on each scan. `--reversed-first` starts with the reversed order (the pass
+ * first), so the two orders of a costly size can be run one round at a time.
  * Run: `eval "$(scripts/provision.sh)" && npx tsx bench/gc-pass.ts --prefixes 3000`.
  */
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
@@ -39,12 +42,14 @@ import { createWorker } from '../src/worker';
 import type { GcReport } from '../src/workflows/gc';
 import { createBucket } from './support/fleet';
 import { wholeFrom } from './support/args';
+import { describeRequests, minioRequests, requestDelta } from './support/minio-requests';
 import { pidsWithArgs, totalCpuSeconds } from './support/proc';
 
 const program = new Command('gc-pass')
   .option('--prefixes <n>', 'job prefixes per namespace', wholeFrom(3), 3000)
   .option('--rounds <n>', 'pairs of bare scans without and with manifests', wholeFrom(1), 1)
-  .option('--no-pass', 'the bare scans only, no gcWorkflow pass (and no namespace seeded for it)');
+  .option('--no-pass', 'the bare scans only, no gcWorkflow pass (and no namespace seeded for it)')
+  .option('--reversed-first', 'the first round in the reversed order: the pass, then with manifests, then without');
 
 const settings = resolveSettings({
   timing: {
@@ -83,11 +88,14 @@ async function seed(store: ObjectStore, ns: NamespaceId, n: number): Promise<voi
 }
 
 async function main(): Promise<void> {
-  const { prefixes, rounds, pass } = program.parse().opts<{ prefixes: number; rounds: number; pass: boolean }>();
+  const { prefixes, rounds, pass, reversedFirst } = program
+    .parse()
+    .opts<{ prefixes: number; rounds: number; pass: boolean; reversedFirst?: boolean }>();
   const cpu = cpus();
   console.log(
     `machine: ${cpu.length} × ${cpu[0]?.model}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${platform()} ${release()}, node ${process.version}, ${load()}`,
   );
+  process.env.MINIO_PROMETHEUS_AUTH_TYPE = 'public';
   const minio = await startMinio();
   const temporal = pass
     ? await startTemporalDevServer({ uiPort: 'none', searchAttributes: SEARCH_ATTRIBUTES })
@@ -103,6 +111,11 @@ async function main(): Promise<void> {
         minio: totalCpuSeconds(minioPids),
         temporal: totalCpuSeconds(temporalPids),
       };
+    };
+    /** MinIO's count of the S3 requests since `before`, by API: the pass and the scans should make the same. */
+    const requestsSince = async (before: Map<string, number>): Promise<string> => {
+      const delta = requestDelta(await minioRequests(minio), before);
+      return `S3 requests ${[...delta.values()].reduce((a, b) => a + b, 0)} (${describeRequests(delta)})`;
     };
     const pairs = Array.from({ length: rounds }, (_, i) => ({
       bare: namespaceId(`bare-${i}`),
@@ -130,15 +143,16 @@ async function main(): Promise<void> {
       passId: newPassId(Date.now()),
       manifests: false,
     };
-    /** The pass's plan on the store from this process, no Temporal; `manifests` unset, it writes them. */
     /**
      * CPU seconds of the scans, this process and MinIO together: less swayed by other work on the machine than their
      * time.
      */
     const scanCpu = { without: 0, with: 0 };
+    /** The pass's plan on the store from this process, no Temporal; `manifests` unset, it writes them. */
     const bareScan = async (ns: NamespaceId, scanRules: PassRules, label: string): Promise<number> => {
       let parts = 0;
       const onManifestPart = () => void parts++;
+      const requestsBefore = await minioRequests(minio);
       const [started, cpuBefore] = [performance.now(), cpuSeconds()];
       const scan = await runNamespacePass(
         startNamespacePass(ns, scanRules),
@@ -150,8 +164,10 @@ async function main(): Promise<void> {
         async () => {},
       );
       const [ms, cpuAfter] = [performance.now() - started, cpuSeconds()];
+      const requests = await requestsSince(requestsBefore);
       console.log(
         `bare scan ${label}: ${(ms / 1000).toFixed(1)} s, ${(prefixes / (ms / 1000)).toFixed(0)} prefixes/s, ` +
+          `${requests}, ` +
           `CPU s: this process ${(cpuAfter.own - cpuBefore.own).toFixed(1)}, MinIO ${(cpuAfter.minio - cpuBefore.minio).toFixed(1)}; ` +
           `claimed ${scan.totals.claimed}, orphaned ${scan.totals.orphaned}, live ${scan.totals.live}, deleted ${scan.totals.objectsDeleted} and ${scan.totals.leasesDeleted} leases, ` +
           `manifests ${scan.manifests.length} (${parts} parts), ${load()}`,
@@ -168,12 +184,14 @@ async function main(): Promise<void> {
     /** One gcWorkflow pass over `ns`: its time, and the events and activities of all its runs. */
     const viaTemporal = async (ns: NamespaceId, round: number): Promise<number> => {
       const workflowId = `gc-pass-bench-${round}`;
+      const requestsBefore = await minioRequests(minio);
       const [started, cpuBefore] = [performance.now(), cpuSeconds()];
       const report = await client!.workflow.execute<(input: { namespaces: string[] }) => Promise<GcReport>>(
         'gcWorkflow',
         { taskQueue: 'gc-pass', workflowId, args: [{ namespaces: [ns] }] },
       );
       const [passMs, cpuAfter] = [performance.now() - started, cpuSeconds()];
+      const requests = await requestsSince(requestsBefore);
       // Every run of the pass, continued-as-new ones included: each history must stay under 10,000 events.
       const histories: number[] = [];
       let activities = 0;
@@ -185,7 +203,8 @@ async function main(): Promise<void> {
       const events = histories.reduce((a, b) => a + b, 0);
       const perThousand = (n: number) => ((n * 1000) / prefixes).toFixed(1);
       console.log(
-        `gcWorkflow pass: ${(passMs / 1000).toFixed(1)} s, ${(prefixes / (passMs / 1000)).toFixed(0)} prefixes/s; ` +
+        `gcWorkflow pass: ${(passMs / 1000).toFixed(1)} s, ${(prefixes / (passMs / 1000)).toFixed(0)} prefixes/s, ` +
+          `${requests}; ` +
           `CPU s: this process (worker) ${(cpuAfter.own - cpuBefore.own).toFixed(1)}, MinIO ${(cpuAfter.minio - cpuBefore.minio).toFixed(1)}, ` +
           `Temporal ${(cpuAfter.temporal - cpuBefore.temporal).toFixed(1)}; ` +
           `claimed ${report.totals.claimed}, orphaned ${report.totals.orphaned}, live ${report.totals.live}, deleted ${report.totals.objectsDeleted}, ${load()}`,
@@ -208,7 +227,8 @@ async function main(): Promise<void> {
           ).then((ms) => (manifestedMs += ms));
         const pass = pair.viaTemporal && (() => viaTemporal(pair.viaTemporal!, round).then((ms) => (passMs += ms)));
         const order = [without, withManifests, ...(pass ? [pass] : [])];
-        for (const run of round % 2 === 0 ? order : order.reverse()) await run();
+        const reversed = (round % 2 === 1) !== (reversedFirst ?? false);
+        for (const run of reversed ? order.reverse() : order) await run();
       }
       const sums = rounds > 1 ? ` (sums of ${rounds} rounds)` : '';
       console.log(

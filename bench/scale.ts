@@ -64,6 +64,7 @@ import {
   type WorkerProcess,
 } from './support/fleet';
 import { describeHeap } from './support/heap-snapshot';
+import { describeMappings, residentByMapping } from './support/smaps';
 import { machineCpuSeconds, pidsWithArgs, totalCpuSeconds } from './support/proc';
 import { describeRequests, minioRequests, requestDelta } from './support/minio-requests';
 import { histogramBuckets, quantile, total, type Sample } from './support/prometheus';
@@ -107,6 +108,15 @@ const program = new Command('scale')
     "worker options over createWorker's for every concurrency point (e.g. '{\"maxHeartbeatThrottleInterval\":1000}')",
     (raw) => JSON.parse(raw) as Record<string, unknown>,
   )
+  .option(
+    '--worker-node-options <flags>',
+    "node and V8 flags of the worker processes, over createWorker's (e.g. '--max-semi-space-size=4')",
+    (raw) => raw.split(' ').filter(Boolean),
+  )
+  .option(
+    '--built [dir]',
+    "the workers run the package's build (default lib/: `npm run build` first), as a user installs it",
+  )
   .option('--no-gc-check', 'skip the collector pass over every job after a window')
   .option('--phases <p,…>', 'scale, cost, actions, gc-cost, reclaim; bare-floor', (raw) => raw.split(','), [
     'scale',
@@ -138,6 +148,8 @@ type Options = {
   sdkDefaults?: boolean;
   maxCachedWorkflows?: number;
   workerOptions?: Record<string, unknown>;
+  workerNodeOptions?: string[];
+  built?: string | true;
   heapSnapshotDir?: string;
   gcCheck: boolean;
   phases: string[];
@@ -307,6 +319,8 @@ async function runPoint(
           settings,
           name: `w${k + 1}`,
           workerOptions,
+          nodeOptions: opts.workerNodeOptions,
+          ...(opts.built && { built: resolve(opts.built === true ? 'lib' : opts.built) }),
           bare,
           ...(snapshotOf && { heapSnapshot: snapshotOf(k) }),
         }),
@@ -322,7 +336,9 @@ async function runPoint(
       // refreshes as jobs have landed (a keeper's first refresh is jittered into the interval's second half); a bare
       // activity's first heartbeat comes one refresh interval after its start.
       const beaten = bare ? heartbeatRpcs : refreshes;
-      const rampTimeout = 3 * opts.refreshMs + n * 50 + 30_000;
+      // A 2-core machine takes about 8-12 jobs a second into their compacting phase (each a workflow task, a local
+      // activity and three activities before its lease is held).
+      const rampTimeout = 3 * opts.refreshMs + n * 100 + 30_000;
       const sumOf = async (read: (s: Sample[]) => number) => (await sumOver(workers, read)).reduce((a, b) => a + b, 0);
       let nextReport = performance.now() + 60_000;
       const allHeld = await waitFor(async () => {
@@ -443,7 +459,8 @@ const mib = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
 async function workerMemory(worker: WorkerProcess): Promise<PointMemory & { detail: string }> {
   // Read first: writing a heap snapshot takes hundreds of MiB of RSS (seen: 407 → 727 MiB at 1,000 bare activities).
   const rss = worker.rssBytes();
-  const { main, threads } = await worker.reportMemory();
+  const mappings = residentByMapping(worker.pid);
+  const { main, spaces, threads } = await worker.reportMemory();
   return {
     rss,
     heapTotal: main.heapTotal,
@@ -452,7 +469,12 @@ async function workerMemory(worker: WorkerProcess): Promise<PointMemory & { deta
     load: load(),
     detail:
       `heap used ${mib(main.heapUsed)}, array buffers ${mib(main.arrayBuffers)}; workflow threads: ` +
-      threads.map((t) => `${mib(t.used_heap_size)} used of ${mib(t.total_physical_size)}`).join(', '),
+      threads.map((t) => `${mib(t.used_heap_size)} used of ${mib(t.total_physical_size)}`).join(', ') +
+      `; main heap by space, used of resident: ${spaces
+        .filter((space) => space.physical_space_size >= 2 ** 20)
+        .map((space) => `${space.space_name} ${mib(space.space_used_size)} of ${mib(space.physical_space_size)}`)
+        .join(', ')}` +
+      `; resident by mapping: ${describeMappings(mappings)}`,
   };
 }
 
@@ -827,6 +849,9 @@ async function waitForLease(store: ObjectStore, ns: NamespaceId) {
 async function main(): Promise<void> {
   const opts = program.parse().opts<Options>();
   printMachine();
+  console.log(
+    `workers run ${opts.built ? `the package's build (${opts.built === true ? 'lib' : opts.built})` : 'the sources under tsx'}${opts.workerNodeOptions?.length ? `, node options ${opts.workerNodeOptions.join(' ')}` : ''}`,
+  );
   // MinIO's request counters, unauthenticated: the benchmark reads them without a bearer token.
   process.env.MINIO_PROMETHEUS_AUTH_TYPE = 'public';
   const minio = await startMinio();

@@ -102,6 +102,10 @@ export interface WorkerProcessOptions {
   readonly heapSnapshot?: string;
   /** The bare floor's worker: its workflows and activities only heartbeat and wait (see ./scale-worker). */
   readonly bare?: boolean;
+  /** Node and V8 flags of the worker process. */
+  readonly nodeOptions?: readonly string[];
+  /** The folder of the package's build (`lib/`, as installed) the worker runs, rather than its sources under tsx. */
+  readonly built?: string;
 }
 
 export interface WorkerProcess {
@@ -149,13 +153,14 @@ function workerEnvironment(options: WorkerProcessOptions, metricsAddress: string
     ...(options.publish && { SCALE_PUBLISH: '1' }),
     ...(options.heapSnapshot && { SCALE_HEAP_SNAPSHOT: options.heapSnapshot }),
     ...(options.bare && { SCALE_BARE: '1' }),
+    ...(options.built && { SCALE_BUILT: options.built }),
   };
 }
 
 /** Spawns a worker process and resolves once it polls its task queue. */
 export async function spawnScaleWorker(options: WorkerProcessOptions): Promise<WorkerProcess> {
   const metricsAddress = `127.0.0.1:${await freePort()}`;
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER_MAIN], {
+  const child = spawn(process.execPath, [...(options.nodeOptions ?? []), '--import', 'tsx', WORKER_MAIN], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: workerEnvironment(options, metricsAddress),
   });

@@ -1,9 +1,6 @@
-/** The heartbeats of one compaction attempt: what to send, and when. */
+/** The heartbeats of one activity attempt: what to send, and when. */
 export interface AttemptBeats {
-  /**
-   * Asks for a beat: sent at once from one beat interval after the attempt started, at the end of that interval before
-   * it.
-   */
+  /** Asks for a beat: sent at once when the wait since the last (or before the first) is up, else at its end. */
   readonly beat: () => void;
   /** Sends at once (a failing attempt's last details, which the next attempt reads). */
   readonly now: () => void;

@@ -27,15 +27,23 @@ export function toFailure(err: unknown): unknown {
   });
 }
 
-/** Wraps every activity of a set so that its typed errors reach Temporal as typed failures. */
+const throwAsFailure = (err: unknown): never => {
+  throw toFailure(err);
+};
+
+/**
+ * Wraps every activity of a set so that its typed errors reach Temporal as typed failures. A handler on the
+ * activity's promise, not an async frame: a held lease's activity waits for its whole job, and each frame it keeps
+ * costs the worker memory per job.
+ */
 export function withTypedFailures<T extends Record<string, (...args: never[]) => Promise<unknown>>>(activities: T): T {
   const wrapped: Record<string, unknown> = {};
   for (const [name, fn] of Object.entries(activities)) {
-    wrapped[name] = async (...args: never[]) => {
+    wrapped[name] = (...args: never[]) => {
       try {
-        return await fn(...args);
+        return fn(...args).catch(throwAsFailure);
       } catch (err) {
-        throw toFailure(err);
+        return Promise.reject(toFailure(err));
       }
     };
   }

@@ -20,19 +20,6 @@ export function attemptClock(): () => number {
   return () => wallAtStart + (performance.now() - monotonicAtStart);
 }
 
-/**
- * Sleeps `ms`, ending early when `stop` aborts (resolves) or the activity is cancelled (rejects with
- * the activity's CancelledFailure, as `Context.sleep` does).
- */
-async function sleepUnless(ctx: Context, ms: number, stop: AbortSignal): Promise<void> {
-  try {
-    await sleep(ms, undefined, { signal: AbortSignal.any([stop, ctx.cancellationSignal]) });
-  } catch (err) {
-    if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
-    if (!stop.aborted) throw err;
-  }
-}
-
 export interface KeeperHooks {
   /** Aborted when the work has ended: the keeper returns at its next look, which is never during a refresh. */
   readonly stop: AbortSignal;
@@ -120,6 +107,9 @@ export async function keepLease(
  * now; the waits beat at a cadence meanwhile, so no wait outlasts the heartbeat timeout.
  */
 function keeperBeats(ctx: Context, clock: () => number, stop: AbortSignal, beat: () => void) {
+  // Combined once for the keeper's life: a signal combined per sleep stays listed in both sources until a full
+  // collection, and a keeper sleeps for most of its job.
+  const wake = AbortSignal.any([stop, ctx.cancellationSignal]);
   let lastBeatMs = 0;
   const record = () => {
     beat();
@@ -127,11 +117,20 @@ function keeperBeats(ctx: Context, clock: () => number, stop: AbortSignal, beat:
   };
   return {
     record,
-    /** Waits until `untilMs` on the attempt's clock (or the stop), beating every `everyMs` meanwhile. */
+    /**
+     * Waits until `untilMs` on the attempt's clock (or the stop), beating every `everyMs` meanwhile; the activity's
+     * cancellation rejects with its CancelledFailure, as `Context.sleep` does. Its sleeps are inline: a keeper waits
+     * for most of its job, and every async frame it keeps costs the worker memory per held lease.
+     */
     async waitBeating(untilMs: number, everyMs: number): Promise<void> {
       while (clock() < untilMs && !stop.aborted) {
         const beatDue = lastBeatMs + everyMs;
-        await sleepUnless(ctx, Math.max(0, Math.min(beatDue, untilMs) - clock()), stop);
+        try {
+          await sleep(Math.max(0, Math.min(beatDue, untilMs) - clock()), undefined, { signal: wake });
+        } catch (err) {
+          if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
+          if (!stop.aborted) throw err;
+        }
         if (clock() >= beatDue) record();
       }
     },

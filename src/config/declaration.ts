@@ -313,6 +313,33 @@ export const PROCESS_SETTINGS = {
     default: 200,
     doc: 'workflow runs a worker keeps cached between their tasks (the sticky cache)',
   },
+  /**
+   * How far V8 lets the worker process's old generation grow past what its last full collection left
+   * live before it collects again, in percent; 0: V8's own factor (up to 4 on a machine with much memory).
+   * Process-wide: the worker sets it when it is created. Off by default: at 10 a compaction spent about a
+   * third more CPU a record, and no run of held leases showed the old generation loose (docs/performance.md).
+   * @default 0
+   */
+  heapGrowthPercent: {
+    ...count(0, 300),
+    env: 'COMPACTION_WORKER_HEAP_GROWTH_PERCENT',
+    default: 0,
+    doc: "how far the worker process's old generation grows past its live objects before V8 collects again (0: V8's own)",
+  },
+  /**
+   * The most MiB each of the two semi-spaces of V8's young generation takes, in the threads started after the worker
+   * sets this (its workflow threads, the codec pool's) and, given to node as `--max-semi-space-size` (`NODE_OPTIONS`),
+   * its main thread.
+   * V8 grows them to 64 MiB each without pointer compression while a worker is busy (its ramp, its refreshes) and keeps
+   * them resident: more than the old generation a thousand held leases use (docs/performance.md). 0: V8's own.
+   * @default 4
+   */
+  semiSpaceMib: {
+    ...count(0, 64),
+    env: 'COMPACTION_WORKER_SEMI_SPACE_MIB',
+    default: 4,
+    doc: "the most MiB of each semi-space of V8's young generation in the worker's threads (0: V8's own)",
+  },
   /** @default 'WARN' */
   logLevel: {
     kind: 'choice',

@@ -1,6 +1,6 @@
 /** A worker of the package's workflows and of the activities of its role (every one by default), on one task queue. */
 import { join } from 'node:path';
-import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { requireSearchAttributes } from '../client/search-attributes';
 import { referenceCompactor, type Compactor } from '../compactor';
@@ -17,6 +17,8 @@ import {
 import { requireFitStore, verifyStore, type ObjectStore } from '../store';
 import { retryInconclusive } from '../store/probe';
 import { temporalTarget } from './connect';
+import { workflowSource } from './bundle';
+import { tightenHeap } from './heap';
 import { requireOneTemporalRuntime } from './runtime';
 import { roleTaskQueueFromEnv } from './task-queue';
 
@@ -112,6 +114,9 @@ export const DEFAULT_CACHED_WORKFLOWS = PROCESS_SETTINGS.cachedWorkflows.default
 /** The workflows' folder, for `bundleWorkflowCode` and replay. */
 export const WORKFLOWS_PATH = join(__dirname, '..', 'workflows');
 
+/** The folder of the package's modules (lib/ in the build): its workflow bundle is written there by `npm run build`. */
+const BUILD_DIR = join(__dirname, '..');
+
 /**
  * A worker of every workflow and its role's activities: the Temporal namespace's search attributes
  * checked first (`SearchAttributesMissingError`), then its store's access verified and the store
@@ -136,12 +141,18 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
   }
   const role = options.role ?? workerRoleFromEnv();
   const taskQueue = options.taskQueue ?? roleTaskQueueFromEnv(role);
+  // Process-wide, before Worker.create starts the workflow threads (whose young generation it bounds) and before the
+  // first lease: a worker's memory is mostly its held leases' and what V8 keeps beside them (docs/performance.md).
+  tightenHeap();
+  const workflows = options.workerOptions?.workflowBundle ? undefined : workflowSource(BUILD_DIR, WORKFLOWS_PATH);
+  // A warning on the Runtime's logger (stderr by default), not a line of the worker's own output.
+  if (workflows?.whyNotPrebuilt) Runtime.instance().logger.warn(workflows.whyNotPrebuilt);
   const worker = await Worker.create({
     connection: options.connection,
     namespace,
     taskQueue,
-    // A folder, so the bundler finds index.ts in the sources and index.js in the build.
-    ...(options.workerOptions?.workflowBundle ? {} : { workflowsPath: WORKFLOWS_PATH }),
+    // The build's prebuilt bundle, else the workflows' folder (index.ts in the sources), bundled at start.
+    ...workflows?.workerOptions,
     // The one place the plug-ins' defaults apply: every activity below takes both explicitly.
     activities: createActivities(
       {

@@ -8,7 +8,7 @@
  * nothing native to build) and once on a fresh MinIO bucket.
  */
 import { execFile } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -101,9 +101,24 @@ describe('examples/metadata-service', () => {
         COMPACTION_TASK_QUEUE: uniqueId('example-tq'),
         TEMPORAL_NAMESPACE: await timed('temporal setup', () => setUpNamespace(project, temporal)),
       };
-      const { stdout: onEmbedded } = await timed('npm start (embedded)', () =>
+      const { stdout: onEmbedded, stderr: onEmbeddedErr } = await timed('npm start (embedded)', () =>
         run('npm', ['start', '--silent'], { cwd: project, env: embedded }),
       );
+      // The worker loads the package's prebuilt workflow bundle when the service's @temporalio/workflow is the one it
+      // holds (its first line names it), and otherwise bundles them itself and warns.
+      const bundled = readFileSync(
+        join(project, 'node_modules', 'compaction-lease', 'lib', 'workflow-bundle.js'),
+        'utf8',
+      );
+      const installed = (
+        JSON.parse(readFileSync(join(project, 'node_modules', '@temporalio', 'workflow', 'package.json'), 'utf8')) as {
+          version: string;
+        }
+      ).version;
+      const bundledAtStart = /workflow bundle .* holds @temporalio\/workflow .* bundled at start instead/;
+      if (bundled.startsWith(`// @temporalio/workflow ${installed}\n`))
+        expect(onEmbeddedErr).not.toMatch(bundledAtStart);
+      else expect(onEmbeddedErr).toMatch(bundledAtStart);
       expect(onEmbedded.trim().split('\n')).toEqual([
         `before the worker: NoWorkerPollingError on task queue ${embedded.COMPACTION_TASK_QUEUE}`,
         expect.stringMatching(

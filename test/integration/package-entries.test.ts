@@ -96,7 +96,9 @@ describe('the packed package', () => {
     const entries = [
       ...Object.values(pkg.exports).flatMap((e) => (typeof e === 'object' && e.default ? [e.default] : [])),
       ...Object.values(pkg.bin),
-      // The workflows, which a worker bundles from their folder (WORKFLOWS_PATH).
+      // The workflows: the build's bundle, which a worker loads by path, and their folder (WORKFLOWS_PATH), which it
+      // bundles at start when the bundle holds another @temporalio/workflow (src/worker/bundle.ts).
+      'lib/workflow-bundle.js',
       'lib/workflows/index.js',
     ].map((file) => posix.relative('lib', posix.normalize(file)).replace(/\.js$/, ''));
     expect(entries).toEqual(expect.arrayContaining(['index', 'error-classes', 'testing', 'cli/index']));
@@ -106,7 +108,13 @@ describe('the packed package', () => {
     // The walk found what it should: the servers ./testing starts, and not those only this repository's tests and
     // scripts start.
     expect(shipped).toEqual(
-      expect.arrayContaining(['testing.js', 'devservers/temporal.js', 'devservers/minio.js', 'workflows/gc.js']),
+      expect.arrayContaining([
+        'testing.js',
+        'devservers/temporal.js',
+        'devservers/minio.js',
+        'workflows/gc.js',
+        'workflow-bundle.js',
+      ]),
     );
     expect(shipped.filter((file) => /^(main|worker\/main|devservers\/(index|moto|seaweedfs))\./.test(file))).toEqual(
       [],
