@@ -11,7 +11,10 @@ import {
   FRAME_HEAD_BYTES,
   INDEX_HEAD_BYTES,
   INDEX_TAG,
-  inflateBlockInBackground,
+  BLOCKS_PER_POOL_TASK,
+  type FrameBatch,
+  inflatedInBatches,
+  takeFrames,
   MAX_INDEX_BYTES,
   parseBlock,
   SegmentBytes,
@@ -103,15 +106,8 @@ export async function* readBlockSpan(
   const corrupt = (reason: string) => new SegmentCorruptError(span.key, reason);
   const bytes = new SegmentBytes(chunks, new Uint8Array(), corrupt);
   let after = span.after;
-  for (const [i, entry] of span.blocks.entries()) {
-    const number = span.first + i + 1;
-    await bytes.need(FRAME_HEAD_BYTES, `block ${number}`);
-    const head = bytes.queue.take(FRAME_HEAD_BYTES);
-    const length = head.readUInt32BE(1);
-    if (head[0] !== BLOCK_TAG || entry.offset + FRAME_HEAD_BYTES + length !== entry.end)
-      throw corrupt(`block ${number} is not where the index says`);
-    await bytes.need(length, `block ${number}`);
-    const raw = await inflateBlockInBackground(corrupt, head, bytes.queue.take(length), number);
+  for await (const { head, raw, number } of inflatedInBatches(corrupt, spanFrames(span, bytes))) {
+    const entry = span.blocks[number - span.first - 1]!;
     const records = parseBlock(corrupt, { head, raw, after, number });
     if (
       records.length !== entry.count ||
@@ -121,5 +117,24 @@ export async function* readBlockSpan(
       throw corrupt('the index does not describe the blocks');
     after = entry.lastKey;
     yield records;
+  }
+}
+
+/** The frames of `span`'s blocks in batches, each where its index entry says it is. */
+async function* spanFrames(span: BlockSpan, bytes: SegmentBytes): AsyncGenerator<FrameBatch> {
+  for (let taken = 0; taken < span.blocks.length;) {
+    const first = span.first + taken + 1;
+    const frames = await takeFrames(
+      bytes,
+      first,
+      Math.min(BLOCKS_PER_POOL_TASK, span.blocks.length - taken),
+      (head, number) => {
+        const entry = span.blocks[number - span.first - 1]!;
+        if (head[0] !== BLOCK_TAG || entry.offset + FRAME_HEAD_BYTES + head.readUInt32BE(1) !== entry.end)
+          throw bytes.corrupt(`block ${number} is not where the index says`);
+      },
+    );
+    taken += frames.length;
+    yield { frames, first };
   }
 }

@@ -110,16 +110,22 @@ export interface BlockEntry {
 }
 
 /**
- * A closed block: its raw records to compress on this thread, or their compression running in the background, which
- * took them.
+ * A closed block: its raw records, to compress on this thread or to send to the pool with the next batch, or their
+ * compression running in the background as the `at`th block of a batch, which took them.
  */
 interface ClosedBlock {
   readonly count: number;
   readonly firstKey: string;
   readonly lastKey: string;
   readonly rawLength: number;
-  readonly bytes: { readonly raw: Buffer } | { readonly compressed: Promise<Buffer> };
+  bytes: { readonly raw: Buffer } | { readonly batch: Promise<Buffer[]>; readonly at: number };
 }
+
+/**
+ * Blocks a pool task codes at most (a writer's closed blocks, a reader's blocks already received): the job's thread
+ * pays the pool per task, and a reader holds two batches of raw blocks (1 MiB) where it held two blocks.
+ */
+export const BLOCKS_PER_POOL_TASK = 4;
 
 const ZSTD_OPTIONS = { params: { [constants.ZSTD_c_compressionLevel]: ZSTD_LEVEL } };
 
@@ -130,6 +136,8 @@ const ZSTD_OPTIONS = { params: { [constants.ZSTD_c_compressionLevel]: ZSTD_LEVEL
  */
 export class BlockSegmentBuilder extends SegmentTally {
   private readonly blocks: ClosedBlock[] = [];
+  /** Blocks sent to the pool: those after them wait for a batch to fill, or for {@link finish}. */
+  private sentBlocks = 0;
   private raw = Buffer.allocUnsafe(BLOCK_TARGET_BYTES + 1024);
   private rawBytes = 0;
   private blockCount = 0;
@@ -196,39 +204,55 @@ export class BlockSegmentBuilder extends SegmentTally {
    */
   encode(): Uint8Array {
     if (this.blockCount > 0) this.closeBlock();
+    if (this.options.background) throw new Error('a segment compressed in the background is finished, not encoded');
     return this.assemble(
-      this.blocks.map(({ bytes }) => {
-        if (!('raw' in bytes)) throw new Error('a segment compressed in the background is finished, not encoded');
-        return zstdCompressSync(bytes.raw, ZSTD_OPTIONS);
-      }),
+      this.blocks.map(({ bytes }) => zstdCompressSync((bytes as { raw: Buffer }).raw, ZSTD_OPTIONS)),
     );
   }
 
   /** The segment's bytes once every block's compression (in the background, when so built) is done. */
   async finish(): Promise<Uint8Array> {
     if (this.blockCount > 0) this.closeBlock();
+    if (this.options.background) this.sendBatch();
     return this.assemble(
       await Promise.all(
-        this.blocks.map(({ bytes }) => ('raw' in bytes ? zstdCompressSync(bytes.raw, ZSTD_OPTIONS) : bytes.compressed)),
+        this.blocks.map(async ({ bytes }) =>
+          'raw' in bytes ? zstdCompressSync(bytes.raw, ZSTD_OPTIONS) : (await bytes.batch)[bytes.at]!,
+        ),
       ),
     );
+  }
+
+  /** The closed blocks not yet sent, compressed on the compactor's pool in one task. */
+  private sendBatch(): void {
+    const unsent = this.blocks.slice(this.sentBlocks);
+    this.sentBlocks = this.blocks.length;
+    if (unsent.length === 0) return;
+    const batch = zstdCompressOnPool(
+      unsent.map(({ bytes }) => (bytes as { raw: Buffer }).raw),
+      ZSTD_LEVEL,
+      { handOver: true },
+    );
+    // Handled here so a segment abandoned before finish() leaves no unhandled rejection; finish() still sees the
+    // failure.
+    batch.catch(() => undefined);
+    unsent.forEach((block, at) => (block.bytes = { batch, at }));
   }
 
   private closeBlock(): void {
     const rawLength = this.rawBytes;
     // The block's own copy (the builder's buffer fills the next block meanwhile); in the background it
-    // is a buffer of its own, handed over to the codec pool, which then needs no copy of its own.
+    // is a buffer of its own, handed over to the compactor's pool, which then needs no copy of its own.
     const raw = this.options.background ? Buffer.allocUnsafeSlow(rawLength) : Buffer.allocUnsafe(rawLength);
     this.raw.copy(raw, 0, 0, rawLength);
-    let bytes: ClosedBlock['bytes'] = { raw };
-    if (this.options.background) {
-      const compressed = zstdCompressOnPool(raw, ZSTD_LEVEL, { handOver: true });
-      // Handled here so a segment abandoned before finish() leaves no unhandled rejection; finish() still sees the
-      // failure.
-      compressed.catch(() => undefined);
-      bytes = { compressed };
-    }
-    this.blocks.push({ count: this.blockCount, firstKey: this.blockFirst!, lastKey: this.last!, rawLength, bytes });
+    this.blocks.push({
+      count: this.blockCount,
+      firstKey: this.blockFirst!,
+      lastKey: this.last!,
+      rawLength,
+      bytes: { raw },
+    });
+    if (this.options.background && this.blocks.length - this.sentBlocks >= BLOCKS_PER_POOL_TASK) this.sendBatch();
     this.rawBytes = 0;
     this.blockCount = 0;
     this.blockFirst = null;
@@ -372,18 +396,28 @@ function inflateBlock(
   }
 }
 
-/** Decompresses a checked frame on the block codec pool. */
-export async function inflateBlockInBackground(
+/** A block frame as read: its head and its compressed bytes. */
+export interface BlockFrame {
+  readonly head: Buffer;
+  readonly compressed: Buffer;
+}
+
+/** Decompresses checked frames, numbered from `first`, in one task on the compactor's pool. */
+export async function inflateBlocksInBackground(
   corrupt: (reason: string) => SegmentCorruptError,
-  head: Buffer,
-  compressed: Buffer,
-  number: number,
-): Promise<Buffer> {
-  const options = checkedFrame(corrupt, head, compressed, number);
+  frames: readonly BlockFrame[],
+  first: number,
+): Promise<Buffer[]> {
+  const checked = frames.map(({ head, compressed }, i) => ({
+    compressed,
+    maxOutputLength: checkedFrame(corrupt, head, compressed, first + i).maxOutputLength!,
+  }));
   try {
-    return await zstdDecompressOnPool(compressed, options.maxOutputLength!);
+    return await zstdDecompressOnPool(checked);
   } catch (err) {
-    throw corrupt(`block ${number} is not zstd: ${(err as Error).message}`);
+    // The failure's path only: each block decompressed again on this thread names the one that fails.
+    frames.forEach(({ head, compressed }, i) => inflateBlock(corrupt, head, compressed, first + i));
+    throw corrupt(`blocks ${first} to ${first + frames.length - 1}: ${(err as Error).message}`);
   }
 }
 
@@ -459,8 +493,9 @@ export function parseBlock(
 /**
  * Reads a v2 segment from its chunks, block by block: each block's records are yielded once its
  * checksum has passed, and the index at the end must describe the blocks read (a truncated or
- * spliced segment fails there). A block is decompressed on the block codec pool while the one before
- * it is consumed. Memory: two blocks and the index.
+ * spliced segment fails there). The blocks already received are decompressed on the compactor's pool
+ * in one task (up to {@link BLOCKS_PER_POOL_TASK}) while those before them are consumed. Memory: two
+ * batches of blocks and the index.
  */
 export async function* readBlockSegment(
   key: string,
@@ -475,43 +510,105 @@ export async function* readBlockSegment(
   const seen: BlockEntry[] = [];
   let offset = BLOCK_HEADER.length;
   let last: string | null = null;
-  /**
-   * The block read before the current one, decompressing in the background while the next is read and the consumer
-   * works.
-   */
-  let pending: { head: Buffer; raw: Promise<Buffer> } | undefined;
-  const parsePending = async (): Promise<EncodedRecord[]> => {
-    const { head, raw } = pending!;
-    pending = undefined;
-    const number = seen.length + 1;
-    const records = parseBlock(corrupt, { head, raw: await raw, after: last, number });
+  for await (const { head, raw, number } of inflatedInBatches(corrupt, segmentFrames(bytes))) {
+    const records = parseBlock(corrupt, { head, raw, after: last, number });
     if (records.length === 0) throw corrupt(`block ${number} is empty`);
     last = records[records.length - 1]!.key;
     seen.push({ offset, count: records.length, firstKey: records[0]!.key, lastKey: last });
     offset += FRAME_HEAD_BYTES + head.readUInt32BE(1);
-    return records;
-  };
+    yield records;
+  }
+  await checkIndexDescribes(bytes, seen, offset);
+}
+
+/** Block frames taken from a queue in one batch, the first numbered `first` (from 1). */
+export interface FrameBatch {
+  readonly frames: readonly BlockFrame[];
+  readonly first: number;
+}
+
+/** A segment's block frames up to its index, in batches: see {@link takeFrames}. */
+async function* segmentFrames(bytes: SegmentBytes): AsyncGenerator<FrameBatch> {
+  const { queue, corrupt } = bytes;
+  let taken = 0;
   for (;;) {
     await bytes.need(1, 'a frame');
-    const tag = queue.peekByte();
-    if (tag === INDEX_TAG) break;
-    const number = seen.length + (pending ? 2 : 1);
-    if (tag !== BLOCK_TAG) throw corrupt(`unknown frame after block ${number - 1}`);
+    if (queue.peekByte() === INDEX_TAG) return;
+    if (queue.peekByte() !== BLOCK_TAG) throw corrupt(`unknown frame after block ${taken}`);
+    const first = taken + 1;
+    const frames = await takeFrames(bytes, first, BLOCKS_PER_POOL_TASK);
+    taken += frames.length;
+    yield { frames, first };
+  }
+}
+
+/**
+ * A batch of up to `most` block frames from the front of `bytes`: the next one, waiting for its bytes, and those after
+ * it already received (no wait for more), each head checked by `check` and the block bound before its bytes are taken.
+ * A frame after the first is taken only if its tag is a block's.
+ */
+export async function takeFrames(
+  bytes: SegmentBytes,
+  first: number,
+  most: number,
+  check: (head: Buffer, number: number) => void = () => undefined,
+): Promise<BlockFrame[]> {
+  const { queue, corrupt } = bytes;
+  const frames: BlockFrame[] = [];
+  do {
+    const number = first + frames.length;
     await bytes.need(FRAME_HEAD_BYTES, `block ${number}`);
     const head = queue.take(FRAME_HEAD_BYTES);
+    check(head, number);
     const length = head.readUInt32BE(1);
     if (length > MAX_BLOCK_BYTES + 1024)
       throw corrupt(`block ${number} claims ${length} compressed bytes, more than a block may hold`);
     await bytes.need(length, `block ${number}`);
-    const raw = inflateBlockInBackground(corrupt, head, queue.take(length), number);
-    // Handled here too: a reader stopped early leaves this block's failure to nobody.
-    raw.catch(() => undefined);
-    const ready = pending ? await parsePending() : undefined;
-    pending = { head, raw };
-    if (ready) yield ready;
+    frames.push({ head, compressed: queue.take(length) });
+  } while (frames.length < most && frameReceived(queue));
+  return frames;
+}
+
+/** Whether the queue holds a whole block frame at its front: one a batch takes without waiting for bytes. */
+function frameReceived(queue: ByteQueue): boolean {
+  if (queue.length < FRAME_HEAD_BYTES || queue.peekByte() !== BLOCK_TAG) return false;
+  const length = queue.peekByte(1) * 2 ** 24 + (queue.peekByte(2) << 16) + (queue.peekByte(3) << 8) + queue.peekByte(4);
+  return queue.length >= FRAME_HEAD_BYTES + length;
+}
+
+type InflatingBatch = FrameBatch & { readonly raws: Promise<Buffer[]> };
+
+/** The blocks of a batch whose decompression was started, each as the consumer takes the one before it. */
+async function* inTurn({ frames, first, raws }: InflatingBatch): AsyncGenerator<InflatedBlock> {
+  const raw = await raws;
+  for (const [i, { head }] of frames.entries()) yield { head, raw: raw[i]!, number: first + i };
+}
+
+/** A block decompressed: its frame head, its raw bytes, its number from 1. */
+export interface InflatedBlock {
+  readonly head: Buffer;
+  readonly raw: Buffer;
+  readonly number: number;
+}
+
+/**
+ * The blocks of `batches`, each batch decompressed on the compactor's pool in one task while the consumer takes the
+ * blocks of the batch before it: memory, two batches of blocks.
+ */
+export async function* inflatedInBatches(
+  corrupt: (reason: string) => SegmentCorruptError,
+  batches: AsyncIterable<FrameBatch>,
+): AsyncGenerator<InflatedBlock> {
+  let pending: InflatingBatch | undefined;
+  for await (const batch of batches) {
+    const raws = inflateBlocksInBackground(corrupt, batch.frames, batch.first);
+    // Handled here too: a reader stopped early leaves these blocks' failure to nobody.
+    raws.catch(() => undefined);
+    const ready = pending;
+    pending = { ...batch, raws };
+    if (ready) yield* inTurn(ready);
   }
-  if (pending) yield await parsePending();
-  await checkIndexDescribes(bytes, seen, offset);
+  if (pending) yield* inTurn(pending);
 }
 
 /** A segment's bytes as its reader takes them: a queue, refilled from the segment's chunks on demand. */
@@ -664,8 +761,14 @@ class ByteQueue {
     this.length += chunk.length;
   }
 
-  peekByte(): number {
-    return this.chunks[0]![this.head]!;
+  /** The byte `at` bytes from the front; `at` < `length`. */
+  peekByte(at = 0): number {
+    let offset = this.head + at;
+    for (const chunk of this.chunks) {
+      if (offset < chunk.length) return chunk[offset]!;
+      offset -= chunk.length;
+    }
+    throw new RangeError(`no byte ${at} in a queue of ${this.length}`);
   }
 
   take(n: number): Buffer {

@@ -1,11 +1,11 @@
 /**
  * What a thread of the compactor's pool (pool.ts) runs: each exported function is one kind of task,
- * its argument one structured-cloned object, its bytes moved (transferred) both ways, never copied.
+ * its argument structured-cloned, its bytes moved (transferred) both ways, never copied.
  */
 import { createRequire } from 'node:module';
 import { workerData } from 'node:worker_threads';
 import { constants, gzipSync, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
-import { move } from 'piscina';
+import { move, transferableSymbol, valueSymbol } from 'piscina';
 
 /** What a pool thread is started with. */
 export interface PoolThreadData {
@@ -26,15 +26,32 @@ export const codecs = {
   gzip: ({ bytes, level }: { bytes: Uint8Array; level: number }): Buffer => gzipSync(bytes, { level }),
 } as const;
 
-type Moved = ReturnType<typeof move>;
+/** One task of codec `N`: its bytes and its parameters. */
+export type CodecTask<N extends keyof typeof codecs> = Parameters<(typeof codecs)[N]>[0];
 
-/** A result the pool transfers: a buffer sharing a pooled ArrayBuffer with others is copied into one of its own. */
-const moved = (bytes: Buffer): Moved =>
-  move(bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : new Uint8Array(bytes));
+/**
+ * A batch of results the pool transfers, each in an ArrayBuffer of its own: a buffer sharing a pooled ArrayBuffer with
+ * others is copied into one.
+ */
+function movedAll(results: readonly Buffer[]): ReturnType<typeof move> {
+  const own = results.map((bytes) =>
+    bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : new Uint8Array(bytes),
+  );
+  return move({ [transferableSymbol]: own.map((bytes) => bytes.buffer), [valueSymbol]: own });
+}
 
-export const zstd = (task: Parameters<typeof codecs.zstd>[0]): Moved => moved(codecs.zstd(task));
-export const unzstd = (task: Parameters<typeof codecs.unzstd>[0]): Moved => moved(codecs.unzstd(task));
-export const gzip = (task: Parameters<typeof codecs.gzip>[0]): Moved => moved(codecs.gzip(task));
+/**
+ * A pool task runs a batch of one codec's blocks: the job's thread pays the pool's cost per task (its balancer, its
+ * messages), not per block.
+ */
+const batchOf =
+  <N extends keyof typeof codecs>(name: N) =>
+  (tasks: readonly CodecTask<N>[]): ReturnType<typeof move> =>
+    movedAll(tasks.map((task) => codecs[name](task as never)));
+
+export const zstd = batchOf('zstd');
+export const unzstd = batchOf('unzstd');
+export const gzip = batchOf('gzip');
 
 // Last: a module loaded here imports this one again (through pool.ts), and finds its exports complete.
 const load = createRequire(__filename);

@@ -4,7 +4,8 @@
  * (zstd of v2 blocks, gzip of whole v1 segments), so the process uses every core whatever the mix of
  * its jobs. Node's own asynchronous zstd builds a stream and a zstd context on the calling thread for
  * every call (about 100 µs a block, measured in docs/performance.md), more than the work it moves
- * away; a pool thread keeps its contexts and costs the caller one message each way.
+ * away; a pool thread's synchronous calls build their contexts too, but off the merging thread, which
+ * pays one message each way.
  *
  * Threads start on first use and keep the process alive only while they have work. A thread that
  * dies fails the tasks it held only (their callers' attempts); the pool starts another.
@@ -15,7 +16,7 @@ import { isMainThread } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { PROCESS_SETTINGS } from '../config/declaration';
 import { settingFromEnv } from '../config/environment';
-import { codecs, type PoolThreadData } from './pool-thread';
+import { codecs, type CodecTask, type PoolThreadData } from './pool-thread';
 
 /**
  * The module a thread loads, beside this one: compiled JavaScript in lib/, or the TypeScript sources
@@ -83,46 +84,63 @@ const fillsArrayBuffer = (bytes: Uint8Array): bytes is Uint8Array<ArrayBuffer> =
   bytes.buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
 
 /**
- * Codec `name` of `bytes` on a pool thread; on a pool thread itself, in place (that thread is
- * already one of the cores the pool spreads work over). The task gets bytes of its own, transferred:
- * unless handed over whole, a copy, since the caller's buffer may be a view of a larger one it goes
- * on using. Node's unpooled Buffer memory, not a zero-filled ArrayBuffer: it costs a tenth as much to
- * fill and to transfer (bench in docs/performance.md).
+ * Codec `name` of a batch of blocks in one pool task; on a pool thread itself, in place (that thread is already one of
+ * the cores the pool spreads work over). The task gets bytes of its own, transferred: blocks handed over whole move as
+ * they are; the others are copied into one buffer for the batch, since a caller's buffer may be a view of a larger one
+ * it goes on using. Node's unpooled Buffer memory, not a zero-filled ArrayBuffer: it costs a tenth as much to fill and
+ * to transfer (bench in docs/performance.md).
  */
-async function code<N extends Codec>(
+async function codeBatch<N extends Codec>(
   name: N,
-  task: Omit<Parameters<(typeof codecs)[N]>[0], 'bytes'>,
-  bytes: Uint8Array,
+  tasks: readonly CodecTask<N>[],
   handOver = false,
-): Promise<Buffer> {
-  if (!isMainThread) return codecs[name]({ ...task, bytes } as never);
-  let own: Uint8Array<ArrayBuffer>;
-  if (handOver && fillsArrayBuffer(bytes)) {
-    own = bytes;
-  } else {
-    own = Buffer.allocUnsafeSlow(bytes.byteLength);
-    own.set(bytes);
-  }
-  const out: Uint8Array = await compactorPool().run({ ...task, bytes: own }, { name, transferList: [own.buffer] });
-  return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
+): Promise<Buffer[]> {
+  if (!isMainThread) return tasks.map((task) => codecs[name](task as never));
+  const copied = tasks.filter(({ bytes }) => !(handOver && fillsArrayBuffer(bytes)));
+  const shared = Buffer.allocUnsafeSlow(copied.reduce((sum, { bytes }) => sum + bytes.byteLength, 0));
+  const transferList: ArrayBuffer[] = copied.length > 0 ? [shared.buffer] : [];
+  let at = 0;
+  const own = tasks.map((task) => {
+    if (handOver && fillsArrayBuffer(task.bytes)) {
+      transferList.push(task.bytes.buffer);
+      return task;
+    }
+    const bytes = shared.subarray(at, at + task.bytes.byteLength);
+    bytes.set(task.bytes);
+    at += bytes.byteLength;
+    return { ...task, bytes };
+  });
+  const out: Uint8Array[] = await compactorPool().run(own, { name, transferList });
+  return out.map((bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
 }
 
 /**
- * `raw` compressed with zstd at `level`, on a pool thread; `handOver`: the caller gives `raw` up (moved to the thread,
- * not copied, when it fills an ArrayBuffer of its own).
+ * Each of `raws` compressed with zstd at `level`, in one pool task; `handOver`: the caller gives `raws` up (each moved
+ * to the thread, not copied, when it fills an ArrayBuffer of its own).
  */
 export const zstdCompressOnPool = (
-  raw: Uint8Array,
+  raws: readonly Uint8Array[],
   level: number,
   options: { handOver?: boolean } = {},
-): Promise<Buffer> => code('zstd', { level }, raw, options.handOver);
+): Promise<Buffer[]> =>
+  codeBatch(
+    'zstd',
+    raws.map((bytes) => ({ bytes, level })),
+    options.handOver,
+  );
 
 /**
- * The zstd frame `compressed` decompressed on a pool thread; fails when it is not zstd or would exceed
+ * Each zstd frame of `frames` decompressed, in one pool task; fails when one is not zstd or would exceed its
  * `maxOutputLength`.
  */
-export const zstdDecompressOnPool = (compressed: Uint8Array, maxOutputLength: number): Promise<Buffer> =>
-  code('unzstd', { maxOutputLength }, compressed);
+export const zstdDecompressOnPool = (
+  frames: readonly { compressed: Uint8Array; maxOutputLength: number }[],
+): Promise<Buffer[]> =>
+  codeBatch(
+    'unzstd',
+    frames.map(({ compressed, maxOutputLength }) => ({ bytes: compressed, maxOutputLength })),
+  );
 
 /** `raw` as one gzip member at `level`, on a pool thread. */
-export const gzipOnPool = (raw: Uint8Array, level: number): Promise<Buffer> => code('gzip', { level }, raw);
+export const gzipOnPool = async (raw: Uint8Array, level: number): Promise<Buffer> =>
+  (await codeBatch('gzip', [{ bytes: raw, level }]))[0]!;
