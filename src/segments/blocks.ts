@@ -415,9 +415,11 @@ export async function inflateBlocksInBackground(
   try {
     return await zstdDecompressOnPool(checked);
   } catch (err) {
-    // The failure's path only: each block decompressed again on this thread names the one that fails.
+    // The blocks or the pool failed. Decompressed again on this thread, a block that fails is corrupt (and named);
+    // if none does, the pool's error stands: a thread that died says nothing of the data, and its attempt may be
+    // retried, where a corrupt segment ends the job.
     frames.forEach(({ head, compressed }, i) => inflateBlock(corrupt, head, compressed, first + i));
-    throw corrupt(`blocks ${first} to ${first + frames.length - 1}: ${(err as Error).message}`);
+    throw err;
   }
 }
 
