@@ -383,7 +383,11 @@ async function inflateBlockInBackground(
   try {
     return await zstdDecompressOnPool(compressed, options.maxOutputLength!);
   } catch (err) {
-    throw corrupt(`block ${number} is not zstd: ${(err as Error).message}`);
+    // The block or the pool failed. Decompressed again on this thread, a block that fails is corrupt; one that does
+    // not leaves the pool's error as it is: a codec thread that died says nothing of the data, and its attempt may be
+    // retried, where a corrupt segment ends the job.
+    inflateBlock(corrupt, head, compressed, number);
+    throw err;
   }
 }
 
