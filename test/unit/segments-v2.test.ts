@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SettingsError, settingsFromEnv } from '../../src/config';
 import { GOLDEN_RECORDS, GOLDEN_V2_EXTRA } from '../support/golden-segment';
 import { crc32, zstdCompressSync } from 'node:zlib';
@@ -22,6 +22,17 @@ import {
   SegmentCorruptError,
   type SegmentRecord,
 } from '../../src/segments';
+
+/** Set, every decompression on the compactor's pool fails with it, as when a pool thread dies. */
+const codecPool = vi.hoisted(() => ({ failure: undefined as Error | undefined }));
+vi.mock('../../src/segments/pool', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../../src/segments/pool')>();
+  return {
+    ...original,
+    zstdDecompressOnPool: (frames: Parameters<typeof original.zstdDecompressOnPool>[0]) =>
+      codecPool.failure ? Promise.reject(codecPool.failure) : original.zstdDecompressOnPool(frames),
+  };
+});
 
 async function readAll(bytes: Uint8Array, chunks: Uint8Array[] = [bytes]): Promise<SegmentRecord[]> {
   const out: SegmentRecord[] = [];
@@ -45,6 +56,16 @@ function blocksOf(bytes: Uint8Array): [number, number][] {
   const out: [number, number][] = [];
   for (let at = 8; b[at] === 0x42; at += 17 + b.readUInt32BE(at + 1)) out.push([at, b.readUInt32BE(at + 1)]);
   return out;
+}
+
+/** `bytes` with block 2's compressed bytes replaced by as many that are not zstd, under a checksum that matches them. */
+function notZstd(bytes: Uint8Array): Buffer {
+  const b = Buffer.from(bytes);
+  const [at, length] = blocksOf(b)[1]!;
+  const compressed = b.subarray(at + 17, at + 17 + length);
+  compressed.fill(0x5a);
+  b.writeUInt32BE(crc32(compressed, crc32(b.subarray(at + 5, at + 13))), at + 13);
+  return b;
 }
 
 /** `bytes` with one bit of byte `at` changed. */
@@ -119,11 +140,27 @@ describe('segment format v2', () => {
     ['an unknown header', (b: Uint8Array) => flip(b, 7), /header/],
     ['data after the trailer', (b: Uint8Array) => Buffer.concat([b, Buffer.from('x')]), /after the trailer/],
     ['not a frame', (b: Uint8Array) => flip(b, blocksOf(b)[1]![0]), /unknown frame/],
+    ['a block that is not zstd under a matching checksum', notZstd, /block 2 is not zstd/],
   ])('rejects %s as corrupt, naming the key', async (_, corrupt, reason) => {
     const bad = corrupt(encodeSegment(many(3000), 2));
     await expect(readAll(bad)).rejects.toBeInstanceOf(SegmentCorruptError);
     await expect(readAll(bad)).rejects.toThrow(/segment seg-key is corrupt/);
     await expect(readAll(bad)).rejects.toThrow(reason);
+  });
+
+  it('a pool thread that fails does not make a sound segment corrupt: its error stands, and may be retried', async () => {
+    const sound = encodeSegment(many(3000), 2);
+    codecPool.failure = new Error('a block codec thread exited with code 1');
+    try {
+      const failed = await readAll(sound).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(failed).toBe(codecPool.failure);
+    } finally {
+      codecPool.failure = undefined;
+    }
+    expect(await readAll(sound)).toEqual(many(3000));
   });
 
   it('refuses to write a record whose key and value are larger than a block allows', () => {
