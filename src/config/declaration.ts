@@ -371,13 +371,16 @@ export const PROCESS_SETTINGS = {
   },
   /**
    * One pool per process: the threads every compaction of the worker merges key ranges and codes blocks on, so one
-   * process uses every core whatever its mix of jobs.
-   * @default the available parallelism (`os.availableParallelism()`, applied in src/segments/pool.ts)
+   * process uses every core whatever its mix of jobs. One core is left to the jobs' own thread, which reads and stores
+   * their bytes and, on a pool of one thread, merges: on 2 cores a pool of two cost a job 10–40 % more CPU a record
+   * than a pool of one (docs/performance.md).
+   * @default one less than the available parallelism, at least 1 (`os.availableParallelism()`, applied in
+   * src/segments/pool.ts)
    */
   compactorThreads: {
     ...count(1, 1024),
     env: 'COMPACTION_COMPACTOR_THREADS',
-    unsetMeans: 'the available parallelism',
+    unsetMeans: 'one less than the available parallelism, at least 1',
     doc: "threads of the worker's compactor pool, shared by every job's range merges and block codecs",
   },
 } as const satisfies Record<string, SettingDeclaration>;

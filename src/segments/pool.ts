@@ -40,11 +40,12 @@ export function loadOnPoolThreads(module: string): void {
 }
 
 /**
- * Threads of the pool: `COMPACTION_COMPACTOR_THREADS`, default the available parallelism. Off the
- * main thread (a pool thread, or the simulator, where the pool's tasks run in place), one: the thread itself.
+ * Threads of the pool: `COMPACTION_COMPACTOR_THREADS`, default one less than the available parallelism (the jobs'
+ * own thread has the other core), at least 1. Off the main thread (a pool thread, or the simulator, where the pool's
+ * tasks run in place), one: the thread itself.
  */
 export const compactorThreads = (): number =>
-  isMainThread ? (settingFromEnv(PROCESS_SETTINGS, 'compactorThreads') ?? availableParallelism()) : 1;
+  isMainThread ? (settingFromEnv(PROCESS_SETTINGS, 'compactorThreads') ?? Math.max(1, availableParallelism() - 1)) : 1;
 
 /**
  * Block tasks a thread is given before it finishes one: a reader or writer keeps a block or two in
