@@ -60,7 +60,7 @@ function blocksOf(bytes: Uint8Array): [number, number][] {
   return out;
 }
 
-/** `bytes` with block 2's compressed bytes replaced by as many that are not zstd, under a checksum that matches them. */
+/** `bytes` with block 2's compressed bytes replaced by as many that are not zstd, under a matching checksum. */
 function notZstd(bytes: Uint8Array): Buffer {
   const b = Buffer.from(bytes);
   const [at, length] = blocksOf(b)[1]!;
