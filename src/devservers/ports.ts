@@ -5,7 +5,8 @@ import { createServer } from 'node:net';
 // same port; remembering what was handed out keeps them apart.
 const handedOut = new Set<number>();
 const MAX_PICKS = 100;
-const PORT_CLASH = /address already in use|EADDRINUSE/i;
+/** A server's failure to bind a port; the port, when the message names it ("listen tcp 127.0.0.1:PORT: bind: …"). */
+const PORT_CLASH = /(?::(\d+): bind: )?address already in use|EADDRINUSE/i;
 
 function osAssignedPort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -43,22 +44,22 @@ export async function freePort(): Promise<number> {
 /**
  * Starts a server whose ports `start` chooses with `freePort`, and starts it again (up to
  * `attempts` times in all) while it fails because one of them was taken by someone else before the
- * server bound it. A port the caller fixed (`fixedPort`) is not ours to change: no retry then.
+ * server bound it. A port the caller fixed (`fixedPort`) is not ours to change: a clash on it is not
+ * retried, a clash on one of the others `start` chose is.
  */
 export async function startOnFreePorts<T>(
   fixedPort: number | undefined,
   start: () => Promise<T>,
   attempts = 3,
 ): Promise<T> {
-  if (fixedPort) {
-    handedOut.add(fixedPort); // so that no port chosen beside it is the same
-    return start();
-  }
+  if (fixedPort) handedOut.add(fixedPort); // so that no port chosen beside it is the same
   for (let attempt = 1; ; attempt++) {
     try {
       return await start();
     } catch (err) {
-      if (attempt >= attempts || !(err instanceof Error) || !PORT_CLASH.test(err.message)) throw err;
+      if (attempt >= attempts || !(err instanceof Error)) throw err;
+      const clash = PORT_CLASH.exec(err.message);
+      if (clash === null || (fixedPort && Number(clash[1] ?? fixedPort) === fixedPort)) throw err;
     }
   }
 }

@@ -34,11 +34,17 @@ describe('startOnFreePorts', () => {
     expect(calls).toBe(2);
   });
 
-  it('does not retry other failures, nor a port the caller fixed', async () => {
+  it('does not retry other failures, nor a clash on a port the caller fixed', async () => {
     let calls = 0;
     const other = new Error('MinIO binary does not exist');
     await expect(startOnFreePorts(undefined, () => (calls++, Promise.reject(other)))).rejects.toBe(other);
-    await expect(startOnFreePorts(7233, () => (calls++, Promise.reject(clash)))).rejects.toBe(clash);
+    await expect(startOnFreePorts(45759, () => (calls++, Promise.reject(clash)))).rejects.toBe(clash);
     expect(calls).toBe(2);
+  });
+
+  it('beside a port the caller fixed, starts again when one it chose itself was taken', async () => {
+    let calls = 0;
+    const started = await startOnFreePorts(7233, () => (++calls < 2 ? Promise.reject(clash) : Promise.resolve('up')));
+    expect([started, calls]).toEqual(['up', 2]);
   });
 });
