@@ -372,8 +372,8 @@ export const PROCESS_SETTINGS = {
   /**
    * One pool per process: the threads every compaction of the worker merges key ranges and codes blocks on, so one
    * process uses every core whatever its mix of jobs. One core is left to the jobs' own thread, which reads and stores
-   * their bytes and, on a pool of one thread, merges: on 2 cores a job on a pool of two used 14–62 % more CPU a record
-   * than on one codec thread, and was no faster (docs/performance.md).
+   * their bytes and, on a pool of one thread, merges: on 2 cores a job on a pool of two used 16–37 % more CPU a record
+   * than on a pool of one, and was no faster (docs/performance.md).
    * @default one less than the available parallelism, at least 1 (`os.availableParallelism()`, applied in
    * src/segments/pool.ts)
    */
