@@ -9,6 +9,7 @@ import {
   isTombstone,
   mergeSegments,
   newSegmentWriter,
+  ownedBytes,
   readBlockSpan,
   SegmentCorruptError,
   spanBytes,
@@ -137,7 +138,7 @@ function rangeLink(port: MessagePort) {
     /** Sends a cut (its bytes moved, not copied); resolves when the job's thread has taken it. */
     sendCut(cut: RangeCut): Promise<void> {
       const taken = new Promise<void>((resolve) => stored.push(resolve));
-      const [live, dead] = [cut.live && whole(cut.live), cut.dead && whole(cut.dead)];
+      const [live, dead] = [cut.live && ownedBytes(cut.live), cut.dead && ownedBytes(cut.dead)];
       post(
         { type: 'cut', cut: { ...cut, live, dead } },
         [live, dead].flatMap((b) => (b ? [b.buffer] : [])),
@@ -148,12 +149,6 @@ function rangeLink(port: MessagePort) {
 }
 
 type RangeLink = ReturnType<typeof rangeLink>;
-
-/** Bytes that fill an ArrayBuffer of their own, which may be transferred: a view of a shared one is copied. */
-const whole = (bytes: Uint8Array): Uint8Array<ArrayBuffer> =>
-  bytes.buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength
-    ? (bytes as Uint8Array<ArrayBuffer>)
-    : new Uint8Array(bytes);
 
 /** Keeps the records of a batch within [lo, hi); a batch wholly inside is kept as it is. */
 function keyFilter(lo: string | null, hi: string | null) {

@@ -20,3 +20,4 @@ export {
   type IndexedBlock,
 } from './block-ranges';
 export { compactorPool, compactorThreads, loadOnPoolThreads } from './pool';
+export { ownedBytes } from './pool-thread';

@@ -29,14 +29,17 @@ export const codecs = {
 /** One task of codec `N`: its bytes and its parameters. */
 export type CodecTask<N extends keyof typeof codecs> = Parameters<(typeof codecs)[N]>[0];
 
-/**
- * A batch of results the pool transfers, each in an ArrayBuffer of its own: a buffer sharing a pooled ArrayBuffer with
- * others is copied into one.
- */
+/** Whether `bytes` fill an ArrayBuffer of their own, which may then be transferred whole. */
+export const fillsArrayBuffer = (bytes: Uint8Array): bytes is Uint8Array<ArrayBuffer> =>
+  bytes.buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
+
+/** `bytes` in an ArrayBuffer of their own, which may be transferred: a view of a shared (pooled) one is copied. */
+export const ownedBytes = (bytes: Uint8Array): Uint8Array<ArrayBuffer> =>
+  fillsArrayBuffer(bytes) ? bytes : new Uint8Array(bytes);
+
+/** A batch of results the pool transfers, each in an ArrayBuffer of its own. */
 function movedAll(results: readonly Buffer[]): ReturnType<typeof move> {
-  const own = results.map((bytes) =>
-    bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : new Uint8Array(bytes),
-  );
+  const own = results.map(ownedBytes);
   return move({ [transferableSymbol]: own.map((bytes) => bytes.buffer), [valueSymbol]: own });
 }
 

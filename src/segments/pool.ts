@@ -1,11 +1,11 @@
 /**
  * The compactor's threads: one pool per process (Piscina), sized by `COMPACTION_COMPACTOR_THREADS`
- * (default: the available parallelism), on which every compaction of the process codes its blocks
- * (zstd of v2 blocks, gzip of whole v1 segments), so the process uses every core whatever the mix of
- * its jobs. Node's own asynchronous zstd builds a stream and a zstd context on the calling thread for
- * every call (about 100 µs a block, measured in docs/performance.md), more than the work it moves
- * away; a pool thread's synchronous calls build their contexts too, but off the merging thread, which
- * pays one message each way.
+ * (see {@link compactorThreads}), on which every compaction of the process codes its blocks (zstd of
+ * v2 blocks, gzip of whole v1 segments) and merges the key ranges of its v2 merges, so the process
+ * uses every core whatever the mix of its jobs. Node's own asynchronous zstd builds a stream and a
+ * zstd context on the calling thread for every call (about 100 µs a block, measured in
+ * docs/performance.md), more than the work it moves away; a pool thread's synchronous calls build
+ * their contexts too, but off the merging thread, which pays one message a batch each way.
  *
  * Threads start on first use and keep the process alive only while they have work. A thread that
  * dies fails the tasks it held only (their callers' attempts); the pool starts another.
@@ -16,7 +16,7 @@ import { isMainThread } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { PROCESS_SETTINGS } from '../config/declaration';
 import { settingFromEnv } from '../config/environment';
-import { codecs, type CodecTask, type PoolThreadData } from './pool-thread';
+import { codecs, fillsArrayBuffer, type CodecTask, type PoolThreadData } from './pool-thread';
 
 /**
  * The module a thread loads, beside this one: compiled JavaScript in lib/, or the TypeScript sources
@@ -80,9 +80,6 @@ export function compactorPool(): Piscina {
 }
 
 type Codec = keyof typeof codecs;
-
-const fillsArrayBuffer = (bytes: Uint8Array): bytes is Uint8Array<ArrayBuffer> =>
-  bytes.buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
 
 /**
  * Codec `name` of a batch of blocks in one pool task; on a pool thread itself, in place (that thread is already one of
