@@ -130,7 +130,7 @@ export class SegmentBuilder extends SegmentTally {
     return gzipSync(this.uncompressed(), { level: GZIP_LEVEL });
   }
 
-  /** {@link encode}, compressed on the codec pool's threads while the caller goes on. */
+  /** {@link encode}, compressed on the compactor pool's threads while the caller goes on. */
   finish(): Promise<Uint8Array> {
     return gzipOnPool(this.uncompressed(), GZIP_LEVEL);
   }

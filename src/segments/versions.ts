@@ -40,7 +40,7 @@ export interface SegmentWriter {
 }
 
 /**
- * A writer of `version`; `background`: compress v2 blocks on the block codec threads as they close (other cores), for
+ * A writer of `version`; `background`: compress v2 blocks on the compactor pool's threads as they close (other cores), for
  * {@link SegmentWriter.finish}.
  */
 export const newSegmentWriter = (
