@@ -24,7 +24,8 @@ import type { RangeCut } from './range-thread';
 import { ProgressMismatchError, stagedOutputKey, type Compactor, type MergeLimits, type StagedStore } from './plugin';
 
 /**
- * Outputs are compressed on the compactor pool's threads while the merge goes on: v2 block by block, v1 whole at the cut.
+ * Outputs are compressed on the compactor pool's threads while the merge goes on: v2 block by block, v1 whole at the
+ * cut.
  */
 const BACKGROUND = { background: true } as const;
 

@@ -328,8 +328,8 @@ export const PROCESS_SETTINGS = {
   },
   /**
    * The most MiB each of the two semi-spaces of V8's young generation takes, in the threads started after the worker
-   * sets this (its workflow threads, the compactor pool's) and, given to node as `--max-semi-space-size` (`NODE_OPTIONS`),
-   * its main thread.
+   * sets this (its workflow threads, the compactor pool's) and, given to node as `--max-semi-space-size`
+   * (`NODE_OPTIONS`), its main thread.
    * V8 grows them to 64 MiB each without pointer compression while a worker is busy (its ramp, its refreshes) and keeps
    * them resident: more than the old generation a thousand held leases use (docs/performance.md). 0: V8's own.
    * @default 4

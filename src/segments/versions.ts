@@ -40,8 +40,8 @@ export interface SegmentWriter {
 }
 
 /**
- * A writer of `version`; `background`: compress v2 blocks on the compactor pool's threads as they close (other cores), for
- * {@link SegmentWriter.finish}.
+ * A writer of `version`; `background`: compress v2 blocks on the compactor pool's threads as they close (other
+ * cores), for {@link SegmentWriter.finish}.
  */
 export const newSegmentWriter = (
   version: SegmentFormatVersion = DEFAULT_SEGMENT_FORMAT_VERSION,
